@@ -1,0 +1,157 @@
+"""One definition per node; the V1 (NODE_CLASS_MAPPINGS) and V3 (comfy_api io) forms derive from it.
+
+A node is a subclass of `RasterKitNode` with class attributes NODE_ID, DISPLAY_NAME, CATEGORY,
+DESCRIPTION, INPUTS (a list of `Input`), OUTPUTS (a list of `Output`) and a classmethod
+`run(**inputs) -> tuple`. The subclass itself is the V1 node; `to_v3(node, io)` builds the V3 one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    type: str
+    default: Any = None
+    min: float | None = None
+    max: float | None = None
+    step: float | None = None
+    options: tuple = ()
+    multiline: bool = False
+    optional: bool = False
+    tooltip: str | None = None
+
+
+def Int(name, default, min, max, step=1, **kw) -> Input:
+    return Input(name, "INT", default, min, max, step, **kw)
+
+
+def Float(name, default, min, max, step=0.01, **kw) -> Input:
+    return Input(name, "FLOAT", default, min, max, step, **kw)
+
+
+def String(name, default="", multiline=False, **kw) -> Input:
+    return Input(name, "STRING", default, multiline=multiline, **kw)
+
+
+def Bool(name, default, **kw) -> Input:
+    return Input(name, "BOOLEAN", default, **kw)
+
+
+def Combo(name, options, default=None, **kw) -> Input:
+    options = tuple(options)
+    return Input(name, "COMBO", options[0] if default is None else default, options=options, **kw)
+
+
+def Socket(name, type, optional=False, **kw) -> Input:
+    """A connection-only input (IMAGE, MASK, TRACKS, ...)."""
+    return Input(name, type, optional=optional, **kw)
+
+
+@dataclass(frozen=True)
+class Output:
+    type: str
+    name: str
+    tooltip: str | None = None
+
+
+class RasterKitNode:
+    NODE_ID: ClassVar[str]
+    DISPLAY_NAME: ClassVar[str]
+    CATEGORY: ClassVar[str] = "RasterKit"
+    DESCRIPTION: ClassVar[str] = ""
+    INPUTS: ClassVar[list[Input]] = []
+    OUTPUTS: ClassVar[list[Output]] = []
+    OUTPUT_NODE: ClassVar[bool] = False
+
+    FUNCTION = "run"  # V1: ComfyUI calls getattr(instance, FUNCTION)(**inputs)
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.RETURN_TYPES = tuple(o.type for o in cls.OUTPUTS)
+        cls.RETURN_NAMES = tuple(o.name for o in cls.OUTPUTS)
+        cls.OUTPUT_TOOLTIPS = tuple(o.tooltip or "" for o in cls.OUTPUTS)
+
+    @classmethod
+    def INPUT_TYPES(cls) -> dict:
+        """The V1 schema: {"required": {name: (type, options)}, "optional": {...}}."""
+        required, optional = {}, {}
+        for spec in cls.INPUTS:
+            (optional if spec.optional else required)[spec.name] = _v1_entry(spec)
+        return {"required": required, "optional": optional} if optional else {"required": required}
+
+    @classmethod
+    def run(cls, **inputs) -> tuple:
+        raise NotImplementedError
+
+
+def _v1_entry(spec: Input) -> tuple:
+    opts = {"tooltip": spec.tooltip} if spec.tooltip else {}
+    if spec.type == "COMBO":
+        return (list(spec.options), {"default": spec.default, **opts})
+    if spec.type in ("INT", "FLOAT"):
+        opts.update(default=spec.default, min=spec.min, max=spec.max, step=spec.step)
+    elif spec.type == "STRING":
+        opts.update(default=spec.default, multiline=spec.multiline)
+    elif spec.type == "BOOLEAN":
+        opts.update(default=spec.default)
+    return (spec.type, opts)
+
+
+def v1_mappings(nodes: list[type[RasterKitNode]]) -> tuple[dict, dict]:
+    """NODE_CLASS_MAPPINGS and NODE_DISPLAY_NAME_MAPPINGS for ComfyUI without comfy_api."""
+    return {n.NODE_ID: n for n in nodes}, {n.NODE_ID: n.DISPLAY_NAME for n in nodes}
+
+
+def _v3_input(spec: Input, io):
+    common = dict(optional=spec.optional, tooltip=spec.tooltip)
+    if spec.type == "INT":
+        return io.Int.Input(spec.name, default=spec.default, min=spec.min, max=spec.max, step=spec.step, **common)
+    if spec.type == "FLOAT":
+        return io.Float.Input(spec.name, default=spec.default, min=spec.min, max=spec.max, step=spec.step, **common)
+    if spec.type == "STRING":
+        return io.String.Input(spec.name, default=spec.default, multiline=spec.multiline, **common)
+    if spec.type == "BOOLEAN":
+        return io.Boolean.Input(spec.name, default=spec.default, **common)
+    if spec.type == "COMBO":
+        return io.Combo.Input(spec.name, options=list(spec.options), default=spec.default, **common)
+    return io.Custom(spec.type).Input(spec.name, **common)
+
+
+def to_v3(node: type[RasterKitNode], io):
+    """The V3 `io.ComfyNode` class for `node`; `io` is comfy_api.latest.io (passed in so that this
+    module imports without ComfyUI)."""
+
+    def define_schema(cls):
+        return io.Schema(
+            node_id=node.NODE_ID,
+            display_name=node.DISPLAY_NAME,
+            category=node.CATEGORY,
+            description=node.DESCRIPTION,
+            inputs=[_v3_input(spec, io) for spec in node.INPUTS],
+            outputs=[io.Custom(o.type).Output(display_name=o.name, tooltip=o.tooltip) for o in node.OUTPUTS],
+            is_output_node=node.OUTPUT_NODE,
+        )
+
+    def execute(cls, **inputs):
+        return io.NodeOutput(*node.run(**inputs))
+
+    return type(node.__name__, (io.ComfyNode,), {
+        "define_schema": classmethod(define_schema),
+        "execute": classmethod(execute),
+        "__doc__": node.DESCRIPTION,
+    })
+
+
+def v3_extension(nodes: list[type[RasterKitNode]], extension_base, io):
+    """An instance of a ComfyExtension subclass that lists the V3 forms of `nodes`."""
+    v3_nodes = [to_v3(n, io) for n in nodes]
+
+    async def get_node_list(self):
+        return v3_nodes
+
+    return type("RasterKitExtension", (extension_base,), {"get_node_list": get_node_list})()

@@ -1,0 +1,2 @@
+"""BoundingBoxRenderer (work in progress)."""
+NODES = []

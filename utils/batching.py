@@ -1,0 +1,61 @@
+"""Ragged per-frame data (boxes, tracks, series of different lengths) as one padded tensor.
+
+Packing happens on the host in one numpy array, so moving a whole batch to the device is one
+transfer instead of one per frame; results are split back once, after one device-to-host copy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Ragged:
+    """B variable-length sequences: `values` [B, L, *F] padded past each length, `lengths` [B] int64."""
+
+    values: torch.Tensor
+    lengths: torch.Tensor
+
+    @property
+    def batch(self) -> int:
+        return int(self.lengths.shape[0])
+
+    def to(self, device: torch.device, dtype: torch.dtype | None = None) -> "Ragged":
+        return Ragged(self.values.to(device=device, dtype=dtype or self.values.dtype, non_blocking=True),
+                      self.lengths.to(device, non_blocking=True))
+
+    def mask(self) -> torch.Tensor:
+        """bool [B, L]: True where an entry is real, False where it is padding."""
+        steps = torch.arange(self.values.shape[1], device=self.values.device)
+        return steps[None, :] < self.lengths.to(self.values.device)[:, None]
+
+    def flat(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The real entries only: values [sum(lengths), *F] and their batch index [sum(lengths)]."""
+        mask = self.mask()
+        batch_index = torch.arange(self.batch, device=mask.device)[:, None].expand_as(mask)
+        return self.values[mask], batch_index[mask]
+
+
+def pack(sequences: Sequence, feature_shape: tuple[int, ...] = (), pad_value: float = 0.0,
+         dtype: torch.dtype = torch.float32) -> Ragged:
+    """Pack B sequences (each array-like [L_i, *feature_shape]) into one padded CPU tensor.
+
+    Empty sequences are allowed; the result has L = max(L_i) (0 when all are empty).
+    """
+    arrays = [np.asarray(s, dtype=np.float64).reshape((-1, *feature_shape)) for s in sequences]
+    lengths = np.array([len(a) for a in arrays], dtype=np.int64)
+    width = int(lengths.max()) if len(arrays) else 0
+    out = np.full((len(arrays), width, *feature_shape), pad_value, dtype=np.float64)
+    for row, a in enumerate(arrays):  # host-side copy into one buffer, before any transfer
+        out[row, : len(a)] = a
+    return Ragged(torch.from_numpy(out).to(dtype), torch.from_numpy(lengths))
+
+
+def unpack(ragged: Ragged) -> list[torch.Tensor]:
+    """Split back into B CPU tensors [L_i, *F] with one device-to-host copy."""
+    values = ragged.values.cpu()
+    lengths = ragged.lengths.cpu().tolist()
+    return [values[b, :n] for b, n in enumerate(lengths)]

@@ -1,0 +1,148 @@
+"""Backend choice in one place: torch device, optional accelerators, chunk sizes, OOM policy.
+
+torch is the array library everywhere; CuPy kernels and FAISS are optional accelerators that
+callers use only when `cupy_usable(device)` / `faiss_usable()` say so.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Callable, TypeVar
+
+import torch
+
+T = TypeVar("T")
+
+# Fraction of the free memory one chunk may use: the rest is headroom for temporaries that the
+# per-item estimate does not see and for other processes (ComfyUI keeps models resident).
+MEMORY_FRACTION = 0.5
+CPU_FALLBACK_BYTES = 4 << 30
+
+
+def torch_device(preferred: str | torch.device | None = None) -> torch.device:
+    """The device to render on: `preferred`, else $RASTERKIT_DEVICE, else CUDA/ROCm, MPS, CPU.
+
+    ROCm builds of torch report themselves as "cuda", so one branch serves NVIDIA and AMD.
+    """
+    name = preferred or os.environ.get("RASTERKIT_DEVICE")
+    if name:
+        return torch.device(name)
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+@functools.cache
+def _cupy_module():
+    if torch.version.hip is not None:  # cupy-cuda* wheels are NVIDIA-only
+        return None
+    try:
+        import cupy
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # not installed, no driver, wrong CUDA major: all mean "not usable"
+        return None
+    return cupy
+
+
+def cupy_usable(device: torch.device) -> bool:
+    """True when CuPy kernels can run on `device` (an NVIDIA CUDA device with cupy importable)."""
+    if os.environ.get("RASTERKIT_DISABLE_CUPY"):
+        return False
+    return torch.device(device).type == "cuda" and _cupy_module() is not None
+
+
+@functools.cache
+def faiss_usable() -> bool:
+    """True when the faiss module (CPU or GPU build) imports."""
+    try:
+        import faiss  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def free_memory_bytes(device: torch.device) -> int:
+    """Bytes that a new allocation on `device` can count on, as reported by the backend."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        # memory cached by torch's allocator is free for torch tensors too
+        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    if device.type == "mps":
+        return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return CPU_FALLBACK_BYTES
+
+
+def chunk_size(total: int, bytes_per_item: int, device: torch.device, limit: int | None = None) -> int:
+    """How many of `total` items (each needing about `bytes_per_item`) to process at once."""
+    budget = free_memory_bytes(device) * MEMORY_FRACTION
+    size = int(budget // max(1, bytes_per_item))
+    if limit is not None:
+        size = min(size, limit)
+    return max(1, min(total, size))
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    # MPS and some ROCm paths raise a plain RuntimeError
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def run_chunked(
+    fn: Callable[[int, int, torch.device], T],
+    total: int,
+    bytes_per_item: int,
+    device: torch.device,
+    on_chunk: Callable[[int, int], None] | None = None,
+    limit: int | None = None,
+) -> list[T]:
+    """Call `fn(start, stop, device)` over [0, total) in chunks sized from free memory.
+
+    OOM policy: an out-of-memory error halves the chunk and retries it; when a single item still
+    does not fit on an accelerator, the rest of the work moves to the CPU. `on_chunk(done, total)`
+    is called after every finished chunk (progress bars, interrupt checks).
+    Returns the results of `fn` in order.
+    """
+    device = torch.device(device)
+    size = chunk_size(total, bytes_per_item, device, limit)
+    results: list[T] = []
+    start = 0
+    while start < total:
+        stop = min(total, start + size)
+        try:
+            results.append(fn(start, stop, device))
+        except Exception as error:
+            if not is_out_of_memory(error):
+                raise
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            if size > 1:
+                size = max(1, size // 2)
+            elif device.type != "cpu":
+                device = torch.device("cpu")
+            else:
+                raise
+            continue
+        start = stop
+        if on_chunk is not None:
+            on_chunk(start, total)
+    return results
+
+
+def normalize(device: str | torch.device) -> torch.device:
+    """`device` with its index filled in, so that "cuda" and "cuda:0" compare equal."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
