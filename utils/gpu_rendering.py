@@ -6,10 +6,13 @@ pixel is clamp(0.5 - d, 0, 1), d the signed distance from the pixel centre to th
 any other straight edge. Primitives are composited source-over in index order with premultiplied
 alpha, so overlapping translucent fills build up as they would drawn one after another.
 
+Primitives of one group (the segments of a polyline) form one shape: their coverages merge by
+maximum before compositing, so joints are drawn once.
+
 The work is organised in three steps, each one batched over every primitive of every frame:
   1. `bin_tiles`: each primitive is listed in the 16x16 tiles that its bounds touch;
   2. coverage of each (tile, primitive) pair on the tile's 256 pixels, per primitive kind;
-  3. in-tile compositing by a cumulative sum of log transmittance over the pairs sorted by tile.
+  3. in-tile compositing of the pairs, in drawing order, as dense products over tiles of equal depth.
 Cost follows the covered area, not frame area times primitive count.
 """
 from __future__ import annotations
@@ -36,8 +39,9 @@ class Primitives:
     frame  int64   [P]     frame index in the batch
     kind   int64   [P]     SEGMENT, BOX_FILL, BOX_STROKE, DISC or SPRITE
     params float32 [P,10]  geometry, by kind (see the builders)
-    color  float32 [P,4]   straight RGB in 0..1 and opacity
+    color  float32 [P,4]   straight RGB in 0..1 and opacity (the same within a group)
     bounds float32 [P,4]   x0, y0, x1, y1: pixels outside have zero coverage
+    group  int64   [P]     consecutive primitives with equal group are one shape
     """
 
     frame: torch.Tensor
@@ -45,26 +49,36 @@ class Primitives:
     params: torch.Tensor
     color: torch.Tensor
     bounds: torch.Tensor
+    group: torch.Tensor
+
+    def fields(self) -> tuple[torch.Tensor, ...]:
+        return self.frame, self.kind, self.params, self.color, self.bounds, self.group
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
 
     def to(self, device) -> "Primitives":
-        return Primitives(*(t.to(device) for t in (self.frame, self.kind, self.params, self.color, self.bounds)))
+        return Primitives(*(t.to(device) for t in self.fields()))
 
     def select(self, keep: torch.Tensor) -> "Primitives":
-        return Primitives(*(t[keep] for t in (self.frame, self.kind, self.params, self.color, self.bounds)))
+        return Primitives(*(t[keep] for t in self.fields()))
 
 
 def concat(*parts: Primitives) -> Primitives:
     """Primitives of `parts` in that order (the later parts are drawn over the earlier ones)."""
-    return Primitives(*(torch.cat(ts) for ts in zip(*((p.frame, p.kind, p.params, p.color, p.bounds) for p in parts))))
+    groups, offset = [], 0
+    for part in parts:  # renumbered so that groups of different parts never meet
+        dense = torch.unique(part.group, return_inverse=True)[1] if len(part) else part.group
+        groups.append(dense + offset)
+        offset += len(part)
+    merged = [torch.cat(ts) for ts in zip(*(p.fields()[:5] for p in parts))]
+    return Primitives(*merged, torch.cat(groups))
 
 
 def empty(device=None) -> Primitives:
     return Primitives(torch.zeros(0, dtype=torch.int64, device=device), torch.zeros(0, dtype=torch.int64, device=device),
                       torch.zeros(0, N_PARAMS, device=device), torch.zeros(0, 4, device=device),
-                      torch.zeros(0, 4, device=device))
+                      torch.zeros(0, 4, device=device), torch.zeros(0, dtype=torch.int64, device=device))
 
 
 def _column(value, n: int, like: torch.Tensor) -> torch.Tensor:
@@ -82,37 +96,30 @@ def _make(frame, kind: int, params: list[torch.Tensor], color, bounds) -> Primit
     packed[:, : len(params)] = torch.stack(params, dim=1) if params else packed[:, :0]
     frame = torch.as_tensor(frame, dtype=torch.int64, device=bounds.device).expand(n).clone()
     return Primitives(frame, torch.full((n,), kind, dtype=torch.int64, device=bounds.device), packed,
-                      _colors(color, n, bounds), bounds.float())
+                      _colors(color, n, bounds), bounds.float(), torch.arange(n, device=bounds.device))
 
 
-def segments(frame, a: torch.Tensor, b: torch.Tensor, width, color, caps: str = "round",
-             cut_start: torch.Tensor | None = None, cut_end: torch.Tensor | None = None) -> Primitives:
-    """Line segments a->b (float [P,2] each) of `width` pixels, round or butt caps.
+def segments(frame, a: torch.Tensor, b: torch.Tensor, width, color, caps: str = "round") -> Primitives:
+    """Line segments a->b (float [P,2] each) of `width` pixels with round or butt caps.
 
-    cut_start / cut_end (float [P,2], optional): where a segment continues a polyline, the joint is
-    cut by the half-plane (p - a).n >= 0 (resp. (p - b).n <= 0) with n the joint's bisector, so
-    that neighbouring segments share the joint's pixels exactly once; zero vectors mean no cut.
-    params: ax, ay, bx, by, half width, butt (0/1), cut_start xy, cut_end xy.
+    params: ax, ay, bx, by, half width, butt (0/1).
     """
     n = a.shape[0]
     half = _column(width, n, a) / 2
-    zero = torch.zeros(n, 2, device=a.device)
-    cut_start = zero if cut_start is None else cut_start
-    cut_end = zero if cut_end is None else cut_end
     butt = torch.full((n,), float(caps == "butt"), device=a.device)
     reach = torch.maximum(half, torch.full_like(half, 0.5)) + 1.0
     bounds = torch.stack([torch.minimum(a[:, 0], b[:, 0]) - reach, torch.minimum(a[:, 1], b[:, 1]) - reach,
                           torch.maximum(a[:, 0], b[:, 0]) + reach, torch.maximum(a[:, 1], b[:, 1]) + reach], dim=1)
-    return _make(frame, SEGMENT, [a[:, 0], a[:, 1], b[:, 0], b[:, 1], half, butt,
-                                  cut_start[:, 0], cut_start[:, 1], cut_end[:, 0], cut_end[:, 1]], color, bounds)
+    return _make(frame, SEGMENT, [a[:, 0], a[:, 1], b[:, 0], b[:, 1], half, butt], color, bounds)
 
 
 def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) -> Primitives:
-    """Open polylines with round caps and round joins, each pixel drawn once per polyline.
+    """Open polylines with round caps and joins: one group of segments per polyline, so that
+    a translucent polyline is drawn once where its segments overlap.
 
     frame int64 [L] (or scalar), points float [L, N, 2] padded, lengths int64 [L] (points used,
     >= 2 to draw anything), width scalar or [L], color [4] or [L, 4].
-    Segments with a NaN end are left out, so a NaN point makes a gap.
+    Segments with a non-finite end are left out, so a NaN point makes a gap.
     """
     n_lines, n_points = points.shape[:2]
     if n_points < 2:
@@ -120,22 +127,12 @@ def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) 
     a, b = points[:, :-1], points[:, 1:]
     steps = torch.arange(n_points - 1, device=points.device)
     valid = (steps[None] < (lengths.to(points.device)[:, None] - 1)) & torch.isfinite(a).all(-1) & torch.isfinite(b).all(-1)
-    direction = b - a
-    direction = direction / direction.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    # bisector normal at each interior joint, where both neighbouring segments are drawn
-    joint = direction[:, :-1] + direction[:, 1:]
-    joint = joint / joint.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    shared = valid[:, :-1] & valid[:, 1:]
-    joint = joint * shared[..., None]
-    zeros = torch.zeros(n_lines, 1, 2, device=points.device)
-    cut_start = torch.cat([zeros, joint], dim=1)
-    cut_end = torch.cat([joint, zeros], dim=1)
-    frames = torch.as_tensor(frame, dtype=torch.int64, device=points.device).expand(n_lines)
-    widths = torch.as_tensor(width, dtype=torch.float32, device=points.device).expand(n_lines)
-    colors = torch.as_tensor(color, dtype=torch.float32, device=points.device).expand(n_lines, 4)
-    expand = lambda t: t[:, None].expand(n_lines, n_points - 1, *t.shape[1:])[valid]  # noqa: E731
-    return segments(expand(frames), a[valid], b[valid], expand(widths), expand(colors),
-                    cut_start=cut_start[valid], cut_end=cut_end[valid])
+    per_line = lambda t, *shape: torch.as_tensor(t, device=points.device).expand(n_lines, *shape)  # noqa: E731
+    per_segment = lambda t: t[:, None].expand(n_lines, n_points - 1, *t.shape[1:])[valid]  # noqa: E731
+    prims = segments(per_segment(per_line(frame)), a[valid], b[valid],
+                     per_segment(per_line(width).float()), per_segment(per_line(color, 4).float()))
+    prims.group = per_segment(torch.arange(n_lines, device=points.device))
+    return prims
 
 
 def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, stroke_color=(1, 1, 1, 1),
@@ -162,8 +159,8 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
                    torch.stack([x0 - reach, y0 - reach, x1 + reach, y1 + reach], dim=1))
     keep = torch.stack([fill.color[:, 3] > 0, (stroke.color[:, 3] > 0) & (stroke_half > 0)], dim=1).reshape(-1)
     interleaved = Primitives(*(torch.stack([f, s], dim=1).reshape(2 * n, *f.shape[1:])
-                               for f, s in zip((fill.frame, fill.kind, fill.params, fill.color, fill.bounds),
-                                               (stroke.frame, stroke.kind, stroke.params, stroke.color, stroke.bounds))))
+                               for f, s in zip(fill.fields(), stroke.fields())))
+    interleaved.group = torch.arange(2 * n, device=xyxy.device)
     return interleaved.select(keep)
 
 
@@ -193,7 +190,9 @@ def sprites(frame, origin: torch.Tensor, atlas_rect: torch.Tensor, color) -> Pri
                  color, bounds)
 
 
-# -- coverage per kind: params [m,10], pixel centres x, y [m, T*T] -> coverage [m, T*T] ------------
+# -- coverage per kind ------------------------------------------------------------------------------
+# Each takes params [m,10] and pixel centres as ox + gx, oy + gy: the tile origin (+0.5) per pair
+# ox, oy [m,1] and the offsets inside a tile gx, gy [1,T*T]; it returns coverage [m,T*T].
 
 def _from_distance(d: torch.Tensor) -> torch.Tensor:
     return (0.5 - d).clamp(0.0, 1.0)
@@ -204,72 +203,89 @@ def _thin(half: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return half.clamp_min(0.5)[:, None], (2 * half).clamp(0, 1)[:, None]
 
 
-def _segment_coverage(p, x, y):
-    ax, ay, bx, by = p[:, 0:1], p[:, 1:2], p[:, 2:3], p[:, 3:4]
+def _segment_coverage(p, ox, oy, gx, gy):
     half, weight = _thin(p[:, 4])
-    dx, dy = bx - ax, by - ay
+    dx, dy = p[:, 2:3] - p[:, 0:1], p[:, 3:4] - p[:, 1:2]
     length = torch.sqrt(dx * dx + dy * dy).clamp_min(1e-12)
     ux, uy = dx / length, dy / length
-    px, py = x - ax, y - ay
+    px, py = (ox - p[:, 0:1]) + gx, (oy - p[:, 1:2]) + gy
     along = px * ux + py * uy
     across = (px * uy - py * ux).abs()
-    nearest = along.clamp(torch.zeros_like(length), length)
-    round_d = torch.sqrt((along - nearest) ** 2 + across * across) - half
-    butt_d = torch.maximum(across - half, torch.maximum(-along, along - length))
-    d = torch.where(p[:, 5:6] > 0, butt_d, round_d)
-    inside_cuts = ((px * p[:, 6:7] + py * p[:, 7:8]) >= 0) & (((x - bx) * p[:, 8:9] + (y - by) * p[:, 9:10]) <= 0)
-    return _from_distance(d) * weight * inside_cuts
+    beyond = torch.maximum(-along, along - length)
+    round_cap = _from_distance(torch.sqrt(beyond.clamp_min(0) ** 2 + across * across) - half)
+    # butt ends: the product of the side and end coverages is exact where edges meet at right angles
+    butt = _from_distance(across - half) * _from_distance(beyond)
+    return torch.where(p[:, 5:6] > 0, butt, round_cap) * weight
 
 
-def _box_distance(p, x, y):
-    qx = (x - p[:, 0:1]).abs() - (p[:, 2:3] - p[:, 4:5])
-    qy = (y - p[:, 1:2]).abs() - (p[:, 3:4] - p[:, 4:5])
-    outside = torch.sqrt(qx.clamp_min(0) ** 2 + qy.clamp_min(0) ** 2)
-    return outside + torch.maximum(qx, qy).clamp_max(0) - p[:, 4:5]
+def _box_fill(ax, ay, hx, hy, r):
+    """Coverage of rounded boxes, pixels at |offset from centre| ax, ay [m,T*T]; hx, hy, r [m,1].
+    Corners sharper than 1 px use the product of the side coverages (exact for square corners)."""
+    sharp = r < 1
+    square = None
+    if bool(sharp.any()):
+        square = _from_distance(ax - hx) * _from_distance(ay - hy)
+        if bool(sharp.all()):
+            return square
+    qx, qy = ax - (hx - r), ay - (hy - r)
+    rounded = _from_distance(torch.sqrt(qx.clamp_min(0) ** 2 + qy.clamp_min(0) ** 2)
+                             + torch.maximum(qx, qy).clamp_max(0) - r)
+    return rounded if square is None else torch.where(sharp, square, rounded)
 
 
-def _box_fill_coverage(p, x, y):
-    return _from_distance(_box_distance(p, x, y))
-
-
-def _box_stroke_coverage(p, x, y):
+def _box_outline(ax, ay, hx, hy, r, p):
+    """The box grown by half the stroke width minus the box shrunk by as much."""
     half, weight = _thin(p[:, 5])
-    coverage = _from_distance(_box_distance(p, x, y).abs() - half) * weight
+    inner = _box_fill(ax, ay, hx - half, hy - half, (r - half).clamp_min(0)) * ((hx > half) & (hy > half))
+    outline = (_box_fill(ax, ay, hx + half, hy + half, r + half) - inner).clamp_min(0) * weight
     corner = p[:, 6:7]
-    # corner-only outlines keep pixels near both a vertical and a horizontal side; soft ends (AA)
-    keep_x = ((x - p[:, 0:1]).abs() - (p[:, 2:3] - corner) + 0.5).clamp(0, 1)
-    keep_y = ((y - p[:, 1:2]).abs() - (p[:, 3:4] - corner) + 0.5).clamp(0, 1)
-    return torch.where(corner > 0, coverage * keep_x * keep_y, coverage)
+    if bool((corner > 0).any()):
+        # corner-only outlines keep pixels near both a vertical and a horizontal side; soft ends (AA)
+        keep = ((ax - (hx - corner) + 0.5).clamp(0, 1) * (ay - (hy - corner) + 0.5).clamp(0, 1))
+        outline = torch.where(corner > 0, outline * keep, outline)
+    return outline
 
 
-def _disc_coverage(p, x, y):
-    distance = torch.sqrt((x - p[:, 0:1]) ** 2 + (y - p[:, 1:2]) ** 2) - p[:, 2:3]
+def _box_coverage(p, ox, oy, gx, gy, stroke: bool):
+    ax = ((ox - p[:, 0:1]) + gx).abs()
+    ay = ((oy - p[:, 1:2]) + gy).abs()
+    if stroke:
+        return _box_outline(ax, ay, p[:, 2:3], p[:, 3:4], p[:, 4:5], p)
+    return _box_fill(ax, ay, p[:, 2:3], p[:, 3:4], p[:, 4:5])
+
+
+def _disc_coverage(p, ox, oy, gx, gy):
+    distance = torch.sqrt(((ox - p[:, 0:1]) + gx) ** 2 + ((oy - p[:, 1:2]) + gy) ** 2) - p[:, 2:3]
     ring_half, weight = _thin(p[:, 3])
     ring = _from_distance(distance.abs() - ring_half) * weight
     return torch.where(p[:, 3:4] > 0, ring, _from_distance(distance))
 
 
-def _sprite_coverage(p, x, y, atlas):
-    u = (x - 0.5 - p[:, 0:1]).round().long()
-    v = (y - 0.5 - p[:, 1:2]).round().long()
+def _sprite_coverage(p, ox, oy, gx, gy, atlas):
+    u = ((ox - 0.5 - p[:, 0:1]) + gx).round().long()
+    v = ((oy - 0.5 - p[:, 1:2]) + gy).round().long()
     inside = (u >= 0) & (v >= 0) & (u < p[:, 2:3].long()) & (v < p[:, 3:4].long())
     ax = (p[:, 4:5].long() + u).clamp(0, atlas.shape[1] - 1)
     ay = (p[:, 5:6].long() + v).clamp(0, atlas.shape[0] - 1)
     return atlas[ay, ax] * inside
 
 
-def _coverage(params, kind, x, y, atlas) -> torch.Tensor:
-    coverage = torch.zeros_like(x)
-    for code, fn in ((SEGMENT, _segment_coverage), (BOX_FILL, _box_fill_coverage),
-                     (BOX_STROKE, _box_stroke_coverage), (DISC, _disc_coverage)):
-        rows = (kind == code).nonzero().squeeze(1)
-        if rows.numel():
-            coverage[rows] = fn(params[rows], x[rows], y[rows])
-    rows = (kind == SPRITE).nonzero().squeeze(1)
-    if rows.numel():
-        if atlas is None:
-            raise ValueError("sprite primitives need the atlas they index")
-        coverage[rows] = _sprite_coverage(params[rows], x[rows], y[rows], atlas)
+def _coverage(params, kind, ox, oy, gx, gy, atlas) -> torch.Tensor:
+    """Coverage [m, T*T] of m pairs of mixed kinds; one evaluation per kind present."""
+    groups = [(kind == BOX_FILL, lambda p, *xy, rows: _box_coverage(p, *xy, False)),
+              (kind == BOX_STROKE, lambda p, *xy, rows: _box_coverage(p, *xy, True)),
+              (kind == SEGMENT, lambda p, *xy, rows: _segment_coverage(p, *xy)),
+              (kind == DISC, lambda p, *xy, rows: _disc_coverage(p, *xy)),
+              (kind == SPRITE, lambda p, *xy, rows: _sprite_coverage(p, *xy, atlas))]
+    if bool((kind == SPRITE).any()) and atlas is None:
+        raise ValueError("sprite primitives need the atlas they index")
+    present = [(mask, fn) for mask, fn in groups if bool(mask.any())]
+    if len(present) == 1:  # the common case: no row gathers
+        return present[0][1](params, ox, oy, gx, gy, rows=slice(None))
+    coverage = torch.zeros(kind.shape[0], gx.shape[1], device=params.device)
+    for mask, fn in present:
+        rows = mask.nonzero().squeeze(1)
+        coverage[rows] = fn(params[rows], ox[rows], oy[rows], gx, gy, rows=rows)
     return coverage
 
 
@@ -330,85 +346,109 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     batch, height, width, channels = images.shape
     home = images.device
     device = normalize(device) if device is not None else home
-    tiles_y, tiles_x = math.ceil(height / tile), math.ceil(width / tile)
-    image_out = torch.empty_like(images)
+    image_out = images.clone(memory_format=torch.contiguous_format)
     layer_out = torch.zeros(batch, height, width, 4, device=home)
 
     def render_frames(start, stop, dev):
-        on_home = dev == home
-        out = image_out[start:stop] if on_home else images[start:stop].to(dev)
-        if on_home:
-            out.copy_(images[start:stop])
-        layer = layer_out[start:stop] if on_home else torch.zeros(stop - start, height, width, 4, device=dev)
+        # on the images' own device the outputs are written in place; elsewhere a chunk goes
+        # there in one transfer and comes back in one
+        image = image_out[start:stop] if dev == home else image_out[start:stop].to(dev)
+        layer = layer_out[start:stop] if dev == home else torch.zeros(stop - start, height, width, 4, device=dev)
         sel = prims.select((prims.frame >= start) & (prims.frame < stop)).to(dev)
         sel.frame = sel.frame - start
         tile_id, primitive = bin_tiles(sel, stop - start, height, width, tile)
         if tile_id.numel():
-            _render_pairs(out, layer, sel, tile_id, primitive, tiles_y, tiles_x, tile,
-                          atlas.to(dev) if atlas is not None else None)
-        if not on_home:
-            image_out[start:stop] = out.to(home)
+            _render_pairs(image.view(-1, channels), layer.view(-1, 4), sel, tile_id, primitive,
+                          (stop - start, height, width), tile, atlas.to(dev) if atlas is not None else None)
+        if dev != home:
+            image_out[start:stop] = image.to(home)
             layer_out[start:stop] = layer.to(home)
 
-    # per frame: output chunk, layer and binning temporaries
+    # per frame: image and layer stores, binning temporaries
     run_chunked(render_frames, batch, height * width * (channels + 4) * 4 * 3, device, on_progress)
     return image_out, layer_out[..., 3].clone(), layer_out
 
 
-def _render_pairs(out, layer, prims, tile_id, primitive, tiles_y, tiles_x, tile, atlas):
-    """Composite pairs into `out` and `layer` (both written in place) in chunks of whole tiles."""
-    batch, height, width, channels = out.shape
-    boundaries = torch.nonzero(tile_id[1:] != tile_id[:-1]).squeeze(1) + 1
-    starts = torch.cat([torch.zeros(1, dtype=torch.long, device=tile_id.device), boundaries]).tolist()
-    starts.append(tile_id.numel())
-    n_tiles = len(starts) - 1
-    pairs_per_tile = max(1.0, tile_id.numel() / n_tiles)
-    flat_out = out.view(-1, channels)
-    flat_layer = layer.view(-1, 4)
-    offsets = torch.arange(tile * tile, device=tile_id.device)
+def _render_pairs(image, layer, prims, tile_id, primitive, shape, tile, atlas):
+    """Composite the sorted (tile, primitive) pairs into image [B*H*W, C] and layer [B*H*W, 4], in place.
 
-    def render_tiles(first_tile, stop_tile, dev):
-        lo, hi = starts[first_tile], starts[stop_tile]
-        unique, rgb, alpha = _composite_tiles(prims, tile_id[lo:hi], primitive[lo:hi], tiles_y, tiles_x, tile, atlas)
-        frame = unique // (tiles_y * tiles_x)
-        rest = unique % (tiles_y * tiles_x)
-        y = (rest // tiles_x * tile)[:, None] + offsets // tile
-        x = (rest % tiles_x * tile)[:, None] + offsets % tile
-        inside = (y < height) & (x < width)
-        index = ((frame[:, None] * height + y) * width + x)[inside]
-        rgb, alpha = rgb[inside], alpha[inside]
-        base = flat_out[index]
-        keep = (1 - alpha)[:, None]
-        composite = torch.cat([base[:, :3] * keep + rgb, base[:, 3:] * keep + alpha[:, None]], dim=1)
-        flat_out[index] = composite[:, :channels]
-        flat_layer[index] = torch.cat([rgb, alpha[:, None]], dim=1)
-
-    # ~48 bytes per pair pixel in the temporaries of _composite_tiles
-    run_chunked(render_tiles, n_tiles, int(pairs_per_tile * tile * tile * 48), out.device, limit=4096)
-
-
-def _composite_tiles(prims, tile_id, primitive, tiles_y, tiles_x, tile, atlas):
-    """Premultiplied RGB [n, T*T, 3] and alpha [n, T*T] of the n distinct tiles of `tile_id`."""
+    Tiles are grouped by depth (pairs per tile, rounded up) so that each group
+    is one dense [tiles, depth, T*T] computation: source-over of the depth layers is a reverse
+    cumulative product of (1 - alpha) and a contraction over depth.
+    """
+    batch, height, width = shape
     device = tile_id.device
-    unique, segment = torch.unique_consecutive(tile_id, return_inverse=True)
-    rest = unique % (tiles_y * tiles_x)
+    tiles_y, tiles_x = math.ceil(height / tile), math.ceil(width / tile)
+    unique, counts = torch.unique_consecutive(tile_id, return_counts=True)
+    starts = torch.cumsum(counts, 0) - counts
+    # depth classes 1, 2, 3, 4, 6, 8, 12, ...: padding wastes at most a third of a group
+    power = torch.exp2(torch.floor(torch.log2(counts.double()))).long()
+    depth_class = torch.where(counts <= power, power, torch.where(2 * counts <= 3 * power, 3 * power // 2, 2 * power))
     offsets = torch.arange(tile * tile, device=device)
-    x = ((rest % tiles_x * tile)[:, None] + offsets % tile).float() + 0.5
-    y = ((rest // tiles_x * tile)[:, None] + offsets // tile).float() + 0.5
-    coverage = _coverage(prims.params[primitive], prims.kind[primitive], x[segment], y[segment], atlas)
-    colour = prims.color[primitive]
-    a = (coverage * colour[:, 3:4]).clamp_max(_MAX_ALPHA)
-    # source-over in order: pair k is attenuated by (1 - a_j) of every later pair j of its tile;
-    # float64 because the running sum spans all tiles of the chunk
-    log_clear = torch.log1p(-a).double().cumsum(0)
-    count = torch.bincount(segment, minlength=unique.numel())
-    last = torch.cumsum(count, 0) - 1
-    after = torch.exp(log_clear[last][segment] - log_clear).float()
-    rgb = torch.zeros(unique.numel(), tile * tile, 3, device=device)
-    rgb.index_add_(0, segment, (a * after)[..., None] * colour[:, None, :3])
-    before = torch.cat([torch.zeros(1, tile * tile, dtype=log_clear.dtype, device=device), log_clear[last[:-1]]])
-    alpha = (1 - torch.exp(log_clear[last] - before)).float()
-    return unique, rgb, alpha
+    gx, gy = (offsets % tile).float()[None], (offsets // tile).float()[None]
+    # pad slots point at one extra, fully transparent primitive
+    params = torch.cat([prims.params, torch.zeros(1, N_PARAMS, device=device)])
+    kind = torch.cat([prims.kind, torch.full((1,), BOX_FILL, device=device)])
+    color = torch.cat([prims.color, torch.zeros(1, 4, device=device)])
+    group = torch.cat([prims.group, torch.full((1,), -1, device=device)])
+    padding = len(prims)
+    merge_groups = bool((prims.group[1:] == prims.group[:-1]).any())
+    channels = image.shape[1]
+    ragged = height % tile != 0 or width % tile != 0  # partial tiles on the right or bottom
+
+    for depth in torch.unique(depth_class).tolist():  # a few depth classes, not primitives
+        in_class = (depth_class == depth).nonzero().squeeze(1)
+
+        def render_group(lo, hi, dev):
+            members = in_class[lo:hi]
+            slot = torch.arange(depth, device=device)
+            pair = starts[members, None] + slot
+            which = torch.where(slot < counts[members, None], primitive[pair.clamp_max(primitive.numel() - 1)], padding)
+            which = which.reshape(-1)
+            tiles = unique[members]
+            rest = tiles % (tiles_y * tiles_x)
+            ox = ((rest % tiles_x) * tile).float() + 0.5
+            oy = ((rest // tiles_x) * tile).float() + 0.5
+            coverage = _coverage(params[which], kind[which], ox.repeat_interleave(depth)[:, None],
+                                 oy.repeat_interleave(depth)[:, None], gx, gy, atlas)
+            coverage = coverage.view(-1, depth, tile * tile)
+            colour = color[which].view(-1, depth, 4)
+            if merge_groups:
+                coverage, colour = _merge_groups(coverage, colour, group[which].view(-1, depth))
+            a = coverage * colour[..., 3:4]
+            clear = torch.flip(torch.cumprod(torch.flip(1 - a, [1]), 1), [1])  # prod over j >= k
+            after = torch.cat([clear[:, 1:], torch.ones_like(clear[:, :1])], 1)  # prod over j > k
+            rgb = torch.einsum("nkp,nkc->npc", a * after, colour[..., :3])
+            alpha = 1 - clear[:, 0]
+            frame = tiles // (tiles_y * tiles_x)
+            y = ((rest // tiles_x) * tile)[:, None] + offsets // tile
+            x = ((rest % tiles_x) * tile)[:, None] + offsets % tile
+            index = ((frame[:, None] * height + y) * width + x).reshape(-1)
+            rgb, alpha = rgb.reshape(-1, 3), alpha.reshape(-1, 1)
+            if ragged:
+                inside = ((y < height) & (x < width)).reshape(-1)
+                index, rgb, alpha = index[inside], rgb[inside], alpha[inside]
+            base = image[index]
+            keep = 1 - alpha
+            if channels == 4:
+                image[index] = torch.cat([base[:, :3] * keep + rgb, base[:, 3:] * keep + alpha], 1)
+            else:
+                image[index] = torch.addcmul(rgb, base, keep)
+            layer[index] = torch.cat([rgb, alpha], 1)
+
+        # ~40 bytes per pair pixel in the temporaries above
+        run_chunked(render_group, in_class.numel(), depth * tile * tile * 40, device, limit=8192)
+
+
+def _merge_groups(coverage, colour, group):
+    """Coverage [n,K,T*T] and colour [n,K,4] of pairs whose consecutive equal `group` [n,K]
+    entries are merged by maximum coverage into one slot; freed slots are left empty."""
+    starts = torch.ones_like(group, dtype=torch.bool)
+    starts[:, 1:] = group[:, 1:] != group[:, :-1]
+    slot = torch.cumsum(starts, 1) - 1
+    merged = torch.zeros_like(coverage).scatter_reduce_(1, slot[..., None].expand_as(coverage), coverage, "amax")
+    merged_colour = torch.zeros_like(colour).scatter_(1, slot[..., None].expand_as(colour), colour)
+    return merged, merged_colour
 
 
 def composite(images: torch.Tensor, layer: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,123 @@
+"""Every node against its V1 and V3 schemas, without ComfyUI: the V3 form is built against a
+stand-in for comfy_api.latest.io that records what the node declares."""
+import types
+
+import pytest
+import torch
+
+from conftest import PACK
+
+from rasterkit.nodes import NODE_CLASSES
+from rasterkit.nodes._schema import to_v3, v1_mappings
+
+WIDGETS = {"INT", "FLOAT", "STRING", "BOOLEAN"}
+
+
+def fake_io():
+    """The parts of comfy_api.latest.io that nodes/_schema.py uses, recording their arguments."""
+
+    class Recorded:
+        def __init__(self, *args, **kwargs):
+            self.args, self.kwargs = args, kwargs
+
+    def comfy_type(io_type):
+        return types.SimpleNamespace(io_type=io_type,
+                                     Input=type("Input", (Recorded,), {"io_type": io_type}),
+                                     Output=type("Output", (Recorded,), {"io_type": io_type}))
+
+    io = types.SimpleNamespace(Int=comfy_type("INT"), Float=comfy_type("FLOAT"), String=comfy_type("STRING"),
+                               Boolean=comfy_type("BOOLEAN"), Combo=comfy_type("COMBO"), Custom=comfy_type,
+                               Schema=Recorded, NodeOutput=Recorded, ComfyNode=object)
+    return io
+
+
+SAMPLES = {
+    "IMAGE": lambda: torch.rand(2, 24, 32, 3),
+    "MASK": lambda: torch.zeros(2, 24, 32),
+}
+
+
+def tiny_inputs(node):
+    inputs = {}
+    for spec in node.INPUTS:
+        if spec.optional:
+            continue
+        if spec.type in WIDGETS or spec.type == "COMBO":
+            inputs[spec.name] = spec.default
+        else:
+            assert spec.type in SAMPLES, f"{node.NODE_ID}: add a sample {spec.type} for input {spec.name}"
+            inputs[spec.name] = SAMPLES[spec.type]()
+    return inputs
+
+
+def check_output(value, declared, node_id, name):
+    if declared == "IMAGE":
+        assert isinstance(value, torch.Tensor) and value.ndim == 4 and value.shape[-1] in (3, 4), (node_id, name)
+        assert value.dtype == torch.float32, (node_id, name)
+    elif declared == "MASK":
+        assert isinstance(value, torch.Tensor) and value.ndim == 3 and value.dtype == torch.float32, (node_id, name)
+    elif declared == "STRING":
+        assert isinstance(value, str), (node_id, name)
+    else:
+        assert value is not None, (node_id, name)
+
+
+def test_node_ids_are_prefixed_and_unique():
+    ids = [n.NODE_ID for n in NODE_CLASSES]
+    assert len(ids) == len(set(ids))
+    assert all(i.startswith("RasterKit_") for i in ids)
+    mappings, names = v1_mappings(NODE_CLASSES)
+    assert set(mappings) == set(names) == set(ids)
+
+
+def test_package_registers_v1_without_comfyui():
+    assert set(PACK.NODE_CLASS_MAPPINGS) == {n.NODE_ID for n in NODE_CLASSES}
+    assert PACK.WEB_DIRECTORY == "./web/js"
+
+
+@pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
+def test_v1_schema(node):
+    schema = node.INPUT_TYPES()
+    assert set(schema) <= {"required", "optional"}
+    names = [spec.name for spec in node.INPUTS]
+    assert len(names) == len(set(names))
+    assert list(schema["required"]) + list(schema.get("optional", {})) == \
+        [s.name for s in node.INPUTS if not s.optional] + [s.name for s in node.INPUTS if s.optional]
+    for spec in node.INPUTS:
+        kind, options = (schema["optional"] if spec.optional else schema["required"])[spec.name]
+        if spec.type == "COMBO":
+            assert kind == list(spec.options) and options["default"] in kind, spec.name
+        else:
+            assert kind == spec.type
+        if spec.type in ("INT", "FLOAT"):
+            assert options["min"] <= options["default"] <= options["max"], spec.name
+            assert isinstance(options["default"], int if spec.type == "INT" else (int, float))
+    assert len(node.RETURN_TYPES) == len(node.RETURN_NAMES) == len(node.OUTPUTS) > 0
+    assert node.FUNCTION == "run" and callable(getattr(node(), node.FUNCTION))
+    assert node.CATEGORY.startswith("RasterKit") and node.DESCRIPTION
+
+
+@pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
+def test_v3_schema_matches_v1(node):
+    io = fake_io()
+    v3 = to_v3(node, io)
+    schema = v3.define_schema()
+    assert schema.kwargs["node_id"] == node.NODE_ID
+    inputs = schema.kwargs["inputs"]
+    assert [i.args[0] for i in inputs] == [s.name for s in node.INPUTS]
+    for recorded, spec in zip(inputs, node.INPUTS):
+        assert recorded.io_type == spec.type
+        assert recorded.kwargs["optional"] == spec.optional
+        if spec.type in WIDGETS | {"COMBO"}:
+            assert recorded.kwargs["default"] == spec.default
+    assert [o.io_type for o in schema.kwargs["outputs"]] == list(node.RETURN_TYPES)
+
+
+@pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
+def test_outputs_have_declared_types_on_tiny_input(node):
+    outputs = node.run(**tiny_inputs(node))
+    assert isinstance(outputs, tuple) and len(outputs) == len(node.OUTPUTS)
+    for value, declared in zip(outputs, node.OUTPUTS):
+        check_output(value, declared.type, node.NODE_ID, declared.name)
+    result = to_v3(node, fake_io()).execute(**tiny_inputs(node))
+    assert len(result.args) == len(node.OUTPUTS)

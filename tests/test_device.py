@@ -1,0 +1,73 @@
+import pytest
+import torch
+
+from rasterkit.utils import device as D
+
+
+def test_torch_device_honours_preference_and_environment(monkeypatch):
+    assert D.torch_device("cpu") == torch.device("cpu")
+    monkeypatch.setenv("RASTERKIT_DEVICE", "cpu")
+    assert D.torch_device() == torch.device("cpu")
+
+
+def test_accelerator_probes_are_booleans():
+    assert D.cupy_usable(torch.device("cpu")) is False
+    assert isinstance(D.faiss_usable(), bool)
+
+
+def test_chunk_size_follows_free_memory(monkeypatch):
+    monkeypatch.setattr(D, "free_memory_bytes", lambda device: 1000)
+    assert D.chunk_size(100, 10, torch.device("cpu")) == 50  # half of free memory
+    assert D.chunk_size(100, 10_000, torch.device("cpu")) == 1
+    assert D.chunk_size(3, 1, torch.device("cpu")) == 3
+    assert D.chunk_size(100, 1, torch.device("cpu"), limit=7) == 7
+
+
+def test_run_chunked_covers_everything_in_order():
+    seen = []
+    out = D.run_chunked(lambda a, b, dev: list(range(a, b)), 10, 1, torch.device("cpu"), on_chunk=lambda d, t: seen.append(d),
+                        limit=3)
+    assert sum(out, []) == list(range(10))
+    assert seen == [3, 6, 9, 10]
+
+
+def test_out_of_memory_halves_the_chunk_and_retries():
+    calls = []
+
+    def fn(start, stop, device):
+        calls.append((start, stop))
+        if stop - start > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return stop - start
+
+    assert sum(D.run_chunked(fn, 8, 1, torch.device("cpu"), limit=8)) == 8
+    assert calls[:3] == [(0, 8), (0, 4), (0, 2)]
+
+
+def test_out_of_memory_on_one_item_falls_back_to_cpu():
+    devices = []
+
+    def fn(start, stop, device):
+        devices.append(device.type)
+        if device.type != "cpu":
+            raise torch.OutOfMemoryError("simulated")
+        return start
+
+    assert D.run_chunked(fn, 2, 1, torch.device("meta"), limit=1) == [0, 1]
+    assert devices == ["meta", "cpu", "cpu"]
+
+
+def test_other_errors_are_not_swallowed():
+    def fn(start, stop, device):
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        D.run_chunked(fn, 4, 1, torch.device("cpu"))
+
+
+def test_cpu_that_runs_out_of_memory_raises():
+    def fn(start, stop, device):
+        raise torch.OutOfMemoryError("simulated")
+
+    with pytest.raises(torch.OutOfMemoryError):
+        D.run_chunked(fn, 1, 1, torch.device("cpu"))
