@@ -1,0 +1,93 @@
+"""Against a real ComfyUI server with the pack installed (`-m comfyui`; skipped without COMFYUI_URL).
+
+Start one with ../shared/tools/comfyui-local.sh (setup, then start), then:
+  COMFYUI_URL=http://127.0.0.1:8188 COMFYUI_DIR=$HOME/comfyui .venv/bin/python -m pytest -m comfyui
+"""
+import copy
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rasterkit.nodes import NODE_CLASSES
+
+URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
+WORKFLOWS = sorted((Path(__file__).parent / "workflows").glob("*.api.json"))
+pytestmark = [pytest.mark.comfyui,
+              pytest.mark.skipif(not URL, reason="COMFYUI_URL is not set: no live ComfyUI server to test against")]
+
+
+def get(path):
+    with urllib.request.urlopen(URL + path, timeout=30) as response:
+        return json.load(response)
+
+
+def queue(prompt):
+    body = json.dumps({"prompt": prompt, "client_id": uuid.uuid4().hex}).encode()
+    request = urllib.request.Request(URL + "/prompt", data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as error:  # validation errors come back as 400 with a JSON body
+        return json.load(error)
+
+
+def wait(prompt_id, timeout=180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        history = get(f"/history/{prompt_id}")
+        if prompt_id in history and history[prompt_id].get("status", {}).get("completed") is not None:
+            entry = history[prompt_id]
+            if entry["status"].get("status_str") in ("success", "error"):
+                return entry
+        time.sleep(0.5)
+    raise AssertionError(f"prompt {prompt_id} did not finish in {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def object_info():
+    return get("/object_info")
+
+
+@pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
+def test_node_is_listed_with_its_inputs(object_info, node):
+    assert node.NODE_ID in object_info, f"{node.NODE_ID} missing: did the pack fail to import? see the server log"
+    info = object_info[node.NODE_ID]
+    listed = {**info["input"]["required"], **info["input"].get("optional", {})}
+    assert list(listed) == [s.name for s in node.INPUTS if not s.optional] + [s.name for s in node.INPUTS if s.optional]
+    assert info["output"] == list(node.RETURN_TYPES) and info["output_name"] == list(node.RETURN_NAMES)
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name.split(".")[0])
+def test_example_workflow_runs(path):
+    prompt = json.loads(path.read_text())
+    answer = queue(prompt)
+    assert "prompt_id" in answer and not answer.get("node_errors"), answer
+    entry = wait(answer["prompt_id"])
+    messages = entry["status"].get("messages", [])
+    assert entry["status"]["status_str"] == "success", messages
+    images = [image for output in entry["outputs"].values() for image in output.get("images", [])]
+    assert images, f"{path.name} produced no images"
+    if os.environ.get("COMFYUI_DIR"):
+        for image in images:
+            if image.get("type") == "output":
+                file = Path(os.environ["COMFYUI_DIR"], "output", image.get("subfolder", ""), image["filename"])
+                assert file.is_file() and file.stat().st_size > 0, file
+
+
+def test_bad_input_is_a_clear_error_and_the_server_survives():
+    prompt = json.loads((Path(__file__).parent / "workflows" / "boxes.api.json").read_text())
+    bad = copy.deepcopy(prompt)
+    bad["2"]["inputs"]["boxes"] = "[[1, 2, 3"
+    entry = wait(queue(bad)["prompt_id"])
+    assert entry["status"]["status_str"] == "error"
+    errors = [m[1] for m in entry["status"]["messages"] if m[0] == "execution_error"]
+    assert errors and "boxes: not valid JSON" in errors[0]["exception_message"]
+    assert errors[0]["node_type"] == "RasterKit_BoundingBoxRenderer"
+    good = wait(queue(prompt)["prompt_id"])  # still serving
+    assert good["status"]["status_str"] == "success"
