@@ -26,6 +26,7 @@ from .device import normalize, run_chunked
 
 TILE = 16
 SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE = range(5)
+SOLID = 5  # a pair whose primitive covers its whole tile (set by bin_tiles, never by a builder)
 N_PARAMS = 10
 # Opaque coverage is clamped below 1 so that log(1 - a) stays finite; 1 - 1e-7 keeps the result
 # within 1e-6 of exact source-over.
@@ -270,41 +271,54 @@ def _sprite_coverage(p, ox, oy, gx, gy, atlas):
     return atlas[ay, ax] * inside
 
 
+def _solid_coverage(p, ox, oy, gx, gy):
+    return torch.ones(p.shape[0], gx.shape[1], device=p.device)
+
+
 def _coverage(params, kind, ox, oy, gx, gy, atlas) -> torch.Tensor:
     """Coverage [m, T*T] of m pairs of mixed kinds; one evaluation per kind present."""
-    groups = [(kind == BOX_FILL, lambda p, *xy, rows: _box_coverage(p, *xy, False)),
-              (kind == BOX_STROKE, lambda p, *xy, rows: _box_coverage(p, *xy, True)),
-              (kind == SEGMENT, lambda p, *xy, rows: _segment_coverage(p, *xy)),
-              (kind == DISC, lambda p, *xy, rows: _disc_coverage(p, *xy)),
-              (kind == SPRITE, lambda p, *xy, rows: _sprite_coverage(p, *xy, atlas))]
     if bool((kind == SPRITE).any()) and atlas is None:
         raise ValueError("sprite primitives need the atlas they index")
-    present = [(mask, fn) for mask, fn in groups if bool(mask.any())]
+    evaluators = {BOX_FILL: lambda *args: _box_coverage(*args, stroke=False),
+                  BOX_STROKE: lambda *args: _box_coverage(*args, stroke=True),
+                  SEGMENT: _segment_coverage, DISC: _disc_coverage, SOLID: _solid_coverage,
+                  SPRITE: lambda *args: _sprite_coverage(*args, atlas)}
+    present = torch.unique(kind).tolist()
     if len(present) == 1:  # the common case: no row gathers
-        return present[0][1](params, ox, oy, gx, gy, rows=slice(None))
-    coverage = torch.zeros(kind.shape[0], gx.shape[1], device=params.device)
-    for mask, fn in present:
-        rows = mask.nonzero().squeeze(1)
-        coverage[rows] = fn(params[rows], ox[rows], oy[rows], gx, gy, rows=rows)
+        return evaluators[present[0]](params, ox, oy, gx, gy)
+    coverage = torch.empty(kind.shape[0], gx.shape[1], device=params.device)
+    for code in present:
+        rows = (kind == code).nonzero().squeeze(1)
+        coverage[rows] = evaluators[code](params[rows], ox[rows], oy[rows], gx, gy)
     return coverage
 
 
 # -- binning and compositing -----------------------------------------------------------------------
 
-def _stroke_misses_tile(params, tile_x0, tile_y0, tile):
-    """True where a box outline cannot reach any pixel of the tile: the tile lies inside the box,
-    at least (stroke half width + radius + 1) from every side."""
-    inset_x = params[:, 2] - params[:, 5] - params[:, 4] - 1
-    inset_y = params[:, 3] - params[:, 5] - params[:, 4] - 1
-    return (((tile_x0 - params[:, 0]).abs().maximum((tile_x0 + tile - params[:, 0]).abs()) < inset_x)
-            & ((tile_y0 - params[:, 1]).abs().maximum((tile_y0 + tile - params[:, 1]).abs()) < inset_y))
+def _misses_tile(kind, p, centre_x, centre_y, tile):
+    """True for (tile, primitive) pairs whose primitive cannot reach any pixel of the tile, though
+    its bounds do: tiles far from a segment's line, outside a disc or inside a ring, or inside a
+    box outline. kind [Q], p [Q,10], tile centres [Q]."""
+    reach = tile * 0.7072 + 1  # half the tile diagonal, plus the anti-aliasing margin
+    dx, dy = p[:, 2] - p[:, 0], p[:, 3] - p[:, 1]
+    t = (((centre_x - p[:, 0]) * dx + (centre_y - p[:, 1]) * dy) / (dx * dx + dy * dy).clamp_min(1e-12)).clamp(0, 1)
+    segment = torch.hypot(centre_x - p[:, 0] - t * dx, centre_y - p[:, 1] - t * dy) > p[:, 4].clamp_min(0.5) + reach
+    from_centre = torch.hypot(centre_x - p[:, 0], centre_y - p[:, 1])
+    disc = ((from_centre > p[:, 2] + p[:, 3].clamp_min(0.5) + reach)
+            | ((p[:, 3] > 0) & (from_centre < p[:, 2] - p[:, 3].clamp_min(0.5) - reach)))
+    # box outlines: the tile lies inside the box, (stroke half width + radius + 1) from every side
+    inside_x = (centre_x - p[:, 0]).abs() + tile / 2 < p[:, 2] - p[:, 5] - p[:, 4] - 1
+    inside_y = (centre_y - p[:, 1]).abs() + tile / 2 < p[:, 3] - p[:, 5] - p[:, 4] - 1
+    return (((kind == SEGMENT) & segment) | ((kind == DISC) & disc)
+            | ((kind == BOX_STROKE) & inside_x & inside_y))
 
 
 def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int = TILE):
     """(tile, primitive) pairs sorted by tile then by drawing order.
 
-    Returns tile_id int64 [Q] (frame * tiles_y * tiles_x + row * tiles_x + column) and
-    primitive int64 [Q]. Tiles that a box outline passes over without touching are left out.
+    Returns tile_id int64 [Q] (frame * tiles_y * tiles_x + row * tiles_x + column), primitive
+    int64 [Q] and solid bool [Q] (the primitive covers the whole tile: no distance to evaluate).
+    Tiles inside a primitive's bounds that it cannot reach are left out.
     """
     device = prims.bounds.device
     tiles_y, tiles_x = math.ceil(height / tile), math.ceil(width / tile)
@@ -322,18 +336,35 @@ def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int 
     local = torch.arange(primitive.numel(), device=device) - first[primitive]
     column = tx0[primitive] + local % span_x[primitive]
     row = ty0[primitive] + local // span_x[primitive]
-    is_stroke = prims.kind[primitive] == BOX_STROKE
-    if bool(is_stroke.any()):
-        misses = _stroke_misses_tile(prims.params[primitive], column.float() * tile, row.float() * tile, tile)
-        keep = ~(is_stroke & misses)
-        primitive, column, row = primitive[keep], column[keep], row[keep]
+    centre_x, centre_y = (column.float() + 0.5) * tile, (row.float() + 0.5) * tile
+    kind, params = prims.kind[primitive], prims.params[primitive]
+    keep = ~_misses_tile(kind, params, centre_x, centre_y, tile)
+    primitive, column, row = primitive[keep], column[keep], row[keep]
+    solid = _covers_tile(kind[keep], params[keep], centre_x[keep], centre_y[keep], tile)
     tile_id = (prims.frame[primitive] * tiles_y + row) * tiles_x + column
     tile_id, order = torch.sort(tile_id, stable=True)  # stable: drawing order survives within a tile
-    return tile_id, primitive[order]
+    return tile_id, primitive[order], solid[order]
+
+
+def _covers_tile(kind, p, centre_x, centre_y, tile):
+    """True for pairs whose box fill or disc covers every pixel of the tile completely."""
+    margin = tile / 2 + 0.5
+    box = (((centre_x - p[:, 0]).abs() + margin <= p[:, 2] - p[:, 4])
+           & ((centre_y - p[:, 1]).abs() + margin <= p[:, 3] - p[:, 4]))
+    disc = (p[:, 3] == 0) & (torch.hypot(centre_x - p[:, 0], centre_y - p[:, 1]) + tile * 0.7072 + 0.5 <= p[:, 2])
+    return ((kind == BOX_FILL) & box) | ((kind == DISC) & disc)
+
+
+def _tile_size(height: int, width: int) -> int:
+    """16, or 8 where only 8 divides the frame (1080p): whole tiles are written as blocks."""
+    for size in (TILE, TILE // 2):
+        if height % size == 0 and width % size == 0:
+            return size
+    return TILE
 
 
 def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = None, device=None,
-         on_progress=None, tile: int = TILE):
+         on_progress=None, tile: int | None = None):
     """Render `prims` over `images` and return (image, alpha, layer) on the images' device.
 
     images float [B,H,W,C], C = 3 or 4 (alpha is composited too); never modified.
@@ -346,6 +377,7 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     batch, height, width, channels = images.shape
     home = images.device
     device = normalize(device) if device is not None else home
+    tile = tile or _tile_size(height, width)
     image_out = images.clone(memory_format=torch.contiguous_format)
     layer_out = torch.zeros(batch, height, width, 4, device=home)
 
@@ -356,27 +388,27 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
         layer = layer_out[start:stop] if dev == home else torch.zeros(stop - start, height, width, 4, device=dev)
         sel = prims.select((prims.frame >= start) & (prims.frame < stop)).to(dev)
         sel.frame = sel.frame - start
-        tile_id, primitive = bin_tiles(sel, stop - start, height, width, tile)
+        tile_id, primitive, solid = bin_tiles(sel, stop - start, height, width, tile)
         if tile_id.numel():
-            _render_pairs(image.view(-1, channels), layer.view(-1, 4), sel, tile_id, primitive,
-                          (stop - start, height, width), tile, atlas.to(dev) if atlas is not None else None)
+            _render_pairs(image, layer, sel, tile_id, primitive, solid, tile,
+                          atlas.to(dev) if atlas is not None else None)
         if dev != home:
             image_out[start:stop] = image.to(home)
             layer_out[start:stop] = layer.to(home)
 
-    # per frame: image and layer stores, binning temporaries
+    # per frame: image and layer chunks, binning temporaries
     run_chunked(render_frames, batch, height * width * (channels + 4) * 4 * 3, device, on_progress)
     return image_out, layer_out[..., 3].clone(), layer_out
 
 
-def _render_pairs(image, layer, prims, tile_id, primitive, shape, tile, atlas):
-    """Composite the sorted (tile, primitive) pairs into image [B*H*W, C] and layer [B*H*W, 4], in place.
+def _render_pairs(image, layer, prims, tile_id, primitive, solid, tile, atlas):
+    """Composite the sorted (tile, primitive) pairs into image [B,H,W,C] and layer [B,H,W,4], in place.
 
-    Tiles are grouped by depth (pairs per tile, rounded up) so that each group
-    is one dense [tiles, depth, T*T] computation: source-over of the depth layers is a reverse
-    cumulative product of (1 - alpha) and a contraction over depth.
+    Tiles are grouped by depth (pairs per tile, rounded up) so that each group is one dense
+    [tiles, depth, T*T] computation: source-over of the depth layers is a reverse cumulative
+    product of (1 - alpha) and a contraction over depth.
     """
-    batch, height, width = shape
+    batch, height, width, channels = image.shape
     device = tile_id.device
     tiles_y, tiles_x = math.ceil(height / tile), math.ceil(width / tile)
     unique, counts = torch.unique_consecutive(tile_id, return_counts=True)
@@ -393,8 +425,6 @@ def _render_pairs(image, layer, prims, tile_id, primitive, shape, tile, atlas):
     group = torch.cat([prims.group, torch.full((1,), -1, device=device)])
     padding = len(prims)
     merge_groups = bool((prims.group[1:] == prims.group[:-1]).any())
-    channels = image.shape[1]
-    ragged = height % tile != 0 or width % tile != 0  # partial tiles on the right or bottom
 
     for depth in torch.unique(depth_class).tolist():  # a few depth classes, not primitives
         in_class = (depth_class == depth).nonzero().squeeze(1)
@@ -403,15 +433,16 @@ def _render_pairs(image, layer, prims, tile_id, primitive, shape, tile, atlas):
             members = in_class[lo:hi]
             slot = torch.arange(depth, device=device)
             pair = starts[members, None] + slot
-            which = torch.where(slot < counts[members, None], primitive[pair.clamp_max(primitive.numel() - 1)], padding)
-            which = which.reshape(-1)
+            pair = pair.clamp_max(primitive.numel() - 1)
+            used = slot < counts[members, None]
+            which = torch.where(used, primitive[pair], padding).reshape(-1)
+            pair_kind = torch.where(used & solid[pair], SOLID, kind[which].view(-1, depth)).reshape(-1)
             tiles = unique[members]
-            rest = tiles % (tiles_y * tiles_x)
-            ox = ((rest % tiles_x) * tile).float() + 0.5
-            oy = ((rest // tiles_x) * tile).float() + 0.5
-            coverage = _coverage(params[which], kind[which], ox.repeat_interleave(depth)[:, None],
-                                 oy.repeat_interleave(depth)[:, None], gx, gy, atlas)
-            coverage = coverage.view(-1, depth, tile * tile)
+            frame, rest = tiles // (tiles_y * tiles_x), tiles % (tiles_y * tiles_x)
+            row, column = rest // tiles_x, rest % tiles_x
+            ox = (column * tile).float().repeat_interleave(depth)[:, None] + 0.5
+            oy = (row * tile).float().repeat_interleave(depth)[:, None] + 0.5
+            coverage = _coverage(params[which], pair_kind, ox, oy, gx, gy, atlas).view(-1, depth, tile * tile)
             colour = color[which].view(-1, depth, 4)
             if merge_groups:
                 coverage, colour = _merge_groups(coverage, colour, group[which].view(-1, depth))
@@ -419,25 +450,37 @@ def _render_pairs(image, layer, prims, tile_id, primitive, shape, tile, atlas):
             clear = torch.flip(torch.cumprod(torch.flip(1 - a, [1]), 1), [1])  # prod over j >= k
             after = torch.cat([clear[:, 1:], torch.ones_like(clear[:, :1])], 1)  # prod over j > k
             rgb = torch.einsum("nkp,nkc->npc", a * after, colour[..., :3])
-            alpha = 1 - clear[:, 0]
-            frame = tiles // (tiles_y * tiles_x)
-            y = ((rest // tiles_x) * tile)[:, None] + offsets // tile
-            x = ((rest % tiles_x) * tile)[:, None] + offsets % tile
-            index = ((frame[:, None] * height + y) * width + x).reshape(-1)
-            rgb, alpha = rgb.reshape(-1, 3), alpha.reshape(-1, 1)
-            if ragged:
-                inside = ((y < height) & (x < width)).reshape(-1)
-                index, rgb, alpha = index[inside], rgb[inside], alpha[inside]
-            base = image[index]
-            keep = 1 - alpha
-            if channels == 4:
-                image[index] = torch.cat([base[:, :3] * keep + rgb, base[:, 3:] * keep + alpha], 1)
-            else:
-                image[index] = torch.addcmul(rgb, base, keep)
-            layer[index] = torch.cat([rgb, alpha], 1)
+            _write_tiles(image, layer, frame, row, column, torch.cat([rgb, (1 - clear[:, 0])[..., None]], 2), tile)
 
         # ~40 bytes per pair pixel in the temporaries above
         run_chunked(render_group, in_class.numel(), depth * tile * tile * 40, device, limit=8192)
+
+
+def _write_tiles(image, layer, frame, row, column, rgba, tile):
+    """Store premultiplied tiles rgba [n, T*T, 4] into layer [B,H,W,4] and composite them over
+    image [B,H,W,C] at tile positions frame, row, column [n]."""
+    batch, height, width, channels = image.shape
+    if height % tile == 0 and width % tile == 0:
+        # whole tiles: index the [B, rows, T, columns, T, C] view, T*C contiguous values at a time
+        blocks = (frame, row, slice(None), column)
+        image_tiles = image.view(batch, height // tile, tile, width // tile, tile, channels)
+        layer_tiles = layer.view(batch, height // tile, tile, width // tile, tile, 4)
+        rgba = rgba.view(-1, tile, tile, 4)
+        base = image_tiles[blocks]
+    else:
+        offsets = torch.arange(tile * tile, device=rgba.device)
+        y = (row * tile)[:, None] + offsets // tile
+        x = (column * tile)[:, None] + offsets % tile
+        inside = (y < height) & (x < width)
+        blocks = (frame[:, None].expand_as(y)[inside], y[inside], x[inside])
+        image_tiles, layer_tiles, rgba = image, layer, rgba[inside]
+        base = image[blocks]
+    keep = 1 - rgba[..., 3:]
+    composite = torch.addcmul(rgba[..., :3], base[..., :3], keep)
+    if channels == 4:
+        composite = torch.cat([composite, base[..., 3:] * keep + rgba[..., 3:]], -1)
+    image_tiles[blocks] = composite
+    layer_tiles[blocks] = rgba
 
 
 def _merge_groups(coverage, colour, group):
