@@ -91,3 +91,38 @@ def test_bad_input_is_a_clear_error_and_the_server_survives():
     assert errors[0]["node_type"] == "RasterKit_BoundingBoxRenderer"
     good = wait(queue(prompt)["prompt_id"])  # still serving
     assert good["status"]["status_str"] == "success"
+
+
+def ui_to_api(workflow, object_info):
+    """The API prompt a UI-format workflow stands for (widgets in /object_info order)."""
+    sources = {link[0]: (str(link[1]), link[2]) for link in workflow["links"]}
+    prompt = {}
+    for node in workflow["nodes"]:
+        info = object_info[node["type"]]
+        linked = {i["name"]: sources[i["link"]] for i in node["inputs"] if i.get("link") is not None}
+        values = iter(node["widgets_values"])
+        inputs = {}
+        for section in ("required", "optional"):
+            for name, spec in info["input"].get(section, {}).items():
+                widget = isinstance(spec[0], list) or spec[0] in ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
+                if widget:
+                    value = next(values)
+                    if name in ("seed", "noise_seed"):
+                        next(values)  # control_after_generate
+                if name in linked:
+                    inputs[name] = list(linked[name])
+                elif widget:
+                    inputs[name] = value
+        prompt[str(node["id"])] = {"class_type": node["type"], "inputs": inputs}
+    return prompt
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name.split(".")[0])
+def test_template_browser_lists_the_ui_workflow(object_info, path):
+    name = path.name.split(".")[0]
+    templates = get("/api/workflow_templates")
+    pack = next((pack for pack, names in templates.items() if name in names), None)
+    assert pack is not None, f"{name} is not among the templates {templates}"
+    ui = get(f"/api/workflow_templates/{pack}/{name}.json")
+    assert ui_to_api(ui, object_info) == json.loads(path.read_text())
+    assert (Path(__file__).parents[1] / "example_workflows" / f"{name}.jpg").is_file()
