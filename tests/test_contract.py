@@ -5,7 +5,7 @@ import types
 import pytest
 import torch
 
-import rasterkit as PACK
+import rasterkit as PACK  # loaded by conftest.py
 
 from rasterkit.nodes import NODE_CLASSES
 from rasterkit.nodes._schema import to_v3, v1_mappings
