@@ -44,10 +44,7 @@ class Progress:
         except ImportError:
             self._bar = None
 
-    def update_absolute(self, done: int, total: int | None = None) -> None:
+    def __call__(self, done: int, total: int | None = None) -> None:
         check_interrupt()
         if self._bar is not None:
             self._bar.update_absolute(done, total or self.total)
-
-    def __call__(self, done: int, total: int | None = None) -> None:
-        self.update_absolute(done, total)

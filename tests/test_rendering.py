@@ -192,3 +192,21 @@ def test_deep_overlap_in_one_tile_matches_sequential_compositing():
         a = a[0, ..., None]
         expected = expected * (1 - a) + torch.cat([colours[i, :3] * a, a], -1)
     assert torch.allclose(layer[0], expected, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_cuda_path_equals_cpu_path():
+    torch.manual_seed(1)
+    images = torch.rand(3, 72, 96, 3)
+    prims = R.concat(
+        R.rounded_boxes(torch.tensor([0, 1, 2]), torch.tensor([[5.0, 6.0, 60.0, 50.0]] * 3), 3.0, 8.0, (1, 0, 0, 1),
+                        (0, 1, 0, 0.3)),
+        R.polylines(1, torch.rand(2, 9, 2) * 90, torch.tensor([9, 6]), 2.5, (0, 0, 1, 0.7)),
+        R.discs(2, torch.tensor([[40.0, 30.0]]), 9.0, (1, 1, 0, 0.5), ring_width=2.0))
+    on_cpu = R.draw(images, prims)
+    on_gpu = R.draw(images, prims, device="cuda")
+    for a, b in zip(on_cpu, on_gpu):
+        assert b.device == images.device
+        assert torch.allclose(a, b, atol=1e-5)
+    resident = R.draw(images.cuda(), prims.to("cuda"))
+    assert all(torch.allclose(a, b.cpu(), atol=1e-5) for a, b in zip(on_cpu, resident))

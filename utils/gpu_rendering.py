@@ -396,8 +396,10 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
             image_out[start:stop] = image.to(home)
             layer_out[start:stop] = layer.to(home)
 
-    # per frame: image and layer chunks, binning temporaries
-    run_chunked(render_frames, batch, height * width * (channels + 4) * 4 * 3, device, on_progress)
+    # per frame: image and layer chunks, binning temporaries; chunks of at most ~32 megapixels keep
+    # progress reports (and interrupt checks) coming on long videos
+    run_chunked(render_frames, batch, height * width * (channels + 4) * 4 * 3, device, on_progress,
+                limit=max(1, (32 << 20) // (height * width)))
     return image_out, layer_out[..., 3].clone(), layer_out
 
 

@@ -1,0 +1,60 @@
+"""Progress bars and interrupts reach ComfyUI; without ComfyUI they are no-ops."""
+import sys
+import types
+
+import pytest
+import torch
+
+from rasterkit.nodes import _comfy
+from rasterkit.nodes.boxes import BoundingBoxRenderer
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.fixture
+def fake_comfy(monkeypatch):
+    state = types.SimpleNamespace(updates=[], interrupt_after=None, checks=0)
+
+    class ProgressBar:
+        def __init__(self, total):
+            self.total = total
+
+        def update_absolute(self, value, total=None):
+            state.updates.append((value, total))
+
+    def throw_exception_if_processing_interrupted():
+        state.checks += 1
+        if state.interrupt_after is not None and state.checks > state.interrupt_after:
+            raise Interrupted()
+
+    management = types.SimpleNamespace(
+        throw_exception_if_processing_interrupted=throw_exception_if_processing_interrupted,
+        get_torch_device=lambda: torch.device("cpu"), intermediate_device=lambda: torch.device("cpu"))
+    comfy = types.ModuleType("comfy")
+    comfy.utils = types.SimpleNamespace(ProgressBar=ProgressBar)
+    comfy.model_management = management
+    monkeypatch.setitem(sys.modules, "comfy", comfy)
+    monkeypatch.setitem(sys.modules, "comfy.utils", comfy.utils)
+    monkeypatch.setitem(sys.modules, "comfy.model_management", management)
+    return state
+
+
+def test_without_comfyui_everything_is_a_no_op():
+    assert _comfy.intermediate_device() == torch.device("cpu")
+    _comfy.check_interrupt()
+    _comfy.Progress(3)(1)
+
+
+def test_long_batches_report_progress(fake_comfy):
+    frames = torch.zeros(34, 1024, 1024, 3)  # chunks hold at most 32 megapixels
+    BoundingBoxRenderer.run(frames, boxes="[[10, 10, 100, 100]]", labels="none")
+    assert fake_comfy.updates == [(32, 34), (34, 34)]
+
+
+def test_interrupt_stops_the_node(fake_comfy):
+    fake_comfy.interrupt_after = 0
+    with pytest.raises(Interrupted):
+        BoundingBoxRenderer.run(torch.zeros(34, 1024, 1024, 3), boxes="[[10, 10, 100, 100]]", labels="none")
+    assert fake_comfy.checks == 1  # stopped after the first chunk, not at the end of the batch
