@@ -10,7 +10,7 @@ Primitives of one group (the segments of a polyline) form one shape: their cover
 maximum before compositing, so joints are drawn once.
 
 The work is organised in three steps, each one batched over every primitive of every frame:
-  1. `bin_tiles`: each primitive is listed in the 16x16 tiles that its bounds touch;
+  1. `bin_tiles`: each primitive is listed in the 8x8 tiles that its bounds touch;
   2. coverage of each (tile, primitive) pair on the tile's 256 pixels, per primitive kind;
   3. in-tile compositing of the pairs, in drawing order, as dense products over tiles of equal depth.
 Cost follows the covered area, not frame area times primitive count.
@@ -24,7 +24,7 @@ import torch
 
 from .device import normalize, run_chunked
 
-TILE = 16
+TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
 SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE = range(5)
 SOLID = 5  # a pair whose primitive covers its whole tile (set by bin_tiles, never by a builder)
 N_PARAMS = 10
@@ -355,14 +355,6 @@ def _covers_tile(kind, p, centre_x, centre_y, tile):
     return ((kind == BOX_FILL) & box) | ((kind == DISC) & disc)
 
 
-def _tile_size(height: int, width: int) -> int:
-    """16, or 8 where only 8 divides the frame (1080p): whole tiles are written as blocks."""
-    for size in (TILE, TILE // 2):
-        if height % size == 0 and width % size == 0:
-            return size
-    return TILE
-
-
 def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = None, device=None,
          on_progress=None, tile: int | None = None):
     """Render `prims` over `images` and return (image, alpha, layer) on the images' device.
@@ -377,7 +369,7 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     batch, height, width, channels = images.shape
     home = images.device
     device = normalize(device) if device is not None else home
-    tile = tile or _tile_size(height, width)
+    tile = tile or TILE
     image_out = images.clone(memory_format=torch.contiguous_format)
     layer_out = torch.zeros(batch, height, width, 4, device=home)
 
