@@ -157,7 +157,7 @@ def test_sprites_copy_the_atlas():
 def test_binning_follows_covered_area():
     big = R.rounded_boxes(0, torch.tensor([[0.5, 0.5, 1000.0, 1000.0]]), 2.0, 0.0, (1, 1, 1, 1), (0, 0, 0, 0))
     tile_id, _, _ = R.bin_tiles(big, 1, 1024, 1024)
-    assert tile_id.numel() < 4 * 1000 / R.TILE + 8  # only the tiles along the outline, not those inside
+    assert tile_id.numel() <= 8 * 1000 / R.TILE + 16  # one or two tile rows along each side, none inside
     outside = R.discs(0, torch.tensor([[-50.0, -50.0], [2000.0, 10.0]]), 5.0, (1, 1, 1, 1))
     assert R.bin_tiles(outside, 1, 64, 64)[0].numel() == 0
     wrong_frame = R.discs(torch.tensor([3]), torch.tensor([[10.0, 10.0]]), 5.0, (1, 1, 1, 1))
