@@ -149,6 +149,19 @@ def main():
     rows.append(["500 segments 2 px, 1 frame 3840x2160", f"{ours * 1e3:.1f}", f"{cv * 1e3:.1f}",
                  f"{sk * 1e3:.1f}" if sk else "n/a", f"{clone * 1e3:.1f}", f"{ours / clone:.1f}x"])
 
+    sections = [(f"Full paths, float32 in and out, median ms (RasterKit on {device})",
+                 table(["case", "RasterKit", "OpenCV (uint8, LINE_AA)", "skia-python (uint8)", "images.clone()",
+                        "RasterKit / clone"], rows))]
+    if device.type == "cuda":
+        # frames already on the GPU: the engine's own time, synchronised
+        gpu_rows = []
+        for n in (100, 1000):
+            images = torch.rand(1, 2160, 3840, 3, device=device)
+            xyxy = torch.from_numpy(random_boxes(n, 3840, 2160)).to(device)
+            prims = R.rounded_boxes(0, xyxy, STROKE, RADIUS, (1, 0, 0, 1), (0, 1, 0, FILL))
+            gpu_rows.append([f"{n} rounded boxes, 3840x2160", f"{timed(lambda: R.draw(images, prims), 20, 3, sync) * 1e3:.2f}"])
+        sections.append(("GPU-resident frame, engine only", table(["case", "ms"], gpu_rows)))
+
     # the whole node, as ComfyUI calls it, on a CPU-resident batch
     from demo import load_pack
     import json
@@ -164,13 +177,10 @@ def main():
         node_rows.append([f"{n} boxes, 1 frame 3840x2160", f"{t_node * 1e3:.1f}", f"{t_clone * 1e3:.1f}",
                           f"{t_node / t_clone:.1f}x"])
 
-    report("boxes", "Rounded boxes and segments (BoundingBoxRenderer engine)", [
-        (f"Full paths, float32 in and out, median ms (RasterKit on {device})",
-         table(["case", "RasterKit", "OpenCV (uint8, LINE_AA)", "skia-python (uint8)", "images.clone()",
-                "RasterKit / clone"], rows)),
-        ("The node on a CPU IMAGE (image, alpha and layer outputs)",
-         table(["case", "node ms", "clone ms", "node / clone"], node_rows)),
-    ], "make bench  # or .venv/bin/python bench/bench_boxes.py")
+    sections.append(("The node on a CPU IMAGE (image, alpha and layer outputs)",
+                     table(["case", "node ms", "clone ms", "node / clone"], node_rows)))
+    report("boxes", "Rounded boxes and segments (BoundingBoxRenderer engine)", sections,
+           "make bench  # or .venv/bin/python bench/bench_boxes.py")
 
 
 if __name__ == "__main__":
