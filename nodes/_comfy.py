@@ -1,6 +1,8 @@
 """ComfyUI services every node uses, imported lazily; no-ops when ComfyUI is absent (tests, demo)."""
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ..utils.device import torch_device
@@ -33,6 +35,27 @@ def check_interrupt() -> None:
         mm.throw_exception_if_processing_interrupted()
 
 
+def frame_preview(images: torch.Tensor, max_side: int = 1024) -> dict | None:
+    """The first frame, scaled to fit max_side, saved to ComfyUI's temp folder for the frontend's
+    editors: {"rasterkit_frame": [{filename, subfolder, type, width, height}]}; None without ComfyUI."""
+    try:
+        import folder_paths
+    except ImportError:
+        return None
+    import uuid
+
+    from PIL import Image
+
+    height, width = images.shape[1:3]
+    frame = (images[0, ..., :3].clamp(0, 1) * 255 + 0.5).to(torch.uint8).cpu().numpy()
+    picture = Image.fromarray(frame)
+    picture.thumbnail((max_side, max_side))
+    name = f"rasterkit_frame_{uuid.uuid4().hex[:12]}.png"
+    picture.save(os.path.join(folder_paths.get_temp_directory(), name), compress_level=1)
+    return {"rasterkit_frame": [{"filename": name, "subfolder": "", "type": "temp", "width": int(width),
+                                 "height": int(height)}]}
+
+
 class Progress:
     """Progress bar over `total` steps that also checks for interrupts at every update."""
 
@@ -48,3 +71,20 @@ class Progress:
         check_interrupt()
         if self._bar is not None:
             self._bar.update_absolute(done, total or self.total)
+
+
+def register_routes() -> None:
+    """Server routes the frontend uses: GET /rasterkit/palettes (the palettes by name, so that the
+    box editor previews the node's colours). No-op outside a running ComfyUI server."""
+    try:
+        from aiohttp import web
+        from server import PromptServer
+    except ImportError:
+        return
+    if getattr(PromptServer, "instance", None) is None:
+        return
+    from ..utils.colors import PALETTES
+
+    @PromptServer.instance.routes.get("/rasterkit/palettes")
+    async def palettes(request):
+        return web.json_response(PALETTES)

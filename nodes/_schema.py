@@ -1,8 +1,9 @@
 """One definition per node; the V1 (NODE_CLASS_MAPPINGS) and V3 (comfy_api io) forms derive from it.
 
 A node is a subclass of `RasterKitNode` with class attributes NODE_ID, DISPLAY_NAME, CATEGORY,
-DESCRIPTION, INPUTS (a list of `Input`), OUTPUTS (a list of `Output`) and a classmethod
-`run(**inputs) -> tuple`. The subclass itself is the V1 node; `to_v3(node, io)` builds the V3 one.
+DESCRIPTION, INPUTS (a list of `Input`), OUTPUTS (a list of `Output`), a classmethod
+`run(**inputs) -> tuple` and optionally `preview(inputs, outputs) -> dict` (data for the frontend).
+The subclass itself is the V1 node; `to_v3(node, io)` builds the V3 one.
 """
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ class RasterKitNode:
     OUTPUTS: ClassVar[list[Output]] = []
     OUTPUT_NODE: ClassVar[bool] = False
 
-    FUNCTION = "run"  # V1: ComfyUI calls getattr(instance, FUNCTION)(**inputs)
+    FUNCTION = "execute"  # V1: ComfyUI calls getattr(instance, FUNCTION)(**inputs)
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -87,6 +88,17 @@ class RasterKitNode:
     @classmethod
     def run(cls, **inputs) -> tuple:
         raise NotImplementedError
+
+    @classmethod
+    def preview(cls, inputs: dict, outputs: tuple) -> dict | None:
+        """UI data sent to the frontend with the outputs ({key: [values]}), or None."""
+        return None
+
+    @classmethod
+    def execute(cls, **inputs):
+        outputs = cls.run(**inputs)
+        ui = cls.preview(inputs, outputs)
+        return {"ui": ui, "result": outputs} if ui else outputs
 
 
 def _v1_entry(spec: Input) -> tuple:
@@ -138,7 +150,8 @@ def to_v3(node: type[RasterKitNode], io):
         )
 
     def execute(cls, **inputs):
-        return io.NodeOutput(*node.run(**inputs))
+        outputs = node.run(**inputs)
+        return io.NodeOutput(*outputs, ui=node.preview(inputs, outputs))
 
     return type(node.__name__, (io.ComfyNode,), {
         "define_schema": classmethod(define_schema),

@@ -7,7 +7,7 @@ from ..utils import boxes as box_sources
 from ..utils import gpu_rendering as R
 from ..utils.colors import PALETTES, palette, parse_hex, stable_index
 from ..utils.labels import label_primitives
-from ._comfy import Progress, intermediate_device, render_device
+from ._comfy import Progress, frame_preview, intermediate_device, render_device
 from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
@@ -108,6 +108,10 @@ class BoundingBoxRenderer(RasterKitNode):
         image, alpha, layer = R.draw(images, prims, atlas, device=render_device(), on_progress=Progress(batch))
         out = intermediate_device()
         return image.to(out), alpha.to(out), layer.to(out)
+
+    @classmethod
+    def preview(cls, inputs, outputs):
+        return frame_preview(inputs["images"])  # the box editor draws over the first input frame
 
 
 NODES = [BoundingBoxRenderer]

@@ -93,7 +93,7 @@ def test_v1_schema(node):
             assert options["min"] <= options["default"] <= options["max"], spec.name
             assert isinstance(options["default"], int if spec.type == "INT" else (int, float))
     assert len(node.RETURN_TYPES) == len(node.RETURN_NAMES) == len(node.OUTPUTS) > 0
-    assert node.FUNCTION == "run" and callable(getattr(node(), node.FUNCTION))
+    assert callable(getattr(node(), node.FUNCTION))
     assert node.CATEGORY.startswith("RasterKit") and node.DESCRIPTION
 
 
@@ -121,3 +121,5 @@ def test_outputs_have_declared_types_on_tiny_input(node):
         check_output(value, declared.type, node.NODE_ID, declared.name)
     result = to_v3(node, fake_io()).execute(**tiny_inputs(node))
     assert len(result.args) == len(node.OUTPUTS)
+    v1 = getattr(node(), node.FUNCTION)(**tiny_inputs(node))  # without ComfyUI there is no preview
+    assert isinstance(v1, tuple) and len(v1) == len(node.OUTPUTS)

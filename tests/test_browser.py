@@ -1,0 +1,155 @@
+"""The frontend in a real browser (`-m comfyui`): headless Chromium against a live ComfyUI server.
+
+Needs COMFYUI_URL (see test_live_comfyui.py), Debian's chromium (/usr/bin/chromium or $CHROMIUM) and
+the playwright Python package; skips with the reason otherwise. Screenshots go to output/browser/.
+"""
+import json
+import os
+import shutil
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+WORKFLOWS = sorted((ROOT / "example_workflows").glob("*.json"))
+SHOTS = ROOT / "output" / "browser"
+
+pytestmark = [pytest.mark.comfyui,
+              pytest.mark.skipif(not URL, reason="COMFYUI_URL is not set: no live ComfyUI server to test against"),
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt install chromium)")]
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+BOX_NODE = "window.app.graph._nodes.find(n => n.type === 'RasterKit_BoundingBoxRenderer')"
+
+
+@pytest.fixture(scope="module")
+def page():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the Python package)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.errors = []  # errors raised in this pack's scripts (the frontend logs some of its own)
+        page.on("pageerror", lambda error: page.errors.append(error.stack)
+                if "/extensions/rasterkit/" in (error.stack or "") else None)
+        page.goto(URL + "/", wait_until="domcontentloaded")
+        page.wait_for_function("window.app && window.app.graph", timeout=60_000)
+        yield page
+        browser.close()
+
+
+def history_ids():
+    with urllib.request.urlopen(URL + "/history", timeout=30) as response:
+        return set(json.load(response))
+
+
+def wait_for_new_prompt(known, timeout=180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with urllib.request.urlopen(URL + "/history", timeout=30) as response:
+            history = json.load(response)
+        for prompt_id in set(history) - known:
+            status = history[prompt_id]["status"]
+            if status.get("completed") or status.get("status_str") == "error":
+                return history[prompt_id]
+        time.sleep(0.5)
+    raise AssertionError("the queued workflow did not finish")
+
+
+def output_images(entry):
+    from PIL import Image
+
+    images = []
+    for output in entry["outputs"].values():
+        for image in output.get("images", []):
+            query = urllib.parse.urlencode({k: image[k] for k in ("filename", "subfolder", "type")})
+            with urllib.request.urlopen(f"{URL}/view?{query}", timeout=30) as response:
+                images.append(np.asarray(Image.open(response).convert("RGB")))
+    return images
+
+
+def load(page, path):
+    page.keyboard.press("Escape")  # the template dialog that greets a new user
+    page.evaluate("workflow => window.app.loadGraphData(workflow)", json.loads(path.read_text()))
+    page.wait_for_timeout(1000)
+
+
+def queue_and_wait(page):
+    known = history_ids()
+    page.evaluate("window.app.queuePrompt(0, 1)")
+    entry = wait_for_new_prompt(known)
+    assert entry["status"]["status_str"] == "success", entry["status"].get("messages")
+    return entry
+
+
+def screenshot(page, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=path)
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(path).convert("L"), dtype=np.float32)
+    assert pixels.std() > 5, f"{path} looks blank"
+    return path
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.stem)
+def test_example_workflow_loads_and_runs_in_the_browser(page, path):
+    load(page, path)
+    types = page.evaluate("window.app.graph._nodes.map(n => n.type)")
+    assert any(t.startswith("RasterKit_") for t in types)
+    entry = queue_and_wait(page)
+    assert output_images(entry), "no output image"
+    screenshot(page, path.stem)
+    assert not page.errors, page.errors
+
+
+def test_box_editor_draws_a_box_with_the_mouse(page):
+    load(page, ROOT / "example_workflows" / "boxes.json")
+    boxes_before = json.loads(page.evaluate(f"{BOX_NODE}.widgets.find(w => w.name === 'boxes').value"))
+    queue_and_wait(page)  # the editor then shows the first frame at its real size (512x320)
+    page.wait_for_timeout(500)
+    # an empty area of the frame, below the two boxes of the example
+    start = page.evaluate(f"{BOX_NODE}.rasterkitBoxEditor.toClient(300, 262)")
+    end = page.evaluate(f"{BOX_NODE}.rasterkitBoxEditor.toClient(380, 310)")
+    page.mouse.move(*start)
+    page.mouse.down()
+    page.mouse.move(*end, steps=6)
+    page.mouse.up()
+    boxes = json.loads(page.evaluate(f"{BOX_NODE}.widgets.find(w => w.name === 'boxes').value"))
+    assert boxes[:-1] == boxes_before and len(boxes) == len(boxes_before) + 1
+    x1, y1, x2, y2 = boxes[-1]
+    assert abs(x1 - 300) < 3 and abs(y1 - 262) < 3 and abs(x2 - 380) < 3 and abs(y2 - 310) < 3
+    screenshot(page, "box_editor")
+
+    entry = queue_and_wait(page)
+    drawn = output_images(entry)[0]  # the first SaveImage: the composite
+    background = drawn[300, 200]
+    top_edge = drawn[int(y1), int((x1 + x2) / 2)]
+    assert np.abs(top_edge.astype(int) - background.astype(int)).max() > 40, "the new box is not in the output"
+
+    # double-click deletes it again
+    page.mouse.dblclick(*page.evaluate(f"{BOX_NODE}.rasterkitBoxEditor.toClient(340, 286)"))
+    boxes = json.loads(page.evaluate(f"{BOX_NODE}.widgets.find(w => w.name === 'boxes').value"))
+    assert boxes == boxes_before
+    assert not page.errors, page.errors
+
+
+def test_editor_preview_uses_the_node_palette(page):
+    load(page, ROOT / "example_workflows" / "boxes.json")
+    page.wait_for_timeout(500)
+    colours = page.evaluate(f"""(() => {{
+        const editor = {BOX_NODE}.rasterkitBoxEditor;
+        return editor.boxes().items.map((item, i) => editor.colour(item, i));
+    }})()""")
+    with urllib.request.urlopen(URL + "/rasterkit/palettes", timeout=30) as response:
+        palette = json.load(response)["default"]
+    import zlib
+
+    assert colours == [palette[zlib.crc32(b"person") % len(palette)], palette[zlib.crc32(b"dog") % len(palette)]]

@@ -1,0 +1,269 @@
+// Box editor for RasterKit_BoundingBoxRenderer: shows the first input frame of the last run (or an
+// empty canvas of the last frame size) with the boxes of the `boxes` input, styled like the node
+// will draw them. Drag on empty space to draw a box, drag a box to move it, drag its lower-right
+// corner to resize it, double-click a box (or select it and press Delete) to remove it. Every edit
+// writes the JSON back into `boxes`.
+import { app } from "../../scripts/app.js";
+import { api } from "../../scripts/api.js";
+
+const HANDLE = 10; // px on screen
+const DEFAULT_SIZE = { width: 512, height: 512 };
+let palettes = null; // {name: [hex, ...]} from the server, the node's own palettes
+let palettesLoading = null;
+
+function loadPalettes() {
+  palettesLoading ??= api.fetchApi("/rasterkit/palettes").then((r) => r.json()).catch(() => ({}))
+    .then((table) => { palettes = table; });
+  return palettesLoading;
+}
+
+// zlib's crc32, as the node uses it to give a class label its palette slot
+const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c >>> 0;
+});
+function crc32(text) {
+  let c = 0xffffffff;
+  for (const byte of new TextEncoder().encode(text)) c = CRC_TABLE[(c ^ byte) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+function boxCoords(item) {
+  if (Array.isArray(item)) return item.slice(0, 4).map(Number);
+  if ("x1" in item) return [item.x1, item.y1, item.x2, item.y2].map(Number);
+  return [item.x, item.y, item.x + item.w, item.y + item.h].map(Number);
+}
+
+function withCoords(item, [x1, y1, x2, y2]) {
+  const round = (v) => Math.round(v * 10) / 10;
+  const c = [Math.min(x1, x2), Math.min(y1, y2), Math.max(x1, x2), Math.max(y1, y2)].map(round);
+  if (Array.isArray(item)) return c;
+  const { x, y, w, h, ...rest } = item;
+  return { ...rest, x1: c[0], y1: c[1], x2: c[2], y2: c[3] };
+}
+
+class BoxEditor {
+  constructor(node) {
+    this.node = node;
+    this.frame = null; // {url, width, height}
+    this.image = null;
+    this.selected = -1;
+    this.drag = null;
+    this.canvas = document.createElement("canvas");
+    this.canvas.className = "rasterkit-box-editor";
+    this.canvas.tabIndex = 0;
+    this.canvas.style.cssText = "width: 100%; height: 100%; outline: none; cursor: crosshair; background: #222";
+    this.widget = node.addDOMWidget("box_editor", "rasterkit_box_editor", this.canvas, {
+      serialize: false,
+      getMinHeight: () => 200,
+    });
+    for (const [event, handler] of [["pointerdown", this.down], ["pointermove", this.move], ["pointerup", this.up],
+                                    ["dblclick", this.remove], ["keydown", this.key]]) {
+      this.canvas.addEventListener(event, handler.bind(this));
+    }
+    loadPalettes().then(() => this.draw());
+    new ResizeObserver(() => this.draw()).observe(this.canvas);
+    for (const w of node.widgets ?? []) {
+      const callback = w.callback;
+      w.callback = (...args) => { const r = callback?.apply(w, args); this.draw(); return r; };
+    }
+  }
+
+  value(name) {
+    return this.node.widgets?.find((w) => w.name === name)?.value;
+  }
+
+  size() {
+    return this.frame ?? DEFAULT_SIZE;
+  }
+
+  // The editable list: a list of boxes for every frame. A per-frame list shows frame 0, read-only.
+  boxes() {
+    try {
+      const data = JSON.parse(this.value("boxes") || "[]");
+      if (!Array.isArray(data)) return { items: [], editable: false };
+      const perFrame = data.length > 0 && data.every((d) => Array.isArray(d) && d.every((b) => typeof b === "object"));
+      return perFrame ? { items: data[0], editable: false } : { items: data, editable: true };
+    } catch {
+      return { items: [], editable: false };
+    }
+  }
+
+  write(items) {
+    const widget = this.node.widgets.find((w) => w.name === "boxes");
+    widget.value = JSON.stringify(items);
+    widget.callback?.(widget.value);
+    this.node.setDirtyCanvas?.(true, true);
+    this.draw();
+  }
+
+  setFrame(frame) {
+    const url = api.apiURL(`/view?filename=${encodeURIComponent(frame.filename)}&subfolder=${encodeURIComponent(frame.subfolder)}&type=${frame.type}`);
+    this.frame = { width: frame.width, height: frame.height };
+    const image = new Image();
+    image.onload = () => { this.image = image; this.draw(); };
+    image.src = url;
+  }
+
+  // The frame is fitted into the widget, centred: image px -> screen px is scale * p + offset.
+  fit() {
+    const rect = this.canvas.getBoundingClientRect();
+    const { width, height } = this.size();
+    const scale = Math.min(rect.width / width, rect.height / height) || 1;
+    return { rect, scale, x: (rect.width - width * scale) / 2, y: (rect.height - height * scale) / 2 };
+  }
+
+  toImage(event) {
+    const { rect, scale, x, y } = this.fit();
+    return [(event.clientX - rect.left - x) / scale, (event.clientY - rect.top - y) / scale];
+  }
+
+  toClient(px, py) {
+    const { rect, scale, x, y } = this.fit();
+    return [rect.left + x + px * scale, rect.top + y + py * scale];
+  }
+
+  hit(x, y, items) {
+    const handle = HANDLE / this.fit().scale;
+    for (let i = items.length - 1; i >= 0; i--) {
+      const [x1, y1, x2, y2] = boxCoords(items[i]);
+      if (Math.abs(x - x2) < handle && Math.abs(y - y2) < handle) return { index: i, mode: "resize" };
+      if (x >= x1 && x <= x2 && y >= y1 && y <= y2) return { index: i, mode: "move" };
+    }
+    return null;
+  }
+
+  down(event) {
+    const { items, editable } = this.boxes();
+    if (!editable || event.button !== 0) return;
+    event.stopPropagation();
+    this.canvas.setPointerCapture(event.pointerId);
+    const [x, y] = this.toImage(event);
+    const hit = this.hit(x, y, items);
+    if (hit) {
+      this.selected = hit.index;
+      this.drag = { ...hit, start: [x, y], original: boxCoords(items[hit.index]) };
+    } else {
+      items.push([x, y, x, y]);
+      this.selected = items.length - 1;
+      this.drag = { index: this.selected, mode: "resize", start: [x, y], original: [x, y, x, y], fresh: true };
+      this.write(items);
+    }
+  }
+
+  move(event) {
+    if (!this.drag) return;
+    event.stopPropagation();
+    const { items } = this.boxes();
+    const [x, y] = this.toImage(event);
+    const [dx, dy] = [x - this.drag.start[0], y - this.drag.start[1]];
+    const [x1, y1, x2, y2] = this.drag.original;
+    const coords = this.drag.mode === "move" ? [x1 + dx, y1 + dy, x2 + dx, y2 + dy] : [x1, y1, x2 + dx, y2 + dy];
+    items[this.drag.index] = withCoords(items[this.drag.index], coords);
+    this.write(items);
+  }
+
+  up(event) {
+    if (!this.drag) return;
+    const { items } = this.boxes();
+    const [x1, y1, x2, y2] = boxCoords(items[this.drag.index]);
+    if (this.drag.fresh && (x2 - x1 < 2 || y2 - y1 < 2)) { // a click, not a box
+      items.splice(this.drag.index, 1);
+      this.selected = -1;
+      this.write(items);
+    }
+    this.drag = null;
+  }
+
+  remove(event) {
+    const { items, editable } = this.boxes();
+    if (!editable) return;
+    const hit = this.hit(...this.toImage(event), items);
+    if (hit) {
+      items.splice(hit.index, 1);
+      this.selected = -1;
+      this.write(items);
+    }
+  }
+
+  key(event) {
+    if ((event.key === "Delete" || event.key === "Backspace") && this.selected >= 0) {
+      const { items, editable } = this.boxes();
+      if (!editable || this.selected >= items.length) return;
+      items.splice(this.selected, 1);
+      this.selected = -1;
+      this.write(items);
+      event.preventDefault();
+      event.stopPropagation();
+    }
+  }
+
+  colour(item, index) {
+    if (item && !Array.isArray(item) && item.color) return item.color.slice(0, 7);
+    const fixed = (this.value("color") || "").trim();
+    if (fixed) return fixed.startsWith("#") ? fixed.slice(0, 7) : `#${fixed.slice(0, 6)}`;
+    const colours = palettes?.[this.value("palette")] ?? ["#E6194B"];
+    const by = this.value("color_by");
+    const key = Array.isArray(item) ? null : by === "label" ? item.label : by === "id" ? item.id : index;
+    if (key === null || key === undefined) return colours[index % colours.length];
+    return colours[(typeof key === "number" ? key : crc32(String(key))) % colours.length];
+  }
+
+  draw() {
+    const { width, height } = this.size();
+    const fit = this.fit();
+    const ratio = window.devicePixelRatio || 1;
+    this.canvas.width = Math.max(1, Math.round(fit.rect.width * ratio));
+    this.canvas.height = Math.max(1, Math.round(fit.rect.height * ratio));
+    const ctx = this.canvas.getContext("2d");
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    ctx.translate(fit.x, fit.y);
+    const s = fit.scale;
+    ctx.fillStyle = "#333";
+    ctx.fillRect(0, 0, width * s, height * s);
+    if (this.image) ctx.drawImage(this.image, 0, 0, width * s, height * s);
+    const { items, editable } = this.boxes();
+    const stroke = Number(this.value("stroke_width") ?? 3);
+    const radius = Number(this.value("corner_radius") ?? 0);
+    items.forEach((item, index) => {
+      let [x1, y1, x2, y2] = boxCoords(item);
+      [x1, x2] = [Math.min(x1, x2), Math.max(x1, x2)];
+      [y1, y2] = [Math.min(y1, y2), Math.max(y1, y2)];
+      const r = Math.max(0, Math.min(radius, (x2 - x1) / 2, (y2 - y1) / 2)) * s;
+      ctx.beginPath();
+      ctx.roundRect(x1 * s, y1 * s, (x2 - x1) * s, (y2 - y1) * s, r);
+      ctx.fillStyle = ctx.strokeStyle = this.colour(item, index);
+      ctx.globalAlpha = Number(this.value("fill_opacity") ?? 0);
+      ctx.fill();
+      ctx.globalAlpha = Number(this.value("stroke_opacity") ?? 1);
+      ctx.lineWidth = Math.max(stroke * s, index === this.selected ? 2 : 0);
+      if (stroke > 0 || index === this.selected) ctx.stroke();
+    });
+    ctx.globalAlpha = 1;
+    if (!editable) {
+      ctx.fillStyle = "#fff";
+      ctx.font = "12px sans-serif";
+      ctx.fillText("per-frame boxes: frame 0 shown, edit the JSON", 8, 18);
+    }
+  }
+}
+
+app.registerExtension({
+  name: "RasterKit.BoxEditor",
+  async beforeRegisterNodeDef(nodeType, nodeData) {
+    if (nodeData.name !== "RasterKit_BoundingBoxRenderer") return;
+    const onNodeCreated = nodeType.prototype.onNodeCreated;
+    nodeType.prototype.onNodeCreated = function () {
+      const result = onNodeCreated?.apply(this, arguments);
+      this.rasterkitBoxEditor = new BoxEditor(this);
+      return result;
+    };
+    const onExecuted = nodeType.prototype.onExecuted;
+    nodeType.prototype.onExecuted = function (message) {
+      onExecuted?.apply(this, arguments);
+      const frame = message?.rasterkit_frame?.[0];
+      if (frame) this.rasterkitBoxEditor?.setFrame(frame);
+    };
+  },
+});
