@@ -219,40 +219,41 @@ def _segment_coverage(p, ox, oy, gx, gy):
     return torch.where(p[:, 5:6] > 0, butt, round_cap) * weight
 
 
-def _box_fill(ax, ay, hx, hy, r):
-    """Coverage of rounded boxes, pixels at |offset from centre| ax, ay [m,T*T]; hx, hy, r [m,1].
-    Corners sharper than 1 px use the product of the side coverages (exact for square corners)."""
-    sharp = r < 1
-    square = None
-    if bool(sharp.any()):
-        square = _from_distance(ax - hx) * _from_distance(ay - hy)
-        if bool(sharp.all()):
-            return square
-    qx, qy = ax - (hx - r), ay - (hy - r)
-    rounded = _from_distance(torch.sqrt(qx.clamp_min(0) ** 2 + qy.clamp_min(0) ** 2)
-                             + torch.maximum(qx, qy).clamp_max(0) - r)
-    return rounded if square is None else torch.where(sharp, square, rounded)
+def _box_fill(ax, ay, hx, hy, r, near_corner):
+    """Coverage [m,T,T] of rounded boxes at |offset from centre| ax [m,1,T] (columns) and
+    ay [m,T,1] (rows); hx, hy, r, near_corner [m,1,1].
 
-
-def _box_outline(ax, ay, hx, hy, r, p):
-    """The box grown by half the stroke width minus the box shrunk by as much."""
-    half, weight = _thin(p[:, 5])
-    inner = _box_fill(ax, ay, hx - half, hy - half, (r - half).clamp_min(0)) * ((hx > half) & (hy > half))
-    outline = (_box_fill(ax, ay, hx + half, hy + half, r + half) - inner).clamp_min(0) * weight
-    corner = p[:, 6:7]
-    if bool((corner > 0).any()):
-        # corner-only outlines keep pixels near both a vertical and a horizontal side; soft ends (AA)
-        keep = ((ax - (hx - corner) + 0.5).clamp(0, 1) * (ay - (hy - corner) + 0.5).clamp(0, 1))
-        outline = torch.where(corner > 0, outline * keep, outline)
-    return outline
+    Away from the corners, and at corners sharper than 1 px, coverage is the product of the two
+    sides' coverages: exact there, and separable, so it costs one product per pixel. Only tiles
+    near a rounded corner (near_corner) evaluate the rounded distance."""
+    coverage = _from_distance(ax - hx) * _from_distance(ay - hy)
+    rounded = (near_corner & (r >= 1)).view(-1).nonzero().squeeze(1)
+    if rounded.numel():
+        r_, qx = r[rounded], ax[rounded] - (hx[rounded] - r[rounded])
+        qy = ay[rounded] - (hy[rounded] - r_)
+        coverage[rounded] = _from_distance(torch.sqrt(qx.clamp_min(0) ** 2 + qy.clamp_min(0) ** 2)
+                                           + torch.maximum(qx, qy).clamp_max(0) - r_)
+    return coverage
 
 
 def _box_coverage(p, ox, oy, gx, gy, stroke: bool):
-    ax = ((ox - p[:, 0:1]) + gx).abs()
-    ay = ((oy - p[:, 1:2]) + gy).abs()
-    if stroke:
-        return _box_outline(ax, ay, p[:, 2:3], p[:, 3:4], p[:, 4:5], p)
-    return _box_fill(ax, ay, p[:, 2:3], p[:, 3:4], p[:, 4:5])
+    """Fill, or outline (the box grown by half the stroke width minus the box shrunk by as much)."""
+    tile = int(round(gx.shape[1] ** 0.5))
+    ax = ((ox - p[:, 0:1]) + gx[:, :tile]).abs()[:, None, :]  # [m,1,T]
+    ay = ((oy - p[:, 1:2]) + gy[:, ::tile]).abs()[:, :, None]  # [m,T,1]
+    hx, hy, r = (p[:, i, None, None] for i in (2, 3, 4))
+    near_corner = (ax.amax(2, keepdim=True) >= hx - r - 1) & (ay.amax(1, keepdim=True) >= hy - r - 1)
+    if not stroke:
+        return _box_fill(ax, ay, hx, hy, r, near_corner).reshape(p.shape[0], -1)
+    half, weight = (t[..., None] for t in _thin(p[:, 5]))
+    inner = _box_fill(ax, ay, hx - half, hy - half, (r - half).clamp_min(0), near_corner) * ((hx > half) & (hy > half))
+    outline = (_box_fill(ax, ay, hx + half, hy + half, r + half, near_corner) - inner).clamp_min(0) * weight
+    corner = p[:, 6, None, None]
+    if bool((corner > 0).any()):
+        # corner-only outlines keep pixels near both a vertical and a horizontal side; soft ends (AA)
+        keep = (ax - (hx - corner) + 0.5).clamp(0, 1) * (ay - (hy - corner) + 0.5).clamp(0, 1)
+        outline = torch.where(corner > 0, outline * keep, outline)
+    return outline.reshape(p.shape[0], -1)
 
 
 def _disc_coverage(p, ox, oy, gx, gy):
@@ -399,8 +400,8 @@ def _render_pairs(image, layer, prims, tile_id, primitive, solid, tile, atlas):
     """Composite the sorted (tile, primitive) pairs into image [B,H,W,C] and layer [B,H,W,4], in place.
 
     Tiles are grouped by depth (pairs per tile, rounded up) so that each group is one dense
-    [tiles, depth, T*T] computation: source-over of the depth layers is a reverse cumulative
-    product of (1 - alpha) and a contraction over depth.
+    [tiles, depth, T*T] computation, top primitive first: source-over of the depth layers is a
+    cumulative product of (1 - alpha) and a contraction over depth.
     """
     batch, height, width, channels = image.shape
     device = tile_id.device
@@ -425,10 +426,10 @@ def _render_pairs(image, layer, prims, tile_id, primitive, solid, tile, atlas):
 
         def render_group(lo, hi, dev):
             members = in_class[lo:hi]
+            # slot 0 holds the topmost primitive of a tile: transmittance is then a plain cumprod
             slot = torch.arange(depth, device=device)
-            pair = starts[members, None] + slot
-            pair = pair.clamp_max(primitive.numel() - 1)
             used = slot < counts[members, None]
+            pair = (starts[members, None] + counts[members, None] - 1 - slot).clamp(0, primitive.numel() - 1)
             which = torch.where(used, primitive[pair], padding).reshape(-1)
             pair_kind = torch.where(used & solid[pair], SOLID, kind[which].view(-1, depth)).reshape(-1)
             tiles = unique[members]
@@ -441,10 +442,10 @@ def _render_pairs(image, layer, prims, tile_id, primitive, solid, tile, atlas):
             if merge_groups:
                 coverage, colour = _merge_groups(coverage, colour, group[which].view(-1, depth))
             a = coverage * colour[..., 3:4]
-            clear = torch.flip(torch.cumprod(torch.flip(1 - a, [1]), 1), [1])  # prod over j >= k
-            after = torch.cat([clear[:, 1:], torch.ones_like(clear[:, :1])], 1)  # prod over j > k
-            rgb = torch.einsum("nkp,nkc->npc", a * after, colour[..., :3])
-            _write_tiles(image, layer, frame, row, column, torch.cat([rgb, (1 - clear[:, 0])[..., None]], 2), tile)
+            clear = torch.cumprod(1 - a, 1)  # transmittance of this slot and those above it
+            above = torch.cat([torch.ones_like(clear[:, :1]), clear[:, :-1]], 1)
+            rgb = torch.einsum("nkp,nkc->npc", a * above, colour[..., :3])
+            _write_tiles(image, layer, frame, row, column, torch.cat([rgb, (1 - clear[:, -1])[..., None]], 2), tile)
 
         # ~40 bytes per pair pixel in the temporaries above
         run_chunked(render_group, in_class.numel(), depth * tile * tile * 40, device, limit=8192)
