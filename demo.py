@@ -102,6 +102,30 @@ def boxes_demo(pack, out: Path):
     return paths
 
 
+@demo("series")
+def series_demo(pack, out: Path):
+    """Price-like random walks as a grid of filled plots, and an audio-reactive waveform video."""
+    import torch
+
+    generator = torch.Generator().manual_seed(7)
+    walks = torch.cumsum(torch.randn(16, 200, generator=generator) + 0.03, 1)
+    node = pack.nodes.series.SeriesToImages
+    import json
+
+    plots = node.run(series=json.dumps(walks.tolist()), width=256, height=160, line_color="#4FC3F7",
+                     background="#101820", fill=True, fill_color="#4FC3F740")[0]
+    framed = torch.nn.functional.pad(plots, (0, 0, 3, 3, 3, 3), value=0.85)  # a light border per plot
+    grid = framed.reshape(4, 4, 166, 262, 3).permute(0, 2, 1, 3, 4).reshape(4 * 166, 4 * 262, 3)
+    t = torch.linspace(0, 4, 4 * 24000)
+    tone = torch.sin(2 * torch.pi * (220 + 110 * torch.sin(t)) * t) * (0.3 + 0.7 * torch.sin(t * 1.5).abs())
+    video = node.run(audio={"waveform": tone[None, None], "sample_rate": 24000}, frames=96, width=640, height=240,
+                     scale="shared", line_color="#FFB74D", line_width=1.5)[0]
+    paths = [out / "series.png", out / "series_audio.mp4"]
+    save_png(grid, paths[0])
+    save_mp4(video, paths[1])
+    return paths
+
+
 def main(names=None) -> None:
     pack = load_pack()
     OUTPUT.mkdir(exist_ok=True)

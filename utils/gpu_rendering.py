@@ -496,3 +496,164 @@ def composite(images: torch.Tensor, layer: torch.Tensor) -> torch.Tensor:
     if images.shape[-1] == 4:
         return torch.cat([rgb, images[..., 3:] * keep + layer[..., 3:4]], dim=-1)
     return rgb
+
+
+# -- batch polyline images ----------------------------------------------------------------------------
+
+def _value_range(values: torch.Tensor, lengths: torch.Tensor, scale: str):
+    """Per image (low, high) [B,1] of the finite y values within each length; "shared": over all."""
+    finite = (torch.arange(values.shape[1], device=values.device)[None] < lengths[:, None]) & torch.isfinite(values)
+    low = torch.where(finite, values, float("inf")).amin(1, keepdim=True)
+    high = torch.where(finite, values, -float("inf")).amax(1, keepdim=True)
+    if scale == "shared":
+        low, high = low.amin(0, keepdim=True).expand_as(low), high.amax(0, keepdim=True).expand_as(high)
+    return low, high
+
+
+def _series_points(values: torch.Tensor, lengths: torch.Tensor, low, high, height: int, width: int):
+    """Pixel-space points [B,T,2] of B series: y values [B,T] at evenly spaced x, or xy [B,T,2].
+
+    y values are mapped low -> bottom row centre, high -> top row centre (a flat series: the
+    middle row); xy are taken as pixel coordinates. Padding and non-finite values become NaN (gaps)."""
+    batch, steps = values.shape[:2]
+    valid = torch.arange(steps, device=values.device)[None] < lengths[:, None]
+    if values.ndim == 3:
+        return torch.where(valid[..., None] & torch.isfinite(values), values, float("nan"))
+    finite = valid & torch.isfinite(values)
+    span = high - low
+    unit = torch.where(span > 0, (values - low) / torch.where(span > 0, span, 1), 0.5)
+    y = (height - 0.5) - unit * (height - 1)
+    x = 0.5 + torch.arange(steps, device=values.device)[None] * (width - 1) / (lengths[:, None] - 1).clamp_min(1)
+    return torch.where(finite[..., None], torch.stack([x.expand(batch, -1), y], -1), float("nan"))
+
+
+def _bresenham(points: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """Flat pixel indices (b*H*W + y*W + x) of every polyline segment drawn as classic Bresenham
+    would, all segments of all images at once. points float [B,T,2], NaN = gap; pixel (i, j)
+    spans [i, i+1) x [j, j+1)."""
+    batch, steps = points.shape[:2]
+    ends = points.floor()
+    a, b = ends[:, :-1], ends[:, 1:]
+    ok = torch.isfinite(a).all(-1) & torch.isfinite(b).all(-1)
+    image = torch.arange(batch, device=points.device)[:, None].expand(batch, steps - 1)[ok]
+    a, b = a[ok].long(), b[ok].long()
+    inside = lambda p: (p[:, 0] >= 0) & (p[:, 0] < width) & (p[:, 1] >= 0) & (p[:, 1] < height)  # noqa: E731
+    if not bool((inside(a) & inside(b)).all()):
+        return _bresenham_clipped(image, a, b, height, width)
+    delta = b - a
+    major_is_x = delta[:, 0].abs() >= delta[:, 1].abs()
+    major = torch.where(major_is_x, delta[:, 0], delta[:, 1])
+    minor = torch.where(major_is_x, delta[:, 1], delta[:, 0])
+    count = major.abs() + 1
+    # per segment, everything a point needs, so that each point costs one gather
+    stride_major = torch.where(major_is_x, 1, width) * torch.sign(major)
+    stride_minor = torch.where(major_is_x, width, 1) * torch.sign(minor)
+    length = major.abs().clamp_min(1)
+    table = torch.stack([(image * height + a[:, 1]) * width + a[:, 0], stride_major, stride_minor,
+                         2 * minor.abs(), length, torch.cumsum(count, 0) - count], 1)
+    segment = torch.repeat_interleave(torch.arange(count.numel(), device=points.device), count)
+    row = table.index_select(0, segment)
+    step = torch.arange(segment.numel(), device=points.device) - row[:, 5]
+    # Bresenham's choice on the minor axis: step * minor / major rounded half up
+    offset = (step * row[:, 3] + row[:, 4]) // (2 * row[:, 4])
+    return row[:, 0] + step * row[:, 1] + offset * row[:, 2]
+
+
+def _bresenham_clipped(image, a, b, height, width):
+    """_bresenham for segments that leave the frame: the same pixels, those outside dropped."""
+    delta = b - a
+    major_is_x = delta[:, 0].abs() >= delta[:, 1].abs()
+    major = torch.where(major_is_x, delta[:, 0], delta[:, 1])
+    minor = torch.where(major_is_x, delta[:, 1], delta[:, 0])
+    count = major.abs() + 1
+    segment = torch.repeat_interleave(torch.arange(count.numel(), device=a.device), count)
+    step = torch.arange(segment.numel(), device=a.device) - (torch.cumsum(count, 0) - count)[segment]
+    length = major.abs().clamp_min(1)[segment]
+    along = step * torch.sign(major)[segment]
+    across = (2 * step * minor.abs()[segment] + length) // (2 * length) * torch.sign(minor)[segment]
+    x = a[segment, 0] + torch.where(major_is_x[segment], along, across)
+    y = a[segment, 1] + torch.where(major_is_x[segment], across, along)
+    keep = (x >= 0) & (x < width) & (y >= 0) & (y < height)
+    return ((image[segment] * height + y) * width + x)[keep]
+
+
+def _fill_coverage(points: torch.Tensor, height: int, width: int, antialiased: bool) -> torch.Tensor:
+    """Coverage [B,H,W] of the area under evenly spaced series (rows below the curve), the curve's
+    height at each pixel column linearly interpolated; columns over a gap are left empty."""
+    batch, steps = points.shape[:2]
+    column = torch.arange(width, device=points.device, dtype=points.dtype) + 0.5
+    x = points[..., 0]
+    spacing = torch.nan_to_num(x[:, 1:2] - x[:, :1], nan=1.0).clamp_min(1e-6) if steps > 1 else torch.ones(batch, 1)
+    position = ((column[None] - 0.5) / spacing).clamp(0, steps - 1)
+    left = position.floor().long().clamp(max=max(steps - 2, 0))
+    t = position - left
+    y0 = points[..., 1].gather(1, left)
+    y1 = points[..., 1].gather(1, (left + 1).clamp(max=steps - 1))
+    curve = y0 + (y1 - y0) * t  # [B,W]; NaN over gaps
+    row = torch.arange(height, device=points.device, dtype=points.dtype)[None, :, None]
+    if antialiased:
+        coverage = (row + 1 - curve[:, None, :]).clamp(0, 1)
+    else:
+        coverage = (row + 0.5 >= curve[:, None, :]).to(points.dtype)
+    return torch.nan_to_num(coverage, nan=0.0)
+
+
+def render_polylines(values: torch.Tensor, height: int, width: int, lengths: torch.Tensor | None = None,
+                     mode: str = "aliased", line_width: float = 1.0, scale: str = "per_image",
+                     color=(1.0, 1.0, 1.0, 1.0), background=(0.0, 0.0, 0.0), fill_color=None,
+                     channels: int = 1, device=None, on_progress=None) -> torch.Tensor:
+    """B line plots at once: float [B,H,W] (channels 1: coverage x color alpha) or [B,H,W,3].
+
+    values: y [B,T] at evenly spaced x, or pixel xy [B,T,2]; lengths int [B] for ragged series
+    (points past a length are ignored; default all T). NaN or infinite values leave a gap.
+    mode: "aliased" draws 1-px lines exactly as Bresenham's algorithm would (8-connected, one
+    pixel per step of the longer axis); "antialiased" draws `line_width` px lines with round
+    joins through the SDF renderer. scale: "per_image" or "shared" min-max of y values.
+    color RGBA / background RGB: for channels 3. fill_color RGBA (y values only): the area
+    under the curve, drawn under the line. Rendered on `device` in memory-sized chunks of
+    images; the result is on the device of `values`.
+    """
+    if mode not in ("aliased", "antialiased"):
+        raise ValueError(f"mode: expected 'aliased' or 'antialiased', got {mode!r}")
+    if fill_color is not None and values.ndim == 3:
+        raise ValueError("fill_color: filling under the curve needs y values, not xy points")
+    home = values.device
+    batch, steps = values.shape[:2]
+    lengths = torch.full((batch,), steps, dtype=torch.long) if lengths is None else lengths
+    low, high = _value_range(values.float(), lengths.to(home), scale) if values.ndim == 2 else (None, None)
+    out = torch.empty((batch, height, width) + ((3,) if channels == 3 else ()), device=home)
+
+    def plot(start, stop, dev):
+        chunk = slice(start, stop)
+        points = _series_points(values[chunk].to(dev, torch.float32), lengths[chunk].to(dev), None if low is None
+                                else low[chunk].to(dev), None if high is None else high[chunk].to(dev), height, width)
+        out[chunk] = _plot(points, lengths[chunk].to(dev), height, width, mode, line_width, color, background,
+                           fill_color, channels).to(home)
+
+    run_chunked(plot, batch, height * width * 4 * 12, torch.device(device) if device is not None else home,
+                on_progress, limit=max(1, (64 << 20) // (height * width)))
+    return out
+
+
+def _plot(points, lengths, height, width, mode, line_width, color, background, fill_color, channels):
+    batch, device = points.shape[0], points.device
+    color = torch.as_tensor(color, dtype=torch.float32, device=device)
+    if mode == "aliased":
+        line = torch.zeros(batch * height * width, device=device)
+        if points.shape[1] > 1:
+            line[_bresenham(points, height, width)] = 1.0
+        line = line.view(batch, height, width)
+    else:
+        prims = polylines(torch.arange(batch, device=device), points, lengths, line_width, (1.0, 1.0, 1.0, 1.0))
+        _, line, _ = draw(torch.zeros(batch, height, width, 3, device=device), prims)
+    line = line * color[3]
+    under = None
+    if fill_color is not None:
+        fill = torch.as_tensor(fill_color, dtype=torch.float32, device=device)
+        under = _fill_coverage(points, height, width, mode == "antialiased") * fill[3]
+    if channels == 1:
+        return line if under is None else torch.maximum(line, under)
+    out = torch.as_tensor(background, dtype=torch.float32, device=device).expand(batch, height, width, 3)
+    if under is not None:
+        out = out * (1 - under[..., None]) + fill[:3] * under[..., None]
+    return out * (1 - line[..., None]) + color[:3] * line[..., None]

@@ -1,0 +1,133 @@
+"""render_polylines: aliased lines against classic Bresenham, anti-aliased lines against a
+supersampled reference, ragged lengths, gaps, fills."""
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from rasterkit.utils import gpu_rendering as R
+
+
+def bresenham(x0, y0, x1, y1):
+    """The classic integer algorithm, one segment, in plain Python."""
+    points = []
+    dx, dy = abs(x1 - x0), -abs(y1 - y0)
+    sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
+    err = dx + dy
+    while True:
+        points.append((x0, y0))
+        if x0 == x1 and y0 == y1:
+            return points
+        e2 = 2 * err
+        if e2 >= dy:
+            err += dy
+            x0 += sx
+        if e2 <= dx:
+            err += dx
+            y0 += sy
+
+
+def reference_mask(points, height, width):
+    mask = np.zeros((height, width), bool)
+    for (ax, ay), (bx, by) in zip(points[:-1], points[1:]):
+        if not np.isfinite([ax, ay, bx, by]).all():
+            continue
+        for x, y in bresenham(int(np.floor(ax)), int(np.floor(ay)), int(np.floor(bx)), int(np.floor(by))):
+            if 0 <= x < width and 0 <= y < height:
+                mask[y, x] = True
+    return mask
+
+
+def series_points(values, height, width):
+    lengths = torch.full((values.shape[0],), values.shape[1])
+    return R._series_points(values, lengths, *R._value_range(values, lengths, "per_image"), height, width)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_aliased_lines_equal_bresenham(seed):
+    torch.manual_seed(seed)
+    values = torch.cumsum(torch.randn(6, 40) * (1 + 5 * torch.rand(6, 1)), 1)  # gentle to steep
+    height, width = 48, 64
+    out = R.render_polylines(values, height, width, mode="aliased")
+    points = series_points(values, height, width).numpy()
+    for image, pts in zip(out.numpy(), points):
+        assert np.array_equal(image > 0, reference_mask(pts, height, width))
+
+
+def test_aliased_xy_lines_leaving_the_frame_equal_bresenham():
+    xy = torch.tensor([[[-10.0, 5.0], [30.0, 20.0], [70.0, -8.0], [10.0, 47.5], [20.0, 30.0]]])
+    out = R.render_polylines(xy, 40, 50, mode="aliased")
+    assert np.array_equal(out[0].numpy() > 0, reference_mask(xy[0].numpy(), 40, 50))
+
+
+def test_aliased_polyline_is_one_8_connected_path():
+    values = torch.cumsum(torch.randn(3, 100), 1)
+    for image in R.render_polylines(values, 224, 224).numpy():
+        count, _ = cv2.connectedComponents((image > 0).astype(np.uint8), connectivity=8)
+        assert count == 2  # background and one line
+
+
+def capsule_union(points, half, height, width, samples=16):
+    ys = (np.arange(height * samples) + 0.5) / samples
+    xs = (np.arange(width * samples) + 0.5) / samples
+    X, Y = np.meshgrid(xs, ys)
+    inside = np.zeros_like(X, bool)
+    for a, b in zip(points[:-1], points[1:]):
+        d = b - a
+        t = np.clip(((X - a[0]) * d[0] + (Y - a[1]) * d[1]) / max(d @ d, 1e-12), 0, 1)
+        inside |= np.hypot(X - a[0] - t * d[0], Y - a[1] - t * d[1]) <= half
+    return inside.reshape(height, samples, width, samples).mean(axis=(1, 3))
+
+
+def test_antialiased_lines_match_a_supersampled_reference():
+    """Smooth series (no turn sharper than the line width) and a 2.5 px line."""
+    t = torch.linspace(0, 2 * np.pi, 30)
+    values = torch.stack([torch.sin(t), torch.cos(2 * t) + 0.3 * t])
+    height, width = 40, 56
+    out = R.render_polylines(values, height, width, mode="antialiased", line_width=2.5).numpy()
+    points = series_points(values, height, width).numpy()
+    for image, pts in zip(out, points):
+        error = np.abs(image - capsule_union(pts, 1.25, height, width))
+        assert error.mean() < 0.01 and error.max() < 0.1, (error.mean(), error.max())
+
+
+def test_ragged_lengths_ignore_the_padding():
+    values = torch.cumsum(torch.randn(2, 30), 1)
+    lengths = torch.tensor([30, 17])
+    together = R.render_polylines(values, 32, 48, lengths=lengths)
+    alone = R.render_polylines(values[1:, :17], 32, 48)
+    assert torch.equal(together[1], alone[0])
+
+
+def test_nan_makes_a_gap_and_empty_series_are_blank():
+    values = torch.tensor([[0.0, 1.0, 2.0, float("nan"), 4.0, 5.0, 6.0]])
+    out = R.render_polylines(values, 30, 61, mode="aliased")[0]
+    points = series_points(values, 30, 61)[0]
+    gap_columns = slice(int(points[2, 0]) + 1, int(points[4, 0]))
+    assert out[:, gap_columns].sum() == 0 and out[:, :5].sum() > 0 and out[:, -5:].sum() > 0
+    assert R.render_polylines(torch.zeros(2, 1), 8, 8).sum() == 0
+    assert R.render_polylines(torch.zeros(3, 5), 8, 8, lengths=torch.tensor([0, 1, 0])).sum() == 0
+
+
+def test_flat_series_sits_in_the_middle_and_fill_covers_below():
+    out = R.render_polylines(torch.ones(1, 10), 20, 30, fill_color=(1, 1, 1, 0.5))[0]
+    rows = out.max(1).values
+    assert rows[9:11].max() == 1.0  # the line, at the middle row
+    assert torch.all(rows[12:] == 0.5) and torch.all(rows[:8] == 0)
+
+
+def test_shared_scaling_and_colour_output():
+    values = torch.tensor([[0.0, 1.0], [0.0, 2.0]])
+    per_image = R.render_polylines(values, 21, 21, scale="per_image")
+    shared = R.render_polylines(values, 21, 21, scale="shared")
+    assert torch.equal(per_image[0], per_image[1]) and not torch.equal(shared[0], shared[1])
+    rgb = R.render_polylines(values, 21, 21, channels=3, color=(1, 0, 0, 1), background=(0, 0, 0.5))
+    assert rgb.shape == (2, 21, 21, 3)
+    assert rgb[0, 0, 0].tolist() == [0, 0, 0.5] and rgb[0, 20, 0].tolist() == [1, 0, 0]
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="mode"):
+        R.render_polylines(torch.zeros(1, 3), 8, 8, mode="fancy")
+    with pytest.raises(ValueError, match="fill_color"):
+        R.render_polylines(torch.zeros(1, 3, 2), 8, 8, fill_color=(1, 1, 1, 1))
