@@ -126,6 +126,31 @@ def series_demo(pack, out: Path):
     return paths
 
 
+def textured_pan(frames: int = 48, height: int = 360, width: int = 640):
+    """A generated video with texture to track: a slow diagonal pan over coloured noise, float [T,H,W,3]."""
+    import torch
+
+    generator = torch.Generator().manual_seed(5)
+    noise = torch.rand(1, 3, height // 4 + 40, width // 4 + 60, generator=generator)
+    texture = torch.nn.functional.interpolate(noise, scale_factor=4, mode="bicubic", align_corners=False)[0]
+    texture = (0.15 + 0.6 * texture.clamp(0, 1)).permute(1, 2, 0)
+    return torch.stack([texture[t * 2 // 3: t * 2 // 3 + height, t: t + width] for t in range(frames)]).contiguous()
+
+
+@demo("links")
+def links_demo(pack, out: Path):
+    """Corners tracked through a panning clip, linked to their nearest neighbours with curves."""
+    frames = textured_pan()
+    tracks, _ = pack.nodes.links.PointTracker.run(frames, max_points=160, min_distance=18)
+    image, _, _, _ = pack.nodes.links.LineLinkRenderer.run(
+        frames * 0.6, tracks=tracks, tracks_json="", k=3, max_distance=110, degree_cap=4, hysteresis=1.4,
+        curve="bezier", curvature=0.18, width=1.6, opacity=0.9, color="distance", point_radius=2.5)
+    paths = [out / "links.png", out / "links.mp4"]
+    save_png(image[len(image) // 2], paths[0])
+    save_mp4(image, paths[1])
+    return paths
+
+
 def main(names=None) -> None:
     pack = load_pack()
     OUTPUT.mkdir(exist_ok=True)

@@ -1,0 +1,171 @@
+"""RasterKit_PointTracker and RasterKit_LineLinkRenderer: tracked points linked into stable kNN
+graphs drawn as anti-aliased lines or curves."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import torch
+
+from ..utils import gpu_rendering as R
+from ..utils import tracks as track_sources
+from ..utils.colors import parse_hex
+from ..utils.gpu_curves import alternating_sign, bezier_polylines
+from ..utils.gpu_graph import GraphOptions, knn_graph
+from ._comfy import Progress, intermediate_device, render_device
+from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
+from ._validate import check_images
+
+# "distance" colouring: near links bright, far links dark (plasma-like stops)
+DISTANCE_STOPS = torch.tensor([[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]])
+
+
+def _gradient(t: torch.Tensor) -> torch.Tensor:
+    """float [E] in 0..1 -> RGB [E,3] along DISTANCE_STOPS."""
+    stops = DISTANCE_STOPS.to(t.device)
+    position = t.clamp(0, 1) * (len(stops) - 1)
+    low = position.floor().long().clamp(max=len(stops) - 2)
+    frac = (position - low)[:, None]
+    return stops[low] * (1 - frac) + stops[low + 1] * frac
+
+
+def _points(images, tracks, tracks_json):
+    frames = images.shape[0]
+    if tracks is not None and tracks_json and tracks_json.strip():
+        raise ValueError("tracks: connect TRACKS or type tracks_json, not both")
+    if tracks is not None:
+        return track_sources.from_tracks(tracks, frames)
+    return track_sources.from_json(tracks_json, frames)
+
+
+class LineLinkRenderer(RasterKitNode):
+    NODE_ID = "RasterKit_LineLinkRenderer"
+    DISPLAY_NAME = "Line Link Renderer (RasterKit)"
+    CATEGORY = "RasterKit/overlay"
+    DESCRIPTION = ("Links each tracked point to its nearest neighbours in every frame (kNN with caps, kept stable "
+                   "across frames by hysteresis) and draws the links as anti-aliased lines or curves.")
+    INPUTS = [
+        Socket("images", "IMAGE"),
+        String("tracks_json", '[[{"x": 100, "y": 100}], [{"x": 220, "y": 140}], [{"x": 160, "y": 260}]]',
+               multiline=True, tooltip="Tracks: a list of per-frame point lists ({x, y} or [x, y]); a flat list of "
+                                       "points is static; negative coordinates are hidden"),
+        Int("k", 3, 1, 32, tooltip="neighbours per point"),
+        Float("max_distance", 0.0, 0.0, 100000.0, 1.0, tooltip="longest link in pixels; 0: no limit"),
+        Float("delta_y_cap", 0.0, 0.0, 100000.0, 1.0, tooltip="largest vertical extent of a link; 0: no limit"),
+        Int("degree_cap", 0, 0, 64, tooltip="most links per point, shortest kept; 0: no limit"),
+        Bool("mutual", False, tooltip="link only points that are among each other's k nearest"),
+        Float("hysteresis", 1.3, 1.0, 4.0, 0.05, tooltip="a link stays while within this factor of its limits"),
+        Combo("curve", ("straight", "bezier")),
+        Float("curvature", 0.2, -2.0, 2.0, 0.01),
+        Float("width", 1.5, 0.1, 64.0, 0.1),
+        Float("opacity", 0.8, 0.0, 1.0),
+        String("color", "#FFFFFF", tooltip="hex colour, or 'distance' to colour links by length"),
+        Float("point_radius", 3.0, 0.0, 64.0, 0.5),
+        Socket("tracks", "TRACKS", optional=True),
+    ]
+    OUTPUTS = [Output("IMAGE", "image"), Output("MASK", "alpha"), Output("IMAGE", "layer", "RGBA, premultiplied RGB"),
+               Output("STRING", "edges_json", "per frame, the [i, j] point pairs linked")]
+
+    @classmethod
+    def run(cls, images, tracks_json="", k=3, max_distance=0.0, delta_y_cap=0.0, degree_cap=0, mutual=False,
+            hysteresis=1.3, curve="straight", curvature=0.2, width=1.5, opacity=0.8, color="#FFFFFF",
+            point_radius=3.0, tracks=None):
+        check_images(images, "images")
+        device = render_device()
+        xy, visible = _points(images, tracks, tracks_json)
+        options = GraphOptions(k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis)
+        edges = knn_graph(xy, visible, options, device=device)
+        pairs, frame = edges.flat()
+        xy_dev = xy.to(device)
+        start, end = xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
+        by_distance = color.strip().lower() == "distance"
+        if by_distance:
+            length = (end - start).norm(dim=-1)
+            scale = max_distance or float(length.max()) if length.numel() else 1.0
+            rgb = _gradient(length / max(scale, 1e-6))
+        else:
+            rgb = torch.tensor(parse_hex(color, "color")[:3], device=device).expand(len(frame), 3)
+        colours = torch.cat([rgb, torch.full((len(frame), 1), opacity, device=device)], 1)
+        if curve == "bezier":
+            points, lengths = bezier_polylines(start, end, curvature, alternating_sign(pairs[:, 0], pairs[:, 1]))
+            links = R.polylines(frame, points, lengths, width, colours)
+        else:
+            links = R.segments(frame, start, end, width, colours)
+        layers = [links]
+        if point_radius > 0 and visible.any():
+            at, index = visible.nonzero(as_tuple=True)
+            dot = (1.0, 1.0, 1.0, opacity) if by_distance else (*parse_hex(color, "color")[:3], opacity)
+            layers.append(R.discs(at.to(device), xy_dev[at.to(device), index.to(device)], point_radius, dot))
+        image, alpha, layer = R.draw(images, R.concat(*layers), device=device, on_progress=Progress(images.shape[0]))
+        edges_json = json.dumps([e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist())])
+        out = intermediate_device()
+        return image.to(out), alpha.to(out), layer.to(out), edges_json
+
+
+def _gray(images: torch.Tensor) -> np.ndarray:
+    luminance = images[..., :3] @ torch.tensor([0.299, 0.587, 0.114], dtype=images.dtype)
+    return (luminance.clamp(0, 1) * 255 + 0.5).to(torch.uint8).cpu().numpy()
+
+
+class PointTracker(RasterKitNode):
+    NODE_ID = "RasterKit_PointTracker"
+    DISPLAY_NAME = "Point Tracker (RasterKit)"
+    CATEGORY = "RasterKit/tracking"
+    DESCRIPTION = ("Finds corner features (Shi-Tomasi) and follows them through the batch with pyramidal "
+                   "Lucas-Kanade optical flow; points that fail the forward-backward check are dropped and new "
+                   "ones detected, so the count stays near max_points.")
+    INPUTS = [
+        Socket("images", "IMAGE"),
+        Int("max_points", 200, 1, 10000),
+        Float("quality", 0.01, 0.0001, 1.0, 0.001, tooltip="corner quality relative to the best corner"),
+        Float("min_distance", 10.0, 1.0, 1000.0, 1.0, tooltip="pixels between detected points"),
+        Float("max_error", 1.0, 0.1, 50.0, 0.1, tooltip="forward-backward flow error in pixels that drops a point"),
+    ]
+    OUTPUTS = [Output("TRACKS", "tracks"), Output("STRING", "tracks_json")]
+
+    @classmethod
+    def run(cls, images, max_points=200, quality=0.01, min_distance=10.0, max_error=1.0):
+        import cv2
+
+        check_images(images, "images")
+        gray = _gray(images)
+        frames = len(gray)
+        flow = dict(winSize=(21, 21), maxLevel=3, criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 30, 0.01))
+        progress = Progress(frames)
+        positions, ids = [], []  # per frame: points float [n,2] and their track ids int [n]
+        points = np.zeros((0, 2), np.float32)
+        track_ids = np.zeros(0, np.int64)
+        next_id = 0
+        for t in range(frames):  # optical flow is a recurrence over frames; each call handles all points
+            if t > 0 and len(points):
+                moved, ok, _ = cv2.calcOpticalFlowPyrLK(gray[t - 1], gray[t], points[:, None], None, **flow)
+                back, ok_back, _ = cv2.calcOpticalFlowPyrLK(gray[t], gray[t - 1], moved, None, **flow)
+                error = np.abs(back[:, 0] - points).max(1)
+                inside = (moved[:, 0] >= 0).all(1) & (moved[:, 0, 0] < gray.shape[2]) & (moved[:, 0, 1] < gray.shape[1])
+                good = ok[:, 0].astype(bool) & ok_back[:, 0].astype(bool) & (error < max_error) & inside
+                points, track_ids = moved[good, 0], track_ids[good]
+            if len(points) < max_points:
+                found = cv2.goodFeaturesToTrack(gray[t], max_points, quality, min_distance)
+                if found is not None:
+                    found = found[:, 0]
+                    if len(points):  # only corners away from the points already tracked
+                        near = np.linalg.norm(found[:, None] - points[None], axis=-1).min(1) < min_distance
+                        found = found[~near]
+                    found = found[: max_points - len(points)]
+                    points = np.concatenate([points, found]).astype(np.float32)
+                    track_ids = np.concatenate([track_ids, np.arange(next_id, next_id + len(found))])
+                    next_id += len(found)
+            positions.append(points.copy())
+            ids.append(track_ids.copy())
+            progress(t + 1)
+        xy = torch.full((frames, next_id, 2), -1.0)
+        visible = torch.zeros(frames, next_id, dtype=torch.bool)
+        frame_index = torch.from_numpy(np.repeat(np.arange(frames), [len(i) for i in ids]))
+        track_index = torch.from_numpy(np.concatenate(ids)) if ids else torch.zeros(0, dtype=torch.long)
+        xy[frame_index, track_index] = torch.from_numpy(np.concatenate(positions)) if positions else xy[:0, 0]
+        visible[frame_index, track_index] = True
+        return {"xy": xy, "visible": visible}, track_sources.to_json(xy, visible)
+
+
+NODES = [PointTracker, LineLinkRenderer]

@@ -1,0 +1,124 @@
+"""kNN graphs against scipy's cKDTree, caps, determinism and hysteresis."""
+import math
+
+import pytest
+import torch
+from scipy.spatial import cKDTree
+
+from rasterkit.utils.gpu_graph import GraphOptions, knn_graph, nearest_neighbours
+
+
+def edge_sets(edges):
+    return [set(map(tuple, edges.values[t, :n].tolist())) for t, n in enumerate(edges.lengths.tolist())]
+
+
+def reference_edges(points, k, mutual=False):
+    _, index = cKDTree(points).query(points, k=k + 1)
+    directed = {(a, int(b)) for a in range(len(points)) for b in index[a, 1:]}
+    if mutual:
+        return {(min(a, b), max(a, b)) for a, b in directed if (b, a) in directed}
+    return {(min(a, b), max(a, b)) for a, b in directed}
+
+
+@pytest.mark.parametrize("k,mutual", [(1, False), (3, False), (5, True)])
+def test_knn_equals_ckdtree(k, mutual):
+    torch.manual_seed(k)
+    xy = torch.rand(5, 200, 2) * 500
+    edges = knn_graph(xy, torch.ones(5, 200, dtype=torch.bool), GraphOptions(k=k, mutual=mutual))
+    for t, found in enumerate(edge_sets(edges)):
+        assert found == reference_edges(xy[t].double().numpy(), k, mutual)
+
+
+def test_ties_are_broken_by_index():
+    xy = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]])
+    distance, index = nearest_neighbours(xy, torch.ones(1, 5, dtype=torch.bool), 2)
+    assert index[0, 0].tolist() == [1, 2]  # four points at distance 1 from point 0: the lowest indices
+
+
+def test_invisible_points_get_no_edges():
+    xy = torch.rand(2, 30, 2) * 100
+    visible = torch.ones(2, 30, dtype=torch.bool)
+    visible[:, :10] = False
+    for found in edge_sets(knn_graph(xy, visible, GraphOptions(k=4))):
+        assert found and all(i >= 10 and j >= 10 for i, j in found)
+
+
+def test_caps_hold_in_every_frame():
+    torch.manual_seed(1)
+    xy = torch.rand(6, 150, 2) * 400
+    options = GraphOptions(k=6, max_distance=60.0, delta_y_cap=25.0, degree_cap=3)
+    edges = knn_graph(xy, torch.ones(6, 150, dtype=torch.bool), options)
+    for t, found in enumerate(edge_sets(edges)):
+        assert found
+        degree = torch.zeros(150, dtype=torch.long)
+        for i, j in found:
+            delta = xy[t, j] - xy[t, i]
+            assert delta.norm() <= 60.0 + 1e-4 and abs(delta[1]) <= 25.0 + 1e-4
+            degree[i] += 1
+            degree[j] += 1
+        assert degree.max() <= 3
+
+
+def test_degree_cap_keeps_the_shortest_edges():
+    # a star: point 0 in the middle, four others at distances 1, 2, 3, 4
+    xy = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [0.0, 2.0], [-3.0, 0.0], [0.0, -4.0]]])
+    edges = knn_graph(xy, torch.ones(1, 5, dtype=torch.bool), GraphOptions(k=1, degree_cap=2))
+    assert edge_sets(edges)[0] == {(0, 1), (0, 2)}
+
+
+def jittered(frames=40, n=120, sigma=1.5, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    base = torch.rand(1, n, 2, generator=generator) * 400
+    return base + torch.randn(frames, n, 2, generator=generator) * sigma
+
+
+def changes(sets):
+    return sum(len(a ^ b) for a, b in zip(sets[:-1], sets[1:]))
+
+
+def test_hysteresis_reduces_flicker_without_exceeding_its_slack():
+    xy = jittered()
+    visible = torch.ones(xy.shape[:2], dtype=torch.bool)
+    plain = edge_sets(knn_graph(xy, visible, GraphOptions(k=3, max_distance=80.0)))
+    slack = 1.5
+    held = edge_sets(knn_graph(xy, visible, GraphOptions(k=3, max_distance=80.0, hysteresis=slack)))
+    assert changes(held) < 0.5 * changes(plain)
+    for t, found in enumerate(held):
+        assert plain[t] <= found  # hysteresis only adds edges kept from the frame before
+        distance, _ = nearest_neighbours(xy[t:t + 1], visible[t:t + 1], math.ceil(3 * slack))
+        reach = distance[0, :, -1]
+        for i, j in found - plain[t]:
+            span = (xy[t, i] - xy[t, j]).norm()
+            assert (i, j) in held[t - 1] and span <= 80.0 * slack
+            assert span <= reach[i] or span <= reach[j]
+
+
+def test_hysteresis_with_degree_cap_is_stable_and_capped():
+    xy = jittered(seed=2)
+    visible = torch.ones(xy.shape[:2], dtype=torch.bool)
+    sets = edge_sets(knn_graph(xy, visible, GraphOptions(k=4, degree_cap=3, hysteresis=1.4)))
+    plain = edge_sets(knn_graph(xy, visible, GraphOptions(k=4, degree_cap=3)))
+    assert changes(sets) < changes(plain)
+    for found in sets:
+        degree = torch.bincount(torch.tensor(list(found)).reshape(-1), minlength=xy.shape[1])
+        assert degree.max() <= 3
+
+
+def test_chunks_do_not_change_the_result(monkeypatch):
+    from rasterkit.utils import device
+
+    xy = jittered(frames=9)
+    visible = torch.ones(xy.shape[:2], dtype=torch.bool)
+    whole = knn_graph(xy, visible, GraphOptions(k=3, hysteresis=1.3))
+    monkeypatch.setattr(device, "free_memory_bytes", lambda d: 2 * 120 * 120 * 16 * 3)  # three frames a chunk
+    chunked = knn_graph(xy, visible, GraphOptions(k=3, hysteresis=1.3))
+    assert edge_sets(whole) == edge_sets(chunked)
+
+
+def test_empty_and_single_point_frames():
+    edges = knn_graph(torch.zeros(3, 0, 2), torch.zeros(3, 0, dtype=torch.bool), GraphOptions(k=3))
+    assert edges.lengths.tolist() == [0, 0, 0]
+    edges = knn_graph(torch.zeros(2, 1, 2), torch.ones(2, 1, dtype=torch.bool), GraphOptions(k=3))
+    assert edges.lengths.tolist() == [0, 0]
+    with pytest.raises(ValueError, match="k: expected at least 1"):
+        knn_graph(torch.zeros(1, 2, 2), torch.ones(1, 2, dtype=torch.bool), GraphOptions(k=0))

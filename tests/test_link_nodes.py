@@ -1,0 +1,80 @@
+"""PointTracker and LineLinkRenderer: results, formats, styles and bad input."""
+import json
+
+import pytest
+import torch
+
+from rasterkit.nodes.links import LineLinkRenderer, PointTracker
+
+IMAGES = torch.full((3, 64, 80, 3), 0.1)
+TRIANGLE = '[[[10, 10]], [[60, 12]], [[30, 50]]]'
+
+
+def render(**kw):
+    kw.setdefault("point_radius", 0.0)
+    return LineLinkRenderer.run(IMAGES, **kw)
+
+
+def textured_pan(frames=8, step=(2, 1)):
+    generator = torch.Generator().manual_seed(0)
+    texture = torch.nn.functional.avg_pool2d(torch.rand(1, 3, 200, 240, generator=generator), 3, 1, 1)[0]
+    texture = texture.permute(1, 2, 0)
+    return torch.stack([torch.roll(texture, (t * step[1], t * step[0]), (0, 1))[20:140, 20:180] for t in range(frames)])
+
+
+def test_tracker_follows_a_pan():
+    tracks, tracks_json = PointTracker.run(textured_pan(), max_points=60)
+    xy, visible = tracks["xy"], tracks["visible"]
+    assert visible.sum(1).min() >= 50  # the count stays near max_points
+    both = visible[1:] & visible[:-1]
+    motion = (xy[1:] - xy[:-1])[both]
+    assert torch.allclose(motion.mean(0), torch.tensor([2.0, 1.0]), atol=0.05)
+    assert len(json.loads(tracks_json)) == xy.shape[1]
+
+
+def test_links_join_the_nearest_points():
+    image, alpha, layer, edges_json = render(tracks_json=TRIANGLE, k=1)
+    edges = json.loads(edges_json)
+    # distances: 0-2 44.7, 1-2 48.4, 0-1 50.0
+    assert len(edges) == 3 and edges[0] == [[0, 2], [1, 2]] and edges[0] == edges[2]
+    midpoint = (20, 30)  # on the link between points 0 and 2
+    assert alpha[0, midpoint[1], midpoint[0]] > 0.5 and alpha[0, 40, 70] == 0
+    assert torch.allclose(image, IMAGES * (1 - alpha[..., None]) + layer[..., :3], atol=1e-6)
+
+
+def test_tracks_input_styles_and_points():
+    xy = torch.tensor([[[10.0, 10.0], [60.0, 12.0], [30.0, 50.0]]]).expand(3, -1, -1)
+    tracks = {"xy": xy, "visible": torch.ones(3, 3, dtype=torch.bool)}
+    straight = render(tracks=tracks, k=2, color="#FF0000", opacity=1.0)[2]
+    curved = render(tracks=tracks, k=2, curve="bezier", curvature=0.3, color="distance")[2]
+    assert straight[0, 11, 35, 0] > 0.5 and straight[0, 11, 35, 1] == 0
+    assert not torch.equal(straight, curved)
+    dots = render(tracks=tracks, k=2, point_radius=4.0, opacity=1.0)[1]
+    assert dots[0, 50, 30] > 0.99  # a point marker at (30, 50)
+
+
+def test_hidden_points_and_frames_without_points():
+    _, alpha, _, edges_json = render(tracks_json='[[[10, 10], [-100, -100]], [[60, 12], [60, 12]], [[30, 50]]]', k=2)
+    assert json.loads(edges_json)[1] == [[1, 2]]  # point 0 is hidden in frame 1
+    _, alpha, _, edges_json = render(tracks_json="")
+    assert alpha.sum() == 0 and json.loads(edges_json) == [[], [], []]
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(tracks_json="[[1, 2"), "tracks_json: not valid JSON"),
+    (dict(tracks_json='[[{"x": NaN, "y": 1}]]'), "tracks_json: track 0 point 0 has a non-finite"),
+    (dict(tracks_json=TRIANGLE, color="blue"), "color: expected a hex colour"),
+    (dict(tracks_json=TRIANGLE, tracks={"xy": torch.zeros(1, 1, 2), "visible": torch.ones(1, 1)}), "not both"),
+    (dict(tracks_json="", tracks={"xy": torch.zeros(2, 5), "visible": torch.ones(2)}), "tracks: xy"),
+    (dict(tracks_json=TRIANGLE, k=0), "k: expected at least 1"),
+])
+def test_bad_input_names_the_input(kw, message):
+    with pytest.raises(ValueError, match=message):
+        render(**kw)
+
+
+def test_tracker_bad_input():
+    with pytest.raises(ValueError, match="images: expected an IMAGE"):
+        PointTracker.run(torch.zeros(10, 10))
+    tracks, _ = PointTracker.run(torch.zeros(2, 32, 32, 3))  # nothing to track: no points, no crash
+    assert tracks["xy"].shape == (2, 0, 2)

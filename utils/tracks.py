@@ -1,0 +1,100 @@
+"""Tracked points in every format of DESIGN.md, as padded xy [T,N,2] and visible [T,N]."""
+from __future__ import annotations
+
+import ast
+import json
+import math
+
+import numpy as np
+import torch
+
+
+def _short(value, limit: int = 100) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _loads(text: str, input_name: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        try:  # single-quoted Python-style lists, as some nodes write them
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"{input_name}: not valid JSON ({error.msg} at line {error.lineno} column "
+                             f"{error.colno}): {_short(text)}") from None
+
+
+def _point(item, where: str, input_name: str) -> tuple[float, float]:
+    try:
+        x, y = (item["x"], item["y"]) if isinstance(item, dict) else item
+        point = float(x), float(y)
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{input_name}: {where} should be {{\"x\": .., \"y\": ..}} or [x, y], got {_short(item)}") from None
+    if not all(math.isfinite(v) for v in point):
+        raise ValueError(f"{input_name}: {where} has a non-finite coordinate: {_short(item)}")
+    return point
+
+
+def _is_point(item) -> bool:
+    return isinstance(item, dict) or (isinstance(item, (list, tuple)) and len(item) == 2
+                                      and all(isinstance(v, (int, float)) for v in item))
+
+
+def from_json(text: str, frames: int, input_name: str = "tracks_json") -> tuple[torch.Tensor, torch.Tensor]:
+    """xy float32 [T,N,2] and visible bool [T,N] for a batch of `frames` from:
+    a list of tracks, each a list of per-frame points ({"x","y"} or [x, y]); a list of per-track
+    JSON strings (CoTracker); or a flat list of points, one static frame for every frame.
+    Points at negative coordinates are invisible; a track shorter than the batch holds its last
+    point, a longer one is cut."""
+    text = (text or "").strip()
+    if not text:
+        return torch.zeros(frames, 0, 2), torch.zeros(frames, 0, dtype=torch.bool)
+    data = _loads(text, input_name)
+    if not isinstance(data, list):
+        raise ValueError(f"{input_name}: expected a list of tracks or of points, got {_short(data)}")
+    if data and all(isinstance(item, str) for item in data):
+        data = [_loads(item, f"{input_name}: track {n}") for n, item in enumerate(data)]  # CoTracker
+    if data and all(_is_point(item) for item in data):
+        data = [[item] for item in data]  # one static frame: one single-point track per point
+    tracks = []
+    for n, track in enumerate(data):
+        if not isinstance(track, list) or not track:
+            raise ValueError(f"{input_name}: track {n} should be a non-empty list of points, got {_short(track)}")
+        tracks.append([_point(p, f"track {n} point {t}", input_name) for t, p in enumerate(track)])
+    return from_lists(tracks, frames)
+
+
+def from_lists(tracks: list[list[tuple[float, float]]], frames: int) -> tuple[torch.Tensor, torch.Tensor]:
+    xy = np.zeros((frames, len(tracks), 2), np.float32)
+    for n, track in enumerate(tracks):  # per-track copies on the host, before one tensor is made
+        points = np.asarray(track[:frames], np.float32)
+        xy[: len(points), n] = points
+        xy[len(points):, n] = points[-1]
+    xy = torch.from_numpy(xy)
+    return xy, (xy >= 0).all(-1)
+
+
+def from_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[torch.Tensor, torch.Tensor]:
+    """The TRACKS type: {"xy": float [T,N,2], "visible": bool [T,N]}, fitted to `frames`."""
+    try:
+        xy = torch.as_tensor(tracks["xy"], dtype=torch.float32)
+        visible = torch.as_tensor(tracks["visible"], dtype=torch.bool)
+    except (TypeError, KeyError, ValueError, RuntimeError):
+        raise ValueError(f"{input_name}: expected TRACKS, a dict with xy [T,N,2] and visible [T,N]") from None
+    if xy.ndim != 3 or xy.shape[-1] != 2 or visible.shape != xy.shape[:2] or xy.shape[0] == 0:
+        raise ValueError(f"{input_name}: xy {tuple(xy.shape)} and visible {tuple(visible.shape)} "
+                         f"should be [T,N,2] and [T,N] with T > 0")
+    visible = visible & torch.isfinite(xy).all(-1) & (xy >= 0).all(-1)
+    xy = torch.nan_to_num(xy, nan=-1.0, posinf=-1.0, neginf=-1.0)
+    if xy.shape[0] < frames:  # hold the last frame
+        extra = frames - xy.shape[0]
+        xy = torch.cat([xy, xy[-1:].expand(extra, -1, -1)])
+        visible = torch.cat([visible, visible[-1:].expand(extra, -1)])
+    return xy[:frames].contiguous(), visible[:frames].contiguous()
+
+
+def to_json(xy: torch.Tensor, visible: torch.Tensor) -> str:
+    """tracks_json: one list per track of per-frame {"x","y"} (invisible points at -100, -100)."""
+    points = torch.where(visible[..., None], xy, torch.tensor(-100.0)).round(decimals=2)
+    return json.dumps([[{"x": x, "y": y} for x, y in track] for track in points.transpose(0, 1).tolist()])
