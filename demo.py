@@ -151,6 +151,22 @@ def links_demo(pack, out: Path):
     return paths
 
 
+@demo("mesh")
+def mesh_demo(pack, out: Path):
+    """The bundled mesh from the six texture-baking views: normal, depth and face-id maps."""
+    import torch
+
+    mesh, _ = pack.nodes.mesh.LoadMesh.run("rasterkit_torus.obj")
+    normal, depth, position, _, face_id, _ = pack.nodes.mesh.MeshRasterizer.run(width=256, height=256, views="six",
+                                                                                 mesh=mesh)
+    rows = [torch.cat(list(maps), 1) for maps in (normal, depth, position, face_id)]
+    single = pack.nodes.mesh.MeshRasterizer.run(width=512, height=512, azimuth=35, elevation=25, mesh=mesh)[0]
+    paths = [out / "mesh_six_views.png", out / "mesh_normal.png"]
+    save_png(torch.cat(rows, 0), paths[0])
+    save_png(single[0], paths[1])
+    return paths
+
+
 def main(names=None) -> None:
     pack = load_pack()
     OUTPUT.mkdir(exist_ok=True)

@@ -1,0 +1,189 @@
+"""RasterKit_LoadMesh and RasterKit_MeshRasterizer: meshes into normal, depth, position, mask and
+face-id maps, one view or the six texture-baking views, with no compiled extension."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ..utils import mesh_rasterizer as M
+from ._comfy import intermediate_device, render_device
+from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
+
+MESH_EXTENSIONS = (".obj", ".glb", ".gltf", ".ply", ".stl", ".off")
+BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "example_workflows", "assets")
+
+
+class Mesh:
+    """ComfyUI's MESH layout (comfy_extras.nodes_hunyuan3d.MESH): vertices float [B,V,3], faces int [B,F,3]."""
+
+    def __init__(self, vertices, faces):
+        self.vertices = vertices
+        self.faces = faces
+
+
+def _mesh_class():
+    try:  # the core class, so that core nodes (SaveGLB) take our meshes
+        from comfy_extras.nodes_hunyuan3d import MESH
+    except ImportError:
+        return Mesh
+    return MESH
+
+
+def _input_path(name: str) -> str:
+    """An absolute path, else a file in ComfyUI's input folder, else one bundled with the pack (the
+    example workflows' mesh), else a path relative to the working directory."""
+    if os.path.isabs(name):
+        return name
+    try:
+        import folder_paths
+        folders = [folder_paths.get_input_directory(), BUNDLED]
+    except ImportError:
+        folders = [BUNDLED, os.getcwd()]
+    candidates = [os.path.join(folder, name) for folder in folders]
+    return next((path for path in candidates if os.path.isfile(path)), candidates[0])
+
+
+class LoadMesh(RasterKitNode):
+    NODE_ID = "RasterKit_LoadMesh"
+    DISPLAY_NAME = "Load Mesh (RasterKit)"
+    CATEGORY = "RasterKit/mesh"
+    DESCRIPTION = ("Loads .obj, .glb, .ply, .stl or .off (trimesh) from ComfyUI's input folder as a MESH "
+                   "(and as a TRIMESH); rasterkit_torus.obj is bundled with the pack.")
+    INPUTS = [
+        String("mesh_file", "rasterkit_torus.obj", tooltip="file name inside ComfyUI's input folder (or an absolute path)"),
+        Bool("normalize", True, tooltip="centre the mesh and scale it to fit the cube [-1, 1]"),
+    ]
+    OUTPUTS = [Output("MESH", "mesh"), Output("TRIMESH", "trimesh")]
+
+    @classmethod
+    def run(cls, mesh_file="", normalize=True):
+        import trimesh
+
+        path = _input_path(mesh_file.strip())
+        if not mesh_file.strip() or not os.path.isfile(path):
+            raise ValueError(f"mesh_file: no file {mesh_file!r} (looked at {path})")
+        if not path.lower().endswith(MESH_EXTENSIONS):
+            raise ValueError(f"mesh_file: {mesh_file!r} is not one of {', '.join(MESH_EXTENSIONS)}")
+        try:
+            loaded = trimesh.load(path, force="mesh", process=False)
+        except Exception as error:  # trimesh raises many types for broken files
+            raise ValueError(f"mesh_file: could not read {mesh_file!r}: {error}") from None
+        if len(loaded.faces) == 0:
+            raise ValueError(f"mesh_file: {mesh_file!r} has no triangles")
+        vertices = torch.tensor(loaded.vertices, dtype=torch.float32)
+        if normalize:
+            low, high = vertices.amin(0), vertices.amax(0)
+            vertices = (vertices - (low + high) / 2) * (2 / float((high - low).max().clamp_min(1e-12)))
+            loaded = trimesh.Trimesh(vertices.numpy(), loaded.faces, process=False)
+        return _mesh_class()(vertices[None], torch.tensor(loaded.faces, dtype=torch.int64)[None]), loaded
+
+
+def _mesh_tensors(mesh, trimesh_object):
+    """vertices float [V,3] and faces int64 [F,3] from a MESH (first item) or a trimesh."""
+    if (mesh is None) == (trimesh_object is None):
+        raise ValueError("mesh: connect a MESH or a TRIMESH (one of them)")
+    if mesh is not None:
+        try:
+            vertices, faces = torch.as_tensor(mesh.vertices), torch.as_tensor(mesh.faces)
+        except AttributeError:
+            raise ValueError(f"mesh: expected MESH with .vertices and .faces, got {type(mesh).__name__}") from None
+        vertices, faces = (vertices[0], faces[0]) if vertices.ndim == 3 else (vertices, faces)
+    else:
+        try:
+            vertices, faces = torch.as_tensor(trimesh_object.vertices), torch.as_tensor(trimesh_object.faces)
+        except AttributeError:
+            raise ValueError(f"trimesh: expected a trimesh.Trimesh, got {type(trimesh_object).__name__}") from None
+    if vertices.ndim != 2 or vertices.shape[-1] != 3 or vertices.shape[0] == 0:
+        raise ValueError(f"mesh: vertices should be [V,3] with V > 0, got shape {tuple(vertices.shape)}")
+    if faces.ndim != 2 or faces.shape[-1] != 3 or faces.shape[0] == 0:
+        raise ValueError(f"mesh: faces should be triangles [F,3] with F > 0, got shape {tuple(faces.shape)}")
+    if not bool(torch.isfinite(vertices).all()):
+        raise ValueError("mesh: vertices contain NaN or infinite values")
+    faces = faces.long()
+    if int(faces.min()) < 0 or int(faces.max()) >= vertices.shape[0]:
+        raise ValueError(f"mesh: face indices must lie in 0..{vertices.shape[0] - 1}, "
+                         f"got {int(faces.min())}..{int(faces.max())}")
+    return vertices.float(), faces
+
+
+def _vertex_normals(vertices: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
+    """Area-weighted vertex normals [V,3]."""
+    corners = vertices[faces]
+    face_normals = torch.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0], dim=-1)
+    normals = torch.zeros_like(vertices).index_add_(0, faces.reshape(-1), face_normals.repeat_interleave(3, 0))
+    return torch.nn.functional.normalize(normals, dim=-1)
+
+
+def _face_colours(findices: torch.Tensor) -> torch.Tensor:
+    """A distinct colour per face id (golden-ratio hues), black background: [..,H,W,3]."""
+    hue = (findices.double() * 0.6180339887) % 1.0
+    rgb = (torch.stack([hue, hue + 2 / 3, hue + 1 / 3], -1) % 1.0 * 6 - 3).abs().sub(1).clamp(0, 1).float()
+    return rgb * 0.8 * (findices > 0)[..., None] + 0.2 * (findices > 0)[..., None]
+
+
+class MeshRasterizer(RasterKitNode):
+    NODE_ID = "RasterKit_MeshRasterizer"
+    DISPLAY_NAME = "Mesh Rasterizer (RasterKit)"
+    CATEGORY = "RasterKit/mesh"
+    DESCRIPTION = ("Rasterizes a mesh into view-space normal, depth, position, mask and face-id maps, from one "
+                   "orbit camera or the six texture-baking views. Plain torch: no CUDA extension to build.")
+    INPUTS = [
+        Int("width", 512, 16, 8192, 16),
+        Int("height", 512, 16, 8192, 16),
+        Combo("views", ("single", "six")),
+        Float("azimuth", 30.0, -360.0, 360.0, 1.0),
+        Float("elevation", 20.0, -90.0, 90.0, 1.0),
+        Float("distance", 3.0, 0.1, 1000.0, 0.1),
+        Combo("projection", ("perspective", "orthographic")),
+        Float("fov", 40.0, 1.0, 170.0, 1.0, tooltip="vertical field of view (perspective); orthographic views "
+                                                    "show the same height at the mesh centre"),
+        Bool("cull_back_faces", True),
+        Socket("mesh", "MESH", optional=True),
+        Socket("trimesh", "TRIMESH", optional=True),
+    ]
+    OUTPUTS = [Output("IMAGE", "normal"), Output("IMAGE", "depth"), Output("IMAGE", "position"), Output("MASK", "mask"),
+               Output("IMAGE", "face_id"), Output("RASTER", "raster", "findices, barycentric and cameras")]
+
+    @classmethod
+    def run(cls, width=512, height=512, views="single", azimuth=30.0, elevation=20.0, distance=3.0,
+            projection="perspective", fov=40.0, cull_back_faces=True, mesh=None, trimesh=None):
+        vertices, faces = _mesh_tensors(mesh, trimesh)
+        device = render_device()
+        angles = M.STANDARD_VIEWS if views == "six" else ((azimuth, elevation),)
+        view = M.orbit_cameras([a for a, _ in angles], [e for _, e in angles], distance)
+        aspect = width / height
+        near, far = max(distance * 0.01, distance - 10.0), distance + 10.0
+        if projection == "perspective":
+            proj = M.perspective(fov, aspect, near, far)
+        else:
+            proj = M.orthographic(distance * torch.tan(torch.tensor(fov).deg2rad() / 2).item(), aspect, near, far)
+        homogeneous = torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
+        clip = torch.einsum("bij,nj->bni", proj @ view, homogeneous).to(device)
+        findices, barycentric = M.rasterize_views(clip, faces.to(device), width, height,
+                                                  cull_back_faces=cull_back_faces)
+        # the rasterizer's rows follow NDC y upwards (its API's convention): flip so that up is up
+        findices, barycentric = findices.flip(1), barycentric.flip(1)
+        covered = (findices > 0)[..., None]
+        faces_d = faces.to(device)
+        world_normals = M.interpolate(_vertex_normals(vertices, faces).to(device), findices, barycentric, faces_d)
+        normals = torch.einsum("bij,bhwj->bhwi", view[:, :3, :3].to(device), world_normals)
+        normals = torch.nn.functional.normalize(normals, dim=-1)
+        background = torch.tensor([0.5, 0.5, 1.0], device=device)
+        normal_map = torch.where(covered, normals * 0.5 + 0.5, background)
+        position = M.interpolate(vertices.to(device), findices, barycentric, faces_d)
+        low, high = vertices.amin(0).to(device), vertices.amax(0).to(device)
+        position_map = torch.where(covered, (position - low) / (high - low).clamp_min(1e-12), 0.0)
+        view_depth = -torch.einsum("bj,bhwj->bhw", view[:, 2, :3].to(device), position) - view[:, 2, 3].to(device)[:, None, None]
+        mask = covered[..., 0]
+        near_depth = torch.where(mask, view_depth, torch.inf).flatten(1).amin(1)[:, None, None]
+        far_depth = torch.where(mask, view_depth, -torch.inf).flatten(1).amax(1)[:, None, None]
+        depth = torch.where(mask, 1 - (view_depth - near_depth) / (far_depth - near_depth).clamp_min(1e-12), 0.0)
+        out = intermediate_device()
+        raster = {"findices": findices.to(out), "barycentric": barycentric.to(out), "view": view, "projection": proj,
+                  "faces": faces, "vertices": vertices}
+        return (normal_map.to(out), depth[..., None].expand(-1, -1, -1, 3).contiguous().to(out), position_map.to(out),
+                mask.float().to(out), _face_colours(findices).to(out), raster)
+
+
+NODES = [LoadMesh, MeshRasterizer]

@@ -1,0 +1,225 @@
+"""A compile-free triangle rasterizer in plain torch, call-compatible with Hunyuan3D-2's
+custom_rasterizer, plus attribute interpolation and cameras.
+
+Conventions of that API, kept here: V is clip space [N,4]; a vertex lands on the screen at
+x_s = (x/w * 0.5 + 0.5) * (width - 1) + 0.5 and y_s = (y/w * 0.5 + 0.5) * (height - 1) + 0.5 (row index
+grows with y, no flip), depth z_s = z/w * 0.49999 + 0.5; pixel (px, py) samples (px + 0.5, py + 0.5);
+the nearest fragment wins, depth quantised to 2^-18, ties to the lower face index; findices holds
+face index + 1 (0: background); barycentrics are perspective-correct.
+
+Inside tests use fixed-point screen coordinates (1/256 px) and exact integer edge functions with a
+top-left style tie rule, so a pixel centre on an edge shared by two triangles belongs to exactly one
+and closed meshes have no cracks. All triangles are processed as batches of (triangle, pixel)
+candidates from their bounding boxes, never a Python loop over triangles; the depth test is a
+scatter_reduce "amin" of packed (depth, face) integers.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .device import run_chunked
+
+SUBPIXEL = 256  # fixed-point steps per pixel
+MAXINT = 2147483647
+DEPTH_STEPS = 1 << 18
+
+
+def _screen(vertices: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    """Clip-space [..., N, 4] -> screen x, y, depth [..., N, 3] as the custom_rasterizer maps them."""
+    w = vertices[..., 3:4]
+    ndc = vertices[..., :3] / w
+    return torch.cat([(ndc[..., 0:1] * 0.5 + 0.5) * (width - 1) + 0.5, (ndc[..., 1:2] * 0.5 + 0.5) * (height - 1) + 0.5,
+                      ndc[..., 2:3] * 0.49999 + 0.5], -1)
+
+
+def _check(vertices: torch.Tensor, faces: torch.Tensor):
+    if vertices.ndim == 3 and vertices.shape[0] == 1:
+        vertices = vertices[0]
+    if vertices.ndim != 2 or vertices.shape[-1] != 4:
+        raise ValueError(f"V: expected clip-space vertices [N,4] (or [1,N,4]), got shape {tuple(vertices.shape)}")
+    return vertices, _check_faces(faces, vertices.shape[0])
+
+
+def _check_faces(faces: torch.Tensor, vertex_count: int) -> torch.Tensor:
+    if faces.ndim != 2 or faces.shape[-1] != 3:
+        raise ValueError(f"F: expected triangles [M,3], got shape {tuple(faces.shape)}")
+    faces = faces.long()
+    if faces.numel() and (int(faces.min()) < 0 or int(faces.max()) >= vertex_count):
+        raise ValueError(f"F: face indices must lie in 0..{vertex_count - 1}, got {int(faces.min())}..{int(faces.max())}")
+    return faces
+
+
+def rasterize(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch.Tensor | None = None,
+              occlusion_truncation: float = 1e-6, use_depth_prior: int = 0):
+    """Hunyuan3D-2 custom_rasterizer.rasterize: V float [N,4] (or [1,N,4]) clip space, F int [M,3].
+
+    D float [H,W] (NDC depth prior, used when use_depth_prior): fragments nearer than
+    D * 0.49999 + 0.5 + occlusion_truncation are discarded.
+    Returns findices int32 [H,W] (face index + 1, 0 = background) and barycentric float32 [H,W,3].
+    """
+    V, F = _check(V, F)
+    prior = D[None] if (use_depth_prior and D is not None) else None
+    findices, barycentric = rasterize_views(V[None], F, width, height, prior, occlusion_truncation)
+    return findices[0], barycentric[0]
+
+
+def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch.Tensor | None = None,
+                    occlusion_truncation: float = 1e-6, cull_back_faces: bool = False):
+    """rasterize for B views at once: V float [B,N,4], F int [M,3], D float [B,H,W] or None.
+
+    cull_back_faces drops triangles wound clockwise on screen (counter-clockwise in NDC with y up).
+    Returns findices int32 [B,H,W] and barycentric float32 [B,H,W,3] on V's device.
+    """
+    if V.ndim != 3 or V.shape[-1] != 4:
+        raise ValueError(f"V: expected clip-space vertices [B,N,4], got shape {tuple(V.shape)}")
+    F = _check_faces(F, V.shape[1])
+    if not bool(torch.isfinite(V).all()):
+        raise ValueError("V: vertices contain NaN or infinite values")
+    views, device = V.shape[0], V.device
+    screen = _screen(V.float(), width, height)  # [B,N,3]
+    corners = screen[:, F]  # [B,M,3,3]
+    fixed = torch.round(corners[..., :2].double() * SUBPIXEL).long()  # [B,M,3,2]
+    low, high = corners[..., :2].amin(2), corners[..., :2].amax(2)
+    x0, y0 = low[..., 0].floor().clamp(0, width), low[..., 1].floor().clamp(0, height)
+    x1, y1 = high[..., 0].floor().clamp(-1, width - 1), high[..., 1].floor().clamp(-1, height - 1)
+    a, b, c = fixed.unbind(2)
+    area = (b[..., 0] - a[..., 0]) * (c[..., 1] - a[..., 1]) - (b[..., 1] - a[..., 1]) * (c[..., 0] - a[..., 0])
+    keep = (area != 0) & (V[:, F, 3] > 0).all(-1) & (x1 >= x0) & (y1 >= y0)  # degenerate, behind, off screen
+    if cull_back_faces:
+        keep &= area > 0
+    view, face = keep.nonzero(as_tuple=True)
+    triangles = _triangle_table(fixed[view, face], area[view, face])
+    x0, y0 = x0[view, face].long(), y0[view, face].long()
+    span_x = x1[view, face].long() - x0 + 1
+    count = span_x * (y1[view, face].long() - y0 + 1)
+    ends = torch.cumsum(count, 0)
+    # per kept triangle, what each of its candidate pixels needs: one gather per candidate
+    layout = torch.stack([x0, y0, span_x, ends - count, (view * height) * width, face + 1], 1)
+    depth_over_area = corners[view, face, :, 2] / area[view, face].abs()[:, None].float()
+    init = MAXINT * MAXINT + (MAXINT - 1)
+    zbuffer = torch.full((views * height * width,), init, dtype=torch.long, device=device)
+    prior = None
+    if D is not None:
+        prior = (D.float().reshape(-1) * 0.49999 + 0.5 + occlusion_truncation).to(device)
+
+    def fragments(first, last, dev):
+        tri = torch.arange(first, last, device=device)
+        candidate = torch.repeat_interleave(tri, count[first:last])
+        row = layout.index_select(0, candidate)
+        local = torch.arange(candidate.numel(), device=device) + (ends[first] - count[first]) - row[:, 3]
+        px, py = row[:, 0] + local % row[:, 2], row[:, 1] + local // row[:, 2]
+        edges, inside = _coverage(triangles.index_select(0, candidate), px, py)
+        candidate, edges = candidate[inside], edges[inside]
+        pixel = row[inside, 4] + py[inside] * width + px[inside]
+        depth = (edges.float() * depth_over_area.index_select(0, candidate)).sum(-1)
+        face_id = row[inside, 5]
+        if prior is not None:
+            visible = depth >= prior[pixel]
+            pixel, depth, face_id = pixel[visible], depth[visible], face_id[visible]
+        zbuffer.scatter_reduce_(0, pixel, torch.trunc(depth * DEPTH_STEPS).long() * MAXINT + face_id, "amin")
+
+    if count.numel():
+        mean = float(count.float().mean())
+        # ~100 bytes per candidate pixel in the temporaries above; passes of about 4M candidates
+        run_chunked(fragments, count.numel(), int(mean * 100) + 1, device, limit=max(1, int((4 << 20) / mean)))
+    winner = zbuffer % MAXINT
+    covered = zbuffer != init
+    findices = torch.where(covered, winner, 0).to(torch.int32).view(views, height, width)
+    barycentric = torch.zeros(views * height * width, 3, device=device)
+    pixel = covered.nonzero().squeeze(1)
+    if pixel.numel():
+        v, f = pixel // (height * width), winner[pixel] - 1
+        table = _triangle_table(fixed[v, f], area[v, f])
+        edges, _ = _coverage(table, pixel % width, pixel // width % height)
+        weights = edges.double() / V[v[:, None], F[f], 3].double()  # perspective correction
+        barycentric[pixel] = (weights / weights.sum(-1, keepdim=True)).float()
+    return findices, barycentric.view(views, height, width, 3)
+
+
+def _triangle_table(corners: torch.Tensor, area: torch.Tensor) -> torch.Tensor:
+    """Edge functions of K triangles as e_i(x, y) = A_i x + B_i y + C_i in fixed point, oriented so
+    that the inside is e >= 0, with each edge's ownership of the points exactly on it.
+    corners int64 [K,3,2] (1/SUBPIXEL px), area int64 [K] (signed, twice the area) ->
+    int64 [K,12]: A0 B0 C0 A1 B1 C1 A2 B2 C2 and owns0 owns1 owns2 (0/1).
+
+    Edge i is opposite corner i (so e_i / sum(e) is the screen-space barycentric of corner i). On an
+    edge (e == 0) the point belongs to the triangle only if the oriented edge points down, or
+    right-to-left when level; the neighbour sharing the edge walks it the other way and fails that
+    test, so a shared edge has exactly one owner."""
+    sign = torch.sign(area)[:, None]
+    start = corners[:, [1, 2, 0]]
+    delta = (corners[:, [2, 0, 1]] - start) * sign[..., None]  # oriented edge vectors [K,3,2]
+    a = -delta[..., 1]
+    b = delta[..., 0]
+    c = -(a * start[..., 0] + b * start[..., 1])
+    owns = (delta[..., 1] > 0) | ((delta[..., 1] == 0) & (delta[..., 0] < 0))
+    return torch.cat([torch.stack([a, b, c], -1).reshape(-1, 9), owns.long()], 1)
+
+
+def _coverage(table: torch.Tensor, px: torch.Tensor, py: torch.Tensor):
+    """Edge functions e int64 [K,3] at pixel centres px, py [K] and whether the pixel is inside [K]."""
+    x = (px * SUBPIXEL + SUBPIXEL // 2)[:, None]
+    y = (py * SUBPIXEL + SUBPIXEL // 2)[:, None]
+    edges = table[:, 0:9:3] * x + table[:, 1:9:3] * y + table[:, 2:9:3]
+    inside = ((edges > 0) | ((edges == 0) & (table[:, 9:12] > 0))).all(1)
+    return edges, inside
+
+
+def interpolate(attributes: torch.Tensor, findices: torch.Tensor, barycentric: torch.Tensor,
+                faces: torch.Tensor) -> torch.Tensor:
+    """Per-pixel attributes: attributes float [N,C] or [B,N,C] per vertex, findices int [..,H,W]
+    (0 = background), barycentric [..,H,W,3], faces int [M,3] -> float [..,H,W,C] (0 on background)."""
+    faces = faces.long()
+    face = (findices.long() - 1).clamp_min(0)
+    if attributes.ndim == 2:
+        corner_values = attributes[faces[face]]  # [..,H,W,3,C]
+    else:
+        batch = torch.arange(attributes.shape[0], device=attributes.device).view(-1, *([1] * (findices.ndim - 1)))
+        corner_values = attributes[batch[..., None], faces[face]]
+    values = (barycentric[..., None] * corner_values).sum(-2)
+    return values * (findices > 0)[..., None]
+
+
+# -- cameras ---------------------------------------------------------------------------------------------
+
+STANDARD_VIEWS = ((0.0, 0.0), (90.0, 0.0), (180.0, 0.0), (270.0, 0.0), (0.0, 90.0), (180.0, -90.0))
+
+
+def look_at(eye: torch.Tensor, target: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """World-to-view matrices [B,4,4] (OpenGL: the camera looks down -z, y up); eye, target, up [B,3]."""
+    forward = torch.nn.functional.normalize(target - eye, dim=-1)
+    right = torch.nn.functional.normalize(torch.cross(forward, up, dim=-1), dim=-1)
+    true_up = torch.cross(right, forward, dim=-1)
+    view = torch.zeros(eye.shape[0], 4, 4, dtype=eye.dtype, device=eye.device)
+    view[:, 0, :3], view[:, 1, :3], view[:, 2, :3] = right, true_up, -forward
+    view[:, :3, 3] = -torch.einsum("bij,bj->bi", view[:, :3, :3], eye)
+    view[:, 3, 3] = 1
+    return view
+
+
+def perspective(fov_degrees: float, aspect: float, near: float, far: float) -> torch.Tensor:
+    """OpenGL perspective projection [4,4]; fov is vertical."""
+    f = 1.0 / math.tan(math.radians(fov_degrees) / 2)
+    return torch.tensor([[f / aspect, 0, 0, 0], [0, f, 0, 0],
+                         [0, 0, (far + near) / (near - far), 2 * far * near / (near - far)], [0, 0, -1, 0]])
+
+
+def orthographic(half_height: float, aspect: float, near: float, far: float) -> torch.Tensor:
+    """OpenGL orthographic projection [4,4] of a view half_height tall (in world units)."""
+    return torch.tensor([[1 / (half_height * aspect), 0, 0, 0], [0, 1 / half_height, 0, 0],
+                         [0, 0, -2 / (far - near), -(far + near) / (far - near)], [0, 0, 0, 1]])
+
+
+def orbit_cameras(azimuths, elevations, distance: float) -> torch.Tensor:
+    """View matrices [B,4,4] of cameras on a sphere around the origin looking at it; azimuth 0 looks
+    from +z, 90 from +x; elevation 90 from above (+y)."""
+    azimuth = torch.tensor(azimuths, dtype=torch.float32).deg2rad()
+    elevation = torch.tensor(elevations, dtype=torch.float32).deg2rad()
+    eye = torch.stack([torch.cos(elevation) * torch.sin(azimuth), torch.sin(elevation),
+                       torch.cos(elevation) * torch.cos(azimuth)], -1) * distance
+    # looking straight up or down, "up" is the -z/+z axis instead of +y
+    up = torch.where((elevation.abs() > math.radians(89.9))[:, None], torch.tensor([0.0, 0.0, -1.0]) *
+                     torch.sign(elevation)[:, None], torch.tensor([0.0, 1.0, 0.0]))
+    return look_at(eye, torch.zeros_like(eye), up)
