@@ -27,6 +27,7 @@ Shape parameters, float [.., 8] (unused entries 0; angles in degrees, clockwise 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -409,6 +410,22 @@ def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
     return torch.cumsum(edges.view(batch, height, width + 1), 2)[..., :width] > 0
 
 
+@contextlib.contextmanager
+def _one_cpu_thread(device: torch.device):
+    """On the CPU, run with one intra-op thread: the search is thousands of small operations, which
+    threads barely speed up, and when another process holds a core each one waits for the busy
+    thread (measured on 2 shared cores: 13x slower with 2 threads than with 1)."""
+    if device.type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha: int = 128,
                 candidates: int = 1000, mutations: int = 100, background: torch.Tensor | None = None,
                 generator: torch.Generator | None = None, on_shape=None) -> Approximation:
@@ -421,6 +438,11 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     on_shape(done, total): called after each shape (progress, interrupts).
     An image stops early when no candidate lowers its error any more.
     """
+    with _one_cpu_thread(target.device):
+        return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape)
+
+
+def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape):
     batch, height, width, _ = target.shape
     device = target.device
     target = target[..., :3].float()
@@ -457,7 +479,8 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
         kind, params, shape_alpha = kind[winner], params[winner], (shape_alpha[winner] * 255).round() / 255
         sums = _coverage_sums(prefix, torch.arange(batch, device=device), kind, params, kinds)
         color = (optimal_colors(sums, shape_alpha) * 255).round().float() / 255
-        improves = active & (_error_change(sums, color, shape_alpha) < 0) & _valid(kind, params, kinds)
+        # float noise must not pass for an improvement (a flat image gets no shapes)
+        improves = active & (_error_change(sums, color, shape_alpha) < -1e-6) & _valid(kind, params, kinds)
         mask = _commit_mask(kind, params, batch, height, width, kinds) & improves[:, None, None]
         a = shape_alpha[:, None, None, None]
         current = torch.where(mask[..., None], current * (1 - a) + color[:, None, None, :] * a, current)

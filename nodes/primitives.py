@@ -1,0 +1,108 @@
+"""RasterKit_PrimitiveMesh: rebuild images from geometric primitives (fogleman/primitive's method,
+with the candidate search batched), as a picture, a build-up animation and SVG."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..utils import color_optimizer as engine
+from ..utils.colors import parse_hex
+from ._comfy import Progress, intermediate_device, render_device
+from ._schema import Combo, Int, Output, RasterKitNode, Socket, String
+from ._validate import check_images
+
+MAX_FRAMES = 60
+
+
+class PrimitiveMesh(RasterKitNode):
+    NODE_ID = "RasterKit_PrimitiveMesh"
+    DISPLAY_NAME = "Primitive Mesh (RasterKit)"
+    CATEGORY = "RasterKit/stylize"
+    DESCRIPTION = ("Approximates each image with geometric shapes added one at a time, each the best of a batched "
+                   "search (random candidates, then hill climbing, colour solved in closed form). Outputs the "
+                   "picture re-rendered anti-aliased at output_size, the build-up frames, and SVG.")
+    INPUTS = [
+        Socket("image", "IMAGE", tooltip="each image of the batch is approximated on its own"),
+        Int("shapes", 100, 1, 5000, tooltip="number of shapes per image"),
+        Combo("shape_type", ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle",
+                             "quadratic", "polygon", "combo"),
+              tooltip="quadratic: stroked Bezier curves; polygon: 4 vertices; combo: any of them"),
+        Int("alpha", 128, 0, 255, tooltip="opacity of every shape (1..255); 0 searches it per shape"),
+        Int("candidates", 1000, 1, 100000, tooltip="random shapes tried per shape before hill climbing"),
+        Int("mutations", 100, 1, 10000,
+            tooltip="hill climbing tries this many mutations per round and stops when none of them improves"),
+        Int("working_size", 256, 16, 2048, tooltip="longer side of the image the search works on"),
+        Int("output_size", 1024, 16, 8192, tooltip="longer side of the outputs, re-rendered (not upscaled)"),
+        Int("seed", 0, 0, 0xFFFFFFFFFFFFFFFF),
+        String("background", "auto", tooltip="'auto' (the image's mean colour) or a hex colour like #RRGGBB"),
+    ]
+    OUTPUTS = [
+        Output("IMAGE", "image", tooltip="the shapes, anti-aliased, at output_size"),
+        Output("IMAGE", "frames", tooltip=f"build-up frames every nth shape (at most {MAX_FRAMES} per image), "
+                                          "image after image"),
+        Output("STRING", "svg", tooltip="one SVG document per image (viewBox in output pixels), separated by a "
+                                        "blank line"),
+    ]
+
+    @classmethod
+    def run(cls, image, shapes=100, shape_type="triangle", alpha=128, candidates=1000, mutations=100,
+            working_size=256, output_size=1024, seed=0, background="auto"):
+        check_images(image, "image")
+        _check_range("shapes", shapes, 1, 5000)
+        _check_range("alpha", alpha, 0, 255)
+        _check_range("candidates", candidates, 1, 100000)
+        _check_range("mutations", mutations, 1, 10000)
+        _check_range("working_size", working_size, 16, 2048)
+        _check_range("output_size", output_size, 16, 8192)
+        _check_range("seed", seed, 0, 0xFFFFFFFFFFFFFFFF)
+        kinds = engine.kind_codes(shape_type)
+        device = render_device()
+        batch, height, width, channels = image.shape
+        # non-finite pixels (a broken upstream node) count as black rather than poisoning every sum
+        pixels = torch.nan_to_num(image.to(device, torch.float32), nan=0.0, posinf=1.0, neginf=0.0).clamp(0, 1)
+        work_h, work_w = _fit(height, width, working_size)
+        target = _resize(pixels[..., :3], work_h, work_w)
+        if str(background).strip().lower() in ("", "auto"):
+            fill = None
+        else:
+            fill = torch.tensor(parse_hex(background, "background")[:3], device=device).expand(batch, 3)
+        generator = torch.Generator(device=device).manual_seed(int(seed))
+        progress = Progress(shapes + 1)
+        result = engine.approximate(target, shapes, kinds, alpha=alpha, candidates=candidates, mutations=mutations,
+                                    background=fill, generator=generator, on_shape=lambda done, _: progress(done))
+        out_h, out_w = _fit(work_h, work_w, output_size)
+        scale = output_size / max(work_h, work_w)
+        every = math.ceil(shapes / MAX_FRAMES)
+        picture, frames = engine.render(result, out_h, out_w, scale, frame_every=every)
+        progress(shapes + 1)
+        if channels == 4:  # the input's alpha, resized, so that a cut-out stays cut out
+            picture = torch.cat([picture, _resize(pixels[..., 3:], out_h, out_w)], -1)
+        svg = "\n\n".join(engine.svg(result, b, out_h, out_w, scale) for b in range(batch))
+        out = intermediate_device()
+        return picture.to(out), frames.reshape(-1, out_h, out_w, 3).to(out), svg
+
+
+def _check_range(name, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high or int(value) != value:
+        raise ValueError(f"{name}: expected a whole number in {low}..{high}, got {value!r}")
+
+
+def _fit(height: int, width: int, size: int) -> tuple[int, int]:
+    """Height and width with the longer side `size`, the aspect ratio kept (each at least 1)."""
+    scale = size / max(height, width)
+    return max(1, round(height * scale)), max(1, round(width * scale))
+
+
+def _resize(images: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """images [B,H,W,C] resized (bilinear, anti-aliased when shrinking); unchanged when the size is."""
+    if images.shape[1:3] == (height, width):
+        return images
+    planar = images.permute(0, 3, 1, 2)
+    resized = torch.nn.functional.interpolate(planar, size=(height, width), mode="bilinear", align_corners=False,
+                                              antialias=True)
+    return resized.permute(0, 2, 3, 1).clamp(0, 1).contiguous()
+
+
+NODES = [PrimitiveMesh]

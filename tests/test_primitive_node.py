@@ -1,0 +1,177 @@
+"""RasterKit_PrimitiveMesh: outputs, SVG agreement with the image, determinism, bad input."""
+import math
+import re
+
+import pytest
+import torch
+
+from rasterkit.utils import color_optimizer as co
+
+SMALL = dict(candidates=120, mutations=24, working_size=48, output_size=96)
+
+
+@pytest.fixture(scope="module")
+def node(pack):
+    return pack.nodes.primitives.PrimitiveMesh
+
+
+def picture(batch=1, height=30, width=45, channels=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    coarse = torch.rand(batch, channels, 4, 6, generator=g)
+    smooth = torch.nn.functional.interpolate(coarse, size=(height, width), mode="bilinear", align_corners=False)
+    return smooth.permute(0, 2, 3, 1).contiguous()
+
+
+def parse_svg(text):
+    """Shapes of one SVG document as the node writes it: (Approximation in output pixels, H, W)."""
+    width, height = (int(v) for v in re.search(r'width="(\d+)" height="(\d+)"', text).groups())
+    number = r"(-?[\d.]+)"
+    background = re.search(r'<rect x="0" y="0" [^>]*fill="#(\w{6})"', text).group(1)
+    kinds, params, colours, alphas = [], [], [], []
+    for element in text.splitlines()[2:-1]:
+        attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', element))
+        paint = attrs.get("fill") if attrs.get("fill") != "none" else attrs["stroke"]
+        opacity = attrs.get("fill-opacity", attrs.get("stroke-opacity"))
+        angle = float(re.search(f"rotate\\({number}", attrs["transform"]).group(1)) if "transform" in attrs else None
+        f = lambda name: float(attrs[name])  # noqa: E731
+        if element.startswith("<polygon"):
+            points = [float(v) for v in re.findall(number, attrs["points"])]
+            kinds.append(co.TRIANGLE if len(points) == 6 else co.POLYGON)
+            p = points + [0.0] * (8 - len(points))
+        elif element.startswith("<rect") and angle is None:
+            kinds.append(co.RECTANGLE)
+            p = [f("x"), f("y"), f("x") + f("width"), f("y") + f("height"), 0, 0, 0, 0]
+        elif element.startswith("<rect"):
+            kinds.append(co.ROTATED_RECTANGLE)
+            p = [f("x") + f("width") / 2, f("y") + f("height") / 2, f("width"), f("height"), angle, 0, 0, 0]
+        elif element.startswith("<ellipse"):
+            kinds.append(co.ELLIPSE if angle is None else co.ROTATED_ELLIPSE)
+            p = [f("cx"), f("cy"), f("rx"), f("ry"), angle or 0.0, 0, 0, 0]
+        elif element.startswith("<circle"):
+            kinds.append(co.CIRCLE)
+            p = [f("cx"), f("cy"), f("r"), 0, 0, 0, 0, 0]
+        else:
+            d = [float(v) for v in re.findall(number, attrs["d"])]
+            kinds.append(co.QUADRATIC)
+            p = d + [f("stroke-width"), 0.0]
+        params.append(p)
+        colours.append([int(paint[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+        alphas.append(float(opacity))
+    n = len(kinds)
+    shapes = co.Approximation(torch.tensor([kinds]), torch.tensor([params]).view(1, n, 8),
+                              torch.tensor([colours]).view(1, n, 3), torch.tensor([alphas]), torch.tensor([n]),
+                              torch.zeros(1, n + 1), torch.tensor([[int(background[i:i + 2], 16) / 255
+                                                                    for i in (0, 2, 4)]]), height, width)
+    return shapes, height, width
+
+
+def test_outputs_sizes_frames_and_svg(node):
+    image, frames, svg = node.run(picture(), shapes=12, shape_type="triangle", **SMALL)
+    assert image.shape == (1, 64, 96, 3) and image.dtype == torch.float32
+    assert frames.shape == (12, 64, 96, 3)  # every shape: 12 <= 60 frames
+    assert torch.equal(frames[-1], image[0])
+    assert svg.count("<polygon") == 12 and 'viewBox="0 0 96 64"' in svg
+    assert float(image.min()) >= 0 and float(image.max()) <= 1
+
+
+def test_at_most_sixty_frames(node):
+    _, frames, _ = node.run(picture(), shapes=130, shape_type="circle", candidates=30, mutations=8,
+                            working_size=32, output_size=32)
+    assert frames.shape[0] == math.ceil(130 / math.ceil(130 / 60)) <= 60
+
+
+@pytest.mark.parametrize("shape_type", ["combo", "quadratic", "rotated_rectangle", "rotated_ellipse"])
+def test_svg_rerendered_matches_image(node, shape_type):
+    image, _, svg = node.run(picture(seed=2), shapes=20, shape_type=shape_type, alpha=0, seed=4, **SMALL)
+    shapes, height, width = parse_svg(svg)
+    assert (height, width) == image.shape[1:3]
+    assert int(shapes.count[0]) == 20
+    rerendered, _ = co.render(shapes, height, width, 1.0)
+    difference = (rerendered - image).abs()
+    assert float(difference.mean()) < 2e-3
+    assert float(difference.max()) < 0.1
+
+
+def test_output_is_rendered_at_output_size_not_upscaled(node):
+    small, _, _ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **SMALL)
+    large, _, _ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **{**SMALL, "output_size": 384})
+    assert large.shape == (1, 256, 384, 3)
+    # anti-aliased edges at full resolution: many more distinct values than a 4x nearest upscale has
+    assert torch.unique(large).numel() > 2 * torch.unique(small).numel()
+    downscaled = torch.nn.functional.avg_pool2d(large.permute(0, 3, 1, 2), 4).permute(0, 2, 3, 1)
+    assert float((downscaled - small).abs().mean()) < 0.01
+
+
+def test_error_falls_as_shapes_are_added(node):
+    target = picture(height=48, width=48)
+    errors = []
+    for shapes in (5, 20, 60):
+        image, _, _ = node.run(target, shapes=shapes, shape_type="triangle", seed=3, candidates=150, mutations=30,
+                               working_size=48, output_size=48)
+        errors.append(float(((image - target) ** 2).mean()))
+    assert errors[0] > errors[1] > errors[2]
+
+
+def test_deterministic_for_a_seed(node):
+    first = node.run(picture(), shapes=8, shape_type="combo", seed=11, **SMALL)
+    second = node.run(picture(), shapes=8, shape_type="combo", seed=11, **SMALL)
+    other = node.run(picture(), shapes=8, shape_type="combo", seed=12, **SMALL)
+    assert torch.equal(first[0], second[0]) and first[2] == second[2]
+    assert first[2] != other[2]
+
+
+def test_batch_gives_one_result_per_image(node):
+    images = picture(batch=2)
+    image, frames, svg = node.run(images, shapes=6, **SMALL)
+    assert image.shape[0] == 2 and frames.shape[0] == 12
+    assert svg.count("<svg") == 2
+    assert not torch.equal(image[0], image[1])
+
+
+def test_background_hex_and_rgba_input(node):
+    rgba = picture(channels=4)
+    image, frames, svg = node.run(rgba, shapes=4, background="#102030", **SMALL)
+    assert image.shape[-1] == 4
+    assert 'fill="#102030"' in svg.splitlines()[1]
+    assert float(image[..., 3].min()) >= 0
+
+
+def test_one_pixel_image_gives_a_flat_picture(node):
+    pixel = torch.tensor([[[[0.2, 0.6, 0.9]]]])
+    image, frames, svg = node.run(pixel, shapes=5, **SMALL)
+    assert image.shape == (1, 96, 96, 3)
+    assert torch.allclose(image, pixel.expand_as(image), atol=1e-5)  # nothing to improve on: no shapes
+    assert svg.count("\n") == 2
+
+
+def test_non_finite_pixels_do_not_break_the_search(node):
+    broken = picture()
+    broken[0, 3:9, 4:12] = float("nan")
+    broken[0, 20, 20] = float("inf")
+    image, _, _ = node.run(broken, shapes=5, **SMALL)
+    assert bool(torch.isfinite(image).all())
+
+
+@pytest.mark.parametrize("inputs, message", [
+    (dict(shapes=0), r"shapes: .*got 0"),
+    (dict(alpha=256), r"alpha: .*0\.\.255.*got 256"),
+    (dict(alpha=-1), r"alpha: .*got -1"),
+    (dict(background="#12345"), r"background: .*'#12345'"),
+    (dict(background="teal"), r"background: .*'teal'"),
+    (dict(shape_type="hexagon"), r"shape_type: .*'hexagon'"),
+    (dict(working_size=8), r"working_size: .*got 8"),
+    (dict(candidates=float("nan")), r"candidates: .*nan"),
+])
+def test_bad_input_names_the_input(node, inputs, message):
+    with pytest.raises(ValueError, match=message):
+        node.run(picture(), **{**dict(shapes=3, **SMALL), **inputs})
+
+
+@pytest.mark.parametrize("image, message", [
+    (torch.zeros(1, 0, 5, 3), r"image: .*\(1, 0, 5, 3\)"),
+    (torch.zeros(4, 4, 3), r"image: .*\(4, 4, 3\)"),
+    ("not an image", r"image: .*str"),
+])
+def test_bad_image_names_the_input(node, image, message):
+    with pytest.raises(ValueError, match=message):
+        node.run(image, shapes=3, **SMALL)
