@@ -1,9 +1,10 @@
 """One module per node family; NODE_CLASSES lists every node the pack registers."""
-from . import boxes, links, mesh, series
+from . import boxes, links, mesh, primitives, series
 
 NODE_CLASSES = [
     *boxes.NODES,
     *links.NODES,
     *mesh.NODES,
+    *primitives.NODES,
     *series.NODES,
 ]
