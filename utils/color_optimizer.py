@@ -39,10 +39,10 @@ KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellip
          "polygon")
 TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, ELLIPSE, ROTATED_ELLIPSE, CIRCLE, QUADRATIC, POLYGON = range(8)
 N_PARAMS = 8
-PARENTS = 4      # hill climbs per image and shape, each from one of the best random candidates
+PARENTS = 8      # hill climbs per image and shape, each from one of the best random candidates
 MAX_ROUNDS = 1000
 SUBROWS = 8      # anti-aliasing samples per pixel along y in `render`
-CURVE_STEPS = 16  # segments of a stroked Bezier's outline on each side
+CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while searching (render: more)
 
 # The ways a shape meets a row: a convex polygon (one span), any 4-vertex polygon, a stroke outline
 # polygon (sorted crossings, nonzero winding), an ellipse (the two roots of its equation).
@@ -448,6 +448,7 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     target = target[..., :3].float()
     generator = generator if generator is not None else torch.Generator(device=device).manual_seed(0)
     background = target.mean((1, 2)) if background is None else background.to(device, torch.float32)
+    background = (background * 255).round() / 255  # 8 bits, as the SVG states it
     current = background[:, None, None, :].expand_as(target).clone()
     tables = _role_tables(height, width, device)
     parents = min(PARENTS, candidates)
@@ -532,7 +533,7 @@ def _coverage(kind, params, height: int, width: int, sub: int = SUBROWS):
     SUBROWS sample rows per pixel row are averaged."""
     count = kind.shape[0]
     edges = torch.zeros(count * height * (width + 2), device=params.device)
-    steps = max(CURVE_STEPS, 8 * int(math.sqrt(max(height, width) / 64)))
+    steps = max(16, 8 * int(math.sqrt(max(height, width) / 64)))
     kinds = tuple(torch.unique(kind).tolist())
     for _, _, shape, sample, x, s in _crossings(kind, params, height, sub, kinds, steps):
         x = x.clamp(-1, width + 1)

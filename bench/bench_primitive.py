@@ -1,0 +1,98 @@
+"""PrimitiveMesh against fogleman/primitive, side by side in one run.
+
+Three photographs (bench/photos, see its README for sources and licences) are shrunk to 256 px on
+the longer side (bilinear, as primitive's own resize does) and approximated by both with the same
+settings: 100 and 200 triangles and 100 combo shapes, alpha 128, 1000 random candidates and
+mutations 100 (primitive's defaults). Both render their result at 256 px; RMSE (0..255, RGB) is
+measured against that same shrunk photograph.
+
+primitive is built from source under bench/peers/ (git-ignored, never committed), e.g.:
+    git clone <fogleman/primitive> bench/peers/primitive; (cd bench/peers/primitive && go build -o primitive_bin .)
+Its Go module dependencies (fogleman/gg, golang/freetype, nfnt/resize, golang.org/x/image) need the
+network, or local clones named in `replace` lines of its go.mod. Without the binary, only
+RasterKit's figures are printed.
+    .venv/bin/python bench/bench_primitive.py [--quick]
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from _common import ROOT, report, table
+
+from demo import load_pack  # noqa: E402  (_common puts the repository root on sys.path)
+
+QUICK = "--quick" in sys.argv
+PEER = ROOT / "bench" / "peers" / "primitive" / "primitive_bin"
+PHOTOS = sorted((ROOT / "bench" / "photos").glob("*.jpg"))[: 1 if QUICK else None]
+RUNS = [("triangle", 1, 30), ("combo", 0, 30)] if QUICK else [("triangle", 1, 100), ("triangle", 1, 200),
+                                                              ("combo", 0, 100)]
+SIZE = 256
+
+
+def rmse(image: np.ndarray, reference: np.ndarray) -> float:
+    """RMSE over RGB in 0..255 of two uint8 or 0..255 float arrays [H,W,3]."""
+    return float(np.sqrt(((image[..., :3].astype(np.float64) - reference[..., :3]) ** 2).mean()))
+
+
+def ours(node, photo: np.ndarray, shape_type: str, shapes: int) -> tuple[float, float]:
+    image = torch.from_numpy(photo.astype(np.float32) / 255)[None]
+    start = time.perf_counter()
+    result, _, _ = node.run(image, shapes=shapes, shape_type=shape_type, alpha=128, candidates=1000, mutations=100,
+                            working_size=SIZE, output_size=SIZE, seed=0)
+    seconds = time.perf_counter() - start
+    return seconds, rmse(result[0].numpy() * 255, photo)
+
+
+def peer(path: Path, photo: np.ndarray, mode: int, shapes: int, folder: Path) -> tuple[float, float]:
+    out = folder / "primitive_out.png"
+    start = time.perf_counter()
+    subprocess.run([str(PEER), "-i", str(path), "-o", str(out), "-n", str(shapes), "-m", str(mode), "-a", "128",
+                    "-r", str(SIZE), "-s", str(SIZE)], check=True, capture_output=True)
+    seconds = time.perf_counter() - start
+    return seconds, rmse(np.asarray(Image.open(out).convert("RGB")), photo)
+
+
+def main():
+    node = load_pack().nodes.primitives.PrimitiveMesh
+    have_peer = PEER.exists()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for photo_path in PHOTOS:
+            picture = Image.open(photo_path).convert("RGB")
+            picture.thumbnail((SIZE, SIZE), Image.BILINEAR)
+            shrunk = folder / f"{photo_path.stem}.png"
+            picture.save(shrunk)
+            photo = np.asarray(picture)
+            for shape_type, mode, shapes in RUNS:
+                our_time, our_rmse = ours(node, photo, shape_type, shapes)
+                row = [photo_path.stem, f"{photo.shape[1]}x{photo.shape[0]}", shape_type, shapes,
+                       f"{our_time:.2f}", f"{our_rmse:.2f}"]
+                if have_peer:
+                    peer_time, peer_rmse = peer(shrunk, photo, mode, shapes, folder)
+                    row += [f"{peer_time:.2f}", f"{peer_rmse:.2f}", f"{peer_time / our_time:.2f}x"]
+                else:
+                    row += ["-", "-", "-"]
+                rows.append(row)
+                print(" | ".join(str(c) for c in row), flush=True)
+    header = ["photo", "size", "shapes", "count", "RasterKit s", "RasterKit RMSE", "primitive s", "primitive RMSE",
+              "speed-up"]
+    note = ("Wall time per run (one run each; RasterKit includes the node's resize and the anti-aliased render). "
+            "RMSE: 0..255, RGB, against the photograph shrunk to 256 px. alpha 128, 1000 candidates, mutations 100; "
+            "primitive uses every core (Go workers), RasterKit's search runs on one CPU thread.")
+    if not have_peer:
+        note += f" primitive was not built ({PEER.relative_to(ROOT)} missing): its columns are empty."
+    report("primitive", "PrimitiveMesh vs fogleman/primitive", [("Results", note + "\n\n" + table(header, rows))],
+           ".venv/bin/python bench/bench_primitive.py" + (" --quick" if QUICK else ""))
+
+
+if __name__ == "__main__":
+    main()
