@@ -167,6 +167,20 @@ def mesh_demo(pack, out: Path):
     return paths
 
 
+@demo("primitive")
+def primitive_demo(pack, out: Path):
+    """A generated picture rebuilt from 80 triangles: the image, its SVG and the build-up as a video."""
+    picture = moving_scene(frames=1)
+    image, frames, svg = pack.nodes.primitives.PrimitiveMesh.run(picture, shapes=80, shape_type="triangle",
+                                                                 candidates=500,
+                                                                 working_size=192, output_size=640, seed=1)
+    paths = [out / "primitive.png", out / "primitive.svg", out / "primitive.mp4"]
+    save_png(image[0], paths[0])
+    paths[1].write_text(svg)
+    save_mp4(frames, paths[2], fps=12)
+    return paths
+
+
 def main(names=None) -> None:
     pack = load_pack()
     OUTPUT.mkdir(exist_ok=True)
