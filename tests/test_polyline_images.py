@@ -60,6 +60,28 @@ def test_aliased_xy_lines_leaving_the_frame_equal_bresenham():
     assert np.array_equal(out[0].numpy() > 0, reference_mask(xy[0].numpy(), 40, 50))
 
 
+def test_aliased_random_xy_with_clipping_and_degenerate_segments_equal_bresenham():
+    torch.manual_seed(1)
+    xy = torch.rand(3, 30, 2) * torch.tensor([90.0, 70.0]) - 20  # about a third of the ends outside
+    xy[0, 5:8] = xy[0, 4]  # one-pixel segments
+    xy[1, 10:14] = torch.tensor([[5.5, 5.5], [5.5, 30.2], [40.9, 30.2], [5.5, 65.0]])  # vertical, horizontal, steep
+    xy[2, 20] = torch.tensor([-5e4, 3e4])  # far away: only the steps inside the frame are enumerated
+    for image, pts in zip(R.render_polylines(xy, 40, 50).numpy(), xy.numpy()):
+        assert np.array_equal(image > 0, reference_mask(pts, 40, 50))
+
+
+def test_aliased_large_frames_and_large_chunks_give_the_same_pixels():
+    """Frames over 2**23 pixels take the float64 path; batches over 2**24 pixels add int64 offsets."""
+    xy = torch.tensor([[[3.2, 2900.1], [2999.9, 11.0], [1500.0, 1501.0], [2.0, 2999.0]]])
+    big = R.render_polylines(xy, 3000, 3000)[0].numpy() > 0
+    assert np.array_equal(big, reference_mask(xy[0].numpy(), 3000, 3000))
+    values = torch.cumsum(torch.randn(400, 50), 1)
+    points = series_points(values, 224, 224)
+    direct = torch.zeros(400 * 224 * 224)
+    direct[R._bresenham(points, 224, 224)] = 1  # one chunk of 20 M pixels
+    assert torch.equal(direct.view(400, 224, 224), R.render_polylines(values, 224, 224))
+
+
 def test_aliased_polyline_is_one_8_connected_path():
     values = torch.cumsum(torch.randn(3, 100), 1)
     for image in R.render_polylines(values, 224, 224).numpy():
@@ -99,6 +121,19 @@ def test_ragged_lengths_ignore_the_padding():
     assert torch.equal(together[1], alone[0])
 
 
+def test_ragged_object_uint8_and_opacity():
+    from rasterkit.utils.batching import pack
+
+    ragged = pack([[1.0, 3.0, 2.0], [4.0, 1.0, 0.0, 2.0, 5.0], []])
+    float_images = R.render_polylines(ragged.values, 16, 24, lengths=ragged.lengths, color=(1, 1, 1, 0.6))
+    assert torch.equal(R.render_polylines(ragged, 16, 24, color=(1, 1, 1, 0.6)), float_images)
+    as_bytes = R.render_polylines(ragged, 16, 24, color=(1, 1, 1, 0.6), dtype=torch.uint8)
+    assert as_bytes.dtype == torch.uint8 and torch.equal(as_bytes, (float_images * 255).round().to(torch.uint8))
+    assert float_images.unique().tolist() == pytest.approx([0.0, 0.6]) and float_images[2].sum() == 0
+    rgb = R.render_polylines(ragged, 16, 24, mode="antialiased", channels=3, dtype=torch.uint8, fill_color=(0, 1, 0, 1))
+    assert rgb.dtype == torch.uint8 and rgb.shape == (3, 16, 24, 3) and rgb[0, 15, 12].tolist() == [0, 255, 0]
+
+
 def test_nan_makes_a_gap_and_empty_series_are_blank():
     values = torch.tensor([[0.0, 1.0, 2.0, float("nan"), 4.0, 5.0, 6.0]])
     out = R.render_polylines(values, 30, 61, mode="aliased")[0]
@@ -131,3 +166,11 @@ def test_bad_arguments():
         R.render_polylines(torch.zeros(1, 3), 8, 8, mode="fancy")
     with pytest.raises(ValueError, match="fill_color"):
         R.render_polylines(torch.zeros(1, 3, 2), 8, 8, fill_color=(1, 1, 1, 1))
+    with pytest.raises(ValueError, match="scale"):
+        R.render_polylines(torch.zeros(1, 3), 8, 8, scale="log")
+    with pytest.raises(ValueError, match=r"values: .*got shape \(1, 3, 3\)"):
+        R.render_polylines(torch.zeros(1, 3, 3), 8, 8)
+    with pytest.raises(ValueError, match="channels"):
+        R.render_polylines(torch.zeros(1, 3), 8, 8, channels=4)
+    with pytest.raises(ValueError, match="dtype"):
+        R.render_polylines(torch.zeros(1, 3), 8, 8, dtype=torch.int32)

@@ -54,12 +54,23 @@ def test_audio_windows_become_frames():
     (dict(series="[[1, 2]]", line_color="white"), "line_color: expected a hex colour"),
     (dict(series="[[1, 2]]", fill=True, fill_color="#12"), "fill_color: expected a hex colour"),
     (dict(audio={"waveform": torch.zeros(1, 1, 10)}, frames=48), "audio: 10 samples cannot make 48 frames"),
+    (dict(audio={"waveform": torch.zeros(1, 2, 0)}, frames=1), "audio: 0 samples cannot make 1 frames"),
+    (dict(audio={"waveform": torch.zeros(0, 1, 100)}, frames=4), r"audio: the waveform holds no clip .*\(0, 1, 100\)"),
+    (dict(audio={"waveform": torch.zeros(1, 1, 100)}, frames=0), "frames: expected at least 1 window, got 0"),
     (dict(audio={"samples": []}), "audio: expected ComfyUI AUDIO"),
     (dict(audio={"waveform": torch.zeros(10)}), "audio: waveform must be a tensor"),
 ])
 def test_bad_input_names_the_input(kw, message):
     with pytest.raises(ValueError, match=message):
         run(**kw)
+
+
+def test_series_of_different_lengths_each_span_the_width():
+    images = run(series="1,2,3,4,5,6\n6,5,4\n2,2", mode="aliased", scale="shared")
+    assert images.shape[0] == 3
+    for image in images:
+        assert image[:, 0].sum() > 0 and image[:, -1].sum() > 0
+    assert torch.equal(run(series="[[1, 2, 3, 4, 5, 6], [6, 5, 4], [2, 2]]", mode="aliased", scale="shared"), images)
 
 
 def test_empty_and_nan_series_are_blank():

@@ -75,8 +75,12 @@ def from_audio(audio, frames: int, input_name: str = "audio") -> Ragged:
         raise ValueError(f"{input_name}: expected ComfyUI AUDIO, a dict with a 'waveform' tensor [B,C,S]") from None
     if not isinstance(waveform, torch.Tensor) or waveform.ndim != 3:
         raise ValueError(f"{input_name}: waveform must be a tensor [B,C,S], got {getattr(waveform, 'shape', waveform)!r}")
+    if frames < 1:
+        raise ValueError(f"frames: expected at least 1 window, got {frames!r}")
     samples = waveform.shape[-1]
-    if waveform.shape[0] == 0 or samples < 2 * frames:
+    if waveform.shape[0] == 0 or waveform.shape[1] == 0:
+        raise ValueError(f"{input_name}: the waveform holds no clip or no channel: shape {tuple(waveform.shape)}")
+    if samples < 2 * frames:
         raise ValueError(f"{input_name}: {samples} samples cannot make {frames} frames of at least 2 samples")
     mono = torch.nan_to_num(waveform[0].float().mean(0))
     window = samples // frames
