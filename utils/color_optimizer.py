@@ -49,7 +49,7 @@ CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while se
 _CONVEX, _POLY4, _STROKE, _ELLIPTIC = range(4)
 _FAMILY = (_CONVEX, _CONVEX, _CONVEX, _ELLIPTIC, _ELLIPTIC, _ELLIPTIC, _STROKE, _POLY4)
 
-# Parameter roles: how each is drawn at random, mutated and clamped.
+# Parameter roles: how each is mutated and clamped.
 _UNUSED, _VX, _VY, _CX, _CY, _SIZE, _ANGLE, _WIDTH = range(8)
 _ROLES = (
     (_VX, _VY, _VX, _VY, _VX, _VY, _UNUSED, _UNUSED),
