@@ -174,3 +174,21 @@ def test_bad_arguments():
         R.render_polylines(torch.zeros(1, 3), 8, 8, channels=4)
     with pytest.raises(ValueError, match="dtype"):
         R.render_polylines(torch.zeros(1, 3), 8, 8, dtype=torch.int32)
+
+
+@pytest.mark.gpu
+def test_cuda_path_equals_cpu_path():
+    torch.manual_seed(2)
+    values = torch.cumsum(torch.randn(300, 60), 1)  # more than one CPU chunk
+    values[3, 10:13] = float("nan")
+    xy = torch.rand(4, 20, 2) * 120 - 20
+    for args in [dict(values=values), dict(values=values, dtype=torch.uint8), dict(values=xy),
+                 dict(values=values, fill_color=(1, 1, 1, 0.5), channels=3)]:
+        on_cpu = R.render_polylines(height=64, width=96, **args)
+        assert torch.equal(R.render_polylines(height=64, width=96, device="cuda", **args), on_cpu)
+        resident = dict(args, values=args["values"].cuda())
+        assert torch.equal(R.render_polylines(height=64, width=96, **resident).cpu(), on_cpu)
+    smooth = torch.sin(torch.linspace(0, 6, 40))[None].repeat(5, 1)
+    on_cpu = R.render_polylines(smooth, 64, 96, mode="antialiased", line_width=2.5, fill_color=(1, 1, 1, 0.3))
+    on_gpu = R.render_polylines(smooth.cuda(), 64, 96, mode="antialiased", line_width=2.5, fill_color=(1, 1, 1, 0.3))
+    assert torch.allclose(on_gpu.cpu(), on_cpu, atol=1e-5)
