@@ -83,7 +83,7 @@ def main():
                     row += ["-", "-", "-"]
                 rows.append(row)
                 print(" | ".join(str(c) for c in row), flush=True)
-    header = ["photo", "size", "shapes", "count", "RasterKit s", "RasterKit RMSE", "primitive s", "primitive RMSE",
+    header = ["photo", "size", "shape_type", "shapes", "RasterKit s", "RasterKit RMSE", "primitive s", "primitive RMSE",
               "speed-up"]
     note = ("Wall time per run (one run each; RasterKit includes the node's resize and the anti-aliased render). "
             "RMSE: 0..255, RGB, against the photograph shrunk to 256 px. alpha 128, 1000 candidates, mutations 100; "
