@@ -590,18 +590,19 @@ def _dda_steps(major: torch.Tensor, minor: torch.Tensor, first: torch.Tensor, la
     values [S] as [1,P] rows, for each piece. A segment with last < first has no steps."""
     pieces = torch.div(last - first, piece, rounding_mode="floor").long().add_(1).clamp_min_(0)
     segment = torch.repeat_interleave(torch.arange(pieces.numel(), device=major.device), pieces)
-    piece_start = torch.cumsum(pieces, 0) - pieces
+    # which piece of its segment each piece is (in int64: P may pass 2**24)
+    rank = torch.arange(segment.numel(), device=major.device) - (torch.cumsum(pieces, 0) - pieces)[segment]
     # one gather for every per-segment value a piece needs
-    columns = torch.stack([first, last, 2 * minor, major.clamp_min(1), piece_start.to(major.dtype), *per_segment])
-    columns = columns.index_select(1, segment)[:, None]  # [5 + k, 1, P]
-    first, last, twice_minor, length, piece_start = columns[:5]
-    start = (torch.arange(segment.numel(), device=major.device, dtype=major.dtype) - piece_start) * piece + first
+    columns = torch.stack([first, last, 2 * minor, major.clamp_min(1), *per_segment])
+    columns = columns.index_select(1, segment)[:, None]  # [4 + k, 1, P]
+    first, last, twice_minor, length = columns[:4]
+    start = first + rank.to(major.dtype) * piece
     # [piece, P]: long rows of P make fast elementwise loops (rows of `piece` would not)
     step = torch.minimum(start + torch.arange(piece, device=major.device, dtype=major.dtype)[:, None], last)
     # (2 step minor + major) // (2 major), in floating point: numerator and denominator are whole
     # numbers held exactly, and a correctly rounded quotient is a whole number only if it is exact
     offset = torch.addcmul(length, step, twice_minor).div_(2 * length).floor_()
-    return segment, step, offset, columns[5:]
+    return segment, step, offset, columns[4:]
 
 
 def _fill_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
