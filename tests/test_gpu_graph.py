@@ -120,5 +120,39 @@ def test_empty_and_single_point_frames():
     assert edges.lengths.tolist() == [0, 0, 0]
     edges = knn_graph(torch.zeros(2, 1, 2), torch.ones(2, 1, dtype=torch.bool), GraphOptions(k=3))
     assert edges.lengths.tolist() == [0, 0]
-    with pytest.raises(ValueError, match="k: expected at least 1"):
+    with pytest.raises(ValueError, match="k: expected 1 to 1024"):
         knn_graph(torch.zeros(1, 2, 2), torch.ones(1, 2, dtype=torch.bool), GraphOptions(k=0))
+
+
+def grid_cases():
+    """Point sets that exercise the grid search: uniform, clustered (crowded cells and empty ones,
+    so wider rings and brute-force rows are needed), integer lattices (many equal distances) and
+    partly invisible frames."""
+    generator = torch.Generator().manual_seed(7)
+    uniform = torch.rand(4, 1500, 2, generator=generator) * 1000
+    centres = torch.rand(4, 6, 1, 2, generator=generator) * 1000
+    clustered = (centres + torch.randn(4, 6, 250, 2, generator=generator) * 8).reshape(4, 1500, 2)
+    clustered[:, :20] = torch.rand(4, 20, 2, generator=generator) * 1000  # a few far outliers
+    lattice = torch.randint(0, 60, (4, 1500, 2), generator=generator).float()
+    visible = torch.rand(4, 1500, generator=generator) > 0.2
+    return [(uniform, torch.ones(4, 1500, dtype=torch.bool)), (clustered, visible), (lattice, visible)]
+
+
+@pytest.mark.parametrize("case", range(3))
+@pytest.mark.parametrize("k,delta_y_cap,within", [(3, math.inf, math.inf), (6, 20.0, math.inf), (4, math.inf, 15.0)])
+def test_grid_search_equals_brute_force(monkeypatch, case, k, delta_y_cap, within):
+    from rasterkit.utils import gpu_graph
+
+    xy, visible = grid_cases()[case]
+    grid = nearest_neighbours(xy, visible, k, delta_y_cap, within)
+    monkeypatch.setattr(gpu_graph, "BRUTE_FORCE_POINTS", 10**9)
+    brute = nearest_neighbours(xy, visible, k, delta_y_cap, within)
+    assert torch.equal(grid[1], brute[1]) and torch.equal(grid[0], brute[0])
+
+
+def test_grid_search_equals_ckdtree_on_large_frames():
+    xy, visible = grid_cases()[0]
+    distance, index = nearest_neighbours(xy, visible, 5)
+    for t in range(xy.shape[0]):
+        expected, _ = cKDTree(xy[t].double().numpy()).query(xy[t].double().numpy(), k=6)
+        assert torch.allclose(distance[t], torch.from_numpy(expected[:, 1:]).float(), atol=1e-3)

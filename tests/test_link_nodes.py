@@ -66,7 +66,7 @@ def test_hidden_points_and_frames_without_points():
     (dict(tracks_json=TRIANGLE, color="blue"), "color: expected a hex colour"),
     (dict(tracks_json=TRIANGLE, tracks={"xy": torch.zeros(1, 1, 2), "visible": torch.ones(1, 1)}), "not both"),
     (dict(tracks_json="", tracks={"xy": torch.zeros(2, 5), "visible": torch.ones(2)}), "tracks: xy"),
-    (dict(tracks_json=TRIANGLE, k=0), "k: expected at least 1"),
+    (dict(tracks_json=TRIANGLE, k=0), "k: expected 1 to 1024"),
 ])
 def test_bad_input_names_the_input(kw, message):
     with pytest.raises(ValueError, match=message):
