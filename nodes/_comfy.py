@@ -35,25 +35,43 @@ def check_interrupt() -> None:
         mm.throw_exception_if_processing_interrupted()
 
 
+def _save_temp(frame: torch.Tensor, max_side: int) -> dict:
+    """Save one frame [H,W,C] (scaled to fit max_side) as a PNG in ComfyUI's temp folder."""
+    import uuid
+
+    import folder_paths
+    from PIL import Image
+
+    height, width = frame.shape[:2]
+    picture = Image.fromarray((frame[..., :3].clamp(0, 1) * 255 + 0.5).to(torch.uint8).cpu().numpy())
+    picture.thumbnail((max_side, max_side))
+    name = f"rasterkit_{uuid.uuid4().hex[:12]}.png"
+    picture.save(os.path.join(folder_paths.get_temp_directory(), name), compress_level=1)
+    return {"filename": name, "subfolder": "", "type": "temp", "width": int(width), "height": int(height)}
+
+
+def _comfyui_running() -> bool:
+    try:
+        import folder_paths  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def frame_preview(images: torch.Tensor, max_side: int = 1024) -> dict | None:
     """The first frame, scaled to fit max_side, saved to ComfyUI's temp folder for the frontend's
     editors: {"rasterkit_frame": [{filename, subfolder, type, width, height}]}; None without ComfyUI."""
-    try:
-        import folder_paths
-    except ImportError:
+    if not _comfyui_running() or images.shape[0] == 0:
         return None
-    import uuid
+    return {"rasterkit_frame": [_save_temp(images[0], max_side)]}
 
-    from PIL import Image
 
-    height, width = images.shape[1:3]
-    frame = (images[0, ..., :3].clamp(0, 1) * 255 + 0.5).to(torch.uint8).cpu().numpy()
-    picture = Image.fromarray(frame)
-    picture.thumbnail((max_side, max_side))
-    name = f"rasterkit_frame_{uuid.uuid4().hex[:12]}.png"
-    picture.save(os.path.join(folder_paths.get_temp_directory(), name), compress_level=1)
-    return {"rasterkit_frame": [{"filename": name, "subfolder": "", "type": "temp", "width": int(width),
-                                 "height": int(height)}]}
+def animation_preview(frames: torch.Tensor, max_side: int = 512, limit: int = 120) -> dict | None:
+    """Up to `limit` frames [N,H,W,C] saved to the temp folder for the frontend's player:
+    {"rasterkit_animation": [{filename, ...}, ...]}; None without ComfyUI."""
+    if not _comfyui_running() or frames.shape[0] == 0:
+        return None
+    return {"rasterkit_animation": [_save_temp(frame, max_side) for frame in frames[:limit]]}
 
 
 class Progress:

@@ -13,7 +13,7 @@ from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
 from ..utils.gpu_curves import alternating_sign, bezier_polylines
 from ..utils.gpu_graph import GraphOptions, knn_graph
-from ._comfy import Progress, intermediate_device, render_device
+from ._comfy import Progress, frame_preview, intermediate_device, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
@@ -101,6 +101,10 @@ class LineLinkRenderer(RasterKitNode):
         edges_json = json.dumps([e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist())])
         out = intermediate_device()
         return image.to(out), alpha.to(out), layer.to(out), edges_json
+
+    @classmethod
+    def preview(cls, inputs, outputs):
+        return frame_preview(inputs["images"])  # the tracks editor draws over the first input frame
 
 
 def _gray(images: torch.Tensor) -> np.ndarray:

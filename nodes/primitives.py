@@ -8,7 +8,7 @@ import torch
 
 from ..utils import color_optimizer as engine
 from ..utils.colors import parse_hex
-from ._comfy import Progress, intermediate_device, render_device
+from ._comfy import Progress, animation_preview, intermediate_device, render_device
 from ._schema import Combo, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
@@ -81,6 +81,10 @@ class PrimitiveMesh(RasterKitNode):
         svg = "\n\n".join(engine.svg(result, b, out_h, out_w, scale) for b in range(batch))
         out = intermediate_device()
         return picture.to(out), frames.reshape(-1, out_h, out_w, 3).to(out), svg
+
+    @classmethod
+    def preview(cls, inputs, outputs):
+        return animation_preview(outputs[1])  # the build-up, played in the node
 
 
 def _check_range(name, value, low, high):

@@ -153,3 +153,108 @@ def test_editor_preview_uses_the_node_palette(page):
     import zlib
 
     assert colours == [palette[zlib.crc32(b"person") % len(palette)], palette[zlib.crc32(b"dog") % len(palette)]]
+
+
+LINK_NODE = "window.app.graph._nodes.find(n => n.type === 'RasterKit_LineLinkRenderer')"
+
+
+def set_widget(page, node, name, value):
+    page.evaluate(f"""value => {{
+        const widget = {node}.widgets.find(w => w.name === {json.dumps(name)});
+        widget.value = value;
+        widget.callback?.(value);
+    }}""", value)
+
+
+def focus(page, node):
+    """Zoom to 100% with the node at the top left: zoomed out, the frontend hides DOM widgets."""
+    page.evaluate(f"""() => {{
+        const node = {node}, ds = window.app.canvas.ds;
+        ds.scale = 1;
+        ds.offset = [80 - node.pos[0], 60 - node.pos[1]];
+        window.app.canvas.setDirty(true, true);
+    }}""")
+    page.wait_for_timeout(500)
+
+
+def tracks_json(page):
+    return json.loads(page.evaluate(f"{LINK_NODE}.widgets.find(w => w.name === 'tracks_json').value"))
+
+
+def canvas_pixel(page, editor, x, y):
+    """RGB of the editor's canvas at image pixel (x, y)."""
+    return page.evaluate(f"""([x, y]) => {{
+        const editor = {editor};
+        const [cx, cy] = editor.toClient(x, y);
+        const rect = editor.canvas.getBoundingClientRect();
+        const ratio = window.devicePixelRatio || 1;
+        const data = editor.canvas.getContext('2d')
+            .getImageData(Math.round((cx - rect.left) * ratio), Math.round((cy - rect.top) * ratio), 1, 1).data;
+        return [data[0], data[1], data[2]];
+    }}""", [x, y])
+
+
+def test_tracks_editor_adds_moves_and_deletes_points(page):
+    load(page, ROOT / "example_workflows" / "links.json")
+    page.evaluate(f"{LINK_NODE}.disconnectInput({LINK_NODE}.findInputSlot('tracks'))")  # type the points instead
+    for name, value in (("tracks_json", "[]"), ("color", "#FF00FF"), ("opacity", 1.0), ("width", 12.0),
+                        ("curve", "straight"), ("point_radius", 0.0), ("max_distance", 0.0)):
+        set_widget(page, LINK_NODE, name, value)
+    queue_and_wait(page)  # the editor then shows the first frame at its real size
+    focus(page, LINK_NODE)
+    editor = f"{LINK_NODE}.rasterkitTracksEditor"
+    width, height = page.evaluate(f"[{editor}.size().width, {editor}.size().height]")
+    targets = [(0.25 * width, 0.3 * height), (0.7 * width, 0.35 * height), (0.5 * width, 0.7 * height)]
+    for x, y in targets:
+        page.mouse.click(*page.evaluate(f"{editor}.toClient({x}, {y})"))
+    points = tracks_json(page)
+    assert len(points) == 3
+    for point, (x, y) in zip(points, targets):
+        assert abs(point["x"] - x) < 2 and abs(point["y"] - y) < 2
+
+    # drag the third point down; it moves, nothing is added
+    start = page.evaluate(f"{editor}.toClient({targets[2][0]}, {targets[2][1]})")
+    end = page.evaluate(f"{editor}.toClient({targets[2][0]}, {0.8 * height})")
+    page.mouse.move(*start)
+    page.mouse.down()
+    page.mouse.move(*end, steps=5)
+    page.mouse.up()
+    points = tracks_json(page)
+    assert len(points) == 3 and abs(points[2]["y"] - 0.8 * height) < 2 and abs(points[2]["x"] - targets[2][0]) < 2
+
+    # the style preview draws the links the node will draw (k=3: all three pairs), in its colour
+    middle = ((targets[0][0] + targets[1][0]) / 2, (targets[0][1] + targets[1][1]) / 2)
+    screenshot(page, "tracks_editor")
+    preview = np.array(canvas_pixel(page, editor, *middle))
+    assert abs(preview - [255, 0, 255]).max() < 60, f"no link in the preview: {preview}"
+
+    entry = queue_and_wait(page)
+    drawn = output_images(entry)[0]  # the first frame of the saved animation
+    scale = drawn.shape[1] / width
+    pixel = drawn[int(middle[1] * scale), int(middle[0] * scale)].astype(int)
+    assert abs(pixel - [255, 0, 255]).max() < 40, f"the link is not in the output: {pixel}"
+
+    page.mouse.dblclick(*page.evaluate(f"{editor}.toClient({targets[1][0]}, {targets[1][1]})"))
+    assert len(tracks_json(page)) == 2
+    assert not page.errors, page.errors
+
+
+def test_primitive_mesh_plays_its_build_up(page):
+    load(page, ROOT / "example_workflows" / "primitive.json")
+    queue_and_wait(page)
+    player = "window.app.graph._nodes.find(n => n.type === 'RasterKit_PrimitiveMesh').rasterkitPlayer"
+    page.wait_for_function(f"{player}.frames.length > 1 && {player}.picture.complete && {player}.picture.naturalWidth > 0")
+    frames = page.evaluate(f"{player}.frames.length")
+    assert page.evaluate(f"Number({player}.slider.max)") == frames - 1
+    assert page.evaluate(f"{player}.timer !== null"), "the build-up does not play"
+    page.evaluate(f"""() => {{
+        const slider = {player}.slider;
+        slider.value = 0;
+        slider.dispatchEvent(new Event('input'));
+    }}""")
+    assert page.evaluate(f"[{player}.index, {player}.timer, {player}.label.textContent]") == [0, None, f"1/{frames}"]
+    first = page.evaluate(f"{player}.picture.src")
+    page.evaluate(f"{player}.show({frames - 1})")
+    assert page.evaluate(f"{player}.picture.src") != first
+    screenshot(page, "primitive_player")
+    assert not page.errors, page.errors

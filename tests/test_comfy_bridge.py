@@ -58,3 +58,36 @@ def test_interrupt_stops_the_node(fake_comfy):
     with pytest.raises(Interrupted):
         BoundingBoxRenderer.run(torch.zeros(34, 1024, 1024, 3), boxes="[[10, 10, 100, 100]]", labels="none")
     assert fake_comfy.checks == 1  # stopped after the first chunk, not at the end of the batch
+
+
+@pytest.fixture
+def fake_folder_paths(monkeypatch, tmp_path):
+    module = types.ModuleType("folder_paths")
+    module.get_temp_directory = lambda: str(tmp_path)
+    monkeypatch.setitem(sys.modules, "folder_paths", module)
+    return tmp_path
+
+
+def test_previews_save_frames_for_the_editors_and_the_player(fake_folder_paths):
+    from PIL import Image
+
+    from rasterkit.nodes.links import LineLinkRenderer
+    from rasterkit.nodes.primitives import PrimitiveMesh
+
+    frames = torch.rand(3, 40, 60, 3)
+    ui = LineLinkRenderer.preview({"images": frames}, ())
+    (entry,) = ui["rasterkit_frame"]
+    assert (entry["width"], entry["height"], entry["type"]) == (60, 40, "temp")
+    assert Image.open(fake_folder_paths / entry["filename"]).size == (60, 40)
+
+    buildup = torch.rand(7, 700, 350, 3)
+    ui = PrimitiveMesh.preview({}, (torch.rand(1, 700, 350, 3), buildup, ""))
+    assert len(ui["rasterkit_animation"]) == 7
+    assert Image.open(fake_folder_paths / ui["rasterkit_animation"][0]["filename"]).size == (256, 512)
+
+
+def test_previews_are_none_without_comfyui():
+    from rasterkit.nodes.primitives import PrimitiveMesh
+
+    assert _comfy.frame_preview(torch.rand(1, 4, 4, 3)) is None
+    assert PrimitiveMesh.preview({}, (None, torch.rand(2, 4, 4, 3), "")) is None

@@ -5,9 +5,9 @@
 // writes the JSON back into `boxes`.
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
+import { FrameCanvas, registerFrameEditor } from "./frame_canvas.js";
 
 const HANDLE = 10; // px on screen
-const DEFAULT_SIZE = { width: 512, height: 512 };
 let palettes = null; // {name: [hex, ...]} from the server, the node's own palettes
 let palettesLoading = null;
 
@@ -43,39 +43,14 @@ function withCoords(item, [x1, y1, x2, y2]) {
   return { ...rest, x1: c[0], y1: c[1], x2: c[2], y2: c[3] };
 }
 
-class BoxEditor {
+class BoxEditor extends FrameCanvas {
   constructor(node) {
-    this.node = node;
-    this.frame = null; // {url, width, height}
-    this.image = null;
+    super(node, "box_editor");
     this.selected = -1;
     this.drag = null;
-    this.canvas = document.createElement("canvas");
-    this.canvas.className = "rasterkit-box-editor";
-    this.canvas.tabIndex = 0;
-    this.canvas.style.cssText = "width: 100%; height: 100%; outline: none; cursor: crosshair; background: #222";
-    this.widget = node.addDOMWidget("box_editor", "rasterkit_box_editor", this.canvas, {
-      serialize: false,
-      getMinHeight: () => 200,
-    });
-    for (const [event, handler] of [["pointerdown", this.down], ["pointermove", this.move], ["pointerup", this.up],
-                                    ["dblclick", this.remove], ["keydown", this.key]]) {
-      this.canvas.addEventListener(event, handler.bind(this));
-    }
+    this.listen({ pointerdown: this.down, pointermove: this.move, pointerup: this.up, dblclick: this.remove,
+                  keydown: this.key });
     loadPalettes().then(() => this.draw());
-    new ResizeObserver(() => this.draw()).observe(this.canvas);
-    for (const w of node.widgets ?? []) {
-      const callback = w.callback;
-      w.callback = (...args) => { const r = callback?.apply(w, args); this.draw(); return r; };
-    }
-  }
-
-  value(name) {
-    return this.node.widgets?.find((w) => w.name === name)?.value;
-  }
-
-  size() {
-    return this.frame ?? DEFAULT_SIZE;
   }
 
   // The editable list: a list of boxes for every frame. A per-frame list shows frame 0, read-only.
@@ -91,37 +66,7 @@ class BoxEditor {
   }
 
   write(items) {
-    const widget = this.node.widgets.find((w) => w.name === "boxes");
-    widget.value = JSON.stringify(items);
-    widget.callback?.(widget.value);
-    this.node.setDirtyCanvas?.(true, true);
-    this.draw();
-  }
-
-  setFrame(frame) {
-    const url = api.apiURL(`/view?filename=${encodeURIComponent(frame.filename)}&subfolder=${encodeURIComponent(frame.subfolder)}&type=${frame.type}`);
-    this.frame = { width: frame.width, height: frame.height };
-    const image = new Image();
-    image.onload = () => { this.image = image; this.draw(); };
-    image.src = url;
-  }
-
-  // The frame is fitted into the widget, centred: image px -> screen px is scale * p + offset.
-  fit() {
-    const rect = this.canvas.getBoundingClientRect();
-    const { width, height } = this.size();
-    const scale = Math.min(rect.width / width, rect.height / height) || 1;
-    return { rect, scale, x: (rect.width - width * scale) / 2, y: (rect.height - height * scale) / 2 };
-  }
-
-  toImage(event) {
-    const { rect, scale, x, y } = this.fit();
-    return [(event.clientX - rect.left - x) / scale, (event.clientY - rect.top - y) / scale];
-  }
-
-  toClient(px, py) {
-    const { rect, scale, x, y } = this.fit();
-    return [rect.left + x + px * scale, rect.top + y + py * scale];
+    this.setValue("boxes", JSON.stringify(items));
   }
 
   hit(x, y, items) {
@@ -211,18 +156,7 @@ class BoxEditor {
   }
 
   draw() {
-    const { width, height } = this.size();
-    const fit = this.fit();
-    const ratio = window.devicePixelRatio || 1;
-    this.canvas.width = Math.max(1, Math.round(fit.rect.width * ratio));
-    this.canvas.height = Math.max(1, Math.round(fit.rect.height * ratio));
-    const ctx = this.canvas.getContext("2d");
-    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-    ctx.translate(fit.x, fit.y);
-    const s = fit.scale;
-    ctx.fillStyle = "#333";
-    ctx.fillRect(0, 0, width * s, height * s);
-    if (this.image) ctx.drawImage(this.image, 0, 0, width * s, height * s);
+    const { ctx, s } = this.begin();
     const { items, editable } = this.boxes();
     const stroke = Number(this.value("stroke_width") ?? 3);
     const radius = Number(this.value("corner_radius") ?? 0);
@@ -240,30 +174,9 @@ class BoxEditor {
       ctx.lineWidth = Math.max(stroke * s, index === this.selected ? 2 : 0);
       if (stroke > 0 || index === this.selected) ctx.stroke();
     });
-    ctx.globalAlpha = 1;
-    if (!editable) {
-      ctx.fillStyle = "#fff";
-      ctx.font = "12px sans-serif";
-      ctx.fillText("per-frame boxes: frame 0 shown, edit the JSON", 8, 18);
-    }
+    if (!editable) this.note(ctx, "per-frame boxes: frame 0 shown, edit the JSON");
   }
 }
 
-app.registerExtension({
-  name: "RasterKit.BoxEditor",
-  async beforeRegisterNodeDef(nodeType, nodeData) {
-    if (nodeData.name !== "RasterKit_BoundingBoxRenderer") return;
-    const onNodeCreated = nodeType.prototype.onNodeCreated;
-    nodeType.prototype.onNodeCreated = function () {
-      const result = onNodeCreated?.apply(this, arguments);
-      this.rasterkitBoxEditor = new BoxEditor(this);
-      return result;
-    };
-    const onExecuted = nodeType.prototype.onExecuted;
-    nodeType.prototype.onExecuted = function (message) {
-      onExecuted?.apply(this, arguments);
-      const frame = message?.rasterkit_frame?.[0];
-      if (frame) this.rasterkitBoxEditor?.setFrame(frame);
-    };
-  },
-});
+app.registerExtension(registerFrameEditor("RasterKit.BoxEditor", "RasterKit_BoundingBoxRenderer", "rasterkitBoxEditor",
+                                            BoxEditor));

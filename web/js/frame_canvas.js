@@ -1,0 +1,122 @@
+// The canvas the editors draw on: the first input frame of the node's last run (or an empty
+// frame of the last size), fitted into a widget of the node. Editors work in image pixels and
+// redraw whenever one of the node's widgets changes, so style edits show at once.
+import { api } from "../../scripts/api.js";
+
+const DEFAULT_SIZE = { width: 512, height: 512 };
+
+export function viewURL(entry) {
+  return api.apiURL(`/view?filename=${encodeURIComponent(entry.filename)}&subfolder=${encodeURIComponent(entry.subfolder)}&type=${entry.type}`);
+}
+
+export class FrameCanvas {
+  constructor(node, name) {
+    this.node = node;
+    this.frame = null; // {width, height} of the frames the node last ran on
+    this.image = null;
+    this.canvas = document.createElement("canvas");
+    this.canvas.className = `rasterkit-${name}`;
+    this.canvas.tabIndex = 0;
+    this.canvas.style.cssText = "width: 100%; height: 100%; outline: none; cursor: crosshair; background: #222";
+    this.widget = node.addDOMWidget(name, `rasterkit_${name}`, this.canvas, { serialize: false, getMinHeight: () => 200 });
+    new ResizeObserver(() => this.draw()).observe(this.canvas);
+    for (const w of node.widgets ?? []) {
+      const callback = w.callback;
+      w.callback = (...args) => { const r = callback?.apply(w, args); this.draw(); return r; };
+    }
+  }
+
+  listen(handlers) {
+    for (const [event, handler] of Object.entries(handlers)) this.canvas.addEventListener(event, handler.bind(this));
+  }
+
+  value(name) {
+    return this.node.widgets?.find((w) => w.name === name)?.value;
+  }
+
+  setValue(name, value) {
+    const widget = this.node.widgets.find((w) => w.name === name);
+    widget.value = value;
+    widget.callback?.(widget.value);
+    this.node.setDirtyCanvas?.(true, true);
+    this.draw();
+  }
+
+  size() {
+    return this.frame ?? DEFAULT_SIZE;
+  }
+
+  setFrame(entry) {
+    this.frame = { width: entry.width, height: entry.height };
+    const image = new Image();
+    image.onload = () => { this.image = image; this.draw(); };
+    image.src = viewURL(entry);
+  }
+
+  // The frame is fitted into the widget, centred: image px -> screen px is scale * p + offset.
+  fit() {
+    const rect = this.canvas.getBoundingClientRect();
+    const { width, height } = this.size();
+    const scale = Math.min(rect.width / width, rect.height / height) || 1;
+    return { rect, scale, x: (rect.width - width * scale) / 2, y: (rect.height - height * scale) / 2 };
+  }
+
+  toImage(event) {
+    const { rect, scale, x, y } = this.fit();
+    return [(event.clientX - rect.left - x) / scale, (event.clientY - rect.top - y) / scale];
+  }
+
+  toClient(px, py) {
+    const { rect, scale, x, y } = this.fit();
+    return [rect.left + x + px * scale, rect.top + y + py * scale];
+  }
+
+  // Clears the canvas and draws the frame; returns the context (in frame-fitted screen pixels)
+  // and the scale from image pixels.
+  begin() {
+    const { width, height } = this.size();
+    const fit = this.fit();
+    const ratio = window.devicePixelRatio || 1;
+    this.canvas.width = Math.max(1, Math.round(fit.rect.width * ratio));
+    this.canvas.height = Math.max(1, Math.round(fit.rect.height * ratio));
+    const ctx = this.canvas.getContext("2d");
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    ctx.translate(fit.x, fit.y);
+    ctx.fillStyle = "#333";
+    ctx.fillRect(0, 0, width * fit.scale, height * fit.scale);
+    if (this.image) ctx.drawImage(this.image, 0, 0, width * fit.scale, height * fit.scale);
+    return { ctx, s: fit.scale };
+  }
+
+  note(ctx, text) {
+    ctx.globalAlpha = 1;
+    ctx.fillStyle = "#fff";
+    ctx.font = "12px sans-serif";
+    ctx.fillText(text, 8, 18);
+  }
+
+  draw() {}
+}
+
+// Registers an editor class on one node type: created with the node, given the first frame of
+// each run (the node's preview sends it as `rasterkit_frame`).
+export function registerFrameEditor(extensionName, nodeName, property, Editor) {
+  return {
+    name: extensionName,
+    async beforeRegisterNodeDef(nodeType, nodeData) {
+      if (nodeData.name !== nodeName) return;
+      const onNodeCreated = nodeType.prototype.onNodeCreated;
+      nodeType.prototype.onNodeCreated = function () {
+        const result = onNodeCreated?.apply(this, arguments);
+        this[property] = new Editor(this);
+        return result;
+      };
+      const onExecuted = nodeType.prototype.onExecuted;
+      nodeType.prototype.onExecuted = function (message) {
+        onExecuted?.apply(this, arguments);
+        const frame = message?.rasterkit_frame?.[0];
+        if (frame) this[property]?.setFrame(frame);
+      };
+    },
+  };
+}

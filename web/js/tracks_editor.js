@@ -1,0 +1,210 @@
+// Points editor for RasterKit_LineLinkRenderer: shows the first input frame of the last run with
+// the frame-0 points of `tracks_json` and the links the node would draw between them (k nearest
+// with the node's caps, straight or Bezier, width, opacity, colour), so style edits show without
+// running the workflow. Click on empty space to add a point, drag a point to move it (a track
+// over many frames moves as a whole), double-click a point (or select it and press Delete) to
+// remove its track. Every edit writes the JSON back into `tracks_json`.
+import { app } from "../../scripts/app.js";
+import { FrameCanvas, registerFrameEditor } from "./frame_canvas.js";
+
+const HANDLE = 8; // px on screen
+// the node's "distance" colouring: near links bright, far links dark
+const DISTANCE_STOPS = [[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]];
+
+function isPoint(p) {
+  if (Array.isArray(p)) return p.length >= 2 && typeof p[0] === "number" && typeof p[1] === "number";
+  return p !== null && typeof p === "object" && "x" in p && "y" in p;
+}
+
+const pointXY = (p) => (Array.isArray(p) ? [p[0], p[1]] : [Number(p.x), Number(p.y)]);
+
+function withXY(p, x, y) {
+  const [rx, ry] = [Math.round(x * 10) / 10, Math.round(y * 10) / 10];
+  return Array.isArray(p) ? [rx, ry, ...p.slice(2)] : { ...p, x: rx, y: ry };
+}
+
+function distanceColour(t) {
+  const position = Math.min(Math.max(t, 0), 1) * (DISTANCE_STOPS.length - 1);
+  const low = Math.min(Math.floor(position), DISTANCE_STOPS.length - 2);
+  const frac = position - low;
+  const rgb = DISTANCE_STOPS[low].map((c, i) => Math.round(255 * (c * (1 - frac) + DISTANCE_STOPS[low + 1][i] * frac)));
+  return `rgb(${rgb.join(",")})`;
+}
+
+// The node's graph on one frame: each point's k nearest (|dy| within the cap, ties to the lower
+// index), within max_distance, mutual or not, then the degree cap keeps each point's shortest.
+// points: [[x, y] | null] -> [[i, j, length]], i < j.
+export function previewEdges(points, { k, maxDistance, dyCap, degreeCap, mutual }) {
+  const ids = points.flatMap((p, i) => (p ? [i] : []));
+  const found = new Map();
+  for (const i of ids) {
+    const near = ids.filter((j) => j !== i && !(dyCap > 0 && Math.abs(points[j][1] - points[i][1]) > dyCap))
+      .map((j) => [Math.hypot(points[j][0] - points[i][0], points[j][1] - points[i][1]), j])
+      .sort((a, b) => a[0] - b[0] || a[1] - b[1]).slice(0, k);
+    for (const [length, j] of near) {
+      if (maxDistance > 0 && length > maxDistance) continue;
+      const key = `${Math.min(i, j)},${Math.max(i, j)}`;
+      found.set(key, { i: Math.min(i, j), j: Math.max(i, j), length, count: (found.get(key)?.count ?? 0) + 1 });
+    }
+  }
+  let edges = [...found.values()].filter((e) => !mutual || e.count === 2);
+  if (degreeCap > 0) {
+    edges.sort((a, b) => a.length - b.length || a.i - b.i || a.j - b.j);
+    const kept = new Map();
+    for (const e of edges) for (const end of [e.i, e.j]) kept.set(end, [...(kept.get(end) ?? []), e]);
+    edges = edges.filter((e) => kept.get(e.i).indexOf(e) < degreeCap && kept.get(e.j).indexOf(e) < degreeCap);
+  }
+  return edges.map((e) => [e.i, e.j, e.length]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+}
+
+class TracksEditor extends FrameCanvas {
+  constructor(node) {
+    super(node, "tracks_editor");
+    this.selected = -1;
+    this.drag = null;
+    this.listen({ pointerdown: this.down, pointermove: this.move, pointerup: this.up, dblclick: this.remove,
+                  keydown: this.key });
+  }
+
+  // What tracks_json holds: `flat` (a list of points, one static frame) or `tracks` (a list of
+  // per-frame point lists); `points` are the frame-0 positions, null where hidden.
+  tracks() {
+    if (this.node.inputs?.find((input) => input.name === "tracks")?.link != null) {
+      return { data: [], points: [], editable: false, note: "points come from the tracks input" };
+    }
+    const text = (this.value("tracks_json") ?? "").trim();
+    let data;
+    try {
+      data = text ? JSON.parse(text) : [];
+    } catch {
+      try {
+        data = JSON.parse(text.replaceAll("'", '"')); // the node tolerates single quotes too
+      } catch {
+        return { data: [], points: [], editable: false, note: "tracks_json is not valid JSON" };
+      }
+    }
+    const visible = (p) => (p && isPoint(p) && pointXY(p).every((v) => v >= 0) ? pointXY(p) : null);
+    if (Array.isArray(data) && data.every(isPoint)) {
+      return { data, form: "flat", points: data.map(visible), editable: true };
+    }
+    if (Array.isArray(data) && data.every((track) => Array.isArray(track) && track.every(isPoint))) {
+      return { data, form: "tracks", points: data.map((track) => visible(track[0])), editable: true };
+    }
+    return { data: [], points: [], editable: false, note: "tracks in a form the editor does not edit: edit the JSON" };
+  }
+
+  write(data) {
+    this.setValue("tracks_json", JSON.stringify(data));
+  }
+
+  hit(x, y, points) {
+    const handle = HANDLE / this.fit().scale;
+    for (let i = points.length - 1; i >= 0; i--) {
+      if (points[i] && Math.hypot(points[i][0] - x, points[i][1] - y) < handle) return i;
+    }
+    return -1;
+  }
+
+  down(event) {
+    const state = this.tracks();
+    if (!state.editable || event.button !== 0) return;
+    event.stopPropagation();
+    this.canvas.setPointerCapture(event.pointerId);
+    const [x, y] = this.toImage(event);
+    let index = this.hit(x, y, state.points);
+    if (index < 0) { // a new point, in the style of the others
+      const objects = !state.data.length || !Array.isArray(state.form === "flat" ? state.data[0] : state.data[0][0]);
+      const point = objects ? { x: 0, y: 0 } : [0, 0];
+      state.data.push(state.form === "flat" ? withXY(point, x, y) : [withXY(point, x, y)]);
+      index = state.data.length - 1;
+      this.write(state.data);
+    }
+    this.selected = index;
+    this.drag = { index, start: [x, y], original: structuredClone(state.data[index]) };
+  }
+
+  move(event) {
+    if (!this.drag) return;
+    event.stopPropagation();
+    const state = this.tracks();
+    const [x, y] = this.toImage(event);
+    const [dx, dy] = [x - this.drag.start[0], y - this.drag.start[1]];
+    const shift = (p) => {
+      const [px, py] = pointXY(p);
+      return px < 0 || py < 0 ? p : withXY(p, px + dx, py + dy); // hidden points stay hidden
+    };
+    const original = this.drag.original;
+    state.data[this.drag.index] = state.form === "flat" ? shift(original) : original.map(shift);
+    this.write(state.data);
+  }
+
+  up() {
+    this.drag = null;
+  }
+
+  removeTrack(index) {
+    const state = this.tracks();
+    if (!state.editable || index < 0 || index >= state.data.length) return;
+    state.data.splice(index, 1);
+    this.selected = -1;
+    this.write(state.data);
+  }
+
+  remove(event) {
+    this.removeTrack(this.hit(...this.toImage(event), this.tracks().points));
+  }
+
+  key(event) {
+    if ((event.key === "Delete" || event.key === "Backspace") && this.selected >= 0) {
+      this.removeTrack(this.selected);
+      event.preventDefault();
+      event.stopPropagation();
+    }
+  }
+
+  draw() {
+    const { ctx, s } = this.begin();
+    const state = this.tracks();
+    const number = (name, fallback) => Number(this.value(name) ?? fallback);
+    const edges = previewEdges(state.points, {
+      k: number("k", 3), maxDistance: number("max_distance", 0), dyCap: number("delta_y_cap", 0),
+      degreeCap: number("degree_cap", 0), mutual: Boolean(this.value("mutual")),
+    });
+    const colour = (this.value("color") ?? "#FFFFFF").trim();
+    const byDistance = colour.toLowerCase() === "distance";
+    const hex = byDistance ? "#FFFFFF" : colour.startsWith("#") ? colour.slice(0, 7) : `#${colour.slice(0, 6)}`;
+    const longest = number("max_distance", 0) || Math.max(1e-6, ...edges.map((e) => e[2]));
+    const curvature = this.value("curve") === "bezier" ? number("curvature", 0.2) : 0;
+    ctx.globalAlpha = number("opacity", 0.8);
+    ctx.lineWidth = number("width", 1.5) * s;
+    ctx.lineCap = "round";
+    for (const [i, j, length] of edges) {
+      const [[ax, ay], [bx, by]] = [state.points[i], state.points[j]];
+      const bend = curvature * (1 - 2 * ((i + j) % 2)); // the node's alternating sign
+      ctx.beginPath();
+      ctx.moveTo(ax * s, ay * s);
+      ctx.quadraticCurveTo(((ax + bx) / 2 - (by - ay) * bend) * s, ((ay + by) / 2 + (bx - ax) * bend) * s, bx * s, by * s);
+      ctx.strokeStyle = byDistance ? distanceColour(length / longest) : hex;
+      ctx.stroke();
+    }
+    const radius = number("point_radius", 3);
+    state.points.forEach((p, index) => {
+      if (!p) return;
+      ctx.beginPath();
+      ctx.arc(p[0] * s, p[1] * s, Math.max(radius * s, 2), 0, 2 * Math.PI);
+      ctx.fillStyle = hex;
+      if (radius > 0) ctx.fill();
+      if (index === this.selected) {
+        ctx.globalAlpha = 1;
+        ctx.lineWidth = 2;
+        ctx.strokeStyle = "#ffcc00";
+        ctx.stroke();
+        ctx.globalAlpha = number("opacity", 0.8);
+      }
+    });
+    if (state.note) this.note(ctx, state.note);
+  }
+}
+
+app.registerExtension(registerFrameEditor("RasterKit.TracksEditor", "RasterKit_LineLinkRenderer", "rasterkitTracksEditor",
+                                            TracksEditor));
