@@ -59,3 +59,10 @@ def unpack(ragged: Ragged) -> list[torch.Tensor]:
     values = ragged.values.cpu()
     lengths = ragged.lengths.cpu().tolist()
     return [values[b, :n] for b, n in enumerate(lengths)]
+
+
+def size_class(counts: torch.Tensor) -> torch.Tensor:
+    """Each positive count [N] rounded up to 1, 2, 3, 4, 6, 8, 12, 16, ...: items padded to their
+    class waste at most a third, and a batch holds few distinct classes (one dense computation each)."""
+    power = torch.exp2(torch.floor(torch.log2(counts.double()))).long()
+    return torch.where(counts <= power, power, torch.where(2 * counts <= 3 * power, 3 * power // 2, 2 * power))

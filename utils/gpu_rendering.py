@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .batching import size_class
 from .device import normalize, run_chunked
 
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
@@ -408,9 +409,7 @@ def _render_pairs(image, layer, prims, tile_id, primitive, solid, tile, atlas):
     tiles_y, tiles_x = math.ceil(height / tile), math.ceil(width / tile)
     unique, counts = torch.unique_consecutive(tile_id, return_counts=True)
     starts = torch.cumsum(counts, 0) - counts
-    # depth classes 1, 2, 3, 4, 6, 8, 12, ...: padding wastes at most a third of a group
-    power = torch.exp2(torch.floor(torch.log2(counts.double()))).long()
-    depth_class = torch.where(counts <= power, power, torch.where(2 * counts <= 3 * power, 3 * power // 2, 2 * power))
+    depth_class = size_class(counts)
     offsets = torch.arange(tile * tile, device=device)
     gx, gy = (offsets % tile).float()[None], (offsets // tile).float()[None]
     # pad slots point at one extra, fully transparent primitive

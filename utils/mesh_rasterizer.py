@@ -9,9 +9,10 @@ face index + 1 (0: background); barycentrics are perspective-correct.
 
 Inside tests use fixed-point screen coordinates (1/256 px) and exact integer edge functions with a
 top-left style tie rule, so a pixel centre on an edge shared by two triangles belongs to exactly one
-and closed meshes have no cracks. All triangles are processed as batches of (triangle, pixel)
-candidates from their bounding boxes, never a Python loop over triangles; the depth test is a
-scatter_reduce "amin" of packed (depth, face) integers.
+and closed meshes have no cracks. Triangles are grouped by the size of their pixel bounding boxes
+(1, 2, 3, 4, 6, 8, 12, ... rows and columns) and each group's candidate pixels are tested as one dense
+batch, never a Python loop over triangles; the depth test is a scatter_reduce "amin" of packed
+(depth, face) integers.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import math
 
 import torch
 
+from .batching import size_class
 from .device import run_chunked
 
 SUBPIXEL = 256  # fixed-point steps per pixel
@@ -90,13 +92,13 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
     if cull_back_faces:
         keep &= area > 0
     view, face = keep.nonzero(as_tuple=True)
-    triangles = _triangle_table(fixed[view, face], area[view, face])
+    table = _triangle_table(fixed[view, face], area[view, face])
+    # inside iff every e_i >= owns_i ? 0 : 1: folded into C, so the test is one comparison with 0
+    a_coef, b_coef = table[:, 0:9:3], table[:, 1:9:3]
+    c_shifted = table[:, 2:9:3] + table[:, 9:12] - 1
     x0, y0 = x0[view, face].long(), y0[view, face].long()
-    span_x = x1[view, face].long() - x0 + 1
-    count = span_x * (y1[view, face].long() - y0 + 1)
-    ends = torch.cumsum(count, 0)
-    # per kept triangle, what each of its candidate pixels needs: one gather per candidate
-    layout = torch.stack([x0, y0, span_x, ends - count, (view * height) * width, face + 1], 1)
+    span_x, span_y = x1[view, face].long() - x0 + 1, y1[view, face].long() - y0 + 1
+    base = view * (height * width)
     depth_over_area = corners[view, face, :, 2] / area[view, face].abs()[:, None].float()
     init = MAXINT * MAXINT + (MAXINT - 1)
     zbuffer = torch.full((views * height * width,), init, dtype=torch.long, device=device)
@@ -104,26 +106,37 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
     if D is not None:
         prior = (D.float().reshape(-1) * 0.49999 + 0.5 + occlusion_truncation).to(device)
 
-    def fragments(first, last, dev):
-        tri = torch.arange(first, last, device=device)
-        candidate = torch.repeat_interleave(tri, count[first:last])
-        row = layout.index_select(0, candidate)
-        local = torch.arange(candidate.numel(), device=device) + (ends[first] - count[first]) - row[:, 3]
-        px, py = row[:, 0] + local % row[:, 2], row[:, 1] + local // row[:, 2]
-        edges, inside = _coverage(triangles.index_select(0, candidate), px, py)
-        candidate, edges = candidate[inside], edges[inside]
-        pixel = row[inside, 4] + py[inside] * width + px[inside]
-        depth = (edges.float() * depth_over_area.index_select(0, candidate)).sum(-1)
-        face_id = row[inside, 5]
+    def fragments(members, rows, columns):
+        """Depth-test the pixels of the triangles `members` [K], whose bounding boxes fit in
+        rows x columns: edge functions as [K, rows, columns] sums of a per-column and a per-row part."""
+        x = x0[members, None] + torch.arange(columns, device=device)  # [K, columns]
+        y = y0[members, None] + torch.arange(rows, device=device)  # [K, rows]
+        sx, sy = x * SUBPIXEL + SUBPIXEL // 2, y * SUBPIXEL + SUBPIXEL // 2
+        a, b, c = a_coef[members], b_coef[members], c_shifted[members]
+        edges = [(a[:, i, None] * sx)[:, None, :] + (b[:, i, None] * sy + c[:, i, None])[:, :, None] for i in range(3)]
+        inside = torch.minimum(torch.minimum(edges[0], edges[1]), edges[2]) >= 0
+        inside &= (x < x0[members, None] + span_x[members, None])[:, None, :]
+        inside &= (y < y0[members, None] + span_y[members, None])[:, :, None]
+        flat = inside.view(-1).nonzero().squeeze(1)
+        triangle = members[flat // (rows * columns)]
+        e = torch.stack([edge.view(-1)[flat] for edge in edges], 1) + 1 - table[triangle, 9:12]
+        pixel = base[triangle] + (y0[triangle] + flat // columns % rows) * width + x0[triangle] + flat % columns
+        depth = (e.float() * depth_over_area[triangle]).sum(-1)
+        face_id = face[triangle] + 1
         if prior is not None:
             visible = depth >= prior[pixel]
             pixel, depth, face_id = pixel[visible], depth[visible], face_id[visible]
         zbuffer.scatter_reduce_(0, pixel, torch.trunc(depth * DEPTH_STEPS).long() * MAXINT + face_id, "amin")
 
-    if count.numel():
-        mean = float(count.float().mean())
-        # ~100 bytes per candidate pixel in the temporaries above; passes of about 4M candidates
-        run_chunked(fragments, count.numel(), int(mean * 100) + 1, device, limit=max(1, int((4 << 20) / mean)))
+    # triangles grouped by bounding-box size class (a few classes, not triangles)
+    rows_class, columns_class = size_class(span_y), size_class(span_x)
+    shape_key = rows_class * (width + 1) + columns_class
+    for key in torch.unique(shape_key).tolist():
+        rows, columns = divmod(key, width + 1)
+        members = (shape_key == key).nonzero().squeeze(1)
+        # ~60 bytes per candidate pixel in the temporaries; passes of about 2M candidates
+        run_chunked(lambda lo, hi, dev: fragments(members[lo:hi], rows, columns), members.numel(),
+                    rows * columns * 60, device, limit=max(1, (2 << 20) // (rows * columns)))
     winner = zbuffer % MAXINT
     covered = zbuffer != init
     findices = torch.where(covered, winner, 0).to(torch.int32).view(views, height, width)
@@ -149,8 +162,8 @@ def _triangle_table(corners: torch.Tensor, area: torch.Tensor) -> torch.Tensor:
     right-to-left when level; the neighbour sharing the edge walks it the other way and fails that
     test, so a shared edge has exactly one owner."""
     sign = torch.sign(area)[:, None]
-    start = corners[:, [1, 2, 0]]
-    delta = (corners[:, [2, 0, 1]] - start) * sign[..., None]  # oriented edge vectors [K,3,2]
+    start = corners.roll(-1, 1)  # corners 1, 2, 0
+    delta = (corners.roll(1, 1) - start) * sign[..., None]  # to corners 2, 0, 1: oriented edges [K,3,2]
     a = -delta[..., 1]
     b = delta[..., 0]
     c = -(a * start[..., 0] + b * start[..., 1])
