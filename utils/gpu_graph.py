@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .batching import Ragged
+from .batching import Ragged, size_class
 from .device import run_chunked
 
 INF = float("inf")
@@ -96,7 +96,11 @@ class _Grid:
         self.n = flat_xy.shape[0] // frames
         cell_id = ((ids // self.n) * self.rows + cell_xy[:, 1]) * self.columns + cell_xy[:, 0]
         cell_id, order = torch.sort(cell_id, stable=True)
-        self.sorted_ids, self.sorted_x, self.sorted_y = ids[order], xy[order, 0], xy[order, 1]
+        # sorted points, padded so that a run starting at any of them can read `n` entries
+        self.sorted_ids = ids[order]
+        pad = torch.zeros(flat_xy.shape[0] // frames, device=xy.device)
+        self.padded_x, self.padded_y = torch.cat([xy[order, 0], pad]), torch.cat([xy[order, 1], pad])
+        self.padded_ids = torch.cat([self.sorted_ids, self.sorted_ids.new_zeros(pad.numel())])
         counts = torch.bincount(cell_id, minlength=frames * self.rows * self.columns)
         self.cell_start = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
         self.cell_of = torch.full((flat_xy.shape[0], 2), -1, dtype=torch.long, device=flat_xy.device)
@@ -107,8 +111,8 @@ class _Grid:
     def search(self, flat_xy, rows, ring, k, delta_y_cap, within):
         """Neighbours of the flat points `rows` [R] among the cells within `ring` cells of theirs,
         and whether they are exact: the k-th is nearer than any point outside those cells could be
-        (or every point outside is beyond `within` or the |dy| cap). None when the cells are so
-        crowded that a brute-force row is cheaper."""
+        (or every point outside is beyond `within` or the |dy| cap). Rows whose cells are so crowded
+        that a brute-force row is cheaper are left inexact."""
         cell_xy = self.cell_of[rows]
         column, row = cell_xy[:, 0], cell_xy[:, 1]
         cell_rows = row[:, None] + torch.arange(-ring, ring + 1, device=rows.device)
@@ -117,20 +121,18 @@ class _Grid:
         first = self.cell_start[base + (column - ring).clamp(min=0)[:, None]]
         count = torch.where(inside, self.cell_start[base + (column + ring).clamp(max=self.columns - 1)[:, None] + 1]
                             - first, 0)  # [R, 2 ring + 1]: the runs of sorted points, one per cell row
-        run = int(count.max())
-        if run * (2 * ring + 1) >= self.n:  # crowded cells: brute force costs less
-            return None
-        steps = torch.arange(run, device=rows.device)
-        position = (first[..., None] + steps).view(-1)  # may run past the end: the arrays are padded
-        ok = (steps < count[..., None]).view(rows.numel(), -1)
-        pad = torch.zeros(run, device=rows.device)
-        candidate_x = torch.cat([self.sorted_x, pad]).index_select(0, position).view(rows.numel(), -1)
-        candidate_y = torch.cat([self.sorted_y, pad]).index_select(0, position).view(rows.numel(), -1)
-        d2 = _squared_distances(flat_xy[rows], candidate_x, candidate_y, ok, delta_y_cap, within)
-        # the point itself: in the middle cell row, at its own position
-        d2[torch.arange(rows.numel(), device=rows.device), ring * run + self.position_of[rows] - first[:, ring]] = INF
-        padded_ids = torch.cat([self.sorted_ids, self.sorted_ids.new_zeros(run)])
-        d2, neighbour = _select(d2, position.view(rows.numel(), -1), k, padded_ids)
+        d2 = flat_xy.new_full((rows.numel(), k), INF)
+        neighbour = torch.full((rows.numel(), k), -1, dtype=torch.long, device=rows.device)
+        searched = torch.zeros(rows.numel(), dtype=torch.bool, device=rows.device)
+        # rows grouped by their longest run, so that one crowded cell does not widen every row
+        run_class = size_class(count.max(1).values.clamp_min(1))
+        for run in torch.unique(run_class).tolist():  # a few run lengths, not points
+            if run * (2 * ring + 1) >= self.n:  # crowded cells: a brute-force row costs less
+                continue
+            part = (run_class == run).nonzero().squeeze(1)
+            d2[part], neighbour[part] = self._nearest(flat_xy, rows[part], first[part], count[part], run, ring, k,
+                                                      delta_y_cap, within)
+            searched[part] = True
         # distance from the point to the nearest side of the searched block that has points beyond it
         xy = flat_xy[rows]
         low = self.origin + (cell_xy - ring) * self.cell
@@ -141,8 +143,21 @@ class _Grid:
         margin[:, 1] = torch.where(margin[:, 1] > delta_y_cap, INF, margin[:, 1])  # beyond the cap anyway
         # float rounding may put a point a hair outside the cell it was sorted into
         radius = margin.min(1).values - 1e-4 * (self.cell + 1)
-        exact = (d2[:, k - 1] < radius * radius) | (within < radius)
+        exact = searched & ((d2[:, k - 1] < radius * radius) | (within < radius))
         return d2, neighbour, exact
+
+    def _nearest(self, flat_xy, rows, first, count, run, ring, k, delta_y_cap, within):
+        """The k nearest of `rows` [R] among their runs of sorted points: first, count [R, 2 ring + 1]
+        (each count <= run)."""
+        steps = torch.arange(run, device=rows.device)
+        position = (first[..., None] + steps).view(-1)  # may run past the end: the arrays are padded
+        ok = (steps < count[..., None]).view(rows.numel(), -1)
+        candidate_x = self.padded_x.index_select(0, position).view(rows.numel(), -1)
+        candidate_y = self.padded_y.index_select(0, position).view(rows.numel(), -1)
+        d2 = _squared_distances(flat_xy[rows], candidate_x, candidate_y, ok, delta_y_cap, within)
+        # the point itself: in the middle cell row, at its own position
+        d2[torch.arange(rows.numel(), device=rows.device), ring * run + self.position_of[rows] - first[:, ring]] = INF
+        return _select(d2, position.view(rows.numel(), -1), k, self.padded_ids)
 
 
 def _brute_force_frames(xy, visible, k, delta_y_cap, within):
@@ -174,10 +189,7 @@ def _neighbours_in_chunk(xy, visible, k, delta_y_cap, within):
         for ring in RINGS:
             if not pending.numel():
                 break
-            searched = grid.search(flat_xy, pending, ring, k, delta_y_cap, within)
-            if searched is None:
-                break
-            found_d2, found, exact = searched
+            found_d2, found, exact = grid.search(flat_xy, pending, ring, k, delta_y_cap, within)
             d2[pending[exact]], neighbour[pending[exact]] = found_d2[exact], found[exact]
             pending = pending[~exact]
     if pending.numel():
