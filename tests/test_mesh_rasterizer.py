@@ -56,17 +56,22 @@ def random_mesh(seed, vertices=40, faces=60):
     return V, F
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_faces_and_barycentrics_equal_the_reference(seed):
-    V, F = random_mesh(seed)
-    findices, barycentric = M.rasterize(V, F, 48, 40)
-    expected = reference(V, F, 48, 40)
+@pytest.mark.parametrize("seed,width,height", [(0, 48, 40), (1, 48, 40), (2, 48, 40), (3, 48, 40),
+                                               ("wide", 130, 97)])
+def test_faces_and_barycentrics_equal_the_reference(seed, width, height):
+    if seed == "wide":  # triangles about as wide as the frame: their size class (192) passes the width
+        V = torch.tensor([[-1.0, -0.9, 0.1, 1], [0.999, -0.8, 0.2, 1], [0.0, 0.95, 0.3, 1], [-0.98, 0.9, 0.0, 1]])
+        F = torch.tensor([[0, 1, 2], [0, 2, 3]], dtype=torch.int32)
+    else:
+        V, F = random_mesh(seed)
+    findices, barycentric = M.rasterize(V, F, width, height)
+    expected = reference(V, F, width, height)
     assert findices.dtype == torch.int32 and barycentric.dtype == torch.float32
     assert np.array_equal(findices.numpy(), expected)
     covered = findices > 0
     faces = F.long()[findices[covered].long() - 1]
     w = V[:, 3][faces]
-    screen = M._screen(V, 48, 40)[:, :2]
+    screen = M._screen(V, width, height)[:, :2]
     py, px = covered.nonzero(as_tuple=True)
     corners = screen[faces]
     # perspective-correct weights are b_i ~ s_i / w_i: the screen-space ones s_i ~ b_i w_i must

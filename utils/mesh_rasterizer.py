@@ -20,8 +20,9 @@ import math
 
 import torch
 
+from . import cuda_kernels
 from .batching import size_class
-from .device import run_chunked
+from .device import cupy_usable, run_chunked
 
 SUBPIXEL = 256  # fixed-point steps per pixel
 MAXINT = 2147483647
@@ -93,9 +94,6 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
         keep &= area > 0
     view, face = keep.nonzero(as_tuple=True)
     table = _triangle_table(fixed[view, face], area[view, face])
-    # inside iff every e_i >= owns_i ? 0 : 1: folded into C, so the test is one comparison with 0
-    a_coef, b_coef = table[:, 0:9:3], table[:, 1:9:3]
-    c_shifted = table[:, 2:9:3] + table[:, 9:12] - 1
     x0, y0 = x0[view, face].long(), y0[view, face].long()
     span_x, span_y = x1[view, face].long() - x0 + 1, y1[view, face].long() - y0 + 1
     base = view * (height * width)
@@ -121,33 +119,44 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
         triangle = members[flat // (rows * columns)]
         e = torch.stack([edge.view(-1)[flat] for edge in edges], 1) + 1 - table[triangle, 9:12]
         pixel = base[triangle] + (y0[triangle] + flat // columns % rows) * width + x0[triangle] + flat % columns
-        depth = (e.float() * depth_over_area[triangle]).sum(-1)
-        face_id = face[triangle] + 1
+        # summed in a fixed order, as the CUDA kernel sums them: equal depths, equal winners
+        terms = e.float() * depth_over_area[triangle]
+        depth = (terms[:, 0] + terms[:, 1]) + terms[:, 2]
+        face_id = triangle + 1  # kept triangles are in (view, face) order: ties still go to the lower face
         if prior is not None:
             visible = depth >= prior[pixel]
             pixel, depth, face_id = pixel[visible], depth[visible], face_id[visible]
         zbuffer.scatter_reduce_(0, pixel, torch.trunc(depth * DEPTH_STEPS).long() * MAXINT + face_id, "amin")
 
-    # triangles grouped by bounding-box size class (a few classes, not triangles)
-    rows_class, columns_class = size_class(span_y), size_class(span_x)
-    shape_key = rows_class * (width + 1) + columns_class
-    for key in torch.unique(shape_key).tolist():
-        rows, columns = divmod(key, width + 1)
-        members = (shape_key == key).nonzero().squeeze(1)
-        # ~60 bytes per candidate pixel in the temporaries; passes of about 2M candidates
-        run_chunked(lambda lo, hi, dev: fragments(members[lo:hi], rows, columns), members.numel(),
-                    rows * columns * 60, device, limit=max(1, (2 << 20) // (rows * columns)))
-    winner = zbuffer % MAXINT
-    covered = zbuffer != init
-    findices = torch.where(covered, winner, 0).to(torch.int32).view(views, height, width)
-    barycentric = torch.zeros(views * height * width, 3, device=device)
-    pixel = covered.nonzero().squeeze(1)
-    if pixel.numel():
-        v, f = pixel // (height * width), winner[pixel] - 1
-        table = _triangle_table(fixed[v, f], area[v, f])
-        edges, _ = _coverage(table, pixel % width, pixel // width % height)
-        weights = edges.double() / V[v[:, None], F[f], 3].double()  # perspective correction
-        barycentric[pixel] = (weights / weights.sum(-1, keepdim=True)).float()
+    if cupy_usable(device):
+        cuda_kernels.rasterize_triangles(zbuffer, table, x0, y0, span_x, span_y, base, depth_over_area, prior, width,
+                                         SUBPIXEL)
+    else:
+        # inside iff every e_i >= owns_i ? 0 : 1: folded into C, so the test is one comparison with 0
+        a_coef, b_coef = table[:, 0:9:3], table[:, 1:9:3]
+        c_shifted = table[:, 2:9:3] + table[:, 9:12] - 1
+        # triangles grouped by bounding-box size class (a few classes, not triangles)
+        rows_class, columns_class = size_class(span_y), size_class(span_x)
+        for rows, columns in torch.unique(torch.stack([rows_class, columns_class], 1), dim=0).tolist():
+            members = ((rows_class == rows) & (columns_class == columns)).nonzero().squeeze(1)
+            # ~60 bytes per candidate pixel in the temporaries; passes of about 2M candidates
+            run_chunked(lambda lo, hi, dev: fragments(members[lo:hi], rows, columns), members.numel(),
+                        rows * columns * 60, device, limit=max(1, (2 << 20) // (rows * columns)))
+    corner_w = V[view[:, None], F[face], 3]  # [K,3]: perspective correction of the barycentrics
+    if cupy_usable(device):
+        findices, barycentric = cuda_kernels.resolve_pixels(zbuffer, init, table, corner_w, face, width, height,
+                                                            SUBPIXEL)
+    else:
+        findices = torch.zeros(views * height * width, dtype=torch.int32, device=device)
+        barycentric = torch.zeros(views * height * width, 3, device=device)
+        pixel = (zbuffer != init).nonzero().squeeze(1)
+        if pixel.numel():
+            triangle = zbuffer[pixel] % MAXINT - 1
+            findices[pixel] = (face[triangle] + 1).int()
+            edges, _ = _coverage(table[triangle], pixel % width, pixel // width % height)
+            weights = edges.double() / corner_w[triangle].double()
+            barycentric[pixel] = (weights / weights.sum(-1, keepdim=True)).float()
+    findices = findices.view(views, height, width)
     return findices, barycentric.view(views, height, width, 3)
 
 

@@ -1,0 +1,129 @@
+"""The CUDA kernels of utils/cuda_kernels.py against the torch path: on a real GPU (-m gpu; skipped
+without CUDA and CuPy) and on the CPU through tests/cuda_emulator.py (skipped without a C++
+compiler), so that CI checks the kernels' logic too."""
+import pytest
+import torch
+
+import cuda_emulator
+from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils import mesh_rasterizer as M
+from rasterkit.utils.device import cupy_usable
+
+# the CPU torch path rounds a little differently from the emulated kernel (its vector code may fuse
+# multiply-adds), so the emulator's tolerance is looser; on the GPU both sides run with FMA off
+TOLERANCE = {"cuda": 1e-5, "emulated": 1e-4}
+
+
+@pytest.fixture(params=[
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not (torch.cuda.is_available() and cupy_usable("cuda")), reason="needs a CUDA device with cupy importable")]),
+    pytest.param("emulated", marks=pytest.mark.skipif(
+        cuda_emulator.COMPILER is None, reason="the CPU emulation of the kernels needs g++ or clang++")),
+])
+def kernel(request, monkeypatch):
+    """Where the kernels run: "cuda" or "emulated" (on the CPU)."""
+    if request.param == "emulated":
+        cuda_emulator.install(monkeypatch)
+    return request.param
+
+
+@pytest.fixture
+def device(kernel):
+    return "cuda" if kernel == "cuda" else "cpu"
+
+
+@pytest.fixture
+def torch_path(monkeypatch):
+    """Run the block under it on the torch path (the CuPy kernels switched off)."""
+    def run(fn, *args, **kwargs):
+        with monkeypatch.context() as patch:
+            patch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+            return fn(*args, **kwargs)
+    return run
+
+
+def every_kind(batch, height, width, count, seed):
+    """A scene with every primitive kind and option, spread over the frames and past their edges."""
+    g = torch.Generator().manual_seed(seed)
+    rand = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
+    frames = torch.randint(0, batch, (count,), generator=g)
+    size = torch.tensor([width, height], dtype=torch.float32)
+    corner = rand(count, 2) * size * 1.2 - 0.1 * size
+    xyxy = torch.cat([corner, corner + rand(count, 2) * 60 + 1], 1)
+    colours = torch.cat([rand(count, 3), rand(count, 1) * 0.9 + 0.1], 1)
+    a, b = rand(count, 2) * size, rand(count, 2) * size
+    return R.concat(
+        R.rounded_boxes(frames, xyxy, rand(count) * 5, rand(count) * 15, colours, colours * torch.tensor([1, 1, 1, 0.4])),
+        R.rounded_boxes(frames, xyxy.flip(1), 2.0, 4.0, colours, (0, 0, 0, 0), corner_length=rand(count) * 12),
+        R.segments(frames, a, b, rand(count) * 4, colours),
+        R.segments(frames, b, a, 0.4, colours, caps="butt"),
+        R.polylines(frames[:8], rand(8, 12, 2) * size, torch.randint(2, 13, (8,), generator=g), 3.0, colours[:8]),
+        R.discs(frames, a, rand(count) * 20, colours, ring_width=torch.where(rand(count) > 0.5, 2.5, 0.0)),
+        R.sprites(frames[:6], rand(6, 2) * size, torch.tensor([[0, 0, 16, 10], [3, 2, 9, 9]] * 3), colours[:6]),
+    )
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+def test_composite_kernel_equals_the_torch_path(kernel, device, torch_path, channels):
+    torch.manual_seed(0)
+    images = torch.rand(3, 77, 141, channels, device=device)  # partial tiles on both axes
+    atlas = torch.rand(20, 24, device=device)
+    prims = every_kind(3, 77, 141, 40, seed=channels).to(device)
+    expected = torch_path(R.draw, images, prims, atlas=atlas)
+    got = R.draw(images, prims, atlas=atlas)
+    for name, e, g in zip(("image", "alpha", "layer"), expected, got):
+        assert (e - g).abs().max() <= TOLERANCE[kernel], name
+    assert got[1].sum() > 100  # the scene draws something
+
+
+def test_composite_kernel_on_a_dense_4k_frame(kernel, device, torch_path):
+    images = torch.rand(1, 2160, 3840, 3, device=device)
+    g = torch.Generator().manual_seed(3)
+    corner = torch.rand(1000, 2, generator=g) * torch.tensor([3600.0, 1900.0])
+    xyxy = torch.cat([corner, corner + torch.rand(1000, 2, generator=g) * 260 + 40], 1).to(device)
+    prims = R.rounded_boxes(0, xyxy, 3.0, 12.0, (1, 0, 0, 1), (0, 1, 0, 0.25))
+    expected = torch_path(R.draw, images, prims)
+    got = R.draw(images, prims)
+    assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected, got))
+
+
+def random_views(device, seed, views=3, vertices=300, faces=600):
+    g = torch.Generator().manual_seed(seed)
+    V = torch.rand(views, vertices, 4, generator=g) * 2 - 1
+    V[..., 3] = 0.5 + torch.rand(views, vertices, generator=g)
+    V[..., :3] *= V[..., 3:4]
+    F = torch.randint(0, vertices, (faces, 3), generator=g)
+    return V.to(device), F.to(device)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rasterize_kernel_equals_the_torch_path(kernel, device, torch_path, seed):
+    V, F = random_views(device, seed)
+    expected = torch_path(M.rasterize_views, V, F, 130, 97)
+    got = M.rasterize_views(V, F, 130, 97)
+    assert torch.equal(expected[0], got[0])
+    assert torch.allclose(expected[1], got[1], atol=1e-6)
+    culled = M.rasterize_views(V, F, 130, 97, cull_back_faces=True)
+    assert torch.equal(torch_path(M.rasterize_views, V, F, 130, 97, cull_back_faces=True)[0], culled[0])
+
+
+def test_rasterize_kernel_with_a_depth_prior(kernel, device, torch_path):
+    V, F = random_views(device, 7, views=1)
+    front, _ = M.rasterize_views(V, F, 64, 64)
+    prior = torch.rand(1, 64, 64, device=device) * 0.5
+    expected = torch_path(M.rasterize_views, V, F, 64, 64, prior)
+    got = M.rasterize_views(V, F, 64, 64, prior)
+    assert torch.equal(expected[0], got[0])
+    assert not torch.equal(front, got[0])
+
+
+def test_rasterize_kernel_on_large_triangles(kernel, device, torch_path):
+    """Two triangles covering a 2048 x 2048 view: many 8x8 blocks per triangle."""
+    V = torch.tensor([[[-1.0, -1, 0, 1], [1, -1, 0, 1], [1, 1, 0, 1], [-1, 1, 0.5, 1]]], device=device)
+    F = torch.tensor([[0, 1, 2], [0, 2, 3]], device=device)
+    expected = torch_path(M.rasterize_views, V, F, 2048, 2048)
+    got = M.rasterize_views(V, F, 2048, 2048)
+    assert torch.equal(expected[0], got[0])
+    # pixel centres on the left column and top row lie on the quad's edges, which the tie rule leaves
+    # to a neighbour: everything else is covered
+    assert bool((got[0][0, 1:, 1:] > 0).all())
