@@ -137,8 +137,12 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
         c_shifted = table[:, 2:9:3] + table[:, 9:12] - 1
         # triangles grouped by bounding-box size class (a few classes, not triangles)
         rows_class, columns_class = size_class(span_y), size_class(span_x)
-        for rows, columns in torch.unique(torch.stack([rows_class, columns_class], 1), dim=0).tolist():
-            members = ((rows_class == rows) & (columns_class == columns)).nonzero().squeeze(1)
+        # one key per (rows, columns) pair; columns can pass the width (classes round up), hence the base
+        base_key = int(columns_class.max()) + 1 if columns_class.numel() else 1
+        shape_key = rows_class * base_key + columns_class
+        for key in torch.unique(shape_key).tolist():
+            rows, columns = divmod(key, base_key)
+            members = (shape_key == key).nonzero().squeeze(1)
             # ~60 bytes per candidate pixel in the temporaries; passes of about 2M candidates
             run_chunked(lambda lo, hi, dev: fragments(members[lo:hi], rows, columns), members.numel(),
                         rows * columns * 60, device, limit=max(1, (2 << 20) // (rows * columns)))
