@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import hashlib
 import re
 import shutil
@@ -49,10 +50,10 @@ class EmulatedKernel:
         self.parameters = [p.strip() for p in match.group(1).split(",")]
         names = [re.findall(r"\w+", p)[-1] for p in self.parameters]
         launcher = f"""
-extern "C" void launch(long long grid, long long block, {match.group(1)}) {{
-    blockDim.x = (unsigned)block;
-    for (long long b = 0; b < grid; ++b)
-        for (long long t = 0; t < block; ++t) {{
+extern "C" void launch(long long emulated_grid, long long emulated_block, {match.group(1)}) {{
+    blockDim.x = (unsigned)emulated_block;
+    for (long long b = 0; b < emulated_grid; ++b)
+        for (long long t = 0; t < emulated_block; ++t) {{
             blockIdx.x = (unsigned)b;
             threadIdx.x = (unsigned)t;
             {name}({", ".join(names)});
@@ -102,17 +103,10 @@ def install(monkeypatch) -> None:
 
     from rasterkit.utils import cuda_kernels, gpu_rendering, mesh_rasterizer
 
-    kernels = {}
-
-    def kernel(source, name):
-        if (source, name) not in kernels:
-            kernels[source, name] = EmulatedKernel(source, name)
-        return kernels[source, name]
-
     def usable(device):
         return not os.environ.get("RASTERKIT_DISABLE_CUPY")
 
-    monkeypatch.setattr(cuda_kernels, "_kernel", kernel)
+    monkeypatch.setattr(cuda_kernels, "_kernel", functools.cache(EmulatedKernel))
     monkeypatch.setattr(cuda_kernels, "_stream", contextlib.nullcontext)
     # .numpy() shares memory with a contiguous CPU tensor, so in-place writes land in the tensor
     monkeypatch.setattr(cuda_kernels, "_arrays", lambda *tensors: [t.contiguous().numpy() for t in tensors])

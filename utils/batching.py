@@ -61,6 +61,14 @@ def unpack(ragged: Ragged) -> list[torch.Tensor]:
     return [values[b, :n] for b, n in enumerate(lengths)]
 
 
+def expand_counts(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """N items owning counts [N] (int64, >= 0) entries each, listed item after item: owner int64 [M]
+    (the item of each entry) and rank int64 [M] (0 .. count - 1 within its item), M = sum(counts)."""
+    owner = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
+    rank = torch.arange(owner.numel(), device=counts.device) - (torch.cumsum(counts, 0) - counts)[owner]
+    return owner, rank
+
+
 def size_class(counts: torch.Tensor) -> torch.Tensor:
     """Each positive count [N] rounded up to 1, 2, 3, 4, 6, 8, 12, 16, ...: items padded to their
     class waste at most a third, and a batch holds few distinct classes (one dense computation each)."""

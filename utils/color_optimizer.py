@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .batching import expand_counts
 from .device import chunk_size
 
 KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
@@ -175,9 +176,8 @@ def _rows(y_min, y_max, rows: int, sub: int):
     first = torch.ceil(y_min * sub - 0.5).clamp(0, rows * sub).long()
     last = torch.floor(y_max * sub - 0.5).clamp(-1, rows * sub - 1).long()
     counts = (last - first + 1).clamp_min(0)
-    shape = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
-    starts = torch.cumsum(counts, 0) - counts
-    sample = first[shape] + torch.arange(shape.numel(), device=counts.device) - starts[shape]
+    shape, rank = expand_counts(counts)
+    sample = first[shape] + rank
     return shape, sample, (sample.to(y_min.dtype) + 0.5) / sub
 
 

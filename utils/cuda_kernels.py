@@ -1,11 +1,11 @@
-"""CuPy RawKernels for the two hot loops on NVIDIA GPUs: compositing binned primitives in their
-tiles, and the depth test of the triangle rasterizer.
+"""CuPy RawKernels for the hot loops on NVIDIA GPUs: compositing binned primitives in their tiles,
+and the depth test and pixel resolve of the triangle rasterizer.
 
 They are compiled at first use by NVRTC (shipped inside the cupy-cuda* wheels: no compiler to
 install) and read torch tensors in place through DLPack, on torch's current stream. Each mirrors its
 torch path operation for operation, with fused multiply-adds off (--fmad=false) so that rounding
-matches too; tests/test_cuda_kernels.py compares the two on a GPU. Callers check
-`device.cupy_usable` first.
+matches too; tests/test_cuda_kernels.py compares the two (on a GPU, and in CI on the CPU through
+tests/cuda_emulator.py). Callers check `device.cupy_usable` first.
 """
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ import functools
 
 import numpy as np
 import torch
+
+from .batching import expand_counts
+
+_BLOCK = 8  # rasterize_blocks: pixels per side of the bounding-box block one thread tests
 
 # Coverage per kind and source-over compositing, as utils/gpu_rendering.py computes them: one
 # block per tile (one thread per pixel); each thread walks its tile's pairs in drawing order.
@@ -153,21 +157,18 @@ extern "C" __global__ void composite_tiles(
 # The depth test of utils/mesh_rasterizer.py: one thread per (triangle, 8x8 block of its bounding
 # box); packed (depth, face) values meet in the z-buffer through a 64-bit atomicMin.
 _RASTERIZE_SOURCE = r"""
-#define BLOCK 8
-#define DEPTH_STEPS 262144.0f
-#define MAXINT 2147483647LL
-
 extern "C" __global__ void rasterize_blocks(
         const long long* pair_triangle, const long long* pair_rank, long long n_pairs,
         const long long* table, const long long* x0, const long long* y0, const long long* span_x,
         const long long* span_y, const long long* base, const float* depth_over_area, const float* prior,
-        int has_prior, long long* zbuffer, int width, int subpixel) {
+        int has_prior, long long* zbuffer, int width, int subpixel, int block, int depth_steps,
+        long long id_base) {
     long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= n_pairs) return;
     long long k = pair_triangle[q], rank = pair_rank[q];
-    long long blocks_x = (span_x[k] + BLOCK - 1) / BLOCK;
-    long long bx = x0[k] + (rank % blocks_x) * BLOCK, by = y0[k] + (rank / blocks_x) * BLOCK;
-    long long x_end = min(bx + BLOCK, x0[k] + span_x[k]), y_end = min(by + BLOCK, y0[k] + span_y[k]);
+    long long blocks_x = (span_x[k] + block - 1) / block;
+    long long bx = x0[k] + (rank % blocks_x) * block, by = y0[k] + (rank / blocks_x) * block;
+    long long x_end = min(bx + block, x0[k] + span_x[k]), y_end = min(by + block, y0[k] + span_y[k]);
     const long long* e = table + k * 12;  // A0 B0 C0 A1 B1 C1 A2 B2 C2 owns0 owns1 owns2
     float d0 = depth_over_area[k * 3], d1 = depth_over_area[k * 3 + 1], d2 = depth_over_area[k * 3 + 2];
     long long id = k + 1;  // triangles are in (view, face) order, so ties still go to the lower face
@@ -183,7 +184,7 @@ extern "C" __global__ void rasterize_blocks(
             float depth = ((float)e0 * d0 + (float)e1 * d1) + (float)e2 * d2;
             long long pixel = base[k] + y * width + x;
             if (has_prior && !(depth >= prior[pixel])) continue;
-            long long packed = (long long)truncf(depth * DEPTH_STEPS) * MAXINT + id;
+            long long packed = (long long)truncf(depth * (float)depth_steps) * id_base + id;
             atomicMin(zbuffer + pixel, packed);
         }
     }
@@ -192,7 +193,8 @@ extern "C" __global__ void rasterize_blocks(
 // findices and perspective-correct barycentrics of every pixel from the z-buffer's winners
 extern "C" __global__ void resolve_pixels(
         const long long* zbuffer, long long n, long long empty, const long long* table, const float* corner_w,
-        const long long* face, int width, int height, int subpixel, int* findices, float* barycentric) {
+        const long long* face, int width, int height, int subpixel, long long id_base, int* findices,
+        float* barycentric) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     long long z = zbuffer[i];
@@ -201,7 +203,7 @@ extern "C" __global__ void resolve_pixels(
         barycentric[i * 3] = 0.0f; barycentric[i * 3 + 1] = 0.0f; barycentric[i * 3 + 2] = 0.0f;
         return;
     }
-    long long k = (z % MAXINT + MAXINT) % MAXINT - 1;  // floor modulo, as torch's %, for negative depths
+    long long k = (z % id_base + id_base) % id_base - 1;  // floor modulo, as torch's %, for negative depths
     findices[i] = (int)(face[k] + 1);
     long long sx = (i % width) * subpixel + subpixel / 2, sy = (i / width % height) * subpixel + subpixel / 2;
     const long long* e = table + k * 12;
@@ -267,31 +269,32 @@ def composite_tiles(image: torch.Tensor, layer: torch.Tensor, tile_id: torch.Ten
 
 def rasterize_triangles(zbuffer: torch.Tensor, table: torch.Tensor, x0: torch.Tensor, y0: torch.Tensor,
                         span_x: torch.Tensor, span_y: torch.Tensor, base: torch.Tensor,
-                        depth_over_area: torch.Tensor, prior: torch.Tensor | None, width: int, subpixel: int) -> None:
+                        depth_over_area: torch.Tensor, prior: torch.Tensor | None, width: int, subpixel: int,
+                        depth_steps: int, id_base: int) -> None:
     """Depth-test K triangles into zbuffer int64 [B*H*W] (contiguous), in place, with the packed
-    (depth, triangle + 1) rule of mesh_rasterizer: table int64 [K,12] (edge functions and ownership),
-    bounding boxes x0, y0, span_x, span_y int64 [K], base int64 [K] (view * H * W),
-    depth_over_area float [K,3], prior float [B*H*W] or None."""
-    blocks = ((span_x + 7) // 8) * ((span_y + 7) // 8)
-    pair_triangle = torch.repeat_interleave(torch.arange(blocks.numel(), device=zbuffer.device), blocks)
+    trunc(depth * depth_steps) * id_base + triangle + 1 rule of mesh_rasterizer: table int64 [K,12]
+    (edge functions and ownership), bounding boxes x0, y0, span_x, span_y int64 [K], base int64 [K]
+    (view * H * W), depth_over_area float [K,3], prior float [B*H*W] or None."""
+    blocks = ((span_x + _BLOCK - 1) // _BLOCK) * ((span_y + _BLOCK - 1) // _BLOCK)
+    pair_triangle, pair_rank = expand_counts(blocks)
     n_pairs = pair_triangle.numel()
     if n_pairs == 0:
         return
-    pair_rank = torch.arange(n_pairs, device=zbuffer.device) - (torch.cumsum(blocks, 0) - blocks)[pair_triangle]
     has_prior = prior is not None
     prior = prior.float() if has_prior else torch.zeros(1, device=zbuffer.device)
     args = _arrays(pair_triangle, pair_rank) + [np.int64(n_pairs)]
     args += _arrays(table, x0, y0, span_x, span_y, base, depth_over_area.float(), prior)
     if not zbuffer.is_contiguous():
         raise ValueError("zbuffer must be contiguous: the kernel writes it in place")
-    args += [np.int32(has_prior), *_arrays(zbuffer), np.int32(width), np.int32(subpixel)]
+    args += [np.int32(has_prior), *_arrays(zbuffer), np.int32(width), np.int32(subpixel), np.int32(_BLOCK),
+             np.int32(depth_steps), np.int64(id_base)]
     threads = 128
     with _stream():
         _kernel(_RASTERIZE_SOURCE, "rasterize_blocks")(((n_pairs + threads - 1) // threads,), (threads,), tuple(args))
 
 
 def resolve_pixels(zbuffer: torch.Tensor, empty: int, table: torch.Tensor, corner_w: torch.Tensor,
-                   face: torch.Tensor, width: int, height: int, subpixel: int):
+                   face: torch.Tensor, width: int, height: int, subpixel: int, id_base: int):
     """findices int32 [B*H*W] (face + 1, 0 where zbuffer holds `empty`) and barycentric float
     [B*H*W,3] from the z-buffer of rasterize_triangles; corner_w float [K,3] (clip w of each
     triangle's corners), face int64 [K] (the face of each kept triangle)."""
@@ -299,7 +302,7 @@ def resolve_pixels(zbuffer: torch.Tensor, empty: int, table: torch.Tensor, corne
     findices = torch.empty(n, dtype=torch.int32, device=zbuffer.device)
     barycentric = torch.empty(n, 3, dtype=torch.float32, device=zbuffer.device)
     args = _arrays(zbuffer) + [np.int64(n), np.int64(empty)] + _arrays(table, corner_w.float(), face)
-    args += [np.int32(width), np.int32(height), np.int32(subpixel), *_arrays(findices, barycentric)]
+    args += [np.int32(width), np.int32(height), np.int32(subpixel), np.int64(id_base), *_arrays(findices, barycentric)]
     threads = 256
     with _stream():
         _kernel(_RASTERIZE_SOURCE, "resolve_pixels")(((n + threads - 1) // threads,), (threads,), tuple(args))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from . import cuda_kernels
-from .batching import size_class
+from .batching import expand_counts, size_class
 from .device import cupy_usable, normalize, run_chunked
 
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
@@ -331,9 +331,7 @@ def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int 
     ty1 = (bounds[:, 3] / tile).floor().clamp(0, tiles_y - 1).long()
     span_x = tx1 - tx0 + 1
     counts = torch.where(visible, span_x * (ty1 - ty0 + 1), torch.zeros_like(span_x))
-    primitive = torch.repeat_interleave(torch.arange(len(prims), device=device), counts)
-    first = torch.cumsum(counts, 0) - counts
-    local = torch.arange(primitive.numel(), device=device) - first[primitive]
+    primitive, local = expand_counts(counts)
     column = tx0[primitive] + local % span_x[primitive]
     row = ty0[primitive] + local // span_x[primitive]
     centre_x, centre_y = (column.float() + 0.5) * tile, (row.float() + 0.5) * tile
@@ -591,9 +589,7 @@ def _dda_steps(major: torch.Tensor, minor: torch.Tensor, first: torch.Tensor, la
     minor axis that Bresenham picks: step * minor / major rounded half up), and the `per_segment`
     values [S] as [1,P] rows, for each piece. A segment with last < first has no steps."""
     pieces = torch.div(last - first, piece, rounding_mode="floor").long().add_(1).clamp_min_(0)
-    segment = torch.repeat_interleave(torch.arange(pieces.numel(), device=major.device), pieces)
-    # which piece of its segment each piece is (in int64: P may pass 2**24)
-    rank = torch.arange(segment.numel(), device=major.device) - (torch.cumsum(pieces, 0) - pieces)[segment]
+    segment, rank = expand_counts(pieces)  # rank: which piece of its segment (int64: P may pass 2**24)
     # one gather for every per-segment value a piece needs
     columns = torch.stack([first, last, 2 * minor, major.clamp_min(1), *per_segment])
     columns = columns.index_select(1, segment)[:, None]  # [4 + k, 1, P]

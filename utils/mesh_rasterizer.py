@@ -128,9 +128,10 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
             pixel, depth, face_id = pixel[visible], depth[visible], face_id[visible]
         zbuffer.scatter_reduce_(0, pixel, torch.trunc(depth * DEPTH_STEPS).long() * MAXINT + face_id, "amin")
 
-    if cupy_usable(device):
+    use_kernels = cupy_usable(device)
+    if use_kernels:
         cuda_kernels.rasterize_triangles(zbuffer, table, x0, y0, span_x, span_y, base, depth_over_area, prior, width,
-                                         SUBPIXEL)
+                                         SUBPIXEL, DEPTH_STEPS, MAXINT)
     else:
         # inside iff every e_i >= owns_i ? 0 : 1: folded into C, so the test is one comparison with 0
         a_coef, b_coef = table[:, 0:9:3], table[:, 1:9:3]
@@ -147,9 +148,9 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
             run_chunked(lambda lo, hi, dev: fragments(members[lo:hi], rows, columns), members.numel(),
                         rows * columns * 60, device, limit=max(1, (2 << 20) // (rows * columns)))
     corner_w = V[view[:, None], F[face], 3]  # [K,3]: perspective correction of the barycentrics
-    if cupy_usable(device):
+    if use_kernels:
         findices, barycentric = cuda_kernels.resolve_pixels(zbuffer, init, table, corner_w, face, width, height,
-                                                            SUBPIXEL)
+                                                            SUBPIXEL, MAXINT)
     else:
         findices = torch.zeros(views * height * width, dtype=torch.int32, device=device)
         barycentric = torch.zeros(views * height * width, 3, device=device)
