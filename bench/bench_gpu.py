@@ -72,9 +72,9 @@ def bench_boxes():
         binning = timed(lambda: R.bin_tiles(prims, 1, 2160, 3840), 20, 3, sync)
         only = "-"
         if cupy_usable(CUDA):
-            from utils import cuda_kernels
+            from utils.gpu_rendering import composite_tiles_cuda
 
-            only = ms(timed(lambda: cuda_kernels.composite_tiles(image, layer, tile_id, primitive, prims.kind,
+            only = ms(timed(lambda: composite_tiles_cuda(image, layer, tile_id, primitive, prims.kind,
                                                                  prims.params, prims.color, prims.group, None, 8),
                             50, 5, sync))
         rows.append([f"{n} rounded boxes (stroke 3, radius 12, fill 0.25), 3840x2160", kernel, torch_path, ms(binning),

@@ -1,4 +1,4 @@
-"""Runs the CUDA kernels of utils/cuda_kernels.py on the CPU, so that CI (no GPU) tests their logic.
+"""Runs the CUDA kernels of the engines (utils/cuda.py's plumbing) on the CPU, so that CI (no GPU) tests their logic.
 
 The kernel source is compiled by the system C++ compiler with a small shim for the CUDA built-ins
 (blockIdx, threadIdx, atomicMin, ...), and a generated launcher runs every block and thread in
@@ -97,18 +97,18 @@ extern "C" void launch(long long emulated_grid, long long emulated_block, {match
 
 
 def install(monkeypatch) -> None:
-    """Route utils/cuda_kernels.py to the emulator on CPU tensors, and let the callers take the
+    """Route the engines (utils/cuda.py's plumbing) to the emulator on CPU tensors, and let the callers take the
     kernel path on the CPU (unless RASTERKIT_DISABLE_CUPY is set, as on the real device)."""
     import os
 
-    from rasterkit.utils import cuda_kernels, gpu_rendering, mesh_rasterizer
+    from rasterkit.utils import cuda, gpu_rendering, mesh_rasterizer
 
     def usable(device):
         return not os.environ.get("RASTERKIT_DISABLE_CUPY")
 
-    monkeypatch.setattr(cuda_kernels, "_kernel", functools.cache(EmulatedKernel))
-    monkeypatch.setattr(cuda_kernels, "_stream", contextlib.nullcontext)
+    monkeypatch.setattr(cuda, "kernel", functools.cache(EmulatedKernel))
+    monkeypatch.setattr(cuda, "stream", contextlib.nullcontext)
     # .numpy() shares memory with a contiguous CPU tensor, so in-place writes land in the tensor
-    monkeypatch.setattr(cuda_kernels, "_arrays", lambda *tensors: [t.contiguous().numpy() for t in tensors])
+    monkeypatch.setattr(cuda, "arrays", lambda *tensors: [t.contiguous().numpy() for t in tensors])
     monkeypatch.setattr(gpu_rendering, "cupy_usable", usable)
     monkeypatch.setattr(mesh_rasterizer, "cupy_usable", usable)

@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from . import cuda_kernels
+from . import cuda
 from .batching import expand_counts, size_class
 from .device import cupy_usable, normalize, run_chunked
 
@@ -381,7 +382,7 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
         tile_id, primitive, solid = bin_tiles(sel, stop - start, height, width, tile)
         sheet = atlas.to(dev) if atlas is not None else None
         if tile_id.numel() and cupy_usable(dev):
-            cuda_kernels.composite_tiles(image, layer, tile_id, primitive, sel.kind, sel.params, sel.color, sel.group,
+            composite_tiles_cuda(image, layer, tile_id, primitive, sel.kind, sel.params, sel.color, sel.group,
                                          sheet, tile)
         elif tile_id.numel():
             _render_pairs(image, layer, sel, tile_id, primitive, solid, tile, sheet)
@@ -720,3 +721,165 @@ def _plot(out, points, lengths, mode, line_width, color, background, fill_color)
             result = torch.lerp(result, fill[:3].expand_as(result), under[..., None])
         result = torch.lerp(result, color[:3].expand_as(result), line[..., None])
     out.copy_(result if scale == 1 else (result * scale).round_())
+
+
+# Coverage per kind and source-over compositing, as utils/gpu_rendering.py computes them: one
+# block per tile (one thread per pixel); each thread walks its tile's pairs in drawing order.
+_COMPOSITE_SOURCE = r"""
+#define SEGMENT 0
+#define BOX_FILL 1
+#define BOX_STROKE 2
+#define DISC 3
+#define SPRITE 4
+
+__device__ __forceinline__ float from_distance(float d) { return fminf(fmaxf(0.5f - d, 0.0f), 1.0f); }
+
+// coverage of a rounded box at |offset from centre| ax, ay (see _box_fill)
+__device__ float box_fill(float ax, float ay, float hx, float hy, float r, bool near_corner) {
+    if (near_corner && r >= 1.0f) {
+        float qx = ax - (hx - r), qy = ay - (hy - r);
+        float cx = fmaxf(qx, 0.0f), cy = fmaxf(qy, 0.0f);
+        return from_distance(sqrtf(cx * cx + cy * cy) + fminf(fmaxf(qx, qy), 0.0f) - r);
+    }
+    return from_distance(ax - hx) * from_distance(ay - hy);
+}
+
+__device__ float coverage(long long kind, const float* p, float ox, float oy, float gx, float gy, float tile_last,
+                          const float* atlas, int atlas_h, int atlas_w) {
+    if (kind == SEGMENT) {
+        float half = fmaxf(p[4], 0.5f), weight = fminf(fmaxf(2.0f * p[4], 0.0f), 1.0f);
+        float dx = p[2] - p[0], dy = p[3] - p[1];
+        float length = fmaxf(sqrtf(dx * dx + dy * dy), 1e-12f);
+        float ux = dx / length, uy = dy / length;
+        float px = (ox - p[0]) + gx, py = (oy - p[1]) + gy;
+        float along = px * ux + py * uy;
+        float across = fabsf(px * uy - py * ux);
+        float beyond = fmaxf(-along, along - length);
+        float value;
+        if (p[5] > 0.0f) {
+            value = from_distance(across - half) * from_distance(beyond);
+        } else {
+            float b = fmaxf(beyond, 0.0f);
+            value = from_distance(sqrtf(b * b + across * across) - half);
+        }
+        return value * weight;
+    }
+    if (kind == BOX_FILL || kind == BOX_STROKE) {
+        float ax = fabsf((ox - p[0]) + gx), ay = fabsf((oy - p[1]) + gy);
+        float hx = p[2], hy = p[3], r = p[4];
+        // the torch path decides "near a rounded corner" once per tile, from the tile's extreme offsets
+        float far_x = fmaxf(fabsf(ox - p[0]), fabsf((ox - p[0]) + tile_last));
+        float far_y = fmaxf(fabsf(oy - p[1]), fabsf((oy - p[1]) + tile_last));
+        bool near_corner = (far_x >= hx - r - 1.0f) && (far_y >= hy - r - 1.0f);
+        if (kind == BOX_FILL) return box_fill(ax, ay, hx, hy, r, near_corner);
+        float half = fmaxf(p[5], 0.5f), weight = fminf(fmaxf(2.0f * p[5], 0.0f), 1.0f);
+        float inner = box_fill(ax, ay, hx - half, hy - half, fmaxf(r - half, 0.0f), near_corner);
+        if (!(hx > half && hy > half)) inner = 0.0f;
+        float outline = fmaxf(box_fill(ax, ay, hx + half, hy + half, r + half, near_corner) - inner, 0.0f) * weight;
+        float corner = p[6];
+        if (corner > 0.0f) {
+            float keep_x = fminf(fmaxf((ax - (hx - corner)) + 0.5f, 0.0f), 1.0f);
+            float keep_y = fminf(fmaxf((ay - (hy - corner)) + 0.5f, 0.0f), 1.0f);
+            outline = outline * (keep_x * keep_y);
+        }
+        return outline;
+    }
+    if (kind == DISC) {
+        float dx = (ox - p[0]) + gx, dy = (oy - p[1]) + gy;
+        float distance = sqrtf(dx * dx + dy * dy) - p[2];
+        if (p[3] > 0.0f) {
+            float half = fmaxf(p[3], 0.5f), weight = fminf(fmaxf(2.0f * p[3], 0.0f), 1.0f);
+            return from_distance(fabsf(distance) - half) * weight;
+        }
+        return from_distance(distance);
+    }
+    if (kind == SPRITE) {
+        long long u = (long long)rintf(((ox - 0.5f) - p[0]) + gx);
+        long long v = (long long)rintf(((oy - 0.5f) - p[1]) + gy);
+        if (u < 0 || v < 0 || u >= (long long)p[2] || v >= (long long)p[3]) return 0.0f;
+        long long x = min(max((long long)p[4] + u, 0LL), (long long)atlas_w - 1);
+        long long y = min(max((long long)p[5] + v, 0LL), (long long)atlas_h - 1);
+        return atlas[y * atlas_w + x];
+    }
+    return 0.0f;
+}
+
+extern "C" __global__ void composite_tiles(
+        const long long* tile_id, const long long* tile_start, const long long* tile_count, long long n_tiles,
+        const long long* primitive, const long long* kind, const float* params, const float* color,
+        const long long* group, const float* atlas, int atlas_h, int atlas_w,
+        float* image, float* layer, int height, int width, int channels, int tiles_y, int tiles_x, int tile) {
+    long long t = blockIdx.x;
+    if (t >= n_tiles) return;
+    int gx = threadIdx.x % tile, gy = threadIdx.x / tile;
+    long long id = tile_id[t];
+    long long frame = id / ((long long)tiles_y * tiles_x);
+    int rest = (int)(id % ((long long)tiles_y * tiles_x));
+    int row = rest / tiles_x, column = rest % tiles_x;
+    int x = column * tile + gx, y = row * tile + gy;
+    if (x >= width || y >= height) return;
+    float ox = (float)(column * tile) + 0.5f, oy = (float)(row * tile) + 0.5f;
+    float tile_last = (float)(tile - 1);
+
+    // premultiplied layer, built bottom to top; a group's pairs merge by maximum coverage first
+    float lr = 0.0f, lg = 0.0f, lb = 0.0f, la = 0.0f;
+    long long current = -1;
+    float merged = 0.0f, cr = 0.0f, cg = 0.0f, cb = 0.0f, ca = 0.0f;
+    long long start = tile_start[t], count = tile_count[t];
+    for (long long k = 0; k <= count; ++k) {
+        long long g = -2;
+        float value = 0.0f;
+        long long p = 0;
+        if (k < count) {
+            p = primitive[start + k];
+            g = group[p];
+            value = coverage(kind[p], params + p * 10, ox, oy, (float)gx, (float)gy, tile_last, atlas, atlas_h, atlas_w);
+        }
+        if (k < count && g == current) {
+            merged = fmaxf(merged, value);
+            continue;
+        }
+        if (k > 0) {  // the shape below is complete: source-over
+            float a = merged * ca, keep = 1.0f - a;
+            lr = a * cr + keep * lr; lg = a * cg + keep * lg; lb = a * cb + keep * lb; la = a + keep * la;
+        }
+        if (k < count) {
+            current = g;
+            merged = value;
+            cr = color[p * 4]; cg = color[p * 4 + 1]; cb = color[p * 4 + 2]; ca = color[p * 4 + 3];
+        }
+    }
+    long long pixel = (frame * height + y) * (long long)width + x;
+    float* out = layer + pixel * 4;
+    out[0] = lr; out[1] = lg; out[2] = lb; out[3] = la;
+    float* base = image + pixel * channels;
+    float keep = 1.0f - la;
+    base[0] = lr + base[0] * keep; base[1] = lg + base[1] * keep; base[2] = lb + base[2] * keep;
+    if (channels == 4) base[3] = base[3] * keep + la;
+}
+"""
+
+
+def composite_tiles_cuda(image: torch.Tensor, layer: torch.Tensor, tile_id: torch.Tensor, primitive: torch.Tensor,
+                    kind: torch.Tensor, params: torch.Tensor, color: torch.Tensor, group: torch.Tensor,
+                    atlas: torch.Tensor | None, tile: int) -> None:
+    """Composite sorted (tile, primitive) pairs into image float [B,H,W,C] and layer float [B,H,W,4]
+    (both contiguous, on one CUDA device), in place. tile_id, primitive int64 [Q] as bin_tiles
+    returns them; kind int64 [P], params float [P,10], color float [P,4], group int64 [P]."""
+    batch, height, width, channels = image.shape
+    tiles_y, tiles_x = -(-height // tile), -(-width // tile)
+    unique, counts = torch.unique_consecutive(tile_id, return_counts=True)
+    starts = torch.cumsum(counts, 0) - counts
+    if atlas is None:
+        atlas = torch.zeros(1, 1, device=image.device)
+    atlas = atlas.float().contiguous()
+    args = cuda.arrays(unique, starts, counts)
+    args.append(np.int64(unique.numel()))
+    args += cuda.arrays(primitive, kind.long(), params.float(), color.float(), group.long(), atlas)
+    args += [np.int32(atlas.shape[0]), np.int32(atlas.shape[1])]
+    if not (image.is_contiguous() and layer.is_contiguous()):
+        raise ValueError("image and layer must be contiguous: the kernel writes them in place")
+    args += cuda.arrays(image, layer)
+    args += [np.int32(v) for v in (height, width, channels, tiles_y, tiles_x, tile)]
+    with cuda.stream():
+        cuda.kernel(_COMPOSITE_SOURCE, "composite_tiles")((unique.numel(),), (tile * tile,), tuple(args))

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
-from . import cuda_kernels
-from .batching import size_class
+from . import cuda
+from .batching import expand_counts, size_class
 from .device import cupy_usable, run_chunked
 
 SUBPIXEL = 256  # fixed-point steps per pixel
 MAXINT = 2147483647
 DEPTH_STEPS = 1 << 18
+CUDA_BLOCK = 8  # rasterize_blocks: pixels per side of the bounding-box block one CUDA thread tests
 
 
 def _screen(vertices: torch.Tensor, width: int, height: int) -> torch.Tensor:
@@ -130,7 +132,7 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
 
     use_kernels = cupy_usable(device)
     if use_kernels:
-        cuda_kernels.rasterize_triangles(zbuffer, table, x0, y0, span_x, span_y, base, depth_over_area, prior, width,
+        rasterize_triangles_cuda(zbuffer, table, x0, y0, span_x, span_y, base, depth_over_area, prior, width,
                                          SUBPIXEL, DEPTH_STEPS, MAXINT)
     else:
         # inside iff every e_i >= owns_i ? 0 : 1: folded into C, so the test is one comparison with 0
@@ -149,7 +151,7 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
                         rows * columns * 60, device, limit=max(1, (2 << 20) // (rows * columns)))
     corner_w = V[view[:, None], F[face], 3]  # [K,3]: perspective correction of the barycentrics
     if use_kernels:
-        findices, barycentric = cuda_kernels.resolve_pixels(zbuffer, init, table, corner_w, face, width, height,
+        findices, barycentric = resolve_pixels_cuda(zbuffer, init, table, corner_w, face, width, height,
                                                             SUBPIXEL, MAXINT)
     else:
         findices = torch.zeros(views * height * width, dtype=torch.int32, device=device)
@@ -250,3 +252,109 @@ def orbit_cameras(azimuths, elevations, distance: float) -> torch.Tensor:
     up = torch.where((elevation.abs() > math.radians(89.9))[:, None], torch.tensor([0.0, 0.0, -1.0]) *
                      torch.sign(elevation)[:, None], torch.tensor([0.0, 1.0, 0.0]))
     return look_at(eye, torch.zeros_like(eye), up)
+
+
+# The depth test of utils/mesh_rasterizer.py: one thread per (triangle, 8x8 block of its bounding
+# box); packed (depth, face) values meet in the z-buffer through a 64-bit atomicMin.
+_RASTERIZE_SOURCE = r"""
+extern "C" __global__ void rasterize_blocks(
+        const long long* pair_triangle, const long long* pair_rank, long long n_pairs,
+        const long long* table, const long long* x0, const long long* y0, const long long* span_x,
+        const long long* span_y, const long long* base, const float* depth_over_area, const float* prior,
+        int has_prior, long long* zbuffer, int width, int subpixel, int block, int depth_steps,
+        long long id_base) {
+    long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= n_pairs) return;
+    long long k = pair_triangle[q], rank = pair_rank[q];
+    long long blocks_x = (span_x[k] + block - 1) / block;
+    long long bx = x0[k] + (rank % blocks_x) * block, by = y0[k] + (rank / blocks_x) * block;
+    long long x_end = min(bx + block, x0[k] + span_x[k]), y_end = min(by + block, y0[k] + span_y[k]);
+    const long long* e = table + k * 12;  // A0 B0 C0 A1 B1 C1 A2 B2 C2 owns0 owns1 owns2
+    float d0 = depth_over_area[k * 3], d1 = depth_over_area[k * 3 + 1], d2 = depth_over_area[k * 3 + 2];
+    long long id = k + 1;  // triangles are in (view, face) order, so ties still go to the lower face
+    for (long long y = by; y < y_end; ++y) {
+        long long sy = y * subpixel + subpixel / 2;
+        for (long long x = bx; x < x_end; ++x) {
+            long long sx = x * subpixel + subpixel / 2;
+            long long e0 = e[0] * sx + e[1] * sy + e[2];
+            long long e1 = e[3] * sx + e[4] * sy + e[5];
+            long long e2 = e[6] * sx + e[7] * sy + e[8];
+            // on an edge (e == 0) only the edge's owner draws the pixel
+            if (e0 < 1 - e[9] || e1 < 1 - e[10] || e2 < 1 - e[11]) continue;
+            float depth = ((float)e0 * d0 + (float)e1 * d1) + (float)e2 * d2;
+            long long pixel = base[k] + y * width + x;
+            if (has_prior && !(depth >= prior[pixel])) continue;
+            long long packed = (long long)truncf(depth * (float)depth_steps) * id_base + id;
+            atomicMin(zbuffer + pixel, packed);
+        }
+    }
+}
+
+// findices and perspective-correct barycentrics of every pixel from the z-buffer's winners
+extern "C" __global__ void resolve_pixels(
+        const long long* zbuffer, long long n, long long empty, const long long* table, const float* corner_w,
+        const long long* face, int width, int height, int subpixel, long long id_base, int* findices,
+        float* barycentric) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    long long z = zbuffer[i];
+    if (z == empty) {
+        findices[i] = 0;
+        barycentric[i * 3] = 0.0f; barycentric[i * 3 + 1] = 0.0f; barycentric[i * 3 + 2] = 0.0f;
+        return;
+    }
+    long long k = (z % id_base + id_base) % id_base - 1;  // floor modulo, as torch's %, for negative depths
+    findices[i] = (int)(face[k] + 1);
+    long long sx = (i % width) * subpixel + subpixel / 2, sy = (i / width % height) * subpixel + subpixel / 2;
+    const long long* e = table + k * 12;
+    double w0 = (double)(e[0] * sx + e[1] * sy + e[2]) / (double)corner_w[k * 3];
+    double w1 = (double)(e[3] * sx + e[4] * sy + e[5]) / (double)corner_w[k * 3 + 1];
+    double w2 = (double)(e[6] * sx + e[7] * sy + e[8]) / (double)corner_w[k * 3 + 2];
+    double total = (w0 + w1) + w2;
+    barycentric[i * 3] = (float)(w0 / total);
+    barycentric[i * 3 + 1] = (float)(w1 / total);
+    barycentric[i * 3 + 2] = (float)(w2 / total);
+}
+"""
+
+
+def rasterize_triangles_cuda(zbuffer: torch.Tensor, table: torch.Tensor, x0: torch.Tensor, y0: torch.Tensor,
+                        span_x: torch.Tensor, span_y: torch.Tensor, base: torch.Tensor,
+                        depth_over_area: torch.Tensor, prior: torch.Tensor | None, width: int, subpixel: int,
+                        depth_steps: int, id_base: int) -> None:
+    """Depth-test K triangles into zbuffer int64 [B*H*W] (contiguous), in place, with the packed
+    trunc(depth * depth_steps) * id_base + triangle + 1 rule of mesh_rasterizer: table int64 [K,12]
+    (edge functions and ownership), bounding boxes x0, y0, span_x, span_y int64 [K], base int64 [K]
+    (view * H * W), depth_over_area float [K,3], prior float [B*H*W] or None."""
+    blocks = ((span_x + CUDA_BLOCK - 1) // CUDA_BLOCK) * ((span_y + CUDA_BLOCK - 1) // CUDA_BLOCK)
+    pair_triangle, pair_rank = expand_counts(blocks)
+    n_pairs = pair_triangle.numel()
+    if n_pairs == 0:
+        return
+    has_prior = prior is not None
+    prior = prior.float() if has_prior else torch.zeros(1, device=zbuffer.device)
+    args = cuda.arrays(pair_triangle, pair_rank) + [np.int64(n_pairs)]
+    args += cuda.arrays(table, x0, y0, span_x, span_y, base, depth_over_area.float(), prior)
+    if not zbuffer.is_contiguous():
+        raise ValueError("zbuffer must be contiguous: the kernel writes it in place")
+    args += [np.int32(has_prior), *cuda.arrays(zbuffer), np.int32(width), np.int32(subpixel), np.int32(CUDA_BLOCK),
+             np.int32(depth_steps), np.int64(id_base)]
+    threads = 128
+    with cuda.stream():
+        cuda.kernel(_RASTERIZE_SOURCE, "rasterize_blocks")(((n_pairs + threads - 1) // threads,), (threads,), tuple(args))
+
+
+def resolve_pixels_cuda(zbuffer: torch.Tensor, empty: int, table: torch.Tensor, corner_w: torch.Tensor,
+                   face: torch.Tensor, width: int, height: int, subpixel: int, id_base: int):
+    """findices int32 [B*H*W] (face + 1, 0 where zbuffer holds `empty`) and barycentric float
+    [B*H*W,3] from the z-buffer of rasterize_triangles; corner_w float [K,3] (clip w of each
+    triangle's corners), face int64 [K] (the face of each kept triangle)."""
+    n = zbuffer.numel()
+    findices = torch.empty(n, dtype=torch.int32, device=zbuffer.device)
+    barycentric = torch.empty(n, 3, dtype=torch.float32, device=zbuffer.device)
+    args = cuda.arrays(zbuffer) + [np.int64(n), np.int64(empty)] + cuda.arrays(table, corner_w.float(), face)
+    args += [np.int32(width), np.int32(height), np.int32(subpixel), np.int64(id_base), *cuda.arrays(findices, barycentric)]
+    threads = 256
+    with cuda.stream():
+        cuda.kernel(_RASTERIZE_SOURCE, "resolve_pixels")(((n + threads - 1) // threads,), (threads,), tuple(args))
+    return findices, barycentric
