@@ -93,7 +93,8 @@ class Progress:
 
 def register_routes() -> None:
     """Server routes the frontend uses: GET /rasterkit/palettes (the palettes by name, so that the
-    box editor previews the node's colours). No-op outside a running ComfyUI server."""
+    box editor previews the node's colours) and GET /rasterkit/mesh_extensions (the file types Load
+    Mesh reads, for its upload button). No-op outside a running ComfyUI server."""
     try:
         from aiohttp import web
         from server import PromptServer
@@ -102,7 +103,12 @@ def register_routes() -> None:
     if getattr(PromptServer, "instance", None) is None:
         return
     from ..utils.colors import PALETTES
+    from .mesh import MESH_EXTENSIONS
 
     @PromptServer.instance.routes.get("/rasterkit/palettes")
     async def palettes(request):
         return web.json_response(PALETTES)
+
+    @PromptServer.instance.routes.get("/rasterkit/mesh_extensions")
+    async def mesh_extensions(request):
+        return web.json_response(list(MESH_EXTENSIONS))

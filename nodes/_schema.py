@@ -2,13 +2,15 @@
 
 A node is a subclass of `RasterKitNode` with class attributes NODE_ID, DISPLAY_NAME, CATEGORY,
 DESCRIPTION, INPUTS (a list of `Input`), OUTPUTS (a list of `Output`), a classmethod
-`run(**inputs) -> tuple` and optionally `preview(inputs, outputs) -> dict` (data for the frontend).
+`run(**inputs) -> tuple`, optionally `preview(inputs, outputs) -> dict` (data for the frontend) and
+`fingerprint(**inputs)` (V1's IS_CHANGED, V3's fingerprint_inputs: a value that changes when the
+node must rerun with the same inputs, e.g. an edited input file).
 The subclass itself is the V1 node; `to_v3(node, io)` builds the V3 one.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
 
@@ -21,7 +23,7 @@ class Input:
     min: float | None = None
     max: float | None = None
     step: float | None = None
-    options: tuple = ()
+    options: tuple | Callable[[], list] = ()  # a callable is asked anew for every schema (file lists)
     multiline: bool = False
     optional: bool = False
     tooltip: str | None = None
@@ -44,8 +46,16 @@ def Bool(name, default, **kw) -> Input:
 
 
 def Combo(name, options, default=None, **kw) -> Input:
-    options = tuple(options)
-    return Input(name, "COMBO", options[0] if default is None else default, options=options, **kw)
+    """A choice among `options`: a sequence, or a function returning the current list (asked anew
+    each time ComfyUI reads the schema)."""
+    if not callable(options):
+        options = tuple(options)
+        default = options[0] if default is None else default
+    return Input(name, "COMBO", default, options=options, **kw)
+
+
+def combo_options(spec: Input) -> list:
+    return list(spec.options() if callable(spec.options) else spec.options)
 
 
 def Socket(name, type, optional=False, **kw) -> Input:
@@ -76,6 +86,8 @@ class RasterKitNode:
         cls.RETURN_TYPES = tuple(o.type for o in cls.OUTPUTS)
         cls.RETURN_NAMES = tuple(o.name for o in cls.OUTPUTS)
         cls.OUTPUT_TOOLTIPS = tuple(o.tooltip or "" for o in cls.OUTPUTS)
+        if "fingerprint" in cls.__dict__:
+            cls.IS_CHANGED = cls.fingerprint
 
     @classmethod
     def INPUT_TYPES(cls) -> dict:
@@ -104,7 +116,7 @@ class RasterKitNode:
 def _v1_entry(spec: Input) -> tuple:
     opts = {"tooltip": spec.tooltip} if spec.tooltip else {}
     if spec.type == "COMBO":
-        return (list(spec.options), {"default": spec.default, **opts})
+        return (combo_options(spec), {"default": spec.default, **opts})
     if spec.type in ("INT", "FLOAT"):
         opts.update(default=spec.default, min=spec.min, max=spec.max, step=spec.step)
     elif spec.type == "STRING":
@@ -130,7 +142,7 @@ def _v3_input(spec: Input, io):
     if spec.type == "BOOLEAN":
         return io.Boolean.Input(spec.name, default=spec.default, **common)
     if spec.type == "COMBO":
-        return io.Combo.Input(spec.name, options=list(spec.options), default=spec.default, **common)
+        return io.Combo.Input(spec.name, options=combo_options(spec), default=spec.default, **common)
     return io.Custom(spec.type).Input(spec.name, **common)
 
 
@@ -153,11 +165,10 @@ def to_v3(node: type[RasterKitNode], io):
         outputs = node.run(**inputs)
         return io.NodeOutput(*outputs, ui=node.preview(inputs, outputs))
 
-    return type(node.__name__, (io.ComfyNode,), {
-        "define_schema": classmethod(define_schema),
-        "execute": classmethod(execute),
-        "__doc__": node.DESCRIPTION,
-    })
+    members = {"define_schema": classmethod(define_schema), "execute": classmethod(execute), "__doc__": node.DESCRIPTION}
+    if hasattr(node, "IS_CHANGED"):
+        members["fingerprint_inputs"] = classmethod(lambda cls, **inputs: node.fingerprint(**inputs))
+    return type(node.__name__, (io.ComfyNode,), members)
 
 
 def v3_extension(nodes: list[type[RasterKitNode]], extension_base, io):

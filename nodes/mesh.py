@@ -30,46 +30,103 @@ def _mesh_class():
     return MESH
 
 
-def _input_path(name: str) -> str:
-    """An absolute path, else a file in ComfyUI's input folder, else one bundled with the pack (the
-    example workflows' mesh), else a path relative to the working directory."""
-    if os.path.isabs(name):
-        return name
+def input_directory() -> str | None:
+    """ComfyUI's input folder; None outside ComfyUI (tests, demo), where only the bundled meshes load."""
     try:
         import folder_paths
-        folders = [folder_paths.get_input_directory(), BUNDLED]
     except ImportError:
-        folders = [BUNDLED, os.getcwd()]
-    candidates = [os.path.join(folder, name) for folder in folders]
-    return next((path for path in candidates if os.path.isfile(path)), candidates[0])
+        return None
+    return folder_paths.get_input_directory()
+
+
+def _roots() -> list[str]:
+    """The folders meshes are read from, symlinks resolved: ComfyUI's input folder, then the bundled assets."""
+    folders = [input_directory(), BUNDLED]
+    return [os.path.realpath(folder) for folder in folders if folder and os.path.isdir(folder)]
+
+
+def _inside(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # another drive on Windows
+        return False
+
+
+def mesh_files() -> list[str]:
+    """Mesh files of the input folder and its subfolders ("/"-separated names relative to it), then the
+    bundled ones that the input folder does not shadow; links that lead outside are left out."""
+    names: list[str] = []
+    for root in _roots():
+        found = []
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = sorted(s for s in subfolders if not s.startswith("."))
+            for file in files:
+                path = os.path.join(folder, file)
+                if file.lower().endswith(MESH_EXTENSIONS) and _inside(os.path.realpath(path), root):
+                    found.append(os.path.relpath(path, root).replace(os.sep, "/"))
+        names += [name for name in sorted(found) if name not in names]
+    return names
+
+
+def resolve_mesh_file(name: str) -> str:
+    """The real path of mesh file `name` (relative to ComfyUI's input folder, else bundled with the pack).
+    Absolute names, `..` and symlinks that lead outside those folders are refused with the same error as
+    a missing file, which names the input only by the name given, so errors tell nothing about the disk."""
+    shown = name if len(name) <= 200 else name[:200] + "..."
+    if not name.lower().endswith(MESH_EXTENSIONS):
+        raise ValueError(f"mesh_file: {shown!r} is not one of {', '.join(MESH_EXTENSIONS)}")
+    if not os.path.isabs(name) and "\0" not in name:
+        for root in _roots():
+            path = os.path.realpath(os.path.join(root, name))
+            if _inside(path, root) and os.path.isfile(path):
+                return path
+    raise ValueError(f"mesh_file: no mesh file {shown!r} in ComfyUI's input folder (choose one from the list, "
+                     f"or upload one with the node's button)")
+
+
+def _file_digest(path: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class LoadMesh(RasterKitNode):
     NODE_ID = "RasterKit_LoadMesh"
     DISPLAY_NAME = "Load Mesh (RasterKit)"
     CATEGORY = "RasterKit/mesh"
-    DESCRIPTION = ("Loads .obj, .glb, .ply, .stl or .off (trimesh) from ComfyUI's input folder as a MESH "
-                   "(and as a TRIMESH); rasterkit_torus.obj is bundled with the pack.")
+    DESCRIPTION = ("Loads .obj, .glb, .gltf, .ply, .stl or .off (trimesh) from ComfyUI's input folder or its "
+                   "subfolders as a MESH (and as a TRIMESH); rasterkit_torus.obj is bundled with the pack.")
     INPUTS = [
-        String("mesh_file", "rasterkit_torus.obj", tooltip="file name inside ComfyUI's input folder (or an absolute path)"),
+        Combo("mesh_file", mesh_files, default="rasterkit_torus.obj",
+              tooltip="a mesh in ComfyUI's input folder or its subfolders (upload one with the button)"),
         Bool("normalize", True, tooltip="centre the mesh and scale it to fit the cube [-1, 1]"),
     ]
     OUTPUTS = [Output("MESH", "mesh"), Output("TRIMESH", "trimesh")]
 
     @classmethod
+    def fingerprint(cls, mesh_file="", normalize=True):
+        """The file's content hash, so that ComfyUI reruns the node when the file is edited."""
+        try:
+            return _file_digest(resolve_mesh_file(mesh_file.strip()))
+        except (ValueError, OSError):
+            return ""  # run() names the problem
+
+    @classmethod
     def run(cls, mesh_file="", normalize=True):
         import trimesh
 
-        path = _input_path(mesh_file.strip())
-        if not mesh_file.strip() or not os.path.isfile(path):
-            raise ValueError(f"mesh_file: no file {mesh_file!r} (looked at {path})")
-        if not path.lower().endswith(MESH_EXTENSIONS):
-            raise ValueError(f"mesh_file: {mesh_file!r} is not one of {', '.join(MESH_EXTENSIONS)}")
+        path = resolve_mesh_file(mesh_file.strip())
         try:
+            # trimesh >= 5.2 (requirements.txt) resolves textures and buffers inside the mesh's folder only
+            # and fetches nothing remote
             loaded = trimesh.load(path, force="mesh", process=False)
         except Exception as error:  # trimesh raises many types for broken files
-            raise ValueError(f"mesh_file: could not read {mesh_file!r}: {error}") from None
-        if len(loaded.faces) == 0:
+            raise ValueError(f"mesh_file: could not read {mesh_file!r}: {type(error).__name__}") from None
+        if len(getattr(loaded, "faces", ())) == 0:
             raise ValueError(f"mesh_file: {mesh_file!r} has no triangles")
         vertices = torch.tensor(loaded.vertices, dtype=torch.float32)
         if normalize:

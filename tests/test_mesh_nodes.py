@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from rasterkit.nodes import mesh as mesh_nodes
 from rasterkit.nodes.mesh import LoadMesh, Mesh, MeshRasterizer
 
 ASSET = Path(__file__).resolve().parents[1] / "example_workflows" / "assets" / "rasterkit_torus.obj"
@@ -17,7 +18,7 @@ def sphere_mesh():
 
 
 def test_load_mesh_normalises_into_the_unit_cube():
-    mesh, loaded = LoadMesh.run(str(ASSET))
+    mesh, loaded = LoadMesh.run(ASSET.name)
     assert mesh.vertices.shape[0] == 1 and mesh.faces.shape[-1] == 3
     assert mesh.vertices.abs().max() == pytest.approx(1.0, abs=1e-5)
     assert len(loaded.faces) == mesh.faces.shape[1]
@@ -59,14 +60,81 @@ def test_bad_meshes(kw, message):
         MeshRasterizer.run(width=16, height=16, **kw)
 
 
-def test_bad_files(tmp_path):
-    with pytest.raises(ValueError, match="mesh_file: no file"):
+@pytest.fixture
+def input_folder(tmp_path, monkeypatch):
+    """A ComfyUI input folder (tmp_path/input) with a mesh, a subfolder and, beside it, a secret mesh."""
+    folder = tmp_path / "input"
+    (folder / "3d").mkdir(parents=True)
+    (folder / "3d" / "cube.obj").write_bytes(ASSET.read_bytes())
+    (tmp_path / "secret.obj").write_bytes(ASSET.read_bytes())
+    monkeypatch.setattr(mesh_nodes, "input_directory", lambda: str(folder))
+    return folder
+
+
+def test_bad_files(input_folder):
+    with pytest.raises(ValueError, match="mesh_file: no mesh file 'missing.obj' in ComfyUI's input folder"):
         LoadMesh.run("missing.obj")
-    text = tmp_path / "notes.txt"
-    text.write_text("hello")
-    with pytest.raises(ValueError, match="mesh_file: .* is not one of"):
-        LoadMesh.run(str(text))
-    broken = tmp_path / "broken.obj"
-    broken.write_text("v 0 0 0\n")
+    (input_folder / "notes.txt").write_text("hello")
+    with pytest.raises(ValueError, match="mesh_file: 'notes.txt' is not one of"):
+        LoadMesh.run("notes.txt")
+    (input_folder / "broken.obj").write_text("v 0 0 0\n")
     with pytest.raises(ValueError, match="mesh_file: .*(no triangles|could not read)"):
-        LoadMesh.run(str(broken))
+        LoadMesh.run("broken.obj")
+
+
+def test_meshes_listed_from_the_input_folder_and_its_subfolders(input_folder):
+    (input_folder / "notes.txt").write_text("hello")
+    files = mesh_nodes.mesh_files()
+    assert files[0] == "3d/cube.obj" and ASSET.name in files and "notes.txt" not in files
+    assert "secret.obj" not in " ".join(files)
+    assert LoadMesh.run("3d/cube.obj")[0].faces.shape[1] > 0
+    assert {"required": ["mesh_file", "normalize"]} == {k: list(v) for k, v in LoadMesh.INPUT_TYPES().items()}
+    assert "3d/cube.obj" in LoadMesh.INPUT_TYPES()["required"]["mesh_file"][0]
+
+
+def test_nothing_outside_the_input_folder_is_read(input_folder, tmp_path):
+    """Absolute paths, .. and symlinks out of the folder all give the error a missing file gives, which
+    names the input only as typed: no way to tell an existing outside file from a missing one."""
+    os_link = input_folder / "3d" / "link.obj"
+    os_link.symlink_to(tmp_path / "secret.obj")
+    (input_folder / "escape").symlink_to(tmp_path, target_is_directory=True)
+    outside = [str(tmp_path / "secret.obj"), "../secret.obj", "3d/../../secret.obj", "3d/link.obj",
+               "escape/secret.obj", str(tmp_path / "missing.obj"), "../missing.obj", "a\0b.obj"]
+    messages = set()
+    for name in outside:
+        with pytest.raises(ValueError, match="mesh_file: no mesh file") as error:
+            LoadMesh.run(name)
+        assert str(input_folder) not in str(error.value)
+        messages.add(str(error.value).replace(repr(name), "NAME"))
+    assert len(messages) == 1
+    assert "3d/link.obj" not in mesh_nodes.mesh_files() and not any("escape" in f for f in mesh_nodes.mesh_files())
+
+
+def test_gltf_buffers_outside_its_folder_are_not_read(input_folder, tmp_path):
+    import json
+
+    import trimesh
+
+    files = trimesh.exchange.gltf.export_gltf(trimesh.Scene(trimesh.creation.box()))
+    document = json.loads(files.pop("model.gltf"))
+    for name, data in files.items():  # the buffers beside the file: it loads
+        (input_folder / "3d" / name).write_bytes(data)
+    (input_folder / "3d" / "box.gltf").write_text(json.dumps(document))
+    assert LoadMesh.run("3d/box.gltf")[0].faces.shape[1] == 12
+    for buffer in document["buffers"]:  # the buffers outside the input folder only: refused
+        (input_folder / "3d" / buffer["uri"]).unlink()
+        (tmp_path / buffer["uri"]).write_bytes(files[buffer["uri"]])
+        buffer["uri"] = "../../" + buffer["uri"]
+    (input_folder / "3d" / "thief.gltf").write_text(json.dumps(document))
+    with pytest.raises(ValueError, match="mesh_file: could not read '3d/thief.gltf'") as error:
+        LoadMesh.run("3d/thief.gltf")
+    assert str(tmp_path) not in str(error.value)
+
+
+def test_an_edited_file_changes_the_fingerprint(input_folder):
+    before = LoadMesh.fingerprint("3d/cube.obj")
+    assert before and LoadMesh.IS_CHANGED("3d/cube.obj") == before
+    with open(input_folder / "3d" / "cube.obj", "a") as file:
+        file.write("\n# edited\n")
+    assert LoadMesh.fingerprint("3d/cube.obj") != before
+    assert LoadMesh.fingerprint("../secret.obj") == LoadMesh.fingerprint("missing.obj") == ""
