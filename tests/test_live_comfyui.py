@@ -126,3 +126,68 @@ def test_template_browser_lists_the_ui_workflow(object_info, path):
     ui = get(f"/api/workflow_templates/{pack}/{name}.json")
     assert ui_to_api(ui, object_info) == json.loads(path.read_text())
     assert (Path(__file__).parents[1] / "example_workflows" / f"{name}.jpg").is_file()
+
+
+def upload(name, data, subfolder="3d"):
+    """POST a file to ComfyUI's upload route (what the Load Mesh button does); its answer."""
+    boundary = uuid.uuid4().hex
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode()
+             for key, value in (("type", "input"), ("subfolder", subfolder), ("overwrite", "true"))]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{name}"\r\n'
+                 f'Content-Type: application/octet-stream\r\n\r\n'.encode() + data + b"\r\n")
+    body = b"".join(parts) + f"--{boundary}--\r\n".encode()
+    request = urllib.request.Request(URL + "/upload/image", data=body,
+                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def load_mesh_prompt(mesh_file):
+    prompt = json.loads((Path(__file__).parent / "workflows" / "mesh.api.json").read_text())
+    loader = next(key for key, node in prompt.items() if node["class_type"] == "RasterKit_LoadMesh")
+    prompt[loader]["inputs"]["mesh_file"] = mesh_file
+    return prompt
+
+
+def outcome(prompt):
+    """The error text a prompt ends with ('' when it ran)."""
+    answer = queue(prompt)
+    if "prompt_id" not in answer or answer.get("node_errors"):  # refused by validation
+        return json.dumps([answer.get("error"), answer.get("node_errors")])
+    entry = wait(answer["prompt_id"])
+    errors = [m[1]["exception_message"] for m in entry["status"]["messages"] if m[0] == "execution_error"]
+    return "" if entry["status"]["status_str"] == "success" else json.dumps(errors)
+
+
+def test_load_mesh_reads_only_the_input_folder(object_info):
+    """An uploaded mesh is listed and loads; absolute paths, .. and links out of the input folder do not
+    load, and the answer does not tell an existing outside file from a missing one."""
+    torus = (Path(__file__).parents[1] / "example_workflows" / "assets" / "rasterkit_torus.obj").read_bytes()
+    assert get("/rasterkit/mesh_extensions")[0] == ".obj"
+    stored = upload("live_upload.obj", torus)
+    name = f"{stored['subfolder']}/{stored['name']}"
+    kind, options = get("/object_info/RasterKit_LoadMesh")["RasterKit_LoadMesh"]["input"]["required"]["mesh_file"]
+    assert name in (kind if isinstance(kind, list) else options["options"])  # V1 and V3 forms of a COMBO
+    assert outcome(load_mesh_prompt(name)) == ""
+    if not os.environ.get("COMFYUI_DIR"):
+        pytest.skip("COMFYUI_DIR is not set: no outside file to try")
+    root = Path(os.environ["COMFYUI_DIR"]).resolve()
+    secret = root / "rasterkit_secret.obj"
+    secret.write_bytes(torus)
+    link = root / "input" / "3d" / "rasterkit_link.obj"
+    link.unlink(missing_ok=True)
+    link.symlink_to(secret)
+    try:
+        answers = {}
+        for attempt in (str(secret), "../rasterkit_secret.obj", "3d/../../rasterkit_secret.obj", "3d/rasterkit_link.obj",
+                        str(root / "rasterkit_missing.obj"), "../rasterkit_missing.obj"):
+            text = outcome(load_mesh_prompt(attempt))
+            assert text, f"{attempt} loaded"
+            assert str(root / "input") not in text
+            answers[attempt] = text.replace(json.dumps(attempt)[1:-1], "NAME").replace(attempt, "NAME")
+        assert answers[str(secret)].replace("rasterkit_secret", "X") == \
+            answers[str(root / "rasterkit_missing.obj")].replace("rasterkit_missing", "X")
+        assert answers["../rasterkit_secret.obj"] == answers["../rasterkit_missing.obj"]
+    finally:
+        link.unlink(missing_ok=True)
+        secret.unlink(missing_ok=True)
