@@ -61,10 +61,11 @@ def unpack(ragged: Ragged) -> list[torch.Tensor]:
     return [values[b, :n] for b, n in enumerate(lengths)]
 
 
-def expand_counts(counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def expand_counts(counts: torch.Tensor, total: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """N items owning counts [N] (int64, >= 0) entries each, listed item after item: owner int64 [M]
-    (the item of each entry) and rank int64 [M] (0 .. count - 1 within its item), M = sum(counts)."""
-    owner = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
+    (the item of each entry) and rank int64 [M] (0 .. count - 1 within its item), M = sum(counts).
+    A caller that knows M passes it as total, which spares a host sync."""
+    owner = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts, output_size=total)
     rank = torch.arange(owner.numel(), device=counts.device) - (torch.cumsum(counts, 0) - counts)[owner]
     return owner, rank
 
