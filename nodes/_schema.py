@@ -9,8 +9,11 @@ The subclass itself is the V1 node; `to_v3(node, io)` builds the V3 one.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
+
+from ..utils.text_input import short
 
 WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
 
@@ -108,9 +111,35 @@ class RasterKitNode:
 
     @classmethod
     def execute(cls, **inputs):
+        check_widgets(cls.INPUTS, inputs)
         outputs = cls.run(**inputs)
         ui = cls.preview(inputs, outputs)
         return {"ui": ui, "result": outputs} if ui else outputs
+
+
+def check_widgets(specs, inputs: dict) -> None:
+    """Every widget value the prompt gives, against its declaration: INT and FLOAT finite numbers within
+    min..max (ComfyUI's own check lets NaN through: NaN < min is false), BOOLEAN a bool, STRING a
+    string, a fixed COMBO one of its options. ValueError naming the input otherwise."""
+    for spec in specs:
+        if spec.name not in inputs or spec.type not in WIDGET_TYPES:
+            continue
+        value = inputs[spec.name]
+        if spec.type in ("INT", "FLOAT"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{spec.name}: expected a number, got {short(value)}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{spec.name}: expected a finite number in {spec.min:g}..{spec.max:g}, got {value}")
+            if spec.type == "INT" and value != int(value):
+                raise ValueError(f"{spec.name}: expected a whole number, got {value}")
+            if not spec.min <= value <= spec.max:  # exact for integers of any size
+                raise ValueError(f"{spec.name}: {short(value)} is outside {spec.min:g}..{spec.max:g}")
+        elif spec.type == "BOOLEAN" and not isinstance(value, bool):
+            raise ValueError(f"{spec.name}: expected true or false, got {short(value)}")
+        elif spec.type == "STRING" and not isinstance(value, str):
+            raise ValueError(f"{spec.name}: expected text, got {short(value)}")
+        elif spec.type == "COMBO" and not callable(spec.options) and value not in spec.options:
+            raise ValueError(f"{spec.name}: {short(value)} is not one of {', '.join(map(str, spec.options))}")
 
 
 def _v1_entry(spec: Input) -> tuple:
@@ -162,6 +191,7 @@ def to_v3(node: type[RasterKitNode], io):
         )
 
     def execute(cls, **inputs):
+        check_widgets(node.INPUTS, inputs)
         outputs = node.run(**inputs)
         return io.NodeOutput(*outputs, ui=node.preview(inputs, outputs))
 

@@ -13,3 +13,4 @@ def check_images(images, input_name: str = "images") -> None:
                          f"got shape {tuple(images.shape)}")
     if not images.is_floating_point():
         raise ValueError(f"{input_name}: expected float values in 0..1, got dtype {images.dtype}")
+

@@ -8,7 +8,7 @@ import torch
 
 from ..utils import mesh_rasterizer as M
 from ._comfy import intermediate_device, render_device
-from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
+from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket
 
 MESH_EXTENSIONS = (".obj", ".glb", ".gltf", ".ply", ".stl", ".off")
 BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "example_workflows", "assets")

@@ -49,7 +49,8 @@ def tiny_mesh():
 NEEDED = {
     "RasterKit_LoadMesh": lambda: {"mesh_file": "rasterkit_torus.obj"},
     "RasterKit_MeshRasterizer": lambda: {"mesh": tiny_mesh(), "width": 16, "height": 16},
-    "RasterKit_PrimitiveMesh": lambda: {"shapes": 5, "working_size": 32, "output_size": 64},  # defaults take minutes
+    "RasterKit_PrimitiveMesh": lambda: {"shapes": 5, "candidates": 50, "mutations": 10, "working_size": 32,
+                                        "output_size": 64},  # defaults take minutes
 }
 
 

@@ -4,12 +4,12 @@ After parsing there is one code path: `BoxTable` holds all boxes of all frames, 
 """
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from .text_input import coordinates, load_json, short
 
 
 @dataclass
@@ -28,11 +28,6 @@ class BoxTable:
         return int(self.frame.shape[0])
 
 
-def _short(value, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _is_box(item) -> bool:
     if isinstance(item, dict):
         return True
@@ -42,16 +37,13 @@ def _is_box(item) -> bool:
 
 def _box_record(item, where: str, input_name: str) -> dict:
     if isinstance(item, dict):
-        try:
-            if all(k in item for k in ("x1", "y1", "x2", "y2")):
-                xyxy = [float(item[k]) for k in ("x1", "y1", "x2", "y2")]
-            elif all(k in item for k in ("x", "y", "w", "h")):
-                x, y, w, h = (float(item[k]) for k in ("x", "y", "w", "h"))
-                xyxy = [x, y, x + w, y + h]
-            else:
-                raise KeyError
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{input_name}: {where} needs numeric x1,y1,x2,y2 or x,y,w,h, got {_short(item)}") from None
+        if all(k in item for k in ("x1", "y1", "x2", "y2")):
+            xyxy = coordinates([item[k] for k in ("x1", "y1", "x2", "y2")], where, input_name)
+        elif all(k in item for k in ("x", "y", "w", "h")):
+            x, y, w, h = coordinates([item[k] for k in ("x", "y", "w", "h")], where, input_name)
+            xyxy = coordinates([x, y, x + w, y + h], where, input_name)
+        else:
+            raise ValueError(f"{input_name}: {where} needs numeric x1,y1,x2,y2 or x,y,w,h, got {short(item)}")
         record = {"xyxy": xyxy, "label": item.get("label"), "id": item.get("id"), "score": item.get("score"),
                   "color": item.get("color")}
         if record["id"] is not None and not isinstance(record["id"], int):
@@ -59,17 +51,15 @@ def _box_record(item, where: str, input_name: str) -> dict:
         if record["score"] is not None and not isinstance(record["score"], (int, float)):
             raise ValueError(f"{input_name}: {where} has a non-numeric score {record['score']!r}")
     else:
-        xyxy = [float(v) for v in item]
+        xyxy = coordinates(item, where, input_name)
         record = {"xyxy": xyxy, "label": None, "id": None, "score": None, "color": None}
-    if not all(math.isfinite(v) for v in xyxy):
-        raise ValueError(f"{input_name}: {where} has a non-finite coordinate: {_short(item)}")
     return record
 
 
 def _per_frame(data, batch: int, input_name: str) -> list[list]:
     """A list of boxes for every frame, or a list of per-frame lists of length `batch`."""
     if not isinstance(data, (list, tuple)):
-        raise ValueError(f"{input_name}: expected a list of boxes or a list of per-frame lists, got {_short(data)}")
+        raise ValueError(f"{input_name}: expected a list of boxes or a list of per-frame lists, got {short(data)}")
     if len(data) == 0 or all(_is_box(item) for item in data):
         return [list(data)] * batch
     if all(isinstance(item, (list, tuple)) and all(_is_box(b) for b in item) for item in data):
@@ -79,7 +69,7 @@ def _per_frame(data, batch: int, input_name: str) -> list[list]:
         return [list(item) for item in data]
     bad = next(item for item in data if not _is_box(item))
     raise ValueError(f"{input_name}: a box is [x1,y1,x2,y2] or a dict with x1,y1,x2,y2 (or x,y,w,h); "
-                     f"got {_short(bad)}")
+                     f"got {short(bad)}")
 
 
 def _table(frames: list[list[dict]]) -> BoxTable:
@@ -108,12 +98,7 @@ def from_json(text: str, batch: int, input_name: str = "boxes") -> BoxTable:
     text = (text or "").strip()
     if not text:
         return _table([[] for _ in range(batch)])
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{input_name}: not valid JSON ({error.msg} at line {error.lineno} column {error.colno}): "
-                         f"{_short(text)}") from None
-    return from_lists(data, batch, input_name)
+    return from_lists(load_json(text, input_name), batch, input_name)
 
 
 def from_segs(segs, batch: int, input_name: str = "segs") -> BoxTable:
@@ -124,7 +109,7 @@ def from_segs(segs, batch: int, input_name: str = "segs") -> BoxTable:
                   "label": getattr(s, "label", None), "score": _scalar(getattr(s, "confidence", None))}
                  for s in items]
     except (TypeError, ValueError, AttributeError, IndexError):
-        raise ValueError(f"{input_name}: expected SEGS ((height, width), [SEG with .bbox, ...]), got {_short(segs)}") from None
+        raise ValueError(f"{input_name}: expected SEGS ((height, width), [SEG with .bbox, ...]), got {short(segs)}") from None
     return from_lists(boxes, batch, input_name)
 
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 
 import torch
 
 from .batching import Ragged, pack
+from .text_input import check_size, load_json
 
 
 def _number(value, where: str, input_name: str) -> float:
@@ -29,10 +29,7 @@ def from_text(text: str, orientation: str = "rows", input_name: str = "series") 
     if not text:
         raise ValueError(f"{input_name}: empty; give JSON such as [[1, 2, 3], [3, 1, 2]] or CSV rows, or connect audio")
     if text[0] in "[{":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{input_name}: not valid JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+        data = load_json(text, input_name)
         if not isinstance(data, list):
             raise ValueError(f"{input_name}: expected a list of numbers or a list of lists, got {type(data).__name__}")
         if all(not isinstance(item, list) for item in data):
@@ -44,6 +41,7 @@ def from_text(text: str, orientation: str = "rows", input_name: str = "series") 
             rows.append([math.nan if v is None else _number(v, f"series {i} value {j}", input_name)
                          for j, v in enumerate(item)])
     else:
+        check_size(text, input_name)
         table = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
         if table and not _is_numeric_row(table[0]):
             table = table[1:]  # header
@@ -55,7 +53,7 @@ def from_text(text: str, orientation: str = "rows", input_name: str = "series") 
         rows = cells
     if not rows:
         raise ValueError(f"{input_name}: no series found")
-    return pack(rows)
+    return pack([row or [math.nan] for row in rows])  # an empty series is one gap: a blank image
 
 
 def _is_numeric_row(row) -> bool:

@@ -1,39 +1,21 @@
 """Tracked points in every format of DESIGN.md, as padded xy [T,N,2] and visible [T,N]."""
 from __future__ import annotations
 
-import ast
 import json
-import math
 
 import numpy as np
 import torch
 
-
-def _short(value, limit: int = 100) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _loads(text: str, input_name: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        try:  # single-quoted Python-style lists, as some nodes write them
-            return ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            raise ValueError(f"{input_name}: not valid JSON ({error.msg} at line {error.lineno} column "
-                             f"{error.colno}): {_short(text)}") from None
+from .text_input import coordinates, load_json, short
 
 
 def _point(item, where: str, input_name: str) -> tuple[float, float]:
     try:
         x, y = (item["x"], item["y"]) if isinstance(item, dict) else item
-        point = float(x), float(y)
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"{input_name}: {where} should be {{\"x\": .., \"y\": ..}} or [x, y], got {_short(item)}") from None
-    if not all(math.isfinite(v) for v in point):
-        raise ValueError(f"{input_name}: {where} has a non-finite coordinate: {_short(item)}")
-    return point
+        raise ValueError(f"{input_name}: {where} should be {{\"x\": .., \"y\": ..}} or [x, y], got {short(item)}") from None
+    x, y = coordinates((x, y), where, input_name)
+    return x, y
 
 
 def _is_point(item) -> bool:
@@ -50,17 +32,17 @@ def from_json(text: str, frames: int, input_name: str = "tracks_json") -> tuple[
     text = (text or "").strip()
     if not text:
         return torch.zeros(frames, 0, 2), torch.zeros(frames, 0, dtype=torch.bool)
-    data = _loads(text, input_name)
+    data = load_json(text, input_name, single_quotes=True)
     if not isinstance(data, list):
-        raise ValueError(f"{input_name}: expected a list of tracks or of points, got {_short(data)}")
+        raise ValueError(f"{input_name}: expected a list of tracks or of points, got {short(data)}")
     if data and all(isinstance(item, str) for item in data):
-        data = [_loads(item, f"{input_name}: track {n}") for n, item in enumerate(data)]  # CoTracker
+        data = [load_json(item, f"{input_name}: track {n}", single_quotes=True) for n, item in enumerate(data)]  # CoTracker
     if data and all(_is_point(item) for item in data):
         data = [[item] for item in data]  # one static frame: one single-point track per point
     tracks = []
     for n, track in enumerate(data):
         if not isinstance(track, list) or not track:
-            raise ValueError(f"{input_name}: track {n} should be a non-empty list of points, got {_short(track)}")
+            raise ValueError(f"{input_name}: track {n} should be a non-empty list of points, got {short(track)}")
         tracks.append([_point(p, f"track {n} point {t}", input_name) for t, p in enumerate(track)])
     return from_lists(tracks, frames)
 

@@ -1,0 +1,124 @@
+"""Bad input on every node, as a hostile or careless user sends it through the API: each call either
+works or raises a ValueError whose message starts with the name of an input of that node. Never
+another exception type (a traceback from deep inside torch), never a hang."""
+import math
+import random
+
+import pytest
+import torch
+
+from rasterkit.nodes import NODE_CLASSES
+from test_contract import tiny_inputs
+
+NUMBERS = [spec for node in NODE_CLASSES for spec in node.INPUTS if spec.type in ("INT", "FLOAT")]
+HOSTILE_TEXT = [
+    "", " ", "[", "]", "{", "null", "[null]", "true", "0", "-1", "[]", "[[]]", "[[], []]", "{}", '"text"',
+    "[" * 100_000 + "]" * 100_000,  # deeper than Python's recursion limit
+    "[" + "9" * 5000 + "]",  # past Python's integer digit limit
+    "[[0, 0, " + "9" * 400 + ", 10]]", "[1e308, -1e308]", "[[1e309, 0, 5, 5]]", "[NaN, Infinity]",
+    "[[NaN, 0, 5, 5]]", "[[0, 0, 5, 5]]", "[[-1e308, -1e308, 1e308, 1e308]]", "[[40, 40, 80, 80]]",
+    '[{"x": 1}]', '[{"x": 1, "y": 2}]', "[{'x': 1, 'y': 2}]", "[[{'x': 3, 'y': 4}], [[5, 6]]]",
+    '[["a", "b", "c", "d"]]', '[{"x1": 0, "y1": 0, "x2": 9, "y2": 9, "label": "é ж 字 🙂", "color": "#zzz"}]',
+    '[{"x": 0, "y": 0, "w": -5, "h": 1e400}]', '["[[1, 2]]", "nope"]', '[[1, 2, 3], "x"]', "[[1, 2], [3]]",
+    "1,2,3\n4,x,6", "a,b\n1,2\n", "1e999,2", ",,,\n,,,", "\x00\x01\x02", "#FF0000", "#FF000080", "rainbow",
+    "[" + "1," * 1000 + "1]", "x" * 4_000_001,
+]
+SOCKETS = {
+    "IMAGE": [torch.rand(2, 24, 32, 3), torch.rand(1, 24, 32, 4), torch.full((2, 24, 32, 3), math.nan),
+              torch.zeros(0, 24, 32, 3), torch.rand(2, 24, 32), torch.rand(3, 1, 1, 3), "not an image"],
+    "MASK": [torch.zeros(2, 24, 32), torch.ones(3, 24, 32), torch.full((24, 32), math.nan), torch.zeros(0, 4, 4),
+             torch.rand(5, 7)],
+}
+
+
+def allowed_error(node, error: BaseException) -> bool:
+    names = {spec.name for spec in node.INPUTS}
+    return isinstance(error, ValueError) and str(error).split(":")[0].strip() in names
+
+
+@pytest.mark.parametrize("spec", NUMBERS, ids=lambda s: s.name)
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, "3", None, True, 10**400],
+                         ids=["nan", "inf", "-inf", "text", "none", "bool", "huge"])
+def test_widget_values_that_are_not_finite_numbers_are_named(spec, value):
+    node = next(n for n in NODE_CLASSES if spec in n.INPUTS)
+    inputs = {**tiny_inputs(node), spec.name: value}
+    with pytest.raises(ValueError, match=f"^{spec.name}: "):
+        node.execute(**inputs)
+
+
+@pytest.mark.parametrize("spec", NUMBERS, ids=lambda s: s.name)
+def test_widget_values_outside_their_range_are_named(spec):
+    node = next(n for n in NODE_CLASSES if spec in n.INPUTS)
+    for value in (spec.min - 1, spec.max + 1):
+        with pytest.raises(ValueError, match=f"^{spec.name}: .* is outside"):
+            node.execute(**{**tiny_inputs(node), spec.name: value})
+
+
+def random_value(spec, tiny, rng: random.Random):
+    if spec.type == "STRING":
+        return rng.choice(HOSTILE_TEXT + [spec.default])
+    if spec.type == "COMBO":
+        options = spec.options() if callable(spec.options) else spec.options
+        return rng.choice(list(options) + ["bogus", "../../etc/passwd.obj"])
+    if spec.type == "BOOLEAN":
+        return rng.choice([True, False])
+    if spec.type in ("INT", "FLOAT"):
+        # in range but no heavier than the tiny call: the maxima are heavy by design (the memory estimates
+        # refuse what does not fit; tests/test_memory_budget.py)
+        value = rng.choice([spec.min, tiny, rng.uniform(spec.min, tiny)])
+        return int(value) if spec.type == "INT" else float(value)
+    return rng.choice(SOCKETS.get(spec.type, [None, "junk", 42]))
+
+
+@pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
+def test_fuzz(node):
+    """60 random malformed calls per node, seeded: each works or names an input."""
+    rng = random.Random(node.NODE_ID)
+    failures = []
+    for case in range(60):
+        inputs = tiny_inputs(node)
+        for spec in rng.sample(node.INPUTS, k=min(len(node.INPUTS), rng.randint(1, 3))):
+            inputs[spec.name] = random_value(spec, inputs.get(spec.name, spec.default), rng)
+        try:
+            node.execute(**inputs)
+        except Exception as error:  # noqa: BLE001 - the point is to see every type
+            if not allowed_error(node, error):
+                shown = {k: (v if not isinstance(v, str) else v[:60]) if not isinstance(v, torch.Tensor)
+                         else f"tensor{tuple(v.shape)}" for k, v in inputs.items()}
+                failures.append(f"case {case}: {type(error).__name__}: {str(error)[:200]} with {shown}")
+    assert not failures, "\n".join(failures)
+
+
+def test_json_nested_too_deeply_or_with_huge_numbers_is_named():
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+    from rasterkit.nodes.links import LineLinkRenderer
+    from rasterkit.nodes.series import SeriesToImages
+
+    images = torch.rand(1, 16, 16, 3)
+    with pytest.raises(ValueError, match="^boxes: nested too deeply"):
+        BoundingBoxRenderer.execute(images=images, boxes="[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="^tracks_json: not readable: .*digits"):
+        LineLinkRenderer.execute(images=images, tracks_json="[[" + "7" * 5000 + ", 1]]")
+    with pytest.raises(ValueError, match="^series: 4,000,001 characters; at most 4,000,000"):
+        SeriesToImages.execute(series="[" + " " * 3_999_999 + "]")
+
+
+def test_huge_coordinates_are_clipped_not_dropped():
+    """A box from -1e308 to 1e308 (finite in JSON, infinite in float32) covers the whole frame, and a
+    track point at 1e400 (an integer) is far right, not an error."""
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+    from rasterkit.utils.tracks import from_json
+
+    image, alpha, _layer = BoundingBoxRenderer.execute(images=torch.zeros(1, 16, 16, 3), fill_opacity=0.5,
+                                                       boxes="[[-1e308, -1e308, 1e308, 1e308]]", labels="none")
+    assert torch.allclose(alpha, torch.full_like(alpha, 0.5))
+    xy, visible = from_json("[[[" + "1" + "0" * 400 + ", 5]]]", 1)
+    assert xy[0, 0].tolist() == [1e6, 5.0] and visible.all()
+
+
+def test_empty_series_is_a_blank_image():
+    from rasterkit.nodes.series import SeriesToImages
+
+    images, = SeriesToImages.execute(series="[]", background="#102030")
+    assert images.shape == (1, 224, 224, 3)
+    assert torch.allclose(images, torch.tensor([0x10, 0x20, 0x30]) / 255.0)
