@@ -3,6 +3,18 @@
 import { app } from "../../scripts/app.js";
 
 const JSON_INPUTS = new Set(["boxes", "tracks_json", "series"]);
+const SINGLE_QUOTES_READ = new Set(["tracks_json"]);  // as utils/text_input.load_json(single_quotes=True)
+
+function parse(name, text) {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    if (SINGLE_QUOTES_READ.has(name) && text.includes("'") && !text.includes('"')) {
+      try { return JSON.parse(text.replaceAll("'", '"')); } catch { /* the first error is the one to show */ }
+    }
+    throw error;
+  }
+}
 
 function checkJson(widget) {
   const element = widget.inputEl;
@@ -11,7 +23,7 @@ function checkJson(widget) {
   let problem = "";
   if (text && !(widget.name === "series" && !/^[\[{]/.test(text))) {  // series may also be CSV
     try {
-      JSON.parse(text.replace(/\bNaN\b|-?\bInfinity\b/g, "0"));
+      parse(widget.name, text.replace(/\bNaN\b|-?\bInfinity\b/g, "0"));
     } catch (error) {
       problem = `${widget.name}: ${error.message}`;
     }
