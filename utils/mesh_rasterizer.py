@@ -1,18 +1,28 @@
 """A compile-free triangle rasterizer in plain torch, call-compatible with Hunyuan3D-2's
 custom_rasterizer, plus attribute interpolation and cameras.
 
-Conventions of that API, kept here: V is clip space [N,4]; a vertex lands on the screen at
-x_s = (x/w * 0.5 + 0.5) * (width - 1) + 0.5 and y_s = (y/w * 0.5 + 0.5) * (height - 1) + 0.5 (row index
-grows with y, no flip), depth z_s = z/w * 0.49999 + 0.5; pixel (px, py) samples (px + 0.5, py + 0.5);
-the nearest fragment wins, depth quantised to 2^-18, ties to the lower face index; findices holds
-face index + 1 (0: background); barycentrics are perspective-correct.
+The conventions and arithmetic of that rasterizer's kernel, kept here: V is clip space [N,4]; a vertex
+lands on the screen at x_s = (x/w * 0.5 + 0.5) * (width - 1) + 0.5 and y_s = (y/w * 0.5 + 0.5) *
+(height - 1) + 0.5 (row index grows with y, no flip), depth z_s = z/w * 0.49999 + 0.5, all in float32;
+pixel (px, py) samples p = (px + 0.5, py + 0.5). With corners a, b, c and S(u, v, t) = (t_x - u_x)(v_y -
+u_y) - (v_x - u_x)(t_y - u_y), the screen barycentrics are beta = S(a, p, c) / S(a, b, c), gamma =
+S(a, b, p) / S(a, b, c) (float32, the reciprocal of the area times each) and alpha = 1 - beta - gamma
+rounded once to float32; p is inside when all three lie in [0, 1] (closed: a pixel centre on an edge
+shared by two triangles belongs to both, and the depth test picks one). The candidates of a triangle
+are the pixels from trunc(min x_s) while px < max x_s + 1 (the same for rows). depth = alpha z_a + beta
+z_b + gamma z_c is quantised to trunc(depth * 2^18); fragments whose quantised depth is negative (in
+front of the near plane) are never drawn (the kernel's unsigned key wraps past its empty value);
+depths from 8192 on (far behind the far plane) saturate, as the kernel's float-to-int conversion
+does on a GPU. The nearest fragment wins, ties to the lower face index; findices holds face index + 1
+(0: background); barycentrics are perspective-correct: b_i = (s_i / w_i) / sum_j (s_j / w_j).
+Triangles with a corner at w <= 0 (behind the eye), or of zero area, are not drawn.
 
-Inside tests use fixed-point screen coordinates (1/256 px) and exact integer edge functions with a
-top-left style tie rule, so a pixel centre on an edge shared by two triangles belongs to exactly one
-and closed meshes have no cracks. Triangles are grouped by the size of their pixel bounding boxes
-(1, 2, 3, 4, 6, 8, 12, ... rows and columns) and each group's candidate pixels are tested as one dense
-batch, never a Python loop over triangles; the depth test is a scatter_reduce "amin" of packed
-(depth, face) integers.
+The torch path splits each triangle's candidate pixels into tiles of TILE_ROWS x TILE_COLUMNS pixels
+and tests all tiles of all triangles as one dense batch: the products of the edge functions that
+depend only on the row or only on the column are computed once per tile row or column, in the
+kernel's order, so every value is bit-identical to the per-pixel arithmetic. The depth test is a
+scatter_reduce "amin" of (depth, face) keys. The CUDA path does the same work in two kernels: the
+triangle set-up fused with the depth test, one thread per (triangle, 8x8 block), and the resolve.
 """
 from __future__ import annotations
 
@@ -22,38 +32,30 @@ import numpy as np
 import torch
 
 from . import cuda
-from .batching import expand_counts, size_class
+from .batching import expand_counts
 from .device import cupy_usable, run_chunked
 
-SUBPIXEL = 256  # fixed-point steps per pixel
-MAXINT = 2147483647
+ID_BASE = 1 << 31  # z-buffer keys: quantised depth (saturated at 2^31) * ID_BASE + view * M + face + 1
+EMPTY = (1 << 63) - 1  # the z-buffer's value where no fragment landed
 DEPTH_STEPS = 1 << 18
-CUDA_BLOCK = 8  # rasterize_blocks: pixels per side of the bounding-box block one CUDA thread tests
+FIXED = 1 << 52  # alpha = 1 - beta - gamma in this fixed point: exact in int64, one rounding to float32
+TILE_ROWS, TILE_COLUMNS = 4, 4  # the torch path's tile of candidate pixels
+TILE_CANDIDATES = 1 << 23  # candidates per torch pass: about 40 bytes each in the temporaries
+CUDA_BLOCK = 8  # the depth-test kernel's block: pixels per side that one thread tests
 
 
 def _screen(vertices: torch.Tensor, width: int, height: int) -> torch.Tensor:
-    """Clip-space [..., N, 4] -> screen x, y, depth [..., N, 3] as the custom_rasterizer maps them."""
-    w = vertices[..., 3:4]
-    ndc = vertices[..., :3] / w
-    return torch.cat([(ndc[..., 0:1] * 0.5 + 0.5) * (width - 1) + 0.5, (ndc[..., 1:2] * 0.5 + 0.5) * (height - 1) + 0.5,
-                      ndc[..., 2:3] * 0.49999 + 0.5], -1)
+    """Clip-space float32 [..., N, 4] -> screen x, y, depth [..., N, 3], in the kernel's float32 order."""
+    ndc = vertices[..., :3] / vertices[..., 3:4]
+    xy = (ndc[..., :2] * 0.5 + 0.5) * ndc.new_tensor([width - 1, height - 1]) + 0.5
+    return torch.cat([xy, ndc[..., 2:] * 0.49999 + 0.5], -1)
 
 
-def _check(vertices: torch.Tensor, faces: torch.Tensor):
-    if vertices.ndim == 3 and vertices.shape[0] == 1:
-        vertices = vertices[0]
-    if vertices.ndim != 2 or vertices.shape[-1] != 4:
-        raise ValueError(f"V: expected clip-space vertices [N,4] (or [1,N,4]), got shape {tuple(vertices.shape)}")
-    return vertices, _check_faces(faces, vertices.shape[0])
-
-
-def _check_faces(faces: torch.Tensor, vertex_count: int) -> torch.Tensor:
-    if faces.ndim != 2 or faces.shape[-1] != 3:
-        raise ValueError(f"F: expected triangles [M,3], got shape {tuple(faces.shape)}")
-    faces = faces.long()
-    if faces.numel() and (int(faces.min()) < 0 or int(faces.max()) >= vertex_count):
-        raise ValueError(f"F: face indices must lie in 0..{vertex_count - 1}, got {int(faces.min())}..{int(faces.max())}")
-    return faces
+def _alpha(beta: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """1 - beta - gamma rounded once to float32, as the kernel's double arithmetic rounds it, for
+    beta, gamma in [0, 1] (exact where each is 0 or at least 2^-29, where double is exact too)."""
+    fixed = (beta * float(FIXED)).long() + (gamma * float(FIXED)).long()
+    return (FIXED - fixed).float() * (1.0 / FIXED)
 
 
 def rasterize(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch.Tensor | None = None,
@@ -64,7 +66,10 @@ def rasterize(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torc
     D * 0.49999 + 0.5 + occlusion_truncation are discarded.
     Returns findices int32 [H,W] (face index + 1, 0 = background) and barycentric float32 [H,W,3].
     """
-    V, F = _check(V, F)
+    if V.ndim == 3 and V.shape[0] == 1:
+        V = V[0]
+    if V.ndim != 2 or V.shape[-1] != 4:
+        raise ValueError(f"V: expected clip-space vertices [N,4] (or [1,N,4]), got shape {tuple(V.shape)}")
     prior = D[None] if (use_depth_prior and D is not None) else None
     findices, barycentric = rasterize_views(V[None], F, width, height, prior, occlusion_truncation)
     return findices[0], barycentric[0]
@@ -75,125 +80,137 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
     """rasterize for B views at once: V float [B,N,4], F int [M,3], D float [B,H,W] or None.
 
     cull_back_faces drops triangles wound clockwise on screen (counter-clockwise in NDC with y up).
-    Returns findices int32 [B,H,W] and barycentric float32 [B,H,W,3] on V's device.
+    Returns findices int32 [B,H,W] and barycentric float32 [B,H,W,3] on V's device. One host sync
+    (input checks and the work's size at once), two on the torch path.
     """
     if V.ndim != 3 or V.shape[-1] != 4:
         raise ValueError(f"V: expected clip-space vertices [B,N,4], got shape {tuple(V.shape)}")
-    F = _check_faces(F, V.shape[1])
-    if not bool(torch.isfinite(V).all()):
+    if F.ndim != 2 or F.shape[-1] != 3:
+        raise ValueError(f"F: expected triangles [M,3], got shape {tuple(F.shape)}")
+    views, vertex_count, face_count, device = V.shape[0], V.shape[1], F.shape[0], V.device
+    if face_count and not vertex_count:
+        raise ValueError("F: face indices must lie in 0..-1 (V has no vertices), got triangles")
+    V, faces = V.float(), F.to(device, torch.long)
+    use_kernels = cupy_usable(device)
+    tile = (CUDA_BLOCK, CUDA_BLOCK) if use_kernels else (TILE_ROWS, TILE_COLUMNS)
+    # gathers with clamped indices, so that bad faces are reported after the one sync, not crash before it
+    triangles, box, counts = _triangles(V, faces.clamp(0, max(vertex_count - 1, 0)), width, height, tile,
+                                        cull_back_faces)
+    block_end = counts.cumsum(0)
+    checks = [torch.isfinite(V).all().long()]
+    if face_count:
+        checks += [faces.min(), faces.max(), block_end[-1]]
+    finite, *rest = torch.stack(checks).tolist()
+    if face_count and not (0 <= rest[0] and rest[1] < vertex_count):
+        raise ValueError(f"F: face indices must lie in 0..{vertex_count - 1}, got {rest[0]}..{rest[1]}")
+    if not finite:
         raise ValueError("V: vertices contain NaN or infinite values")
-    views, device = V.shape[0], V.device
-    screen = _screen(V.float(), width, height)  # [B,N,3]
-    corners = screen[:, F]  # [B,M,3,3]
-    fixed = torch.round(corners[..., :2].double() * SUBPIXEL).long()  # [B,M,3,2]
-    low, high = corners[..., :2].amin(2), corners[..., :2].amax(2)
-    x0, y0 = low[..., 0].floor().clamp(0, width), low[..., 1].floor().clamp(0, height)
-    x1, y1 = high[..., 0].floor().clamp(-1, width - 1), high[..., 1].floor().clamp(-1, height - 1)
-    a, b, c = fixed.unbind(2)
-    area = (b[..., 0] - a[..., 0]) * (c[..., 1] - a[..., 1]) - (b[..., 1] - a[..., 1]) * (c[..., 0] - a[..., 0])
-    keep = (area != 0) & (V[:, F, 3] > 0).all(-1) & (x1 >= x0) & (y1 >= y0)  # degenerate, behind, off screen
-    if cull_back_faces:
-        keep &= area > 0
-    view, face = keep.nonzero(as_tuple=True)
-    table = _triangle_table(fixed[view, face], area[view, face])
-    x0, y0 = x0[view, face].long(), y0[view, face].long()
-    span_x, span_y = x1[view, face].long() - x0 + 1, y1[view, face].long() - y0 + 1
-    base = view * (height * width)
-    depth_over_area = corners[view, face, :, 2] / area[view, face].abs()[:, None].float()
-    init = MAXINT * MAXINT + (MAXINT - 1)
-    zbuffer = torch.full((views * height * width,), init, dtype=torch.long, device=device)
+    total = rest[2] if face_count else 0
     prior = None
     if D is not None:
-        prior = (D.float().reshape(-1) * 0.49999 + 0.5 + occlusion_truncation).to(device)
-
-    def fragments(members, rows, columns):
-        """Depth-test the pixels of the triangles `members` [K], whose bounding boxes fit in
-        rows x columns: edge functions as [K, rows, columns] sums of a per-column and a per-row part."""
-        x = x0[members, None] + torch.arange(columns, device=device)  # [K, columns]
-        y = y0[members, None] + torch.arange(rows, device=device)  # [K, rows]
-        sx, sy = x * SUBPIXEL + SUBPIXEL // 2, y * SUBPIXEL + SUBPIXEL // 2
-        a, b, c = a_coef[members], b_coef[members], c_shifted[members]
-        edges = [(a[:, i, None] * sx)[:, None, :] + (b[:, i, None] * sy + c[:, i, None])[:, :, None] for i in range(3)]
-        inside = torch.minimum(torch.minimum(edges[0], edges[1]), edges[2]) >= 0
-        inside &= (x < x0[members, None] + span_x[members, None])[:, None, :]
-        inside &= (y < y0[members, None] + span_y[members, None])[:, :, None]
-        flat = inside.view(-1).nonzero().squeeze(1)
-        triangle = members[flat // (rows * columns)]
-        e = torch.stack([edge.view(-1)[flat] for edge in edges], 1) + 1 - table[triangle, 9:12]
-        pixel = base[triangle] + (y0[triangle] + flat // columns % rows) * width + x0[triangle] + flat % columns
-        # summed in a fixed order, as the CUDA kernel sums them: equal depths, equal winners
-        terms = e.float() * depth_over_area[triangle]
-        depth = (terms[:, 0] + terms[:, 1]) + terms[:, 2]
-        face_id = triangle + 1  # kept triangles are in (view, face) order: ties still go to the lower face
-        if prior is not None:
-            visible = depth >= prior[pixel]
-            pixel, depth, face_id = pixel[visible], depth[visible], face_id[visible]
-        zbuffer.scatter_reduce_(0, pixel, torch.trunc(depth * DEPTH_STEPS).long() * MAXINT + face_id, "amin")
-
-    use_kernels = cupy_usable(device)
+        prior = (D.to(device, torch.float32).reshape(-1) * 0.49999 + 0.5 + occlusion_truncation)
+    if not total:
+        return (torch.zeros(views, height, width, dtype=torch.int32, device=device),
+                torch.zeros(views, height, width, 3, device=device))
+    zbuffer = torch.full((views * height * width,), EMPTY, dtype=torch.long, device=device)
     if use_kernels:
-        rasterize_triangles_cuda(zbuffer, table, x0, y0, span_x, span_y, base, depth_over_area, prior, width,
-                                         SUBPIXEL, DEPTH_STEPS, MAXINT)
+        rasterize_triangles_cuda(zbuffer, V, faces, box, block_end, total, prior, width, height)
+        findices, barycentric = resolve_pixels_cuda(zbuffer, V, faces, width, height)
     else:
-        # inside iff every e_i >= owns_i ? 0 : 1: folded into C, so the test is one comparison with 0
-        a_coef, b_coef = table[:, 0:9:3], table[:, 1:9:3]
-        c_shifted = table[:, 2:9:3] + table[:, 9:12] - 1
-        # triangles grouped by bounding-box size class (a few classes, not triangles)
-        rows_class, columns_class = size_class(span_y), size_class(span_x)
-        # one key per (rows, columns) pair; columns can pass the width (classes round up), hence the base
-        base_key = int(columns_class.max()) + 1 if columns_class.numel() else 1
-        shape_key = rows_class * base_key + columns_class
-        for key in torch.unique(shape_key).tolist():
-            rows, columns = divmod(key, base_key)
-            members = (shape_key == key).nonzero().squeeze(1)
-            # ~60 bytes per candidate pixel in the temporaries; passes of about 2M candidates
-            run_chunked(lambda lo, hi, dev: fragments(members[lo:hi], rows, columns), members.numel(),
-                        rows * columns * 60, device, limit=max(1, (2 << 20) // (rows * columns)))
-    corner_w = V[view[:, None], F[face], 3]  # [K,3]: perspective correction of the barycentrics
-    if use_kernels:
-        findices, barycentric = resolve_pixels_cuda(zbuffer, init, table, corner_w, face, width, height,
-                                                            SUBPIXEL, MAXINT)
-    else:
-        findices = torch.zeros(views * height * width, dtype=torch.int32, device=device)
-        barycentric = torch.zeros(views * height * width, 3, device=device)
-        pixel = (zbuffer != init).nonzero().squeeze(1)
-        if pixel.numel():
-            triangle = zbuffer[pixel] % MAXINT - 1
-            findices[pixel] = (face[triangle] + 1).int()
-            edges, _ = _coverage(table[triangle], pixel % width, pixel // width % height)
-            weights = edges.double() / corner_w[triangle].double()
-            barycentric[pixel] = (weights / weights.sum(-1, keepdim=True)).float()
-    findices = findices.view(views, height, width)
-    return findices, barycentric.view(views, height, width, 3)
+        _depth_test(zbuffer, triangles, box, counts, total, prior, face_count, width, height)
+        findices, barycentric = _resolve(zbuffer, triangles, face_count, width, height)
+    return findices.view(views, height, width), barycentric.view(views, height, width, 3)
 
 
-def _triangle_table(corners: torch.Tensor, area: torch.Tensor) -> torch.Tensor:
-    """Edge functions of K triangles as e_i(x, y) = A_i x + B_i y + C_i in fixed point, oriented so
-    that the inside is e >= 0, with each edge's ownership of the points exactly on it.
-    corners int64 [K,3,2] (1/SUBPIXEL px), area int64 [K] (signed, twice the area) ->
-    int64 [K,12]: A0 B0 C0 A1 B1 C1 A2 B2 C2 and owns0 owns1 owns2 (0/1).
+def _triangles(V: torch.Tensor, faces: torch.Tensor, width: int, height: int, tile: tuple[int, int],
+               cull_back_faces: bool):
+    """The set-up of the K = B * M triangles (view-major) of V float32 [B,N,4], faces int64 [M,3]:
+    triangles float32 [13,K]: a_x, a_y, c_x - a_x, c_y - a_y, b_x - a_x, b_y - a_y, 1 / S(a, b, c),
+    the corners' clip w and depths z_s; box int64 [4,K]: first and last candidate column and row;
+    counts int64 [K]: tiles (rows x columns pixels) over each box, 0 for triangles not drawn."""
+    corners = _screen(V, width, height)[:, faces]  # [B,M,3,3]
+    w = V[:, faces, 3]  # [B,M,3]
+    a, b, c = corners.unbind(2)
+    ac, ab = c[..., :2] - a[..., :2], b[..., :2] - a[..., :2]
+    area = ac[..., 0] * ab[..., 1] - ab[..., 0] * ac[..., 1]
+    low, high = corners[..., :2].amin(2), corners[..., :2].amax(2)
+    size = low.new_tensor([width, height])
+    first = low.trunc().clamp(min=0).minimum(size)
+    last = ((high + 1).ceil() - 1).minimum(size - 1)
+    span = last - first + 1
+    keep = (area != 0) & torch.isfinite(area) & (w > 0).all(-1) & (span > 0).all(-1)
+    if cull_back_faces:
+        keep &= area < 0
+    tiles = torch.ceil(span[..., 1] / tile[0]) * torch.ceil(span[..., 0] / tile[1])
+    counts = torch.where(keep, tiles, 0).long().view(-1)
+    triangles = torch.stack([a[..., 0], a[..., 1], *ac.unbind(-1), *ab.unbind(-1), 1 / area, *w.unbind(-1),
+                             *corners[..., 2].unbind(-1)]).view(13, -1)
+    box = torch.stack([*first.unbind(-1), *last.unbind(-1)]).long().view(4, -1)
+    return triangles, box, counts
 
-    Edge i is opposite corner i (so e_i / sum(e) is the screen-space barycentric of corner i). On an
-    edge (e == 0) the point belongs to the triangle only if the oriented edge points down, or
-    right-to-left when level; the neighbour sharing the edge walks it the other way and fails that
-    test, so a shared edge has exactly one owner."""
-    sign = torch.sign(area)[:, None]
-    start = corners.roll(-1, 1)  # corners 1, 2, 0
-    delta = (corners.roll(1, 1) - start) * sign[..., None]  # to corners 2, 0, 1: oriented edges [K,3,2]
-    a = -delta[..., 1]
-    b = delta[..., 0]
-    c = -(a * start[..., 0] + b * start[..., 1])
-    owns = (delta[..., 1] > 0) | ((delta[..., 1] == 0) & (delta[..., 0] < 0))
-    return torch.cat([torch.stack([a, b, c], -1).reshape(-1, 9), owns.long()], 1)
+
+def _depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor, counts: torch.Tensor,
+                total: int, prior: torch.Tensor | None, face_count: int, width: int, height: int) -> None:
+    """Depth-test the candidate pixels of all triangles into zbuffer int64 [B*H*W], in place: `total`
+    tiles (counts [K] per triangle) tested as dense [TILE_ROWS, TILE_COLUMNS, tiles] batches (tiles
+    innermost, so that every elementwise operation runs over contiguous memory)."""
+    device = zbuffer.device
+    owner_of_tile, rank_of_tile = expand_counts(counts, total)
+    rows = torch.arange(TILE_ROWS, device=device)[:, None]
+    columns = torch.arange(TILE_COLUMNS, device=device)[:, None]
+    cell_offset = (rows * width + columns.T).view(-1)  # pixel offsets of a tile's cells, row-major
+
+    def tiles(start, stop, device):
+        owner, rank = owner_of_tile[start:stop], rank_of_tile[start:stop]
+        ax, ay, acx, acy, abx, aby, inverse_area = triangles[:7, owner]
+        first_x, first_y, last_x, last_y = box[:, owner]
+        tiles_x = (last_x - first_x) // TILE_COLUMNS + 1
+        x0, y0 = first_x + rank % tiles_x * TILE_COLUMNS, first_y + rank // tiles_x * TILE_ROWS
+        x, y = x0 + columns, y0 + rows  # [C,P], [R,P]
+        dx, dy = (x + 0.5) - ax, (y + 0.5) - ay
+        # S(a, p, c) = acx * dy - dx * acy and S(a, b, p) = dx * aby - abx * dy: each product depends on
+        # the row or the column only; NaN past the box's last row and column makes those pixels outside
+        row_c = torch.where(y <= last_y, acx * dy, torch.nan)
+        column_c = torch.where(x <= last_x, dx * acy, torch.nan)
+        beta = (row_c[:, None] - column_c) * inverse_area  # [R,C,P]
+        gamma = (dx * aby - (abx * dy)[:, None]) * inverse_area
+        low, high = torch.minimum(beta, gamma), torch.maximum(beta, gamma)
+        # alpha >= 0 is beta + gamma <= 1 exactly: 1 - high is exact when high >= 0.5, and when high < 0.5
+        # the test holds either way
+        fragment = ((low >= 0) & (low <= 1 - high)).view(-1).nonzero().squeeze(1)
+        cell, tile = fragment // owner.numel(), fragment % owner.numel()
+        beta, gamma = beta.view(-1)[fragment], gamma.view(-1)[fragment]
+        z = triangles[10:13, owner][:, tile]
+        depth = (_alpha(beta, gamma) * z[0] + beta * z[1]) + gamma * z[2]
+        scaled = depth * DEPTH_STEPS
+        key_pixel = torch.stack([owner + 1, owner // face_count * (height * width) + y0 * width + x0])[:, tile]
+        pixel = key_pixel[1] + cell_offset[cell]
+        if prior is None:
+            visible = depth >= 0
+        else:  # a negative quantised depth is never drawn
+            visible = (depth >= prior[pixel]) & (scaled > -1)
+        # owners are in (view, face) order: equal depths go to the lower face
+        key = scaled.clamp_max(2.0 ** 31).long() * ID_BASE + key_pixel[0]
+        zbuffer.scatter_reduce_(0, pixel, torch.where(visible, key, EMPTY), "amin")
+
+    per_tile = TILE_ROWS * TILE_COLUMNS
+    run_chunked(tiles, total, per_tile * 40, device, limit=max(1, TILE_CANDIDATES // per_tile))
 
 
-def _coverage(table: torch.Tensor, px: torch.Tensor, py: torch.Tensor):
-    """Edge functions e int64 [K,3] at pixel centres px, py [K] and whether the pixel is inside [K]."""
-    x = (px * SUBPIXEL + SUBPIXEL // 2)[:, None]
-    y = (py * SUBPIXEL + SUBPIXEL // 2)[:, None]
-    edges = table[:, 0:9:3] * x + table[:, 1:9:3] * y + table[:, 2:9:3]
-    inside = ((edges > 0) | ((edges == 0) & (table[:, 9:12] > 0))).all(1)
-    return edges, inside
+def _resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, width: int, height: int):
+    """findices int32 [B*H*W] (face + 1, 0 where nothing landed) and perspective-correct barycentric
+    float32 [B*H*W,3] from the winners in zbuffer, recomputed with the depth test's arithmetic."""
+    empty = (zbuffer == EMPTY).view(-1, height, width)
+    owner = torch.where(empty, 0, zbuffer.view(-1, height, width) % ID_BASE - 1)
+    ax, ay, acx, acy, abx, aby, inverse_area, *w = triangles[:10, owner]
+    dx = torch.arange(width, device=zbuffer.device) + 0.5 - ax
+    dy = torch.arange(height, device=zbuffer.device)[:, None] + 0.5 - ay
+    beta = (acx * dy - dx * acy) * inverse_area
+    gamma = (dx * aby - abx * dy) * inverse_area
+    weights = torch.stack([_alpha(beta, gamma), beta, gamma], -1) / torch.stack(w, -1)
+    barycentric = weights * (1 / ((weights[..., 0] + weights[..., 1]) + weights[..., 2]))[..., None]
+    findices = torch.where(empty, 0, owner % face_count + 1).int()
+    return findices.view(-1), torch.where(empty[..., None], 0.0, barycentric).view(-1, 3)
 
 
 def interpolate(attributes: torch.Tensor, findices: torch.Tensor, barycentric: torch.Tensor,
@@ -254,47 +271,86 @@ def orbit_cameras(azimuths, elevations, distance: float) -> torch.Tensor:
     return look_at(eye, torch.zeros_like(eye), up)
 
 
-# The depth test of utils/mesh_rasterizer.py: one thread per (triangle, 8x8 block of its bounding
-# box); packed (depth, face) values meet in the z-buffer through a 64-bit atomicMin.
+# The CUDA path of rasterize_views: the set-up of a triangle (screen corners, edge terms, reciprocal of
+# the area) is recomputed from V and F by each thread that needs it, with the torch path's float32
+# arithmetic in the same order, so both paths give the same findices and barycentrics.
 _RASTERIZE_SOURCE = r"""
-extern "C" __global__ void rasterize_blocks(
-        const long long* pair_triangle, const long long* pair_rank, long long n_pairs,
-        const long long* table, const long long* x0, const long long* y0, const long long* span_x,
-        const long long* span_y, const long long* base, const float* depth_over_area, const float* prior,
-        int has_prior, long long* zbuffer, int width, int subpixel, int block, int depth_steps,
-        long long id_base) {
+struct Triangle { float ax, ay, acx, acy, abx, aby, inverse_area, z[3], w[3]; };
+
+// triangle k = view * face_count + face of V float [B,N,4], faces int64 [M,3]
+__device__ Triangle set_up(const float* V, const long long* faces, long long k, long long vertex_count,
+                           long long face_count, int width, int height) {
+    Triangle t;
+    float x[3], y[3];
+    long long view = k / face_count, face = k % face_count;
+    for (int i = 0; i < 3; ++i) {
+        const float* v = V + (view * vertex_count + faces[face * 3 + i]) * 4;
+        x[i] = (v[0] / v[3] * 0.5f + 0.5f) * (float)(width - 1) + 0.5f;
+        y[i] = (v[1] / v[3] * 0.5f + 0.5f) * (float)(height - 1) + 0.5f;
+        t.z[i] = v[2] / v[3] * 0.49999f + 0.5f;
+        t.w[i] = v[3];
+    }
+    t.ax = x[0]; t.ay = y[0];
+    t.acx = x[2] - x[0]; t.acy = y[2] - y[0]; t.abx = x[1] - x[0]; t.aby = y[1] - y[0];
+    t.inverse_area = 1.0f / (t.acx * t.aby - t.abx * t.acy);
+    return t;
+}
+
+// 1 - beta - gamma rounded once, through an exact int64 fixed point (mesh_rasterizer._alpha)
+__device__ float alpha_of(float beta, float gamma, long long fixed_one) {
+    long long fixed = (long long)(beta * (float)fixed_one) + (long long)(gamma * (float)fixed_one);
+    return (float)(fixed_one - fixed) / (float)fixed_one;
+}
+
+// one thread per (triangle, block x block pixels of its box); packed (depth, triangle) keys meet in
+// the z-buffer through a 64-bit atomicMin
+extern "C" __global__ void rasterize_triangles(
+        const float* V, const long long* faces, long long vertex_count, long long face_count,
+        const long long* box, const long long* block_end, long long triangle_count, long long n_blocks,
+        const float* prior, int has_prior, long long* zbuffer, int width, int height, int block,
+        int depth_steps, long long id_base, long long fixed_one) {
     long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (q >= n_pairs) return;
-    long long k = pair_triangle[q], rank = pair_rank[q];
-    long long blocks_x = (span_x[k] + block - 1) / block;
-    long long bx = x0[k] + (rank % blocks_x) * block, by = y0[k] + (rank / blocks_x) * block;
-    long long x_end = min(bx + block, x0[k] + span_x[k]), y_end = min(by + block, y0[k] + span_y[k]);
-    const long long* e = table + k * 12;  // A0 B0 C0 A1 B1 C1 A2 B2 C2 owns0 owns1 owns2
-    float d0 = depth_over_area[k * 3], d1 = depth_over_area[k * 3 + 1], d2 = depth_over_area[k * 3 + 2];
-    long long id = k + 1;  // triangles are in (view, face) order, so ties still go to the lower face
-    for (long long y = by; y < y_end; ++y) {
-        long long sy = y * subpixel + subpixel / 2;
-        for (long long x = bx; x < x_end; ++x) {
-            long long sx = x * subpixel + subpixel / 2;
-            long long e0 = e[0] * sx + e[1] * sy + e[2];
-            long long e1 = e[3] * sx + e[4] * sy + e[5];
-            long long e2 = e[6] * sx + e[7] * sy + e[8];
-            // on an edge (e == 0) only the edge's owner draws the pixel
-            if (e0 < 1 - e[9] || e1 < 1 - e[10] || e2 < 1 - e[11]) continue;
-            float depth = ((float)e0 * d0 + (float)e1 * d1) + (float)e2 * d2;
-            long long pixel = base[k] + y * width + x;
-            if (has_prior && !(depth >= prior[pixel])) continue;
-            long long packed = (long long)truncf(depth * (float)depth_steps) * id_base + id;
-            atomicMin(zbuffer + pixel, packed);
+    if (q >= n_blocks) return;
+    long long low = 0, high = triangle_count - 1;  // the triangle of block q: first k with block_end[k] > q
+    while (low < high) {
+        long long middle = (low + high) / 2;
+        if (block_end[middle] > q) high = middle; else low = middle + 1;
+    }
+    long long k = low, rank = q - (k > 0 ? block_end[k - 1] : 0);
+    Triangle t = set_up(V, faces, k, vertex_count, face_count, width, height);
+    // box [4,K]: first column, first row, last column, last row
+    long long first_x = box[k], first_y = box[triangle_count + k];
+    long long last_x = box[2 * triangle_count + k], last_y = box[3 * triangle_count + k];
+    long long blocks_x = (last_x - first_x) / block + 1;
+    long long x0 = first_x + rank % blocks_x * block, y0 = first_y + rank / blocks_x * block;
+    long long x_end = min(x0 + block - 1, last_x), y_end = min(y0 + block - 1, last_y);
+    long long view_base = k / face_count * height * width;
+    for (long long y = y0; y <= y_end; ++y) {
+        float dy = ((float)y + 0.5f) - t.ay;
+        float row_c = t.acx * dy, row_b = t.abx * dy;
+        for (long long x = x0; x <= x_end; ++x) {
+            float dx = ((float)x + 0.5f) - t.ax;
+            float beta = (row_c - dx * t.acy) * t.inverse_area;
+            float gamma = (dx * t.aby - row_b) * t.inverse_area;
+            if (!(beta >= 0.0f && gamma >= 0.0f)) continue;
+            float low_bg = beta < gamma ? beta : gamma, high_bg = beta < gamma ? gamma : beta;
+            if (!(low_bg <= 1.0f - high_bg)) continue;
+            float alpha = alpha_of(beta, gamma, fixed_one);
+            float depth = (alpha * t.z[0] + beta * t.z[1]) + gamma * t.z[2];
+            float scaled = depth * (float)depth_steps;
+            long long pixel = view_base + y * width + x;
+            if (has_prior ? !(depth >= prior[pixel] && scaled > -1.0f) : !(depth >= 0.0f)) continue;
+            long long quantised = (long long)fminf(scaled, 2147483648.0f);
+            atomicMin(zbuffer + pixel, quantised * id_base + k + 1);
         }
     }
 }
 
 // findices and perspective-correct barycentrics of every pixel from the z-buffer's winners
 extern "C" __global__ void resolve_pixels(
-        const long long* zbuffer, long long n, long long empty, const long long* table, const float* corner_w,
-        const long long* face, int width, int height, int subpixel, long long id_base, int* findices,
-        float* barycentric) {
+        const long long* zbuffer, long long n, long long empty, const float* V, const long long* faces,
+        long long vertex_count, long long face_count, int width, int height, long long id_base,
+        long long fixed_one, int* findices, float* barycentric) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     long long z = zbuffer[i];
@@ -303,57 +359,51 @@ extern "C" __global__ void resolve_pixels(
         barycentric[i * 3] = 0.0f; barycentric[i * 3 + 1] = 0.0f; barycentric[i * 3 + 2] = 0.0f;
         return;
     }
-    long long k = (z % id_base + id_base) % id_base - 1;  // floor modulo, as torch's %, for negative depths
-    findices[i] = (int)(face[k] + 1);
-    long long sx = (i % width) * subpixel + subpixel / 2, sy = (i / width % height) * subpixel + subpixel / 2;
-    const long long* e = table + k * 12;
-    double w0 = (double)(e[0] * sx + e[1] * sy + e[2]) / (double)corner_w[k * 3];
-    double w1 = (double)(e[3] * sx + e[4] * sy + e[5]) / (double)corner_w[k * 3 + 1];
-    double w2 = (double)(e[6] * sx + e[7] * sy + e[8]) / (double)corner_w[k * 3 + 2];
-    double total = (w0 + w1) + w2;
-    barycentric[i * 3] = (float)(w0 / total);
-    barycentric[i * 3 + 1] = (float)(w1 / total);
-    barycentric[i * 3 + 2] = (float)(w2 / total);
+    long long k = z % id_base - 1;
+    findices[i] = (int)(k % face_count + 1);
+    Triangle t = set_up(V, faces, k, vertex_count, face_count, width, height);
+    float dx = ((float)(i % width) + 0.5f) - t.ax, dy = ((float)(i / width % height) + 0.5f) - t.ay;
+    float beta = (t.acx * dy - dx * t.acy) * t.inverse_area;
+    float gamma = (dx * t.aby - t.abx * dy) * t.inverse_area;
+    float w0 = alpha_of(beta, gamma, fixed_one) / t.w[0], w1 = beta / t.w[1], w2 = gamma / t.w[2];
+    float inverse_total = 1.0f / ((w0 + w1) + w2);
+    barycentric[i * 3] = w0 * inverse_total;
+    barycentric[i * 3 + 1] = w1 * inverse_total;
+    barycentric[i * 3 + 2] = w2 * inverse_total;
 }
 """
 
 
-def rasterize_triangles_cuda(zbuffer: torch.Tensor, table: torch.Tensor, x0: torch.Tensor, y0: torch.Tensor,
-                        span_x: torch.Tensor, span_y: torch.Tensor, base: torch.Tensor,
-                        depth_over_area: torch.Tensor, prior: torch.Tensor | None, width: int, subpixel: int,
-                        depth_steps: int, id_base: int) -> None:
-    """Depth-test K triangles into zbuffer int64 [B*H*W] (contiguous), in place, with the packed
-    trunc(depth * depth_steps) * id_base + triangle + 1 rule of mesh_rasterizer: table int64 [K,12]
-    (edge functions and ownership), bounding boxes x0, y0, span_x, span_y int64 [K], base int64 [K]
-    (view * H * W), depth_over_area float [K,3], prior float [B*H*W] or None."""
-    blocks = ((span_x + CUDA_BLOCK - 1) // CUDA_BLOCK) * ((span_y + CUDA_BLOCK - 1) // CUDA_BLOCK)
-    pair_triangle, pair_rank = expand_counts(blocks)
-    n_pairs = pair_triangle.numel()
-    if n_pairs == 0:
-        return
-    has_prior = prior is not None
-    prior = prior.float() if has_prior else torch.zeros(1, device=zbuffer.device)
-    args = cuda.arrays(pair_triangle, pair_rank) + [np.int64(n_pairs)]
-    args += cuda.arrays(table, x0, y0, span_x, span_y, base, depth_over_area.float(), prior)
+def rasterize_triangles_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torch.Tensor, box: torch.Tensor,
+                             block_end: torch.Tensor, total: int, prior: torch.Tensor | None, width: int,
+                             height: int) -> None:
+    """Depth-test the triangles of V float32 [B,N,4], faces int64 [M,3] into zbuffer int64 [B*H*W]
+    (contiguous), in place, with the torch path's keys: box int64 [4,B*M] (first and last candidate
+    column and row), block_end int64 [B*M] (running total of CUDA_BLOCK^2 blocks over the boxes,
+    `total` at the end), prior float32 [B*H*W] (depth threshold) or None."""
     if not zbuffer.is_contiguous():
         raise ValueError("zbuffer must be contiguous: the kernel writes it in place")
-    args += [np.int32(has_prior), *cuda.arrays(zbuffer), np.int32(width), np.int32(subpixel), np.int32(CUDA_BLOCK),
-             np.int32(depth_steps), np.int64(id_base)]
+    has_prior = prior is not None
+    prior = prior if has_prior else torch.zeros(1, device=zbuffer.device)
+    args = cuda.arrays(V, faces) + [np.int64(V.shape[1]), np.int64(faces.shape[0])]
+    args += cuda.arrays(box, block_end) + [np.int64(block_end.numel()), np.int64(total)]
+    args += cuda.arrays(prior) + [np.int32(has_prior), *cuda.arrays(zbuffer), np.int32(width), np.int32(height),
+                                  np.int32(CUDA_BLOCK), np.int32(DEPTH_STEPS), np.int64(ID_BASE), np.int64(FIXED)]
     threads = 128
     with cuda.stream():
-        cuda.kernel(_RASTERIZE_SOURCE, "rasterize_blocks")(((n_pairs + threads - 1) // threads,), (threads,), tuple(args))
+        cuda.kernel(_RASTERIZE_SOURCE, "rasterize_triangles")(((total + threads - 1) // threads,), (threads,),
+                                                               tuple(args))
 
 
-def resolve_pixels_cuda(zbuffer: torch.Tensor, empty: int, table: torch.Tensor, corner_w: torch.Tensor,
-                   face: torch.Tensor, width: int, height: int, subpixel: int, id_base: int):
-    """findices int32 [B*H*W] (face + 1, 0 where zbuffer holds `empty`) and barycentric float
-    [B*H*W,3] from the z-buffer of rasterize_triangles; corner_w float [K,3] (clip w of each
-    triangle's corners), face int64 [K] (the face of each kept triangle)."""
+def resolve_pixels_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torch.Tensor, width: int, height: int):
+    """findices int32 [B*H*W] (face + 1, 0 where zbuffer holds EMPTY) and barycentric float32
+    [B*H*W,3] from the z-buffer of rasterize_triangles_cuda, for V float32 [B,N,4], faces int64 [M,3]."""
     n = zbuffer.numel()
     findices = torch.empty(n, dtype=torch.int32, device=zbuffer.device)
     barycentric = torch.empty(n, 3, dtype=torch.float32, device=zbuffer.device)
-    args = cuda.arrays(zbuffer) + [np.int64(n), np.int64(empty)] + cuda.arrays(table, corner_w.float(), face)
-    args += [np.int32(width), np.int32(height), np.int32(subpixel), np.int64(id_base), *cuda.arrays(findices, barycentric)]
+    args = cuda.arrays(zbuffer) + [np.int64(n), np.int64(EMPTY)] + cuda.arrays(V, faces)
+    args += [np.int64(V.shape[1]), np.int64(faces.shape[0]), np.int32(width), np.int32(height),
+             np.int64(ID_BASE), np.int64(FIXED), *cuda.arrays(findices, barycentric)]
     threads = 256
     with cuda.stream():
         cuda.kernel(_RASTERIZE_SOURCE, "resolve_pixels")(((n + threads - 1) // threads,), (threads,), tuple(args))
