@@ -2,12 +2,14 @@
 temporal hysteresis.
 
 Points are padded [T,N,2] with visibility [T,N]. Neighbours of every point of every frame come
-from one batched search: a uniform grid over all frames (points sorted by frame and cell; the
-candidates of a point are the runs of the sorted array that cover the cells around it), with an
-exact check that nothing outside those cells can be nearer; the few points that fail it search a
-wider ring, and the rest a brute-force row. Small frames use brute-force distances directly.
-Edges are undirected (i < j). Equal distances are broken by point index everywhere, so results
-do not depend on the search path or the device.
+from one batched search whose sizes the host fixes: a uniform grid over all frames (points sorted
+by frame and cell), where every point reads the runs of sorted points that cover the block of
+(2 SEARCH_RING + 1)^2 cells around its own, all rows padded to one width, with an exact check
+that nothing outside the block can be nearer. The width is one host decision (the first sync);
+the few points that fail the check, or whose blocks hold more points than the width, search a
+brute-force row (the second). Small frames use brute-force distances directly. Edges are
+undirected (i < j). Equal distances are broken by point index everywhere, so results do not
+depend on the search path or the device.
 """
 from __future__ import annotations
 
@@ -16,13 +18,14 @@ from dataclasses import dataclass
 
 import torch
 
-from .batching import Ragged, size_class
+from .batching import Ragged
 from .device import run_chunked
 
 INF = float("inf")
 BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matrix beats the grid
-CELL_OCCUPANCY = 0.4     # grid points per cell per neighbour sought (measured: ~5% need ring 2)
-RINGS = (1, 2)            # cell rings searched around a point before falling back to brute force
+SEARCH_RING = 2           # cells searched on each side of a point's own
+CELL_OCCUPANCY = 0.25     # grid points per cell per neighbour sought (measured: ~0.05% fall back)
+GRID_WIDTHS = 24          # candidate row widths tried: 2^(b/2) rounded up, b < GRID_WIDTHS
 
 
 @dataclass
@@ -37,185 +40,183 @@ class GraphOptions:
 
 # -- neighbour search ------------------------------------------------------------------------------
 
-def _select(d2: torch.Tensor, candidate: torch.Tensor, k: int, ids: torch.Tensor | None = None):
-    """The k smallest of d2 [R,C] (inf = no candidate) and their ids, ordered by (distance, id).
+def _sort_pairs(d2: torch.Tensor, ids: torch.Tensor):
+    """d2, ids [R,K] with every row sorted by (distance, id)."""
+    ids, by_id = ids.sort(1)
+    d2, by_distance = d2.gather(1, by_id).sort(dim=1, stable=True)
+    return d2, ids.gather(1, by_distance)
 
-    candidate [R,C] int64: ids, or positions in `ids` [M] when given (looked up only where needed).
-    Rows with equal distances among their k+1 nearest are sorted in full, so ties go to the lower id.
-    Returns d2 [R,k] and ids [R,k] (-1 where inf)."""
+
+def _select(d2: torch.Tensor, ids: torch.Tensor, k: int):
+    """The k smallest of d2 [R,C] (inf = no candidate) by (distance, id), nearest first: d2 [R,k]
+    and ids [R,k]. ids float32 [R,C] or [C]: point indices (exact in float32).
+
+    Without a host sync: the k-th distance first, then every nearer candidate and, at exactly that
+    distance, the lowest ids."""
     rows, width = d2.shape
-    if width < k + 1:
-        d2 = torch.cat([d2, d2.new_full((rows, k + 1 - width), INF)], 1)
-        candidate = torch.cat([candidate, candidate.new_zeros(rows, k + 1 - width)], 1)
-    value, slot = torch.topk(d2, k + 1, dim=1, largest=False, sorted=True)
-    chosen = candidate.gather(1, slot)
-    chosen = ids[chosen] if ids is not None else chosen
-    tied = ((value[:, 1:] == value[:, :-1]) & torch.isfinite(value[:, 1:])).any(1).nonzero().squeeze(1)
-    if tied.numel():
-        tied_ids = ids[candidate[tied]] if ids is not None else candidate[tied]
-        by_id = torch.sort(tied_ids, dim=1, stable=True).indices
-        by_distance = torch.sort(d2[tied].gather(1, by_id), dim=1, stable=True).indices
-        order = by_id.gather(1, by_distance[:, :k + 1])
-        value[tied], chosen[tied] = d2[tied].gather(1, order), tied_ids.gather(1, order)
-    chosen = torch.where(torch.isfinite(value), chosen, -1)
-    return value[:, :k], chosen[:, :k]
+    if width < k:
+        d2 = torch.cat([d2, d2.new_full((rows, k - width), INF)], 1)
+        ids = torch.cat([ids.expand(rows, width), ids.new_zeros(rows, k - width)], 1)
+    kth = d2.topk(k, 1, largest=False).values[:, k - 1:]
+    key = ids.masked_fill(d2 != kth, INF).masked_fill_(d2 < kth, -1.0)
+    slot = key.topk(k, 1, largest=False).indices
+    return _sort_pairs(d2.gather(1, slot), ids.expand_as(d2).gather(1, slot))
 
 
-def _squared_distances(query_xy, candidate_x, candidate_y, ok, delta_y_cap, within):
-    """d2 [...,R,C] from query_xy [...,R,2] to candidates at candidate_x, candidate_y [...,R,C]
-    (or broadcastable); inf where not ok or beyond the caps. Every search path uses this one
-    formula, so equal distances compare equal across paths."""
-    dx = candidate_x - query_xy[..., None, 0]
-    dy = candidate_y - query_xy[..., None, 1]
-    d2 = dx * dx + dy * dy
+def _masked_d2(dx, dy, outside, delta_y_cap: float, within: float) -> torch.Tensor:
+    """Squared lengths dx^2 + dy^2 (candidate minus point), inf where outside or beyond the caps;
+    dx and dy are overwritten. Every search path uses this one formula, so equal distances compare
+    equal across paths."""
     if math.isfinite(delta_y_cap):
-        ok = ok & (dy.abs() <= delta_y_cap)
+        outside = outside | (dy.abs() > delta_y_cap)
+    d2 = dx.mul_(dx).add_(dy.mul_(dy))
     if math.isfinite(within):
-        ok = ok & (d2 <= within * within)
-    return d2.masked_fill_(~ok, INF)
+        outside = outside | (d2 > within * within)
+    return d2.masked_fill_(outside, INF)
 
 
-def _brute_force_rows(flat_xy, flat_visible, n, rows, k, delta_y_cap, within):
-    """Neighbours of the flat points `rows` [R] (frame * n + i) among all points of their frame."""
-    candidate = (rows // n * n)[:, None] + torch.arange(n, device=rows.device)
-    ok = flat_visible[candidate] & (candidate != rows[:, None])
-    x, y = (flat_xy[:, axis].index_select(0, candidate.view(-1)).view(candidate.shape) for axis in (0, 1))
-    d2 = _squared_distances(flat_xy[rows], x, y, ok, delta_y_cap, within)
-    return _select(d2, candidate, k)
-
-
-class _Grid:
-    """Visible points of a chunk of frames sorted by (frame, cell row, cell column, index)."""
-
-    def __init__(self, flat_xy, flat_visible, frames, cell):
-        ids = flat_visible.nonzero().squeeze(1)
-        xy = flat_xy[ids]
-        self.origin, self.cell = xy.min(0).values, cell
-        cell_xy = ((xy - self.origin) / cell).floor().long()
-        self.columns, self.rows = int(cell_xy[:, 0].max()) + 1, int(cell_xy[:, 1].max()) + 1
-        self.n = flat_xy.shape[0] // frames
-        cell_id = ((ids // self.n) * self.rows + cell_xy[:, 1]) * self.columns + cell_xy[:, 0]
-        cell_id, order = torch.sort(cell_id, stable=True)
-        # sorted points, padded so that a run starting at any of them can read `n` entries
-        self.sorted_ids = ids[order]
-        pad = torch.zeros(flat_xy.shape[0] // frames, device=xy.device)
-        self.padded_x, self.padded_y = torch.cat([xy[order, 0], pad]), torch.cat([xy[order, 1], pad])
-        self.padded_ids = torch.cat([self.sorted_ids, self.sorted_ids.new_zeros(pad.numel())])
-        counts = torch.bincount(cell_id, minlength=frames * self.rows * self.columns)
-        self.cell_start = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
-        self.cell_of = torch.full((flat_xy.shape[0], 2), -1, dtype=torch.long, device=flat_xy.device)
-        self.cell_of[ids] = cell_xy
-        self.position_of = torch.zeros(flat_xy.shape[0], dtype=torch.long, device=flat_xy.device)
-        self.position_of[self.sorted_ids] = torch.arange(ids.numel(), device=ids.device)
-
-    def search(self, flat_xy, rows, ring, k, delta_y_cap, within):
-        """Neighbours of the flat points `rows` [R] among the cells within `ring` cells of theirs,
-        and whether they are exact: the k-th is nearer than any point outside those cells could be
-        (or every point outside is beyond `within` or the |dy| cap). Rows whose cells are so crowded
-        that a brute-force row is cheaper are left inexact."""
-        cell_xy = self.cell_of[rows]
-        column, row = cell_xy[:, 0], cell_xy[:, 1]
-        cell_rows = row[:, None] + torch.arange(-ring, ring + 1, device=rows.device)
-        inside = (cell_rows >= 0) & (cell_rows < self.rows)
-        base = ((rows // self.n)[:, None] * self.rows + cell_rows.clamp(0, self.rows - 1)) * self.columns
-        first = self.cell_start[base + (column - ring).clamp(min=0)[:, None]]
-        count = torch.where(inside, self.cell_start[base + (column + ring).clamp(max=self.columns - 1)[:, None] + 1]
-                            - first, 0)  # [R, 2 ring + 1]: the runs of sorted points, one per cell row
-        d2 = flat_xy.new_full((rows.numel(), k), INF)
-        neighbour = torch.full((rows.numel(), k), -1, dtype=torch.long, device=rows.device)
-        searched = torch.zeros(rows.numel(), dtype=torch.bool, device=rows.device)
-        # rows grouped by their longest run, so that one crowded cell does not widen every row
-        run_class = size_class(count.max(1).values.clamp_min(1))
-        for run in torch.unique(run_class).tolist():  # a few run lengths, not points
-            if run * (2 * ring + 1) >= self.n:  # crowded cells: a brute-force row costs less
-                continue
-            part = (run_class == run).nonzero().squeeze(1)
-            d2[part], neighbour[part] = self._nearest(flat_xy, rows[part], first[part], count[part], run, ring, k,
-                                                      delta_y_cap, within)
-            searched[part] = True
-        # distance from the point to the nearest side of the searched block that has points beyond it
-        xy = flat_xy[rows]
-        low = self.origin + (cell_xy - ring) * self.cell
-        high = self.origin + (cell_xy + ring + 1) * self.cell
-        limit = torch.tensor([self.columns, self.rows], device=rows.device)
-        margin = torch.minimum(torch.where(cell_xy - ring > 0, xy - low, INF),
-                               torch.where(cell_xy + ring < limit - 1, high - xy, INF))
-        margin[:, 1] = torch.where(margin[:, 1] > delta_y_cap, INF, margin[:, 1])  # beyond the cap anyway
-        # float rounding may put a point a hair outside the cell it was sorted into
-        radius = margin.min(1).values - 1e-4 * (self.cell + 1)
-        exact = searched & ((d2[:, k - 1] < radius * radius) | (within < radius))
-        return d2, neighbour, exact
-
-    def _nearest(self, flat_xy, rows, first, count, run, ring, k, delta_y_cap, within):
-        """The k nearest of `rows` [R] among their runs of sorted points: first, count [R, 2 ring + 1]
-        (each count <= run)."""
-        steps = torch.arange(run, device=rows.device)
-        position = (first[..., None] + steps).view(-1)  # may run past the end: the arrays are padded
-        ok = (steps < count[..., None]).view(rows.numel(), -1)
-        candidate_x = self.padded_x.index_select(0, position).view(rows.numel(), -1)
-        candidate_y = self.padded_y.index_select(0, position).view(rows.numel(), -1)
-        d2 = _squared_distances(flat_xy[rows], candidate_x, candidate_y, ok, delta_y_cap, within)
-        # the point itself: in the middle cell row, at its own position
-        d2[torch.arange(rows.numel(), device=rows.device), ring * run + self.position_of[rows] - first[:, ring]] = INF
-        return _select(d2, position.view(rows.numel(), -1), k, self.padded_ids)
+def _neighbour_ids(d2: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """ids float [...] -> int64, -1 where d2 is inf."""
+    return ids.masked_fill(d2 == INF, -1.0).long()
 
 
 def _brute_force_frames(xy, visible, k, delta_y_cap, within):
     """Neighbours of every point among all points of its frame, as one [T*N,N] distance matrix."""
     frames, n = visible.shape
-    ok = visible[:, None, :] & visible[:, :, None] & ~torch.eye(n, dtype=torch.bool, device=xy.device)
-    d2 = _squared_distances(xy, xy[:, None, :, 0], xy[:, None, :, 1], ok, delta_y_cap, within)
-    d2, neighbour = _select(d2.view(-1, n), torch.arange(n, device=xy.device).expand(frames * n, n), k)
-    return d2.sqrt().view(frames, n, k), neighbour.view(frames, n, k)
+    hidden = ~visible
+    outside = hidden[:, None, :] | hidden[:, :, None] | torch.eye(n, dtype=torch.bool, device=xy.device)
+    x, y = xy.unbind(-1)
+    d2 = _masked_d2(x[:, None, :] - x[:, :, None], y[:, None, :] - y[:, :, None], outside, delta_y_cap, within)
+    d2, ids = _select(d2.view(-1, n), torch.arange(n, dtype=torch.float32, device=xy.device), k)
+    return d2.sqrt().view(frames, n, k), _neighbour_ids(d2, ids).view(frames, n, k)
 
 
-def _neighbours_in_chunk(xy, visible, k, delta_y_cap, within):
-    """nearest_neighbours on one chunk of frames, all on xy's device."""
+def _brute_force_rows(flat_x, flat_y, flat_hidden, n, rows, k, delta_y_cap, within):
+    """Neighbours of the flat points `rows` [R] (frame * n + i) among all points of their frame:
+    d2 [R,k], ids float [R,k]."""
+    index = torch.arange(n, device=rows.device)
+    candidate = (rows - rows % n)[:, None] + index
+    outside = flat_hidden[candidate] | (candidate == rows[:, None])
+    d2 = _masked_d2(flat_x[candidate] - flat_x[rows, None], flat_y[candidate] - flat_y[rows, None], outside,
+                    delta_y_cap, within)
+    return _select(d2, index.float(), k)
+
+
+def _grid_width(total: torch.Tensor, n: int, k: int) -> int:
+    """The candidate row width that costs least: every row padded to it, plus a brute-force row
+    (n wide) for each point whose block holds more candidates. total int64 [P]. One host sync."""
+    widths = torch.exp2(torch.arange(GRID_WIDTHS, device=total.device) * 0.5)
+    cost = torch.add((total[:, None] > widths).sum(0), widths, alpha=total.numel() / n)
+    return max(k + 2, math.ceil(2 ** (int(cost.argmin()) / 2)))
+
+
+def _grid_rows(sorted_x, sorted_y, sorted_ids, x, y, own, first, count, width, k, delta_y_cap, within):
+    """The k nearest of the points at x, y [R] (sorted positions own [R]) among the sorted points
+    of their runs (first, count [R,B]: one run per cell row of the block), `width` candidates a
+    point: d2 [R,k], ids float [R,k], and whether the k-th distance is tied by a point beyond
+    the k + 1 nearest read, which may have a lower id. Candidates run down the columns ([W,R]:
+    vectorised scans over points), and large temporaries are updated in place (fresh memory
+    costs more than arithmetic on a CPU)."""
+    rows, runs = count.shape
+    column = torch.arange(width, device=x.device)[:, None]
+    # sorted position of every candidate: its column plus its run's offset, a step function of
+    # the column that a cumulative sum of the steps at the run starts builds
+    run_start = count.cumsum(1) - count
+    offset = first - run_start
+    steps = torch.zeros(width + 1, rows, dtype=torch.long, device=x.device)
+    steps.scatter_add_(0, run_start.clamp_max(width).T, torch.cat([offset[:, :1], offset.diff(dim=1)], 1).T)
+    position = steps.cumsum_(0)[:width].add_(column).clamp_(max=sorted_ids.numel() - 1).view(-1)
+    dx = sorted_x.index_select(0, position).view(width, rows).sub_(x)
+    dy = sorted_y.index_select(0, position).view(width, rows).sub_(y)
+    d2 = _masked_d2(dx, dy, column >= run_start[:, -1] + count[:, -1], delta_y_cap, within)
+    # the point itself is among them, at distance 0: read one more, then drop it
+    d2, slot = d2.topk(k + 2, 0, largest=False)
+    chosen = position.view(width, rows).gather(0, slot)
+    d2, ids = _sort_pairs(d2.masked_fill_(chosen == own, INF).T, sorted_ids[chosen].T)
+    tied = (d2[:, k] == d2[:, k - 1]) & (d2[:, k - 1] < INF)
+    return d2[:, :k], ids[:, :k], tied
+
+
+def _grid_search(xy, visible, k, delta_y_cap, within):
+    """nearest_neighbours of one chunk of frames through the grid."""
     frames, n = visible.shape
-    if n <= BRUTE_FORCE_POINTS:
-        return _brute_force_frames(xy, visible, k, delta_y_cap, within)
+    ring = SEARCH_RING
     flat_xy, flat_visible = xy.reshape(-1, 2), visible.reshape(-1)
-    d2 = torch.full((frames * n, k), INF, device=xy.device)
-    neighbour = torch.full((frames * n, k), -1, dtype=torch.long, device=xy.device)
-    pending = flat_visible.nonzero().squeeze(1)
-    if pending.numel():
-        extent = (flat_xy[pending].max(0).values - flat_xy[pending].min(0).values).clamp_min(1.0)
-        per_frame = pending.numel() / frames
-        cell = math.sqrt(float(extent.prod()) * CELL_OCCUPANCY * (k + 1) / per_frame)
-        if math.isfinite(within):  # cells just wider than `within`: every search is exact at once
-            cell = min(cell, within * 1.01 + 1e-3)
-        cell = max(cell, math.sqrt(float(extent.prod()) / (4 * per_frame)))  # at most ~4 cells a point
-        grid = _Grid(flat_xy, flat_visible, frames, cell)
-        for ring in RINGS:
-            if not pending.numel():
-                break
-            found_d2, found, exact = grid.search(flat_xy, pending, ring, k, delta_y_cap, within)
-            d2[pending[exact]], neighbour[pending[exact]] = found_d2[exact], found[exact]
-            pending = pending[~exact]
+    points, hidden = flat_visible.numel(), ~flat_visible
+    low = flat_xy.masked_fill(hidden[:, None], INF).amin(0)
+    extent = flat_xy.masked_fill(hidden[:, None], -INF).amax(0) - low
+    # about CELL_OCCUPANCY * (k + 1) points a cell in an average frame, sized on the device
+    area = extent.clamp_min(1.0).prod() * frames / flat_visible.sum().clamp_min(1)  # per point
+    cell = (area * (CELL_OCCUPANCY * (k + 1))).sqrt()
+    if math.isfinite(within):  # cells just wider than within / ring: every search is exact at once
+        cell = torch.maximum(cell.clamp_max(within / ring * 1.01 + 1e-3), area.sqrt() * 0.5)  # <= ~4 a point
+    position = (flat_xy - low) / cell
+    cell_xy = position.floor()
+    # each frame's grid has `ring` empty cells on every side, so a block never leaves its frame
+    size = (extent / cell).floor().long() + (2 * ring + 1)
+    index = torch.arange(points, device=xy.device)
+    column, row = (cell_xy.long() + ring).unbind(1)
+    cell_id = (index // n * size[1] + row) * size[0] + column
+    sorted_id, order = cell_id.masked_fill(hidden, torch.iinfo(torch.int64).max).sort()
+    flat_x, flat_y = flat_xy.unbind(1)
+    sorted_x, sorted_y, sorted_ids = flat_x[order], flat_y[order], (order % n).float()
+    # the block: one run of sorted points per cell row, from `ring` cells left to `ring` right
+    run_first = (cell_id - ring)[:, None] + torch.arange(-ring, ring + 1, device=xy.device) * size[0]
+    first, end = torch.searchsorted(sorted_id, torch.stack([run_first, run_first + 2 * ring + 1], -1)).unbind(-1)
+    count = (end - first).masked_fill_(hidden[:, None], 0)
+    total = count.sum(1)
+
+    width = _grid_width(total, n, k)
+    if width >= n:  # crowded blocks: brute-force rows cost less
+        d2 = torch.full((points, k), INF, device=xy.device)
+        ids = torch.zeros(points, k, device=xy.device)
+        pending = flat_visible
+    else:
+        own = torch.empty_like(order).scatter_(0, order, index)
+        parts = run_chunked(lambda start, stop, dev: _grid_rows(
+            sorted_x, sorted_y, sorted_ids, flat_x[start:stop], flat_y[start:stop], own[start:stop],
+            first[start:stop], count[start:stop], width, k, delta_y_cap, within), points, width * 100, xy.device)
+        d2, ids, tied = (torch.cat(part) if len(parts) > 1 else part[0] for part in zip(*parts))
+        # exact when the k-th is nearer than the nearest side of the block with points beyond it
+        fraction = position - cell_xy
+        margin = torch.minimum((fraction + ring).masked_fill_(cell_xy <= ring, INF),
+                               (ring + 1 - fraction).masked_fill_(cell_xy >= size - (3 * ring + 1), INF)) * cell
+        if math.isfinite(delta_y_cap):  # points beyond in y are beyond the cap anyway
+            margin[:, 1].masked_fill_(margin[:, 1] > delta_y_cap, INF)
+        # float rounding may put a point a hair outside the cell it was sorted into
+        radius = margin.amin(1) - (cell + 1) * 1e-4
+        exact = d2[:, k - 1] < radius * radius
+        if math.isfinite(within):
+            exact |= within < radius
+        pending = flat_visible & ~(exact & ~tied) | (total > width)
+    pending = pending.nonzero().squeeze(1)
     if pending.numel():
         def rows_chunk(start, stop, dev):
             rows = pending[start:stop]
-            d2[rows], neighbour[rows] = _brute_force_rows(flat_xy, flat_visible, n, rows, k, delta_y_cap, within)
-        run_chunked(rows_chunk, pending.numel(), n * 40, xy.device)
-    neighbour = torch.where(neighbour >= 0, neighbour % n, -1)
-    return d2.sqrt().view(frames, n, k), neighbour.view(frames, n, k)
+            d2[rows], ids[rows] = _brute_force_rows(flat_x, flat_y, hidden, n, rows, k, delta_y_cap, within)
+        run_chunked(rows_chunk, pending.numel(), n * 64, xy.device)
+    return d2.sqrt().view(frames, n, k), _neighbour_ids(d2, ids).view(frames, n, k)
 
 
 def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_cap: float = INF,
                        within: float = INF):
     """The k nearest visible points of every point, |dy| within the cap, up to `within` pixels.
 
-    xy float [T,N,2], visible bool [T,N] -> distance float [T,N,k] (inf where there are fewer)
+    xy float [T,N,2], visible bool [T,N] -> distance float32 [T,N,k] (inf where there are fewer)
     and index int64 [T,N,k] (-1 there), nearest first; equal distances go to the lower index.
-    Chunks of frames are searched at once, on xy's device. (faiss, one index per frame, was
-    measured slower than this for N >= 1000 on CPU: bench/bench_links.py.)
+    Chunks of frames are searched at once, on xy's device, with two host syncs a chunk. (faiss,
+    one index per frame, was measured slower than this for N >= 1000 on CPU: bench/bench_links.py.)
     """
     frames, n = visible.shape
-    parts = run_chunked(lambda start, stop, dev: _neighbours_in_chunk(
-        xy[start:stop].to(dev), visible[start:stop].to(dev), k, delta_y_cap, within),
-        frames, min(n, 512) * n * 40 + n * 200, xy.device)
+    brute = n <= BRUTE_FORCE_POINTS
+    search = _brute_force_frames if brute else _grid_search
+    parts = run_chunked(lambda start, stop, dev: search(
+        xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), k, delta_y_cap, within),
+        frames, n * (n * 40 if brute else 1200 * (k + 1)) + n * 200, xy.device)
     if not parts:
         return torch.zeros(0, n, k, device=xy.device), torch.zeros(0, n, k, dtype=torch.long, device=xy.device)
+    if len(parts) == 1:
+        return parts[0][0].to(xy.device), parts[0][1].to(xy.device)
     return torch.cat([p[0].to(xy.device) for p in parts]), torch.cat([p[1].to(xy.device) for p in parts])
 
 
