@@ -7,10 +7,17 @@ import os
 import torch
 
 from ..utils import mesh_rasterizer as M
-from ._comfy import intermediate_device, render_device
+from ..utils.device import check_memory, run_chunked
+from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket
 
 MESH_EXTENSIONS = (".obj", ".glb", ".gltf", ".ply", ".stl", ".off")
+GOLDEN_RATIO_16 = 40503  # 0.6180339887 * 65536
+# Peak memory of MeshRasterizer per pixel of one view (measured: a 2048x2048 view raised the peak RSS by
+# ~190 B a pixel): the outputs it returns (68 B, and their concatenation), and the work of a view.
+OUTPUT_BYTES_PER_PIXEL = 140
+WORK_BYTES_PER_PIXEL = 200
+CHUNK_PIXELS = 4 << 20
 BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "example_workflows", "assets")
 
 
@@ -173,9 +180,10 @@ def _vertex_normals(vertices: torch.Tensor, faces: torch.Tensor) -> torch.Tensor
 
 
 def _face_colours(findices: torch.Tensor) -> torch.Tensor:
-    """A distinct colour per face id (golden-ratio hues), black background: [..,H,W,3]."""
-    hue = (findices.double() * 0.6180339887) % 1.0
-    rgb = (torch.stack([hue, hue + 2 / 3, hue + 1 / 3], -1) % 1.0 * 6 - 3).abs().sub(1).clamp(0, 1).float()
+    """A distinct colour per face id (golden-ratio hues, in 16-bit fixed point: no float64, and exact
+    for any face count), black background: [..,H,W,3]."""
+    hue = (findices.long() * GOLDEN_RATIO_16 % 65536).float() / 65536
+    rgb = (torch.stack([hue, hue + 2 / 3, hue + 1 / 3], -1) % 1.0 * 6 - 3).abs().sub(1).clamp(0, 1)
     return rgb * 0.8 * (findices > 0)[..., None] + 0.2 * (findices > 0)[..., None]
 
 
@@ -216,31 +224,53 @@ class MeshRasterizer(RasterKitNode):
         else:
             proj = M.orthographic(distance * torch.tan(torch.tensor(fov).deg2rad() / 2).item(), aspect, near, far)
         homogeneous = torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
-        clip = torch.einsum("bij,nj->bni", proj @ view, homogeneous).to(device)
-        findices, barycentric = M.rasterize_views(clip, faces.to(device), width, height,
-                                                  cull_back_faces=cull_back_faces)
-        # the rasterizer's rows follow NDC y upwards (its API's convention): flip so that up is up
-        findices, barycentric = findices.flip(1), barycentric.flip(1)
-        covered = (findices > 0)[..., None]
-        faces_d = faces.to(device)
-        world_normals = M.interpolate(_vertex_normals(vertices, faces).to(device), findices, barycentric, faces_d)
-        normals = torch.einsum("bij,bhwj->bhwi", view[:, :3, :3].to(device), world_normals)
-        normals = torch.nn.functional.normalize(normals, dim=-1)
-        background = torch.tensor([0.5, 0.5, 1.0], device=device)
-        normal_map = torch.where(covered, normals * 0.5 + 0.5, background)
-        position = M.interpolate(vertices.to(device), findices, barycentric, faces_d)
-        low, high = vertices.amin(0).to(device), vertices.amax(0).to(device)
-        position_map = torch.where(covered, (position - low) / (high - low).clamp_min(1e-12), 0.0)
-        view_depth = -torch.einsum("bj,bhwj->bhw", view[:, 2, :3].to(device), position) - view[:, 2, 3].to(device)[:, None, None]
-        mask = covered[..., 0]
-        near_depth = torch.where(mask, view_depth, torch.inf).flatten(1).amin(1)[:, None, None]
-        far_depth = torch.where(mask, view_depth, -torch.inf).flatten(1).amax(1)[:, None, None]
-        depth = torch.where(mask, 1 - (view_depth - near_depth) / (far_depth - near_depth).clamp_min(1e-12), 0.0)
-        out = intermediate_device()
-        raster = {"findices": findices.to(out), "barycentric": barycentric.to(out), "view": view, "projection": proj,
+        clip = torch.einsum("bij,nj->bni", proj @ view, homogeneous)
+        count, pixels = len(angles), width * height
+        outputs, work = OUTPUT_BYTES_PER_PIXEL * pixels * count, WORK_BYTES_PER_PIXEL * pixels
+        what = f"width x height x views ({width} x {height} x {count})"
+        if device == intermediate_device():
+            check_memory(outputs + work, what, device)
+        else:
+            check_memory(outputs, what, intermediate_device())
+            check_memory(work, what, device)
+        normals = _vertex_normals(vertices, faces)
+        progress = Progress(count)
+
+        def render(start, stop, on):
+            return _maps(clip[start:stop].to(on), view[start:stop].to(on), vertices.to(on), faces.to(on),
+                         normals.to(on), width, height, cull_back_faces)
+
+        # views in chunks of about CHUNK_PIXELS, so that an interrupt is seen between them
+        chunks = run_chunked(render, count, WORK_BYTES_PER_PIXEL * pixels, device, on_chunk=progress,
+                             limit=max(1, CHUNK_PIXELS // pixels))
+        normal, depth, position, mask, face_id, findices, barycentric = (torch.cat(maps) for maps in zip(*chunks))
+        raster = {"findices": findices, "barycentric": barycentric, "view": view, "projection": proj,
                   "faces": faces, "vertices": vertices}
-        return (normal_map.to(out), depth[..., None].expand(-1, -1, -1, 3).contiguous().to(out), position_map.to(out),
-                mask.float().to(out), _face_colours(findices).to(out), raster)
+        return normal, depth, position, mask, face_id, raster
+
+
+def _maps(clip, view, vertices, faces, vertex_normals, width, height, cull_back_faces):
+    """The maps of B views on clip's device, returned on ComfyUI's intermediate device: normal, depth,
+    position [B,H,W,3], mask [B,H,W], face colours [B,H,W,3], findices int32 [B,H,W], barycentric [B,H,W,3].
+    clip float [B,V,4] (clip-space vertices per view), view float [B,4,4], vertex_normals float [V,3]."""
+    findices, barycentric = M.rasterize_views(clip, faces, width, height, cull_back_faces=cull_back_faces)
+    # the rasterizer's rows follow NDC y upwards (its API's convention): flip so that up is up
+    findices, barycentric = findices.flip(1), barycentric.flip(1)
+    covered = (findices > 0)[..., None]
+    world_normals = M.interpolate(vertex_normals, findices, barycentric, faces)
+    normals = torch.nn.functional.normalize(torch.einsum("bij,bhwj->bhwi", view[:, :3, :3], world_normals), dim=-1)
+    normal_map = torch.where(covered, normals * 0.5 + 0.5, torch.tensor([0.5, 0.5, 1.0], device=clip.device))
+    position = M.interpolate(vertices, findices, barycentric, faces)
+    low, high = vertices.amin(0), vertices.amax(0)
+    position_map = torch.where(covered, (position - low) / (high - low).clamp_min(1e-12), 0.0)
+    view_depth = -torch.einsum("bj,bhwj->bhw", view[:, 2, :3], position) - view[:, 2, 3][:, None, None]
+    mask = covered[..., 0]
+    near_depth = torch.where(mask, view_depth, torch.inf).flatten(1).amin(1)[:, None, None]
+    far_depth = torch.where(mask, view_depth, -torch.inf).flatten(1).amax(1)[:, None, None]
+    depth = torch.where(mask, 1 - (view_depth - near_depth) / (far_depth - near_depth).clamp_min(1e-12), 0.0)
+    out = intermediate_device()
+    return (normal_map.to(out), depth[..., None].expand(-1, -1, -1, 3).contiguous().to(out), position_map.to(out),
+            mask.float().to(out), _face_colours(findices).to(out), findices.to(out), barycentric.to(out))
 
 
 NODES = [LoadMesh, MeshRasterizer]

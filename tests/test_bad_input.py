@@ -122,3 +122,23 @@ def test_empty_series_is_a_blank_image():
     images, = SeriesToImages.execute(series="[]", background="#102030")
     assert images.shape == (1, 224, 224, 3)
     assert torch.allclose(images, torch.tensor([0x10, 0x20, 0x30]) / 255.0)
+
+
+def test_primitive_outputs_that_cannot_fit_are_refused_before_the_search(monkeypatch):
+    from rasterkit.nodes.primitives import PrimitiveMesh
+    from rasterkit.utils import device
+
+    monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 23 << 30)
+    with pytest.raises(ValueError, match=r"^output_size 8192 with 50 build-up frames x 1 images needs ~1\d\d\.\d GB; "
+                                         r"this machine has 24.7 GB free"):
+        PrimitiveMesh.execute(image=torch.rand(1, 32, 32, 3), shapes=100, output_size=8192)
+
+
+def test_out_of_memory_is_recognised_on_every_backend():
+    from rasterkit.utils.device import is_out_of_memory
+
+    assert is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
+                                         "allocate memory: you tried to allocate 145000000000 bytes."))
+    assert is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 1 GB)"))
+    assert is_out_of_memory(RuntimeError("HIP out of memory. Tried to allocate 2.00 GiB"))
+    assert not is_out_of_memory(RuntimeError("shape mismatch"))

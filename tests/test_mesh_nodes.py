@@ -138,3 +138,29 @@ def test_an_edited_file_changes_the_fingerprint(input_folder):
         file.write("\n# edited\n")
     assert LoadMesh.fingerprint("3d/cube.obj") != before
     assert LoadMesh.fingerprint("../secret.obj") == LoadMesh.fingerprint("missing.obj") == ""
+
+
+def test_a_render_that_cannot_fit_is_refused_before_allocating(monkeypatch):
+    from rasterkit.utils import device
+
+    monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 2 << 30)
+    mesh, _ = sphere_mesh()
+    with pytest.raises(ValueError, match=r"^width x height x views \(8192 x 8192 x 6\) needs ~\d+\.\d GB; "
+                                         r"this machine has 2.1 GB free"):
+        MeshRasterizer.run(width=8192, height=8192, views="six", mesh=mesh)
+
+
+def test_views_render_in_chunks_with_an_interrupt_check_between_them(monkeypatch):
+    from rasterkit.nodes import _comfy, mesh as mesh_module
+
+    checks = []
+    monkeypatch.setattr(_comfy, "check_interrupt", lambda: checks.append(1))
+    monkeypatch.setattr(mesh_module, "CHUNK_PIXELS", 64 * 64 * 2)
+    mesh, _ = sphere_mesh()
+    chunked = MeshRasterizer.run(width=64, height=64, views="six", mesh=mesh)
+    monkeypatch.setattr(mesh_module, "CHUNK_PIXELS", 1 << 30)
+    whole = MeshRasterizer.run(width=64, height=64, views="six", mesh=mesh)
+    assert len(checks) == 3 + 1
+    for a, b in zip(chunked[:5], whole[:5]):
+        assert torch.equal(a, b)
+    assert torch.equal(chunked[5]["findices"], whole[5]["findices"])

@@ -92,11 +92,21 @@ def chunk_size(total: int, bytes_per_item: int, device: torch.device, limit: int
     return max(1, min(total, size))
 
 
+def check_memory(estimate: int, what: str, device: torch.device) -> None:
+    """Refuse, before allocating anything, work whose estimated peak of `estimate` bytes exceeds what
+    `device` has free: a ValueError naming `what` (the inputs that set the size) and both figures."""
+    free = free_memory_bytes(device)
+    if estimate > free:
+        where = "this machine" if torch.device(device).type == "cpu" else str(device)
+        raise ValueError(f"{what} needs ~{estimate / 1e9:.1f} GB; {where} has {free / 1e9:.1f} GB free")
+
+
 def is_out_of_memory(error: BaseException) -> bool:
     if isinstance(error, torch.OutOfMemoryError):
         return True
-    # MPS and some ROCm paths raise a plain RuntimeError
-    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+    # MPS, ROCm and the CPU allocator raise a plain RuntimeError
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 def run_chunked(
