@@ -165,7 +165,7 @@ def test_sliver_barycentrics_are_float32_accurate():
     w = 0.7 + torch.rand(len(corners), 1, generator=g)
     V = torch.cat([corners * w, torch.rand(len(corners), 1, generator=g) * w, w], 1)
     F = torch.arange(3 * count).view(count, 3).int()
-    findices, barycentric = check_against_reference(V, F, 96, 96, barycentric_tolerance=1e-5)
+    findices, _ = check_against_reference(V, F, 96, 96, barycentric_tolerance=1e-5)
     assert (findices > 0).sum() > 200
 
 
@@ -242,6 +242,13 @@ def test_keys_do_not_overflow_near_the_eye():
     assert ndc_depth.min() < -1e5  # depth * 2^18 * 2^31 is far past int64
     assert set(findices.unique().tolist()) == {0, 1, 3}  # face 2: its pixels lie in front of the near plane
     assert np.array_equal(findices.numpy(), kernel_arithmetic(V, F, 64, 64))
+
+
+def test_triangles_with_a_corner_at_or_behind_the_eye_are_not_drawn():
+    V = torch.tensor([[0.0, 0, 0, 0], [1, 0, 0, 1], [0, 1, 0, 1], [1, 1, 0, 1], [0.5, 0.5, 0, -1]])
+    F = torch.tensor([[0, 1, 2], [1, 2, 3], [1, 3, 4]], dtype=torch.int32)  # w = 0 (NaN on screen), w > 0, w < 0
+    findices, barycentric = M.rasterize(V, F, 16, 16)
+    assert set(findices.unique().tolist()) == {0, 2} and bool(torch.isfinite(barycentric).all())
 
 
 def test_views_batch_and_back_face_culling():

@@ -35,8 +35,8 @@ from . import cuda
 from .batching import expand_counts
 from .device import cupy_usable, run_chunked
 
-ID_BASE = 1 << 31  # z-buffer keys: quantised depth (saturated at 2^31) * ID_BASE + view * M + face + 1
-EMPTY = (1 << 63) - 1  # the z-buffer's value where no fragment landed
+ID_BASE = 1 << 31  # z-buffer keys: quantised depth (saturated at 2^31) * ID_BASE + view * M + face
+EMPTY = (1 << 63) - ID_BASE  # the z-buffer's value where no fragment landed: above every key, triangle part 0
 DEPTH_STEPS = 1 << 18
 FIXED = 1 << 52  # alpha = 1 - beta - gamma in this fixed point: exact in int64, one rounding to float32
 TILE_ROWS, TILE_COLUMNS = 4, 4  # the torch path's tile of candidate pixels
@@ -53,7 +53,8 @@ def _screen(vertices: torch.Tensor, width: int, height: int) -> torch.Tensor:
 
 def _alpha(beta: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
     """1 - beta - gamma rounded once to float32, as the kernel's double arithmetic rounds it, for
-    beta, gamma in [0, 1] (exact where each is 0 or at least 2^-29, where double is exact too)."""
+    beta, gamma in [0, 1] or a little above (exact where each is 0 or at least 2^-29, where double is
+    exact too); its sign decides the kernel's alpha >= 0."""
     fixed = (beta * float(FIXED)).long() + (gamma * float(FIXED)).long()
     return (FIXED - fixed).float() * (1.0 / FIXED)
 
@@ -125,26 +126,33 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
 def _triangles(V: torch.Tensor, faces: torch.Tensor, width: int, height: int, tile: tuple[int, int],
                cull_back_faces: bool):
     """The set-up of the K = B * M triangles (view-major) of V float32 [B,N,4], faces int64 [M,3]:
-    triangles float32 [13,K]: a_x, a_y, c_x - a_x, c_y - a_y, b_x - a_x, b_y - a_y, 1 / S(a, b, c),
-    the corners' clip w and depths z_s; box int64 [4,K]: first and last candidate column and row;
-    counts int64 [K]: tiles (rows x columns pixels) over each box, 0 for triangles not drawn."""
+    triangles float32 [14,K]: a_x, a_y, c_x - a_x, c_y - a_y, b_x - a_x, b_y - a_y (times the sign of
+    S(a, b, c), which orients the edge functions so that the inside is where both are >= 0: negation is
+    exact, so beta = S(a, p, c) / S(a, b, c) comes out the same), a bound a little above |S(a, b, c)|,
+    |1 / S(a, b, c)|, the corners' depths z_s and clip w; box int64 [4,K]: first and last candidate
+    column and row; counts int64 [K]: tiles (rows x columns pixels) over each box, 0 for triangles not
+    drawn."""
     corners = _screen(V, width, height)[:, faces]  # [B,M,3,3]
     w = V[:, faces, 3]  # [B,M,3]
     a, b, c = corners.unbind(2)
     ac, ab = c[..., :2] - a[..., :2], b[..., :2] - a[..., :2]
     area = ac[..., 0] * ab[..., 1] - ab[..., 0] * ac[..., 1]
+    inverse = (1 / area).abs()
+    orientation = area.sign()[..., None]
+    ac, ab = ac * orientation, ab * orientation
     low, high = corners[..., :2].amin(2), corners[..., :2].amax(2)
     size = low.new_tensor([width, height])
     first = low.trunc().clamp(min=0).minimum(size)
     last = ((high + 1).ceil() - 1).minimum(size - 1)
     span = last - first + 1
-    keep = (area != 0) & torch.isfinite(area) & (w > 0).all(-1) & (span > 0).all(-1)
+    keep = (inverse < torch.inf) & (inverse > 0) & (torch.cat([w, span], -1).amin(-1) > 0)
     if cull_back_faces:
         keep &= area < 0
-    tiles = torch.ceil(span[..., 1] / tile[0]) * torch.ceil(span[..., 0] / tile[1])
-    counts = torch.where(keep, tiles, 0).long().view(-1)
-    triangles = torch.stack([a[..., 0], a[..., 1], *ac.unbind(-1), *ab.unbind(-1), 1 / area, *w.unbind(-1),
-                             *corners[..., 2].unbind(-1)]).view(13, -1)
+    tiles = torch.ceil(span / span.new_tensor([tile[1], tile[0]])).prod(-1)
+    counts = torch.where(keep, tiles, 0).long().view(-1)  # where, not a product: span is NaN where w = 0
+    # the bound leaves a margin of 2^-20 (16 float32 roundings) above the area
+    triangles = torch.stack([a[..., 0], a[..., 1], *ac.unbind(-1), *ab.unbind(-1), (1 + 2 ** -20) / inverse, inverse,
+                             *corners[..., 2].unbind(-1), *w.unbind(-1)]).view(14, -1)
     box = torch.stack([*first.unbind(-1), *last.unbind(-1)]).long().view(4, -1)
     return triangles, box, counts
 
@@ -162,35 +170,37 @@ def _depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tenso
 
     def tiles(start, stop, device):
         owner, rank = owner_of_tile[start:stop], rank_of_tile[start:stop]
-        ax, ay, acx, acy, abx, aby, inverse_area = triangles[:7, owner]
-        first_x, first_y, last_x, last_y = box[:, owner]
+        ax, ay, acx, acy, abx, aby, bound = triangles[:7].index_select(1, owner)
+        first_x, first_y, last_x, last_y = box.index_select(1, owner)
         tiles_x = (last_x - first_x) // TILE_COLUMNS + 1
         x0, y0 = first_x + rank % tiles_x * TILE_COLUMNS, first_y + rank // tiles_x * TILE_ROWS
         x, y = x0 + columns, y0 + rows  # [C,P], [R,P]
         dx, dy = (x + 0.5) - ax, (y + 0.5) - ay
         # S(a, p, c) = acx * dy - dx * acy and S(a, b, p) = dx * aby - abx * dy: each product depends on
         # the row or the column only; NaN past the box's last row and column makes those pixels outside
-        row_c = torch.where(y <= last_y, acx * dy, torch.nan)
-        column_c = torch.where(x <= last_x, dx * acy, torch.nan)
-        beta = (row_c[:, None] - column_c) * inverse_area  # [R,C,P]
-        gamma = (dx * aby - (abx * dy)[:, None]) * inverse_area
-        low, high = torch.minimum(beta, gamma), torch.maximum(beta, gamma)
-        # alpha >= 0 is beta + gamma <= 1 exactly: 1 - high is exact when high >= 0.5, and when high < 0.5
-        # the test holds either way
-        fragment = ((low >= 0) & (low <= 1 - high)).view(-1).nonzero().squeeze(1)
+        row_c = (acx * dy).masked_fill_(y > last_y, torch.nan)
+        column_c = (dx * acy).masked_fill_(x > last_x, torch.nan)
+        beta_area = row_c[:, None] - column_c  # [R,C,P]
+        gamma_area = dx * aby - (abx * dy)[:, None]
+        # a superset of the inside: the signs are exact, the sum is bounded with a margin for rounding
+        maybe = (torch.minimum(beta_area, gamma_area) >= 0) & (beta_area + gamma_area <= bound)
+        fragment = maybe.view(-1).nonzero().squeeze(1)
         cell, tile = fragment // owner.numel(), fragment % owner.numel()
-        beta, gamma = beta.view(-1)[fragment], gamma.view(-1)[fragment]
-        z = triangles[10:13, owner][:, tile]
-        depth = (_alpha(beta, gamma) * z[0] + beta * z[1]) + gamma * z[2]
+        triangle = owner.index_select(0, tile)
+        inverse, z0, z1, z2 = triangles[7:11].index_select(1, triangle)
+        beta = beta_area.view(-1).index_select(0, fragment) * inverse
+        gamma = gamma_area.view(-1).index_select(0, fragment) * inverse
+        alpha = _alpha(beta, gamma)
+        depth = (alpha * z0 + beta * z1) + gamma * z2
+        corner = owner // face_count * (height * width) + y0 * width + x0
+        pixel = corner.index_select(0, tile) + cell_offset.index_select(0, cell)
         scaled = depth * DEPTH_STEPS
-        key_pixel = torch.stack([owner + 1, owner // face_count * (height * width) + y0 * width + x0])[:, tile]
-        pixel = key_pixel[1] + cell_offset[cell]
         if prior is None:
-            visible = depth >= 0
+            visible = (alpha >= 0) & (depth >= 0)
         else:  # a negative quantised depth is never drawn
-            visible = (depth >= prior[pixel]) & (scaled > -1)
-        # owners are in (view, face) order: equal depths go to the lower face
-        key = scaled.clamp_max(2.0 ** 31).long() * ID_BASE + key_pixel[0]
+            visible = (alpha >= 0) & (depth >= prior.index_select(0, pixel)) & (scaled > -1)
+        # triangles are in (view, face) order: equal depths go to the lower face
+        key = scaled.clamp_max(2.0 ** 31).long() * ID_BASE + triangle
         zbuffer.scatter_reduce_(0, pixel, torch.where(visible, key, EMPTY), "amin")
 
     per_tile = TILE_ROWS * TILE_COLUMNS
@@ -200,17 +210,17 @@ def _depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tenso
 def _resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, width: int, height: int):
     """findices int32 [B*H*W] (face + 1, 0 where nothing landed) and perspective-correct barycentric
     float32 [B*H*W,3] from the winners in zbuffer, recomputed with the depth test's arithmetic."""
-    empty = (zbuffer == EMPTY).view(-1, height, width)
-    owner = torch.where(empty, 0, zbuffer.view(-1, height, width) % ID_BASE - 1)
-    ax, ay, acx, acy, abx, aby, inverse_area, *w = triangles[:10, owner]
+    empty = zbuffer == EMPTY
+    triangle = zbuffer % ID_BASE
+    ax, ay, acx, acy, abx, aby, _, inverse_area = triangles[:8].index_select(1, triangle).view(8, -1, height, width)
     dx = torch.arange(width, device=zbuffer.device) + 0.5 - ax
     dy = torch.arange(height, device=zbuffer.device)[:, None] + 0.5 - ay
-    beta = (acx * dy - dx * acy) * inverse_area
-    gamma = (dx * aby - abx * dy) * inverse_area
-    weights = torch.stack([_alpha(beta, gamma), beta, gamma], -1) / torch.stack(w, -1)
-    barycentric = weights * (1 / ((weights[..., 0] + weights[..., 1]) + weights[..., 2]))[..., None]
-    findices = torch.where(empty, 0, owner % face_count + 1).int()
-    return findices.view(-1), torch.where(empty[..., None], 0.0, barycentric).view(-1, 3)
+    beta = ((acx * dy - dx * acy) * inverse_area).view(-1)
+    gamma = ((dx * aby - abx * dy) * inverse_area).view(-1)
+    weights = torch.stack([_alpha(beta, gamma), beta, gamma]) / triangles[11:14].index_select(1, triangle)
+    barycentric = torch.where(empty, 0.0, weights * (1 / ((weights[0] + weights[1]) + weights[2])))
+    findices = torch.where(empty, 0, triangle % face_count + 1).int()
+    return findices, barycentric.T.contiguous()
 
 
 def interpolate(attributes: torch.Tensor, findices: torch.Tensor, barycentric: torch.Tensor,
@@ -332,16 +342,15 @@ extern "C" __global__ void rasterize_triangles(
             float dx = ((float)x + 0.5f) - t.ax;
             float beta = (row_c - dx * t.acy) * t.inverse_area;
             float gamma = (dx * t.aby - row_b) * t.inverse_area;
-            if (!(beta >= 0.0f && gamma >= 0.0f)) continue;
-            float low_bg = beta < gamma ? beta : gamma, high_bg = beta < gamma ? gamma : beta;
-            if (!(low_bg <= 1.0f - high_bg)) continue;
+            if (!(beta >= 0.0f && gamma >= 0.0f && beta <= 1.0f && gamma <= 1.0f)) continue;
             float alpha = alpha_of(beta, gamma, fixed_one);
+            if (!(alpha >= 0.0f)) continue;
             float depth = (alpha * t.z[0] + beta * t.z[1]) + gamma * t.z[2];
             float scaled = depth * (float)depth_steps;
             long long pixel = view_base + y * width + x;
             if (has_prior ? !(depth >= prior[pixel] && scaled > -1.0f) : !(depth >= 0.0f)) continue;
             long long quantised = (long long)fminf(scaled, 2147483648.0f);
-            atomicMin(zbuffer + pixel, quantised * id_base + k + 1);
+            atomicMin(zbuffer + pixel, quantised * id_base + k);
         }
     }
 }
@@ -359,7 +368,7 @@ extern "C" __global__ void resolve_pixels(
         barycentric[i * 3] = 0.0f; barycentric[i * 3 + 1] = 0.0f; barycentric[i * 3 + 2] = 0.0f;
         return;
     }
-    long long k = z % id_base - 1;
+    long long k = z % id_base;
     findices[i] = (int)(k % face_count + 1);
     Triangle t = set_up(V, faces, k, vertex_count, face_count, width, height);
     float dx = ((float)(i % width) + 0.5f) - t.ax, dy = ((float)(i / width % height) + 0.5f) - t.ay;
