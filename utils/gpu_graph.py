@@ -25,7 +25,6 @@ INF = float("inf")
 BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matrix beats the grid
 SEARCH_RING = 2           # cells searched on each side of a point's own
 CELL_OCCUPANCY = 0.25     # grid points per cell per neighbour sought (measured: ~0.05% fall back)
-GRID_WIDTHS = 24          # candidate row widths tried: 2^(b/2) rounded up, b < GRID_WIDTHS
 
 
 @dataclass
@@ -105,9 +104,12 @@ def _brute_force_rows(flat_x, flat_y, flat_hidden, n, rows, k, delta_y_cap, with
 def _grid_width(total: torch.Tensor, n: int, k: int) -> int:
     """The candidate row width that costs least: every row padded to it, plus a brute-force row
     (n wide) for each point whose block holds more candidates. total int64 [P]. One host sync."""
-    widths = torch.exp2(torch.arange(GRID_WIDTHS, device=total.device) * 0.5)
-    cost = torch.add((total[:, None] > widths).sum(0), widths, alpha=total.numel() / n)
-    return max(k + 2, math.ceil(2 ** (int(cost.argmin()) / 2)))
+    widths = total.sort().values
+    # padding all P rows to the i-th smallest total leaves at most P - 1 - i for brute force:
+    # P * width + (P - 1 - i) * n, less a constant, over P
+    cost = torch.add(widths, torch.arange(widths.numel(), dtype=torch.float32, device=total.device),
+                     alpha=-n / widths.numel())
+    return max(k + 2, int(widths[cost.argmin()[None]]))
 
 
 def _grid_rows(sorted_x, sorted_y, sorted_ids, x, y, own, first, count, width, k, delta_y_cap, within):
@@ -115,23 +117,23 @@ def _grid_rows(sorted_x, sorted_y, sorted_ids, x, y, own, first, count, width, k
     of their runs (first, count [R,B]: one run per cell row of the block), `width` candidates a
     point: d2 [R,k], ids float [R,k], and whether the k-th distance is tied by a point beyond
     the k + 1 nearest read, which may have a lower id. Candidates run down the columns ([W,R]:
-    vectorised scans over points), and large temporaries are updated in place (fresh memory
-    costs more than arithmetic on a CPU)."""
+    vectorised scans over points), and large temporaries are int32 and updated in place (fresh
+    memory costs more than arithmetic on a CPU)."""
     rows, runs = count.shape
-    column = torch.arange(width, device=x.device)[:, None]
+    column = torch.arange(width, dtype=torch.int32, device=x.device)[:, None]
     # sorted position of every candidate: its column plus its run's offset, a step function of
     # the column that a cumulative sum of the steps at the run starts builds
     run_start = count.cumsum(1) - count
     offset = first - run_start
-    steps = torch.zeros(width + 1, rows, dtype=torch.long, device=x.device)
-    steps.scatter_add_(0, run_start.clamp_max(width).T, torch.cat([offset[:, :1], offset.diff(dim=1)], 1).T)
-    position = steps.cumsum_(0)[:width].add_(column).clamp_(max=sorted_ids.numel() - 1).view(-1)
-    dx = sorted_x.index_select(0, position).view(width, rows).sub_(x)
-    dy = sorted_y.index_select(0, position).view(width, rows).sub_(y)
+    steps = torch.zeros(width + 1, rows, dtype=torch.int32, device=x.device)
+    steps.scatter_add_(0, run_start.clamp_max(width).T, torch.cat([offset[:, :1], offset.diff(dim=1)], 1).T.int())
+    position = steps.cumsum_(0, dtype=torch.int32)[:width].add_(column).clamp_(max=sorted_ids.numel() - 1)
+    dx = sorted_x.index_select(0, position.view(-1)).view(width, rows).sub_(x)
+    dy = sorted_y.index_select(0, position.view(-1)).view(width, rows).sub_(y)
     d2 = _masked_d2(dx, dy, column >= run_start[:, -1] + count[:, -1], delta_y_cap, within)
     # the point itself is among them, at distance 0: read one more, then drop it
     d2, slot = d2.topk(k + 2, 0, largest=False)
-    chosen = position.view(width, rows).gather(0, slot)
+    chosen = position.gather(0, slot)
     d2, ids = _sort_pairs(d2.masked_fill_(chosen == own, INF).T, sorted_ids[chosen].T)
     tied = (d2[:, k] == d2[:, k - 1]) & (d2[:, k - 1] < INF)
     return d2[:, :k], ids[:, :k], tied
@@ -145,25 +147,35 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
     points, hidden = flat_visible.numel(), ~flat_visible
     low = flat_xy.masked_fill(hidden[:, None], INF).amin(0)
     extent = flat_xy.masked_fill(hidden[:, None], -INF).amax(0) - low
-    # about CELL_OCCUPANCY * (k + 1) points a cell in an average frame, sized on the device
-    area = extent.clamp_min(1.0).prod() * frames / flat_visible.sum().clamp_min(1)  # per point
-    cell = (area * (CELL_OCCUPANCY * (k + 1))).sqrt()
+    # about CELL_OCCUPANCY * (k + 1) points a cell in an average frame, sized on the device, and
+    # at most `span` cells along an axis: a grid of a size known here
+    span = math.ceil(2 * math.sqrt(n / (CELL_OCCUPANCY * (k + 1)))) + 1
+    area = extent.clamp_min(1.0).prod() / flat_visible.sum()  # of a frame per point, over frames
+    cell = (area * (frames * CELL_OCCUPANCY * (k + 1))).sqrt()
     if math.isfinite(within):  # cells just wider than within / ring: every search is exact at once
-        cell = torch.maximum(cell.clamp_max(within / ring * 1.01 + 1e-3), area.sqrt() * 0.5)  # <= ~4 a point
+        cell = cell.clamp_max(within / ring * 1.01 + 1e-3)
+    cell = torch.maximum(cell, extent.amax() / (span - 0.5))
     position = (flat_xy - low) / cell
     cell_xy = position.floor()
-    # each frame's grid has `ring` empty cells on every side, so a block never leaves its frame
-    size = (extent / cell).floor().long() + (2 * ring + 1)
+    # each frame's grid has `ring` empty cells on every side, so a block never leaves its frame;
+    # hidden points go to a cell past the last frame's, whose blocks stay inside the table
+    side = span + 2 * ring
+    hidden_cell = frames * side * side + ring * side + ring
+    column, row = cell_xy.long().unbind(1)
     index = torch.arange(points, device=xy.device)
-    column, row = (cell_xy.long() + ring).unbind(1)
-    cell_id = (index // n * size[1] + row) * size[0] + column
-    sorted_id, order = cell_id.masked_fill(hidden, torch.iinfo(torch.int64).max).sort()
+    cell_id = torch.add(column, row, alpha=side).add_(index // n, alpha=side * side).add_(ring * (side + 1))
+    cell_id.masked_fill_(hidden, hidden_cell)
+    # cell ends in sorted order, counting visible points only: hidden ones sort last, in no run
+    counts = torch.zeros(hidden_cell + ring * side + ring + 1, dtype=torch.long, device=xy.device)
+    cell_end = counts.index_add_(0, cell_id, flat_visible.long()).cumsum(0)
+    order = cell_id.sort().indices
     flat_x, flat_y = flat_xy.unbind(1)
     sorted_x, sorted_y, sorted_ids = flat_x[order], flat_y[order], (order % n).float()
     # the block: one run of sorted points per cell row, from `ring` cells left to `ring` right
-    run_first = (cell_id - ring)[:, None] + torch.arange(-ring, ring + 1, device=xy.device) * size[0]
-    first, end = torch.searchsorted(sorted_id, torch.stack([run_first, run_first + 2 * ring + 1], -1)).unbind(-1)
-    count = (end - first).masked_fill_(hidden[:, None], 0)
+    run_first_cell = cell_id[:, None] + torch.arange(-ring * (side + 1), ring * side - ring + 1, side,
+                                                     device=xy.device)
+    first = (cell_end - counts)[run_first_cell]
+    count = cell_end[2 * ring:][run_first_cell] - first
     total = count.sum(1)
 
     width = _grid_width(total, n, k)
@@ -175,20 +187,21 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
         own = torch.empty_like(order).scatter_(0, order, index)
         parts = run_chunked(lambda start, stop, dev: _grid_rows(
             sorted_x, sorted_y, sorted_ids, flat_x[start:stop], flat_y[start:stop], own[start:stop],
-            first[start:stop], count[start:stop], width, k, delta_y_cap, within), points, width * 100, xy.device)
+            first[start:stop], count[start:stop], width, k, delta_y_cap, within), points, width * 64, xy.device)
         d2, ids, tied = (torch.cat(part) if len(parts) > 1 else part[0] for part in zip(*parts))
         # exact when the k-th is nearer than the nearest side of the block with points beyond it
-        fraction = position - cell_xy
+        fraction = position - cell_xy  # in cells
         margin = torch.minimum((fraction + ring).masked_fill_(cell_xy <= ring, INF),
-                               (ring + 1 - fraction).masked_fill_(cell_xy >= size - (3 * ring + 1), INF)) * cell
+                               (ring + 1 - fraction).masked_fill_(cell_xy > extent / cell - (ring + 1), INF))
         if math.isfinite(delta_y_cap):  # points beyond in y are beyond the cap anyway
-            margin[:, 1].masked_fill_(margin[:, 1] > delta_y_cap, INF)
-        # float rounding may put a point a hair outside the cell it was sorted into
-        radius = margin.amin(1) - (cell + 1) * 1e-4
-        exact = d2[:, k - 1] < radius * radius
+            margin[:, 1].masked_fill_(margin[:, 1] * cell > delta_y_cap, INF)
+        # float rounding may put a point a hair outside the cell it was sorted into: positions
+        # are within span * 2^-23 cells of exact
+        radius = (margin.amin(1) - span * 1e-6) * cell
+        inexact = d2[:, k - 1] >= radius * radius
         if math.isfinite(within):
-            exact |= within < radius
-        pending = flat_visible & ~(exact & ~tied) | (total > width)
+            inexact &= within >= radius
+        pending = (inexact | tied | (total > width)) & flat_visible
     pending = pending.nonzero().squeeze(1)
     if pending.numel():
         def rows_chunk(start, stop, dev):
