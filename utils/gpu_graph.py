@@ -234,36 +234,45 @@ def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_
 
 
 # -- edges, caps, hysteresis -----------------------------------------------------------------------
+# Edges are fixed-size lists (frame, i, j, keep) in (frame, i, j) order, with slots that hold no
+# edge marked keep = False; only packing them into a Ragged asks the host for a size.
 
-def _cap_degree(frame, i, j, rank_key, n, cap):
-    """bool [E]: edges among the `cap` smallest rank_key edges of both their ends (ties: i, j order)."""
-    node = torch.cat([frame * n + i, frame * n + j])
-    key = torch.cat([rank_key, rank_key])
-    edge = torch.arange(i.numel(), device=i.device).repeat(2)
-    order = torch.sort(key, stable=True).indices
-    order = order[torch.sort(node[order], stable=True).indices]  # by node, then key, then edge order
-    node, edge = node[order], edge[order]
-    first = torch.ones_like(node, dtype=torch.bool)
-    first[1:] = node[1:] != node[:-1]
-    start = torch.cummax(torch.where(first, torch.arange(node.numel(), device=node.device), 0), 0).values
-    within = (torch.arange(node.numel(), device=node.device) - start) < cap
-    return torch.zeros(i.numel(), dtype=torch.long, device=i.device).index_add_(0, edge, within.long()) == 2
+def _cap_degree(ends, keep, rank_key, cap, nodes, held=None):
+    """bool [E]: kept edges among the `cap` first of both their ends, ordered by held ones first
+    (when held [E] is given), then rank_key, then list order. ends int64 [2,E]: the node at each
+    end, below `nodes`."""
+    edges = keep.numel()
+    node = ends.masked_fill(~keep, nodes).view(-1)  # not kept: a node of their own, last
+    group = node * 2 + ~held.repeat(2) if held is not None else node
+    order = torch.sort(rank_key.repeat(2), stable=True).indices
+    order = order[torch.sort(group[order], stable=True).indices]  # by node, then the ranking
+    node = node[order]
+    place = torch.arange(node.numel(), device=node.device)
+    within = place - torch.searchsorted(node, node) < cap  # place among the edges of its node
+    return keep & (torch.zeros_like(keep, dtype=torch.long).index_add_(0, order % edges, within.long()) == 2)
 
 
 def _new_edges(index, distance, options: GraphOptions, n):
-    """Undirected edges (frame, i < j) of every frame from the k nearest of each point, sorted."""
-    ok = torch.isfinite(distance) & (distance <= options.max_distance)
-    frame = torch.arange(index.shape[0], device=index.device)[:, None, None].expand_as(index)[ok]
-    source = torch.arange(n, device=index.device)[None, :, None].expand_as(index)[ok]
-    target = index[ok]
-    low, high = torch.minimum(source, target), torch.maximum(source, target)
-    key, count = torch.unique((frame * n + low) * n + high, return_counts=True)
-    if options.mutual:  # found from both ends
-        key = key[count == 2]
-    return key // (n * n), key // n % n, key % n
+    """Undirected edges (frame, i < j) of every frame from the k nearest of each point, listed once
+    each, sorted: frame, i, j, keep [T*N*k] (keep False on repeats and where there is no edge)."""
+    frames = index.shape[0]
+    ok = torch.isfinite(distance)
+    if math.isfinite(options.max_distance):
+        ok &= distance <= options.max_distance
+    source = torch.arange(n, device=index.device)[None, :, None]
+    low, high = torch.minimum(source, index), torch.maximum(source, index)
+    frame = torch.arange(frames, device=index.device)[:, None, None]
+    # no edge: the last key of the last frame, (n - 1, n - 1), after every real edge
+    none = frames * n * n - 1
+    key = ((frame * n + low) * n + high).masked_fill_(~ok, none).view(-1).sort().values
+    if options.mutual:  # found from both ends: a key and the next one equal
+        keep = torch.cat([key[1:] == key[:-1], key.new_zeros(1, dtype=torch.bool)])
+    else:  # the first of equal keys
+        keep = torch.cat([key.new_ones(1, dtype=torch.bool), key[1:] != key[:-1]])
+    return key // (n * n), key // n % n, key % n, keep & (key != none)
 
 
-def _hysteresis(xy, visible, reach, frame, i, j, options: GraphOptions, slack):
+def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, slack):
     """Edges per frame with hysteresis: bool [T,U] presence of the U distinct edges (ends i_u, j_u).
 
     An edge is present in frame t when it is new there, or present in frame t-1 and still within
@@ -271,13 +280,18 @@ def _hysteresis(xy, visible, reach, frame, i, j, options: GraphOptions, slack):
     delta_y_cap * slack, and among the ceil(k * slack) nearest of one end (of both when mutual).
     Without a degree cap this recurrence has a closed form (the last frame where the edge was new,
     with no slack failure since), evaluated for all frames at once; with a cap, which edges survive
-    depends on the frame before, so only that keep/drop step runs frame by frame, on [U] vectors.
+    depends on the frame before, so only that keep/drop step runs frame by frame, on [U] vectors,
+    with no host sync.
     """
     frames, n = visible.shape
-    key, inverse = torch.unique(i * n + j, return_inverse=True)
+    # one more key than any edge's, always present, collects the slots with no edge
+    key, inverse = torch.unique(torch.cat([(i * n + j).masked_fill_(~keep, n * n), i.new_full((1,), n * n)]),
+                                return_inverse=True)
+    key, edges = key[:-1], key.numel() - 1
     ends_i, ends_j = key // n, key % n
-    new = torch.zeros(frames, key.numel(), dtype=torch.bool, device=key.device)
-    new[frame, inverse] = True
+    new = torch.zeros(frames, edges + 1, dtype=torch.bool, device=key.device)
+    new[frame, inverse[:-1]] = True
+    new = new[:, :edges]
     delta = xy[:, ends_j] - xy[:, ends_i]
     span = delta.norm(dim=-1)
     near_i, near_j = span <= reach[:, ends_i], span <= reach[:, ends_j]
@@ -290,16 +304,12 @@ def _hysteresis(xy, visible, reach, frame, i, j, options: GraphOptions, slack):
         last_break = torch.cummax(torch.where(holds, -1, time), 0).values
         return new | ((last_new >= 0) & (last_break <= last_new)), ends_i, ends_j
     present = torch.zeros_like(new)
-    previous = torch.zeros(key.numel(), dtype=torch.bool, device=key.device)
+    previous = torch.zeros(edges, dtype=torch.bool, device=key.device)
+    ends = torch.stack([ends_i, ends_j])
     for t in range(frames):  # the recurrence: a cap decides which held edges exist in frame t
         held = previous & holds[t]
-        candidate = (new[t] | held).nonzero().squeeze(1)
         # held edges rank before new ones, so that a cap does not make links flicker
-        rank = span[t, candidate] - held[candidate] * 1e9
-        keep = candidate[_cap_degree(torch.zeros_like(candidate), ends_i[candidate], ends_j[candidate],
-                                     rank, n, options.degree_cap)]
-        present[t, keep] = True
-        previous = present[t]
+        previous = present[t] = _cap_degree(ends, new[t] | held, span[t], options.degree_cap, n, held)
     return present, ends_i, ends_j
 
 
@@ -310,40 +320,42 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
     (|dy| <= delta_y_cap, length <= max_distance; mutual: only pairs that pick each other); a
     degree cap keeps each point's shortest links. hysteresis > 1 keeps an edge of the previous
     frame while it stays within that slack of the limits (see _hysteresis). The neighbour search
-    for all frames is one batched computation; so are the edges and caps.
+    for all frames is one batched computation; so are the edges and caps. Host syncs: those of
+    nearest_neighbours, one for the packing, and with hysteresis one for the number of edges.
     """
     if not 1 <= options.k <= 1024:
         raise ValueError(f"k: expected 1 to 1024, got {options.k}")
     if not options.hysteresis >= 1.0:
         raise ValueError(f"hysteresis: expected 1 or more, got {options.hysteresis}")
     device = torch.device(device) if device is not None else xy.device
-    xy, visible = xy.to(device), visible.to(device)
+    xy, visible = xy.to(device, torch.float32), visible.to(device)
     frames, n = visible.shape
     if n < 2:
-        return _ragged_edges(*torch.zeros(3, 0, dtype=torch.long, device=device), frames)
+        none = torch.zeros(0, dtype=torch.long, device=device)
+        return _ragged_edges(none, none, none, none.bool(), frames)
     slack = float(options.hysteresis)
     reach_k = max(options.k, math.ceil(options.k * slack)) if slack > 1 else options.k
     distance, index = nearest_neighbours(xy, visible, min(reach_k, max(n - 1, 1)), options.delta_y_cap,
                                          options.max_distance * slack)
-    frame, i, j = _new_edges(index[..., :options.k], distance[..., :options.k], options, n)
-    if slack > 1 and frame.numel():
+    frame, i, j, keep = _new_edges(index[..., :options.k], distance[..., :options.k], options, n)
+    if slack > 1:
         # the reach_k-th nearest bounds "still among the nearest"; inf when a frame has fewer points
         reach = distance[..., -1] if reach_k < n else torch.full_like(distance[..., -1], INF)
-        present, ends_i, ends_j = _hysteresis(xy, visible, reach, frame, i, j, options, slack)
-        frame, edge = present.nonzero(as_tuple=True)
-        i, j = ends_i[edge], ends_j[edge]
+        present, ends_i, ends_j = _hysteresis(xy, visible, reach, frame, i, j, keep, options, slack)
+        frame = torch.arange(frames, device=device)[:, None].expand_as(present).reshape(-1)
+        i, j, keep = ends_i.repeat(frames), ends_j.repeat(frames), present.view(-1)
     elif options.degree_cap > 0:
         span = (xy[frame, j] - xy[frame, i]).norm(dim=-1)
-        keep = _cap_degree(frame, i, j, span, n, options.degree_cap)
-        frame, i, j = frame[keep], i[keep], j[keep]
-    return _ragged_edges(frame, i, j, frames)
+        keep = _cap_degree(torch.stack([i, j]).add_(frame * n), keep, span, options.degree_cap, frames * n)
+    return _ragged_edges(frame, i, j, keep, frames)
 
 
-def _ragged_edges(frame: torch.Tensor, i: torch.Tensor, j: torch.Tensor, frames: int) -> Ragged:
-    """Edges listed as (frame, i, j), sorted by frame, packed into Ragged [T, E, 2]."""
-    counts = torch.bincount(frame, minlength=frames)
-    width = int(counts.max()) if counts.numel() else 0
-    slot = torch.arange(frame.numel(), device=frame.device) - (torch.cumsum(counts, 0) - counts)[frame]
-    values = torch.zeros(frames, width, 2, dtype=torch.long, device=frame.device)
-    values[frame, slot] = torch.stack([i, j], 1)
-    return Ragged(values, counts)
+def _ragged_edges(frame: torch.Tensor, i: torch.Tensor, j: torch.Tensor, keep: torch.Tensor, frames: int) -> Ragged:
+    """Edges listed as (frame, i, j) [M], sorted by frame, those with keep packed into Ragged
+    [T, E, 2]. One host sync: E."""
+    counts = torch.zeros(frames, dtype=torch.long, device=frame.device).index_add_(0, frame, keep.long())
+    width = int(counts.max()) if frames and frame.numel() else 0
+    slot = keep.cumsum(0) - 1 - (counts.cumsum(0) - counts)[frame]
+    values = torch.zeros(frames * width + 1, 2, dtype=torch.long, device=frame.device)
+    values[torch.where(keep, frame * width + slot, frames * width)] = torch.stack([i, j], 1)
+    return Ragged(values[:-1].view(frames, width, 2), counts)
