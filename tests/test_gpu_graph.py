@@ -156,3 +156,79 @@ def test_grid_search_equals_ckdtree_on_large_frames():
     for t in range(xy.shape[0]):
         expected, _ = cKDTree(xy[t].double().numpy()).query(xy[t].double().numpy(), k=6)
         assert torch.allclose(distance[t], torch.from_numpy(expected[:, 1:]).float(), atol=1e-3)
+
+
+@pytest.mark.parametrize("case", ["skinny", "coincident", "huge coordinates"])
+def test_grid_search_equals_brute_force_on_awkward_frames(monkeypatch, case):
+    """Extents far from square (the grid's cells per axis are bounded), many points at one spot
+    (ties past the k + 1 nearest read: brute-force rows) and coordinates far from the origin."""
+    from rasterkit.utils import gpu_graph
+
+    generator = torch.Generator().manual_seed(3)
+    xy = torch.rand(3, 800, 2, generator=generator)
+    if case == "skinny":
+        xy = xy * torch.tensor([5000.0, 3.0])
+    elif case == "coincident":
+        xy = xy * 300
+        xy[:, ::3] = torch.tensor([150.0, 150.0])
+    else:
+        xy = xy * 500 + 1e5
+    visible = torch.rand(3, 800, generator=generator) > 0.1
+    grid = nearest_neighbours(xy, visible, 4)
+    monkeypatch.setattr(gpu_graph, "BRUTE_FORCE_POINTS", 10**9)
+    brute = nearest_neighbours(xy, visible, 4)
+    assert torch.equal(grid[1], brute[1]) and torch.equal(grid[0], brute[0])
+
+
+def held_and_capped(xy, visible, options):
+    """The hysteresis recurrence with a degree cap, one frame and one node at a time."""
+    frames, n = visible.shape
+    slack = options.hysteresis
+    distance, index = nearest_neighbours(xy, visible, math.ceil(options.k * slack), options.delta_y_cap,
+                                         options.max_distance * slack)
+    previous, result = set(), []
+    for t in range(frames):
+        new = {(min(a, int(b)), max(a, int(b))) for a in range(n) for b, d in zip(index[t, a, :options.k],
+                                                                                distance[t, a, :options.k])
+               if b >= 0 and d <= options.max_distance}
+        span = lambda e: float((xy[t, e[1]] - xy[t, e[0]]).norm())  # noqa: E731
+        held = {e for e in previous if visible[t, e[0]] and visible[t, e[1]] and span(e) <= options.max_distance * slack
+                and (span(e) <= distance[t, e[0], -1] or span(e) <= distance[t, e[1], -1])}
+        candidates = sorted(new | held)
+        rank = {}
+        for node in range(n):
+            mine = sorted((e for e in candidates if node in e), key=lambda e: (e not in held, span(e), candidates.index(e)))
+            rank.update({(node, e): r for r, e in enumerate(mine)})
+        previous = {e for e in candidates if rank[e[0], e] < options.degree_cap and rank[e[1], e] < options.degree_cap}
+        result.append(previous)
+    return result
+
+
+def test_hysteresis_with_degree_cap_equals_the_recurrence():
+    generator = torch.Generator().manual_seed(11)
+    for _ in range(4):
+        n = int(torch.randint(5, 60, (1,), generator=generator))
+        xy = torch.rand(1, n, 2, generator=generator) * 200 + torch.randn(6, n, 2, generator=generator) * 4 + 1000
+        visible = torch.rand(6, n, generator=generator) > 0.1
+        options = GraphOptions(k=int(torch.randint(2, 6, (1,), generator=generator)), max_distance=60.0,
+                               degree_cap=int(torch.randint(1, 4, (1,), generator=generator)), hysteresis=1.6)
+        assert edge_sets(knn_graph(xy, visible, options)) == held_and_capped(xy, visible, options)
+
+
+def test_op_budget():
+    """The GPU issue's budget, counted on the CPU: kNN (k = 3) of 1000 points in each of 60 frames.
+    The edges add one host sync (packing), hysteresis one more (distinct edges), never one a frame."""
+    from opcount import OpCount
+
+    torch.manual_seed(0)
+    xy = torch.rand(60, 1000, 2) * torch.tensor([3840.0, 2160.0])
+    visible = torch.ones(60, 1000, dtype=torch.bool)
+    with OpCount() as count:
+        distance, index = nearest_neighbours(xy, visible, 3)
+    assert (index >= 0).all() and torch.isfinite(distance).all()
+    assert count.launches <= 150 and count.syncs <= 2 and count.float64 == 0, count.summary()
+    tracks = xy[:1] + torch.randn(60, 1000, 2)
+    for options, syncs in ((GraphOptions(k=3, degree_cap=2), 3), (GraphOptions(k=3, degree_cap=2, hysteresis=1.5), 4)):
+        with OpCount() as count:
+            knn_graph(tracks, visible, options)
+        assert count.syncs <= syncs and count.float64 == 0, count.summary()
