@@ -72,27 +72,59 @@ def test_crossings_match_direct_inside_test_for_every_kind():
         assert (mask[k] != reference).sum() <= 1, co.KINDS[k]
 
 
-def test_coverage_sums_equal_sums_over_the_mask():
+def reference_terms(target, current, alpha):
+    """Per-pixel terms of `co.Terms` and the count, float64 [H,W,T+1], computed directly."""
+    d, c = (target - current)[0].double(), current[0].double()
+    one = torch.ones_like(d[..., :1])
+    if alpha is None:
+        return torch.cat([d, c, (d * c).sum(-1, keepdim=True), (c * c).sum(-1, keepdim=True), one], -1)
+    u = d + alpha * c
+    return torch.cat([u, (u * u - d * d).sum(-1, keepdim=True), one], -1)
+
+
+@pytest.mark.parametrize("alpha", [None, 0.5])
+def test_coverage_sums_equal_sums_over_the_mask(alpha):
     target, current = scene(), scene(seed=3) * 0.7
     kind, params = one_of_each()
-    prefix = co._prefix_table(target, current)
-    sums = co._coverage_sums(prefix, torch.zeros(8, dtype=torch.long), kind, params, tuple(range(8)))
+    terms = co._terms(target, current, alpha)
+    sums, fits, needed = co._coverage_sums(terms, torch.zeros(8, dtype=torch.long), kind, params, tuple(range(8)))
+    assert sums.dtype == torch.int64 and bool(fits.all())
     mask = co._commit_mask(kind, params, 8, 40, 56, tuple(range(8))).double()
-    d, c = (target - current)[0].double(), current[0].double()
-    terms = torch.cat([d, c, (d * c).sum(-1, keepdim=True), (c * c).sum(-1, keepdim=True), torch.ones_like(d[..., :1])], -1)
-    expected = torch.einsum("khw,hwt->kt", mask, terms)
-    assert torch.allclose(sums, expected, atol=1e-3)
+    expected = torch.einsum("khw,hwt->kt", mask, reference_terms(target, current, alpha))
+    assert torch.allclose(sums.double() / terms.scale, expected, atol=1e-3)
+    assert torch.equal(sums[:, -1], mask.sum((1, 2)).long() * int(terms.scale))  # the pixel count, exactly
+    # every family said how many row slots it needed: the rows each shape spans, at most
+    assert sum(int(n) for n in needed.values()) >= int(mask.amax(2).sum())
 
 
-def test_closed_form_colour_equals_brute_force_search():
+def test_shapes_whose_rows_do_not_fit_the_slots_are_reported():
+    target, current = scene(), scene(seed=3) * 0.7
+    kind, params = one_of_each()
+    terms = co._terms(target, current, None)
+    image = torch.zeros(8, dtype=torch.long)
+    enough, fits, needed = co._coverage_sums(terms, image, kind, params, tuple(range(8)))
+    exact = {family: int(n) for family, n in needed.items()}
+    again, fits, _ = co._coverage_sums(terms, image, kind, params, tuple(range(8)), exact)
+    assert torch.equal(again, enough) and bool(fits.all())
+    short = {family: n - 1 for family, n in exact.items()}
+    partial, fits, _ = co._coverage_sums(terms, image, kind, params, tuple(range(8)), short)
+    assert int(fits.sum()) == 8 - len(short)  # the last shape of each family lost its last row
+    assert torch.equal(partial[fits], enough[fits]) and not torch.equal(partial, enough)
+    change, _, _ = co.score(terms, image, kind, params, torch.full((8,), 0.5), tuple(range(8)), short)
+    assert torch.equal(torch.isinf(change), ~fits)  # not scored: a search passes them over
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_closed_form_colour_equals_brute_force_search(fixed):
     target, current = scene(), scene(seed=5) * 0.5 + 0.25
     kind, params = torch.tensor([co.TRIANGLE, co.ROTATED_ELLIPSE]), one_of_each()[1][[0, 4]]
-    prefix = co._prefix_table(target, current)
     mask = co._commit_mask(kind, params, 2, 40, 56, (co.TRIANGLE, co.ROTATED_ELLIPSE))
     for alpha in (0.25, 0.5, 0.9):
+        terms = co._terms(target, current, alpha if fixed else None)
         alphas = torch.full((2,), alpha)
-        change, colour = co.score(prefix, torch.zeros(2, dtype=torch.long), kind, params, alphas,
-                                  (co.TRIANGLE, co.ROTATED_ELLIPSE))
+        change, colour, _ = co.score(terms, torch.zeros(2, dtype=torch.long), kind, params, alphas,
+                                     (co.TRIANGLE, co.ROTATED_ELLIPSE))
+        assert change.dtype == torch.float32
         levels = torch.arange(256, dtype=torch.float64) / 255
         for k in range(2):
             t, cur = target[0][mask[k]].double(), current[0][mask[k]].double()  # [n,3]
@@ -100,10 +132,84 @@ def test_closed_form_colour_equals_brute_force_search():
             drawn = cur[None] * (1 - alpha) + levels[:, None, None] * alpha  # [256,n,3]
             errors = ((t[None] - drawn) ** 2).sum(1)  # [256,3]
             best = levels[errors.argmin(0)]
-            assert torch.allclose(colour[k], best, atol=0.5 / 255 + 1e-9), (alpha, k)
+            assert torch.allclose(colour[k].double(), best, atol=0.5 / 255 + 1e-6), (alpha, k)
             # and the predicted error change is the real one
-            real = ((t - (cur * (1 - alpha) + colour[k] * alpha)) ** 2).sum() - ((t - cur) ** 2).sum()
+            real = ((t - (cur * (1 - alpha) + colour[k].double() * alpha)) ** 2).sum() - ((t - cur) ** 2).sum()
             assert float(change[k]) == pytest.approx(float(real), abs=1e-3)
+
+
+def float64_score(seen):
+    """A float64 reference of `co.score`: coverage masks, then the sums over them in float64 (seen
+    holds the target and current images of the shape being searched)."""
+    def score(terms, image, kind, params, alpha, kinds, capacity=None, live=None):
+        height, width = terms.height, terms.width
+        masks = co._commit_mask(kind, params, kind.shape[0], height, width, kinds).double()
+        per_pixel = reference_terms(seen["target"], seen["current"], None)  # [H,W,9]
+        sums = torch.einsum("khw,hwt->kt", masks, per_pixel)
+        a = alpha.double()
+        sum_u = sums[:, 0:3] + a[:, None] * sums[:, 3:6]
+        sum_q = 2 * a * sums[:, 6] + a * a * sums[:, 7]
+        count = sums[:, 8]
+        colour = (sum_u / (a * count.clamp_min(1))[:, None]).clamp(0, 1)
+        change = sum_q - 2 * a * (colour * sum_u).sum(1) + a * a * count * (colour * colour).sum(1)
+        change = torch.where(co._valid(kind, params, kinds), change, float("inf"))
+        if live is not None:
+            change = torch.where(live, change, float("inf"))
+        return change, colour.float(), {family: torch.zeros((), dtype=torch.long) for family in co._families(kinds)}
+    return score
+
+
+def recording_terms(monkeypatch, seen):
+    """Route co._terms through a recorder of the images each shape is searched on, and give every
+    scoring all the row slots it may need (so that no candidate is passed over)."""
+    monkeypatch.setattr(co._Schedule, "capacity", lambda self, stage: None)
+    terms = co._terms
+
+    def record(target, current, alpha):
+        seen.update(target=target, current=current)
+        return terms(target, current, alpha)
+    monkeypatch.setattr(co, "_terms", record)
+
+
+@pytest.mark.parametrize("kinds", [(co.TRIANGLE,), co.kind_codes("combo")])
+def test_search_picks_the_shapes_a_float64_scoring_picks(monkeypatch, kinds):
+    target = scene(height=24, width=32)
+    run = lambda: co.approximate(target, 6, kinds, alpha=128, candidates=60, mutations=12,  # noqa: E731
+                                 generator=torch.Generator().manual_seed(2))
+    seen = {}
+    recording_terms(monkeypatch, seen)
+    ours = run()
+    monkeypatch.setattr(co, "score", float64_score(seen))
+    reference = run()
+    assert torch.equal(ours.kind, reference.kind)
+    assert torch.allclose(ours.params, reference.params, atol=1e-4)
+    assert torch.equal(ours.color, reference.color) and torch.equal(ours.alpha, reference.alpha)
+
+
+@pytest.mark.parametrize("kinds, alpha", [((co.TRIANGLE,), 128), (co.kind_codes("combo"), 0)])
+def test_every_score_of_a_search_equals_a_float64_scoring(monkeypatch, kinds, alpha):
+    """Float tolerance: the error change of a shape is a difference of sums of ~3 per pixel, so
+    float32 rounding leaves about 1e-6 per covered pixel. (With a searched opacity, the sums are
+    combined after summing: candidates closer than that may be ranked differently, and a search
+    then goes another way.)"""
+    seen, score = {}, co.score
+    recording_terms(monkeypatch, seen)
+    checked = []
+
+    def checking_score(terms, image, kind, params, alpha, kinds, capacity=None, live=None):
+        ours = score(terms, image, kind, params, alpha, kinds, capacity, live)
+        expected, _, _ = float64_score(seen)(terms, image, kind, params, alpha, kinds, capacity, live)
+        pixels = co._commit_mask(kind, params, kind.shape[0], terms.height, terms.width, kinds).sum((1, 2))
+        finite = torch.isfinite(expected)
+        assert torch.equal(torch.isfinite(ours[0]), finite)
+        error = (ours[0].double() - expected)[finite].abs()
+        assert bool((error <= 1e-6 * pixels[finite] + 1e-5).all()), float(error.max())
+        checked.append(int(finite.sum()))
+        return ours
+    monkeypatch.setattr(co, "score", checking_score)
+    co.approximate(scene(height=24, width=32), 6, kinds, alpha=alpha, candidates=60, mutations=12,
+                   generator=torch.Generator().manual_seed(2))
+    assert sum(checked) > 1000
 
 
 def test_error_decreases_with_every_shape():
@@ -174,3 +280,32 @@ def test_render_at_working_size_matches_the_searched_image():
 def test_unknown_shape_type_names_the_input():
     with pytest.raises(ValueError, match="shape_type: .*'hexagon'"):
         co.kind_codes("hexagon")
+
+
+@pytest.mark.parametrize("kinds, alpha, size, shapes", [((co.TRIANGLE,), 128, 128, 10),
+                                                       (co.kind_codes("combo"), 0, 48, 5)])
+def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, size, shapes):
+    from opcount import OpCount
+
+    target = torch.rand(1, size, size, 3, generator=torch.Generator().manual_seed(0))
+    with OpCount() as count:
+        result = co.approximate(target, shapes, kinds, alpha=alpha, candidates=200, mutations=32,
+                                generator=torch.Generator().manual_seed(1))
+    assert int(result.count[0]) == shapes
+    assert count.syncs <= shapes, count.summary()
+    assert count.float64 == 0, count.summary()
+
+
+def test_a_search_with_few_row_slots_still_improves_every_shape(monkeypatch):
+    target = scene()
+    start = co._Schedule.__init__
+
+    def cramped(self, *args):
+        start(self, *args)
+        self.slots = {group: 64 for group in self.slots}  # far too few for the first shape
+    monkeypatch.setattr(co._Schedule, "__init__", cramped)
+    run = lambda: co.approximate(target, 8, co.kind_codes("combo"), alpha=0, candidates=80, mutations=16,  # noqa: E731
+                                 generator=torch.Generator().manual_seed(4))
+    first, second = run(), run()
+    assert torch.equal(first.params, second.params)
+    assert int(first.count[0]) == 8 and bool((first.error[0, 1:] < first.error[0, :-1]).all())

@@ -3,13 +3,18 @@
 The method is fogleman/primitive's: for each new shape, many random candidates, hill climbing from
 the best of them, and the shape's colour solved in closed form for its opacity. Here every step is
 batched: thousands of candidates, of every image of a batch, are scored in one pass, and the best
-`PARENTS` of each image are hill-climbed side by side, `mutations` proposals each per round.
+`PARENTS` of each image are hill-climbed, `LANES` side by side, `mutations` proposals each per round.
 
 Scoring cost follows the rows a candidate spans, not its area. A shape is described by where its
 edges cross each pixel row (sorted crossings with nonzero-winding transitions: polygons, the
 outline of a stroked Bezier, or the two roots of an ellipse's equation). The sums of the per-pixel
 terms that the colour and the error change need are read from row prefix sums at those crossings,
-so a candidate costs a few gathers per row it spans.
+so a candidate costs a few gathers per row it spans. The prefix sums are integers (fixed point):
+exact, so no float64 is needed anywhere and every device sums alike.
+
+A shape is searched without the host waiting on the device: the rows of all candidates go into a
+number of slots and the climbs run a number of rounds, both chosen on the host from the shape
+before (`_Schedule`), and the host reads one status word per shape.
 
 Conventions: pixel coordinates, x right, y down, pixel centres at +0.5. During the search coverage
 is binary, sampled at pixel centres (as primitive's scanlines); `render` draws the same shapes
@@ -30,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -41,6 +47,7 @@ KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellip
 TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, ELLIPSE, ROTATED_ELLIPSE, CIRCLE, QUADRATIC, POLYGON = range(8)
 N_PARAMS = 8
 PARENTS = 8      # hill climbs per image and shape, each from one of the best random candidates
+LANES = 4        # of which this many climb side by side
 MAX_ROUNDS = 1000
 SUBROWS = 8      # anti-aliasing samples per pixel along y in `render`
 CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while searching (render: more)
@@ -94,8 +101,9 @@ class Approximation:
     color  float32 [B,N,3]   RGB in 0..1, quantised to 8 bits
     alpha  float32 [B,N]     opacity in 0..1 (a multiple of 1/255; 0 for padding)
     count  int64   [B]       shapes actually placed
-    error  float64 [B,N+1]   sum of squared RGB error (0..1 units) over the working image, after
-                             0..N shapes (point-sampled coverage, as searched)
+    error  float32 [B,N+1]   sum of squared RGB error (0..1 units) over the working image, after
+                             0..N shapes (point-sampled coverage, as searched; after the first,
+                             each as the search predicted it from its sums)
     background float32 [B,3]
     height, width: the working size
     """
@@ -256,13 +264,38 @@ def _crossings(kind, params, rows: int, sub: int, kinds, curve_steps: int = CURV
 
 # -- scoring -----------------------------------------------------------------------------------------
 
-def _prefix_table(target, current):
-    """Row prefix sums [B,H,W+1,8] of the per-pixel terms: d = target - current (3), current (3),
-    d.current, |current|^2. Entry [b,y,j] sums pixels 0..j-1 of row y."""
+class Terms(NamedTuple):
+    """Row prefix sums of the per-pixel terms that scoring reads, in fixed point: exact integer sums,
+    the same on every device, no float64.
+
+    prefix int32 [B*H*(W+1), T+1]: row (b*H + y)*(W+1) + j sums pixels 0..j-1 of row y of image b, in
+    units of 1/scale. The terms: at a fixed opacity a, u = target - (1 - a) current (3) and
+    |u|^2 - |target - current|^2 (T = 4); when the opacity is searched (alpha None), d = target - current
+    (3), current (3), d.current and |current|^2 (T = 8); last, 1 (the pixel count). Every term lies in -3..3.
+    """
+
+    prefix: torch.Tensor
+    scale: float
+    height: int
+    width: int
+    alpha: float | None
+
+
+def _terms(target, current, alpha: float | None) -> Terms:
+    """`Terms` of images target and current [B,H,W,3] (0..1), for a fixed opacity alpha or a searched one (None)."""
+    batch, height, width, _ = target.shape
     d = target - current
-    terms = torch.cat([d, current, (d * current).sum(-1, keepdim=True), (current * current).sum(-1, keepdim=True)],
-                      -1)
-    return torch.nn.functional.pad(torch.cumsum(terms, 2), (0, 0, 1, 0))
+    one = torch.ones_like(d[..., :1])
+    if alpha is None:
+        terms = [d, current, (d * current).sum(-1, keepdim=True), (current * current).sum(-1, keepdim=True), one]
+    else:
+        u = d + alpha * current
+        terms = [u, ((u * u) - (d * d)).sum(-1, keepdim=True), one]
+    # the largest power of two that keeps a row's sum of terms within int32
+    scale = float(2 ** math.floor(math.log2((2 ** 31 - 1) / (3 * (width + 1) + 1))))
+    fixed = torch.round(torch.cat(terms, -1) * scale).to(torch.int32)
+    prefix = torch.nn.functional.pad(torch.cumsum(fixed, 2, dtype=torch.int32), (0, 0, 1, 0))
+    return Terms(prefix.view(batch * height * (width + 1), -1), scale, height, width, alpha)
 
 
 def _pixel_index(x, width: int):
@@ -270,56 +303,163 @@ def _pixel_index(x, width: int):
     return torch.ceil(x.clamp(-1, width + 1) - 0.5).long().clamp(0, width)
 
 
-def _coverage_sums(prefix, image, kind, params, kinds):
-    """Sums over the pixels each shape covers (centre sampled) of the 8 per-pixel terms of
-    `_prefix_table`, and the pixel count: [K,9] float64."""
-    batch, height, width_1, n_terms = prefix.shape
-    width = width_1 - 1
-    flat = prefix.view(-1, n_terms)
-    sums = torch.zeros(kind.shape[0], n_terms + 1, dtype=torch.float64, device=params.device)
-    for members, shape, shape_all, row, x, s in _crossings(kind, params, height, 1, kinds):
+def _edges(vertices):
+    """Edges of closed polygons vertices [K,V,2]: y0, y1, x0 and dx/dy [K,V,4] (0 for level edges)."""
+    x0, y0 = vertices[..., 0], vertices[..., 1]
+    x1, y1 = x0.roll(-1, 1), y0.roll(-1, 1)
+    dy = y1 - y0
+    return torch.stack([y0, y1, x0, (x1 - x0) / torch.where(dy == 0, 1, dy)], -1)
+
+
+def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
+    """Geometry of K shapes as `family` describes them (polygon edges [K,V,4] as `_edges`, or the
+    ellipse form [K,5]: cx, cy, A, B, C) and the pixel rows whose centres they span: first [K] and
+    count [K] (0 for shapes of other families, and where live [K] is False)."""
+    if family == _ELLIPTIC:
+        cx, cy, a, b, c, half = _ellipse_form(kind, params)
+        geometry = torch.stack([cx, cy, a, b, c], 1)
+        y_min, y_max = cy - half, cy + half
+    else:
+        if family == _STROKE:
+            vertices = _stroke_outline(params)
+        elif family == _CONVEX and not {RECTANGLE, ROTATED_RECTANGLE} & set(kinds):
+            vertices = params[:, :6].reshape(-1, 3, 2)  # triangles alone: no null fourth edge
+        else:
+            vertices = _polygon4(kind, params, kinds)
+        geometry = _edges(vertices)
+        y_min, y_max = vertices[..., 1].amin(1), vertices[..., 1].amax(1)
+    first = torch.ceil(y_min - 0.5).clamp(0, height).long()
+    last = torch.floor(y_max - 0.5).clamp(-1, height - 1).long()
+    count = (last - first + 1).clamp_min(0)
+    if len(_families(kinds)) > 1:
+        count = torch.where(torch.tensor(_FAMILY, device=kind.device)[kind] == family, count, 0)
+    return geometry, first, count if live is None else torch.where(live, count, 0)
+
+
+def _slots(first, count, capacity: int):
+    """The rows of K shapes (first [K], count [K]) laid out shape after shape in `capacity` slots,
+    without reading the total on the host: owner [C] and row [C] of each slot, used [C] (False past
+    the total), each shape's slot range start, end [K] (clamped to the capacity), whether all its
+    rows fit [K], and the total ()."""
+    end = torch.cumsum(count, 0)
+    start = end - count
+    clamped = start.clamp_max(capacity)
+    # a slot's owner is the last shape starting at or before it (shapes without rows start where
+    # the next one does, so they are passed over)
+    starts = torch.zeros(capacity + 1, dtype=torch.int64, device=count.device)
+    starts.index_put_((clamped,), torch.ones_like(clamped), accumulate=True)
+    owner = torch.cumsum(starts[:capacity], 0) - 1
+    slot = torch.arange(capacity, device=count.device)
+    row = (first - start).index_select(0, owner) + slot
+    total = end[-1]
+    return owner, row, slot < total, clamped, end.clamp_max(capacity), (end <= capacity) | (count == 0), total
+
+
+def _slot_columns(family: int, geometry, owner, row, used, width: int):
+    """Where the slots' rows cross their shapes, as pixel indices (`_pixel_index`): for convex shapes
+    and ellipses [left, right] columns [C,2] (equal where the row misses the shape or the slot is
+    unused) and None; for other polygons columns [C,V] and the transitions s [C,V] (nonzero winding;
+    0 in unused slots)."""
+    if family == _ELLIPTIC:
+        y = row.float() + 0.5
+        cx, cy, a, b, c = geometry.index_select(0, owner).t()
+        dy = y - cy
+        discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
+        root = torch.sqrt(discriminant.clamp_min(0))  # a miss gives root 0: an empty span
+        x = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
         column = _pixel_index(x, width)
-        at = (image[shape_all] * height + row)[:, None] * width_1 + column
-        # a span [xa, xb) sums to prefix(xb) - prefix(xa): the negated transitions weigh the prefixes
-        weight = -s.to(flat.dtype)
-        per_row = torch.cat([torch.einsum("qc,qct->qt", weight, flat[at]), (weight * column).sum(1, keepdim=True)],
-                            1).double()
-        # rows of a shape are consecutive: per-shape totals are differences of a running sum (no
-        # atomics, so the same on every run and device)
-        running = torch.nn.functional.pad(torch.cumsum(per_row, 0), (0, 0, 1, 0))
-        counts = torch.bincount(shape, minlength=kind[members].shape[0])
-        ends = torch.cumsum(counts, 0)
-        sums[members] = running[ends] - running[ends - counts]
-    return sums
+        return torch.where(used[:, None], column, 0), None
+    y0, y1, x0, slope = geometry.index_select(0, owner).unbind(-1)
+    y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
+    crosses = (y0 <= y) != (y1 <= y)
+    x = x0 + (y - y0) * slope
+    if family == _CONVEX:
+        left = _pixel_index(torch.where(crosses, x, float("inf")).amin(1), width)
+        right = _pixel_index(torch.where(crosses, x, -float("inf")).amax(1), width)
+        return torch.stack([left, torch.maximum(left, right)], 1), None
+    direction = torch.where(crosses, torch.where(y1 > y0, 1, -1), 0)
+    x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
+    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
+    before = torch.nn.functional.pad(inside[:, :-1], (1, 0))
+    return _pixel_index(x, width), inside - before
 
 
-def _error_change(sums, color, alpha):
-    """Change of the squared error over covered pixels when drawing `color` [K,3] at `alpha` [K]."""
-    sum_d, sum_c, sum_dc, sum_cc, count = sums[:, 0:3], sums[:, 3:6], sums[:, 6], sums[:, 7], sums[:, 8]
-    color, a = color.double(), alpha.double()
-    return (-2 * a * ((color * sum_d).sum(1) - sum_dc)
-            + a * a * (count * (color * color).sum(1) - 2 * (color * sum_c).sum(1) + sum_cc))
+def _families(kinds) -> list[int]:
+    return sorted({_FAMILY[k] for k in kinds})
 
 
-def optimal_colors(sums, alpha):
+def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None = None, live=None):
+    """Sums over the pixels each of K shapes covers (centre sampled) of the `Terms`: int64 [K,T+1]
+    (units of 1/terms.scale; the last is the pixel count). image int64 [K] picks each shape's image;
+    shapes where live [K] is False get no rows (sums 0).
+
+    Each family of shapes among `kinds` lays its rows out in capacity[family] slots (default K*H,
+    always enough). Also returns which shapes' rows all fit [K] (the sums of the others are
+    partial) and the slots each family needed {family: () int64}."""
+    needed = {}
+    sums, fits = 0, True
+    for family in _families(kinds):
+        slots = kind.shape[0] * terms.height if capacity is None else capacity[family]
+        geometry, first, rows = _shape_rows(family, kind, params, kinds, terms.height, live)
+        owner, row, used, start, end, fit, needed[family] = _slots(first, rows, slots)
+        fits = fits & fit
+        column, s = _slot_columns(family, geometry, owner, row, used, terms.width)
+        at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * \
+            (terms.width + 1) + column
+        if s is None:  # one span [left, right) per row: the difference of two prefixes, exact in int32
+            at = at.t().contiguous()
+            per_row = terms.prefix.index_select(0, at[1]) - terms.prefix.index_select(0, at[0])
+        else:  # the negated transitions weigh the prefixes
+            values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
+            per_row = (-s[..., None].long() * values).sum(1)
+        # rows of a shape are consecutive slots: its sums are differences of an exact running sum
+        # (taken along contiguous memory: terms first)
+        running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
+        sums = sums + (running.index_select(1, end) - running.index_select(1, start)).t()
+    return sums, fits, needed
+
+
+def _opacity_sums(terms: Terms, sums, alpha):
+    """Sums of u = target - (1 - a) current [K,3] and of |u|^2 - |target - current|^2 [K] at opacity
+    alpha [K], and the pixel count [K], float32, from `_coverage_sums`."""
+    values = sums.float() / terms.scale
+    if terms.alpha is not None:
+        return values[:, 0:3], values[:, 3], values[:, 4]
+    return (values[:, 0:3] + alpha[:, None] * values[:, 3:6], 2 * alpha * values[:, 6] + alpha * alpha * values[:, 7],
+            values[:, 8])
+
+
+def _error_change(terms: Terms, sums, color, alpha):
+    """Change [K] of the squared error over the covered pixels when drawing `color` [K,3] at `alpha` [K]:
+    the sum of |u - a color|^2 - |target - current|^2."""
+    sum_u, sum_q, count = _opacity_sums(terms, sums, alpha)
+    return sum_q - 2 * alpha * (color * sum_u).sum(1) + alpha * alpha * count * (color * color).sum(1)
+
+
+def optimal_colors(terms: Terms, sums, alpha):
     """Closed-form colour [K,3] minimising the squared error over the covered pixels at opacity
-    alpha [K]: the mean of (target - current * (1 - a)) / a, clamped to 0..1 (the error is a separable
-    convex quadratic per channel, so clamping the mean gives the constrained optimum)."""
-    count = sums[:, 8:9].clamp_min(1)
-    a = alpha.double()[:, None]
-    return (sums[:, 0:3] / (a * count) + sums[:, 3:6] / count).clamp(0, 1)
+    alpha [K]: the mean of u / a, clamped to 0..1 (the error is a separable convex quadratic per
+    channel, so clamping the mean gives the constrained optimum)."""
+    sum_u, _, count = _opacity_sums(terms, sums, alpha)
+    return (sum_u / (alpha * count.clamp_min(1))[:, None]).clamp(0, 1)
 
 
-def score(prefix, image, kind, params, alpha, kinds):
-    """Error change [K] float64 (inf for invalid shapes) and optimal colour [K,3] of K candidates.
+def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None = None, live=None):
+    """Error change [K] float32, optimal colour [K,3] of K candidates, and the row slots each family
+    needed (see `_coverage_sums`). The change is inf for invalid shapes, where live [K] is False and
+    for candidates whose rows did not fit the slots (not scored: a search passes them over).
 
-    prefix: `_prefix_table` of the images [B,H,W+1,8]; image int64 [K] picks each candidate's image;
-    kind int64 [K] (codes among `kinds`); params float [K,8]; alpha float [K] in (0, 1].
+    image int64 [K] picks each candidate's image; kind int64 [K] (codes among `kinds`); params
+    float [K,8]; alpha float [K] in (0, 1] (terms.alpha where that is fixed).
     """
-    sums = _coverage_sums(prefix, image, kind, params, kinds)
-    color = optimal_colors(sums, alpha)
-    change = _error_change(sums, color, alpha)
-    return torch.where(_valid(kind, params, kinds), change, float("inf")), color
+    sums, fits, needed = _coverage_sums(terms, image, kind, params, kinds, capacity, live)
+    color = optimal_colors(terms, sums, alpha)
+    change = torch.where(fits, _error_change(terms, sums, color, alpha), float("inf"))
+    if QUADRATIC in kinds:
+        change = torch.where(_valid(kind, params, kinds), change, float("inf"))
+    if live is not None:
+        change = torch.where(live, change, float("inf"))
+    return change, color, needed
 
 
 def _valid(kind, p, kinds):
@@ -334,8 +474,8 @@ def _valid(kind, p, kinds):
 # -- random shapes and mutations ---------------------------------------------------------------------
 
 def _role_tables(height: int, width: int, device):
-    """Per kind and parameter: lower and upper bounds [8,8], mutation sigma [8,8]; per kind and
-    group the parameters it moves [8,4,8], and the number of groups per kind [8]."""
+    """Per kind: lower and upper bounds of its parameters [8,2,8]; per kind and group (kind * 4 +
+    group) the mutation sigma of the parameters the group moves, 0 for the others [32,8]."""
     scale = max(height, width) / 256
     margin = 16 * scale
     lo = {_VX: -margin, _VY: -margin, _CX: 0.0, _CY: 0.0, _SIZE: 1.0, _ANGLE: -math.inf, _WIDTH: 1.0}
@@ -343,14 +483,10 @@ def _role_tables(height: int, width: int, device):
           _SIZE: float(max(height, width)), _ANGLE: math.inf, _WIDTH: max(1.0, 16 * scale)}
     sigma = {_VX: 16 * scale, _VY: 16 * scale, _CX: 16 * scale, _CY: 16 * scale, _SIZE: 16 * scale, _ANGLE: 32.0,
              _WIDTH: max(0.5, scale)}
-    table = lambda values: torch.tensor([[values.get(r, 0.0) for r in row] for row in _ROLES],  # noqa: E731
-                                        dtype=torch.float32, device=device)
-    group_mask = torch.zeros(len(KINDS), 4, N_PARAMS, device=device)
-    for k, groups in enumerate(_GROUPS):
-        for g, members in enumerate(groups):
-            group_mask[k, g, list(members)] = 1
-    n_groups = torch.tensor([len(g) for g in _GROUPS], device=device)
-    return table(lo), table(hi), table(sigma), group_mask, n_groups
+    bounds = [[[table.get(r, 0.0) for r in roles] for table in (lo, hi)] for roles in _ROLES]
+    steps = [[sigma.get(r, 0.0) if i in members else 0.0 for i, r in enumerate(roles)]
+             for roles, groups in zip(_ROLES, _GROUPS) for members in groups + ((),) * (4 - len(groups))]
+    return torch.tensor(bounds, device=device), torch.tensor(steps, device=device)
 
 
 def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, generator, device):
@@ -378,21 +514,28 @@ def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, g
         POLYGON: [anchor_x, anchor_y, anchor_x + spread(2, 20), anchor_y + spread(3, 20), anchor_x + spread(4, 20),
                   anchor_y + spread(5, 20), anchor_x + spread(6, 20), anchor_y + spread(7, 20)],
     }
-    params = torch.zeros(count, N_PARAMS, device=device)
-    for code in kinds:
-        rows = kind == code
-        params[rows] = torch.stack(forms[code], 1)[rows]
+    params = torch.stack(forms[kinds[0]], 1)
+    for code in kinds[1:]:
+        params = torch.where((kind == code)[:, None], torch.stack(forms[code], 1), params)
     return kind, params
 
 
-def mutate(kind, params, alpha, search_alpha: bool, tables, generator):
-    """One random move per shape: a Gaussian step of one parameter group (a vertex, the sizes, the
-    angle), clamped to the frame's margins; with search_alpha, the opacity moves by -10..10 / 255."""
-    lo, hi, sigma, group_mask, n_groups = tables
+def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
+    """One random move per shape (kind [K] among `kinds`, params [K,8], alpha [K]): a Gaussian step
+    of one parameter group (a vertex, the sizes, the angle), clamped to the frame's margins; with
+    search_alpha, the opacity moves by -10..10 / 255."""
+    bounds, steps = tables
     count, device = kind.shape[0], kind.device
-    group = (torch.rand(count, generator=generator, device=device) * n_groups[kind]).long()
-    step = torch.randn(count, N_PARAMS, generator=generator, device=device) * sigma[kind] * group_mask[kind, group]
-    moved = torch.minimum(torch.maximum(params + step, lo[kind]), hi[kind])
+    pick = torch.rand(count, generator=generator, device=device)
+    step = torch.randn(count, N_PARAMS, generator=generator, device=device)
+    if len(kinds) == 1:  # one kind: its table rows, no per-shape lookups
+        group = kinds[0] * 4 + (pick * len(_GROUPS[kinds[0]])).long()
+        low, high = bounds[kinds[0]]
+    else:
+        n_groups = torch.tensor([len(g) for g in _GROUPS], device=device)
+        group = kind * 4 + (pick * n_groups.index_select(0, kind)).long()
+        low, high = bounds.index_select(0, kind).unbind(1)
+    moved = torch.minimum(torch.maximum(params + step * steps.index_select(0, group), low), high)
     if search_alpha:
         change = torch.randint(-10, 11, (count,), generator=generator, device=device) / 255
         alpha = (alpha + change).clamp(1 / 255, 1)
@@ -404,8 +547,13 @@ def mutate(kind, params, alpha, search_alpha: bool, tables, generator):
 def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
     """Binary coverage [B,H,W] (centre sampled) of one shape per image (kind [B], params [B,8])."""
     edges = torch.zeros(batch * height * (width + 1), dtype=torch.int32, device=params.device)
-    for _, _, shape, row, x, s in _crossings(kind, params, height, 1, kinds):
-        at = (shape * height + row)[:, None] * (width + 1) + _pixel_index(x, width)
+    for family in _families(kinds):
+        geometry, first, rows = _shape_rows(family, kind, params, kinds, height)
+        owner, row, used, _, _, _, _ = _slots(first, rows, batch * height)
+        column, s = _slot_columns(family, geometry, owner, row, used, width)
+        if s is None:  # a span: +1 at its left column, -1 at its right (an empty one cancels)
+            s = torch.tensor([1, -1], device=column.device).expand_as(column)
+        at = ((owner * height + row.clamp(0, height - 1)) * (width + 1))[:, None] + column
         edges.index_put_((at.reshape(-1),), s.reshape(-1).to(torch.int32), accumulate=True)
     return torch.cumsum(edges.view(batch, height, width + 1), 2)[..., :width] > 0
 
@@ -433,19 +581,66 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
 
     alpha: 1..255 fixed opacity, or 0 to search it per shape (starting at 128).
     candidates: random shapes per image and shape; the best PARENTS are hill-climbed, `mutations`
-    proposals per round, until a round brings no improvement. background [B,3] (default: the mean
-    colour of each image). generator: a torch.Generator on target's device (seeded: deterministic).
-    on_shape(done, total): called after each shape (progress, interrupts).
+    proposals per round, each until a round brings it no improvement. background [B,3] (default:
+    the mean colour of each image). generator: a torch.Generator on target's device (seeded:
+    deterministic). on_shape(done, total): called after each shape (progress, interrupts).
     An image stops early when no candidate lowers its error any more.
+
+    The host reads the device once per shape (`_Status`): a shape runs as a fixed sequence of
+    operations whose sizes were chosen on the host before it (row slots, climbing rounds).
     """
     with _one_cpu_thread(target.device):
         return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape)
 
 
+class _Schedule:
+    """What the host decides for a shape from the shape before it: the row slots of each scoring
+    stage and family (what the last shape needed, to the next level up), and the climbing rounds
+    (the rounds the last shape's climbs took, and two more; half as many again when they were cut).
+    Rows past the slots are not scored (`score`), so a shape much larger than the last one passes
+    over a few candidates; the slots follow in the next shape."""
+
+    MIN_ROUNDS = 8
+    FIRST_ROUNDS = 32
+    SLOT_LEVELS = 4          # slot capacities are 256 * 2**(level / SLOT_LEVELS)
+    LEVEL_BITS = 6
+
+    def __init__(self, kinds, random_count: int, climb_count: int, height: int):
+        self.groups = [(stage, family) for stage in ("random", "climb") for family in _families(kinds)]
+        full = {"random": random_count * height, "climb": climb_count * height}
+        self.slots = {group: full[group[0]] for group in self.groups}
+        self.rounds = min(MAX_ROUNDS, self.FIRST_ROUNDS)
+
+    def capacity(self, stage: str) -> dict:
+        return {family: slots for (s, family), slots in self.slots.items() if s == stage}
+
+    def status(self, active, cut, climbed, needed: dict):
+        """The device's report of a shape, one int64 (so that one host read gets it all): bit 0 an
+        image is still active, bit 1 a climb was cut by the last round, bits 2-11 the rounds until
+        every climb had ended, then LEVEL_BITS per group: the level of the slots it needed."""
+        word = active.any().long() + 2 * cut.long() + 4 * climbed.clamp_max(1023)
+        for i, group in enumerate(self.groups):
+            rows = needed[group].float().clamp_min(1) / 256
+            level = torch.ceil(self.SLOT_LEVELS * torch.log2(rows) + 1e-3).clamp(0, 2 ** self.LEVEL_BITS - 1)
+            word = word + (level.long() << (12 + self.LEVEL_BITS * i))
+        return word
+
+    def update(self, word: int) -> bool:
+        """Set the slots and rounds of the next shape from a shape's status word; returns whether an
+        image is still active."""
+        for i, group in enumerate(self.groups):
+            level = (word >> (12 + self.LEVEL_BITS * i)) & (2 ** self.LEVEL_BITS - 1)
+            self.slots[group] = math.ceil(256 * 2 ** ((level + 1) / self.SLOT_LEVELS))
+        climbed = (word >> 2) & 1023
+        cut = bool(word & 2)
+        self.rounds = min(MAX_ROUNDS, self.rounds + self.rounds // 2 if cut else max(self.MIN_ROUNDS, climbed + 2))
+        return bool(word & 1)
+
+
 def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape):
     batch, height, width, _ = target.shape
     device = target.device
-    target = target[..., :3].float()
+    target = target[..., :3].float().clamp(0, 1)
     generator = generator if generator is not None else torch.Generator(device=device).manual_seed(0)
     background = target.mean((1, 2)) if background is None else background.to(device, torch.float32)
     background = (background * 255).round() / 255  # 8 bits, as the SVG states it
@@ -454,68 +649,135 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     parents = min(PARENTS, candidates)
     search_alpha = alpha == 0
     start_alpha = (128 if search_alpha else alpha) / 255
+    schedule = _Schedule(kinds, batch * candidates, batch * min(LANES, parents) * mutations, height)
 
     kinds_out = torch.zeros(batch, shapes, dtype=torch.int64, device=device)
     params_out = torch.zeros(batch, shapes, N_PARAMS, device=device)
     color_out = torch.zeros(batch, shapes, 3, device=device)
     alpha_out = torch.zeros(batch, shapes, device=device)
-    error = torch.zeros(batch, shapes + 1, dtype=torch.float64, device=device)
-    error[:, 0] = ((target - current) ** 2).sum((1, 2, 3)).double()
+    error = torch.zeros(batch, shapes + 1, device=device)
+    error[:, 0] = ((target - current) ** 2).sum((1, 2, 3))
     active = torch.ones(batch, dtype=torch.bool, device=device)
-    image_of = lambda per_image: torch.arange(batch, device=device).repeat_interleave(per_image)  # noqa: E731
 
     for index in range(shapes):
-        prefix = _prefix_table(target, current)
-        # random candidates of every image at once; keep the best `parents` of each
-        kind, params = random_shapes(kinds, batch * candidates, height, width, generator, device)
-        shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)
-        change, _ = score(prefix, image_of(candidates), kind, params, shape_alpha, kinds)
-        best = torch.topk(-change.view(batch, candidates), parents, dim=1).indices
-        chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
-        kind, params, shape_alpha, change = kind[chosen], params[chosen], shape_alpha[chosen], change[chosen]
-        kind, params, shape_alpha, change = _hill_climb(prefix, image_of(parents), kind, params, shape_alpha, change,
-                                                        search_alpha, mutations, tables, generator, kinds)
-        # the best climb of each image becomes its next shape, coloured in 8 bits
-        winner = change.view(batch, parents).argmin(1) + torch.arange(batch, device=device) * parents
-        kind, params, shape_alpha = kind[winner], params[winner], (shape_alpha[winner] * 255).round() / 255
-        sums = _coverage_sums(prefix, torch.arange(batch, device=device), kind, params, kinds)
-        color = (optimal_colors(sums, shape_alpha) * 255).round().float() / 255
-        # float noise must not pass for an improvement (a flat image gets no shapes)
-        improves = active & (_error_change(sums, color, shape_alpha) < -1e-6) & _valid(kind, params, kinds)
-        mask = _commit_mask(kind, params, batch, height, width, kinds) & improves[:, None, None]
-        a = shape_alpha[:, None, None, None]
-        current = torch.where(mask[..., None], current * (1 - a) + color[:, None, None, :] * a, current)
-        kinds_out[:, index], params_out[:, index], color_out[:, index] = kind, params, color
-        alpha_out[:, index] = torch.where(improves, shape_alpha, torch.zeros_like(shape_alpha))
-        error[:, index + 1] = ((target - current) ** 2).sum((1, 2, 3)).double()
-        active = improves
+        shape = _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations,
+                            tables, generator, schedule)
+        any_active = schedule.update(int(schedule.status(shape["active"], *shape["report"]).item()))  # the one read
+        current, active = shape["current"], shape["active"]
+        kinds_out[:, index], params_out[:, index], color_out[:, index] = shape["kind"], shape["params"], shape["color"]
+        alpha_out[:, index] = torch.where(active, shape["alpha"], 0)
+        error[:, index + 1] = error[:, index] + torch.where(active, shape["change"], 0)
         if on_shape is not None:
             on_shape(index + 1, shapes)
-        if not bool(active.any()):
+        if not any_active:
             error[:, index + 2:] = error[:, index + 1:index + 2]
             break
     count = (alpha_out > 0).sum(1)
     return Approximation(kinds_out, params_out, color_out, alpha_out, count, error, background, height, width)
 
 
-def _hill_climb(prefix, image, kind, params, alpha, change, search_alpha, mutations, tables, generator, kinds):
-    """Hill-climb all parents at once. Each round, every parent still climbing makes `mutations`
-    mutations and takes the best one if it lowers the error; a parent stops after a round in
-    which none did. That is primitive's rule (stop when `mutations` moves from the same state
-    fail in a row), with the moves tried side by side and the best success kept, not the first."""
-    climbing = torch.arange(kind.shape[0], device=kind.device)
-    for _ in range(MAX_ROUNDS):
-        parent = climbing.repeat_interleave(mutations)
-        moved, moved_alpha = mutate(kind[parent], params[parent], alpha[parent], search_alpha, tables, generator)
-        moved_change, _ = score(prefix, image[parent], kind[parent], moved, moved_alpha, kinds)
-        best_change, best = moved_change.view(-1, mutations).min(1)
-        better = best_change < change[climbing]
-        pick = (torch.arange(climbing.numel(), device=kind.device) * mutations + best)[better]
-        climbing = climbing[better]
-        params[climbing], alpha[climbing], change[climbing] = moved[pick], moved_alpha[pick], best_change[better]
-        if climbing.numel() == 0:
-            break
-    return kind, params, alpha, change
+def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations, tables,
+                generator, schedule):
+    """One shape per image, searched and committed on the device with sizes fixed by `schedule`:
+    returns the new current images and the shape, and what the host reads back (see `_Schedule`)."""
+    batch, height, width, _ = target.shape
+    device = target.device
+    terms = _terms(target, current, None if search_alpha else start_alpha)
+    # random candidates of every image at once; the best `parents` of each, best first, climb
+    kind, params = random_shapes(kinds, batch * candidates, height, width, generator, device)
+    shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)
+    image = torch.arange(batch * candidates, device=device) // candidates
+    change, _, needed = score(terms, image, kind, params, shape_alpha, kinds, schedule.capacity("random"))
+    best = torch.topk(-change.view(batch, candidates), parents, dim=1).indices
+    chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
+    kind, params, shape_alpha, change, cut, climbed, climb_needed = _hill_climb(
+        terms, kind[chosen], params[chosen], shape_alpha[chosen], change[chosen], search_alpha, mutations, tables,
+        generator, kinds, schedule.rounds, schedule.capacity("climb"), batch)
+    needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
+    # the best climb of each image becomes its next shape, coloured in 8 bits
+    shape_alpha = (shape_alpha * 255).round() / 255
+    sums, _, _ = _coverage_sums(terms, torch.arange(batch, device=device), kind, params, kinds)
+    color = (optimal_colors(terms, sums, shape_alpha) * 255).round() / 255
+    change = _error_change(terms, sums, color, shape_alpha)
+    # float rounding must not pass for an improvement (a flat image gets no shapes)
+    improves = active & (change < -1e-6 * (1 + sums[:, -1] / terms.scale)) & _valid(kind, params, kinds)
+    mask = _commit_mask(kind, params, batch, height, width, kinds) & improves[:, None, None]
+    a = shape_alpha[:, None, None, None]
+    current = torch.where(mask[..., None], current * (1 - a) + color[:, None, None, :] * a, current)
+    return dict(current=current, active=improves, kind=kind, params=params, color=color, alpha=shape_alpha,
+                change=change, report=(cut, climbed, needed))
+
+
+def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tables, generator, kinds, rounds: int,
+                capacity: dict | None, batch: int):
+    """Hill-climb from each image's parents (kind [B*P], params [B*P,8], alpha, change [B*P]; P per
+    image, best first), LANES climbs side by side per image: a lane that ends its climb takes the
+    next parent in line. Each round, every climbing lane makes `mutations` mutations and takes the
+    best one if it lowers the error; a climb ends after a round in which none did. That is
+    primitive's rule (stop when `mutations` moves from the same state fail in a row), with the moves
+    tried side by side and the best success kept, not the first. Every round has the same size (idle
+    lanes' moves cost no rows and are ignored), and there are `rounds` of them: no host reads.
+
+    Returns the best climb of each image (kind [B], params [B,8], alpha [B], change [B]), whether a
+    climb was cut by the last round (), the rounds until every climb had ended (), and the row slots
+    each family needed."""
+    device = kind.device
+    parents = kind.shape[0] // batch
+    lanes = min(LANES, parents)
+    count = batch * lanes
+    image = torch.arange(batch, device=device)
+    lane_image = torch.arange(count, device=device) // lanes
+    lane = torch.arange(count, device=device).repeat_interleave(mutations, output_size=count * mutations)
+    mutant_image = lane_image[lane]
+    first_move = torch.arange(count, device=device) * mutations
+    start = (image[:, None] * parents + torch.arange(lanes, device=device)).reshape(-1)
+    lane_kind, lane_params, lane_alpha, lane_change = kind[start], params[start], alpha[start], change[start]
+    live = torch.ones(count, dtype=torch.bool, device=device)
+    next_parent = torch.full((batch,), lanes, device=device)
+    best = (kind[start[::lanes]], params[start[::lanes]], alpha[start[::lanes]],
+            torch.full((batch,), float("inf"), device=device))
+    climbed = torch.zeros((), dtype=torch.int64, device=device)
+    needed = {}
+
+    def keep_best(ended, best):
+        """The image's best so far against its lanes whose climbs `ended` [B*lanes]."""
+        change, which = torch.where(ended, lane_change, float("inf")).view(batch, lanes).min(1)
+        which = image * lanes + which
+        better = change < best[3]
+        return (torch.where(better, lane_kind[which], best[0]),
+                torch.where(better[:, None], lane_params[which], best[1]),
+                torch.where(better, lane_alpha[which], best[2]), torch.where(better, change, best[3]))
+
+    for _ in range(rounds):
+        mutant_kind = lane_kind[lane]
+        moved, moved_alpha = mutate(mutant_kind, lane_params[lane], lane_alpha[lane], search_alpha, tables, generator,
+                                    kinds)
+        moved_change, _, rows = score(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity, live[lane])
+        best_change, best_move = moved_change.view(count, mutations).min(1)
+        improved = live & (best_change < lane_change)
+        # a climb ends when all its moves were scored and failed (moves past the slots were not)
+        scored = (torch.isfinite(moved_change) | ~_valid(mutant_kind, moved, kinds)).view(count, mutations).all(1)
+        pick = first_move + best_move
+        lane_params = torch.where(improved[:, None], moved[pick], lane_params)
+        lane_alpha = torch.where(improved, moved_alpha[pick], lane_alpha)
+        lane_change = torch.where(improved, best_change, lane_change)
+        ended = live & ~improved & scored
+        best = keep_best(ended, best)
+        # lanes whose climbs ended take the next parents in line, in lane order
+        ended = ended.view(batch, lanes)
+        order = next_parent[:, None] + torch.cumsum(ended, 1) - 1
+        reload = (ended & (order < parents)).view(-1)
+        source = (image[:, None] * parents + order.clamp_max(parents - 1)).view(-1)
+        lane_kind = torch.where(reload, kind[source], lane_kind)
+        lane_params = torch.where(reload[:, None], params[source], lane_params)
+        lane_alpha = torch.where(reload, alpha[source], lane_alpha)
+        lane_change = torch.where(reload, change[source], lane_change)
+        live = improved | reload | (live & ~scored)
+        next_parent = next_parent + ended.sum(1)
+        climbed = climbed + live.any()
+        needed = {family: torch.maximum(needed.get(family, rows[family]), rows[family]) for family in rows}
+    best = keep_best(live, best)  # climbs cut short by the last round compete too
+    return *best, live.any(), climbed, needed
 
 
 # -- anti-aliased rendering --------------------------------------------------------------------------
