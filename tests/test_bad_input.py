@@ -142,3 +142,20 @@ def test_out_of_memory_is_recognised_on_every_backend():
     assert is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 1 GB)"))
     assert is_out_of_memory(RuntimeError("HIP out of memory. Tried to allocate 2.00 GiB"))
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_work_past_the_bounds_of_one_call_is_refused_or_reduced():
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+    from rasterkit.nodes.series import SeriesToImages
+    from rasterkit.utils.series import MAX_SERIES_VALUES, from_audio
+
+    with pytest.raises(ValueError, match="^boxes: 10,001 boxes in frame 0; at most 10,000 per frame"):
+        BoundingBoxRenderer.execute(images=torch.rand(1, 8, 8, 3), boxes=str([[0, 0, 1, 1]] * 10_001))
+    with pytest.raises(ValueError, match="^boxes: 201,000 boxes over 201 frames; at most 200,000 per run"):
+        BoundingBoxRenderer.execute(images=torch.rand(201, 8, 8, 3), boxes=str([[0, 0, 1, 1]] * 1000))
+    with pytest.raises(ValueError, match="^series: series 1 has 65,537 values; at most 65,536"):
+        SeriesToImages.execute(series=str([[1, 2], [0.5] * 65_537]))
+    clip = torch.sin(torch.arange(4 * 100_000.0))[None, None]
+    envelope = from_audio({"waveform": clip, "sample_rate": 44100}, frames=2)
+    assert envelope.values.shape == (2, MAX_SERIES_VALUES) and envelope.lengths.tolist() == [MAX_SERIES_VALUES] * 2
+    assert envelope.values.amax() == clip.amax() and envelope.values.amin() == clip.amin()

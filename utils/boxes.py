@@ -12,6 +12,12 @@ import torch
 from .text_input import coordinates, load_json, short
 
 
+# Bounds on the work one call can ask for: the engine needs up to ~100 KB per box drawn at once (its tile
+# pairs), and every box of every frame is a record here.
+MAX_BOXES_PER_FRAME = 10_000
+MAX_BOXES = 200_000
+
+
 @dataclass
 class BoxTable:
     """N boxes over a batch: frame int64 [N], xyxy float32 [N,4] (x1 <= x2, y1 <= y2), and per box
@@ -84,6 +90,13 @@ def _table(frames: list[list[dict]]) -> BoxTable:
 def from_lists(data, batch: int, input_name: str) -> BoxTable:
     """Boxes from parsed JSON or a BBOX value (lists/tuples of boxes, per frame or for all)."""
     frames = _per_frame(data, batch, input_name)
+    busiest = max(range(len(frames)), key=lambda f: len(frames[f]), default=0)
+    if frames and len(frames[busiest]) > MAX_BOXES_PER_FRAME:
+        raise ValueError(f"{input_name}: {len(frames[busiest]):,} boxes in frame {busiest}; at most "
+                         f"{MAX_BOXES_PER_FRAME:,} per frame are drawn")
+    if sum(map(len, frames)) > MAX_BOXES:
+        raise ValueError(f"{input_name}: {sum(map(len, frames)):,} boxes over {len(frames)} frames; at most "
+                         f"{MAX_BOXES:,} per run (split the video into several runs)")
     parsed, index = [], 0
     for f, frame in enumerate(frames):
         rows = []

@@ -11,6 +11,11 @@ from .batching import Ragged, pack
 from .text_input import check_size, load_json
 
 
+# More values than this per plot cost memory (anti-aliased lines: ~40 KB per value) without a visible
+# difference: a plot is at most 8192 px wide. Audio windows longer than this are reduced to their envelope.
+MAX_SERIES_VALUES = 65_536
+
+
 def _number(value, where: str, input_name: str) -> float:
     try:
         number = float(value)
@@ -53,6 +58,10 @@ def from_text(text: str, orientation: str = "rows", input_name: str = "series") 
         rows = cells
     if not rows:
         raise ValueError(f"{input_name}: no series found")
+    longest = max(range(len(rows)), key=lambda i: len(rows[i]))
+    if len(rows[longest]) > MAX_SERIES_VALUES:
+        raise ValueError(f"{input_name}: series {longest} has {len(rows[longest]):,} values; at most "
+                         f"{MAX_SERIES_VALUES:,} per series are plotted (resample it first, or connect it as audio)")
     return pack([row or [math.nan] for row in rows])  # an empty series is one gap: a blank image
 
 
@@ -83,4 +92,9 @@ def from_audio(audio, frames: int, input_name: str = "audio") -> Ragged:
     mono = torch.nan_to_num(waveform[0].float().mean(0))
     window = samples // frames
     values = mono[: window * frames].reshape(frames, window)
-    return Ragged(values, torch.full((frames,), window, dtype=torch.long))
+    if window > MAX_SERIES_VALUES:  # the envelope: minimum and maximum of each of MAX/2 runs of samples
+        runs = MAX_SERIES_VALUES // 2
+        run = window // runs
+        grouped = values[:, : runs * run].reshape(frames, runs, run)
+        values = torch.stack([grouped.amin(-1), grouped.amax(-1)], -1).reshape(frames, 2 * runs)
+    return Ragged(values, torch.full((frames,), values.shape[1], dtype=torch.long))
