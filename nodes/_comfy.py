@@ -1,6 +1,8 @@
 """ComfyUI services every node uses, imported lazily; no-ops when ComfyUI is absent (tests, demo)."""
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 
 import torch
@@ -35,6 +37,12 @@ def check_interrupt() -> None:
         mm.throw_exception_if_processing_interrupted()
 
 
+# Preview PNGs written by this process, oldest first: past PREVIEWS_KEPT the oldest are deleted, so that
+# the temp folder does not grow with every run (ComfyUI only empties it at start).
+PREVIEWS_KEPT = 600  # a few nodes' worth of 120-frame build-up animations
+_previews: collections.deque = collections.deque()
+
+
 def _save_temp(frame: torch.Tensor, max_side: int) -> dict:
     """Save one frame [H,W,C] (scaled to fit max_side) as a PNG in ComfyUI's temp folder."""
     import uuid
@@ -46,7 +54,12 @@ def _save_temp(frame: torch.Tensor, max_side: int) -> dict:
     picture = Image.fromarray((frame[..., :3].clamp(0, 1) * 255 + 0.5).to(torch.uint8).cpu().numpy())
     picture.thumbnail((max_side, max_side))
     name = f"rasterkit_{uuid.uuid4().hex[:12]}.png"
-    picture.save(os.path.join(folder_paths.get_temp_directory(), name), compress_level=1)
+    path = os.path.join(folder_paths.get_temp_directory(), name)
+    picture.save(path, compress_level=1)
+    _previews.append(path)
+    while len(_previews) > PREVIEWS_KEPT:
+        with contextlib.suppress(OSError):
+            os.remove(_previews.popleft())
     return {"filename": name, "subfolder": "", "type": "temp", "width": int(width), "height": int(height)}
 
 

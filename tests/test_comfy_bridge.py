@@ -91,3 +91,12 @@ def test_previews_are_none_without_comfyui():
 
     assert _comfy.frame_preview(torch.rand(1, 4, 4, 3)) is None
     assert PrimitiveMesh.preview({}, (None, torch.rand(2, 4, 4, 3), "")) is None
+
+
+def test_old_previews_are_deleted_so_the_temp_folder_stays_bounded(fake_folder_paths, monkeypatch):
+    monkeypatch.setattr(_comfy, "PREVIEWS_KEPT", 5)
+    monkeypatch.setattr(_comfy, "_previews", __import__("collections").deque())
+    for _ in range(3):
+        _comfy.animation_preview(torch.rand(4, 8, 8, 3))
+    kept = sorted(fake_folder_paths.glob("rasterkit_*.png"))
+    assert len(kept) == 5 and set(map(str, kept)) == set(_comfy._previews)
