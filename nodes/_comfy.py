@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from ..utils.device import torch_device
+from ..utils.device import backend_description, torch_device
 
 
 def _model_management():
@@ -22,6 +22,13 @@ def render_device() -> torch.device:
     """ComfyUI's torch device when it runs (respects --cpu and friends), else our own choice."""
     mm = _model_management()
     return mm.get_torch_device() if mm is not None else torch_device()
+
+
+def log_backend() -> None:
+    """Say once, at start, which rendering path is active and how to switch."""
+    import logging
+
+    logging.getLogger("rasterkit").info(backend_description(render_device()))
 
 
 def intermediate_device() -> torch.device:

@@ -71,3 +71,39 @@ def test_cpu_that_runs_out_of_memory_raises():
 
     with pytest.raises(torch.OutOfMemoryError):
         D.run_chunked(fn, 1, 1, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("cuda, hip, gpus, wheel", [
+    ("12.8", None, 1, "cupy-cuda12x"), ("13.0", None, 2, "cupy-cuda13x"), ("11.8", None, 1, "cupy-cuda11x"),
+    ("12.8", None, 0, None),  # a CUDA build of torch on a machine without an NVIDIA GPU
+    (None, "6.3.4", 1, None),  # ROCm: CuPy's wheels are NVIDIA-only
+    (None, None, 0, None),  # CPU or Apple
+    ("10.2", None, 1, None),  # no wheel for that CUDA major
+])
+def test_install_picks_the_cupy_wheel_of_torchs_cuda_major(cuda, hip, gpus, wheel):
+    import install
+
+    assert install.cupy_wheel(cuda, hip, gpus) == wheel
+
+
+def test_install_never_runs_pip_without_an_nvidia_gpu(monkeypatch):
+    import subprocess
+
+    import install
+
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("pip must not run on this CPU machine"))
+    install.main()
+
+
+def test_the_start_line_says_which_path_and_how_to_switch(monkeypatch):
+    from rasterkit.utils import device
+
+    assert device.backend_description(torch.device("cpu")) == "RasterKit: torch path on cpu"
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    monkeypatch.setattr(device.importlib.util, "find_spec", lambda name: None)
+    assert "pip install cupy-cuda12x" in device.backend_description(torch.device("cuda"))
+    monkeypatch.setattr(device.importlib.util, "find_spec", lambda name: object())
+    assert "RASTERKIT_DISABLE_CUPY=1" in device.backend_description(torch.device("cuda"))
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    assert "CuPy kernels off" in device.backend_description(torch.device("cuda"))

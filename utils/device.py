@@ -6,6 +6,7 @@ callers use only when `cupy_usable(device)` / `faiss_usable()` say so.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from typing import Callable, TypeVar
 
@@ -45,6 +46,20 @@ def _cupy_module():
     except Exception:  # not installed, no driver, wrong CUDA major: all mean "not usable"
         return None
     return cupy
+
+
+def backend_description(device: torch.device) -> str:
+    """One line saying which path renders on `device` and how to switch (logged once at start)."""
+    device = torch.device(device)
+    if device.type != "cuda" or torch.version.hip is not None:
+        return f"RasterKit: torch path on {device.type}" + (" (ROCm)" if torch.version.hip else "")
+    if os.environ.get("RASTERKIT_DISABLE_CUPY"):
+        return "RasterKit: torch path on CUDA (CuPy kernels off: unset RASTERKIT_DISABLE_CUPY to use them)"
+    if importlib.util.find_spec("cupy") is None:
+        major = (torch.version.cuda or "12").split(".")[0]
+        return (f"RasterKit: torch path on CUDA (pip install cupy-cuda{major}x in ComfyUI's Python, or reinstall "
+                f"the pack, for the faster CUDA kernels)")
+    return "RasterKit: CUDA kernels through CuPy (set RASTERKIT_DISABLE_CUPY=1 for the torch path)"
 
 
 def cupy_usable(device: torch.device) -> bool:

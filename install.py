@@ -1,0 +1,45 @@
+"""Run by ComfyUI-Manager (and comfy-cli, the Comfy Registry's installer) after requirements.txt.
+
+On a machine whose torch is a CUDA build and sees an NVIDIA GPU, installs the CuPy wheel for torch's
+CUDA major version, so that the pack's CUDA kernels are used with no manual step. Does nothing on
+macOS, AMD (ROCm), CPU-only machines, when CuPy already imports, or with RASTERKIT_DISABLE_CUPY set;
+never fails the install: without CuPy the same results come from the torch path.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+CUPY_CUDA_MAJORS = (11, 12, 13)  # the cupy-cuda{major}x wheels on PyPI
+
+
+def cupy_wheel(cuda_version: str | None, hip_version: str | None, gpus: int) -> str | None:
+    """The CuPy package for a torch build (torch.version.cuda, torch.version.hip) seeing `gpus` CUDA
+    devices, or None where CuPy does not apply."""
+    if hip_version or not cuda_version or gpus == 0:
+        return None
+    major = int(cuda_version.split(".")[0])
+    return f"cupy-cuda{major}x" if major in CUPY_CUDA_MAJORS else None
+
+
+def main() -> None:
+    if os.environ.get("RASTERKIT_DISABLE_CUPY") or importlib.util.find_spec("cupy") is not None:
+        return
+    try:
+        import torch
+    except ImportError:
+        return
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    wheel = cupy_wheel(torch.version.cuda, torch.version.hip, gpus)
+    if wheel is None:
+        return
+    print(f"RasterKit: installing {wheel} for the CUDA kernels (torch {torch.__version__}, CUDA {torch.version.cuda})")
+    result = subprocess.run([sys.executable, "-m", "pip", "install", wheel], check=False)
+    if result.returncode != 0:
+        print(f"RasterKit: {wheel} did not install; the torch path will be used (same results, slower)")
+
+
+if __name__ == "__main__":
+    main()
