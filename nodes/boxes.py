@@ -15,19 +15,22 @@ LABEL_MODES = ("none", "label", "label+score", "id", "label+id", "all")
 COLOR_BY = ("label", "id", "index")
 
 
-def _box_table(images, boxes, bbox, segs, mask):
+def _box_table(images, boxes, bbox, segs, mask, bounding_box):
+    """The boxes of the one connected socket, else of the `boxes` text (a connected socket wins over the
+    text, so that its default never blocks a connection)."""
     batch = images.shape[0]
-    given = [name for name, value in (("bbox", bbox), ("segs", segs), ("mask", mask)) if value is not None]
-    if boxes and boxes.strip():
-        given.insert(0, "boxes")
+    sockets = {"bbox": bbox, "segs": segs, "mask": mask, "bounding_box": bounding_box}
+    given = [name for name, value in sockets.items() if value is not None]
     if len(given) > 1:
-        raise ValueError(f"boxes: connect one box source, got {', '.join(given)}")
+        raise ValueError(f"{given[0]}: connect one box source, got {', '.join(given)}")
     if bbox is not None:
         return box_sources.from_lists(bbox, batch, "bbox")
     if segs is not None:
         return box_sources.from_segs(segs, batch)
     if mask is not None:
         return box_sources.from_mask(mask, batch)
+    if bounding_box is not None:
+        return box_sources.from_bounding_box(bounding_box, batch)
     return box_sources.from_json(boxes, batch)
 
 
@@ -47,6 +50,10 @@ def _box_colors(table, color: str, palette_name: str, color_by: str) -> torch.Te
     """float [N,3]: a box's own colour, else the fixed colour, else the palette slot of its key."""
     fixed = parse_hex(color, "color")[:3] if color.strip() else None
     colours = palette(palette_name)
+    # a box's index within its frame, so that "index" (and boxes without a label or id) keep their colour
+    # from frame to frame; the table lists frames in order
+    first = torch.searchsorted(table.frame, table.frame, right=False)
+    in_frame = (torch.arange(len(table)) - first).tolist()
     rows = []
     for i in range(len(table)):
         if table.color[i] is not None:
@@ -54,8 +61,8 @@ def _box_colors(table, color: str, palette_name: str, color_by: str) -> torch.Te
         elif fixed is not None:
             rows.append(fixed)
         else:
-            key = {"label": table.label[i], "id": table.id[i], "index": i}[color_by]
-            rows.append(colours[stable_index(i if key is None else key, len(colours))][:3])
+            key = {"label": table.label[i], "id": table.id[i], "index": in_frame[i]}[color_by]
+            rows.append(colours[stable_index(in_frame[i] if key is None else key, len(colours))][:3])
     return torch.tensor(rows, dtype=torch.float32).reshape(-1, 3)
 
 
@@ -83,6 +90,8 @@ class BoundingBoxRenderer(RasterKitNode):
         Socket("bbox", "BBOX", optional=True),
         Socket("segs", "SEGS", optional=True),
         Socket("mask", "MASK", optional=True),
+        Socket("bounding_box", "BOUNDING_BOX", optional=True,
+               tooltip="core ComfyUI's detections (e.g. RT-DETR Detect): per image, {x, y, width, height, label, score}"),
     ]
     OUTPUTS = [Output("IMAGE", "image"), Output("MASK", "alpha"),
                Output("IMAGE", "layer", "RGBA layer, premultiplied RGB")]
@@ -90,10 +99,10 @@ class BoundingBoxRenderer(RasterKitNode):
     @classmethod
     def run(cls, images, boxes="", stroke_width=3.0, corner_radius=8.0, stroke_opacity=1.0, fill_opacity=0.15,
             color="", palette="default", color_by="label", labels="label", label_size=16, corner_length=0.0,
-            bbox=None, segs=None, mask=None):
+            bbox=None, segs=None, mask=None, bounding_box=None):
         check_images(images, "images")
         batch, height, width, _ = images.shape
-        table = _box_table(images, boxes, bbox, segs, mask)
+        table = _box_table(images, boxes, bbox, segs, mask, bounding_box)
         rgb = _box_colors(table, color, palette, color_by)
         ones = torch.ones(len(table), 1)
         prims = R.rounded_boxes(table.frame, table.xyxy, stroke_width, corner_radius,

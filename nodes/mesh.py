@@ -144,14 +144,19 @@ class LoadMesh(RasterKitNode):
 
 
 def _mesh_tensors(mesh, trimesh_object):
-    """vertices float [V,3] and faces int64 [F,3] from a MESH (first item) or a trimesh."""
+    """vertices float [V,3] and faces int64 [F,3] from a MESH (core or ComfyUI-3D-Pack's; the first item
+    of a batch) or a trimesh."""
     if (mesh is None) == (trimesh_object is None):
         raise ValueError("mesh: connect a MESH or a TRIMESH (one of them)")
     if mesh is not None:
-        try:
-            vertices, faces = torch.as_tensor(mesh.vertices), torch.as_tensor(mesh.faces)
-        except AttributeError:
-            raise ValueError(f"mesh: expected MESH with .vertices and .faces, got {type(mesh).__name__}") from None
+        try:  # core ComfyUI's MESH (.vertices, .faces), else ComfyUI-3D-Pack's (.v, .f)
+            if hasattr(mesh, "vertices"):
+                vertices, faces = torch.as_tensor(mesh.vertices), torch.as_tensor(mesh.faces)
+            else:
+                vertices, faces = torch.as_tensor(mesh.v), torch.as_tensor(mesh.f)
+        except (AttributeError, TypeError, ValueError, RuntimeError):
+            raise ValueError(f"mesh: expected a MESH with .vertices and .faces (or .v and .f), "
+                             f"got {type(mesh).__name__}") from None
         vertices, faces = (vertices[0], faces[0]) if vertices.ndim == 3 else (vertices, faces)
     else:
         try:

@@ -110,8 +110,8 @@ def test_other_bad_inputs():
         render(boxes="[[1, 2, 3, 4]]", color="red")
     with pytest.raises(ValueError, match="box 0 color"):
         render(boxes='[{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "color": "#12"}]')
-    with pytest.raises(ValueError, match="connect one box source"):
-        render(boxes="[[1, 2, 3, 4]]", bbox=[(1, 2, 3, 4)])
+    with pytest.raises(ValueError, match="connect one box source"):  # the boxes text does not count (DESIGN.md)
+        render(boxes="[[1, 2, 3, 4]]", bbox=[(1, 2, 3, 4)], segs=((48, 64), []))
     with pytest.raises(ValueError, match="mask: 3 mask frames for a batch of 2"):
         render(boxes="", mask=torch.zeros(3, 48, 64))
     with pytest.raises(ValueError, match="segs: expected SEGS"):
@@ -128,3 +128,40 @@ def test_empty_inputs_give_the_frames_back():
         assert torch.equal(image, IMAGES) and alpha.sum() == 0
     image, alpha, _ = render(boxes="", mask=torch.zeros(2, 48, 64))
     assert alpha.sum() == 0
+
+
+def test_core_bounding_box_detections():
+    from rasterkit.utils.boxes import from_bounding_box
+
+    detection = {"x": 10, "y": 20, "width": 30, "height": 40, "label": "cat", "score": 0.9}
+    for value in ([detection], [[detection]]):  # one image's list serves every frame
+        table = from_bounding_box(value, 2)
+        assert table.frame.tolist() == [0, 1] and table.xyxy[0].tolist() == [10, 20, 40, 60]
+        assert table.label == ["cat", "cat"] and table.score == [0.9, 0.9]
+    table = from_bounding_box([[detection], []], 2)
+    assert table.frame.tolist() == [0]
+    for bad in ("text", [{"x": 1}], [[detection], "x"], [[detection], [], []]):
+        with pytest.raises(ValueError, match="^bounding_box: "):
+            from_bounding_box(bad, 2)
+
+
+def test_a_connected_socket_wins_over_the_default_boxes_text():
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+
+    images = torch.zeros(1, 32, 32, 3)
+    spec = next(s for s in BoundingBoxRenderer.INPUTS if s.name == "boxes")
+    _, alpha, _ = BoundingBoxRenderer.execute(images=images, boxes=spec.default, bbox=[(2, 2, 12, 12)], labels="none")
+    assert alpha[0, 20, 20] == 0 and alpha[0, 7, 7] > 0
+    with pytest.raises(ValueError, match="^bbox: connect one box source, got bbox, mask"):
+        BoundingBoxRenderer.execute(images=images, bbox=[(2, 2, 12, 12)], mask=torch.zeros(1, 32, 32))
+
+
+def test_index_colours_stay_with_the_box_from_frame_to_frame():
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+
+    boxes = "[[[2, 2, 10, 10], [20, 20, 28, 28]], [[2, 2, 10, 10], [20, 20, 28, 28]]]"
+    for color_by in ("index", "label"):  # label-less boxes fall back on their index too
+        image, _, _ = BoundingBoxRenderer.execute(images=torch.zeros(2, 32, 32, 3), boxes=boxes, color_by=color_by,
+                                                  labels="none", fill_opacity=1.0)
+        assert torch.equal(image[0], image[1])
+        assert not torch.equal(image[0, 6, 6], image[0, 24, 24])

@@ -53,7 +53,7 @@ def test_six_views_and_trimesh_input():
     (dict(mesh=Mesh(torch.rand(1, 4, 3), torch.tensor([[[0, 1, 9]]]))), r"mesh: face indices must lie in 0..3"),
     (dict(mesh=Mesh(torch.full((1, 3, 3), float("nan")), torch.tensor([[[0, 1, 2]]]))), "mesh: vertices contain NaN"),
     (dict(mesh=Mesh(torch.rand(1, 4, 3), torch.tensor([[[0, 1, 2, 3]]]))), r"mesh: faces should be triangles"),
-    (dict(mesh="cube"), "mesh: expected MESH"),
+    (dict(mesh="cube"), "mesh: expected a MESH"),
 ])
 def test_bad_meshes(kw, message):
     with pytest.raises(ValueError, match=message):
@@ -164,3 +164,13 @@ def test_views_render_in_chunks_with_an_interrupt_check_between_them(monkeypatch
     for a, b in zip(chunked[:5], whole[:5]):
         assert torch.equal(a, b)
     assert torch.equal(chunked[5]["findices"], whole[5]["findices"])
+
+
+def test_comfyui_3d_packs_mesh_is_accepted():
+    import types
+
+    mesh, _ = sphere_mesh()
+    three_d_pack = types.SimpleNamespace(v=mesh.vertices[0], f=mesh.faces[0].int())
+    ours = MeshRasterizer.run(width=32, height=32, mesh=mesh)
+    theirs = MeshRasterizer.run(width=32, height=32, mesh=three_d_pack)
+    assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[5]["findices"], theirs[5]["findices"])

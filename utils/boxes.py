@@ -114,6 +114,28 @@ def from_json(text: str, batch: int, input_name: str = "boxes") -> BoxTable:
     return from_lists(load_json(text, input_name), batch, input_name)
 
 
+def from_bounding_box(detections, batch: int, input_name: str = "bounding_box") -> BoxTable:
+    """Core ComfyUI's BOUNDING_BOX: per image a list of {x, y, width, height, label, score}; a single
+    list (or a list holding one image's list) serves every frame."""
+    def box(item, where):
+        if not isinstance(item, dict) or not all(k in item for k in ("x", "y", "width", "height")):
+            raise ValueError(f"{input_name}: {where} should be {{x, y, width, height, label, score}}, got {short(item)}")
+        return {"x": item["x"], "y": item["y"], "w": item["width"], "h": item["height"],
+                "label": item.get("label"), "score": item.get("score")}
+
+    if not isinstance(detections, (list, tuple)):
+        raise ValueError(f"{input_name}: expected per-image lists of detections, got {short(detections)}")
+    if len(detections) == 1 and isinstance(detections[0], (list, tuple)):
+        detections = detections[0]
+    if all(isinstance(item, dict) for item in detections):
+        return from_lists([box(item, f"detection {i}") for i, item in enumerate(detections)], batch, input_name)
+    if not all(isinstance(frame, (list, tuple)) for frame in detections):
+        raise ValueError(f"{input_name}: expected per-image lists of detections, got {short(detections)}")
+    frames = [[box(item, f"detection {i} of image {f}") for i, item in enumerate(frame)]
+              for f, frame in enumerate(detections)]
+    return from_lists(frames, batch, input_name)
+
+
 def from_segs(segs, batch: int, input_name: str = "segs") -> BoxTable:
     """Impact Pack SEGS ((H, W), [SEG, ...]); the same boxes on every frame."""
     try:
