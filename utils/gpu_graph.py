@@ -168,12 +168,14 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
     # cell ends in sorted order, counting visible points only: hidden ones sort last, in no run
     counts = torch.zeros(hidden_cell + ring * side + ring + 1, dtype=torch.long, device=xy.device)
     cell_end = counts.index_add_(0, cell_id, flat_visible.long()).cumsum(0)
-    order = cell_id.sort().indices
+    sorted_id, order = cell_id.sort()
     flat_x, flat_y = flat_xy.unbind(1)
     sorted_x, sorted_y, sorted_ids = flat_x[order], flat_y[order], (order % n).float()
-    # the block: one run of sorted points per cell row, from `ring` cells left to `ring` right
-    run_first_cell = cell_id[:, None] + torch.arange(-ring * (side + 1), ring * side - ring + 1, side,
-                                                     device=xy.device)
+    sorted_visible = sorted_id < hidden_cell
+    # points are searched in sorted order, so that neighbouring searches read neighbouring memory.
+    # Their blocks: one run of sorted points per cell row, from `ring` cells left to `ring` right
+    run_first_cell = sorted_id[:, None] + torch.arange(-ring * (side + 1), ring * side - ring + 1, side,
+                                                       device=xy.device)
     first = (cell_end - counts)[run_first_cell]
     count = cell_end[2 * ring:][run_first_cell] - first
     total = count.sum(1)
@@ -182,11 +184,10 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
     if width >= n:  # crowded blocks: brute-force rows cost less
         d2 = torch.full((points, k), INF, device=xy.device)
         ids = torch.zeros(points, k, device=xy.device)
-        pending = flat_visible
+        pending = sorted_visible
     else:
-        own = torch.empty_like(order).scatter_(0, order, index)
         parts = run_chunked(lambda start, stop, dev: _grid_rows(
-            sorted_x, sorted_y, sorted_ids, flat_x[start:stop], flat_y[start:stop], own[start:stop],
+            sorted_x, sorted_y, sorted_ids, sorted_x[start:stop], sorted_y[start:stop], index[start:stop],
             first[start:stop], count[start:stop], width, k, delta_y_cap, within), points, width * 64, xy.device)
         d2, ids, tied = (torch.cat(part) if len(parts) > 1 else part[0] for part in zip(*parts))
         # exact when the k-th is nearer than the nearest side of the block with points beyond it
@@ -197,18 +198,19 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
             margin[:, 1].masked_fill_(margin[:, 1] * cell > delta_y_cap, INF)
         # float rounding may put a point a hair outside the cell it was sorted into: positions
         # are within span * 2^-23 cells of exact
-        radius = (margin.amin(1) - span * 1e-6) * cell
+        radius = ((margin.amin(1) - span * 1e-6) * cell)[order]
         inexact = d2[:, k - 1] >= radius * radius
         if math.isfinite(within):
             inexact &= within >= radius
-        pending = (inexact | tied | (total > width)) & flat_visible
+        pending = (inexact | tied | (total > width)) & sorted_visible
     pending = pending.nonzero().squeeze(1)
     if pending.numel():
         def rows_chunk(start, stop, dev):
             rows = pending[start:stop]
-            d2[rows], ids[rows] = _brute_force_rows(flat_x, flat_y, hidden, n, rows, k, delta_y_cap, within)
+            d2[rows], ids[rows] = _brute_force_rows(flat_x, flat_y, hidden, n, order[rows], k, delta_y_cap, within)
         run_chunked(rows_chunk, pending.numel(), n * 64, xy.device)
-    return d2.sqrt().view(frames, n, k), _neighbour_ids(d2, ids).view(frames, n, k)
+    d2, ids = torch.empty_like(d2).index_put_((order,), d2), torch.empty_like(ids).index_put_((order,), ids)
+    return d2.sqrt().view(frames, n, k), _neighbour_ids(d2, ids).view(frames, n, k)  # in the points' order
 
 
 def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_cap: float = INF,
