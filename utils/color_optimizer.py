@@ -305,10 +305,10 @@ def _pixel_index(x, width: int):
 
 def _edges(vertices):
     """Edges of closed polygons vertices [K,V,2]: y0, y1, x0 and dx/dy [K,V,4] (0 for level edges)."""
-    x0, y0 = vertices[..., 0], vertices[..., 1]
-    x1, y1 = x0.roll(-1, 1), y0.roll(-1, 1)
-    dy = y1 - y0
-    return torch.stack([y0, y1, x0, (x1 - x0) / torch.where(dy == 0, 1, dy)], -1)
+    following = vertices.roll(-1, 1)
+    step = following - vertices
+    dx, dy = step[..., 0], step[..., 1]
+    return torch.stack([vertices[..., 1], following[..., 1], vertices[..., 0], dx / torch.where(dy == 0, 1, dy)], -1)
 
 
 def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
@@ -371,12 +371,13 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
         return torch.where(used[:, None], column, 0), None
     y0, y1, x0, slope = geometry.index_select(0, owner).unbind(-1)
     y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
-    crosses = (y0 <= y) != (y1 <= y)
+    misses = (y0 <= y) == (y1 <= y)
     x = x0 + (y - y0) * slope
     if family == _CONVEX:
-        left = _pixel_index(torch.where(crosses, x, float("inf")).amin(1), width)
-        right = _pixel_index(torch.where(crosses, x, -float("inf")).amax(1), width)
-        return torch.stack([left, torch.maximum(left, right)], 1), None
+        span = torch.stack([x.masked_fill(misses, float("inf")).amin(1), x.masked_fill(misses, -float("inf")).amax(1)], 1)
+        column = _pixel_index(span, width)
+        return torch.maximum(column, column[:, :1]), None  # a miss: right = left
+    crosses = ~misses
     direction = torch.where(crosses, torch.where(y1 > y0, 1, -1), 0)
     x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
     inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
@@ -429,18 +430,19 @@ def _opacity_sums(terms: Terms, sums, alpha):
             values[:, 8])
 
 
-def _error_change(terms: Terms, sums, color, alpha):
-    """Change [K] of the squared error over the covered pixels when drawing `color` [K,3] at `alpha` [K]:
-    the sum of |u - a color|^2 - |target - current|^2."""
-    sum_u, sum_q, count = _opacity_sums(terms, sums, alpha)
+def _error_change(opacity_sums, color, alpha):
+    """Change [K] of the squared error over the covered pixels when drawing `color` [K,3] at `alpha` [K]
+    (opacity_sums: `_opacity_sums` at that alpha): the sum of |u - a color|^2 - |target - current|^2."""
+    sum_u, sum_q, count = opacity_sums
     return sum_q - 2 * alpha * (color * sum_u).sum(1) + alpha * alpha * count * (color * color).sum(1)
 
 
-def optimal_colors(terms: Terms, sums, alpha):
+def optimal_colors(opacity_sums, alpha):
     """Closed-form colour [K,3] minimising the squared error over the covered pixels at opacity
-    alpha [K]: the mean of u / a, clamped to 0..1 (the error is a separable convex quadratic per
-    channel, so clamping the mean gives the constrained optimum)."""
-    sum_u, _, count = _opacity_sums(terms, sums, alpha)
+    alpha [K] (opacity_sums: `_opacity_sums` at that alpha): the mean of u / a, clamped to 0..1 (the
+    error is a separable convex quadratic per channel, so clamping the mean gives the constrained
+    optimum)."""
+    sum_u, _, count = opacity_sums
     return (sum_u / (alpha * count.clamp_min(1))[:, None]).clamp(0, 1)
 
 
@@ -453,8 +455,9 @@ def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None
     float [K,8]; alpha float [K] in (0, 1] (terms.alpha where that is fixed).
     """
     sums, fits, needed = _coverage_sums(terms, image, kind, params, kinds, capacity, live)
-    color = optimal_colors(terms, sums, alpha)
-    change = torch.where(fits, _error_change(terms, sums, color, alpha), float("inf"))
+    opacity_sums = _opacity_sums(terms, sums, alpha)
+    color = optimal_colors(opacity_sums, alpha)
+    change = _error_change(opacity_sums, color, alpha).masked_fill(~fits, float("inf"))
     if QUADRATIC in kinds:
         change = torch.where(_valid(kind, params, kinds), change, float("inf"))
     if live is not None:
@@ -697,8 +700,9 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
     # the best climb of each image becomes its next shape, coloured in 8 bits
     shape_alpha = (shape_alpha * 255).round() / 255
     sums, _, _ = _coverage_sums(terms, torch.arange(batch, device=device), kind, params, kinds)
-    color = (optimal_colors(terms, sums, shape_alpha) * 255).round() / 255
-    change = _error_change(terms, sums, color, shape_alpha)
+    opacity_sums = _opacity_sums(terms, sums, shape_alpha)
+    color = (optimal_colors(opacity_sums, shape_alpha) * 255).round() / 255
+    change = _error_change(opacity_sums, color, shape_alpha)
     # float rounding must not pass for an improvement (a flat image gets no shapes)
     improves = active & (change < -1e-6 * (1 + sums[:, -1] / terms.scale)) & _valid(kind, params, kinds)
     mask = _commit_mask(kind, params, batch, height, width, kinds) & improves[:, None, None]
@@ -749,14 +753,17 @@ def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tab
                 torch.where(better, lane_alpha[which], best[2]), torch.where(better, change, best[3]))
 
     for _ in range(rounds):
-        mutant_kind = lane_kind[lane]
+        mutant_kind = lane_kind[lane] if len(kinds) > 1 else kind[:1].expand(count * mutations)
         moved, moved_alpha = mutate(mutant_kind, lane_params[lane], lane_alpha[lane], search_alpha, tables, generator,
                                     kinds)
         moved_change, _, rows = score(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity, live[lane])
         best_change, best_move = moved_change.view(count, mutations).min(1)
         improved = live & (best_change < lane_change)
         # a climb ends when all its moves were scored and failed (moves past the slots were not)
-        scored = (torch.isfinite(moved_change) | ~_valid(mutant_kind, moved, kinds)).view(count, mutations).all(1)
+        scored = torch.isfinite(moved_change)
+        if QUADRATIC in kinds:
+            scored = scored | ~_valid(mutant_kind, moved, kinds)
+        scored = scored.view(count, mutations).all(1)
         pick = first_move + best_move
         lane_params = torch.where(improved[:, None], moved[pick], lane_params)
         lane_alpha = torch.where(improved, moved_alpha[pick], lane_alpha)
@@ -768,7 +775,8 @@ def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tab
         order = next_parent[:, None] + torch.cumsum(ended, 1) - 1
         reload = (ended & (order < parents)).view(-1)
         source = (image[:, None] * parents + order.clamp_max(parents - 1)).view(-1)
-        lane_kind = torch.where(reload, kind[source], lane_kind)
+        if len(kinds) > 1:
+            lane_kind = torch.where(reload, kind[source], lane_kind)
         lane_params = torch.where(reload[:, None], params[source], lane_params)
         lane_alpha = torch.where(reload, alpha[source], lane_alpha)
         lane_change = torch.where(reload, change[source], lane_change)
