@@ -10,19 +10,23 @@ S(a, b, p) / S(a, b, c) (float32, the reciprocal of the area times each) and alp
 rounded once to float32; p is inside when all three lie in [0, 1] (closed: a pixel centre on an edge
 shared by two triangles belongs to both, and the depth test picks one). The candidates of a triangle
 are the pixels from trunc(min x_s) while px < max x_s + 1 (the same for rows). depth = alpha z_a + beta
-z_b + gamma z_c is quantised to trunc(depth * 2^18); fragments whose quantised depth is negative (in
-front of the near plane) are never drawn (the kernel's unsigned key wraps past its empty value);
-depths from 8192 on (far behind the far plane) saturate, as the kernel's float-to-int conversion
-does on a GPU. The nearest fragment wins, ties to the lower face index; findices holds face index + 1
-(0: background); barycentrics are perspective-correct: b_i = (s_i / w_i) / sum_j (s_j / w_j).
-Triangles with a corner at w <= 0 (behind the eye), or of zero area, are not drawn.
+z_b + gamma z_c is quantised to trunc(depth * 2^18). Fragments of depth < 0 (in front of the near
+plane) are dropped: the kernel's threshold without a prior, and with one its unsigned key of a
+negative quantised depth never wins; depths from 8192 on (far behind the far plane) saturate, as the
+kernel's float-to-int conversion does on a GPU. The nearest fragment wins, ties to the lower face
+index; findices holds face index + 1 (0: background); barycentrics are perspective-correct:
+b_i = (s_i / w_i) / sum_j (s_j / w_j), each step in float32 as the kernel takes it. Triangles with a
+corner at w <= 0 (behind the eye), or of zero or non-finite area, are not drawn. (This is the
+arithmetic of the kernel's source; its nvcc build may fuse multiply-adds, which moves the last bits.)
 
 The torch path splits each triangle's candidate pixels into tiles of TILE_ROWS x TILE_COLUMNS pixels
 and tests all tiles of all triangles as one dense batch: the products of the edge functions that
 depend only on the row or only on the column are computed once per tile row or column, in the
-kernel's order, so every value is bit-identical to the per-pixel arithmetic. The depth test is a
-scatter_reduce "amin" of (depth, face) keys. The CUDA path does the same work in two kernels: the
-triangle set-up fused with the depth test, one thread per (triangle, 8x8 block), and the resolve.
+kernel's order, so every value is bit-identical to the per-pixel arithmetic. A cheap superset test
+on the signs of the edge functions picks the fragments (one compaction); the exact inside test, the
+depth and the keys run on those only, and meet in a scatter_reduce "amin" of (depth, triangle) keys.
+The CUDA path does the same work in two kernels: the triangle set-up fused with the depth test, one
+thread per (triangle, 8x8 block), and the resolve.
 """
 from __future__ import annotations
 
@@ -90,7 +94,7 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
         raise ValueError(f"F: expected triangles [M,3], got shape {tuple(F.shape)}")
     views, vertex_count, face_count, device = V.shape[0], V.shape[1], F.shape[0], V.device
     if face_count and not vertex_count:
-        raise ValueError("F: face indices must lie in 0..-1 (V has no vertices), got triangles")
+        raise ValueError(f"F: {face_count} triangles, but V has no vertices for their indices")
     V, faces = V.float(), F.to(device, torch.long)
     use_kernels = cupy_usable(device)
     tile = (CUDA_BLOCK, CUDA_BLOCK) if use_kernels else (TILE_ROWS, TILE_COLUMNS)
