@@ -63,15 +63,17 @@ def _select(d2: torch.Tensor, ids: torch.Tensor, k: int):
 
 
 def _masked_d2(dx, dy, outside, delta_y_cap: float, within: float) -> torch.Tensor:
-    """Squared lengths dx^2 + dy^2 (candidate minus point), inf where outside or beyond the caps;
-    dx and dy are overwritten. Every search path uses this one formula, so equal distances compare
-    equal across paths."""
+    """Squared lengths dx^2 + dy^2 (candidate minus point), inf where outside (None: nowhere) or
+    beyond the caps; dx and dy are overwritten. Every search path uses this one formula, so equal
+    distances compare equal across paths."""
     if math.isfinite(delta_y_cap):
-        outside = outside | (dy.abs() > delta_y_cap)
+        beyond = dy.abs() > delta_y_cap
+        outside = beyond if outside is None else outside | beyond
     d2 = dx.mul_(dx).add_(dy.mul_(dy))
     if math.isfinite(within):
-        outside = outside | (d2 > within * within)
-    return d2.masked_fill_(outside, INF)
+        beyond = d2 > within * within
+        outside = beyond if outside is None else outside | beyond
+    return d2 if outside is None else d2.masked_fill_(outside, INF)
 
 
 def _neighbour_ids(d2: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -112,29 +114,32 @@ def _grid_width(total: torch.Tensor, n: int, k: int) -> int:
     return max(k + 2, int(widths[cost.argmin()[None]]))
 
 
-def _grid_rows(sorted_x, sorted_y, sorted_ids, x, y, own, first, count, width, k, delta_y_cap, within):
-    """The k nearest of the points at x, y [R] (sorted positions own [R]) among the sorted points
-    of their runs (first, count [R,B]: one run per cell row of the block), `width` candidates a
-    point: d2 [R,k], ids float [R,k], and whether the k-th distance is tied by a point beyond
-    the k + 1 nearest read, which may have a lower id. Candidates run down the columns ([W,R]:
-    vectorised scans over points), and large temporaries are int32 and updated in place (fresh
-    memory costs more than arithmetic on a CPU)."""
+def _grid_rows(sorted_xy, sorted_ids, xy, own, first, count, total, width, k, delta_y_cap, within):
+    """The k nearest of the points xy [R,2] (sorted positions own [R]) among the sorted points
+    sorted_xy [P+W,2] (then W at infinity) of their runs (first, count [R,B]: one run per cell row
+    of the block; total [R]), `width` candidates a point: d2 [R,k], ids float [R,k], and whether
+    the k-th distance is tied by a point beyond the k + 1 nearest read, which may have a lower id.
+    Candidates run down the columns ([W,R]: vectorised scans over points), and large temporaries
+    are int32 and updated in place (fresh memory costs more than arithmetic on a CPU)."""
     rows, runs = count.shape
-    column = torch.arange(width, dtype=torch.int32, device=x.device)[:, None]
+    column = torch.arange(width, dtype=torch.int32, device=xy.device)[:, None]
     # sorted position of every candidate: its column plus its run's offset, a step function of
-    # the column that a cumulative sum of the steps at the run starts builds
+    # the column that a cumulative sum of the steps at the run starts builds. Past its total a
+    # row reads the points at infinity, which need no mask.
     run_start = count.cumsum(1) - count
-    offset = first - run_start
-    steps = torch.zeros(width + 1, rows, dtype=torch.int32, device=x.device)
+    offset = torch.cat([first - run_start, (sorted_ids.numel() - total)[:, None]], 1)
+    run_start = torch.cat([run_start, total[:, None]], 1)
+    steps = torch.zeros(width + 1, rows, dtype=torch.int32, device=xy.device)
     steps.scatter_add_(0, run_start.clamp_max(width).T, torch.cat([offset[:, :1], offset.diff(dim=1)], 1).T.int())
-    position = steps.cumsum_(0, dtype=torch.int32)[:width].add_(column).clamp_(max=sorted_ids.numel() - 1)
-    dx = sorted_x.index_select(0, position.view(-1)).view(width, rows).sub_(x)
-    dy = sorted_y.index_select(0, position.view(-1)).view(width, rows).sub_(y)
-    d2 = _masked_d2(dx, dy, column >= run_start[:, -1] + count[:, -1], delta_y_cap, within)
+    position = steps.cumsum_(0, dtype=torch.int32)[:width].add_(column).view(-1)
+    candidate = sorted_xy.index_select(0, position).view(width, rows, 2)
+    dx, dy = candidate[..., 0].sub_(xy[:, 0]), candidate[..., 1].sub_(xy[:, 1])
+    d2 = _masked_d2(dx, dy, None, delta_y_cap, within)
     # the point itself is among them, at distance 0: read one more, then drop it
-    d2, slot = d2.topk(k + 2, 0, largest=False)
-    chosen = position.gather(0, slot)
-    d2, ids = _sort_pairs(d2.masked_fill_(chosen == own, INF).T, sorted_ids[chosen].T)
+    d2, slot = d2.topk(k + 2, 0, largest=False, sorted=False)
+    chosen = position.view(width, rows).gather(0, slot)
+    ids = sorted_ids[chosen.clamp_max(sorted_ids.numel() - 1)]  # any id at infinity
+    d2, ids = _sort_pairs(d2.masked_fill_(chosen == own, INF).T, ids.T)
     tied = (d2[:, k] == d2[:, k - 1]) & (d2[:, k - 1] < INF)
     return d2[:, :k], ids[:, :k], tied
 
@@ -143,8 +148,9 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
     """nearest_neighbours of one chunk of frames through the grid."""
     frames, n = visible.shape
     ring = SEARCH_RING
-    flat_xy, flat_visible = xy.reshape(-1, 2), visible.reshape(-1)
+    flat_visible = visible.reshape(-1)
     points, hidden = flat_visible.numel(), ~flat_visible
+    flat_xy = xy.reshape(-1, 2).masked_fill(hidden[:, None], 0.0)  # hidden points: finite, searching nothing
     low = flat_xy.masked_fill(hidden[:, None], INF).amin(0)
     extent = flat_xy.masked_fill(hidden[:, None], -INF).amax(0) - low
     # about CELL_OCCUPANCY * (k + 1) points a cell in an average frame, sized on the device, and
@@ -170,7 +176,7 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
     cell_end = counts.index_add_(0, cell_id, flat_visible.long()).cumsum(0)
     sorted_id, order = cell_id.sort()
     flat_x, flat_y = flat_xy.unbind(1)
-    sorted_x, sorted_y, sorted_ids = flat_x[order], flat_y[order], (order % n).float()
+    sorted_xy, sorted_ids = flat_xy[order], (order % n).float()
     sorted_visible = sorted_id < hidden_cell
     # points are searched in sorted order, so that neighbouring searches read neighbouring memory.
     # Their blocks: one run of sorted points per cell row, from `ring` cells left to `ring` right
@@ -186,9 +192,10 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
         ids = torch.zeros(points, k, device=xy.device)
         pending = sorted_visible
     else:
+        padded = torch.cat([sorted_xy, sorted_xy.new_full((width, 2), INF)])
         parts = run_chunked(lambda start, stop, dev: _grid_rows(
-            sorted_x, sorted_y, sorted_ids, sorted_x[start:stop], sorted_y[start:stop], index[start:stop],
-            first[start:stop], count[start:stop], width, k, delta_y_cap, within), points, width * 64, xy.device)
+            padded, sorted_ids, sorted_xy[start:stop], index[start:stop], first[start:stop], count[start:stop],
+            total[start:stop], width, k, delta_y_cap, within), points, width * 64, xy.device)
         d2, ids, tied = (torch.cat(part) if len(parts) > 1 else part[0] for part in zip(*parts))
         # exact when the k-th is nearer than the nearest side of the block with points beyond it
         fraction = position - cell_xy  # in cells
