@@ -115,8 +115,8 @@ def _grid_width(total: torch.Tensor, n: int, k: int) -> int:
 
 
 def _grid_rows(sorted_xy, sorted_ids, xy, own, first, count, total, width, k, delta_y_cap, within):
-    """The k nearest of the points xy [R,2] (sorted positions own [R]) among the sorted points
-    sorted_xy [P+W,2] (then W at infinity) of their runs (first, count [R,B]: one run per cell row
+    """The k nearest of the points xy [2,R] (sorted positions own [R]) among the sorted points
+    sorted_xy [2,P+W] (then W at infinity) of their runs (first, count [R,B]: one run per cell row
     of the block; total [R]), `width` candidates a point: d2 [R,k], ids float [R,k], and whether
     the k-th distance is tied by a point beyond the k + 1 nearest read, which may have a lower id.
     Candidates run down the columns ([W,R]: vectorised scans over points), and large temporaries
@@ -132,8 +132,7 @@ def _grid_rows(sorted_xy, sorted_ids, xy, own, first, count, total, width, k, de
     steps = torch.zeros(width + 1, rows, dtype=torch.int32, device=xy.device)
     steps.scatter_add_(0, run_start.clamp_max(width).T, torch.cat([offset[:, :1], offset.diff(dim=1)], 1).T.int())
     position = steps.cumsum_(0, dtype=torch.int32)[:width].add_(column).view(-1)
-    candidate = sorted_xy.index_select(0, position).view(width, rows, 2)
-    dx, dy = candidate[..., 0].sub_(xy[:, 0]), candidate[..., 1].sub_(xy[:, 1])
+    dx, dy = (sorted_xy[axis].index_select(0, position).view(width, rows).sub_(xy[axis]) for axis in (0, 1))
     d2 = _masked_d2(dx, dy, None, delta_y_cap, within)
     # the point itself is among them, at distance 0: read one more, then drop it
     d2, slot = d2.topk(k + 2, 0, largest=False, sorted=False)
@@ -176,7 +175,7 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
     cell_end = counts.index_add_(0, cell_id, flat_visible.long()).cumsum(0)
     sorted_id, order = cell_id.sort()
     flat_x, flat_y = flat_xy.unbind(1)
-    sorted_xy, sorted_ids = flat_xy[order], (order % n).float()
+    sorted_xy, sorted_ids = flat_xy.T.index_select(1, order), (order % n).float()  # [2,P]
     sorted_visible = sorted_id < hidden_cell
     # points are searched in sorted order, so that neighbouring searches read neighbouring memory.
     # Their blocks: one run of sorted points per cell row, from `ring` cells left to `ring` right
@@ -192,9 +191,9 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
         ids = torch.zeros(points, k, device=xy.device)
         pending = sorted_visible
     else:
-        padded = torch.cat([sorted_xy, sorted_xy.new_full((width, 2), INF)])
+        padded = torch.cat([sorted_xy, sorted_xy.new_full((2, width), INF)], 1)
         parts = run_chunked(lambda start, stop, dev: _grid_rows(
-            padded, sorted_ids, sorted_xy[start:stop], index[start:stop], first[start:stop], count[start:stop],
+            padded, sorted_ids, sorted_xy[:, start:stop], index[start:stop], first[start:stop], count[start:stop],
             total[start:stop], width, k, delta_y_cap, within), points, width * 64, xy.device)
         d2, ids, tied = (torch.cat(part) if len(parts) > 1 else part[0] for part in zip(*parts))
         # exact when the k-th is nearer than the nearest side of the block with points beyond it
