@@ -3,7 +3,7 @@
 The method is fogleman/primitive's: for each new shape, many random candidates, hill climbing from
 the best of them, and the shape's colour solved in closed form for its opacity. Here every step is
 batched: thousands of candidates, of every image of a batch, are scored in one pass, and the best
-`PARENTS` of each image are hill-climbed, `LANES` side by side, `mutations` proposals each per round.
+`PARENTS` of each image are hill-climbed side by side, `mutations` proposals each per round.
 
 Scoring cost follows the rows a candidate spans, not its area. A shape is described by where its
 edges cross each pixel row (sorted crossings with nonzero-winding transitions: polygons, the
@@ -47,7 +47,6 @@ KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellip
 TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, ELLIPSE, ROTATED_ELLIPSE, CIRCLE, QUADRATIC, POLYGON = range(8)
 N_PARAMS = 8
 PARENTS = 8      # hill climbs per image and shape, each from one of the best random candidates
-LANES = 4        # of which this many climb side by side
 MAX_ROUNDS = 1000
 SUBROWS = 8      # anti-aliasing samples per pixel along y in `render`
 CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while searching (render: more)
@@ -374,7 +373,8 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
     misses = (y0 <= y) == (y1 <= y)
     x = x0 + (y - y0) * slope
     if family == _CONVEX:
-        span = torch.stack([x.masked_fill(misses, float("inf")).amin(1), x.masked_fill(misses, -float("inf")).amax(1)], 1)
+        span = torch.stack([x.masked_fill(misses, float("inf")).amin(1), x.masked_fill(misses, -float("inf")).amax(1)],
+                           1)
         column = _pixel_index(span, width)
         return torch.maximum(column, column[:, :1]), None  # a miss: right = left
     crosses = ~misses
@@ -603,7 +603,7 @@ class _Schedule:
     Rows past the slots are not scored (`score`), so a shape much larger than the last one passes
     over a few candidates; the slots follow in the next shape."""
 
-    MIN_ROUNDS = 8
+    MIN_ROUNDS = 4
     FIRST_ROUNDS = 32
     SLOT_LEVELS = 4          # slot capacities are 256 * 2**(level / SLOT_LEVELS)
     LEVEL_BITS = 6
@@ -652,7 +652,7 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     parents = min(PARENTS, candidates)
     search_alpha = alpha == 0
     start_alpha = (128 if search_alpha else alpha) / 255
-    schedule = _Schedule(kinds, batch * candidates, batch * min(LANES, parents) * mutations, height)
+    schedule = _Schedule(kinds, batch * candidates, batch * parents * mutations, height)
 
     kinds_out = torch.zeros(batch, shapes, dtype=torch.int64, device=device)
     params_out = torch.zeros(batch, shapes, N_PARAMS, device=device)
@@ -686,7 +686,7 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
     batch, height, width, _ = target.shape
     device = target.device
     terms = _terms(target, current, None if search_alpha else start_alpha)
-    # random candidates of every image at once; the best `parents` of each, best first, climb
+    # random candidates of every image at once; the best `parents` of each climb
     kind, params = random_shapes(kinds, batch * candidates, height, width, generator, device)
     shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)
     image = torch.arange(batch * candidates, device=device) // candidates
@@ -714,78 +714,44 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
 
 def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tables, generator, kinds, rounds: int,
                 capacity: dict | None, batch: int):
-    """Hill-climb from each image's parents (kind [B*P], params [B*P,8], alpha, change [B*P]; P per
-    image, best first), LANES climbs side by side per image: a lane that ends its climb takes the
-    next parent in line. Each round, every climbing lane makes `mutations` mutations and takes the
-    best one if it lowers the error; a climb ends after a round in which none did. That is
-    primitive's rule (stop when `mutations` moves from the same state fail in a row), with the moves
-    tried side by side and the best success kept, not the first. Every round has the same size (idle
-    lanes' moves cost no rows and are ignored), and there are `rounds` of them: no host reads.
+    """Hill-climb all parents of every image at once (kind [B*P], params [B*P,8], alpha, change
+    [B*P]). Each round, every parent still climbing makes `mutations` mutations and takes the best
+    one if it lowers the error; a parent stops after a round in which none did. That is primitive's
+    rule (stop when `mutations` moves from the same state fail in a row), with the moves tried side
+    by side and the best success kept, not the first. Every round has the same size (stopped
+    parents' moves cost no rows and are ignored), and there are `rounds` of them: no host reads.
 
     Returns the best climb of each image (kind [B], params [B,8], alpha [B], change [B]), whether a
-    climb was cut by the last round (), the rounds until every climb had ended (), and the row slots
-    each family needed."""
-    device = kind.device
-    parents = kind.shape[0] // batch
-    lanes = min(LANES, parents)
-    count = batch * lanes
-    image = torch.arange(batch, device=device)
-    lane_image = torch.arange(count, device=device) // lanes
-    lane = torch.arange(count, device=device).repeat_interleave(mutations, output_size=count * mutations)
-    mutant_image = lane_image[lane]
+    climb was cut by the last round (), the rounds until every climb had stopped (), and the row
+    slots each family needed."""
+    count, device = kind.shape[0], kind.device
+    parent = torch.arange(count, device=device).repeat_interleave(mutations, output_size=count * mutations)
+    mutant_kind = kind[parent] if len(kinds) > 1 else kind[:1].expand(count * mutations)
+    mutant_image = parent // (count // batch)
     first_move = torch.arange(count, device=device) * mutations
-    start = (image[:, None] * parents + torch.arange(lanes, device=device)).reshape(-1)
-    lane_kind, lane_params, lane_alpha, lane_change = kind[start], params[start], alpha[start], change[start]
-    live = torch.ones(count, dtype=torch.bool, device=device)
-    next_parent = torch.full((batch,), lanes, device=device)
-    best = (kind[start[::lanes]], params[start[::lanes]], alpha[start[::lanes]],
-            torch.full((batch,), float("inf"), device=device))
+    climbing = torch.ones(count, dtype=torch.bool, device=device)
     climbed = torch.zeros((), dtype=torch.int64, device=device)
     needed = {}
-
-    def keep_best(ended, best):
-        """The image's best so far against its lanes whose climbs `ended` [B*lanes]."""
-        change, which = torch.where(ended, lane_change, float("inf")).view(batch, lanes).min(1)
-        which = image * lanes + which
-        better = change < best[3]
-        return (torch.where(better, lane_kind[which], best[0]),
-                torch.where(better[:, None], lane_params[which], best[1]),
-                torch.where(better, lane_alpha[which], best[2]), torch.where(better, change, best[3]))
-
     for _ in range(rounds):
-        mutant_kind = lane_kind[lane] if len(kinds) > 1 else kind[:1].expand(count * mutations)
-        moved, moved_alpha = mutate(mutant_kind, lane_params[lane], lane_alpha[lane], search_alpha, tables, generator,
-                                    kinds)
-        moved_change, _, rows = score(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity, live[lane])
+        moved, moved_alpha = mutate(mutant_kind, params[parent], alpha[parent], search_alpha, tables, generator, kinds)
+        moved_change, _, rows = score(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity,
+                                      climbing[parent])
         best_change, best_move = moved_change.view(count, mutations).min(1)
-        improved = live & (best_change < lane_change)
-        # a climb ends when all its moves were scored and failed (moves past the slots were not)
+        improved = climbing & (best_change < change)
+        # a climb stops when all its moves were scored and failed (moves past the slots were not)
         scored = torch.isfinite(moved_change)
         if QUADRATIC in kinds:
             scored = scored | ~_valid(mutant_kind, moved, kinds)
         scored = scored.view(count, mutations).all(1)
         pick = first_move + best_move
-        lane_params = torch.where(improved[:, None], moved[pick], lane_params)
-        lane_alpha = torch.where(improved, moved_alpha[pick], lane_alpha)
-        lane_change = torch.where(improved, best_change, lane_change)
-        ended = live & ~improved & scored
-        best = keep_best(ended, best)
-        # lanes whose climbs ended take the next parents in line, in lane order
-        ended = ended.view(batch, lanes)
-        order = next_parent[:, None] + torch.cumsum(ended, 1) - 1
-        reload = (ended & (order < parents)).view(-1)
-        source = (image[:, None] * parents + order.clamp_max(parents - 1)).view(-1)
-        if len(kinds) > 1:
-            lane_kind = torch.where(reload, kind[source], lane_kind)
-        lane_params = torch.where(reload[:, None], params[source], lane_params)
-        lane_alpha = torch.where(reload, alpha[source], lane_alpha)
-        lane_change = torch.where(reload, change[source], lane_change)
-        live = improved | reload | (live & ~scored)
-        next_parent = next_parent + ended.sum(1)
-        climbed = climbed + live.any()
+        params = torch.where(improved[:, None], moved[pick], params)
+        alpha = torch.where(improved, moved_alpha[pick], alpha)
+        change = torch.where(improved, best_change, change)
+        climbing = improved | (climbing & ~scored)
+        climbed = climbed + climbing.any()
         needed = {family: torch.maximum(needed.get(family, rows[family]), rows[family]) for family in rows}
-    best = keep_best(live, best)  # climbs cut short by the last round compete too
-    return *best, live.any(), climbed, needed
+    winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
+    return kind[winner], params[winner], alpha[winner], change[winner], climbing.any(), climbed, needed
 
 
 # -- anti-aliased rendering --------------------------------------------------------------------------
