@@ -86,7 +86,8 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
 
     cull_back_faces drops triangles wound clockwise on screen (counter-clockwise in NDC with y up).
     Returns findices int32 [B,H,W] and barycentric float32 [B,H,W,3] on V's device. One host sync
-    (input checks and the work's size at once), two on the torch path.
+    (input checks and the work's size at once); the torch path adds one per pass of up to
+    TILE_CANDIDATES candidate pixels (its compaction).
     """
     if V.ndim != 3 or V.shape[-1] != 4:
         raise ValueError(f"V: expected clip-space vertices [B,N,4], got shape {tuple(V.shape)}")
