@@ -66,17 +66,16 @@ def bench_boxes():
     for n in (100, 1000):
         prims = R.rounded_boxes(0, boxes_xyxy(n, 3840, 2160).to(CUDA), 3.0, 12.0, (1, 0, 0, 1), (0, 1, 0, 0.25))
         kernel, torch_path = paths(lambda: R.draw(images, prims))
-        # the compositing kernel alone, on pairs binned beforehand
-        tile_id, primitive, _ = R.bin_tiles(prims, 1, 2160, 3840)
-        image, layer = images.clone(), torch.zeros(1, 2160, 3840, 4, device=CUDA)
-        binning = timed(lambda: R.bin_tiles(prims, 1, 2160, 3840), 20, 3, sync)
+        # the compositing kernel alone, on pairs binned beforehand (it writes image, alpha and layer)
+        pairs = R._bin(prims, 0, 1, 2160, 3840, R.TILE)
+        outputs = torch.empty_like(images), torch.empty(1, 2160, 3840, device=CUDA), \
+            torch.empty(1, 2160, 3840, 4, device=CUDA)
+        binning = timed(lambda: R._bin(prims, 0, 1, 2160, 3840, R.TILE), 20, 3, sync)
         only = "-"
         if cupy_usable(CUDA):
             from utils.gpu_rendering import composite_tiles_cuda
 
-            only = ms(timed(lambda: composite_tiles_cuda(image, layer, tile_id, primitive, prims.kind,
-                                                                 prims.params, prims.color, prims.group, None, 8),
-                            50, 5, sync))
+            only = ms(timed(lambda: composite_tiles_cuda(images, *outputs, pairs, prims, None, R.TILE), 50, 5, sync))
         rows.append([f"{n} rounded boxes (stroke 3, radius 12, fill 0.25), 3840x2160", kernel, torch_path, ms(binning),
                      only])
     a = torch.rand(500, 2, device=CUDA) * torch.tensor([3840.0, 2160.0], device=CUDA)

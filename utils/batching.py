@@ -73,5 +73,7 @@ def expand_counts(counts: torch.Tensor, total: int | None = None) -> tuple[torch
 def size_class(counts: torch.Tensor) -> torch.Tensor:
     """Each positive count [N] rounded up to 1, 2, 3, 4, 6, 8, 12, 16, ...: items padded to their
     class waste at most a third, and a batch holds few distinct classes (one dense computation each)."""
-    power = torch.exp2(torch.floor(torch.log2(counts.double()))).long()
+    # the largest power of two <= count, from a float32 estimate that may be one power off either way
+    power = torch.exp2(torch.floor(torch.log2(counts.float()))).long()
+    power = torch.where(power > counts, power // 2, torch.where(2 * power <= counts, 2 * power, power))
     return torch.where(counts <= power, power, torch.where(2 * counts <= 3 * power, 3 * power // 2, 2 * power))

@@ -10,26 +10,31 @@ Primitives of one group (the segments of a polyline) form one shape: their cover
 maximum before compositing, so joints are drawn once.
 
 The work is organised in three steps, each one batched over every primitive of every frame:
-  1. `bin_tiles`: each primitive is listed in the 8x8 tiles that its bounds touch;
-  2. coverage of each (tile, primitive) pair on the tile's 256 pixels, per primitive kind;
-  3. in-tile compositing of the pairs, in drawing order, as dense products over tiles of equal depth.
-Cost follows the covered area, not frame area times primitive count.
+  1. binning: each primitive is listed in the 8x8 tiles that its bounds touch, less the tiles its
+     shape cannot reach, and the (tile, primitive) pairs are sorted by tile then drawing order;
+  2. coverage of each pair on its tile's 64 pixels, one dense evaluation per class of pairs (the
+     kind; for boxes, whether the tile is near a rounded corner; tiles covered fully need none);
+  3. compositing of every tile at once: the transmittance above each pair is a product over the
+     pairs above it in its tile, a segmented product over the sorted pairs taken by doubling
+     (log2 of the deepest tile's depth passes), and each tile sums its pairs' contributions.
+Cost follows the covered area, not frame area times primitive count. The host waits for the device
+twice per chunk of frames (the number of pairs; the sizes of the pair classes), the CUDA kernel once.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from . import cuda
-from .batching import expand_counts, size_class
+from .batching import expand_counts
 from .device import cupy_usable, normalize, run_chunked
 
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
 SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE = range(5)
-SOLID = 5  # a pair whose primitive covers its whole tile (set by bin_tiles, never by a builder)
+N_KINDS = 5
 N_PARAMS = 10
 
 
@@ -65,12 +70,18 @@ class Primitives:
         return Primitives(*(t[keep] for t in self.fields()))
 
 
+def _runs(group: torch.Tensor) -> torch.Tensor:
+    """Runs of equal consecutive values of group [P] numbered 0, 1, 2, ...: the same shapes, ids < P."""
+    change = torch.ones_like(group, dtype=torch.bool)
+    change[1:] = group[1:] != group[:-1]
+    return torch.cumsum(change, 0) - 1
+
+
 def concat(*parts: Primitives) -> Primitives:
     """Primitives of `parts` in that order (the later parts are drawn over the earlier ones)."""
     groups, offset = [], 0
     for part in parts:  # renumbered so that groups of different parts never meet
-        dense = torch.unique(part.group, return_inverse=True)[1] if len(part) else part.group
-        groups.append(dense + offset)
+        groups.append(_runs(part.group) + offset)
         offset += len(part)
     merged = [torch.cat(ts) for ts in zip(*(p.fields()[:5] for p in parts))]
     return Primitives(*merged, torch.cat(groups))
@@ -83,8 +94,8 @@ def empty(device=None) -> Primitives:
 
 
 def _column(value, n: int, like: torch.Tensor) -> torch.Tensor:
-    """A per-primitive float [n] from a scalar or a tensor of n values."""
-    return torch.as_tensor(value, dtype=torch.float32, device=like.device).expand(n).clone()
+    """A per-primitive float [n] from a scalar or a tensor of n values (a view: read it, do not write)."""
+    return torch.as_tensor(value, dtype=torch.float32, device=like.device).expand(n)
 
 
 def _colors(color, n: int, like: torch.Tensor) -> torch.Tensor:
@@ -140,29 +151,32 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
                   fill_color=(1, 1, 1, 0), corner_length=0.0) -> Primitives:
     """Boxes [P,4] (x1,y1,x2,y2, any order) with a stroke centred on the outline and a fill.
 
-    Each box gives its fill then its stroke (zero-opacity or zero-width parts are dropped).
+    Each box gives its fill then its stroke: 2P primitives. A zero-opacity part, or a stroke of
+    zero width (its bounds are empty), draws nothing.
     corner_length > 0 draws only the corners of the outline, each arm that long.
     params: cx, cy, half width, half height, radius, stroke half width, corner length.
     """
     n = xyxy.shape[0]
-    x0 = torch.minimum(xyxy[:, 0], xyxy[:, 2])
-    x1 = torch.maximum(xyxy[:, 0], xyxy[:, 2])
-    y0 = torch.minimum(xyxy[:, 1], xyxy[:, 3])
-    y1 = torch.maximum(xyxy[:, 1], xyxy[:, 3])
-    hx, hy = (x1 - x0) / 2, (y1 - y0) / 2
-    r = torch.minimum(_column(radius, n, xyxy).clamp_min(0), torch.minimum(hx, hy))
+    device = xyxy.device
+    xyxy = xyxy.float()
+    low, high = torch.minimum(xyxy[:, :2], xyxy[:, 2:]), torch.maximum(xyxy[:, :2], xyxy[:, 2:])
+    centre, half_size = (low + high) / 2, (high - low) / 2
+    r = torch.minimum(_column(radius, n, xyxy).clamp_min(0), half_size.amin(1))
     stroke_half = _column(stroke_width, n, xyxy) / 2
-    corner = _column(corner_length, n, xyxy)
-    params = [(x0 + x1) / 2, (y0 + y1) / 2, hx, hy, r, stroke_half, corner]
-    reach = stroke_half.clamp_min(0.5) + 1.0
-    fill = _make(frame, BOX_FILL, params, fill_color, torch.stack([x0 - 1, y0 - 1, x1 + 1, y1 + 1], dim=1))
-    stroke = _make(frame, BOX_STROKE, params, stroke_color,
-                   torch.stack([x0 - reach, y0 - reach, x1 + reach, y1 + reach], dim=1))
-    keep = torch.stack([fill.color[:, 3] > 0, (stroke.color[:, 3] > 0) & (stroke_half > 0)], dim=1).reshape(-1)
-    interleaved = Primitives(*(torch.stack([f, s], dim=1).reshape(2 * n, *f.shape[1:])
-                               for f, s in zip(fill.fields(), stroke.fields())))
-    interleaved.group = torch.arange(2 * n, device=xyxy.device)
-    return interleaved.select(keep)
+    zero = torch.zeros((), device=device).expand(n)
+    params = torch.stack([centre[:, 0], centre[:, 1], half_size[:, 0], half_size[:, 1], r, stroke_half,
+                          _column(corner_length, n, xyxy)] + [zero] * (N_PARAMS - 7), 1)
+    # the box grown by the anti-aliasing margin (fill), and by half the stroke too (stroke)
+    grow = F.pad((stroke_half.clamp_min(0.5) + 1.0)[:, None], (1, 0), value=1.0)
+    bounds = torch.cat([low, high], 1)[:, None] + grow[..., None] * torch.tensor([-1.0, -1.0, 1.0, 1.0], device=device)
+    bounds[:, 1].masked_fill_((stroke_half <= 0)[:, None], -1.0)  # empty: no tile is listed
+    colors = torch.stack([torch.as_tensor(fill_color, dtype=torch.float32, device=device).expand(n, 4),
+                          torch.as_tensor(stroke_color, dtype=torch.float32, device=device).expand(n, 4)], 1)
+    frame = torch.as_tensor(frame, dtype=torch.int64, device=device)
+    return Primitives(frame.expand(n)[:, None].expand(n, 2).reshape(2 * n),
+                      torch.tensor([BOX_FILL, BOX_STROKE], device=device).repeat(n),
+                      params[:, None].expand(n, 2, N_PARAMS).reshape(2 * n, N_PARAMS), colors.reshape(2 * n, 4),
+                      bounds.reshape(2 * n, 4), torch.arange(2 * n, device=device))
 
 
 def discs(frame, center: torch.Tensor, radius, color, ring_width=0.0) -> Primitives:
@@ -191,9 +205,18 @@ def sprites(frame, origin: torch.Tensor, atlas_rect: torch.Tensor, color) -> Pri
                  color, bounds)
 
 
-# -- coverage per kind ------------------------------------------------------------------------------
-# Each takes params [m,10] and pixel centres as ox + gx, oy + gy: the tile origin (+0.5) per pair
-# ox, oy [m,1] and the offsets inside a tile gx, gy [1,T*T]; it returns coverage [m,T*T].
+# -- coverage per class of (tile, primitive) pairs ------------------------------------------------
+# Each evaluation takes params p [m,10], the centre of each pair's tile's first pixel, origin [m,2],
+# and the pixel offsets inside a tile g [T] (0, 1, ..., T-1); it returns coverage [m,T*T], pixels
+# row after row.
+
+# Classes of pairs, in the order in which they are evaluated. Box pairs form one run (fills, strokes,
+# strokes near a rounded corner, fills near one), so that one evaluation shares its work among them:
+# the strokes are contiguous, and so are the tiles near corners.
+(_SEGMENT, _BOX_FILL, _BOX_STROKE, _BOX_STROKE_CORNER, _BOX_FILL_CORNER, _DISC, _SPRITE, _SOLID,
+ _MISSED) = range(9)
+_N_CLASSES = 9
+
 
 def _from_distance(d: torch.Tensor) -> torch.Tensor:
     return (0.5 - d).clamp(0.0, 1.0)
@@ -204,7 +227,14 @@ def _thin(half: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return half.clamp_min(0.5)[:, None], (2 * half).clamp(0, 1)[:, None]
 
 
-def _segment_coverage(p, ox, oy, gx, gy):
+def _pixels(origin: torch.Tensor, g: torch.Tensor):
+    """Pixel centres ox + gx, oy + gy as columns ox, oy [m,1] and rows gx, gy [1,T*T]."""
+    tile = g.numel()
+    return origin[:, 0:1], origin[:, 1:2], g.repeat(tile)[None], g.repeat_interleave(tile)[None]
+
+
+def _segment_coverage(p, origin, g):
+    ox, oy, gx, gy = _pixels(origin, g)
     half, weight = _thin(p[:, 4])
     dx, dy = p[:, 2:3] - p[:, 0:1], p[:, 3:4] - p[:, 1:2]
     length = torch.sqrt(dx * dx + dy * dy).clamp_min(1e-12)
@@ -219,51 +249,66 @@ def _segment_coverage(p, ox, oy, gx, gy):
     return torch.where(p[:, 5:6] > 0, butt, round_cap) * weight
 
 
-def _box_fill(ax, ay, hx, hy, r, near_corner):
-    """Coverage [m,T,T] of rounded boxes at |offset from centre| ax [m,1,T] (columns) and
-    ay [m,T,1] (rows); hx, hy, r, near_corner [m,1,1].
-
-    Away from the corners, and at corners sharper than 1 px, coverage is the product of the two
-    sides' coverages: exact there, and separable, so it costs one product per pixel. Only tiles
-    near a rounded corner (near_corner) evaluate the rounded distance."""
-    coverage = _from_distance(ax - hx) * _from_distance(ay - hy)
-    rounded = (near_corner & (r >= 1)).view(-1).nonzero().squeeze(1)
-    if rounded.numel():
-        r_, qx = r[rounded], ax[rounded] - (hx[rounded] - r[rounded])
-        qy = ay[rounded] - (hy[rounded] - r_)
-        coverage[rounded] = _from_distance(torch.sqrt(qx.clamp_min(0) ** 2 + qy.clamp_min(0) ** 2)
-                                           + torch.maximum(qx, qy).clamp_max(0) - r_)
-    return coverage
+def _separable_box(offset: torch.Tensor, half_size: torch.Tensor) -> torch.Tensor:
+    """Coverage [m,S,T,T] of S boxes per pair with sharp corners: offset [m,1,2,T] (|x - cx| per column,
+    |y - cy| per row), half sizes [m,S,2]. The product of the two sides' coverages: exact, and one
+    product per pixel."""
+    side = _from_distance(offset - half_size[..., None])
+    return side[..., 0, None, :] * side[..., 1, :, None]
 
 
-def _box_coverage(p, ox, oy, gx, gy, stroke: bool):
-    """Fill, or outline (the box grown by half the stroke width minus the box shrunk by as much)."""
-    tile = int(round(gx.shape[1] ** 0.5))
-    ax = ((ox - p[:, 0:1]) + gx[:, :tile]).abs()[:, None, :]  # [m,1,T]
-    ay = ((oy - p[:, 1:2]) + gy[:, ::tile]).abs()[:, :, None]  # [m,T,1]
-    hx, hy, r = (p[:, i, None, None] for i in (2, 3, 4))
-    near_corner = (ax.amax(2, keepdim=True) >= hx - r - 1) & (ay.amax(1, keepdim=True) >= hy - r - 1)
-    if not stroke:
-        return _box_fill(ax, ay, hx, hy, r, near_corner).reshape(p.shape[0], -1)
-    half, weight = (t[..., None] for t in _thin(p[:, 5]))
-    inner = _box_fill(ax, ay, hx - half, hy - half, (r - half).clamp_min(0), near_corner) * ((hx > half) & (hy > half))
-    outline = (_box_fill(ax, ay, hx + half, hy + half, r + half, near_corner) - inner).clamp_min(0) * weight
-    corner = p[:, 6, None, None]
-    if bool((corner > 0).any()):
-        # corner-only outlines keep pixels near both a vertical and a horizontal side; soft ends (AA)
-        keep = (ax - (hx - corner) + 0.5).clamp(0, 1) * (ay - (hy - corner) + 0.5).clamp(0, 1)
-        outline = torch.where(corner > 0, outline * keep, outline)
-    return outline.reshape(p.shape[0], -1)
+def _rounded_box(offset: torch.Tensor, half_size: torch.Tensor, radius: torch.Tensor) -> torch.Tensor:
+    """Coverage [m,S,T,T] of boxes with corners of radius [m,S], from their signed distance."""
+    q = offset - (half_size - radius[..., None])[..., None]
+    outside = q.clamp_min(0) ** 2
+    distance = (torch.sqrt(outside[..., 0, None, :] + outside[..., 1, :, None])
+                + torch.maximum(q[..., 0, None, :], q[..., 1, :, None]).clamp_max(0) - radius[..., None, None])
+    return _from_distance(distance)
 
 
-def _disc_coverage(p, ox, oy, gx, gy):
+def _box_coverage(p, origin, g, counts):
+    """Coverage of box pairs of classes _BOX_FILL, _BOX_STROKE, _BOX_STROKE_CORNER, _BOX_FILL_CORNER,
+    counts [4] of each, in that order. Both are an outer box less an inner one: a fill is its box less
+    nothing, an outline the box grown by half the stroke width less the box shrunk by as much. Coverage
+    is separable except in tiles near a rounded corner, where a box whose radius is >= 1 is evaluated
+    from its rounded distance (binning puts a tile near a corner only where the fill's, or the
+    outline's outer, radius is >= 1)."""
+    fills, strokes, stroke_corners, fill_corners = counts
+    stroke = slice(fills, fills + strokes + stroke_corners)
+
+    def on_strokes(values, fill_value):  # values [m,k] of the stroke rows, fill_value on fill rows
+        return F.pad(values[stroke], (0, 0, fills, fill_corners), value=fill_value)
+
+    offset = ((origin - p[:, :2])[..., None] + g).abs()[:, None]  # [m,1,2,T]
+    size, radius, arms = p[:, 2:4], p[:, 4:5], p[:, 6:7]
+    half = p[:, 5:6].clamp_min(0.5)  # outlines thinner than 1 px are drawn 1 px wide, fainter
+    grow = on_strokes(half, 0.0)
+    # the inner box: none for fills, nor on an axis the stroke is wider than (size -1: no pixel)
+    inner = (size - half).masked_fill_(size <= half, -1.0)
+    sizes = torch.stack([size + grow, on_strokes(inner, -1.0)], 1)  # [m,2,2] outer, inner
+    radii = torch.cat([radius + grow, (radius - half).clamp_min(0)], 1)  # [m,2]
+    coverage = _separable_box(offset, sizes)
+    if stroke_corners + fill_corners:
+        corner = slice(fills + strokes, None)
+        coverage[corner] = torch.where(radii[corner, :, None, None] >= 1,
+                                       _rounded_box(offset[corner], sizes[corner], radii[corner]), coverage[corner])
+    outline = (coverage[:, 0] - coverage[:, 1]).clamp_min(0) * on_strokes((2 * p[:, 5:6]).clamp(0, 1), 1.0)[..., None]
+    # corner-only outlines keep pixels near both a vertical and a horizontal side; soft ends (AA)
+    arms = on_strokes(arms.masked_fill(arms <= 0, float("inf")), float("inf"))  # inf: the whole outline
+    keep = (offset[:, 0] - (size - arms)[..., None] + 0.5).clamp(0, 1)
+    return (outline * (keep[:, 0, None, :] * keep[:, 1, :, None])).reshape(p.shape[0], -1)
+
+
+def _disc_coverage(p, origin, g):
+    ox, oy, gx, gy = _pixels(origin, g)
     distance = torch.sqrt(((ox - p[:, 0:1]) + gx) ** 2 + ((oy - p[:, 1:2]) + gy) ** 2) - p[:, 2:3]
     ring_half, weight = _thin(p[:, 3])
     ring = _from_distance(distance.abs() - ring_half) * weight
     return torch.where(p[:, 3:4] > 0, ring, _from_distance(distance))
 
 
-def _sprite_coverage(p, ox, oy, gx, gy, atlas):
+def _sprite_coverage(p, origin, g, atlas):
+    ox, oy, gx, gy = _pixels(origin, g)
     u = ((ox - 0.5 - p[:, 0:1]) + gx).round().long()
     v = ((oy - 0.5 - p[:, 1:2]) + gy).round().long()
     inside = (u >= 0) & (v >= 0) & (u < p[:, 2:3].long()) & (v < p[:, 3:4].long())
@@ -272,46 +317,143 @@ def _sprite_coverage(p, ox, oy, gx, gy, atlas):
     return atlas[ay, ax] * inside
 
 
-def _solid_coverage(p, ox, oy, gx, gy):
-    return torch.ones(p.shape[0], gx.shape[1], device=p.device)
-
-
-def _coverage(params, kind, ox, oy, gx, gy, atlas) -> torch.Tensor:
-    """Coverage [m, T*T] of m pairs of mixed kinds; one evaluation per kind present."""
-    if bool((kind == SPRITE).any()) and atlas is None:
-        raise ValueError("sprite primitives need the atlas they index")
-    evaluators = {BOX_FILL: lambda *args: _box_coverage(*args, stroke=False),
-                  BOX_STROKE: lambda *args: _box_coverage(*args, stroke=True),
-                  SEGMENT: _segment_coverage, DISC: _disc_coverage, SOLID: _solid_coverage,
-                  SPRITE: lambda *args: _sprite_coverage(*args, atlas)}
-    present = torch.unique(kind).tolist()
-    if len(present) == 1:  # the common case: no row gathers
-        return evaluators[present[0]](params, ox, oy, gx, gy)
-    coverage = torch.empty(kind.shape[0], gx.shape[1], device=params.device)
-    for code in present:
-        rows = (kind == code).nonzero().squeeze(1)
-        coverage[rows] = evaluators[code](params[rows], ox[rows], oy[rows], gx, gy)
+def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g) -> torch.Tensor:
+    """Coverage float [k, T*T] of k pairs in their order, one dense evaluation per class present;
+    by_class [k]: the pairs in class order; class_counts: pairs per class (host ints); g int64 [T]:
+    0 .. T-1."""
+    several = sum(count > 0 for count in class_counts[:_MISSED]) > 1
+    coverage = torch.empty(origin.shape[0], g.numel() ** 2, device=origin.device)
+    start = 0
+    for first, last, evaluate in (
+            (_SEGMENT, _SEGMENT, lambda p, o: _segment_coverage(p, o, g)),
+            (_BOX_FILL, _BOX_FILL_CORNER, lambda p, o: _box_coverage(p, o, g, class_counts[_BOX_FILL:_DISC])),
+            (_DISC, _DISC, lambda p, o: _disc_coverage(p, o, g)),
+            (_SPRITE, _SPRITE, lambda p, o: _sprite_coverage(p, o, g, atlas)),
+            (_SOLID, _SOLID, None)):
+        count = sum(class_counts[first:last + 1])
+        if count == 0:
+            continue
+        if not several:
+            coverage[:] = 1.0 if evaluate is None else evaluate(prims.params[primitive], origin)
+        elif evaluate is None:  # a solid pair covers its whole tile
+            coverage.index_fill_(0, by_class[start:start + count], 1.0)
+        else:
+            rows = by_class[start:start + count]
+            coverage.index_copy_(0, rows, evaluate(prims.params[primitive[rows]], origin[rows]))
+        start += count
     return coverage
 
 
-# -- binning and compositing -----------------------------------------------------------------------
+# -- binning ----------------------------------------------------------------------------------------
 
-def _misses_tile(kind, p, centre_x, centre_y, tile):
-    """True for (tile, primitive) pairs whose primitive cannot reach any pixel of the tile, though
-    its bounds do: tiles far from a segment's line, outside a disc or inside a ring, or inside a
-    box outline. kind [Q], p [Q,10], tile centres [Q]."""
+def _host(values: torch.Tensor) -> list:
+    """A small tensor's values on the host: the one place where this module waits for the device."""
+    return values.tolist()
+
+
+@dataclass
+class _Pairs:
+    """The (tile, primitive) pairs of a chunk of frames, sorted by tile, then drawing order. Pairs whose
+    primitive cannot reach the tile, though its bounds do, come last, with tile == n_tiles.
+
+    tile int64 [Q] (frame * tiles_y * tiles_x + row * tiles_x + column, frames of the chunk),
+    primitive int64 [Q], pair_class int64 [Q], origin float32 [Q,2] (centre of the tile's first pixel),
+    per_kind: pairs per primitive kind (host ints)."""
+
+    tile: torch.Tensor
+    primitive: torch.Tensor
+    pair_class: torch.Tensor
+    origin: torch.Tensor
+    per_kind: list
+    frames: int
+    tiles_y: int
+    tiles_x: int
+
+    @property
+    def n_tiles(self) -> int:
+        return self.frames * self.tiles_y * self.tiles_x
+
+
+def _classify(prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, per_kind: list,
+              tile: int) -> torch.Tensor:
+    """Class int64 [Q] of the pairs of primitive [Q] and tiles whose first pixel centre is origin [Q,2].
+
+    _MISSED where the shape cannot reach any pixel of the tile though its bounds do (far from a
+    segment's line, outside a disc or inside a ring, inside a box outline); _SOLID where it covers
+    every pixel (box fills and discs). Each kind present is tested on every pair (pairs are cheap
+    next to pixels), and the kind of the pair picks."""
+    p = prims.params[primitive]
+    groups = [kinds for kinds in ((SEGMENT,), (BOX_FILL, BOX_STROKE), (DISC,), (SPRITE,))
+              if any(per_kind[k] for k in kinds)]
+    kind = prims.kind[primitive] if len(groups) > 1 or len(groups[0]) > 1 else None
     reach = tile * 0.7072 + 1  # half the tile diagonal, plus the anti-aliasing margin
-    dx, dy = p[:, 2] - p[:, 0], p[:, 3] - p[:, 1]
-    t = (((centre_x - p[:, 0]) * dx + (centre_y - p[:, 1]) * dy) / (dx * dx + dy * dy).clamp_min(1e-12)).clamp(0, 1)
-    segment = torch.hypot(centre_x - p[:, 0] - t * dx, centre_y - p[:, 1] - t * dy) > p[:, 4].clamp_min(0.5) + reach
-    from_centre = torch.hypot(centre_x - p[:, 0], centre_y - p[:, 1])
-    disc = ((from_centre > p[:, 2] + p[:, 3].clamp_min(0.5) + reach)
-            | ((p[:, 3] > 0) & (from_centre < p[:, 2] - p[:, 3].clamp_min(0.5) - reach)))
-    # box outlines: the tile lies inside the box, (stroke half width + radius + 1) from every side
-    inside_x = (centre_x - p[:, 0]).abs() + tile / 2 < p[:, 2] - p[:, 5] - p[:, 4] - 1
-    inside_y = (centre_y - p[:, 1]).abs() + tile / 2 < p[:, 3] - p[:, 5] - p[:, 4] - 1
-    return (((kind == SEGMENT) & segment) | ((kind == DISC) & disc)
-            | ((kind == BOX_STROKE) & inside_x & inside_y))
+    to_centre = (origin - p[:, :2]) + (tile - 1) / 2  # from the primitive's anchor to the tile's centre
+    pair_class = None
+    for kinds in groups:
+        if kinds == (SEGMENT,):
+            d = p[:, 2:4] - p[:, :2]
+            t = ((to_centre * d).sum(1, keepdim=True) / (d * d).sum(1, keepdim=True).clamp_min(1e-12)).clamp(0, 1)
+            missed = (to_centre - t * d).norm(dim=1) > p[:, 4].clamp_min(0.5) + reach
+            found = missed * (_MISSED - _SEGMENT) + _SEGMENT
+        elif kinds == (DISC,):
+            distance, radius, ring_half = to_centre.norm(dim=1), p[:, 2], p[:, 3]
+            missed = ((distance > radius + ring_half.clamp_min(0.5) + reach)
+                      | ((ring_half > 0) & (distance < radius - ring_half.clamp_min(0.5) - reach)))
+            solid = (ring_half == 0) & (distance + tile * 0.7072 + 0.5 <= radius)
+            found = (missed * (_MISSED - _DISC) + _DISC).masked_fill_(solid, _SOLID)
+        elif kinds == (SPRITE,):
+            found = torch.full_like(primitive, _SPRITE)
+        else:
+            found = _classify_boxes(p, to_centre, kind, per_kind, tile)
+        if pair_class is None:
+            pair_class = found
+        else:
+            pair_class = torch.where((kind >= kinds[0]) & (kind <= kinds[-1]), found, pair_class)
+    return pair_class
+
+
+def _classify_boxes(p, to_centre, kind, per_kind, tile):
+    """The classes of pairs of box fills and strokes (see _classify). A tile is near a rounded corner
+    where its farthest pixel centres (|to_centre| + (T-1)/2 on each axis, as the CUDA kernel measures
+    them) reach both corner bands, and the fill's (the outline's outer) radius is >= 1. A fill covers
+    the tiles inside its straight parts; an outline misses those (stroke half width + 1) further in."""
+    stroke = (kind == BOX_STROKE)[:, None] if per_kind[BOX_FILL] and per_kind[BOX_STROKE] else bool(per_kind[BOX_STROKE])
+    distance = to_centre.abs()
+    straight, radius, half = p[:, 2:4] - p[:, 4:5], p[:, 4:5], p[:, 5:6]
+    near = ((distance + ((tile - 1) / 2 + 1) >= straight) & (radius + half.clamp_min(0.5) * stroke >= 1)).all(1)
+    inner = (distance + (half + 0.5) * stroke + (tile / 2 + 0.5) <= straight).all(1)
+    fill = (near * (_BOX_FILL_CORNER - _BOX_FILL) + _BOX_FILL).masked_fill_(inner, _SOLID)
+    outline = (near + _BOX_STROKE).masked_fill_(inner, _MISSED)
+    if not per_kind[BOX_STROKE]:
+        return fill
+    return torch.where(stroke[:, 0], outline, fill) if per_kind[BOX_FILL] else outline
+
+
+def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: int, tile: int) -> _Pairs:
+    """The sorted (tile, primitive) pairs of the primitives on frames frame_start .. + frames - 1."""
+    device = prims.bounds.device
+    tiles_y, tiles_x = -(-height // tile), -(-width // tile)
+    n_tiles = frames * tiles_y * tiles_x
+    # first and last tile column and row of each primitive's bounds, clamped to the frame: bounds
+    # past it, NaN or infinite, give empty spans
+    limits = torch.tensor([[0, 0, -1, -1], [tiles_x, tiles_y, tiles_x - 1, tiles_y - 1]], dtype=torch.float32,
+                          device=device)
+    span = torch.nan_to_num(prims.bounds, nan=-1.0, posinf=-1.0, neginf=-1.0).div(tile).floor_()
+    span = span.clamp_(limits[0], limits[1]).long()
+    sizes = (span[:, 2:] - span[:, :2] + 1).clamp_min_(0)  # [P,2] columns, rows
+    frame = prims.frame - frame_start if frame_start else prims.frame
+    counts = sizes.prod(1) * ((frame == frame.clamp(0, frames - 1)) & (prims.color[:, 3] > 0))
+    per_kind = _host(torch.zeros(N_KINDS, dtype=torch.int64, device=device).index_add_(0, prims.kind, counts))
+    primitive, rank = expand_counts(counts, sum(per_kind))
+    first_tile = torch.stack([span[:, 0], span[:, 1], sizes[:, 0],
+                              (frame * tiles_y + span[:, 1]) * tiles_x + span[:, 0]], 1)[primitive]
+    row, column = rank // first_tile[:, 2], rank % first_tile[:, 2]  # from the first tile
+    origin = (first_tile[:, :2] + torch.stack([column, row], 1)) * float(tile) + 0.5
+    pair_class = _classify(prims, primitive, origin, per_kind, tile) if primitive.numel() else primitive
+    # sorted by tile, then drawing order (the stable sort keeps the primitives' order); missed pairs last
+    tile_id = (first_tile[:, 3] + row * tiles_x + column).masked_fill_(pair_class == _MISSED, n_tiles)
+    tile_id, order = torch.sort(tile_id, stable=True)
+    return _Pairs(tile_id, primitive[order], pair_class[order], origin[order], per_kind, frames, tiles_y, tiles_x)
 
 
 def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int = TILE):
@@ -321,37 +463,94 @@ def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int 
     int64 [Q] and solid bool [Q] (the primitive covers the whole tile: no distance to evaluate).
     Tiles inside a primitive's bounds that it cannot reach are left out.
     """
-    device = prims.bounds.device
-    tiles_y, tiles_x = math.ceil(height / tile), math.ceil(width / tile)
-    bounds = torch.nan_to_num(prims.bounds, nan=-1.0, posinf=-1.0, neginf=-1.0)
-    visible = ((bounds[:, 2] >= 0) & (bounds[:, 3] >= 0) & (bounds[:, 0] < width) & (bounds[:, 1] < height)
-               & (prims.frame >= 0) & (prims.frame < batch) & (prims.color[:, 3] > 0))
-    tx0 = (bounds[:, 0] / tile).floor().clamp(0, tiles_x - 1).long()
-    tx1 = (bounds[:, 2] / tile).floor().clamp(0, tiles_x - 1).long()
-    ty0 = (bounds[:, 1] / tile).floor().clamp(0, tiles_y - 1).long()
-    ty1 = (bounds[:, 3] / tile).floor().clamp(0, tiles_y - 1).long()
-    span_x = tx1 - tx0 + 1
-    counts = torch.where(visible, span_x * (ty1 - ty0 + 1), torch.zeros_like(span_x))
-    primitive, local = expand_counts(counts)
-    column = tx0[primitive] + local % span_x[primitive]
-    row = ty0[primitive] + local // span_x[primitive]
-    centre_x, centre_y = (column.float() + 0.5) * tile, (row.float() + 0.5) * tile
-    kind, params = prims.kind[primitive], prims.params[primitive]
-    keep = ~_misses_tile(kind, params, centre_x, centre_y, tile)
-    primitive, column, row = primitive[keep], column[keep], row[keep]
-    solid = _covers_tile(kind[keep], params[keep], centre_x[keep], centre_y[keep], tile)
-    tile_id = (prims.frame[primitive] * tiles_y + row) * tiles_x + column
-    tile_id, order = torch.sort(tile_id, stable=True)  # stable: drawing order survives within a tile
-    return tile_id, primitive[order], solid[order]
+    pairs = _bin(prims, 0, batch, height, width, tile)
+    kept = _host((pairs.pair_class != _MISSED).sum())
+    return pairs.tile[:kept], pairs.primitive[:kept], pairs.pair_class[:kept] == _SOLID
 
 
-def _covers_tile(kind, p, centre_x, centre_y, tile):
-    """True for pairs whose box fill or disc covers every pixel of the tile completely."""
-    margin = tile / 2 + 0.5
-    box = (((centre_x - p[:, 0]).abs() + margin <= p[:, 2] - p[:, 4])
-           & ((centre_y - p[:, 1]).abs() + margin <= p[:, 3] - p[:, 4]))
-    disc = (p[:, 3] == 0) & (torch.hypot(centre_x - p[:, 0], centre_y - p[:, 1]) + tile * 0.7072 + 0.5 <= p[:, 2])
-    return ((kind == BOX_FILL) & box) | ((kind == DISC) & disc)
+# -- compositing -------------------------------------------------------------------------------------
+
+def _transmittance_above(clear: torch.Tensor, tile: torch.Tensor, changed: torch.Tensor, depth: int) -> torch.Tensor:
+    """Per entry of clear [m,N] (1 - alpha of shapes sorted by tile [m], bottom to top; changed [m-1]:
+    tile[1:] != tile[:-1]), the product of clear over the entries above it in its tile, for tiles of at
+    most `depth` entries. By doubling: once each entry holds the product over the next `step` entries
+    of its tile, multiplying in the one `step` further on extends it to the next 2 * step."""
+    one = torch.ones((), device=clear.device)
+    above = torch.empty_like(clear)
+    above[-1:] = 1.0
+    torch.where(changed[:, None], one, clear[1:], out=above[:-1])
+    step, factor = 1, torch.empty_like(clear)  # one buffer for every pass's factors
+    while step < depth - 1:
+        torch.where((tile[step:] != tile[:-step])[:, None], one, above[step:], out=factor[step:])
+        above[:-step] *= factor[step:]
+        step *= 2
+    return above
+
+
+def _composite_layer(layer: torch.Tensor, prims: Primitives, pairs: _Pairs, atlas, tile: int) -> None:
+    """Source-over of every tile's pairs at once (torch path), added into layer [b, tiles_y * T,
+    tiles_x * T, 4] (zeros)."""
+    device = layer.device
+    # what the host needs to size the work: pairs per class, shapes (a group's pairs in a tile merge
+    # into one shape) and the most shapes in one tile
+    classes, by_class = torch.sort(pairs.pair_class)
+    class_start = torch.searchsorted(classes, torch.arange(_N_CLASSES + 1, device=device))
+    changed = pairs.tile[1:] != pairs.tile[:-1]
+    group = prims.group[pairs.primitive]
+    new_shape = F.pad(changed | (group[1:] != group[:-1]), (1, 0), value=True)
+    shapes_per_tile = torch.zeros(pairs.n_tiles + 1, dtype=torch.int64, device=device).index_add_(
+        0, pairs.tile, new_shape.long())[:-1]
+    stats = _host(torch.cat([class_start, torch.stack([shapes_per_tile.sum(), shapes_per_tile.amax()])]))
+    class_counts = [b - a for a, b in zip(stats[:_N_CLASSES], stats[1:_N_CLASSES + 1])]
+    kept, (n_shapes, depth) = stats[_MISSED], stats[_N_CLASSES + 1:]
+    tile_id, primitive = pairs.tile[:kept], pairs.primitive[:kept]
+    g = torch.arange(tile, device=device)
+    coverage = _pair_coverage(prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g)
+    colour, changed = prims.color[primitive], changed[:kept - 1]
+    if n_shapes < kept:  # a group's pairs in a tile merge by maximum coverage into one shape
+        shape = torch.cumsum(new_shape[:kept], 0) - 1
+        coverage = torch.zeros(n_shapes, tile * tile, device=device).scatter_reduce_(
+            0, shape[:, None].expand_as(coverage), coverage, "amax")
+        first = torch.zeros(n_shapes + 1, dtype=torch.int64, device=device).index_copy_(
+            0, shape.masked_fill_(~new_shape[:kept], n_shapes), torch.arange(kept, device=device))[:n_shapes]
+        colour, tile_id = colour[first], tile_id[first]
+        changed = tile_id[1:] != tile_id[:-1]
+    alpha = coverage * colour[:, 3:]
+    weight = alpha.mul_(_transmittance_above(1 - alpha, tile_id, changed, depth))  # what reaches the viewer
+    # [frames * tile rows, T, tile columns, T, 4]: a tile is T runs of T * 4 contiguous values
+    layer.view(-1, tile, pairs.tiles_x, tile, 4).index_put_(
+        ((tile_id // pairs.tiles_x)[:, None], g[None], (tile_id % pairs.tiles_x)[:, None]),
+        weight.view(-1, tile, tile, 1) * F.pad(colour[:, :3], (0, 1), value=1.0)[:, None, None], accumulate=True)
+
+
+def _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile: int) -> None:
+    """Layer [b,H,W,4] from the pairs (zero where none reaches), alpha [b,H,W] from it, and image
+    [b,H,W,C]: the layer over frames [b,H,W,C] (alpha composited too). Torch path."""
+    batch, height, width, channels = frames.shape
+    whole = height % tile == 0 and width % tile == 0
+    target = layer if whole else torch.empty(batch, pairs.tiles_y * tile, pairs.tiles_x * tile, 4, device=layer.device)
+    target.zero_()
+    if pairs.tile.numel():
+        _composite_layer(target, prims, pairs, atlas, tile)
+    if not whole:
+        layer.copy_(target[:, :height, :width])
+    alpha.copy_(layer[..., 3])
+    keep = 1 - alpha[..., None]
+    for colour in (slice(0, 3), slice(3, 4))[: 1 + (channels == 4)]:
+        torch.addcmul(layer[..., colour], frames[..., colour], keep, out=image[..., colour])
+
+
+def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int) -> None:
+    """Draw the primitives of frames frame_start .. + b - 1 over frames [b,H,W,C] into image, alpha
+    and layer (on frames' device)."""
+    batch, height, width, _ = frames.shape
+    pairs = _bin(prims, frame_start, batch, height, width, tile)
+    if pairs.per_kind[SPRITE] and atlas is None:
+        raise ValueError("sprite primitives need the atlas they index")
+    if pairs.tile.numel() and cupy_usable(frames.device):
+        composite_tiles_cuda(frames, image, alpha, layer, pairs, prims, atlas, tile)
+    else:
+        _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile)
 
 
 def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = None, device=None,
@@ -369,125 +568,30 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     home = images.device
     device = normalize(device) if device is not None else home
     tile = tile or TILE
-    image_out = images.clone(memory_format=torch.contiguous_format)
-    layer_out = torch.zeros(batch, height, width, 4, device=home)
+    image_out = torch.empty(images.shape, dtype=images.dtype, device=home)
+    alpha_out = torch.empty(batch, height, width, device=home)
+    layer_out = torch.empty(batch, height, width, 4, device=home)
+    moved = {}  # the primitives and atlas on each device that renders: one transfer each
 
     def render_frames(start, stop, dev):
-        # on the images' own device the outputs are written in place; elsewhere a chunk goes
-        # there in one transfer and comes back in one
-        image = image_out[start:stop] if dev == home else image_out[start:stop].to(dev)
-        layer = layer_out[start:stop] if dev == home else torch.zeros(stop - start, height, width, 4, device=dev)
-        sel = prims.select((prims.frame >= start) & (prims.frame < stop)).to(dev)
-        sel.frame = sel.frame - start
-        tile_id, primitive, solid = bin_tiles(sel, stop - start, height, width, tile)
-        sheet = atlas.to(dev) if atlas is not None else None
-        if tile_id.numel() and cupy_usable(dev):
-            composite_tiles_cuda(image, layer, tile_id, primitive, sel.kind, sel.params, sel.color, sel.group,
-                                         sheet, tile)
-        elif tile_id.numel():
-            _render_pairs(image, layer, sel, tile_id, primitive, solid, tile, sheet)
+        if dev not in moved:
+            moved[dev] = prims.to(dev), (atlas.to(dev).float() if atlas is not None else None)
+        outputs = (image_out[start:stop], alpha_out[start:stop], layer_out[start:stop])
+        if dev != home:  # a chunk goes there in one transfer and comes back in one
+            outputs = tuple(torch.empty(t.shape, dtype=t.dtype, device=dev) for t in outputs)
+        on_device, sheet = moved[dev]
+        _render(images[start:stop].to(dev), *outputs, on_device, start, sheet, tile)
         if dev != home:
-            image_out[start:stop] = image.to(home)
-            layer_out[start:stop] = layer.to(home)
+            for out, result in zip((image_out, alpha_out, layer_out), outputs):
+                out[start:stop] = result.to(home)
 
-    # per frame: image and layer chunks, binning temporaries; chunks of at most ~32 megapixels (256 on
-    # a GPU, where each chunk's fixed cost of ~3 ms is the larger part) keep progress reports (and
-    # interrupt checks) coming on long videos
+    # per frame pixel: the outputs and the pair temporaries (~8 pair pixels of ~40 bytes in a dense
+    # scene); chunks of at most ~32 megapixels (256 on a GPU, where each chunk's fixed cost of ~3 ms is
+    # the larger part) keep progress reports (and interrupt checks) coming on long videos
     pixels = (32 << 20) if device.type == "cpu" else (256 << 20)
-    run_chunked(render_frames, batch, height * width * (channels + 4) * 4 * 3, device, on_progress,
+    run_chunked(render_frames, batch, height * width * ((channels + 5) * 4 + 320), device, on_progress,
                 limit=max(1, pixels // (height * width)))
-    return image_out, layer_out[..., 3].clone(), layer_out
-
-
-def _render_pairs(image, layer, prims, tile_id, primitive, solid, tile, atlas):
-    """Composite the sorted (tile, primitive) pairs into image [B,H,W,C] and layer [B,H,W,4], in place.
-
-    Tiles are grouped by depth (pairs per tile, rounded up) so that each group is one dense
-    [tiles, depth, T*T] computation, top primitive first: source-over of the depth layers is a
-    cumulative product of (1 - alpha) and a contraction over depth.
-    """
-    batch, height, width, channels = image.shape
-    device = tile_id.device
-    tiles_y, tiles_x = math.ceil(height / tile), math.ceil(width / tile)
-    unique, counts = torch.unique_consecutive(tile_id, return_counts=True)
-    starts = torch.cumsum(counts, 0) - counts
-    depth_class = size_class(counts)
-    offsets = torch.arange(tile * tile, device=device)
-    gx, gy = (offsets % tile).float()[None], (offsets // tile).float()[None]
-    # pad slots point at one extra, fully transparent primitive
-    params = torch.cat([prims.params, torch.zeros(1, N_PARAMS, device=device)])
-    kind = torch.cat([prims.kind, torch.full((1,), BOX_FILL, device=device)])
-    color = torch.cat([prims.color, torch.zeros(1, 4, device=device)])
-    group = torch.cat([prims.group, torch.full((1,), -1, device=device)])
-    padding = len(prims)
-    merge_groups = bool((prims.group[1:] == prims.group[:-1]).any())
-
-    for depth in torch.unique(depth_class).tolist():  # a few depth classes, not primitives
-        in_class = (depth_class == depth).nonzero().squeeze(1)
-
-        def render_group(lo, hi, dev):
-            members = in_class[lo:hi]
-            # slot 0 holds the topmost primitive of a tile: transmittance is then a plain cumprod
-            slot = torch.arange(depth, device=device)
-            used = slot < counts[members, None]
-            pair = (starts[members, None] + counts[members, None] - 1 - slot).clamp(0, primitive.numel() - 1)
-            which = torch.where(used, primitive[pair], padding).reshape(-1)
-            pair_kind = torch.where(used & solid[pair], SOLID, kind[which].view(-1, depth)).reshape(-1)
-            tiles = unique[members]
-            frame, rest = tiles // (tiles_y * tiles_x), tiles % (tiles_y * tiles_x)
-            row, column = rest // tiles_x, rest % tiles_x
-            ox = (column * tile).float().repeat_interleave(depth)[:, None] + 0.5
-            oy = (row * tile).float().repeat_interleave(depth)[:, None] + 0.5
-            coverage = _coverage(params[which], pair_kind, ox, oy, gx, gy, atlas).view(-1, depth, tile * tile)
-            colour = color[which].view(-1, depth, 4)
-            if merge_groups:
-                coverage, colour = _merge_groups(coverage, colour, group[which].view(-1, depth))
-            a = coverage * colour[..., 3:4]
-            clear = torch.cumprod(1 - a, 1)  # transmittance of this slot and those above it
-            above = torch.cat([torch.ones_like(clear[:, :1]), clear[:, :-1]], 1)
-            rgb = torch.einsum("nkp,nkc->npc", a * above, colour[..., :3])
-            _write_tiles(image, layer, frame, row, column, torch.cat([rgb, (1 - clear[:, -1])[..., None]], 2), tile)
-
-        # ~40 bytes per pair pixel in the temporaries above
-        run_chunked(render_group, in_class.numel(), depth * tile * tile * 40, device, limit=8192)
-
-
-def _write_tiles(image, layer, frame, row, column, rgba, tile):
-    """Store premultiplied tiles rgba [n, T*T, 4] into layer [B,H,W,4] and composite them over
-    image [B,H,W,C] at tile positions frame, row, column [n]."""
-    batch, height, width, channels = image.shape
-    if height % tile == 0 and width % tile == 0:
-        # whole tiles: index the [B, rows, T, columns, T, C] view, T*C contiguous values at a time
-        blocks = (frame, row, slice(None), column)
-        image_tiles = image.view(batch, height // tile, tile, width // tile, tile, channels)
-        layer_tiles = layer.view(batch, height // tile, tile, width // tile, tile, 4)
-        rgba = rgba.view(-1, tile, tile, 4)
-        base = image_tiles[blocks]
-    else:
-        offsets = torch.arange(tile * tile, device=rgba.device)
-        y = (row * tile)[:, None] + offsets // tile
-        x = (column * tile)[:, None] + offsets % tile
-        inside = (y < height) & (x < width)
-        blocks = (frame[:, None].expand_as(y)[inside], y[inside], x[inside])
-        image_tiles, layer_tiles, rgba = image, layer, rgba[inside]
-        base = image[blocks]
-    keep = 1 - rgba[..., 3:]
-    composite = torch.addcmul(rgba[..., :3], base[..., :3], keep)
-    if channels == 4:
-        composite = torch.cat([composite, base[..., 3:] * keep + rgba[..., 3:]], -1)
-    image_tiles[blocks] = composite
-    layer_tiles[blocks] = rgba
-
-
-def _merge_groups(coverage, colour, group):
-    """Coverage [n,K,T*T] and colour [n,K,4] of pairs whose consecutive equal `group` [n,K]
-    entries are merged by maximum coverage into one slot; freed slots are left empty."""
-    starts = torch.ones_like(group, dtype=torch.bool)
-    starts[:, 1:] = group[:, 1:] != group[:, :-1]
-    slot = torch.cumsum(starts, 1) - 1
-    merged = torch.zeros_like(coverage).scatter_reduce_(1, slot[..., None].expand_as(coverage), coverage, "amax")
-    merged_colour = torch.zeros_like(colour).scatter_(1, slot[..., None].expand_as(colour), colour)
-    return merged, merged_colour
+    return image_out, alpha_out, layer_out
 
 
 def composite(images: torch.Tensor, layer: torch.Tensor) -> torch.Tensor:
@@ -723,8 +827,8 @@ def _plot(out, points, lengths, mode, line_width, color, background, fill_color)
     out.copy_(result if scale == 1 else (result * scale).round_())
 
 
-# Coverage per kind and source-over compositing, as utils/gpu_rendering.py computes them: one
-# block per tile (one thread per pixel); each thread walks its tile's pairs in drawing order.
+# Coverage per kind and source-over compositing, as the torch path above computes them: one block
+# per tile (one thread per pixel); each thread walks its tile's pairs in drawing order.
 _COMPOSITE_SOURCE = r"""
 #define SEGMENT 0
 #define BOX_FILL 1
@@ -767,10 +871,10 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
     if (kind == BOX_FILL || kind == BOX_STROKE) {
         float ax = fabsf((ox - p[0]) + gx), ay = fabsf((oy - p[1]) + gy);
         float hx = p[2], hy = p[3], r = p[4];
-        // the torch path decides "near a rounded corner" once per tile, from the tile's extreme offsets
-        float far_x = fmaxf(fabsf(ox - p[0]), fabsf((ox - p[0]) + tile_last));
-        float far_y = fmaxf(fabsf(oy - p[1]), fabsf((oy - p[1]) + tile_last));
-        bool near_corner = (far_x >= hx - r - 1.0f) && (far_y >= hy - r - 1.0f);
+        // near a rounded corner: decided once per tile, from the tile's centre, as binning does
+        float middle = 0.5f * tile_last;
+        bool near_corner = (fabsf((ox - p[0]) + middle) + (middle + 1.0f) >= hx - r)
+                           && (fabsf((oy - p[1]) + middle) + (middle + 1.0f) >= hy - r);
         if (kind == BOX_FILL) return box_fill(ax, ay, hx, hy, r, near_corner);
         float half = fmaxf(p[5], 0.5f), weight = fminf(fmaxf(2.0f * p[5], 0.0f), 1.0f);
         float inner = box_fill(ax, ay, hx - half, hy - half, fmaxf(r - half, 0.0f), near_corner);
@@ -805,16 +909,16 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
 }
 
 extern "C" __global__ void composite_tiles(
-        const long long* tile_id, const long long* tile_start, const long long* tile_count, long long n_tiles,
+        const long long* tile_start, long long n_tiles,
         const long long* primitive, const long long* kind, const float* params, const float* color,
-        const long long* group, const float* atlas, int atlas_h, int atlas_w,
-        float* image, float* layer, int height, int width, int channels, int tiles_y, int tiles_x, int tile) {
+        const long long* group, const float* atlas, int atlas_h, int atlas_w, const float* source,
+        float* image, float* alpha, float* layer, int height, int width, int channels, int tiles_y, int tiles_x,
+        int tile) {
     long long t = blockIdx.x;
     if (t >= n_tiles) return;
     int gx = threadIdx.x % tile, gy = threadIdx.x / tile;
-    long long id = tile_id[t];
-    long long frame = id / ((long long)tiles_y * tiles_x);
-    int rest = (int)(id % ((long long)tiles_y * tiles_x));
+    long long frame = t / ((long long)tiles_y * tiles_x);
+    int rest = (int)(t % ((long long)tiles_y * tiles_x));
     int row = rest / tiles_x, column = rest % tiles_x;
     int x = column * tile + gx, y = row * tile + gy;
     if (x >= width || y >= height) return;
@@ -825,7 +929,7 @@ extern "C" __global__ void composite_tiles(
     float lr = 0.0f, lg = 0.0f, lb = 0.0f, la = 0.0f;
     long long current = -1;
     float merged = 0.0f, cr = 0.0f, cg = 0.0f, cb = 0.0f, ca = 0.0f;
-    long long start = tile_start[t], count = tile_count[t];
+    long long start = tile_start[t], count = tile_start[t + 1] - start;
     for (long long k = 0; k <= count; ++k) {
         long long g = -2;
         float value = 0.0f;
@@ -849,37 +953,37 @@ extern "C" __global__ void composite_tiles(
             cr = color[p * 4]; cg = color[p * 4 + 1]; cb = color[p * 4 + 2]; ca = color[p * 4 + 3];
         }
     }
+    // every pixel of the frames is written: the layer, its alpha, and the layer over the source
     long long pixel = (frame * height + y) * (long long)width + x;
     float* out = layer + pixel * 4;
     out[0] = lr; out[1] = lg; out[2] = lb; out[3] = la;
-    float* base = image + pixel * channels;
+    alpha[pixel] = la;
+    const float* below = source + pixel * channels;
+    float* composite = image + pixel * channels;
     float keep = 1.0f - la;
-    base[0] = lr + base[0] * keep; base[1] = lg + base[1] * keep; base[2] = lb + base[2] * keep;
-    if (channels == 4) base[3] = base[3] * keep + la;
+    composite[0] = lr + below[0] * keep; composite[1] = lg + below[1] * keep; composite[2] = lb + below[2] * keep;
+    if (channels == 4) composite[3] = la + below[3] * keep;
 }
 """
 
 
-def composite_tiles_cuda(image: torch.Tensor, layer: torch.Tensor, tile_id: torch.Tensor, primitive: torch.Tensor,
-                    kind: torch.Tensor, params: torch.Tensor, color: torch.Tensor, group: torch.Tensor,
-                    atlas: torch.Tensor | None, tile: int) -> None:
-    """Composite sorted (tile, primitive) pairs into image float [B,H,W,C] and layer float [B,H,W,4]
-    (both contiguous, on one CUDA device), in place. tile_id, primitive int64 [Q] as bin_tiles
-    returns them; kind int64 [P], params float [P,10], color float [P,4], group int64 [P]."""
-    batch, height, width, channels = image.shape
-    tiles_y, tiles_x = -(-height // tile), -(-width // tile)
-    unique, counts = torch.unique_consecutive(tile_id, return_counts=True)
-    starts = torch.cumsum(counts, 0) - counts
+def composite_tiles_cuda(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer: torch.Tensor,
+                         pairs: _Pairs, prims: Primitives, atlas: torch.Tensor | None, tile: int) -> None:
+    """Composite the sorted pairs over frames float [b,H,W,C] into image float [b,H,W,C], alpha
+    float [b,H,W] and layer float [b,H,W,4] (contiguous, on frames' CUDA device), every pixel in one
+    pass: one block per tile, one thread per pixel."""
+    if not (image.is_contiguous() and alpha.is_contiguous() and layer.is_contiguous()):
+        raise ValueError("image, alpha and layer must be contiguous: the kernel writes them in place")
+    _, height, width, channels = frames.shape
+    tile_start = torch.searchsorted(pairs.tile, torch.arange(pairs.n_tiles + 1, device=frames.device))
     if atlas is None:
-        atlas = torch.zeros(1, 1, device=image.device)
-    atlas = atlas.float().contiguous()
-    args = cuda.arrays(unique, starts, counts)
-    args.append(np.int64(unique.numel()))
-    args += cuda.arrays(primitive, kind.long(), params.float(), color.float(), group.long(), atlas)
+        atlas = torch.zeros(1, 1, device=frames.device)
+    args = cuda.arrays(tile_start)
+    args.append(np.int64(pairs.n_tiles))
+    args += cuda.arrays(pairs.primitive, prims.kind.long(), prims.params.float(), prims.color.float(),
+                        prims.group.long(), atlas.float())
     args += [np.int32(atlas.shape[0]), np.int32(atlas.shape[1])]
-    if not (image.is_contiguous() and layer.is_contiguous()):
-        raise ValueError("image and layer must be contiguous: the kernel writes them in place")
-    args += cuda.arrays(image, layer)
-    args += [np.int32(v) for v in (height, width, channels, tiles_y, tiles_x, tile)]
+    args += cuda.arrays(frames.float(), image, alpha, layer)
+    args += [np.int32(v) for v in (height, width, channels, pairs.tiles_y, pairs.tiles_x, tile)]
     with cuda.stream():
-        cuda.kernel(_COMPOSITE_SOURCE, "composite_tiles")((unique.numel(),), (tile * tile,), tuple(args))
+        cuda.kernel(_COMPOSITE_SOURCE, "composite_tiles")((pairs.n_tiles,), (tile * tile,), tuple(args))
