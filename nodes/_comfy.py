@@ -31,6 +31,26 @@ def log_backend() -> None:
     logging.getLogger("rasterkit").info(backend_description(render_device()))
 
 
+def register_custom_rasterizer() -> None:
+    """Serve `import custom_rasterizer` (Hunyuan3D-2's CUDA extension) from utils/custom_rasterizer.py
+    when the real one cannot be imported, so that texture pipelines written for it run without building
+    it; RASTERKIT_NO_CUSTOM_RASTERIZER=1 turns this off."""
+    import importlib
+    import logging
+    import sys
+
+    if os.environ.get("RASTERKIT_NO_CUSTOM_RASTERIZER"):
+        return
+    try:
+        importlib.import_module("custom_rasterizer")
+    except ImportError:
+        from ..utils import custom_rasterizer
+
+        sys.modules["custom_rasterizer"] = custom_rasterizer
+        logging.getLogger("rasterkit").info("RasterKit: custom_rasterizer (Hunyuan3D-2) served by RasterKit's "
+                                            "rasterizer (RASTERKIT_NO_CUSTOM_RASTERIZER=1 turns this off)")
+
+
 def intermediate_device() -> torch.device:
     """Where node outputs live between nodes: ComfyUI's intermediate device, else the CPU."""
     mm = _model_management()
