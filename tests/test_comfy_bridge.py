@@ -47,7 +47,10 @@ def test_without_comfyui_everything_is_a_no_op():
     _comfy.Progress(3)(1)
 
 
-def test_long_batches_report_progress(fake_comfy):
+def test_long_batches_report_progress(fake_comfy, monkeypatch):
+    from rasterkit.utils import device
+
+    monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 64 << 30)  # chunk size set by the limit only
     frames = torch.zeros(34, 1024, 1024, 3)  # chunks hold at most 32 megapixels
     BoundingBoxRenderer.run(frames, boxes="[[10, 10, 100, 100]]", labels="none")
     assert fake_comfy.updates == [(32, 34), (34, 34)]
