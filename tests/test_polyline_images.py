@@ -192,3 +192,30 @@ def test_cuda_path_equals_cpu_path():
     on_cpu = R.render_polylines(smooth, 64, 96, mode="antialiased", line_width=2.5, fill_color=(1, 1, 1, 0.3))
     on_gpu = R.render_polylines(smooth.cuda(), 64, 96, mode="antialiased", line_width=2.5, fill_color=(1, 1, 1, 0.3))
     assert torch.allclose(on_gpu.cpu(), on_cpu, atol=1e-5)
+
+
+def test_batch_of_200_plots_keeps_its_gpu_budget(monkeypatch):
+    """The call that ../shared/tools/budget.py measures: <= 150 device ops, <= 2 host syncs (OpCount's,
+    plus the engine's own reads of device values, which OpCount cannot see on the CPU), no float64."""
+    from opcount import OpCount
+
+    reads = []
+    read = R._host
+    monkeypatch.setattr(R, "_host", lambda values: reads.append(values) or read(values))
+    values = torch.randn(200, 100).cumsum(1)
+    with OpCount() as count:
+        R.render_polylines(values, 224, 224)
+    assert count.launches <= 150 and count.syncs + len(reads) <= 2 and count.float64 == 0, count.summary()
+
+
+def test_no_float64_in_any_mode():
+    from opcount import OpCount
+
+    values = torch.cumsum(torch.randn(3, 30), 1)
+    xy = torch.tensor([[[-10.0, 5.0], [30.0, 20.0], [7e4, -8.0], [10.0, 47.5]]])
+    with OpCount() as count:
+        R.render_polylines(xy, 40, 50)
+        R.render_polylines(values, 3000, 3000)
+        R.render_polylines(values, 32, 48, mode="antialiased", fill_color=(0, 1, 0, 0.5), channels=3,
+                           dtype=torch.uint8)
+    assert count.float64 == 0, count.f64_ops

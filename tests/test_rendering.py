@@ -210,3 +210,43 @@ def test_cuda_path_equals_cpu_path():
         assert torch.allclose(a, b, atol=1e-5)
     resident = R.draw(images.cuda(), prims.to("cuda"))
     assert all(torch.allclose(a, b.cpu(), atol=1e-5) for a, b in zip(on_cpu, resident))
+
+
+def counted(monkeypatch, fn):
+    """OpCount of fn() (tests/opcount.py: what a GPU would launch, measured on the CPU), and the engine's
+    own reads of device values (R._host), which are host syncs that OpCount cannot see on the CPU."""
+    from opcount import OpCount
+
+    reads = []
+    read = R._host
+    monkeypatch.setattr(R, "_host", lambda values: reads.append(values) or read(values))
+    with OpCount() as count:
+        fn()
+    return count, count.syncs + len(reads)
+
+
+def test_draw_of_100_boxes_on_a_4k_frame_keeps_its_gpu_budget(monkeypatch):
+    """The call that ../shared/tools/budget.py measures: <= 200 device ops, <= 2 host syncs, no float64."""
+    torch.manual_seed(0)
+    height, width, n = 2160, 3840, 100
+    images = torch.rand(1, height, width, 3)
+    xy = torch.rand(n, 2) * torch.tensor([width - 300.0, height - 300.0])
+    xyxy = torch.cat([xy, xy + 50 + torch.rand(n, 2) * 250], 1)
+    colour = torch.tensor([[1, 0, 0, 1.0]]).expand(n, 4)
+    count, syncs = counted(monkeypatch, lambda: R.draw(images, R.rounded_boxes(
+        torch.zeros(n, dtype=torch.long), xyxy, 3.0, 12.0, colour, colour * 0.25, 0.0)))
+    assert count.launches <= 200 and syncs <= 2 and count.float64 == 0, (count.summary(), syncs)
+
+
+def test_no_float64_for_any_kind(monkeypatch):
+    g = torch.Generator().manual_seed(4)
+    frames = torch.tensor([0, 1, 1])
+    xy = torch.rand(3, 2, generator=g) * 30
+    prims = R.concat(
+        R.rounded_boxes(frames, torch.cat([xy, xy + 12], 1), 2.0, 4.0, (1, 0, 0, 1), (0, 1, 0, 0.5), corner_length=3.0),
+        R.segments(frames, xy, xy.flip(1), 2.0, (1, 1, 1, 0.7), caps="butt"),
+        R.polylines(1, torch.rand(2, 6, 2, generator=g) * 40, torch.tensor([6, 4]), 3.0, (0, 0, 1, 0.6)),
+        R.discs(frames, xy, 5.0, (1, 1, 0, 0.5), ring_width=1.5),
+        R.sprites(frames[:1], xy[:1], torch.tensor([[0, 0, 4, 4]]), (1, 1, 1, 1)))
+    count, _ = counted(monkeypatch, lambda: R.draw(torch.rand(2, H, W, 4), prims, atlas=torch.rand(4, 4)))
+    assert count.float64 == 0, count.f64_ops

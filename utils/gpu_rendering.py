@@ -270,9 +270,8 @@ def _box_coverage(p, origin, g, counts):
     """Coverage of box pairs of classes _BOX_FILL, _BOX_STROKE, _BOX_STROKE_CORNER, _BOX_FILL_CORNER,
     counts [4] of each, in that order. Both are an outer box less an inner one: a fill is its box less
     nothing, an outline the box grown by half the stroke width less the box shrunk by as much. Coverage
-    is separable except in tiles near a rounded corner, where a box whose radius is >= 1 is evaluated
-    from its rounded distance (binning puts a tile near a corner only where the fill's, or the
-    outline's outer, radius is >= 1)."""
+    is separable except in tiles near a corner, where a box whose radius is >= 1 is evaluated from its
+    rounded distance."""
     fills, strokes, stroke_corners, fill_corners = counts
     stroke = slice(fills, fills + strokes + stroke_corners)
 
@@ -413,15 +412,15 @@ def _classify(prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, 
 
 
 def _classify_boxes(p, to_centre, kind, per_kind, tile):
-    """The classes of pairs of box fills and strokes (see _classify). A tile is near a rounded corner
-    where its farthest pixel centres (|to_centre| + (T-1)/2 on each axis, as the CUDA kernel measures
-    them) reach both corner bands, and the fill's (the outline's outer) radius is >= 1. A fill covers
-    the tiles inside its straight parts; an outline misses those (stroke half width + 1) further in."""
+    """The classes of pairs of box fills and strokes (see _classify). A tile is near a corner where its
+    farthest pixel centres (|to_centre| + (T-1)/2 on each axis, as the CUDA kernel measures them) reach
+    both corner bands. A fill covers the tiles inside its straight parts; an outline misses those
+    (stroke half width + 1) further in."""
     stroke = (kind == BOX_STROKE)[:, None] if per_kind[BOX_FILL] and per_kind[BOX_STROKE] else bool(per_kind[BOX_STROKE])
     distance = to_centre.abs()
-    straight, radius, half = p[:, 2:4] - p[:, 4:5], p[:, 4:5], p[:, 5:6]
-    near = ((distance + ((tile - 1) / 2 + 1) >= straight) & (radius + half.clamp_min(0.5) * stroke >= 1)).all(1)
-    inner = (distance + (half + 0.5) * stroke + (tile / 2 + 0.5) <= straight).all(1)
+    straight = p[:, 2:4] - p[:, 4:5]
+    near = (distance + ((tile - 1) / 2 + 1) >= straight).all(1)
+    inner = (distance + (p[:, 5:6] + 0.5) * stroke + (tile / 2 + 0.5) <= straight).all(1)
     fill = (near * (_BOX_FILL_CORNER - _BOX_FILL) + _BOX_FILL).masked_fill_(inner, _SOLID)
     outline = (near + _BOX_STROKE).masked_fill_(inner, _MISSED)
     if not per_kind[BOX_STROKE]:
@@ -605,11 +604,16 @@ def composite(images: torch.Tensor, layer: torch.Tensor) -> torch.Tensor:
 
 # -- batch polyline images ----------------------------------------------------------------------------
 
+def _finite(values: torch.Tensor) -> torch.Tensor:
+    """isfinite in two elementwise operations (x - x is 0 only for finite x)."""
+    return (values - values) == 0
+
+
 def _value_range(values: torch.Tensor, lengths: torch.Tensor, scale: str):
     """Per image (low, high) [B,1] of the finite y values within each length; "shared": over all."""
-    finite = (torch.arange(values.shape[1], device=values.device)[None] < lengths[:, None]) & torch.isfinite(values)
-    low = torch.where(finite, values, float("inf")).amin(1, keepdim=True)
-    high = torch.where(finite, values, -float("inf")).amax(1, keepdim=True)
+    ignored = ~((torch.arange(values.shape[1], device=values.device)[None] < lengths[:, None]) & _finite(values))
+    low = values.masked_fill(ignored, float("inf")).amin(1, keepdim=True)
+    high = values.masked_fill(ignored, -float("inf")).amax(1, keepdim=True)
     if scale == "shared":
         low, high = low.amin(0, keepdim=True).expand_as(low), high.amax(0, keepdim=True).expand_as(high)
     return low, high
@@ -623,89 +627,130 @@ def _series_points(values: torch.Tensor, lengths: torch.Tensor, low, high, heigh
     batch, steps = values.shape[:2]
     valid = torch.arange(steps, device=values.device)[None] < lengths[:, None]
     if values.ndim == 3:
-        return torch.where(valid[..., None] & torch.isfinite(values), values, float("nan"))
-    finite = valid & torch.isfinite(values)
-    span = high - low
-    unit = torch.where(span > 0, (values - low) / torch.where(span > 0, span, 1), 0.5)
+        return values.masked_fill(~(valid[..., None] & _finite(values)), float("nan"))
+    unit = ((values - low) / (high - low)).nan_to_num_(0.5)  # a flat series: 0 / 0
     y = (height - 0.5) - unit * (height - 1)
     x = 0.5 + torch.arange(steps, device=values.device)[None] * (width - 1) / (lengths[:, None] - 1).clamp_min(1)
-    return torch.where(finite[..., None], torch.stack([x.expand(batch, -1), y], -1), float("nan"))
+    return torch.stack([x.expand(batch, -1), y], -1).masked_fill_(~(valid & _finite(values))[..., None], float("nan"))
+
+
+_PIECE = 8  # Bresenham steps per piece: dense [piece, pieces] operations, no per-pixel gathers
+
+
+@dataclass
+class _Lines:
+    """Bresenham's algorithm for every segment of B polylines, up to the enumeration of its pixels.
+
+    columns [k,S]: per segment (S = B * (T-1), image after image) the major extent (>= 1) and twice
+    it, twice the minor one, the first and last step, then the values a step's pixel is computed from
+    (see _line_pixels), all float32 when exact (`flat`: every point inside a frame of at most 2**23
+    pixels), else int64. segment, rank int64 [P]: the pieces of _PIECE steps, each with its segment
+    and its rank in it; piece_start: the first piece of each image and the number of pieces (host
+    ints)."""
+
+    columns: torch.Tensor
+    segment: torch.Tensor
+    rank: torch.Tensor
+    piece_start: list
+    flat: bool
+
+
+def _lines(points: torch.Tensor, height: int, width: int, inside: bool = False) -> _Lines:
+    """The segments of B polylines, points float [B,T,2] (NaN = gap, T >= 2): pixel (i, j) spans
+    [i, i+1) x [j, j+1), so a segment joins the pixels that hold its ends. inside: every finite point
+    is known to lie in the frame (else a host sync checks). Waits for the device once for the sizes."""
+    batch, steps = points.shape[:2]
+    ends = points.floor()
+    finite = _finite(ends[..., 0] + ends[..., 1])
+    ok = finite[:, :-1] & finite[:, 1:]
+    size = torch.tensor([width, height], device=points.device, dtype=points.dtype)
+    # the common case in float32 (exact: Bresenham's numerators stay below 2**24), else int64
+    flat = 2 * height * width <= 2**24 and (inside or bool(((ends >= 0) & (ends < size)).all(-1).logical_or_(~finite).all()))
+    ends = ends.nan_to_num(0.0, 0.0, 0.0)  # segments with a non-finite end get no step
+    if not flat:  # far points clamped: exact within 2**29 px
+        ends = ends.clamp(-2**29, 2**29).long()
+    a, delta = ends[:, :-1], ends[:, 1:] - ends[:, :-1]
+    size_of = delta.abs()
+    major_is_x = size_of[..., 0] >= size_of[..., 1]
+    major, minor = size_of.amax(-1), size_of.amin(-1)
+    unit = delta.sign()
+    # x and y moved by one step along the longer axis of each segment, and by one along the shorter
+    major_step = unit * torch.stack([major_is_x, ~major_is_x], -1)
+    minor_step = unit - major_step
+    if flat:  # all inside the frame: flat indices within the image, strides 1 along x and W along y
+        strides = torch.tensor([1.0, width], device=points.device)
+        first, last = torch.zeros_like(major), major
+        per_segment = [major_step @ strides, minor_step @ strides, a[..., 1] * width + a[..., 0]]
+    else:  # segments that leave the frame: only the steps whose major coordinate is inside it
+        start = torch.where(major_is_x, a[..., 0], a[..., 1])
+        direction = torch.where(major_is_x, unit[..., 0], unit[..., 1])
+        extent = torch.where(major_is_x, width, height)
+        # steps s with start + direction * s in [0, extent); a one-pixel segment (direction 0) has step 0
+        first = torch.where(direction > 0, -start, start - (extent - 1))
+        last = torch.where(direction > 0, extent - 1 - start, start)
+        point_inside = (start >= 0) & (start < extent)
+        first = torch.where(direction == 0, (~point_inside).long(), first.clamp_min(0))
+        last = torch.where(direction == 0, 0, torch.minimum(last, major))
+        per_segment = [a[..., 0], a[..., 1], *major_step.unbind(-1), *minor_step.unbind(-1)]
+    pieces = torch.div(last - first, _PIECE, rounding_mode="floor").long().add_(1).clamp_min_(0).mul_(ok)
+    length = major.clamp_min(1)
+    columns = torch.stack([length, 2 * length, 2 * minor, first, last, *per_segment]).view(5 + len(per_segment), -1)
+    piece_start = [0] + np.cumsum(_host(pieces.sum(1))).tolist()
+    segment, rank = expand_counts(pieces.view(-1), piece_start[-1])
+    return _Lines(columns, segment, rank, piece_start, flat)
+
+
+def _line_pixels(lines: _Lines, start: int, stop: int, height: int, width: int) -> torch.Tensor:
+    """Flat indices int64 [N] (within images start .. stop-1: (b - start)*H*W + y*W + x) of the pixels
+    that Bresenham's algorithm draws for their segments, image after image; where segments meet, a
+    pixel is listed twice. Steps outside the frame are listed as (stop - start)*H*W, past the last
+    pixel, when the lines leave the frame (not lines.flat)."""
+    pieces = slice(lines.piece_start[start], lines.piece_start[stop])
+    segment = lines.segment[pieces]
+    step, offset, rest = _dda_steps(lines.columns, segment, lines.rank[pieces])
+    per_image = lines.columns.shape[1] // (len(lines.piece_start) - 1)
+    image = segment // per_image - start
+    if lines.flat:
+        along, across, base = rest
+        local = offset.mul_(across).addcmul_(step, along).add_(base).long()
+        return local.add_(image * (height * width)).T.reshape(-1)
+    x0, y0, major_x, major_y, minor_x, minor_y = rest
+    x = x0 + step * major_x + offset * minor_x
+    y = y0 + step * major_y + offset * minor_y
+    pixel = (image * height + y) * width + x
+    outside = (x < 0) | (x >= width) | (y < 0) | (y >= height)
+    return pixel.masked_fill_(outside, (stop - start) * height * width).T.reshape(-1)
 
 
 def _bresenham(points: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """Flat indices (b*H*W + y*W + x) int64 [N] of the pixels that Bresenham's algorithm draws for
-    every segment of every polyline, all segments at once; where segments meet, a pixel is listed
-    twice. points float [B,T,2], NaN = gap; pixel (i, j) spans [i, i+1) x [j, j+1), so a segment
-    joins the pixels that hold its ends. Pixels outside the frame are left out."""
-    batch, steps = points.shape[:2]
-    ends = points.floor()
-    finite = torch.isfinite(ends[..., 0] + ends[..., 1])
-    ok = finite[:, :-1] & finite[:, 1:]
-    image = torch.arange(batch, device=points.device)[:, None].expand(batch, steps - 1)[ok]
-    size = torch.tensor([width, height], device=points.device, dtype=points.dtype)
-    # the common case in float32 (exact: Bresenham's numerators stay below 2**24), else float64
-    fast = 2 * height * width <= 2**24 and bool(((ends >= 0) & (ends < size)).all(-1).logical_or_(~finite).all())
-    a, b = ends[:, :-1][ok], ends[:, 1:][ok]
-    if not fast:
-        a, b = a.double(), b.double()
-    delta = b - a
-    major_is_x = delta[:, 0].abs() >= delta[:, 1].abs()
-    unit = delta.sign()
-    # x and y moved by one step along the longer axis of each segment, and by one along the shorter
-    major_step = torch.stack([torch.where(major_is_x, unit[:, 0], 0), torch.where(major_is_x, 0, unit[:, 1])], 1)
-    minor_step = unit - major_step
-    major = torch.where(major_is_x, delta[:, 0], delta[:, 1]).abs()
-    minor = torch.where(major_is_x, delta[:, 1], delta[:, 0]).abs()
-    if fast:  # all inside the frame: flat indices directly, strides 1 along x and W along y
-        strides = torch.tensor([1.0, width], device=points.device)
-        base = (image * height + a[:, 1].long()) * width + a[:, 0].long()
-        small = batch * height * width <= 2**24  # flat indices exact in float32 too: one pass fewer
-        segment, step, offset, (along, across, *base_float) = _dda_steps(
-            major, minor, torch.zeros_like(major), major, major_step @ strides, minor_step @ strides,
-            *((base.float(),) if small else ()))
-        local = offset.mul_(across).addcmul_(step, along)
-        flat = local.add_(base_float[0]).long() if small else local.long().add_(base[segment])
-        return flat.view(-1)
-    # segments that leave the frame: only the steps whose major coordinate is inside it
-    start = torch.where(major_is_x, a[:, 0], a[:, 1])
-    direction = torch.where(major_is_x, unit[:, 0], unit[:, 1])
-    extent = torch.where(major_is_x, width, height).double()
-    # steps s with start + direction * s in [0, extent); a one-pixel segment (direction 0) has step 0
-    lowest = torch.where(direction > 0, -start, start - (extent - 1))
-    highest = torch.where(direction > 0, extent - 1 - start, start)
-    point_inside = (start >= 0) & (start < extent)
-    lowest = torch.where(direction == 0, torch.where(point_inside, 0.0, 1.0).double(), lowest.clamp_min(0))
-    highest = torch.where(direction == 0, 0.0, torch.minimum(highest, major))
-    segment, step, offset, (x0, y0, major_x, major_y, minor_x, minor_y) = _dda_steps(
-        major, minor, lowest, highest, a[:, 0], a[:, 1], *major_step.T, *minor_step.T)
-    x = x0 + step * major_x + offset * minor_x
-    y = y0 + step * major_y + offset * minor_y
-    keep = (x >= 0) & (x < width) & (y >= 0) & (y < height)
-    return ((image[segment] * height + y.long()) * width + x.long())[keep]
+    every segment of every polyline (points float [B,T,2], NaN = gap), all segments at once. Pixels
+    outside the frame are left out."""
+    if points.shape[1] < 2:
+        return torch.zeros(0, dtype=torch.int64, device=points.device)
+    lines = _lines(points, height, width)
+    pixel = _line_pixels(lines, 0, points.shape[0], height, width)
+    return pixel if lines.flat else pixel[pixel < points.shape[0] * height * width]
 
 
-def _dda_steps(major: torch.Tensor, minor: torch.Tensor, first: torch.Tensor, last: torch.Tensor,
-               *per_segment: torch.Tensor, piece: int = 8):
-    """Bresenham's steps first..last of S segments whose ends are `major` >= `minor` >= 0 pixels
-    apart along the longer and the shorter axis (float [S], whole numbers). Each segment is cut into
-    pieces of `piece` steps, so that per pixel there are only dense [piece, pieces] operations and no
-    gathers. Returns segment int64 [P] (the segment of each piece), step [piece,P] (steps along the
-    major axis; the last one repeated to fill the last piece), offset [piece,P] (the step along the
-    minor axis that Bresenham picks: step * minor / major rounded half up), and the `per_segment`
-    values [S] as [1,P] rows, for each piece. A segment with last < first has no steps."""
-    pieces = torch.div(last - first, piece, rounding_mode="floor").long().add_(1).clamp_min_(0)
-    segment, rank = expand_counts(pieces)  # rank: which piece of its segment (int64: P may pass 2**24)
+def _dda_steps(columns: torch.Tensor, segment: torch.Tensor, rank: torch.Tensor, piece: int = _PIECE):
+    """Bresenham's steps of pieces of `piece` steps of segments (columns [5+k,S] as _Lines holds them:
+    the major extent (>= 1), twice it, twice the minor extent, first and last step, then k values),
+    the pieces given by segment and rank int64 [P], so that per pixel there are only dense [piece, P]
+    operations and no gathers. Returns step [piece,P] (steps along the major axis; the last one
+    repeated to fill the last piece), offset [piece,P] (the step along the minor axis that Bresenham
+    picks: step * minor / major rounded half up), and the k values as [1,P] rows."""
     # one gather for every per-segment value a piece needs
-    columns = torch.stack([first, last, 2 * minor, major.clamp_min(1), *per_segment])
-    columns = columns.index_select(1, segment)[:, None]  # [4 + k, 1, P]
-    first, last, twice_minor, length = columns[:4]
-    start = first + rank.to(major.dtype) * piece
+    length, double_length, twice_minor, first, last, *rest = columns.index_select(1, segment)[:, None]  # [1, P]
     # [piece, P]: long rows of P make fast elementwise loops (rows of `piece` would not)
-    step = torch.minimum(start + torch.arange(piece, device=major.device, dtype=major.dtype)[:, None], last)
-    # (2 step minor + major) // (2 major), in floating point: numerator and denominator are whole
-    # numbers held exactly, and a correctly rounded quotient is a whole number only if it is exact
-    offset = torch.addcmul(length, step, twice_minor).div_(2 * length).floor_()
-    return segment, step, offset, columns[4:]
+    step = torch.minimum(first + rank * piece + torch.arange(piece, device=columns.device)[:, None], last)
+    if columns.dtype.is_floating_point:
+        # (2 step minor + major) // (2 major), in floating point: numerator and denominator are whole
+        # numbers held exactly, and a correctly rounded quotient is a whole number only if it is exact
+        offset = torch.addcmul(length, step, twice_minor).div_(double_length).floor_()
+    else:
+        offset = torch.addcmul(length, step, twice_minor).div_(double_length, rounding_mode="floor")
+    return step, offset, rest
 
 
 def _fill_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
@@ -774,6 +819,12 @@ def render_polylines(values, height: int, width: int, lengths: torch.Tensor | No
     lengths = torch.full((batch,), steps, dtype=torch.long) if lengths is None else lengths.long().clamp(0, steps)
     low, high = _value_range(values.float(), lengths.to(home), scale) if values.ndim == 2 else (None, None)
     out = torch.empty((batch, height, width) + ((3,) if channels == 3 else ()), dtype=dtype, device=home)
+    # CPU chunks of 4 M pixels keep the per-pixel temporaries in a 1 MB L2 cache: measured 2x faster
+    # per image than 16 M or 64 M on a 2-core EPYC
+    limit = max(1, ((4 << 20) if device.type == "cpu" else (256 << 20)) // (height * width))
+    if mode == "aliased" and channels == 1 and fill_color is None:
+        _plot_lines(out, values, lengths, low, high, color, device, limit, on_progress)
+        return out
 
     def plot(start, stop, dev):
         chunk = slice(start, stop)
@@ -784,11 +835,37 @@ def render_polylines(values, height: int, width: int, lengths: torch.Tensor | No
         if dev != home:
             out[chunk] = target.to(home)
 
-    # CPU chunks of 4 M pixels keep the per-pixel temporaries in a 1 MB L2 cache: measured 2x faster
-    # per image than 16 M or 64 M on a 2-core EPYC
-    pixels = (4 << 20) if device.type == "cpu" else (256 << 20)
-    run_chunked(plot, batch, height * width * 4 * 12, device, on_progress, limit=max(1, pixels // (height * width)))
+    run_chunked(plot, batch, height * width * 4 * 12, device, on_progress, limit=limit)
     return out
+
+
+def _plot_lines(out, values, lengths, low, high, color, device, limit, on_progress) -> None:
+    """The fast path of render_polylines: 1-px aliased lines into out [B,H,W] (float 0..1 or uint8),
+    pixels written once each, straight into the output. The segments of the whole batch are set up at
+    once (one transfer, one host sync for their sizes); chunks of images enumerate their pixels."""
+    batch, height, width = out.shape
+    home = out.device
+    scale = 1.0 if out.dtype.is_floating_point else 255.0
+    value = float(color[3]) * scale
+    value = value if scale == 1 else round(value)
+    on = lambda t: None if t is None else t.to(device)  # noqa: E731
+    points = _series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
+    lines = _lines(points, height, width, inside=values.ndim == 2) if values.shape[1] > 1 else None
+
+    def plot(start, stop, dev):
+        target = out[start:stop] if dev == home else torch.empty(out[start:stop].shape, dtype=out.dtype, device=dev)
+        target.zero_()
+        if lines is not None:
+            pixels = _line_pixels(lines, start, stop, height, width).to(dev)
+            if lines.flat:
+                target.view(-1).index_fill_(0, pixels, value)
+            else:  # steps outside the frame land one past its last pixel
+                canvas = torch.zeros(target.numel() + 1, dtype=out.dtype, device=dev).index_fill_(0, pixels, value)
+                target.copy_(canvas[:-1].view_as(target))
+        if dev != home:
+            out[start:stop] = target.to(home)
+
+    run_chunked(plot, batch, height * width * 4 * 12, device, on_progress, limit=limit)
 
 
 def _plot(out, points, lengths, mode, line_width, color, background, fill_color):
@@ -797,13 +874,6 @@ def _plot(out, points, lengths, mode, line_width, color, background, fill_color)
     device = points.device
     color = torch.as_tensor(color, dtype=torch.float32, device=device)
     scale = 1.0 if out.dtype.is_floating_point else 255.0
-    if mode == "aliased" and out.ndim == 3 and fill_color is None:
-        # the fast path: pixels written once each, straight into the output
-        out.zero_()
-        if points.shape[1] > 1:
-            value = float(color[3]) * scale
-            out.view(-1).index_fill_(0, _bresenham(points, height, width), value if scale == 1 else round(value))
-        return
     if mode == "aliased":
         line = torch.zeros(batch * height * width, device=device)
         if points.shape[1] > 1:
