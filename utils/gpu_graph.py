@@ -121,7 +121,7 @@ def _grid_rows(sorted_xy, sorted_ids, xy, own, first, count, total, width, k, de
     the k-th distance is tied by a point beyond the k + 1 nearest read, which may have a lower id.
     Candidates run down the columns ([W,R]: vectorised scans over points), and large temporaries
     are int32 and updated in place (fresh memory costs more than arithmetic on a CPU)."""
-    rows, runs = count.shape
+    rows = count.shape[0]
     column = torch.arange(width, dtype=torch.int32, device=xy.device)[:, None]
     # sorted position of every candidate: its column plus its run's offset, a step function of
     # the column that a cumulative sum of the steps at the run starts builds. Past its total a
@@ -225,7 +225,7 @@ def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_
 
     xy float [T,N,2], visible bool [T,N] -> distance float32 [T,N,k] (inf where there are fewer)
     and index int64 [T,N,k] (-1 there), nearest first; equal distances go to the lower index.
-    Chunks of frames are searched at once, on xy's device, with two host syncs a chunk. (faiss,
+    Chunks of frames are searched at once, on xy's device, with at most two host syncs a chunk. (faiss,
     one index per frame, was measured slower than this for N >= 1000 on CPU: bench/bench_links.py.)
     """
     frames, n = visible.shape
