@@ -598,10 +598,11 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
 
 class _Schedule:
     """What the host decides for a shape from the shape before it: the row slots of each scoring
-    stage and family (what the last shape needed, to the next level up), and the climbing rounds
-    (the rounds the last shape's climbs took, and two more; half as many again when they were cut).
+    stage and family (what the last shape needed, one level up for random candidates and two for
+    climbs, whose sizes change more from shape to shape), and the climbing rounds (the rounds the
+    last shape's climbs took, half as many again and two more; twice as many when they were cut).
     Rows past the slots are not scored (`score`), so a shape much larger than the last one passes
-    over a few candidates; the slots follow in the next shape."""
+    over some moves (as failed ones); the slots follow in the next shape."""
 
     MIN_ROUNDS = 4
     FIRST_ROUNDS = 32
@@ -633,10 +634,11 @@ class _Schedule:
         image is still active."""
         for i, group in enumerate(self.groups):
             level = (word >> (12 + self.LEVEL_BITS * i)) & (2 ** self.LEVEL_BITS - 1)
-            self.slots[group] = math.ceil(256 * 2 ** ((level + 1) / self.SLOT_LEVELS))
+            margin = 1 if group[0] == "random" else 2
+            self.slots[group] = math.ceil(256 * 2 ** ((level + margin) / self.SLOT_LEVELS))
         climbed = (word >> 2) & 1023
         cut = bool(word & 2)
-        self.rounds = min(MAX_ROUNDS, self.rounds + self.rounds // 2 if cut else max(self.MIN_ROUNDS, climbed + 2))
+        self.rounds = min(MAX_ROUNDS, 2 * self.rounds if cut else max(self.MIN_ROUNDS, climbed + climbed // 2 + 2))
         return bool(word & 1)
 
 
@@ -737,17 +739,11 @@ def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tab
         moved_change, _, rows = score(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity,
                                       climbing[parent])
         best_change, best_move = moved_change.view(count, mutations).min(1)
-        improved = climbing & (best_change < change)
-        # a climb stops when all its moves were scored and failed (moves past the slots were not)
-        scored = torch.isfinite(moved_change)
-        if QUADRATIC in kinds:
-            scored = scored | ~_valid(mutant_kind, moved, kinds)
-        scored = scored.view(count, mutations).all(1)
+        climbing = climbing & (best_change < change)
         pick = first_move + best_move
-        params = torch.where(improved[:, None], moved[pick], params)
-        alpha = torch.where(improved, moved_alpha[pick], alpha)
-        change = torch.where(improved, best_change, change)
-        climbing = improved | (climbing & ~scored)
+        params = torch.where(climbing[:, None], moved[pick], params)
+        alpha = torch.where(climbing, moved_alpha[pick], alpha)
+        change = torch.where(climbing, best_change, change)
         climbed = climbed + climbing.any()
         needed = {family: torch.maximum(needed.get(family, rows[family]), rows[family]) for family in rows}
     winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
