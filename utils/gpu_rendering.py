@@ -502,6 +502,8 @@ def _composite_layer(layer: torch.Tensor, prims: Primitives, pairs: _Pairs, atla
     stats = _host(torch.cat([class_start, torch.stack([shapes_per_tile.sum(), shapes_per_tile.amax()])]))
     class_counts = [b - a for a, b in zip(stats[:_N_CLASSES], stats[1:_N_CLASSES + 1])]
     kept, (n_shapes, depth) = stats[_MISSED], stats[_N_CLASSES + 1:]
+    if kept == 0:
+        return
     tile_id, primitive = pairs.tile[:kept], pairs.primitive[:kept]
     g = torch.arange(tile, device=device)
     coverage = _pair_coverage(prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g)
