@@ -469,16 +469,16 @@ def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int 
 
 # -- compositing -------------------------------------------------------------------------------------
 
-def _transmittance_above(clear: torch.Tensor, tile: torch.Tensor, changed: torch.Tensor, depth: int) -> torch.Tensor:
-    """Per entry of clear [m,N] (1 - alpha of shapes sorted by tile [m], bottom to top; changed [m-1]:
-    tile[1:] != tile[:-1]), the product of clear over the entries above it in its tile, for tiles of at
-    most `depth` entries. By doubling: once each entry holds the product over the next `step` entries
-    of its tile, multiplying in the one `step` further on extends it to the next 2 * step."""
-    one = torch.ones((), device=clear.device)
-    above = torch.empty_like(clear)
+def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch.Tensor, depth: int) -> torch.Tensor:
+    """Per entry of alpha [m,N] (shapes sorted by tile [m], bottom to top; changed [m-1]: tile[1:] !=
+    tile[:-1]), the product of 1 - alpha over the entries above it in its tile, for tiles of at most
+    `depth` entries. By doubling: once each entry holds the product over the next `step` entries of
+    its tile, multiplying in the one `step` further on extends it to the next 2 * step."""
+    above = torch.empty_like(alpha)
     above[-1:] = 1.0
-    torch.where(changed[:, None], one, clear[1:], out=above[:-1])
-    step, factor = 1, torch.empty_like(clear)  # one buffer for every pass's factors
+    torch.sub(1.0, alpha[1:], out=above[:-1]).masked_fill_(changed[:, None], 1.0)
+    one = torch.ones((), device=alpha.device)
+    step, factor = 1, torch.empty_like(alpha)  # one buffer for every pass's factors
     while step < depth - 1:
         torch.where((tile[step:] != tile[:-step])[:, None], one, above[step:], out=factor[step:])
         above[:-step] *= factor[step:]
@@ -516,8 +516,8 @@ def _composite_layer(layer: torch.Tensor, prims: Primitives, pairs: _Pairs, atla
             0, shape.masked_fill_(~new_shape[:kept], n_shapes), torch.arange(kept, device=device))[:n_shapes]
         colour, tile_id = colour[first], tile_id[first]
         changed = tile_id[1:] != tile_id[:-1]
-    alpha = coverage * colour[:, 3:]
-    weight = alpha.mul_(_transmittance_above(1 - alpha, tile_id, changed, depth))  # what reaches the viewer
+    alpha = coverage.mul_(colour[:, 3:])
+    weight = alpha.mul_(_transmittance_above(alpha, tile_id, changed, depth))  # what reaches the viewer
     # [frames * tile rows, T, tile columns, T, 4]: a tile is T runs of T * 4 contiguous values
     layer.view(-1, tile, pairs.tiles_x, tile, 4).index_put_(
         ((tile_id // pairs.tiles_x)[:, None], g[None], (tile_id % pairs.tiles_x)[:, None]),
