@@ -258,3 +258,20 @@ def test_primitive_mesh_plays_its_build_up(page):
     assert page.evaluate(f"{player}.picture.src") != first
     screenshot(page, "primitive_player")
     assert not page.errors, page.errors
+
+
+def test_load_mesh_uploads_a_file_and_selects_it(page):
+    """The upload button's file picker sends the mesh to input/3d; the node's list then holds it, selected,
+    and the workflow runs with it."""
+    load(page, ROOT / "example_workflows" / "mesh.json")
+    loader = "window.app.graph._nodes.find(n => n.type === 'RasterKit_LoadMesh')"
+    assert page.evaluate(f"{loader}.widgets.some(w => w.name === 'upload mesh')")
+    name = f"browser_upload_{int(time.time())}.obj"
+    with page.expect_file_chooser() as chooser:
+        page.evaluate(f"{loader}.widgets.find(w => w.name === 'upload mesh').callback()")
+    chooser.value.set_files(files=[{"name": name, "mimeType": "text/plain",
+                                    "buffer": (ROOT / "example_workflows" / "assets" / "rasterkit_torus.obj").read_bytes()}])
+    page.wait_for_function(f"{loader}.widgets.find(w => w.name === 'mesh_file').value === '3d/{name}'", timeout=30_000)
+    assert page.evaluate(f"{loader}.widgets.find(w => w.name === 'mesh_file').options.values.includes('3d/{name}')")
+    assert output_images(queue_and_wait(page))
+    assert not page.errors, page.errors
