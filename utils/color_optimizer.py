@@ -598,9 +598,8 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
 
 class _Schedule:
     """What the host decides for a shape from the shape before it: the row slots of each scoring
-    stage and family (what the last shape needed, one level up for random candidates and two for
-    climbs, whose sizes change more from shape to shape), and the climbing rounds (the rounds the
-    last shape's climbs took, half as many again and two more; twice as many when they were cut).
+    stage and family (what the last shape needed, to the next level up), and the climbing rounds
+    (the rounds the last shape's climbs took, and two more; half as many again when they were cut).
     Rows past the slots are not scored (`score`), so a shape much larger than the last one passes
     over some moves (as failed ones); the slots follow in the next shape."""
 
@@ -634,11 +633,10 @@ class _Schedule:
         image is still active."""
         for i, group in enumerate(self.groups):
             level = (word >> (12 + self.LEVEL_BITS * i)) & (2 ** self.LEVEL_BITS - 1)
-            margin = 1 if group[0] == "random" else 2
-            self.slots[group] = math.ceil(256 * 2 ** ((level + margin) / self.SLOT_LEVELS))
+            self.slots[group] = math.ceil(256 * 2 ** ((level + 1) / self.SLOT_LEVELS))
         climbed = (word >> 2) & 1023
         cut = bool(word & 2)
-        self.rounds = min(MAX_ROUNDS, 2 * self.rounds if cut else max(self.MIN_ROUNDS, climbed + climbed // 2 + 2))
+        self.rounds = min(MAX_ROUNDS, self.rounds + self.rounds // 2 if cut else max(self.MIN_ROUNDS, climbed + 2))
         return bool(word & 1)
 
 
