@@ -610,8 +610,12 @@ class _Schedule:
 
     def __init__(self, kinds, random_count: int, climb_count: int, height: int):
         self.groups = [(stage, family) for stage in ("random", "climb") for family in _families(kinds)]
+        # the first shape: every row of every candidate, shared out among the families (twice each
+        # family's share of the kinds: random kinds are drawn evenly)
         full = {"random": random_count * height, "climb": climb_count * height}
-        self.slots = {group: full[group[0]] for group in self.groups}
+        share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds))
+                 for family in _families(kinds)}
+        self.slots = {(stage, family): math.ceil(full[stage] * share[family]) for stage, family in self.groups}
         self.rounds = min(MAX_ROUNDS, self.FIRST_ROUNDS)
 
     def capacity(self, stage: str) -> dict:
