@@ -1,4 +1,6 @@
-"""(A copy of ../shared/tools/opcount.py, so that CI checks the op budgets of the GPU issues.)
+"""(A copy of ../shared/tools/opcount.py, so that CI checks the op budgets of the GPU issues, with one
+addition: Tensor.tolist() and Tensor.numpy() count as host syncs. On a GPU they copy to the host and
+wait, but on the CPU they dispatch no op, so the shared tool does not see them.)
 Count what a call would cost on a GPU, measured on the CPU: device ops (~kernel launches), host
 syncs (ops that make the host wait for the device on CUDA) and float64 ops (absent on MPS, 1/64
 rate on consumer NVIDIA cards). A GPU-free proxy for launch-bound designs.
@@ -28,12 +30,33 @@ SYNCS = {
 }
 
 
+# Tensor methods that read device memory on the host without dispatching an op on the CPU
+HOST_READS = ("tolist", "numpy")
+
+
 class OpCount(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.ops = Counter()
         self.sync_ops = Counter()
         self.f64_ops = Counter()
+
+    def __enter__(self):
+        self._host_reads = {name: getattr(torch.Tensor, name) for name in HOST_READS}
+        for name, method in self._host_reads.items():
+            setattr(torch.Tensor, name, self._counted(name, method))
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for name, method in self._host_reads.items():
+            setattr(torch.Tensor, name, method)
+        return super().__exit__(*exc)
+
+    def _counted(self, name, method):
+        def read(tensor, *args, **kwargs):
+            self.sync_ops[name] += 1
+            return method(tensor, *args, **kwargs)
+        return read
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

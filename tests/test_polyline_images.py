@@ -194,18 +194,15 @@ def test_cuda_path_equals_cpu_path():
     assert torch.allclose(on_gpu.cpu(), on_cpu, atol=1e-5)
 
 
-def test_batch_of_200_plots_keeps_its_gpu_budget(monkeypatch):
-    """The call that ../shared/tools/budget.py measures: <= 150 device ops, <= 2 host syncs (OpCount's,
-    plus the engine's own reads of device values, which OpCount cannot see on the CPU), no float64."""
+def test_batch_of_200_plots_keeps_its_gpu_budget():
+    """The call that ../shared/tools/budget.py measures: <= 150 device ops, <= 2 host syncs (the engine's
+    .tolist() reads of device values included: tests/opcount.py counts them), no float64."""
     from opcount import OpCount
 
-    reads = []
-    read = R._host
-    monkeypatch.setattr(R, "_host", lambda values: reads.append(values) or read(values))
     values = torch.randn(200, 100).cumsum(1)
     with OpCount() as count:
         R.render_polylines(values, 224, 224)
-    assert count.launches <= 150 and count.syncs + len(reads) <= 2 and count.float64 == 0, count.summary()
+    assert count.launches <= 150 and count.syncs <= 2 and count.float64 == 0, count.summary()
 
 
 def test_no_float64_in_any_mode():
