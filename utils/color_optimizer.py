@@ -410,9 +410,9 @@ def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | No
         if s is None:  # one span [left, right) per row: the difference of two prefixes, exact in int32
             at = at.t().contiguous()
             per_row = terms.prefix.index_select(0, at[1]) - terms.prefix.index_select(0, at[0])
-        else:  # the negated transitions weigh the prefixes
+        else:  # the negated transitions weigh the prefixes (in int32: a product is a prefix or its negation)
             values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
-            per_row = (-s[..., None].long() * values).sum(1)
+            per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
         # rows of a shape are consecutive slots: its sums are differences of an exact running sum
         # (taken along contiguous memory: terms first)
         running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
@@ -601,22 +601,50 @@ class _Schedule:
     stage and family (what the last shape needed, to the next level up), and the climbing rounds
     (the rounds the last shape's climbs took, and two more; half as many again when they were cut).
     Rows past the slots are not scored (`score`), so a shape much larger than the last one passes
-    over some moves (as failed ones); the slots follow in the next shape."""
+    over some moves (as failed ones); the slots follow in the next shape.
+
+    The first shape has no shape before it. Its random candidates get every row, shared out among
+    the kinds' families; where there are several families, the host reads which families its
+    parents are of and gives each family every row of its parents' mutations (the last shape's
+    status is not read: the host reads the device as many times as there are shapes)."""
 
     MIN_ROUNDS = 4
     FIRST_ROUNDS = 32
     SLOT_LEVELS = 4          # slot capacities are 256 * 2**(level / SLOT_LEVELS)
     LEVEL_BITS = 6
 
-    def __init__(self, kinds, random_count: int, climb_count: int, height: int):
+    def __init__(self, kinds, batch: int, candidates: int, parents: int, mutations: int, height: int):
+        self.kinds, self.candidates, self.mutations, self.height = kinds, candidates, mutations, height
         self.groups = [(stage, family) for stage in ("random", "climb") for family in _families(kinds)]
         # the first shape: every row of every candidate, shared out among the families (twice each
-        # family's share of the kinds: random kinds are drawn evenly)
-        full = {"random": random_count * height, "climb": climb_count * height}
+        # family's share of the kinds: random kinds are drawn evenly); climbs of one family get
+        # every row, those of several are sized once the parents are known (`size_first_climbs`)
         share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds))
                  for family in _families(kinds)}
-        self.slots = {(stage, family): math.ceil(full[stage] * share[family]) for stage, family in self.groups}
+        self.slots = {("random", family): math.ceil(batch * candidates * height * share[family]) for family in share}
+        self.slots.update({("climb", family): batch * parents * mutations * height for family in share})
         self.rounds = min(MAX_ROUNDS, self.FIRST_ROUNDS)
+        self.parents_unknown = len(share) > 1
+
+    def climb_floor(self) -> dict:
+        """Where the kinds span several families, a family without parents in the last shape may
+        have some in this one: its climbing slots are at least one parent's mutations (per image)
+        at twice the rows its random candidates span on average."""
+        families = _families(self.kinds)
+        if len(families) == 1:
+            return {}
+        return {family: math.ceil(2 * self.slots[("random", family)] * self.mutations / self.candidates
+                                  * len(self.kinds) / sum(_FAMILY[k] == family for k in self.kinds))
+                for family in families}
+
+    def size_first_climbs(self, parent_kind, mutations: int):
+        """Climbing slots of the first shape from its parents' kinds [B*P] (one host read)."""
+        families = _families(self.kinds)
+        family = torch.tensor(_FAMILY, device=parent_kind.device)[parent_kind]
+        counts = (family[:, None] == torch.tensor(families, device=family.device)).sum(0).tolist()
+        for code, count in zip(families, counts):
+            self.slots[("climb", code)] = max(1, count * mutations * self.height)
+        self.parents_unknown = False
 
     def capacity(self, stage: str) -> dict:
         return {family: slots for (s, family), slots in self.slots.items() if s == stage}
@@ -638,6 +666,8 @@ class _Schedule:
         for i, group in enumerate(self.groups):
             level = (word >> (12 + self.LEVEL_BITS * i)) & (2 ** self.LEVEL_BITS - 1)
             self.slots[group] = math.ceil(256 * 2 ** ((level + 1) / self.SLOT_LEVELS))
+        for family, floor in self.climb_floor().items():
+            self.slots[("climb", family)] = max(self.slots[("climb", family)], floor)
         climbed = (word >> 2) & 1023
         cut = bool(word & 2)
         self.rounds = min(MAX_ROUNDS, self.rounds + self.rounds // 2 if cut else max(self.MIN_ROUNDS, climbed + 2))
@@ -656,7 +686,7 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     parents = min(PARENTS, candidates)
     search_alpha = alpha == 0
     start_alpha = (128 if search_alpha else alpha) / 255
-    schedule = _Schedule(kinds, batch * candidates, batch * parents * mutations, height)
+    schedule = _Schedule(kinds, batch, candidates, parents, mutations, height)
 
     kinds_out = torch.zeros(batch, shapes, dtype=torch.int64, device=device)
     params_out = torch.zeros(batch, shapes, N_PARAMS, device=device)
@@ -669,7 +699,9 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     for index in range(shapes):
         shape = _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations,
                             tables, generator, schedule)
-        any_active = schedule.update(int(schedule.status(shape["active"], *shape["report"]).item()))  # the one read
+        # the one read per shape (none after the last, which leaves one to the first: `_Schedule`)
+        any_active = index == shapes - 1 or schedule.update(
+            int(schedule.status(shape["active"], *shape["report"]).item()))
         current, active = shape["current"], shape["active"]
         kinds_out[:, index], params_out[:, index], color_out[:, index] = shape["kind"], shape["params"], shape["color"]
         alpha_out[:, index] = torch.where(active, shape["alpha"], 0)
@@ -697,6 +729,8 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
     change, _, needed = score(terms, image, kind, params, shape_alpha, kinds, schedule.capacity("random"))
     best = torch.topk(-change.view(batch, candidates), parents, dim=1).indices
     chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
+    if schedule.parents_unknown:
+        schedule.size_first_climbs(kind[chosen], mutations)
     kind, params, shape_alpha, change, cut, climbed, climb_needed = _hill_climb(
         terms, kind[chosen], params[chosen], shape_alpha[chosen], change[chosen], search_alpha, mutations, tables,
         generator, kinds, schedule.rounds, schedule.capacity("climb"), batch)
