@@ -486,68 +486,34 @@ def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch
     return above
 
 
-# CPU: chunks of more pairs than _CPU_ONE_PASS_PAIRS are composited in bands of tile rows of about
-# _CPU_BAND_PAIRS pairs. One pass over every pair of a dense chunk makes temporaries of hundreds of MB,
-# which glibc returns to the OS (blocks over 32 MB) and page-faults again each time; in bands the
-# largest (1 KB a pair) stay under that and are reused (1,000 boxes on a 4K frame: 11x fewer page
-# faults). Up to 128k pairs (100 boxes on a 4K frame) one pass keeps the op count of a GPU's.
-_CPU_ONE_PASS_PAIRS, _CPU_BAND_PAIRS = 1 << 17, 1 << 15
-
-
 def _composite_layer(layer: torch.Tensor, prims: Primitives, pairs: _Pairs, atlas, tile: int) -> None:
-    """Source-over of every tile's pairs at once (torch path; on the CPU, band of tile rows after band),
-    added into layer [b, tiles_y * T, tiles_x * T, 4] (zeros)."""
+    """Source-over of every tile's pairs at once (torch path), added into layer [b, tiles_y * T,
+    tiles_x * T, 4] (zeros)."""
     device = layer.device
-    rows = pairs.frames * pairs.tiles_y
-    many = device.type == "cpu" and pairs.tile.numel() > _CPU_ONE_PASS_PAIRS
-    bands = min(rows, -(-pairs.tile.numel() // _CPU_BAND_PAIRS)) if many else 1
-    band_rows = -(-rows // bands)
-    bands = -(-rows // band_rows)
-    # what the host needs to size the work: pairs per band and class, shapes (a group's pairs in a tile
-    # merge into one shape) per band and the most shapes in one tile
+    # what the host needs to size the work: pairs per class, shapes (a group's pairs in a tile merge
+    # into one shape) and the most shapes in one tile
+    classes, by_class = torch.sort(pairs.pair_class)
+    class_start = torch.searchsorted(classes, torch.arange(_N_CLASSES + 1, device=device))
     changed = pairs.tile[1:] != pairs.tile[:-1]
     group = prims.group[pairs.primitive]
     new_shape = F.pad(changed | (group[1:] != group[:-1]), (1, 0), value=True)
     shapes_per_tile = torch.zeros(pairs.n_tiles + 1, dtype=torch.int64, device=device).index_add_(
         0, pairs.tile, new_shape.long())[:-1]
-    if bands == 1:
-        key, shapes = pairs.pair_class, shapes_per_tile.sum()
-    else:  # pairs sorted by tile are sorted by band; missed pairs in a band of their own after the others
-        band = (pairs.tile // (band_rows * pairs.tiles_x)).masked_fill_(pairs.pair_class == _MISSED, bands)
-        key = band * _N_CLASSES + pairs.pair_class
-        shapes = torch.zeros(bands + 1, dtype=torch.int64, device=device).index_add_(0, band, new_shape.long())
-    classes, by_class = torch.sort(key)
-    class_start = torch.searchsorted(classes, torch.arange(bands * _N_CLASSES + 1, device=device))
-    stats = _host(torch.cat([class_start, shapes.view(-1)[:bands], shapes_per_tile.amax()[None]]))
-    depth = stats[-1]
+    stats = _host(torch.cat([class_start, torch.stack([shapes_per_tile.sum(), shapes_per_tile.amax()])]))
+    class_counts = [b - a for a, b in zip(stats[:_N_CLASSES], stats[1:_N_CLASSES + 1])]
+    kept, (n_shapes, depth) = stats[_MISSED], stats[_N_CLASSES + 1:]
+    if kept == 0:
+        return
+    tile_id, primitive = pairs.tile[:kept], pairs.primitive[:kept]
     g = torch.arange(tile, device=device)
-    for index in range(bands):
-        start = stats[index * _N_CLASSES:(index + 1) * _N_CLASSES + 1]
-        first, last = start[0], start[_MISSED]
-        if last > first:
-            rows_by_class = by_class[first:last] - first if first else by_class[:last]
-            _composite_band(layer, prims, pairs, slice(first, last), rows_by_class,
-                            [b - a for a, b in zip(start[:-1], start[1:])], stats[bands * _N_CLASSES + 1 + index],
-                            depth, changed, new_shape, atlas, g)
-
-
-def _composite_band(layer, prims, pairs, band, by_class, class_counts, n_shapes, depth, changed, new_shape,
-                    atlas, g) -> None:
-    """Source-over of the pairs `band` (a slice of whole tiles) into layer; by_class: their indices in
-    the band, in class order; class_counts: per class (host ints); n_shapes: shapes in the band; depth:
-    at least the most shapes in one of its tiles; changed, new_shape: of all the pairs (see
-    _composite_layer); g int64 [T]: 0 .. T-1."""
-    device, tile = layer.device, g.numel()
-    kept = band.stop - band.start
-    tile_id, primitive = pairs.tile[band], pairs.primitive[band]
-    coverage = _pair_coverage(prims, primitive, pairs.origin[band], by_class, class_counts, atlas, g)
-    colour, changed = prims.color[primitive], changed[band.start:band.stop - 1]
+    coverage = _pair_coverage(prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g)
+    colour, changed = prims.color[primitive], changed[:kept - 1]
     if n_shapes < kept:  # a group's pairs in a tile merge by maximum coverage into one shape
-        shape = torch.cumsum(new_shape[band], 0) - 1
+        shape = torch.cumsum(new_shape[:kept], 0) - 1
         coverage = torch.zeros(n_shapes, tile * tile, device=device).scatter_reduce_(
             0, shape[:, None].expand_as(coverage), coverage, "amax")
         first = torch.zeros(n_shapes + 1, dtype=torch.int64, device=device).index_copy_(
-            0, shape.masked_fill_(~new_shape[band], n_shapes), torch.arange(kept, device=device))[:n_shapes]
+            0, shape.masked_fill_(~new_shape[:kept], n_shapes), torch.arange(kept, device=device))[:n_shapes]
         colour, tile_id = colour[first], tile_id[first]
         changed = tile_id[1:] != tile_id[:-1]
     alpha = coverage.mul_(colour[:, 3:])
