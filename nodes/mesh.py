@@ -62,7 +62,7 @@ def _inside(path: str, root: str) -> bool:
 def mesh_files() -> list[str]:
     """Mesh files of the input folder and its subfolders ("/"-separated names relative to it), then the
     bundled ones that the input folder does not shadow; links that lead outside are left out."""
-    names: list[str] = []
+    names: dict[str, None] = {}  # an ordered set: the input folder's names first
     for root in _roots():
         found = []
         for folder, subfolders, files in os.walk(root):
@@ -71,8 +71,8 @@ def mesh_files() -> list[str]:
                 path = os.path.join(folder, file)
                 if file.lower().endswith(MESH_EXTENSIONS) and _inside(os.path.realpath(path), root):
                     found.append(os.path.relpath(path, root).replace(os.sep, "/"))
-        names += [name for name in sorted(found) if name not in names]
-    return names
+        names.update(dict.fromkeys(sorted(found)))
+    return list(names)
 
 
 def resolve_mesh_file(name: str) -> str:
@@ -248,7 +248,9 @@ class MeshRasterizer(RasterKitNode):
         # views in chunks of about CHUNK_PIXELS, so that an interrupt is seen between them
         chunks = run_chunked(render, count, WORK_BYTES_PER_PIXEL * pixels, device, on_chunk=progress,
                              limit=max(1, CHUNK_PIXELS // pixels))
-        normal, depth, position, mask, face_id, findices, barycentric = (torch.cat(maps) for maps in zip(*chunks))
+        # one chunk (the usual case) is returned as it is: a concatenation would copy every map
+        normal, depth, position, mask, face_id, findices, barycentric = (
+            torch.cat(maps) if len(maps) > 1 else maps[0] for maps in zip(*chunks))
         raster = {"findices": findices, "barycentric": barycentric, "view": view, "projection": proj,
                   "faces": faces, "vertices": vertices}
         return normal, depth, position, mask, face_id, raster

@@ -10,7 +10,6 @@ import math
 # parsed Python objects take roughly 50x the text, so this bounds a parse near 200 MB.
 MAX_TEXT_CHARS = 4_000_000
 
-
 # Coordinates are clipped to +-this many pixels: far outside any frame, and exact to 1/16 px in float32,
 # where 1e308 would become infinite.
 COORDINATE_LIMIT = 1e6
@@ -67,7 +66,7 @@ def load_json(text: str, input_name: str, single_quotes: bool = False):
 def _parse(text: str, input_name: str):
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError:  # a ValueError too: load_json words it (and may retry with swapped quotes)
         raise
     except RecursionError:
         raise ValueError(f"{input_name}: nested too deeply to be boxes, tracks or series") from None
