@@ -10,6 +10,18 @@ import torch
 from ..utils.device import backend_description, torch_device
 
 
+LAYER_ALPHA_MODES = ("straight", "premultiplied")
+LAYER_ALPHA_TOOLTIP = ("layer output: straight alpha (ComfyUI's IMAGE-with-alpha convention, what Save Image "
+                       "stores) or premultiplied RGB (for compositing tools that expect it)")
+
+
+def layer_output(layer: torch.Tensor, mode: str) -> torch.Tensor:
+    """The engine's premultiplied RGBA layer in the convention the node's `layer_alpha` asks for."""
+    from ..utils.gpu_rendering import straight_alpha
+
+    return straight_alpha(layer) if mode == "straight" else layer
+
+
 def _model_management():
     try:
         import comfy.model_management as mm

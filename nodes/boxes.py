@@ -7,7 +7,7 @@ from ..utils import boxes as box_sources
 from ..utils import gpu_rendering as R
 from ..utils.colors import PALETTES, palette, parse_hex, stable_index
 from ..utils.labels import label_primitives
-from ._comfy import Progress, frame_preview, intermediate_device, render_device
+from ._comfy import LAYER_ALPHA_MODES, LAYER_ALPHA_TOOLTIP, Progress, frame_preview, intermediate_device, layer_output, render_device
 from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
@@ -87,6 +87,7 @@ class BoundingBoxRenderer(RasterKitNode):
         Combo("labels", LABEL_MODES, "label"),
         Int("label_size", 16, 6, 128),
         Float("corner_length", 0.0, 0.0, 1024.0, 1.0, tooltip="> 0: draw only the corners, arms this long"),
+        Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
         Socket("bbox", "BBOX", optional=True),
         Socket("segs", "SEGS", optional=True),
         Socket("mask", "MASK", optional=True),
@@ -94,12 +95,12 @@ class BoundingBoxRenderer(RasterKitNode):
                tooltip="core ComfyUI's detections (e.g. RT-DETR Detect): per image, {x, y, width, height, label, score}"),
     ]
     OUTPUTS = [Output("IMAGE", "image"), Output("MASK", "alpha"),
-               Output("IMAGE", "layer", "RGBA layer, premultiplied RGB")]
+               Output("IMAGE", "layer", "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)")]
 
     @classmethod
     def run(cls, images, boxes="", stroke_width=3.0, corner_radius=8.0, stroke_opacity=1.0, fill_opacity=0.15,
             color="", palette="default", color_by="label", labels="label", label_size=16, corner_length=0.0,
-            bbox=None, segs=None, mask=None, bounding_box=None):
+            layer_alpha="straight", bbox=None, segs=None, mask=None, bounding_box=None):
         check_images(images, "images")
         batch, height, width, _ = images.shape
         table = _box_table(images, boxes, bbox, segs, mask, bounding_box)
@@ -116,7 +117,7 @@ class BoundingBoxRenderer(RasterKitNode):
             prims = R.concat(prims, tags)
         image, alpha, layer = R.draw(images, prims, atlas, device=render_device(), on_progress=Progress(batch))
         out = intermediate_device()
-        return image.to(out), alpha.to(out), layer.to(out)
+        return image.to(out), alpha.to(out), layer_output(layer, layer_alpha).to(out)
 
     @classmethod
     def preview(cls, inputs, outputs):

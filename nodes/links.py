@@ -13,7 +13,7 @@ from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
 from ..utils.gpu_curves import alternating_sign, bezier_polylines
 from ..utils.gpu_graph import GraphOptions, knn_graph
-from ._comfy import Progress, frame_preview, intermediate_device, render_device
+from ._comfy import LAYER_ALPHA_MODES, LAYER_ALPHA_TOOLTIP, Progress, frame_preview, intermediate_device, layer_output, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
@@ -62,15 +62,16 @@ class LineLinkRenderer(RasterKitNode):
         Float("opacity", 0.8, 0.0, 1.0),
         String("color", "#FFFFFF", tooltip="hex colour, or 'distance' to colour links by length"),
         Float("point_radius", 3.0, 0.0, 64.0, 0.5),
+        Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
         Socket("tracks", "TRACKS", optional=True),
     ]
-    OUTPUTS = [Output("IMAGE", "image"), Output("MASK", "alpha"), Output("IMAGE", "layer", "RGBA, premultiplied RGB"),
+    OUTPUTS = [Output("IMAGE", "image"), Output("MASK", "alpha"), Output("IMAGE", "layer", "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)"),
                Output("STRING", "edges_json", "per frame, the [i, j] point pairs linked")]
 
     @classmethod
     def run(cls, images, tracks_json="", k=3, max_distance=0.0, delta_y_cap=0.0, degree_cap=0, mutual=False,
             hysteresis=1.3, curve="straight", curvature=0.2, width=1.5, opacity=0.8, color="#FFFFFF",
-            point_radius=3.0, tracks=None):
+            point_radius=3.0, layer_alpha="straight", tracks=None):
         check_images(images, "images")
         device = render_device()
         xy, visible = _points(images, tracks, tracks_json)
@@ -100,7 +101,7 @@ class LineLinkRenderer(RasterKitNode):
         image, alpha, layer = R.draw(images, R.concat(*layers), device=device, on_progress=Progress(images.shape[0]))
         edges_json = json.dumps([e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist())])
         out = intermediate_device()
-        return image.to(out), alpha.to(out), layer.to(out), edges_json
+        return image.to(out), alpha.to(out), layer_output(layer, layer_alpha).to(out), edges_json
 
     @classmethod
     def preview(cls, inputs, outputs):

@@ -29,7 +29,20 @@ def test_dict_boxes_xywh_and_own_colour():
     assert table.xyxy.tolist() == [[4, 5, 14, 25]] and table.label == ["dog"] and table.id == [7]
     _, _, layer = render(boxes='[{"x1": 4, "y1": 4, "x2": 30, "y2": 30, "color": "#00FF00"}]', fill_opacity=0.0,
                          corner_radius=0.0)
-    assert layer[0, 4, 15, :3].tolist() == pytest.approx([0, layer[0, 4, 15, 3].item(), 0], abs=1e-5)
+    assert layer[0, 4, 15, :3].tolist() == pytest.approx([0, 1, 0], abs=1e-5)
+
+
+def test_layer_is_straight_alpha_by_default_premultiplied_on_request():
+    """Save Image writes the layer's channels as they are: a 25% orange fill must be stored as
+    (255, 128, 0, 64), straight alpha, not (64, 32, 0, 64)."""
+    boxes = '[{"x1": 4, "y1": 4, "x2": 40, "y2": 40, "color": "#FF8000"}]'
+    straight = render(boxes=boxes, fill_opacity=0.25, stroke_width=0.0, corner_radius=0.0)[2]
+    saved = (straight[0, 20, 20] * 255).round().tolist()
+    assert saved == [255, 128, 0, 64]
+    assert straight[0, 44, 60].tolist() == [0, 0, 0, 0]  # outside: transparent black
+    premultiplied = render(boxes=boxes, fill_opacity=0.25, stroke_width=0.0, corner_radius=0.0,
+                           layer_alpha="premultiplied")[2]
+    assert (premultiplied[0, 20, 20] * 255).round().tolist() == [64, 32, 0, 64]
 
 
 def test_inverted_boxes_are_normalised():

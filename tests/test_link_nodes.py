@@ -39,7 +39,9 @@ def test_links_join_the_nearest_points():
     assert len(edges) == 3 and edges[0] == [[0, 2], [1, 2]] and edges[0] == edges[2]
     midpoint = (20, 30)  # on the link between points 0 and 2
     assert alpha[0, midpoint[1], midpoint[0]] > 0.5 and alpha[0, 40, 70] == 0
-    assert torch.allclose(image, IMAGES * (1 - alpha[..., None]) + layer[..., :3], atol=1e-6)
+    assert torch.allclose(image, IMAGES * (1 - alpha[..., None]) + layer[..., :3] * alpha[..., None], atol=1e-6)
+    premultiplied = render(tracks_json=TRIANGLE, k=1, layer_alpha="premultiplied")[2]
+    assert torch.allclose(image, IMAGES * (1 - alpha[..., None]) + premultiplied[..., :3], atol=1e-6)
 
 
 def test_tracks_input_styles_and_points():

@@ -595,6 +595,14 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     return image_out, alpha_out, layer_out
 
 
+def straight_alpha(layer: torch.Tensor) -> torch.Tensor:
+    """A premultiplied RGBA layer [...,4] as straight alpha (ComfyUI's IMAGE-with-alpha convention: what
+    Save Image stores); RGB is 0 where alpha is 0. A new tensor."""
+    alpha = layer[..., 3:4]
+    rgb = (layer[..., :3] / alpha.clamp_min(1e-12)).clamp_(0, 1) * (alpha > 0)
+    return torch.cat([rgb, alpha], dim=-1)
+
+
 def composite(images: torch.Tensor, layer: torch.Tensor) -> torch.Tensor:
     """Source-over of a premultiplied layer [B,H,W,4] on images [B,H,W,C]; a new tensor."""
     keep = 1 - layer[..., 3:4]
