@@ -112,7 +112,8 @@ class LoadMesh(RasterKitNode):
               tooltip="a mesh in ComfyUI's input folder or its subfolders (upload one with the button)"),
         Bool("normalize", True, tooltip="centre the mesh and scale it to fit the cube [-1, 1]"),
     ]
-    OUTPUTS = [Output("MESH", "mesh"), Output("TRIMESH", "trimesh")]
+    OUTPUTS = [Output("MESH", "mesh", "vertices and faces (core ComfyUI's MESH: Save GLB and the 3D nodes take it)"),
+               Output("TRIMESH", "trimesh", "the same mesh as a trimesh.Trimesh (ComfyUI-3D-Pack style TRIMESH)")]
 
     @classmethod
     def fingerprint(cls, mesh_file="", normalize=True):
@@ -199,29 +200,47 @@ class MeshRasterizer(RasterKitNode):
     DESCRIPTION = ("Rasterizes a mesh into view-space normal, depth, position, mask and face-id maps, from one "
                    "orbit camera or the six texture-baking views. Plain torch: no CUDA extension to build.")
     INPUTS = [
-        Int("width", 512, 16, 8192, 16),
-        Int("height", 512, 16, 8192, 16),
-        Combo("views", ("single", "six")),
-        Float("azimuth", 30.0, -360.0, 360.0, 1.0),
-        Float("elevation", 20.0, -90.0, 90.0, 1.0),
-        Float("distance", 3.0, 0.1, 1000.0, 0.1),
-        Combo("projection", ("perspective", "orthographic")),
+        Int("width", 512, 16, 8192, 16, tooltip="width of every map in pixels"),
+        Int("height", 512, 16, 8192, 16, tooltip="height of every map in pixels"),
+        Combo("views", ("single", "six"),
+              tooltip="single: one camera at azimuth and elevation; six: front, right, back, left, top and bottom "
+                      "(the texture-baking views), the whole rig turned by azimuth and elevation"),
+        Float("azimuth", 30.0, -360.0, 360.0, 1.0,
+              tooltip="camera angle around the vertical axis in degrees: 0 looks from the front (+z), 90 from the "
+                      "right (+x). With views=six it turns the whole rig: set azimuth and elevation to 0 for the "
+                      "standard axis views"),
+        Float("elevation", 20.0, -90.0, 90.0, 1.0,
+              tooltip="camera angle above the horizon in degrees: 90 looks from above. With views=six it tilts the "
+                      "whole rig (e.g. -90 turns a z-up mesh upright); 0 for the standard axis views"),
+        Float("distance", 3.0, 0.1, 1000.0, 0.1,
+              tooltip="camera distance from the origin (a normalized mesh fits the cube [-1, 1])"),
+        Combo("projection", ("perspective", "orthographic"),
+              tooltip="orthographic: parallel rays, sizes do not shrink with depth (the usual texture-baking choice)"),
         Float("fov", 40.0, 1.0, 170.0, 1.0, tooltip="vertical field of view (perspective); orthographic views "
                                                     "show the same height at the mesh centre"),
-        Bool("cull_back_faces", True),
-        Socket("mesh", "MESH", optional=True),
-        Socket("trimesh", "TRIMESH", optional=True),
+        Bool("cull_back_faces", True, tooltip="skip triangles facing away from the camera (off: open meshes show "
+                                              "their inside)"),
+        Socket("mesh", "MESH", optional=True,
+               tooltip="core ComfyUI's MESH or ComfyUI-3D-Pack's (.v, .f); the first mesh of a batch"),
+        Socket("trimesh", "TRIMESH", optional=True, tooltip="a trimesh.Trimesh, instead of mesh"),
     ]
-    OUTPUTS = [Output("IMAGE", "normal"), Output("IMAGE", "depth"), Output("IMAGE", "position"), Output("MASK", "mask"),
-               Output("IMAGE", "face_id"), Output("RASTER", "raster", "findices, barycentric and cameras")]
+    OUTPUTS = [Output("IMAGE", "normal", "view-space normals as colours (x right, y up, z towards the camera); "
+                                         "background #8080FF"),
+               Output("IMAGE", "depth", "white nearest, dark farthest, each view scaled on its own; background black"),
+               Output("IMAGE", "position", "world position scaled into the mesh's bounding box (0..1 per axis)"),
+               Output("MASK", "mask", "1 where the mesh covers the pixel"),
+               Output("IMAGE", "face_id", "a distinct colour per triangle"),
+               Output("RASTER", "raster", "findices (0 = background, else face + 1), barycentric and the cameras' "
+                                          "view and projection matrices")]
 
     @classmethod
     def run(cls, width=512, height=512, views="single", azimuth=30.0, elevation=20.0, distance=3.0,
             projection="perspective", fov=40.0, cull_back_faces=True, mesh=None, trimesh=None):
         vertices, faces = _mesh_tensors(mesh, trimesh)
         device = render_device()
-        angles = M.STANDARD_VIEWS if views == "six" else ((azimuth, elevation),)
-        view = M.orbit_cameras([a for a, _ in angles], [e for _, e in angles], distance)
+        view = M.orbit_cameras([azimuth], [elevation], distance)
+        if views == "six":
+            view = _turned_rig(view[0], distance)
         aspect = width / height
         near, far = max(distance * 0.01, distance - 10.0), distance + 10.0
         if projection == "perspective":
@@ -230,7 +249,7 @@ class MeshRasterizer(RasterKitNode):
             proj = M.orthographic(distance * torch.tan(torch.tensor(fov).deg2rad() / 2).item(), aspect, near, far)
         homogeneous = torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
         clip = torch.einsum("bij,nj->bni", proj @ view, homogeneous)
-        count, pixels = len(angles), width * height
+        count, pixels = len(view), width * height
         outputs, work = OUTPUT_BYTES_PER_PIXEL * pixels * count, WORK_BYTES_PER_PIXEL * pixels
         what = f"width x height x views ({width} x {height} x {count})"
         if device == intermediate_device():
@@ -254,6 +273,16 @@ class MeshRasterizer(RasterKitNode):
         raster = {"findices": findices, "barycentric": barycentric, "view": view, "projection": proj,
                   "faces": faces, "vertices": vertices}
         return normal, depth, position, mask, face_id, raster
+
+
+def _turned_rig(front: torch.Tensor, distance: float) -> torch.Tensor:
+    """The six texture-baking views [6,4,4] of a model turned so that their front view is `front` [4,4]
+    (an orbit camera at `distance`): each standard view after the front camera's rotation. The standard
+    front camera's rotation is the identity, so azimuth 0 and elevation 0 give the standard views."""
+    standard = M.orbit_cameras([a for a, _ in M.STANDARD_VIEWS], [e for _, e in M.STANDARD_VIEWS], distance)
+    turn = torch.eye(4)
+    turn[:3, :3] = front[:3, :3]
+    return standard @ turn
 
 
 def _maps(clip, view, vertices, faces, vertex_normals, width, height, cull_back_faces):

@@ -39,7 +39,7 @@ class PrimitiveMesh(RasterKitNode):
             tooltip="hill climbing tries this many mutations per round and stops when none of them improves"),
         Int("working_size", 256, 16, 2048, tooltip="longer side of the image the search works on"),
         Int("output_size", 1024, 16, 8192, tooltip="longer side of the outputs, re-rendered (not upscaled)"),
-        Int("seed", 0, 0, 0xFFFFFFFFFFFFFFFF),
+        Int("seed", 0, 0, 0xFFFFFFFFFFFFFFFF, tooltip="the same seed and inputs give the same shapes"),
         String("background", "auto", tooltip="'auto' (the image's mean colour) or a hex colour like #RRGGBB"),
     ]
     OUTPUTS = [

@@ -116,6 +116,24 @@ def test_v1_schema(node):
     assert node.CATEGORY.startswith("RasterKit") and node.DESCRIPTION
 
 
+# node modules whose tooltips are still being written (issue 17): expected to fail until they are done
+TOOLTIPS_PENDING = {"boxes", "links"}
+
+
+@pytest.mark.parametrize("node", [
+    pytest.param(n, marks=pytest.mark.xfail(reason="tooltips still to be written (issue 17)", strict=False))
+    if n.__module__.rsplit(".", 1)[-1] in TOOLTIPS_PENDING else n for n in NODE_CLASSES], ids=lambda n: n.NODE_ID)
+def test_every_input_and_output_has_a_tooltip(node):
+    missing = [spec.name for spec in node.INPUTS if not spec.tooltip]
+    missing += [f"output {o.name}" for o in node.OUTPUTS if not o.tooltip]
+    assert not missing, f"{node.NODE_ID}: no tooltip for {', '.join(missing)}"
+    assert len(node.OUTPUT_TOOLTIPS) == len(node.OUTPUTS) and all(node.OUTPUT_TOOLTIPS)
+    for section in node.INPUT_TYPES().values():
+        assert all(options.get("tooltip") for _, options in section.values())
+    schema = to_v3(node, fake_io()).define_schema()
+    assert all(recorded.kwargs["tooltip"] for recorded in schema.kwargs["inputs"] + schema.kwargs["outputs"])
+
+
 @pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
 def test_v3_schema_matches_v1(node):
     io = fake_io()
