@@ -30,12 +30,18 @@ def _gradient(t: torch.Tensor) -> torch.Tensor:
     return stops[low] * (1 - frac) + stops[low + 1] * frac
 
 
-def _points(images, tracks, tracks_json):
+def _points(images, tracks, ys_tracks, tracks_json):
+    """The one track source given (none: no points) as xy [B,N,2] and visible [B,N]."""
     frames = images.shape[0]
-    if tracks is not None and tracks_json and tracks_json.strip():
-        raise ValueError("tracks: connect TRACKS or type tracks_json, not both")
+    given = [name for name, present in (("tracks", tracks is not None), ("ys_tracks", ys_tracks is not None),
+                                        ("tracks_json", bool(tracks_json and tracks_json.strip()))) if present]
+    if len(given) > 1:
+        raise ValueError(f"tracks: got {' and '.join(given)}; give one of tracks, ys_tracks or tracks_json "
+                         f"(clear tracks_json to draw a connected input)")
     if tracks is not None:
         return track_sources.from_tracks(tracks, frames)
+    if ys_tracks is not None:
+        return track_sources.from_ys_tracks(ys_tracks, frames)
     return track_sources.from_json(tracks_json, frames)
 
 
@@ -46,24 +52,32 @@ class LineLinkRenderer(RasterKitNode):
     DESCRIPTION = ("Links each tracked point to its nearest neighbours in every frame (kNN with caps, kept stable "
                    "across frames by hysteresis) and draws the links as anti-aliased lines or curves.")
     INPUTS = [
-        Socket("images", "IMAGE"),
+        Socket("images", "IMAGE", tooltip="the frames to draw on"),
         String("tracks_json", '[[{"x": 100, "y": 100}], [{"x": 220, "y": 140}], [{"x": 160, "y": 260}]]',
-               multiline=True, tooltip="Tracks: a list of per-frame point lists ({x, y} or [x, y]); a flat list of "
-                                       "points is static; negative coordinates are hidden"),
+               multiline=True, tooltip="Tracks as JSON: a list of tracks, each a list of per-frame points ({x, y} or "
+                                       "[x, y]); a flat list of points is one point moving over frames (KJNodes' "
+                                       "coordinates); a short track holds its last point; negative coordinates "
+                                       "are hidden. Leave empty when tracks or ys_tracks is connected"),
         Int("k", 3, 1, 32, tooltip="neighbours per point"),
         Float("max_distance", 0.0, 0.0, 100000.0, 1.0, tooltip="longest link in pixels; 0: no limit"),
         Float("delta_y_cap", 0.0, 0.0, 100000.0, 1.0, tooltip="largest vertical extent of a link; 0: no limit"),
         Int("degree_cap", 0, 0, 64, tooltip="most links per point, shortest kept; 0: no limit"),
         Bool("mutual", False, tooltip="link only points that are among each other's k nearest"),
         Float("hysteresis", 1.3, 1.0, 4.0, 0.05, tooltip="a link stays while within this factor of its limits"),
-        Combo("curve", ("straight", "bezier")),
-        Float("curvature", 0.2, -2.0, 2.0, 0.01),
-        Float("width", 1.5, 0.1, 64.0, 0.1),
-        Float("opacity", 0.8, 0.0, 1.0),
+        Combo("curve", ("straight", "bezier"), tooltip="straight lines, or quadratic Bezier curves bent to "
+                                                       "alternating sides"),
+        Float("curvature", 0.2, -2.0, 2.0, 0.01, tooltip="bend of the Bezier curves, as a fraction of the link's "
+                                                         "length; negative bends the other way"),
+        Float("width", 1.5, 0.1, 64.0, 0.1, tooltip="line width in pixels"),
+        Float("opacity", 0.8, 0.0, 1.0, tooltip="opacity of the links and point markers"),
         String("color", "#FFFFFF", tooltip="hex colour, or 'distance' to colour links by length"),
-        Float("point_radius", 3.0, 0.0, 64.0, 0.5),
+        Float("point_radius", 3.0, 0.0, 64.0, 0.5, tooltip="radius of the marker drawn on each visible point; "
+                                                           "0: no markers"),
         Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
-        Socket("tracks", "TRACKS", optional=True),
+        Socket("tracks", "RASTERKIT_TRACKS", optional=True, tooltip="tracks from Point Tracker (RasterKit)"),
+        Socket("ys_tracks", "TRACKS", optional=True,
+               tooltip="ys-vision-tools' TRACKS: an array of x, y, or a list of per-frame arrays; point n is row n "
+                       "of every frame, rows a frame lacks are hidden"),
     ]
     OUTPUTS = [Output("IMAGE", "image"), Output("MASK", "alpha"), Output("IMAGE", "layer", "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)"),
                Output("STRING", "edges_json", "per frame, the [i, j] point pairs linked")]
@@ -71,10 +85,10 @@ class LineLinkRenderer(RasterKitNode):
     @classmethod
     def run(cls, images, tracks_json="", k=3, max_distance=0.0, delta_y_cap=0.0, degree_cap=0, mutual=False,
             hysteresis=1.3, curve="straight", curvature=0.2, width=1.5, opacity=0.8, color="#FFFFFF",
-            point_radius=3.0, layer_alpha="straight", tracks=None):
+            point_radius=3.0, layer_alpha="straight", tracks=None, ys_tracks=None):
         check_images(images, "images")
         device = render_device()
-        xy, visible = _points(images, tracks, tracks_json)
+        xy, visible = _points(images, tracks, ys_tracks, tracks_json)
         options = GraphOptions(k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis)
         edges = knn_graph(xy, visible, options, device=device)
         pairs, frame = edges.flat()
@@ -121,13 +135,16 @@ class PointTracker(RasterKitNode):
                    "Lucas-Kanade optical flow; points that fail the forward-backward check are dropped and new "
                    "ones detected, so the count stays near max_points.")
     INPUTS = [
-        Socket("images", "IMAGE"),
-        Int("max_points", 200, 1, 10000),
+        Socket("images", "IMAGE", tooltip="the frames to track points through, in order"),
+        Int("max_points", 200, 1, 10000, tooltip="most points tracked at once; lost points are replaced by new "
+                                                  "corners"),
         Float("quality", 0.01, 0.0001, 1.0, 0.001, tooltip="corner quality relative to the best corner"),
         Float("min_distance", 10.0, 1.0, 1000.0, 1.0, tooltip="pixels between detected points"),
         Float("max_error", 1.0, 0.1, 50.0, 0.1, tooltip="forward-backward flow error in pixels that drops a point"),
     ]
-    OUTPUTS = [Output("TRACKS", "tracks"), Output("STRING", "tracks_json")]
+    OUTPUTS = [Output("RASTERKIT_TRACKS", "tracks", "the points of every frame, for Line Link Renderer (RasterKit)"),
+               Output("STRING", "tracks_json", "the same tracks as JSON: one list of per-frame {x, y} per track, "
+                                               "hidden points at -100, -100")]
 
     @classmethod
     def run(cls, images, max_points=200, quality=0.01, min_distance=10.0, max_error=1.0):

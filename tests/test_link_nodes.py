@@ -1,10 +1,14 @@
 """PointTracker and LineLinkRenderer: results, formats, styles and bad input."""
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from rasterkit.nodes.links import LineLinkRenderer, PointTracker
+
+ROOT = Path(__file__).resolve().parents[1]
 
 IMAGES = torch.full((3, 64, 80, 3), 0.1)
 TRIANGLE = '[[[10, 10]], [[60, 12]], [[30, 50]]]'
@@ -66,7 +70,13 @@ def test_hidden_points_and_frames_without_points():
     (dict(tracks_json="[[1, 2"), "tracks_json: not valid JSON"),
     (dict(tracks_json='[[{"x": NaN, "y": 1}]]'), "tracks_json: track 0 point 0 has a non-finite"),
     (dict(tracks_json=TRIANGLE, color="blue"), "color: expected a hex colour"),
-    (dict(tracks_json=TRIANGLE, tracks={"xy": torch.zeros(1, 1, 2), "visible": torch.ones(1, 1)}), "not both"),
+    (dict(tracks_json=TRIANGLE, tracks={"xy": torch.zeros(1, 1, 2), "visible": torch.ones(1, 1)}),
+     "tracks: got tracks and tracks_json; give one of tracks, ys_tracks or tracks_json"),
+    (dict(tracks_json=TRIANGLE, ys_tracks=np.zeros((2, 2))), "tracks: got ys_tracks and tracks_json"),
+    (dict(tracks_json="", ys_tracks=np.zeros((2, 2)), tracks={"xy": torch.zeros(1, 1, 2), "visible": torch.ones(1, 1)}),
+     "tracks: got tracks and ys_tracks"),
+    (dict(tracks_json="", tracks=np.zeros((2, 2))), "tracks: got ndarray, ys-vision-tools' TRACKS"),
+    (dict(tracks_json="", ys_tracks=[np.zeros((2, 3))]), r"ys_tracks: frame 0 should be an array \[N,2\]"),
     (dict(tracks_json="", tracks={"xy": torch.zeros(2, 5), "visible": torch.ones(2)}), "tracks: xy"),
     (dict(tracks_json=TRIANGLE, k=0), "k: expected 1 to 1024"),
 ])
@@ -80,3 +90,43 @@ def test_tracker_bad_input():
         PointTracker.run(torch.zeros(10, 10))
     tracks, _ = PointTracker.run(torch.zeros(2, 32, 32, 3))  # nothing to track: no points, no crash
     assert tracks["xy"].shape == (2, 0, 2)
+
+
+def test_ys_tracks_on_one_frame_and_on_many():
+    triangle = np.array([[10, 10], [60, 12], [30, 50]], np.float32)  # ys-vision-tools on one image: [N,2]
+    _, alpha, _, edges_json = LineLinkRenderer.run(IMAGES[:1], tracks_json="", ys_tracks=triangle, k=1,
+                                                   point_radius=0.0)
+    assert json.loads(edges_json) == [[[0, 2], [1, 2]]] and alpha[0, 30, 20] > 0.5
+    assert torch.equal(alpha, render(tracks_json=TRIANGLE, k=1)[1][:1])
+    per_frame = [triangle, triangle[:2], np.empty((0, 2), np.float32)]  # N changes; an empty frame
+    _, alpha, _, edges_json = render(tracks_json="", ys_tracks=per_frame, k=1)
+    assert json.loads(edges_json) == [[[0, 2], [1, 2]], [[0, 1]], []] and alpha[2].sum() == 0
+
+
+def test_a_flat_list_of_points_is_one_point_moving():
+    _, alpha, _, edges_json = render(tracks_json='[{"x": 10, "y": 10}, {"x": 40, "y": 30}]', point_radius=3.0,
+                                     opacity=1.0)
+    assert json.loads(edges_json) == [[], [], []]  # one point: nothing to link
+    assert alpha[0, 10, 10] > 0.9 and alpha[0, 30, 40] == 0
+    assert alpha[1, 10, 10] == 0 and alpha[1, 30, 40] > 0.9 and torch.equal(alpha[2], alpha[1])
+
+
+def test_track_types_are_the_packs_own():
+    assert PointTracker.RETURN_TYPES[0] == "RASTERKIT_TRACKS"
+    optional = LineLinkRenderer.INPUT_TYPES()["optional"]
+    assert optional["tracks"][0] == "RASTERKIT_TRACKS" and optional["ys_tracks"][0] == "TRACKS"
+    for node in (PointTracker, LineLinkRenderer):
+        assert all(spec.tooltip for spec in node.INPUTS), [spec.name for spec in node.INPUTS if not spec.tooltip]
+
+
+def test_links_workflow_uses_the_declared_types():
+    workflow = json.loads((ROOT / "example_workflows" / "links.json").read_text())
+    nodes = {node["id"]: node for node in workflow["nodes"]}
+    for link_id, source, slot, target, target_slot, link_type in workflow["links"]:
+        declared = nodes[source]["outputs"][slot]["type"]
+        assert link_type == declared == nodes[target]["inputs"][target_slot]["type"], link_id
+    tracker = next(node for node in workflow["nodes"] if node["type"] == "RasterKit_PointTracker")
+    assert [o["type"] for o in tracker["outputs"]] == list(PointTracker.RETURN_TYPES)
+    renderer = next(node for node in workflow["nodes"] if node["type"] == "RasterKit_LineLinkRenderer")
+    inputs = {spec.name: spec.type for spec in LineLinkRenderer.INPUTS}
+    assert all(i["type"] == inputs[i["name"]] for i in renderer["inputs"])

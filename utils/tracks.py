@@ -1,4 +1,5 @@
-"""Tracked points in every format of DESIGN.md, as padded xy [T,N,2] and visible [T,N]."""
+"""Tracked points in every format of DESIGN.md, as padded xy [T,N,2] and visible [T,N]: the pack's
+RASTERKIT_TRACKS, ys-vision-tools' TRACKS and tracks_json."""
 from __future__ import annotations
 
 import json
@@ -6,6 +7,7 @@ import json
 import numpy as np
 import torch
 
+from .batching import pack
 from .text_input import coordinates, load_json, short
 
 
@@ -26,7 +28,8 @@ def _is_point(item) -> bool:
 def from_json(text: str, frames: int, input_name: str = "tracks_json") -> tuple[torch.Tensor, torch.Tensor]:
     """xy float32 [T,N,2] and visible bool [T,N] for a batch of `frames` from:
     a list of tracks, each a list of per-frame points ({"x","y"} or [x, y]); a list of per-track
-    JSON strings (CoTracker); or a flat list of points, one static frame for every frame.
+    JSON strings (CoTracker); or a flat list of points, which is ONE track over frames (point t at
+    frame t, as KJNodes' coordinates: one {"x","y"} per frame).
     Points at negative coordinates are invisible; a track shorter than the batch holds its last
     point, a longer one is cut."""
     text = (text or "").strip()
@@ -38,7 +41,7 @@ def from_json(text: str, frames: int, input_name: str = "tracks_json") -> tuple[
     if data and all(isinstance(item, str) for item in data):
         data = [load_json(item, f"{input_name}: track {n}", single_quotes=True) for n, item in enumerate(data)]  # CoTracker
     if data and all(_is_point(item) for item in data):
-        data = [[item] for item in data]  # one static frame: one single-point track per point
+        data = [data]  # KJNodes: one moving point
     tracks = []
     for n, track in enumerate(data):
         if not isinstance(track, list) or not track:
@@ -58,15 +61,49 @@ def from_lists(tracks: list[list[tuple[float, float]]], frames: int) -> tuple[to
 
 
 def from_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[torch.Tensor, torch.Tensor]:
-    """The TRACKS type: {"xy": float [T,N,2], "visible": bool [T,N]}, fitted to `frames`."""
+    """RASTERKIT_TRACKS: {"xy": float [T,N,2], "visible": bool [T,N]}, fitted to `frames`."""
+    if isinstance(tracks, (np.ndarray, list, tuple)):
+        raise ValueError(f"{input_name}: got {type(tracks).__name__}, ys-vision-tools' TRACKS (arrays of x, y): "
+                         f"connect it to ys_tracks")
     try:
         xy = torch.as_tensor(tracks["xy"], dtype=torch.float32)
         visible = torch.as_tensor(tracks["visible"], dtype=torch.bool)
-    except (TypeError, KeyError, ValueError, RuntimeError):
-        raise ValueError(f"{input_name}: expected TRACKS, a dict with xy [T,N,2] and visible [T,N]") from None
+    except (TypeError, KeyError, IndexError, ValueError, RuntimeError):
+        raise ValueError(f"{input_name}: expected RASTERKIT_TRACKS, a dict with xy [T,N,2] and visible [T,N], "
+                         f"got {short(tracks)}") from None
     if xy.ndim != 3 or xy.shape[-1] != 2 or visible.shape != xy.shape[:2] or xy.shape[0] == 0:
         raise ValueError(f"{input_name}: xy {tuple(xy.shape)} and visible {tuple(visible.shape)} "
                          f"should be [T,N,2] and [T,N] with T > 0")
+    return _fitted(xy, visible, frames)
+
+
+def from_ys_tracks(tracks, frames: int, input_name: str = "ys_tracks") -> tuple[torch.Tensor, torch.Tensor]:
+    """ys-vision-tools' TRACKS: one array [N,2] of x, y (one frame: the same points on every frame), or
+    a list of per-frame arrays [N_t,2] whose N_t may change. ys-vision-tools detects points per frame
+    and gives them no ids, so point n is row n of every frame; a frame with fewer rows hides the rest.
+    Empty arrays are frames without points; NaN, infinite and negative coordinates are hidden. A list
+    shorter than the batch holds its last frame (as ys-vision-tools' Track Merge), a longer one is cut."""
+    listed = isinstance(tracks, (list, tuple))
+    arrays = []
+    for t, points in enumerate(tracks[:frames] if listed else [tracks]):  # host objects, read once per frame
+        expected = (f"{input_name}: frame {t} should be an array [N,2] of x, y" if listed else
+                    f"{input_name}: expected an array [N,2] of x, y or a list of them, one per frame")
+        try:
+            points = np.asarray(points, np.float32)
+        except (TypeError, ValueError):
+            raise ValueError(f"{expected}, got {short(points)}") from None
+        if points.size and (points.ndim != 2 or points.shape[1] != 2):
+            raise ValueError(f"{expected}, got shape {points.shape}")
+        arrays.append(points.reshape(-1, 2))
+    if not arrays:
+        return torch.zeros(frames, 0, 2), torch.zeros(frames, 0, dtype=torch.bool)
+    rows = pack(arrays, (2,), pad_value=-1.0)
+    return _fitted(rows.values, rows.mask(), frames)
+
+
+def _fitted(xy: torch.Tensor, visible: torch.Tensor, frames: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """xy [T,N,2] and visible [T,N] with non-finite and negative points hidden, cut or held (the last
+    frame) to `frames`."""
     visible = visible & torch.isfinite(xy).all(-1) & (xy >= 0).all(-1)
     xy = torch.nan_to_num(xy, nan=-1.0, posinf=-1.0, neginf=-1.0)
     if xy.shape[0] < frames:  # hold the last frame

@@ -3,7 +3,9 @@
 // with the node's caps, straight or Bezier, width, opacity, colour), so style edits show without
 // running the workflow. Click on empty space to add a point, drag a point to move it (a track
 // over many frames moves as a whole), double-click a point (or select it and press Delete) to
-// remove its track. Every edit writes the JSON back into `tracks_json`.
+// remove its track. Every edit writes the JSON back into `tracks_json`, in the form it was in:
+// a list of tracks, or a flat list of points, which is ONE track over frames as for the node
+// (KJNodes' coordinates); a flat list that gains a second track becomes a list of tracks.
 import { app } from "../../scripts/app.js";
 import { FrameCanvas, registerFrameEditor } from "./frame_canvas.js";
 
@@ -66,11 +68,13 @@ class TracksEditor extends FrameCanvas {
                   keydown: this.key });
   }
 
-  // What tracks_json holds: `flat` (a list of points, one static frame) or `tracks` (a list of
-  // per-frame point lists); `points` are the frame-0 positions, null where hidden.
+  // What tracks_json holds: `tracks`, a list of tracks (each a list of per-frame points), written
+  // back as it came (`flat`: one track as a flat list of points); `points` are the frame-0
+  // positions, null where hidden.
   tracks() {
-    if (this.node.inputs?.find((input) => input.name === "tracks")?.link != null) {
-      return { data: [], points: [], editable: false, note: "points come from the tracks input" };
+    const connected = this.node.inputs?.find((input) => ["tracks", "ys_tracks"].includes(input.name) && input.link != null);
+    if (connected) {
+      return { tracks: [], points: [], editable: false, note: `points come from the ${connected.name} input` };
     }
     const text = (this.value("tracks_json") ?? "").trim();
     let data;
@@ -80,20 +84,20 @@ class TracksEditor extends FrameCanvas {
       try {
         data = JSON.parse(text.replaceAll("'", '"')); // the node tolerates single quotes too
       } catch {
-        return { data: [], points: [], editable: false, note: "tracks_json is not valid JSON" };
+        return { tracks: [], points: [], editable: false, note: "tracks_json is not valid JSON" };
       }
     }
     const visible = (p) => (p && isPoint(p) && pointXY(p).every((v) => v >= 0) ? pointXY(p) : null);
-    if (Array.isArray(data) && data.every(isPoint)) {
-      return { data, form: "flat", points: data.map(visible), editable: true };
+    const flat = Array.isArray(data) && data.length > 0 && data.every(isPoint);
+    const tracks = flat ? [data] : data;
+    if (Array.isArray(tracks) && tracks.every((track) => Array.isArray(track) && track.every(isPoint))) {
+      return { tracks, flat, points: tracks.map((track) => visible(track[0])), editable: true };
     }
-    if (Array.isArray(data) && data.every((track) => Array.isArray(track) && track.every(isPoint))) {
-      return { data, form: "tracks", points: data.map((track) => visible(track[0])), editable: true };
-    }
-    return { data: [], points: [], editable: false, note: "tracks in a form the editor does not edit: edit the JSON" };
+    return { tracks: [], points: [], editable: false, note: "tracks in a form the editor does not edit: edit the JSON" };
   }
 
-  write(data) {
+  write(state) {
+    const data = state.flat && state.tracks.length === 1 ? state.tracks[0] : state.tracks;
     this.setValue("tracks_json", JSON.stringify(data));
   }
 
@@ -112,15 +116,14 @@ class TracksEditor extends FrameCanvas {
     this.canvas.setPointerCapture(event.pointerId);
     const [x, y] = this.toImage(event);
     let index = this.hit(x, y, state.points);
-    if (index < 0) { // a new point, in the style of the others
-      const objects = !state.data.length || !Array.isArray(state.form === "flat" ? state.data[0] : state.data[0][0]);
-      const point = objects ? { x: 0, y: 0 } : [0, 0];
-      state.data.push(state.form === "flat" ? withXY(point, x, y) : [withXY(point, x, y)]);
-      index = state.data.length - 1;
-      this.write(state.data);
+    if (index < 0) { // a new track of one point, in the style of the others
+      const first = state.tracks.flat()[0];
+      state.tracks.push([withXY(first === undefined || !Array.isArray(first) ? { x: 0, y: 0 } : [0, 0], x, y)]);
+      index = state.tracks.length - 1;
+      this.write(state);
     }
     this.selected = index;
-    this.drag = { index, start: [x, y], original: structuredClone(state.data[index]) };
+    this.drag = { index, start: [x, y], original: structuredClone(state.tracks[index]) };
   }
 
   move(event) {
@@ -133,9 +136,8 @@ class TracksEditor extends FrameCanvas {
       const [px, py] = pointXY(p);
       return px < 0 || py < 0 ? p : withXY(p, px + dx, py + dy); // hidden points stay hidden
     };
-    const original = this.drag.original;
-    state.data[this.drag.index] = state.form === "flat" ? shift(original) : original.map(shift);
-    this.write(state.data);
+    state.tracks[this.drag.index] = this.drag.original.map(shift);
+    this.write(state);
   }
 
   up() {
@@ -144,10 +146,10 @@ class TracksEditor extends FrameCanvas {
 
   removeTrack(index) {
     const state = this.tracks();
-    if (!state.editable || index < 0 || index >= state.data.length) return;
-    state.data.splice(index, 1);
+    if (!state.editable || index < 0 || index >= state.tracks.length) return;
+    state.tracks.splice(index, 1);
     this.selected = -1;
-    this.write(state.data);
+    this.write(state);
   }
 
   remove(event) {
