@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import importlib
 import os
 
 import torch
@@ -22,12 +23,20 @@ def layer_output(layer: torch.Tensor, mode: str) -> torch.Tensor:
     return straight_alpha(layer) if mode == "straight" else layer
 
 
-def _model_management():
+def _comfy_module(name: str, *needed: str):
+    """ComfyUI's module `name` when it imports and has every attribute in `needed`, else None. That the
+    import works is not enough: a folder named like it on sys.path (a ComfyUI checkout cloned as comfy/
+    beside the pack, whose root has a utils/ package) imports as a package without them."""
     try:
-        import comfy.model_management as mm
+        module = importlib.import_module(name)
     except ImportError:
         return None
-    return mm
+    return module if all(hasattr(module, attribute) for attribute in needed) else None
+
+
+def _model_management():
+    return _comfy_module("comfy.model_management", "get_torch_device", "intermediate_device",
+                         "throw_exception_if_processing_interrupted")
 
 
 def render_device() -> torch.device:
@@ -47,15 +56,12 @@ def register_custom_rasterizer() -> None:
     """Serve `import custom_rasterizer` (Hunyuan3D-2's CUDA extension) from utils/custom_rasterizer.py
     when the real one cannot be imported, so that texture pipelines written for it run without building
     it; RASTERKIT_NO_CUSTOM_RASTERIZER=1 turns this off."""
-    import importlib
     import logging
     import sys
 
     if os.environ.get("RASTERKIT_NO_CUSTOM_RASTERIZER"):
         return
-    try:
-        importlib.import_module("custom_rasterizer")
-    except ImportError:
+    if _comfy_module("custom_rasterizer", "rasterize", "interpolate") is None:  # e.g. its unbuilt source folder
         from ..utils import custom_rasterizer
 
         sys.modules["custom_rasterizer"] = custom_rasterizer
@@ -103,11 +109,7 @@ def _save_temp(frame: torch.Tensor, max_side: int) -> dict:
 
 
 def _comfyui_running() -> bool:
-    try:
-        import folder_paths  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _comfy_module("folder_paths", "get_temp_directory") is not None
 
 
 def frame_preview(images: torch.Tensor, max_side: int = 1024) -> dict | None:
@@ -131,11 +133,8 @@ class Progress:
 
     def __init__(self, total: int):
         self.total = max(1, int(total))
-        try:
-            import comfy.utils
-            self._bar = comfy.utils.ProgressBar(self.total)
-        except ImportError:
-            self._bar = None
+        utils = _comfy_module("comfy.utils", "ProgressBar")
+        self._bar = utils.ProgressBar(self.total) if utils is not None else None
 
     def __call__(self, done: int, total: int | None = None) -> None:
         check_interrupt()
