@@ -1,5 +1,6 @@
 """Every node against its V1 and V3 schemas, without ComfyUI: the V3 form is built against a
 stand-in for comfy_api.latest.io that records what the node declares."""
+import json
 import types
 from pathlib import Path
 
@@ -92,6 +93,14 @@ def test_node_ids_are_prefixed_and_unique():
 def test_package_registers_v1_without_comfyui():
     assert set(PACK.NODE_CLASS_MAPPINGS) == {n.NODE_ID for n in NODE_CLASSES}
     assert PACK.WEB_DIRECTORY == "./web/js"
+
+
+def test_node_list_json_names_every_node_for_comfyui_managers_scanner():
+    """ComfyUI-Manager maps node ids to packs from literal NODE_CLASS_MAPPINGS keys, V3 Schema(node_id=...)
+    literals, or a node_list.json at the root; this pack builds both registrations from NODE_CLASSES,
+    so node_list.json ({node id: display name}) is what its scanner reads."""
+    listed = json.loads((Path(__file__).resolve().parents[1] / "node_list.json").read_text())
+    assert listed == {n.NODE_ID: n.DISPLAY_NAME for n in NODE_CLASSES}
 
 
 @pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
