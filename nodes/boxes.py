@@ -6,7 +6,7 @@ import torch
 from ..utils import boxes as box_sources
 from ..utils import gpu_rendering as R
 from ..utils.colors import PALETTES, palette, parse_hex, stable_index
-from ..utils.labels import label_primitives
+from ..utils.labels import DEFAULT_FONT, font_chain, font_names, label_primitives
 from ._comfy import LAYER_ALPHA_MODES, LAYER_ALPHA_TOOLTIP, Progress, frame_preview, intermediate_device, layer_output, render_device
 from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
@@ -73,26 +73,33 @@ class BoundingBoxRenderer(RasterKitNode):
     DESCRIPTION = ("Draws anti-aliased rounded boxes with labels on every frame of an image batch. Boxes come "
                    "from JSON, a BBOX, SEGS or a MASK (one box per connected component).")
     INPUTS = [
-        Socket("images", "IMAGE"),
+        Socket("images", "IMAGE", tooltip="the frames to draw on (a video is one batch)"),
         String("boxes", "[[64, 48, 256, 200]]", multiline=True,
                tooltip="JSON: a list of boxes for every frame, or one list per frame. A box is [x1,y1,x2,y2] or "
                        "{x1,y1,x2,y2 | x,y,w,h, label, id, score, color}."),
-        Float("stroke_width", 3.0, 0.0, 64.0, 0.5),
-        Float("corner_radius", 8.0, 0.0, 256.0, 0.5),
-        Float("stroke_opacity", 1.0, 0.0, 1.0),
-        Float("fill_opacity", 0.15, 0.0, 1.0),
+        Float("stroke_width", 3.0, 0.0, 64.0, 0.5, tooltip="outline width in pixels; 0: no outline"),
+        Float("corner_radius", 8.0, 0.0, 256.0, 0.5, tooltip="radius of the rounded corners in pixels; 0: square"),
+        Float("stroke_opacity", 1.0, 0.0, 1.0, tooltip="opacity of the outline"),
+        Float("fill_opacity", 0.15, 0.0, 1.0, tooltip="opacity of the fill inside each box; 0: outline only"),
         String("color", "", tooltip="Hex colour for every box (#RRGGBB or #RRGGBBAA); empty: use the palette"),
-        Combo("palette", tuple(PALETTES)),
+        Combo("palette", tuple(PALETTES), tooltip="colours of the boxes without one of their own, when color is empty"),
         Combo("color_by", COLOR_BY, tooltip="Palette slot by class label, track id, or box index"),
-        Combo("labels", LABEL_MODES, "label"),
-        Int("label_size", 16, 6, 128),
+        Combo("labels", LABEL_MODES, "label",
+              tooltip="text drawn above each box: its class label, score and/or track id; none: no labels"),
+        Int("label_size", 16, 6, 128, tooltip="label text size in pixels"),
         Float("corner_length", 0.0, 0.0, 1024.0, 1.0, tooltip="> 0: draw only the corners, arms this long"),
         Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
-        Socket("bbox", "BBOX", optional=True),
-        Socket("segs", "SEGS", optional=True),
-        Socket("mask", "MASK", optional=True),
+        # last among the widgets: saved workflows list widget values in order
+        Combo("font", font_names, default=DEFAULT_FONT,
+              tooltip="label font: a font file found on this machine, or default (Pillow's font for Latin); "
+                      "characters a font lacks come from other fonts found (Cyrillic, CJK, emoji, ...)"),
+        Socket("bbox", "BBOX", optional=True,
+               tooltip="boxes from KJNodes, SAM2 or Florence2: (x1, y1, x2, y2) per image, or a list per frame"),
+        Socket("segs", "SEGS", optional=True, tooltip="Impact Pack SEGS: a box per segment, with label and confidence"),
+        Socket("mask", "MASK", optional=True, tooltip="one box per connected component of each frame's mask"),
         Socket("bounding_box", "BOUNDING_BOX", optional=True,
-               tooltip="core ComfyUI's detections (e.g. RT-DETR Detect): per image, {x, y, width, height, label, score}"),
+               tooltip="core ComfyUI's detections (e.g. RT-DETR Detect): per image, "
+                       "{x, y, width, height, label, score}"),
     ]
     OUTPUTS = [Output("IMAGE", "image"), Output("MASK", "alpha"),
                Output("IMAGE", "layer", "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)")]
@@ -100,8 +107,9 @@ class BoundingBoxRenderer(RasterKitNode):
     @classmethod
     def run(cls, images, boxes="", stroke_width=3.0, corner_radius=8.0, stroke_opacity=1.0, fill_opacity=0.15,
             color="", palette="default", color_by="label", labels="label", label_size=16, corner_length=0.0,
-            layer_alpha="straight", bbox=None, segs=None, mask=None, bounding_box=None):
+            layer_alpha="straight", font=DEFAULT_FONT, bbox=None, segs=None, mask=None, bounding_box=None):
         check_images(images, "images")
+        font_chain(font)  # a font name that is not in the list is an error even without labels
         batch, height, width, _ = images.shape
         table = _box_table(images, boxes, bbox, segs, mask, bounding_box)
         rgb = _box_colors(table, color, palette, color_by)
@@ -113,7 +121,7 @@ class BoundingBoxRenderer(RasterKitNode):
         if labels != "none" and len(table):
             texts = [_label_text(table, i, labels) for i in range(len(table))]
             tags, atlas = label_primitives(table.frame, table.xyxy, texts, torch.cat([rgb, ones], 1),
-                                           height, width, label_size)
+                                           height, width, label_size, font)
             prims = R.concat(prims, tags)
         image, alpha, layer = R.draw(images, prims, atlas, device=render_device(), on_progress=Progress(batch))
         out = intermediate_device()

@@ -1,39 +1,350 @@
 """Box labels: each distinct string rendered once into an atlas, drawn as sprites on a rounded
-background that stays inside the frame."""
+background that stays inside the frame.
+
+Fonts. Each character of a label is drawn with the first font of a chain whose character map has it;
+neighbouring characters with the same font form one run (shaped as a whole), runs share one baseline.
+The chain, for a font name from `font_names()`:
+  1. the font chosen, if not "default";
+  2. Pillow's bundled font (Latin only: Latin labels look as they always did);
+  3. the fonts of PREFERRED_FONTS that are found, in that order: wide coverage of Latin, Greek,
+     Cyrillic and more, then Chinese, Japanese and Korean, then symbols and emoji (drawn in one colour);
+  4. every other font found, regular styles first;
+  5. last-resort fonts that have a glyph for every code point (GNU Unifont, Last Resort).
+A character that no font has is drawn with the first font's "missing glyph" box. Fonts are found in the
+system's font folders (Windows, macOS, Linux) and beside matplotlib when it is installed (DejaVu and Last
+Resort). Colour bitmap fonts (Noto Color Emoji, Apple Color Emoji) are left out: a label is a coverage
+mask, and Pillow draws those at their one bitmap size only.
+"""
 from __future__ import annotations
 
+import bisect
 import functools
+import importlib.util
+import io
+import os
+import re
+import struct
+import sys
+import unicodedata
 
 import numpy as np
 import torch
 
 from . import gpu_rendering as R
+from .text_input import short
 
 PADDING = 3
+DEFAULT_FONT = "default"
+BUNDLED = ""  # Pillow's bundled font, in a chain of font paths
+FONT_EXTENSIONS = (".ttf", ".otf", ".ttc", ".otc")
+# file names on Windows, macOS and Linux; the fallback tries those found in this order
+PREFERRED_FONTS = (
+    "DejaVuSans.ttf", "NotoSans-Regular.ttf", "segoeui.ttf", "Arial Unicode.ttf", "arialuni.ttf",
+    "LiberationSans-Regular.ttf", "arial.ttf", "Nirmala.ttf", "LeelawUI.ttf",
+    "NotoSansCJK-Regular.ttc", "NotoSansCJKsc-Regular.otf", "msyh.ttc", "YuGothR.ttc", "malgun.ttf",
+    "Hiragino Sans GB.ttc", "PingFang.ttc", "AppleSDGothicNeo.ttc", "wqy-microhei.ttc", "wqy-zenhei.ttc",
+    "DroidSansFallbackFull.ttf",
+    "seguisym.ttf", "seguiemj.ttf", "Apple Symbols.ttf", "NotoSansSymbols2-Regular.ttf", "NotoEmoji-Regular.ttf",
+    "Symbola.ttf",
+)
+LAST_RESORT_FONTS = ("unifont.otf", "unifont.ttf", "LastResort.otf", "LastResortHE-Regular.ttf")
+_STYLE_WORDS = ("bold", "italic", "oblique", "light", "thin", "black", "heavy", "medium", "condensed", "mono")
+_ZWJ = "\u200d"
 
 
-@functools.lru_cache(maxsize=8)
-def _font(size: int):
+def _font_folders() -> list[tuple[str, tuple[str, ...]]]:
+    """(folder, name prefixes to take from it; empty: every font) in the order searched."""
+    home = os.path.expanduser("~")
+    if sys.platform == "win32":
+        folders = [os.path.join(os.environ.get("WINDIR", r"C:\Windows"), "Fonts"),
+                   os.path.join(os.environ.get("LOCALAPPDATA", home), "Microsoft", "Windows", "Fonts")]
+    elif sys.platform == "darwin":
+        folders = ["/System/Library/Fonts", "/Library/Fonts", os.path.join(home, "Library", "Fonts")]
+    else:
+        data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+        data_dirs = (os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(":")
+        folders = [os.path.join(d, "fonts") for d in [data_home, *data_dirs] if d] + [os.path.join(home, ".fonts")]
+    found = [(folder, ()) for folder in folders]
+    spec = importlib.util.find_spec("matplotlib")  # found, not imported
+    if spec is not None and spec.submodule_search_locations:
+        # DejaVu (Latin, Greek, Cyrillic and more) and Last Resort; not its TeX and STIX math fonts
+        found.append((os.path.join(spec.submodule_search_locations[0], "mpl-data", "fonts", "ttf"),
+                      ("DejaVu", "LastResort")))
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def font_files() -> dict[str, str]:
+    """Font file name -> path of the outline fonts found (the first of a name wins), sorted by name.
+    Asked once per process: a font installed later is listed after a restart."""
+    found: dict[str, str] = {}
+    for root, prefixes in _font_folders():
+        for folder, subfolders, files in os.walk(root):
+            subfolders.sort()
+            for name in sorted(files):
+                path = os.path.join(folder, name)
+                wanted = name.lower().endswith(FONT_EXTENSIONS) and (not prefixes or name.startswith(prefixes))
+                if wanted and name not in found and _has_outlines(path):
+                    found[name] = path
+    return dict(sorted(found.items(), key=lambda item: item[0].lower()))
+
+
+def font_names() -> list[str]:
+    """The choices of a `font` input: "default" (the automatic chain), then the fonts found."""
+    return [DEFAULT_FONT, *font_files()]
+
+
+def font_chain(name: str) -> tuple[str, ...]:
+    """The paths of the fonts that draw labels in font `name` (BUNDLED for Pillow's), in the order of the
+    module docstring. ValueError naming the input `font` for a name that is not one of `font_names()`."""
+    if not isinstance(name, str):
+        raise ValueError(f"font: expected a font name, got {short(name)}")
+    return _chain(name)
+
+
+@functools.lru_cache(maxsize=64)
+def _chain(name: str) -> tuple[str, ...]:
+    files = font_files()
+    if name != DEFAULT_FONT and name not in files:
+        shown = ", ".join(font_names()[:8]) + (f" and {len(files) - 7} more" if len(files) > 7 else "")
+        raise ValueError(f"font: {short(name)} is not a font found on this machine; choose one of {shown}")
+    if name != DEFAULT_FONT and _coverage(files[name]) is None:
+        raise ValueError(f"font: {name!r} has no Unicode character map that Pillow can draw; choose another font")
+    by_lower_name = {key.lower(): path for key, path in files.items()}
+    preferred = [by_lower_name[n.lower()] for n in PREFERRED_FONTS if n.lower() in by_lower_name]
+    last = [by_lower_name[n.lower()] for n in LAST_RESORT_FONTS if n.lower() in by_lower_name]
+    others = sorted((p for p in files.values() if p not in preferred and p not in last), key=_regular_first)
+    chosen = [files[name]] if name != DEFAULT_FONT else []
+    return tuple(dict.fromkeys(chosen + [BUNDLED] + preferred + others + last))  # the chosen font once, first
+
+
+def _regular_first(path: str) -> tuple[bool, str]:
+    name = os.path.basename(path).lower()
+    return any(word in name for word in _STYLE_WORDS), name
+
+
+def _table_directory(stream) -> dict[bytes, tuple[int, int]]:
+    """tag -> (offset, length) of the tables of a TrueType/OpenType font (the first of a collection)."""
+    header = stream.read(12)
+    if header[:4] == b"ttcf":
+        stream.seek(struct.unpack(">I", stream.read(4))[0])
+        header = stream.read(12)
+    if len(header) < 12 or header[:4] not in (b"\0\1\0\0", b"OTTO", b"true"):
+        raise ValueError("not a TrueType or OpenType font")
+    count = struct.unpack_from(">H", header, 4)[0]
+    records = stream.read(16 * count)
+    return {records[i:i + 4]: struct.unpack_from(">II", records, i + 8) for i in range(0, len(records) - 15, 16)}
+
+
+def _draws_in_one_colour(tables: dict) -> bool:
+    """Outlines (TrueType or CFF), not colour bitmaps (CBDT, sbix), which Pillow draws at one size only."""
+    return any(t in tables for t in (b"glyf", b"CFF ", b"CFF2")) and not any(t in tables for t in (b"CBDT", b"sbix"))
+
+
+def _has_outlines(path: str) -> bool:
+    try:
+        with open(path, "rb") as stream:
+            return _draws_in_one_colour(_table_directory(stream))
+    except (OSError, ValueError, struct.error):
+        return False
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> tuple[list[int], list[int]]:
+    """Code point ranges [starts, ends] (inclusive, any order, overlapping or not) -> the sorted, disjoint
+    ranges of their union, with neighbours merged."""
+    keep = starts <= ends
+    order = np.argsort(starts[keep], kind="stable")
+    starts, ends = starts[keep][order], ends[keep][order]
+    if starts.size == 0:
+        return [], []
+    first = np.flatnonzero(np.r_[True, starts[1:] > np.maximum.accumulate(ends)[:-1] + 1])
+    return starts[first].tolist(), np.maximum.reduceat(ends, first).tolist()
+
+
+def _segmented_map(data: bytes, at: int) -> tuple[np.ndarray, np.ndarray]:
+    """Code points with a glyph in a format 4 subtable (the Basic Multilingual Plane) at byte `at`, as
+    ranges of one code point each."""
+    segments = struct.unpack_from(">H", data, at + 6)[0] // 2
+
+    def array(offset: int) -> np.ndarray:
+        return np.frombuffer(data, ">u2", segments, offset).astype(np.int64)
+
+    ends, starts, deltas = array(at + 14), array(at + 16 + 2 * segments), array(at + 16 + 4 * segments)
+    range_at = at + 16 + 6 * segments
+    range_offsets = array(range_at)
+    lengths = np.maximum(ends - starts + 1, 0)
+    segment = np.repeat(np.arange(segments), lengths)
+    rank = np.arange(segment.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    codes = starts[segment] + rank
+    # idRangeOffset 0: glyph = code + delta; else the glyph id array holds it, at an address relative to
+    # the segment's own idRangeOffset entry (0 there: no glyph)
+    address = range_at + 2 * segment + range_offsets[segment] + 2 * rank
+    words = np.frombuffer(data + b"\0\0", ">u2", (len(data) + 2) // 2).astype(np.int64)
+    inside = (address + 1 < len(data)) & (address % 2 == 0)
+    looked_up = np.where(inside, words[(address // 2).clip(0, words.size - 1)], 0)
+    glyph = np.where(range_offsets[segment] == 0, codes + deltas[segment],
+                     np.where(looked_up != 0, looked_up + deltas[segment], 0)) % 65536
+    covered = codes[glyph != 0]
+    return covered, covered
+
+
+def _group_map(data: bytes, at: int, many_to_one: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Code point ranges with a glyph in a format 12 (or 13: one glyph per group) subtable at byte `at`."""
+    count = struct.unpack_from(">I", data, at + 12)[0]
+    groups = np.frombuffer(data, ">u4", 3 * count, at + 16).astype(np.int64).reshape(-1, 3)
+    groups = groups[groups[:, 1] <= 0x10FFFF]
+    if many_to_one:
+        groups = groups[groups[:, 2] != 0]
+        return groups[:, 0], groups[:, 1]
+    # glyphs numbered on from the group's first: only its first code may fall on glyph 0
+    return groups[:, 0] + (groups[:, 2] == 0), groups[:, 1]
+
+
+def _cmap_ranges(stream) -> tuple[np.ndarray, np.ndarray]:
+    """Ranges (starts, ends, inclusive, unsorted) of the code points that a font's Unicode character map
+    gives a glyph."""
+    tables = _table_directory(stream)
+    if not _draws_in_one_colour(tables):
+        raise ValueError("no outlines")
+    offset, length = tables[b"cmap"]
+    stream.seek(offset)
+    data = stream.read(length)
+    subtables = {}
+    for i in range(struct.unpack_from(">H", data, 2)[0]):
+        platform, encoding, at = struct.unpack_from(">HHI", data, 4 + 8 * i)
+        subtables.setdefault((platform, encoding), at)
+    # the full Unicode maps first, then the Basic Multilingual Plane ones, as FreeType picks them
+    for key in ((3, 10), (0, 6), (0, 4), (3, 1), (0, 3), (0, 2), (0, 1), (0, 0)):
+        if key in subtables:
+            at = subtables[key]
+            kind = struct.unpack_from(">H", data, at)[0]
+            if kind in (12, 13):
+                return _group_map(data, at, many_to_one=kind == 13)
+            if kind == 4:
+                return _segmented_map(data, at)
+    raise ValueError("no Unicode character map")
+
+
+@functools.lru_cache(maxsize=None)
+def _coverage(path: str) -> tuple[list[int], list[int]] | None:
+    """Ranges (starts, ends, inclusive, sorted) of the code points that the font at `path` (BUNDLED:
+    Pillow's) has a glyph for; None for a font that Pillow cannot draw (unreadable, no Unicode map)."""
     from PIL import ImageFont
 
-    return ImageFont.load_default(size=size)  # Pillow's bundled font (FreeType when available)
+    try:
+        if path == BUNDLED:
+            return _ranges(*_cmap_ranges(io.BytesIO(ImageFont.load_default(size=12).font_bytes)))
+        ImageFont.truetype(path, 12)  # FreeType reads it too
+        with open(path, "rb") as stream:
+            return _ranges(*_cmap_ranges(stream))
+    except (OSError, ValueError, ImportError, AttributeError, struct.error, KeyError, RuntimeError):
+        return None
 
 
-def text_atlas(strings: list[str], size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Render distinct strings once. Returns atlas float [Ha,Wa] (coverage 0..1) and rects
-    int64 [S,4] (x, y, width, height of each string inside the atlas), strings stacked vertically."""
+def _has(path: str, code: int) -> bool:
+    coverage = _coverage(path)
+    if coverage is None:
+        return False
+    starts, ends = coverage
+    i = bisect.bisect_left(ends, code)
+    return i < len(ends) and starts[i] <= code
+
+
+def _ignorable(char: str) -> bool:
+    """Joiners and variation selectors: no font needs a glyph for them (shaping hides them)."""
+    return char in "\u200c\u200d" or "\ufe00" <= char <= "\ufe0f" or "\U000e0100" <= char <= "\U000e01ef"
+
+
+def _clusters(text: str) -> list[str]:
+    """Characters with the combining marks, variation selectors, skin tones and joined characters after
+    them: the units that one font draws."""
+    clusters: list[str] = []
+    for char in text:
+        joins = (unicodedata.category(char).startswith("M") or _ignorable(char)
+                 or "\U0001f3fb" <= char <= "\U0001f3ff" or clusters[-1].endswith(_ZWJ)) if clusters else False
+        if joins:
+            clusters[-1] += char
+        else:
+            clusters.append(char)
+    return clusters
+
+
+def _first_with(piece: str, chain: tuple[str, ...]) -> str | None:
+    """The first font of the chain with every character of `piece` (joiners and selectors aside)."""
+    codes = [ord(c) for c in piece if not _ignorable(c)]
+    return next((path for path in chain if all(_has(path, code) for code in codes)), None)
+
+
+def _is_last_resort(path: str) -> bool:
+    return os.path.basename(path).lower() in {name.lower() for name in LAST_RESORT_FONTS}
+
+
+@functools.lru_cache(maxsize=4096)
+def _runs(text: str, font: str) -> tuple[tuple[str, str], ...]:
+    """(font path, text) runs of one label in font `font`, in reading order, on one line (control
+    characters such as newlines become spaces). A word is drawn in the first font that has all of it,
+    so that it keeps one look, else cluster by cluster; spaces keep the font of the run they are in, so
+    that a phrase in one script stays one run (shaped, and ordered right to left where it should be)."""
+    chain = font_chain(font)
+    whole_words = tuple(path for path in chain if not _is_last_resort(path))  # they would take any word
+    runs: list[list[str]] = []
+    text = "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
+    for word in filter(None, re.split(r"(\s+)", text)):
+        if word.isspace():
+            current = runs[-1][0] if runs else None
+            kept = current is not None and not _is_last_resort(current) and _first_with(word, (current,))
+            pieces = [(current if kept else _first_with(word, chain) or chain[0], word)]
+        elif (path := _first_with(word, whole_words)) is not None:
+            pieces = [(path, word)]
+        else:  # a character that no font has: the others still get theirs
+            pieces = [(_first_with(c, chain) or _first_with(c[0], chain) or chain[0], c) for c in _clusters(word)]
+        for path, piece in pieces:
+            if runs and runs[-1][0] == path:
+                runs[-1][1] += piece
+            else:
+                runs.append([path, piece])
+    return tuple((path, run) for path, run in runs)
+
+
+@functools.lru_cache(maxsize=64)
+def _font(path: str, size: int):
+    from PIL import ImageFont
+
+    if path == BUNDLED:
+        return ImageFont.load_default(size=size)  # Pillow's bundled font (FreeType when available)
+    return ImageFont.truetype(path, size)
+
+
+def _layout(text: str, size: int, font: str) -> tuple[list[tuple], tuple[int, int, int, int]]:
+    """Pieces (Pillow font, run, pen x on the baseline) and their ink bounds (left, top, right,
+    bottom) relative to the start of the baseline."""
+    pieces, bounds, pen = [], [], 0
+    for path, run in _runs(text, font):
+        face = _font(path, size)
+        left, top, right, bottom = face.getbbox(run, anchor="ls")
+        pieces.append((face, run, pen))
+        bounds.append((pen + left, top, pen + right, bottom))
+        pen += round(face.getlength(run))  # whole pixels: every run drawn as it was measured
+    edges = np.array(bounds or [(0, 0, 0, 0)])
+    return pieces, (int(edges[:, 0].min()), int(edges[:, 1].min()), int(edges[:, 2].max()), int(edges[:, 3].max()))
+
+
+def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple[torch.Tensor, torch.Tensor]:
+    """Render distinct strings once, in font `font` (one of `font_names()`) with per-character fallback.
+    Returns atlas float [Ha,Wa] (coverage 0..1) and rects int64 [S,4] (x, y, width, height of each
+    string inside the atlas), strings stacked vertically."""
     from PIL import Image, ImageDraw
 
-    font = _font(size)
-    boxes = [font.getbbox(s) for s in strings]
-    sizes = [(max(1, r - l), max(1, b - t)) for l, t, r, b in boxes]
+    layouts = [_layout(s, size, font) for s in strings]
+    sizes = [(max(1, r - l), max(1, b - t)) for _, (l, t, r, b) in layouts]
     width = max((w for w, _ in sizes), default=1)
     height = max(1, sum(h for _, h in sizes))
     canvas = Image.new("L", (width, height), 0)
     draw = ImageDraw.Draw(canvas)
     rects, y = [], 0
-    for text, (l, t, _r, _b), (w, h) in zip(strings, boxes, sizes):
-        draw.text((-l, y - t), text, fill=255, font=font)
+    for (pieces, (left, top, _r, _b)), (w, h) in zip(layouts, sizes):
+        for face, run, pen in pieces:
+            draw.text((pen - left, y - top), run, fill=255, font=face, anchor="ls")
         rects.append((0, y, w, h))
         y += h
     atlas = torch.from_numpy(np.asarray(canvas, dtype=np.float32) / 255.0)
@@ -41,12 +352,13 @@ def text_atlas(strings: list[str], size: int) -> tuple[torch.Tensor, torch.Tenso
 
 
 def label_primitives(frame: torch.Tensor, xyxy: torch.Tensor, texts: list[str], colors: torch.Tensor,
-                     height: int, width: int, size: int) -> tuple[R.Primitives, torch.Tensor | None]:
+                     height: int, width: int, size: int,
+                     font: str = DEFAULT_FONT) -> tuple[R.Primitives, torch.Tensor | None]:
     """Labels for N boxes: background then text, placed above each box, or inside its top when
     there is no room above, and shifted to stay inside the frame.
 
     frame int64 [N], xyxy float [N,4], texts N strings ("" = no label), colors float [N,4]
-    (background; the text is black or white, whichever contrasts more).
+    (background; the text is black or white, whichever contrasts more), font one of `font_names()`.
     Returns the primitives and the atlas they index (None when there is no label).
     """
     keep = torch.tensor([bool(t) for t in texts], dtype=torch.bool)
@@ -54,7 +366,7 @@ def label_primitives(frame: torch.Tensor, xyxy: torch.Tensor, texts: list[str], 
         return R.empty(), None
     kept = [t for t in texts if t]
     distinct = sorted(set(kept))
-    atlas, rects = text_atlas(distinct, size)
+    atlas, rects = text_atlas(distinct, size, font)
     rect = rects[torch.tensor([distinct.index(t) for t in kept])]
     box, colour, frame = xyxy[keep], colors[keep], frame[keep]
     label_w = rect[:, 2].float() + 2 * PADDING

@@ -1,0 +1,144 @@
+"""Labels in any script: the font chain, per-character fallback across real fonts, the font input.
+
+Cyrillic and accented Latin need a font beyond Pillow's bundled one (Latin only): DejaVu Sans, which
+requirements-dev.txt guarantees through matplotlib. Scripts that need fonts a machine may lack (CJK,
+emoji) are skipped, with the reason, where no font found has them."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from rasterkit.nodes.boxes import BoundingBoxRenderer as Node
+from rasterkit.utils import labels as L
+
+NO_FONT_HAS = "\U0010fffd"  # private use: no font has it but a last-resort one
+
+
+def bitmaps(strings, size=24, font=L.DEFAULT_FONT):
+    atlas, rects = L.text_atlas(strings, size, font)
+    return [atlas[y:y + h, x:x + w] for x, y, w, h in rects.tolist()]
+
+
+def font_with(text):
+    """The font of the default chain with every character of `text`, last-resort fonts aside."""
+    regular = tuple(path for path in L.font_chain(L.DEFAULT_FONT) if not L._is_last_resort(path))
+    return L._first_with(text, regular)
+
+
+def test_accented_and_cyrillic_labels_get_glyphs_of_their_own():
+    """Before the font chain, all four were the bundled font's missing-glyph box."""
+    assert font_with("éèжщ") is not None, "no font with Cyrillic: install requirements-dev.txt (matplotlib: DejaVu)"
+    drawn = bitmaps(["é", "è", "ж", "щ"])
+    assert all(b.sum() > 5 for b in drawn)
+    for i in range(4):
+        for j in range(i):
+            assert drawn[i].shape != drawn[j].shape or not torch.equal(drawn[i], drawn[j]), (i, j)
+
+
+def test_cyrillic_labels_on_the_node_differ():
+    boxes = '[{"x1": 4, "y1": 30, "x2": 60, "y2": 44, "label": "%s"}]'
+    images = torch.zeros(1, 48, 64, 3)
+    cat, dog = (Node.run(images, boxes=boxes % word, fill_opacity=0.0, stroke_width=0.0, label_size=12)[1]
+                for word in ("кот", "пёс"))
+    assert cat.sum() > 0 and not torch.equal(cat, dog)
+
+
+def test_a_label_mixing_scripts_draws_each_run_in_a_font_that_has_it():
+    """Latin from Pillow's font, Cyrillic from another real font, on one baseline: the mixed label's ink
+    is the ink of its two runs drawn alone."""
+    cyrillic = font_with("жук")
+    assert cyrillic is not None and cyrillic != L.BUNDLED
+    assert L._runs("dog жук", L.DEFAULT_FONT) == ((L.BUNDLED, "dog "), (cyrillic, "жук"))
+    latin, russian, mixed = bitmaps(["dog ", "жук", "dog жук"])
+    assert mixed.sum().item() == pytest.approx(latin.sum().item() + russian.sum().item(), rel=1e-6)
+    assert mixed.shape[1] >= latin.shape[1] + russian.shape[1]
+
+
+def test_latin_labels_are_drawn_as_before():
+    """Pillow's bundled font has every ASCII character: such labels are one run in it, pixel for pixel
+    what the atlas drew before the font chain."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    text = "person #12 0.93"
+    assert L._runs(text, L.DEFAULT_FONT) == ((L.BUNDLED, text),)
+    font = ImageFont.load_default(size=16)
+    left, top, right, bottom = font.getbbox(text)
+    canvas = Image.new("L", (right - left, bottom - top), 0)
+    ImageDraw.Draw(canvas).text((-left, -top), text, fill=255, font=font)
+    expected = torch.from_numpy(np.asarray(canvas, dtype=np.float32) / 255)
+    assert torch.equal(bitmaps([text], size=16)[0], expected)
+
+
+def test_words_keep_one_font_and_spaces_keep_the_run_they_are_in():
+    cyrillic = font_with("жук")
+    # "é" is not in Pillow's font: the whole word goes to a font with all of it, not letter by letter
+    assert L._runs("café", L.DEFAULT_FONT) == ((font_with("café"), "café"),)
+    assert L._runs("жук жук", L.DEFAULT_FONT) == ((cyrillic, "жук жук"),)
+    assert L._runs("a\nb\tc", L.DEFAULT_FONT) == ((L.BUNDLED, "a b c"),)  # one line
+
+
+def test_a_chosen_font_comes_first_and_the_chain_still_backs_it():
+    name = "DejaVuSans.ttf"
+    assert name in L.font_names(), "install requirements-dev.txt (matplotlib: DejaVu)"
+    chain = L.font_chain(name)
+    assert chain[0] == L.font_files()[name] and chain[1] == L.BUNDLED and len(set(chain)) == len(chain)
+    assert not torch.equal(bitmaps(["dog"], font=name)[0], bitmaps(["dog"])[0])
+    runs = L._runs("dog " + NO_FONT_HAS, name)
+    assert runs[0] == (chain[0], "dog ") and runs[-1][1] == NO_FONT_HAS
+
+
+def test_a_character_no_font_has_is_a_box_as_a_last_resort():
+    assert bitmaps([NO_FONT_HAS])[0].sum() > 5  # Pillow's missing-glyph box, or a last-resort font's
+
+
+@pytest.mark.parametrize("script,pair,package", [
+    ("CJK", ("字", "中"), "fonts-noto-cjk"),
+    ("emoji", ("🙂", "🚗"), "fonts-noto-extra or fonts-symbola"),
+    ("Arabic", ("ب", "ج"), "fonts-noto-core"),
+    ("Greek", ("Ω", "λ"), "fonts-dejavu-core"),
+])
+def test_other_scripts_where_a_font_has_them(script, pair, package):
+    if font_with("".join(pair)) is None:
+        pytest.skip(f"no font on this machine has {script} ({package} would bring one)")
+    first, second = bitmaps(list(pair))
+    assert first.sum() > 5 and second.sum() > 5
+    assert first.shape != second.shape or not torch.equal(first, second)
+
+
+def test_font_choices_are_the_fonts_found():
+    names = L.font_names()
+    assert names[0] == L.DEFAULT_FONT and len(names) == len(set(names))
+    assert all(n.lower().endswith(L.FONT_EXTENSIONS) for n in names[1:])
+    assert all(os.path.isfile(path) for path in L.font_files().values())
+    assert L.font_files() is L.font_files()  # asked once
+    spec = next(s for s in Node.INPUTS if s.name == "font")
+    assert spec.default == L.DEFAULT_FONT and Node.INPUT_TYPES()["required"]["font"][0] == names
+
+
+@pytest.mark.parametrize("name", ["bogus", "../../etc/passwd.obj", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+                                  "", 5, None, ["default"]])
+def test_a_font_not_in_the_list_is_a_named_error(name):
+    """Only names from the list: no path, even of a real font, reaches the file system."""
+    images = torch.zeros(1, 16, 16, 3)
+    for labels in ("label", "none"):
+        with pytest.raises(ValueError, match="^font: "):
+            Node.execute(images=images, boxes='[{"x1": 1, "y1": 1, "x2": 9, "y2": 9, "label": "a"}]', labels=labels,
+                         font=name)
+
+
+def test_character_maps_read_as_fonttools_reads_them():
+    """The cmap reader (formats 4, 12 and 13) against fontTools, on Pillow's font and every font found."""
+    import io
+
+    from PIL import ImageFont
+
+    ttlib = pytest.importorskip("fontTools.ttLib")
+    fonts = [(L.BUNDLED, io.BytesIO(ImageFont.load_default(size=12).font_bytes)), *[(p, p) for p in L.font_files().values()]]
+    for path, source in fonts:
+        coverage = L._coverage(path)
+        if coverage is None:
+            continue
+        mine = {code for start, end in zip(*coverage) for code in range(start, end + 1)}
+        best = ttlib.TTFont(source, lazy=True, fontNumber=0).getBestCmap()
+        assert mine == {code for code, glyph in best.items() if glyph != ".notdef"}, path
