@@ -91,7 +91,7 @@ class BoundingBoxRenderer(RasterKitNode):
         Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
         # last among the widgets: saved workflows list widget values in order
         Combo("font", font_names, default=DEFAULT_FONT,
-              tooltip="label font: a font file found on this machine, or default (Pillow's font for Latin); "
+              tooltip="label font: a font file found on this machine, or default (Pillow's font for ASCII); "
                       "characters a font lacks come from other fonts found (Cyrillic, CJK, emoji, ...)"),
         Socket("bbox", "BBOX", optional=True,
                tooltip="boxes from KJNodes, SAM2 or Florence2: (x1, y1, x2, y2) per image, or a list per frame"),

@@ -178,3 +178,7 @@ def test_index_colours_stay_with_the_box_from_frame_to_frame():
                                                   labels="none", fill_opacity=1.0)
         assert torch.equal(image[0], image[1])
         assert not torch.equal(image[0, 6, 6], image[0, 24, 24])
+
+
+def test_every_input_has_a_tooltip():
+    assert [spec.name for spec in Node.INPUTS if not spec.tooltip] == []

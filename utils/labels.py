@@ -1,16 +1,20 @@
 """Box labels: each distinct string rendered once into an atlas, drawn as sprites on a rounded
 background that stays inside the frame.
 
-Fonts. Each character of a label is drawn with the first font of a chain whose character map has it;
-neighbouring characters with the same font form one run (shaped as a whole), runs share one baseline.
+Fonts. Each word of a label is drawn with the first font of a chain whose character map has all of its
+characters (a word that no font has whole: each character with the first font that has it); spaces stay
+with the font before them; neighbouring text in one font is one run, shaped as a whole (ligatures, Arabic
+joining, right-to-left order within the run), and runs follow each other left to right on one baseline.
 The chain, for a font name from `font_names()`:
   1. the font chosen, if not "default";
-  2. Pillow's bundled font (Latin only: Latin labels look as they always did);
+  2. Pillow's bundled font (ASCII and a few signs: ASCII labels look as they always did);
   3. the fonts of PREFERRED_FONTS that are found, in that order: wide coverage of Latin, Greek,
      Cyrillic and more, then Chinese, Japanese and Korean, then symbols and emoji (drawn in one colour);
   4. every other font found, regular styles first;
-  5. last-resort fonts that have a glyph for every code point (GNU Unifont, Last Resort).
-A character that no font has is drawn with the first font's "missing glyph" box. Fonts are found in the
+  5. last-resort fonts that have a glyph for every code point (GNU Unifont, Last Resort), for single
+     characters only.
+A character that no font has is drawn with the first font's "missing glyph" box. Fonts are chosen per
+distinct string, once (cached), from character maps read once per font file. Fonts are found in the
 system's font folders (Windows, macOS, Linux) and beside matplotlib when it is installed (DejaVu and Last
 Resort). Colour bitmap fonts (Noto Color Emoji, Apple Color Emoji) are left out: a label is a coverage
 mask, and Pillow draws those at their one bitmap size only.
@@ -48,6 +52,7 @@ PREFERRED_FONTS = (
     "Symbola.ttf",
 )
 LAST_RESORT_FONTS = ("unifont.otf", "unifont.ttf", "LastResort.otf", "LastResortHE-Regular.ttf")
+_LAST_RESORT_NAMES = frozenset(name.lower() for name in LAST_RESORT_FONTS)
 _STYLE_WORDS = ("bold", "italic", "oblique", "light", "thin", "black", "heavy", "medium", "condensed", "mono")
 _ZWJ = "\u200d"
 
@@ -237,7 +242,7 @@ def _coverage(path: str) -> tuple[list[int], list[int]] | None:
         ImageFont.truetype(path, 12)  # FreeType reads it too
         with open(path, "rb") as stream:
             return _ranges(*_cmap_ranges(stream))
-    except (OSError, ValueError, ImportError, AttributeError, struct.error, KeyError, RuntimeError):
+    except (OSError, ValueError, ImportError, AttributeError, struct.error, KeyError):
         return None
 
 
@@ -276,7 +281,7 @@ def _first_with(piece: str, chain: tuple[str, ...]) -> str | None:
 
 
 def _is_last_resort(path: str) -> bool:
-    return os.path.basename(path).lower() in {name.lower() for name in LAST_RESORT_FONTS}
+    return os.path.basename(path).lower() in _LAST_RESORT_NAMES
 
 
 @functools.lru_cache(maxsize=4096)
