@@ -111,7 +111,7 @@ def test_example_workflow_loads_and_runs_in_the_browser(page, path):
 
 
 def test_box_editor_draws_a_box_with_the_mouse(page):
-    load(page, ROOT / "example_workflows" / "boxes.json")
+    load(page, ROOT / "example_workflows" / "Bounding boxes with labels.json")
     boxes_before = json.loads(page.evaluate(f"{BOX_NODE}.widgets.find(w => w.name === 'boxes').value"))
     queue_and_wait(page)  # the editor then shows the first frame at its real size (512x320)
     page.wait_for_timeout(500)
@@ -142,7 +142,7 @@ def test_box_editor_draws_a_box_with_the_mouse(page):
 
 
 def test_editor_preview_uses_the_node_palette(page):
-    load(page, ROOT / "example_workflows" / "boxes.json")
+    load(page, ROOT / "example_workflows" / "Bounding boxes with labels.json")
     page.wait_for_timeout(500)
     colours = page.evaluate(f"""(() => {{
         const editor = {BOX_NODE}.rasterkitBoxEditor;
@@ -240,7 +240,7 @@ def test_tracks_editor_adds_moves_and_deletes_points(page):
 
 
 def test_primitive_mesh_plays_its_build_up(page):
-    load(page, ROOT / "example_workflows" / "primitive.json")
+    load(page, ROOT / "example_workflows" / "Image rebuilt from shapes.json")
     queue_and_wait(page)
     player = "window.app.graph._nodes.find(n => n.type === 'RasterKit_PrimitiveMesh').rasterkitPlayer"
     page.wait_for_function(f"{player}.frames.length > 1 && {player}.picture.complete && {player}.picture.naturalWidth > 0")
@@ -263,7 +263,7 @@ def test_primitive_mesh_plays_its_build_up(page):
 def test_load_mesh_uploads_a_file_and_selects_it(page):
     """The upload button's file picker sends the mesh to input/3d; the node's list then holds it, selected,
     and the workflow runs with it."""
-    load(page, ROOT / "example_workflows" / "mesh.json")
+    load(page, ROOT / "example_workflows" / "Mesh maps from six views.json")
     loader = "window.app.graph._nodes.find(n => n.type === 'RasterKit_LoadMesh')"
     assert page.evaluate(f"{loader}.widgets.some(w => w.name === 'upload mesh')")
     name = f"browser_upload_{int(time.time())}.obj"

@@ -8,6 +8,7 @@ import json
 import os
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -17,7 +18,9 @@ import pytest
 from rasterkit.nodes import NODE_CLASSES
 
 URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
-WORKFLOWS = sorted((Path(__file__).parent / "workflows").glob("*.api.json"))
+WORKFLOWS = sorted((Path(__file__).parent / "workflows").glob("*.api.json"))  # named as the templates are titled
+BOXES = Path(__file__).parent / "workflows" / "Bounding boxes with labels.api.json"
+MESH = Path(__file__).parent / "workflows" / "Mesh maps from six views.api.json"
 pytestmark = [pytest.mark.comfyui,
               pytest.mark.skipif(not URL, reason="COMFYUI_URL is not set: no live ComfyUI server to test against")]
 
@@ -81,7 +84,7 @@ def test_example_workflow_runs(path):
 
 
 def test_bad_input_is_a_clear_error_and_the_server_survives():
-    prompt = json.loads((Path(__file__).parent / "workflows" / "boxes.api.json").read_text())
+    prompt = json.loads(BOXES.read_text())
     bad = copy.deepcopy(prompt)
     bad["2"]["inputs"]["boxes"] = "[[1, 2, 3"
     entry = wait(queue(bad)["prompt_id"])
@@ -123,7 +126,7 @@ def test_template_browser_lists_the_ui_workflow(object_info, path):
     templates = get("/api/workflow_templates")
     pack = next((pack for pack, names in templates.items() if name in names), None)
     assert pack is not None, f"{name} is not among the templates {templates}"
-    ui = get(f"/api/workflow_templates/{pack}/{name}.json")
+    ui = get(f"/api/workflow_templates/{pack}/{urllib.parse.quote(name)}.json")
     assert ui_to_api(ui, object_info) == json.loads(path.read_text())
     assert (Path(__file__).parents[1] / "example_workflows" / f"{name}.jpg").is_file()
 
@@ -143,7 +146,7 @@ def upload(name, data, subfolder="3d"):
 
 
 def load_mesh_prompt(mesh_file):
-    prompt = json.loads((Path(__file__).parent / "workflows" / "mesh.api.json").read_text())
+    prompt = json.loads(MESH.read_text())
     loader = next(key for key, node in prompt.items() if node["class_type"] == "RasterKit_LoadMesh")
     prompt[loader]["inputs"]["mesh_file"] = mesh_file
     return prompt
