@@ -79,7 +79,9 @@ class LineLinkRenderer(RasterKitNode):
                tooltip="ys-vision-tools' TRACKS: an array of x, y, or a list of per-frame arrays; point n is row n "
                        "of every frame, rows a frame lacks are hidden"),
     ]
-    OUTPUTS = [Output("IMAGE", "image"), Output("MASK", "alpha"), Output("IMAGE", "layer", "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)"),
+    OUTPUTS = [Output("IMAGE", "image", "the frames with the links and points drawn over them"),
+               Output("MASK", "alpha", "the overlay's coverage of each pixel"),
+               Output("IMAGE", "layer", "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)"),
                Output("STRING", "edges_json", "per frame, the [i, j] point pairs linked")]
 
     @classmethod
