@@ -195,7 +195,7 @@ def canvas_pixel(page, editor, x, y):
 
 
 def test_tracks_editor_adds_moves_and_deletes_points(page):
-    load(page, ROOT / "example_workflows" / "links.json")
+    load(page, ROOT / "example_workflows" / "Links between tracked points.json")
     page.evaluate(f"{LINK_NODE}.disconnectInput({LINK_NODE}.findInputSlot('tracks'))")  # type the points instead
     for name, value in (("tracks_json", "[]"), ("color", "#FF00FF"), ("opacity", 1.0), ("width", 12.0),
                         ("curve", "straight"), ("point_radius", 0.0), ("max_distance", 0.0)):

@@ -120,7 +120,7 @@ def test_track_types_are_the_packs_own():
 
 
 def test_links_workflow_uses_the_declared_types():
-    workflow = json.loads((ROOT / "example_workflows" / "links.json").read_text())
+    workflow = json.loads((ROOT / "example_workflows" / "Links between tracked points.json").read_text())
     nodes = {node["id"]: node for node in workflow["nodes"]}
     for link_id, source, slot, target, target_slot, link_type in workflow["links"]:
         declared = nodes[source]["outputs"][slot]["type"]
