@@ -37,7 +37,8 @@ SAMPLES = {
     "IMAGE": lambda: torch.rand(2, 24, 32, 3),
     "MASK": lambda: torch.zeros(2, 24, 32),
 }
-ASSETS = Path(__file__).resolve().parents[1] / "example_workflows" / "assets"
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = ROOT / "example_workflows" / "assets"
 
 
 def tiny_mesh():
@@ -99,8 +100,25 @@ def test_node_list_json_names_every_node_for_comfyui_managers_scanner():
     """ComfyUI-Manager maps node ids to packs from literal NODE_CLASS_MAPPINGS keys, V3 Schema(node_id=...)
     literals, or a node_list.json at the root; this pack builds both registrations from NODE_CLASSES,
     so node_list.json ({node id: display name}) is what its scanner reads."""
-    listed = json.loads((Path(__file__).resolve().parents[1] / "node_list.json").read_text())
+    listed = json.loads((ROOT / "node_list.json").read_text())
     assert listed == {n.NODE_ID: n.DISPLAY_NAME for n in NODE_CLASSES}
+
+
+def test_example_workflows_are_named_as_titles_with_a_colour_thumbnail_and_an_api_twin():
+    """ComfyUI's template browser titles a custom node's template by its file name and shows <name>.jpg
+    as its card; tools/make_example_workflows.py builds both from tests/workflows/<name>.api.json."""
+    import numpy as np
+    from PIL import Image
+
+    examples = ASSETS.parent
+    names = sorted(path.stem for path in examples.glob("*.json"))
+    api_files = (ROOT / "tests" / "workflows").glob("*.api.json")
+    assert names == sorted(path.name.removesuffix(".api.json") for path in api_files)
+    for name in names:
+        assert name[0].isupper() and " " in name and not set(name) & set("._#?%"), f"{name!r} does not read as a title"
+        thumbnail = np.asarray(Image.open(examples / f"{name}.jpg").convert("RGB"), dtype=np.int16)
+        assert max(thumbnail.shape[:2]) <= 512
+        assert (thumbnail.max(-1) - thumbnail.min(-1)).max() > 64, f"{name}.jpg is grey: a mask, not the result?"
 
 
 @pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
@@ -126,7 +144,7 @@ def test_v1_schema(node):
 
 
 # node modules whose tooltips are still being written (issue 17): expected to fail until they are done
-TOOLTIPS_PENDING = {"boxes", "links"}
+TOOLTIPS_PENDING = {"boxes"}
 
 
 @pytest.mark.parametrize("node", [
