@@ -121,6 +121,33 @@ def test_example_workflows_are_named_as_titles_with_a_colour_thumbnail_and_an_ap
         assert (thumbnail.max(-1) - thumbnail.min(-1)).max() > 64, f"{name}.jpg is grey: a mask, not the result?"
 
 
+@pytest.mark.parametrize("api_file", sorted((ROOT / "tests" / "workflows").glob("*.api.json")),
+                         ids=lambda path: path.name.removesuffix(".api.json"))
+def test_example_workflows_give_the_pack_nodes_every_input_they_declare_today(api_file):
+    """What the live tests check against a server, for this pack's nodes and without one: the API prompt
+    names every required input, and the UI workflow holds one widget value per widget (in the order the
+    frontend lays them out: required, then optional) equal to the prompt's, so an input added to a node
+    cannot leave its example behind."""
+    nodes = {n.NODE_ID: n for n in NODE_CLASSES}
+    prompt = json.loads(api_file.read_text())
+    ui = json.loads((ASSETS.parent / api_file.name.replace(".api.json", ".json")).read_text())
+    ui_nodes = {str(n["id"]): n for n in ui["nodes"]}
+    for key, entry in prompt.items():
+        node = nodes.get(entry["class_type"])
+        if node is None:
+            continue
+        inputs = entry["inputs"]
+        assert {s.name for s in node.INPUTS if not s.optional} <= set(inputs), (api_file.name, node.NODE_ID)
+        widgets = [s for s in sorted(node.INPUTS, key=lambda s: s.optional) if s.type in WIDGETS | {"COMBO"}]
+        expected = []
+        for spec in widgets:
+            linked = isinstance(inputs.get(spec.name), list)
+            expected.append(spec.default if linked or spec.name not in inputs else inputs[spec.name])
+            if spec.name == "seed":
+                expected.append("fixed")  # the frontend's control_after_generate value
+        assert ui_nodes[key]["widgets_values"] == expected, (api_file.name, node.NODE_ID)
+
+
 @pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
 def test_v1_schema(node):
     schema = node.INPUT_TYPES()
