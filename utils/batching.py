@@ -45,13 +45,14 @@ def pack(sequences: Sequence, feature_shape: tuple[int, ...] = (), pad_value: fl
 
     Empty sequences are allowed; the result has L = max(L_i) (0 when all are empty).
     """
-    arrays = [np.asarray(s, dtype=np.float64).reshape((-1, *feature_shape)) for s in sequences]
+    host_dtype = np.dtype(str(dtype).removeprefix("torch."))  # read straight into `dtype`: no float64 tensor
+    arrays = [np.asarray(s, dtype=host_dtype).reshape((-1, *feature_shape)) for s in sequences]
     lengths = np.array([len(a) for a in arrays], dtype=np.int64)
     width = int(lengths.max()) if len(arrays) else 0
-    out = np.full((len(arrays), width, *feature_shape), pad_value, dtype=np.float64)
+    out = np.full((len(arrays), width, *feature_shape), pad_value, dtype=host_dtype)
     for row, a in enumerate(arrays):  # host-side copy into one buffer, before any transfer
         out[row, : len(a)] = a
-    return Ragged(torch.from_numpy(out).to(dtype), torch.from_numpy(lengths))
+    return Ragged(torch.from_numpy(out), torch.from_numpy(lengths))
 
 
 def unpack(ragged: Ragged) -> list[torch.Tensor]:
