@@ -31,13 +31,12 @@ def _gradient(t: torch.Tensor) -> torch.Tensor:
 
 
 def _points(images, tracks, ys_tracks, tracks_json):
-    """The one track source given (none: no points) as xy [B,N,2] and visible [B,N]."""
+    """The track source as xy [B,N,2] and visible [B,N]: the connected socket, else the tracks_json text
+    (a connected socket wins over the text, so that its default never blocks a connection; empty text
+    and no socket: no points)."""
     frames = images.shape[0]
-    given = [name for name, present in (("tracks", tracks is not None), ("ys_tracks", ys_tracks is not None),
-                                        ("tracks_json", bool(tracks_json and tracks_json.strip()))) if present]
-    if len(given) > 1:
-        raise ValueError(f"tracks: got {' and '.join(given)}; give one of tracks, ys_tracks or tracks_json "
-                         f"(clear tracks_json to draw a connected input)")
+    if tracks is not None and ys_tracks is not None:
+        raise ValueError("tracks: connect one of tracks and ys_tracks, got both")
     if tracks is not None:
         return track_sources.from_tracks(tracks, frames)
     if ys_tracks is not None:

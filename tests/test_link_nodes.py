@@ -59,6 +59,16 @@ def test_tracks_input_styles_and_points():
     assert dots[0, 50, 30] > 0.99  # a point marker at (30, 50)
 
 
+def test_a_connected_input_wins_over_the_text():
+    """The tracks_json default must not block a connection (as the boxes text for box sockets)."""
+    xy = torch.tensor([[[10.0, 10.0], [60.0, 12.0]]]).expand(3, -1, -1)
+    tracks = {"xy": xy, "visible": torch.ones(3, 2, dtype=torch.bool)}
+    default = next(spec.default for spec in LineLinkRenderer.INPUTS if spec.name == "tracks_json")
+    assert json.loads(render(tracks_json=default, tracks=tracks, k=1)[3]) == [[[0, 1]]] * 3
+    ys = [np.array([[10.0, 10.0], [60.0, 12.0]])] * 3
+    assert json.loads(render(tracks_json=default, ys_tracks=ys, k=1)[3]) == [[[0, 1]]] * 3
+
+
 def test_hidden_points_and_frames_without_points():
     _, alpha, _, edges_json = render(tracks_json='[[[10, 10], [-100, -100]], [[60, 12], [60, 12]], [[30, 50]]]', k=2)
     assert json.loads(edges_json)[1] == [[1, 2]]  # point 0 is hidden in frame 1
@@ -70,11 +80,8 @@ def test_hidden_points_and_frames_without_points():
     (dict(tracks_json="[[1, 2"), "tracks_json: not valid JSON"),
     (dict(tracks_json='[[{"x": NaN, "y": 1}]]'), "tracks_json: track 0 point 0 has a non-finite"),
     (dict(tracks_json=TRIANGLE, color="blue"), "color: expected a hex colour"),
-    (dict(tracks_json=TRIANGLE, tracks={"xy": torch.zeros(1, 1, 2), "visible": torch.ones(1, 1)}),
-     "tracks: got tracks and tracks_json; give one of tracks, ys_tracks or tracks_json"),
-    (dict(tracks_json=TRIANGLE, ys_tracks=np.zeros((2, 2))), "tracks: got ys_tracks and tracks_json"),
     (dict(tracks_json="", ys_tracks=np.zeros((2, 2)), tracks={"xy": torch.zeros(1, 1, 2), "visible": torch.ones(1, 1)}),
-     "tracks: got tracks and ys_tracks"),
+     "tracks: connect one of tracks and ys_tracks, got both"),
     (dict(tracks_json="", tracks=np.zeros((2, 2))), "tracks: got ndarray, ys-vision-tools' TRACKS"),
     (dict(tracks_json="", ys_tracks=[np.zeros((2, 3))]), r"ys_tracks: frame 0 should be an array \[N,2\]"),
     (dict(tracks_json="", tracks={"xy": torch.zeros(2, 5), "visible": torch.ones(2)}), "tracks: xy"),
