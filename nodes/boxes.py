@@ -101,7 +101,8 @@ class BoundingBoxRenderer(RasterKitNode):
                tooltip="core ComfyUI's detections (e.g. RT-DETR Detect): per image, "
                        "{x, y, width, height, label, score}"),
     ]
-    OUTPUTS = [Output("IMAGE", "image"), Output("MASK", "alpha"),
+    OUTPUTS = [Output("IMAGE", "image", "the frames with the boxes and labels drawn over them"),
+               Output("MASK", "alpha", "the overlay's coverage, 0..1 per pixel"),
                Output("IMAGE", "layer", "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)")]
 
     @classmethod

@@ -171,12 +171,7 @@ def test_v1_schema(node):
 
 
 # node modules whose tooltips are still being written (issue 17): expected to fail until they are done
-TOOLTIPS_PENDING = {"boxes"}
-
-
-@pytest.mark.parametrize("node", [
-    pytest.param(n, marks=pytest.mark.xfail(reason="tooltips still to be written (issue 17)", strict=False))
-    if n.__module__.rsplit(".", 1)[-1] in TOOLTIPS_PENDING else n for n in NODE_CLASSES], ids=lambda n: n.NODE_ID)
+@pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
 def test_every_input_and_output_has_a_tooltip(node):
     missing = [spec.name for spec in node.INPUTS if not spec.tooltip]
     missing += [f"output {o.name}" for o in node.OUTPUTS if not o.tooltip]
