@@ -3,7 +3,9 @@
 Cyrillic and accented Latin need a font beyond Pillow's bundled one (Latin only): DejaVu Sans, which
 requirements-dev.txt guarantees through matplotlib. Scripts that need fonts a machine may lack (CJK,
 emoji) are skipped, with the reason, where no font found has them."""
+import logging
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -127,18 +129,88 @@ def test_a_font_not_in_the_list_is_a_named_error(name):
                          font=name)
 
 
-def test_character_maps_read_as_fonttools_reads_them():
-    """The cmap reader (formats 4, 12 and 13) against fontTools, on Pillow's font and every font found."""
-    import io
+def built_font(path, cmap, colour_bitmaps=False):
+    """A TrueType font at `path` with glyphs ".notdef", "a" and "b" (squares) and the character map `cmap`
+    (code point -> glyph name); an (empty) sbix table of colour bitmaps beside them if asked."""
+    from fontTools.fontBuilder import FontBuilder
+    from fontTools.pens.ttGlyphPen import TTGlyphPen
+    from fontTools.ttLib import newTable
 
-    from PIL import ImageFont
+    pen = TTGlyphPen(None)
+    pen.moveTo((100, 0))
+    pen.lineTo((100, 500))
+    pen.lineTo((400, 500))
+    pen.lineTo((400, 0))
+    pen.closePath()
+    names = [".notdef", "a", "b"]
+    builder = FontBuilder(1000, isTTF=True)
+    builder.setupGlyphOrder(names)
+    builder.setupCharacterMap(cmap)
+    builder.setupGlyf({name: pen.glyph() for name in names})
+    builder.setupHorizontalMetrics({name: (500, 100) for name in names})
+    builder.setupHorizontalHeader(ascent=800, descent=-200)
+    builder.setupNameTable({"familyName": "Built", "styleName": "Regular"})
+    builder.setupOS2()
+    builder.setupPost()
+    if colour_bitmaps:
+        builder.font["sbix"] = newTable("sbix")
+    builder.save(str(path))
+    return str(path)
 
-    ttlib = pytest.importorskip("fontTools.ttLib")
-    fonts = [(L.BUNDLED, io.BytesIO(ImageFont.load_default(size=12).font_bytes)), *[(p, p) for p in L.font_files().values()]]
-    for path, source in fonts:
-        coverage = L._coverage(path)
-        if coverage is None:
-            continue
-        mine = {code for start, end in zip(*coverage) for code in range(start, end + 1)}
-        best = ttlib.TTFont(source, lazy=True, fontNumber=0).getBestCmap()
-        assert mine == {code for code, glyph in best.items() if glyph != ".notdef"}, path
+
+def test_a_font_has_the_characters_its_map_gives_a_glyph(tmp_path):
+    """Basic Multilingual Plane (format 4) and beyond (format 12); a code mapped to glyph 0 (the missing
+    glyph) is not had."""
+    path = built_font(tmp_path / "built.ttf", {ord("a"): "a", 0x1F600: "b", ord("c"): ".notdef"})
+    assert L._has_outlines(path)
+    assert L._has(path, ord("a")) and L._has(path, 0x1F600)
+    assert not L._has(path, ord("c")) and not L._has(path, ord("b")) and not L._has(path, 0x1F601)
+
+
+def test_a_collection_is_read_as_its_first_font(tmp_path):
+    """As Pillow draws a .ttc/.otc."""
+    from fontTools.ttLib import TTCollection, TTFont
+
+    collection = TTCollection()
+    collection.fonts = [TTFont(built_font(tmp_path / f"{c}.ttf", {ord(c): "a"})) for c in "xy"]
+    collection.save(str(tmp_path / "both.ttc"))
+    path = str(tmp_path / "both.ttc")
+    assert L._has_outlines(path) and L._has(path, ord("x")) and not L._has(path, ord("y"))
+
+
+def test_colour_bitmap_fonts_are_left_out(tmp_path):
+    path = built_font(tmp_path / "emoji.ttf", {ord("a"): "a"}, colour_bitmaps=True)
+    assert not L._has_outlines(path) and L._coverage(path) is None and not L._has(path, ord("a"))
+
+
+def test_coverage_of_known_fonts():
+    assert all(L._has(L.BUNDLED, code) for code in range(0x20, 0x7f)) and not L._has(L.BUNDLED, ord("é"))
+    dejavu = L.font_files().get("DejaVuSans.ttf")
+    assert dejavu is not None, "install requirements-dev.txt (matplotlib: DejaVu)"
+    assert all(L._has(dejavu, ord(c)) for c in "aé жΩ€")
+    assert not any(L._has(dejavu, ord(c)) for c in "中" + NO_FONT_HAS)
+    last_resort = L.font_files().get("LastResortHE-Regular.ttf")
+    if last_resort is not None:  # matplotlib 3.6 and later
+        assert L._has(last_resort, ord(NO_FONT_HAS)) and L._has(last_resort, 0)
+
+
+@pytest.fixture
+def without_fonttools(monkeypatch):
+    """fontTools not importable, the font caches emptied before and after."""
+    caches = (L.font_files, L._chain, L._coverage, L._runs)
+    for cache in caches:
+        cache.cache_clear()
+    monkeypatch.setitem(sys.modules, "fontTools", None)
+    monkeypatch.setitem(sys.modules, "fontTools.ttLib", None)
+    yield
+    monkeypatch.undo()
+    for cache in caches:
+        cache.cache_clear()
+
+
+def test_without_fonttools_labels_are_drawn_in_pillows_font(without_fonttools, caplog):
+    with caplog.at_level(logging.WARNING, logger="rasterkit"):
+        assert L.font_names() == [L.DEFAULT_FONT] and L.font_names() == [L.DEFAULT_FONT]
+    assert len(caplog.records) == 1 and "fontTools" in caplog.records[0].message  # once
+    assert L._runs("café жук", L.DEFAULT_FONT) == ((L.BUNDLED, "café жук"),)
+    assert bitmaps(["dog"])[0].sum() > 5

@@ -14,20 +14,20 @@ The chain, for a font name from `font_names()`:
   5. last-resort fonts that have a glyph for every code point (GNU Unifont, Last Resort), for single
      characters only.
 A character that no font has is drawn with the first font's "missing glyph" box. Fonts are chosen per
-distinct string, once (cached), from character maps read once per font file. Fonts are found in the
-system's font folders (Windows, macOS, Linux) and beside matplotlib when it is installed (DejaVu and Last
-Resort). Colour bitmap fonts (Noto Color Emoji, Apple Color Emoji) are left out: a label is a coverage
-mask, and Pillow draws those at their one bitmap size only.
+distinct string, once (cached), from character maps read once per font file by fontTools (without it,
+every label is drawn in Pillow's bundled font). Fonts are found in the system's font folders (Windows,
+macOS, Linux) and beside matplotlib when it is installed (DejaVu and Last Resort). Colour bitmap fonts
+(Noto Color Emoji, Apple Color Emoji) are left out: a label is a coverage mask, and Pillow draws those at
+their one bitmap size only.
 """
 from __future__ import annotations
 
-import bisect
 import functools
 import importlib.util
 import io
+import logging
 import os
 import re
-import struct
 import sys
 import unicodedata
 
@@ -53,6 +53,8 @@ PREFERRED_FONTS = (
 )
 LAST_RESORT_FONTS = ("unifont.otf", "unifont.ttf", "LastResort.otf", "LastResortHE-Regular.ttf")
 _LAST_RESORT_NAMES = frozenset(name.lower() for name in LAST_RESORT_FONTS)
+# Last Resort maps every code point to a glyph, by design: fontTools took 1.3 s and 190 MB to list them
+_EVERY_CODE_POINT_FONTS = frozenset(("lastresort.otf", "lastresorthe-regular.ttf"))
 _STYLE_WORDS = ("bold", "italic", "oblique", "light", "thin", "black", "heavy", "medium", "condensed", "mono")
 _ZWJ = "\u200d"
 
@@ -81,7 +83,11 @@ def _font_folders() -> list[tuple[str, tuple[str, ...]]]:
 @functools.lru_cache(maxsize=1)
 def font_files() -> dict[str, str]:
     """Font file name -> path of the outline fonts found (the first of a name wins), sorted by name.
-    Asked once per process: a font installed later is listed after a restart."""
+    Asked once per process: a font installed later is listed after a restart. Empty without fontTools."""
+    if importlib.util.find_spec("fontTools") is None:
+        logging.getLogger("rasterkit").warning("RasterKit: fontTools is not installed (pip install fonttools): "
+                                               "labels are drawn in Pillow's bundled font only")
+        return {}
     found: dict[str, str] = {}
     for root, prefixes in _font_folders():
         for folder, subfolders, files in os.walk(root):
@@ -128,131 +134,62 @@ def _regular_first(path: str) -> tuple[bool, str]:
     return any(word in name for word in _STYLE_WORDS), name
 
 
-def _table_directory(stream) -> dict[bytes, tuple[int, int]]:
-    """tag -> (offset, length) of the tables of a TrueType/OpenType font (the first of a collection)."""
-    header = stream.read(12)
-    if header[:4] == b"ttcf":
-        stream.seek(struct.unpack(">I", stream.read(4))[0])
-        header = stream.read(12)
-    if len(header) < 12 or header[:4] not in (b"\0\1\0\0", b"OTTO", b"true"):
-        raise ValueError("not a TrueType or OpenType font")
-    count = struct.unpack_from(">H", header, 4)[0]
-    records = stream.read(16 * count)
-    return {records[i:i + 4]: struct.unpack_from(">II", records, i + 8) for i in range(0, len(records) - 15, 16)}
+def _open_font(source):
+    """fontTools' view of a font file or stream (the first font of a collection, as Pillow draws it), its
+    tables read when asked; closes the file when used in a `with`."""
+    from fontTools.ttLib import TTFont
+
+    return TTFont(source, lazy=True, fontNumber=0)
 
 
-def _draws_in_one_colour(tables: dict) -> bool:
+def _draws_in_one_colour(font) -> bool:
     """Outlines (TrueType or CFF), not colour bitmaps (CBDT, sbix), which Pillow draws at one size only."""
-    return any(t in tables for t in (b"glyf", b"CFF ", b"CFF2")) and not any(t in tables for t in (b"CBDT", b"sbix"))
+    return any(tag in font for tag in ("glyf", "CFF ", "CFF2")) and not any(tag in font for tag in ("CBDT", "sbix"))
 
 
 def _has_outlines(path: str) -> bool:
     try:
-        with open(path, "rb") as stream:
-            return _draws_in_one_colour(_table_directory(stream))
-    except (OSError, ValueError, struct.error):
+        with _open_font(path) as font:
+            return _draws_in_one_colour(font)
+    except Exception:  # fontTools raises many types for damaged files: such a font is left out
         return False
 
 
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> tuple[list[int], list[int]]:
-    """Code point ranges [starts, ends] (inclusive, any order, overlapping or not) -> the sorted, disjoint
-    ranges of their union, with neighbours merged."""
-    keep = starts <= ends
-    order = np.argsort(starts[keep], kind="stable")
-    starts, ends = starts[keep][order], ends[keep][order]
-    if starts.size == 0:
-        return [], []
-    first = np.flatnonzero(np.r_[True, starts[1:] > np.maximum.accumulate(ends)[:-1] + 1])
-    return starts[first].tolist(), np.maximum.reduceat(ends, first).tolist()
-
-
-def _segmented_map(data: bytes, at: int) -> tuple[np.ndarray, np.ndarray]:
-    """Code points with a glyph in a format 4 subtable (the Basic Multilingual Plane) at byte `at`, as
-    ranges of one code point each."""
-    segments = struct.unpack_from(">H", data, at + 6)[0] // 2
-
-    def array(offset: int) -> np.ndarray:
-        return np.frombuffer(data, ">u2", segments, offset).astype(np.int64)
-
-    ends, starts, deltas = array(at + 14), array(at + 16 + 2 * segments), array(at + 16 + 4 * segments)
-    range_at = at + 16 + 6 * segments
-    range_offsets = array(range_at)
-    lengths = np.maximum(ends - starts + 1, 0)
-    segment = np.repeat(np.arange(segments), lengths)
-    rank = np.arange(segment.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    codes = starts[segment] + rank
-    # idRangeOffset 0: glyph = code + delta; else the glyph id array holds it, at an address relative to
-    # the segment's own idRangeOffset entry (0 there: no glyph)
-    address = range_at + 2 * segment + range_offsets[segment] + 2 * rank
-    words = np.frombuffer(data + b"\0\0", ">u2", (len(data) + 2) // 2).astype(np.int64)
-    inside = (address + 1 < len(data)) & (address % 2 == 0)
-    looked_up = np.where(inside, words[(address // 2).clip(0, words.size - 1)], 0)
-    glyph = np.where(range_offsets[segment] == 0, codes + deltas[segment],
-                     np.where(looked_up != 0, looked_up + deltas[segment], 0)) % 65536
-    covered = codes[glyph != 0]
-    return covered, covered
-
-
-def _group_map(data: bytes, at: int, many_to_one: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Code point ranges with a glyph in a format 12 (or 13: one glyph per group) subtable at byte `at`."""
-    count = struct.unpack_from(">I", data, at + 12)[0]
-    groups = np.frombuffer(data, ">u4", 3 * count, at + 16).astype(np.int64).reshape(-1, 3)
-    groups = groups[groups[:, 1] <= 0x10FFFF]
-    if many_to_one:
-        groups = groups[groups[:, 2] != 0]
-        return groups[:, 0], groups[:, 1]
-    # glyphs numbered on from the group's first: only its first code may fall on glyph 0
-    return groups[:, 0] + (groups[:, 2] == 0), groups[:, 1]
-
-
-def _cmap_ranges(stream) -> tuple[np.ndarray, np.ndarray]:
-    """Ranges (starts, ends, inclusive, unsorted) of the code points that a font's Unicode character map
-    gives a glyph."""
-    tables = _table_directory(stream)
-    if not _draws_in_one_colour(tables):
-        raise ValueError("no outlines")
-    offset, length = tables[b"cmap"]
-    stream.seek(offset)
-    data = stream.read(length)
-    subtables = {}
-    for i in range(struct.unpack_from(">H", data, 2)[0]):
-        platform, encoding, at = struct.unpack_from(">HHI", data, 4 + 8 * i)
-        subtables.setdefault((platform, encoding), at)
-    # the full Unicode maps first, then the Basic Multilingual Plane ones, as FreeType picks them
-    for key in ((3, 10), (0, 6), (0, 4), (3, 1), (0, 3), (0, 2), (0, 1), (0, 0)):
-        if key in subtables:
-            at = subtables[key]
-            kind = struct.unpack_from(">H", data, at)[0]
-            if kind in (12, 13):
-                return _group_map(data, at, many_to_one=kind == 13)
-            if kind == 4:
-                return _segmented_map(data, at)
-    raise ValueError("no Unicode character map")
-
-
 @functools.lru_cache(maxsize=None)
-def _coverage(path: str) -> tuple[list[int], list[int]] | None:
-    """Ranges (starts, ends, inclusive, sorted) of the code points that the font at `path` (BUNDLED:
-    Pillow's) has a glyph for; None for a font that Pillow cannot draw (unreadable, no Unicode map)."""
+def _coverage(path: str) -> np.ndarray | None:
+    """The code points (int32, sorted) that the Unicode character map of the font at `path` (BUNDLED:
+    Pillow's) gives a glyph; None for a font that Pillow cannot draw (unreadable, no Unicode map, colour
+    bitmaps) or without fontTools."""
     from PIL import ImageFont
 
     try:
         if path == BUNDLED:
-            return _ranges(*_cmap_ranges(io.BytesIO(ImageFont.load_default(size=12).font_bytes)))
-        ImageFont.truetype(path, 12)  # FreeType reads it too
-        with open(path, "rb") as stream:
-            return _ranges(*_cmap_ranges(stream))
-    except (OSError, ValueError, ImportError, AttributeError, struct.error, KeyError):
+            source = io.BytesIO(ImageFont.load_default(size=12).font_bytes)
+        else:
+            ImageFont.truetype(path, 12)  # FreeType reads it too
+            source = path
+        if os.path.basename(path).lower() in _EVERY_CODE_POINT_FONTS:
+            return np.arange(0x110000, dtype=np.int32)
+        with _open_font(source) as font:
+            if not _draws_in_one_colour(font):
+                return None
+            # only whether a code maps to glyph 0 matters: one name for every other glyph, and the font's
+            # own names (post or CFF table), which took as long to read as the map, are not read
+            font.setGlyphOrder(["missing"] + ["glyph"] * (font["maxp"].numGlyphs - 1))
+            glyphs = font.getBestCmap()  # the map FreeType picks: full Unicode first, then the BMP's
+    except Exception:  # fontTools and FreeType raise many types for damaged files
         return None
+    if glyphs is None:
+        return None
+    return np.sort(np.array([code for code, glyph in glyphs.items() if glyph != "missing"], dtype=np.int32))
 
 
 def _has(path: str, code: int) -> bool:
-    coverage = _coverage(path)
-    if coverage is None:
+    codes = _coverage(path)
+    if codes is None:
         return False
-    starts, ends = coverage
-    i = bisect.bisect_left(ends, code)
-    return i < len(ends) and starts[i] <= code
+    i = int(np.searchsorted(codes, code))
+    return i < codes.size and int(codes[i]) == code
 
 
 def _ignorable(char: str) -> bool:
