@@ -103,8 +103,9 @@ def run_and_fetch_image(prompt):
     for _ in range(600):
         history = json.loads(get(f"/history/{prompt_id}"))
         if prompt_id in history and history[prompt_id]["status"].get("completed"):
-            for output in history[prompt_id]["outputs"].values():
-                for image in output.get("images", []):
+            outputs = history[prompt_id]["outputs"]
+            for node_id in sorted(outputs, key=int):  # the first saving node is the main result, not a mask
+                for image in outputs[node_id].get("images", []):
                     query = urllib.parse.urlencode({k: image[k] for k in ("filename", "subfolder", "type")})
                     return get(f"/view?{query}")
             return None
