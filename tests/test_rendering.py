@@ -1,4 +1,6 @@
 """The SDF renderer against brute-force supersampled references (16x16 samples per pixel)."""
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -92,6 +94,112 @@ def test_disc_and_ring(ring):
     inside = np.abs(distance) <= ring / 2 if ring else distance <= 0
     assert_close(alpha_of(R.discs(0, torch.tensor([c]), r, (1, 1, 1, 1), ring_width=ring)), pixel_mean(inside))
 
+
+# -- tile culling: shapes whose edges pass at every sub-pixel phase of the tile grid ---------------------
+N = 64  # frames of 8 x 8 tiles
+
+
+@functools.cache
+def fine_grid():
+    centres = (np.arange(N * S, dtype=np.float32) + 0.5) / S
+    return np.meshgrid(centres, centres)
+
+
+def per_pixel(inside):
+    return inside.reshape(N, S, N, S).mean(axis=(1, 3))
+
+
+def diagonal_lines(frame, width, rising, phase):
+    """Parallel 45-degree lines across a whole frame, their edges 3.37 px apart (no pixel sees two), so
+    that the edges of successive lines fall at many phases of the tile grid (whose tile corners repeat
+    every 8 / sqrt(2) = 5.66 px across the lines). Returns their primitives and the reference coverage."""
+    X, Y = fine_grid()
+    spacing = width + 3.37
+    first = (-N if rising else 0) / np.sqrt(2) + phase - spacing  # lines a little past the frame on both sides
+    centres = np.arange(first, (N if rising else 2 * N) / np.sqrt(2) + spacing, spacing)
+    across = (X - Y if rising else X + Y) / np.sqrt(2) - first  # from the first line, across the lines
+    distance = np.abs((across + spacing / 2) % spacing - spacing / 2)  # to the nearest line
+    along = np.array([1.0, 1.0] if rising else [-1.0, 1.0])
+    on_line = np.stack([centres * np.sqrt(2), np.zeros_like(centres)], 1)  # where each line meets y = 0
+    a, b = on_line - 12 * along, on_line + (N + 12) * along  # ends outside the frame
+    prims = R.segments(frame, torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32), width,
+                       (1, 1, 1, 1))
+    return prims, per_pixel(distance <= width / 2)
+
+
+def in_cells(cell, shapes):
+    """Samples inside any of `shapes`, each (column, row, test) a test of the sample coordinates X, Y of its
+    cell of the frame: cells `cell` px wide, one shape each."""
+    inside = np.zeros((N * S, N * S), dtype=bool)
+    X, Y = fine_grid()
+    for column, row, test in shapes:
+        window = slice(row * cell * S, (row + 1) * cell * S), slice(column * cell * S, (column + 1) * cell * S)
+        inside[window] = test(X[window], Y[window])
+    return inside
+
+
+def disc_grid(frame, per_row, ring, shift):
+    """per_row x per_row discs (or rings) of different radii, each in its cell of the frame, centred at
+    sub-pixel offsets from the tile grid."""
+    cell = N // per_row
+    g = np.random.default_rng(per_row * 100 + int(ring * 10) + int(shift * 100))
+    centres = np.array([(cell * (i + 0.5), cell * (j + 0.5)) for j in range(per_row) for i in range(per_row)])
+    centres += g.random(centres.shape) + shift
+    radii = cell / 2 - 3 - ring / 2 - g.random(len(centres)) * cell / 6
+
+    def test(cx, cy, r):
+        def inside(X, Y):
+            distance = np.hypot(X - cx, Y - cy) - r
+            return np.abs(distance) <= ring / 2 if ring else distance <= 0
+        return inside
+    inside = in_cells(cell, [(k % per_row, k // per_row, test(*centre, r))
+                             for k, (centre, r) in enumerate(zip(centres, radii))])
+    prims = R.discs(frame, torch.tensor(centres, dtype=torch.float32), torch.tensor(radii, dtype=torch.float32),
+                    (1, 1, 1, 1), ring_width=ring)
+    return prims, per_pixel(inside)
+
+
+BOX_EDGE_PHASES = np.random.default_rng(0).permutation(np.arange(32) * 0.25 + 0.1).reshape(2, 4, 4)
+
+
+def box_grid(frame, part, radius, stroke):
+    """2 x 2 boxes (fills, or outlines `stroke` wide), each in its 32 px cell, their edges at 16 of 32
+    phases 0.25 px apart across a tile (part 0 or 1 of them)."""
+    phases = BOX_EDGE_PHASES[part]
+    base = np.array([(32.0 * i, 32.0 * j) for j in range(2) for i in range(2)])
+    boxes = np.concatenate([base + 3 + phases[:, :2], base + 20 + phases[:, 2:]], 1)  # 3 px inside their cells
+
+    def test(box):
+        def inside(X, Y):
+            d = rounded_box_distance(X, Y, box, min(radius, (box[2] - box[0]) / 2, (box[3] - box[1]) / 2))
+            return np.abs(d) <= stroke / 2 if stroke else d <= 0
+        return inside
+    inside = in_cells(32, [(k % 2, k // 2, test(box)) for k, box in enumerate(boxes)])
+    xyxy = torch.tensor(boxes, dtype=torch.float32)
+    if stroke:
+        prims = R.rounded_boxes(frame, xyxy, stroke, radius, (1, 1, 1, 1), (0, 0, 0, 0))
+    else:
+        prims = R.rounded_boxes(frame, xyxy, 0.0, radius, (0, 0, 0, 0), (1, 1, 1, 1))
+    return prims, per_pixel(inside)
+
+
+def test_tile_culling_keeps_every_pixel_a_shape_reaches():
+    """Binning drops the tiles a shape cannot reach and marks those it covers fully, from conservative
+    distances (half the tile diagonal, the anti-aliasing margin). Against supersampled references, edges
+    at many phases of the tile grid: a tile wrongly dropped or wrongly solid is off by up to half a
+    pixel's coverage or more, while the distance-field coverage itself is within 0.085 on these shapes.
+    (The mean error is higher than in the tests above: the frames are dense with edges.)"""
+    makers = [lambda f, w=width, r=rising, p=phase: diagonal_lines(f, w, r, p)
+              for width in (1.0, 2.0, 3.5, 6.0) for rising in (True, False) for phase in (0.0, 0.19, 0.41)]
+    makers += [lambda f, n=per_row, r=ring, s=shift: disc_grid(f, n, r, s)
+               for per_row in (2, 3) for ring in (0.0, 2.5) for shift in (0.0, 0.37)]
+    makers += [lambda f, p=part, r=radius, w=stroke: box_grid(f, p, r, w)
+               for part in (0, 1) for radius, stroke in ((0.0, 0.0), (6.0, 0.0), (0.0, 2.0), (3.0, 5.0), (9.0, 1.0))]
+    cases = [make(torch.tensor(frame)) for frame, make in enumerate(makers)]
+    _, alpha, _ = R.draw(torch.zeros(len(cases), N, N, 3), R.concat(*(prims for prims, _ in cases)))
+    for frame, (_, reference) in enumerate(cases):
+        error = np.abs(alpha[frame].numpy() - reference)
+        assert error.mean() < 0.02 and error.max() < 0.1, (frame, error.mean(), error.max())
 
 def test_polyline_draws_each_joint_once():
     """A translucent polyline must equal the union of its capsules: joints are not darker."""
