@@ -46,7 +46,7 @@ def test_audio_windows_become_frames():
 @pytest.mark.parametrize("kw,message", [
     (dict(series="[[1, 2,"), "series: not valid JSON"),
     (dict(series=""), "series: empty"),
-    (dict(series='{"a": 1}'), "series: expected a list"),
+    (dict(series='{"a": 1}'), "series: series 'a' is not a list: 1"),
     (dict(series="[[1, 2], 3]"), "series: series 1 is not a list"),
     (dict(series='[[1, "x"]]'), "series: series 0 value 1 is not a number"),
     (dict(series="[[1, Infinity]]"), "series: series 0 value 1 is infinite"),
@@ -76,3 +76,186 @@ def test_series_of_different_lengths_each_span_the_width():
 def test_empty_and_nan_series_are_blank():
     images = run(series="[[], [NaN, NaN], [5]]", background="#000000")
     assert images.shape[0] == 3 and images.sum() == 0
+
+
+# -- spectrum, fps, overlay, alpha ----------------------------------------------------------------------
+
+RATE = 48000
+
+
+def tone(frequency, seconds=1.0, channels=1, amplitude=1.0):
+    t = torch.arange(int(RATE * seconds)) / RATE
+    return {"waveform": (amplitude * torch.sin(2 * math.pi * frequency * t))[None, None].repeat(1, channels, 1),
+            "sample_rate": RATE}
+
+
+def numpy_bands(samples, fft_size, bands):
+    """Reference band amplitudes of one window (numpy FFT, periodic Hann): per band, the largest bin
+    within its log-frequency edges, where it has one."""
+    import numpy as np
+
+    hann = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(fft_size) / fft_size)
+    amplitude = np.abs(np.fft.rfft(samples * hann)) * 2 / hann.sum()
+    centres = np.geomspace(max(20.0, RATE / fft_size), RATE / 2, bands)
+    edges = np.concatenate([[centres[0] ** 1.5 / centres[1] ** 0.5], np.sqrt(centres[:-1] * centres[1:]),
+                            [centres[-1] ** 1.5 / centres[-2] ** 0.5]])
+    frequency = np.arange(len(amplitude)) * RATE / fft_size
+    return centres, [amplitude[(frequency >= lo) & (frequency < hi)].max(initial=-1.0)
+                     for lo, hi in zip(edges[:-1], edges[1:])]
+
+
+@pytest.mark.parametrize("frequency", [110.0, 1000.0, 7040.0])
+def test_spectrum_of_a_sine_peaks_at_its_band_as_numpy_computes_it(frequency):
+    import numpy as np
+
+    audio = tone(frequency)
+    spectrum = S.from_audio_spectrum(audio, frames=4, fft_size=2048, bands=48, magnitude="linear")
+    assert spectrum.values.shape == (4, 48) and spectrum.lengths.tolist() == [48] * 4
+    centres, reference = numpy_bands(audio["waveform"][0, 0, 6000 - 1024:6000 + 1024].numpy().astype(np.float64),
+                                     2048, 48)
+    frame = spectrum.values[0].numpy()  # frame 0 of 4 over 48000 samples: centred on sample 6000
+    for value, expected in zip(frame, reference):
+        if expected >= 0:  # bands that hold a bin: their largest bin
+            assert value == pytest.approx(expected, rel=1e-3, abs=1e-5)
+    peak = int(np.argmin(np.abs(np.log(centres / frequency))))
+    assert abs(int(frame.argmax()) - peak) <= 1 and frame.max() == pytest.approx(1.0, abs=0.2)  # Hann scalloping
+    decibels = S.from_audio_spectrum(audio, frames=4, fft_size=2048, bands=48).values[0]
+    assert torch.allclose(decibels, 20 * torch.from_numpy(frame).clamp_min(1e-4).log10(), atol=1e-4)
+
+
+def test_spectrum_image_draws_the_peak_at_its_x_position():
+    centres = S.spectrum_bands(RATE, 2048, 32)
+    peak = int((centres / 2000.0).log().abs().argmin())
+    line = run(audio=tone(2000.0), frames=2, audio_plot="spectrum", bands=32, mode="aliased", width=320, height=60)
+    top_row = (line[0].sum(-1) > 0).float().argmax(0)  # first ink row of each column
+    top_row[line[0].sum((0, 2)) == 0] = 60
+    expected_x = 0.5 + peak * 319 / 31
+    assert abs(int(top_row.argmin()) + 0.5 - expected_x) <= 1
+    bars = run(audio=tone(2000.0), frames=2, audio_plot="spectrum", bands=32, style="bars", mode="aliased",
+               width=320, height=60)[0]
+    assert int(bars[0].sum(-1).argmax()) // 10 == peak and bars[0, peak * 10 + 5].sum() > 0  # 10 px slots
+    assert bars[:, peak * 10 + 0].sum() == 0  # the gap between bars
+
+
+def test_spectrum_smoothing_is_an_exponential_moving_average_over_frames():
+    import numpy as np
+
+    for frames, factor in [(1, 0.5), (2, 0.3), (10, 0.9), (37, 0.5), (101, 0.99)]:
+        values = torch.rand(frames, 5)
+        expected = values.numpy().astype(np.float64).copy()
+        for t in range(1, frames):
+            expected[t] = factor * expected[t - 1] + (1 - factor) * expected[t]
+        assert np.allclose(S.exponential_smoothing(values, factor).numpy(), expected, atol=1e-5), (frames, factor)
+    burst = torch.zeros(1, 1, RATE)
+    burst[0, 0, : RATE // 4] = torch.sin(torch.arange(RATE // 4) * 0.3)  # sound, then silence
+    raw = S.from_audio_spectrum({"waveform": burst, "sample_rate": RATE}, 8, magnitude="linear").values
+    smooth = S.from_audio_spectrum({"waveform": burst, "sample_rate": RATE}, 8, magnitude="linear",
+                                   smoothing=0.5).values
+    assert torch.allclose(smooth[3], 0.5 * smooth[2] + 0.5 * raw[3], atol=1e-6) and smooth[5].max() > raw[5].max()
+
+
+@pytest.mark.parametrize("seconds,fps,frames", [(2.0, 24.0, 48), (2.0, 29.97, 60), (1.0, 12.5, 12), (0.01, 24.0, 1)])
+def test_fps_gives_duration_times_fps_frames(seconds, fps, frames):
+    audio = tone(440.0, seconds)
+    assert S.from_audio(audio, 7, fps=fps).batch == frames
+    assert S.from_audio_spectrum(audio, 7, fps=fps, fft_size=256).batch == frames
+    images, alpha = Node.run(audio=audio, fps=fps, audio_plot="spectrum", width=32, height=16)
+    assert images.shape == (frames, 16, 32, 3) and alpha.shape == (frames, 16, 32)
+
+
+def test_fps_windows_are_centred_on_their_frames():
+    clicks = torch.zeros(1, 1, RATE)
+    clicks[0, 0, [1000, 21700, 47999]] = 1.0
+    audio = {"waveform": clicks, "sample_rate": RATE}
+    windows = S.from_audio(audio, 1, fps=10.0).values  # 4800 samples per frame
+    assert windows.shape == (10, 4800)
+    assert windows.nonzero().tolist() == [[0, 1000], [4, 21700 - 4 * 4800], [9, 47999 - 9 * 4800]]
+    spectrum = S.from_audio_spectrum(audio, 1, fps=10.0, fft_size=1024, magnitude="linear").values
+    loud = spectrum.amax(1) > 0  # a click is heard by the window around it (frame centres at 2400 + 4800 i)
+    assert loud.nonzero().flatten().tolist() == [4]
+    frames_mode = S.from_audio(tone(440.0, 0.1), 12).values
+    assert torch.equal(frames_mode, tone(440.0, 0.1)["waveform"][0, 0, :4800].reshape(12, 400))  # as before fps
+
+
+def test_overlay_draws_every_series_in_one_image_in_its_colour():
+    image = run(series='{"low": [0, 0], "high": [1, 1]}', overlay=True, colors="#FF0000, #00FF00", mode="aliased")
+    assert image.shape == (1, 48, 64, 3)
+    assert image[0, 47, 10].tolist() == [1, 0, 0] and image[0, 0, 10].tolist() == [0, 1, 0]
+    assert image[0, 20, 10].tolist() == [0, 0, 0]
+    crossing = run(series="[[0, 0, 1, 1], [1, 1, 0, 0], [0.5, 0.5, 0.5, 0.5]]", overlay=True,
+                   colors="#FF0000,#0000FF", mode="aliased", width=61, height=61)[0]
+    assert crossing[30, 30].tolist() == [1, 0, 0]  # series 2 cycles back to red and is drawn last, on top
+    assert crossing[60, 0].tolist() == [1, 0, 0] and crossing[0, 0].tolist() == [0, 0, 1]
+    tab10 = run(series="[[1, 2], [2, 1]]", overlay=True, mode="aliased")[0]
+    assert tab10[47, 0].tolist() == pytest.approx([0x1F / 255, 0x77 / 255, 0xB4 / 255])
+    filled = run(series="[[0, 1], [1, 1]]", overlay=True, colors="#FF0000,#0000FF", fill=True,
+                 fill_color="#FFFFFF80", mode="aliased")[0]
+    assert filled[46, 10].tolist() == pytest.approx([0.251, 0, 0.502], abs=2e-3)  # both areas: blue over red
+    assert filled[20, 5].tolist() == pytest.approx([0, 0, 0.502], abs=2e-3)  # above the red line: blue only
+
+
+def test_overlaid_audio_channels_share_each_frame():
+    stereo = tone(440.0, 0.1, channels=2)
+    stereo["waveform"][:, 1] *= 0.25
+    images, alpha = Node.run(audio=stereo, frames=6, overlay=True, colors="#FF0000,#00FF00", width=64, height=48)
+    assert images.shape == (6, 48, 64, 3) and alpha.shape == (6, 48, 64)
+    assert images[..., 0].amax() > 0.9 and images[..., 1].amax() > 0.9  # both channels drawn in each frame
+    assert images[:, :8, :, 1].sum() == 0  # the quiet channel stays near the middle (scale per image)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(fill=True, line_color="#FF8000C0", fill_color="#00FFFF60"),
+                                dict(style="bars", mode="aliased"), dict(overlay=True, fill=True)])
+def test_alpha_output_is_the_opacity_of_the_ink(kw):
+    kw = dict(series="[[3, 1, 4, 1, 5, 9], [2, 6, 5, 3, 5, 8]]", width=64, height=48, **kw)
+    on_black, alpha = Node.run(background="#000000", **kw)
+    on_white, alpha_again = Node.run(background="#FFFFFF", **kw)
+    assert torch.equal(alpha, alpha_again) and alpha.max() > 0.5 and alpha.min() == 0
+    assert torch.allclose(1 - (on_white - on_black), alpha[..., None].expand_as(on_black), atol=1e-5)
+    layer, alpha_transparent = Node.run(background="#00000000", **kw)
+    assert layer.shape[-1] == 4 and torch.equal(layer[..., 3], alpha_transparent)
+    assert torch.allclose(layer[..., :3] * layer[..., 3:], on_black, atol=1e-5)
+    half, _ = Node.run(background="#0000FF80", **kw)
+    assert torch.allclose(half[..., 3], alpha + (1 - alpha) * 128 / 255, atol=1e-6)
+
+
+def test_bars_span_their_slots():
+    image = run(series="[[1, 2, 3, 4]]", style="bars", mode="aliased", width=40, height=40)[0].sum(-1) > 0
+    columns = image.any(0).nonzero().flatten().tolist()
+    assert columns == [c for k in range(4) for c in range(10 * k + 1, 10 * k + 9)]  # gaps of 2 px
+    heights = image.sum(0)[[5, 15, 25, 35]].tolist()
+    assert heights[0] == 1 and heights[-1] == 40 and heights == sorted(heights)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(series="[[NaN, 1, 2, NaN, 4]]", overlay=True), dict(series="[[], [1, 2]]", overlay=True),
+    dict(series="[[1, 2, 3, 4, 5, 6], [6, 5]]", overlay=True), dict(series="[[NaN]]", style="bars"),
+    dict(audio={"waveform": torch.zeros(1, 2, 4800), "sample_rate": RATE}, frames=4, audio_plot="spectrum"),
+    dict(audio={"waveform": torch.zeros(1, 1, 100), "sample_rate": RATE}, frames=2, audio_plot="spectrum"),
+    dict(audio={"waveform": torch.rand(1, 1, 100), "sample_rate": RATE}, fps=1000.0, audio_plot="spectrum",
+         style="bars"),
+])
+def test_degenerate_input_draws_finite_images(kw):
+    images, alpha = Node.run(width=32, height=24, **kw)
+    assert images.isfinite().all() and alpha.isfinite().all() and 0 <= float(alpha.min()) <= float(alpha.max()) <= 1
+    if "series" in kw and "NaN]]" in kw["series"]:
+        assert alpha.sum() == 0
+
+
+def test_ragged_overlay_series_each_span_the_width():
+    image = run(series="[[1, 2, 3, 4, 5, 6], [6, 5]]", overlay=True, colors="#FF0000,#00FF00", mode="aliased")[0]
+    assert image[:, -1, 0].sum() > 0 and image[:, -1, 1].sum() > 0
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(series="[[1, 2]]", overlay=True, colors="tab11"), "colors: expected a hex colour .* 'tab11'"),
+    (dict(series="[[1, 2]]", overlay=True, colors=" , "), "colors: empty; give a palette name"),
+    (dict(audio={"waveform": torch.zeros(1, 1, 100)}, fps=24.0), "audio: needs a positive 'sample_rate'"),
+    (dict(audio={"waveform": torch.zeros(1, 1, 100)}, audio_plot="spectrum"), "audio: needs a positive 'sample_rate'"),
+    (dict(audio={"waveform": torch.zeros(1, 1, 100), "sample_rate": 8000}, fps=6000.0),
+     "fps: 6000 frames per second leave fewer than 2 samples per frame at 8000 Hz"),
+    (dict(audio={"waveform": torch.zeros(1, 1, 10), "sample_rate": 8000}, frames=11, audio_plot="spectrum"),
+     "audio: 10 samples cannot make 11 frames of at least 1 sample"),
+])
+def test_bad_audio_and_colour_input_names_the_input(kw, message):
+    with pytest.raises(ValueError, match=message):
+        run(**kw)
