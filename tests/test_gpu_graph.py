@@ -1,11 +1,14 @@
-"""kNN graphs against scipy's cKDTree, caps, determinism and hysteresis."""
+"""kNN graphs against scipy's cKDTree, caps, determinism and hysteresis; radius, Delaunay and minimum
+spanning tree graphs against brute-force references in numpy."""
 import math
 
+import numpy as np
 import pytest
 import torch
 from scipy.spatial import cKDTree
 
-from rasterkit.utils.gpu_graph import GraphOptions, knn_graph, nearest_neighbours
+from rasterkit.utils.gpu_graph import (GraphOptions, delaunay_graph, knn_graph, nearest_neighbours, radius_graph,
+                                       spanning_tree_graph)
 
 
 def edge_sets(edges):
@@ -232,3 +235,278 @@ def test_op_budget():
         with OpCount() as count:
             knn_graph(tracks, visible, options)
         assert count.syncs <= syncs and count.float64 == 0, count.summary()
+
+
+# -- radius, Delaunay, minimum spanning tree --------------------------------------------------------
+
+def scattered(frames=4, n=90, seed=0, hidden=0.15):
+    """Random points in general position over several frames, some hidden."""
+    generator = torch.Generator().manual_seed(seed)
+    xy = torch.rand(frames, n, 2, generator=generator) * torch.tensor([400.0, 300.0]) + 20
+    return xy, torch.rand(frames, n, generator=generator) > hidden
+
+
+def distances(points):
+    """float64 [n,n] brute-force distance matrix of points [n,2]."""
+    points = np.asarray(points, np.float64)
+    return np.linalg.norm(points[:, None] - points[None], axis=-1)
+
+
+def pairs_within(xy, visible, r, delta_y_cap=math.inf):
+    points, seen = xy.numpy().astype(np.float64), visible.numpy()
+    near = (distances(points) <= r) & (np.abs(points[:, None, 1] - points[None, :, 1]) <= delta_y_cap)
+    near &= seen[:, None] & seen[None]
+    return {(int(i), int(j)) for i, j in zip(*np.nonzero(np.triu(near, 1)))}
+
+
+@pytest.mark.parametrize("r,delta_y_cap", [(4.0, math.inf), (35.0, math.inf), (60.0, 12.0), (1000.0, math.inf)])
+def test_radius_graph_is_every_pair_within_r(r, delta_y_cap):
+    xy, visible = scattered(n=150)
+    edges = radius_graph(xy, visible, GraphOptions(max_distance=r, delta_y_cap=delta_y_cap))
+    for t, found in enumerate(edge_sets(edges)):
+        assert found == pairs_within(xy[t], visible[t], r, delta_y_cap)
+
+
+def test_radius_graph_on_crowded_and_large_frames():
+    """Clusters (many points a cell), far outliers (a grid with far more cells than points) and
+    coincident points, in frames large enough for the grid's cells to matter."""
+    generator = torch.Generator().manual_seed(4)
+    centres = torch.rand(3, 5, 1, 2, generator=generator) * 3000
+    xy = (centres + torch.randn(3, 5, 120, 2, generator=generator) * 6).reshape(3, 600, 2)
+    xy[:, :4] = torch.rand(3, 4, 2, generator=generator) * 3000
+    xy[:, 10:30] = xy[:, 10:11]
+    visible = torch.rand(3, 600, generator=generator) > 0.1
+    edges = radius_graph(xy, visible, GraphOptions(max_distance=9.0))
+    for t, found in enumerate(edge_sets(edges)):
+        assert found == pairs_within(xy[t], visible[t], 9.0)
+
+
+def test_radius_graph_caps_and_hysteresis():
+    xy = jittered(frames=20, n=100, sigma=1.5, seed=5)
+    visible = torch.ones(xy.shape[:2], dtype=torch.bool)
+    visible[7:9, :10] = False
+    capped = edge_sets(radius_graph(xy, visible, GraphOptions(max_distance=45.0, degree_cap=2)))
+    for found in capped:
+        degree = np.bincount(np.array(list(found), np.int64).reshape(-1), minlength=100)
+        assert found and degree.max() <= 2
+    options = GraphOptions(max_distance=45.0, delta_y_cap=30.0, hysteresis=1.2)
+    held = edge_sets(radius_graph(xy, visible, options))
+    plain = edge_sets(radius_graph(xy, visible, GraphOptions(max_distance=45.0, delta_y_cap=30.0)))
+    assert changes(held) < changes(plain)
+    # the recurrence: new edges, and those of the frame before that stay within the slack
+    expected = []
+    for t in range(xy.shape[0]):
+        kept = pairs_within(xy[t], visible[t], 45.0 * 1.2, 30.0 * 1.2) & (expected[-1] if expected else set())
+        expected.append(plain[t] | kept)
+    assert held == expected
+    both = edge_sets(radius_graph(xy, visible, GraphOptions(max_distance=45.0, degree_cap=3, hysteresis=1.2)))
+    assert changes(both) < changes(edge_sets(radius_graph(xy, visible, GraphOptions(max_distance=45.0, degree_cap=3))))
+    for found in both:
+        assert np.bincount(np.array(list(found), np.int64).reshape(-1), minlength=100).max() <= 3
+
+
+def test_radius_chunks_do_not_change_the_result(monkeypatch):
+    from rasterkit.utils import device, gpu_graph
+
+    xy = jittered(frames=9)
+    visible = torch.ones(xy.shape[:2], dtype=torch.bool)
+    options = GraphOptions(max_distance=40.0, hysteresis=1.3)
+    whole = radius_graph(xy, visible, options)
+    monkeypatch.setattr(device, "free_memory_bytes",
+                        lambda d: 3 * 120 * gpu_graph.RADIUS_BYTES_PER_POINT / device.MEMORY_FRACTION)  # 3 a chunk
+    assert edge_sets(radius_graph(xy, visible, options)) == edge_sets(whole)
+
+
+def convex_hull_size(points):
+    """Points on the convex hull of points [n,2] in general position: Andrew's monotone chain."""
+    points = sorted(map(tuple, np.asarray(points, np.float64)))
+
+    def chain(sequence):
+        hull = []
+        for p in sequence:
+            while len(hull) >= 2 and ((hull[-1][0] - hull[-2][0]) * (p[1] - hull[-2][1])
+                                      - (hull[-1][1] - hull[-2][1]) * (p[0] - hull[-2][0])) <= 0:
+                hull.pop()
+            hull.append(p)
+        return hull[:-1]
+
+    return len(chain(points) + chain(points[::-1]))
+
+
+def has_empty_circle(points, i, j):
+    """Whether some circle through points i and j has none of the other points strictly inside. Its
+    centre is m + s * normal on the bisector; a point q lies outside when
+    |q - m|^2 - |i - m|^2 >= 2 s normal.(q - m): bounds on s from every q, which must meet."""
+    points = np.asarray(points, np.float64)
+    middle = (points[i] + points[j]) / 2
+    normal = np.array([points[i, 1] - points[j, 1], points[j, 0] - points[i, 0]])
+    others = np.delete(points, [i, j], 0) - middle
+    slack = (others ** 2).sum(1) - ((points[i] - middle) ** 2).sum()
+    side = 2 * others @ normal
+    scale = 1e-9 * (np.abs(slack).max(initial=1.0) + 1.0)
+    if (slack[side == 0] < -scale).any():
+        return False
+    low = (slack[side < 0] / side[side < 0]).max(initial=-math.inf)
+    high = (slack[side > 0] / side[side > 0]).min(initial=math.inf)
+    return low <= high + scale
+
+
+def test_delaunay_edges_have_empty_circles_and_the_triangulation_count():
+    xy, visible = scattered(frames=5, n=70, seed=1)
+    edges = edge_sets(delaunay_graph(xy, visible, GraphOptions()))
+    for t, found in enumerate(edges):
+        index = np.flatnonzero(visible[t].numpy())
+        points, local = xy[t, index].numpy(), {int(i): at for at, i in enumerate(index)}
+        assert all(i in local and j in local for i, j in found)
+        assert all(has_empty_circle(points, local[i], local[j]) for i, j in found)
+        assert len(found) == 3 * len(index) - 3 - convex_hull_size(points)
+
+
+@pytest.mark.parametrize("case", ["skinny", "far from the origin", "lattice", "tiny"])
+def test_delaunay_on_awkward_frames(case):
+    """Hull triangles with huge circumcircles (skinny frames), coordinates far from 0 and tiny
+    extents (Subdiv2D's fixed epsilon), and an integer lattice (collinear and cocircular points,
+    where the triangulation is not unique, but its edge count and empty circles are)."""
+    generator = torch.Generator().manual_seed(8)
+    xy = torch.rand(3, 60, 2, generator=generator)
+    if case == "skinny":
+        xy = xy * torch.tensor([5000.0, 3.0])
+    elif case == "far from the origin":
+        xy = xy * 300 + 1e5
+    elif case == "lattice":
+        xy = torch.stack(torch.meshgrid(torch.arange(6.0), torch.arange(10.0), indexing="ij"), -1).reshape(1, 60, 2)
+        xy = xy.expand(3, -1, -1) * 10
+    else:
+        xy = xy * 1e-3 + 5
+    edges = edge_sets(delaunay_graph(xy, torch.ones(3, 60, dtype=torch.bool), GraphOptions()))
+    for t, found in enumerate(edges):
+        points = xy[t].numpy()
+        assert all(has_empty_circle(points, i, j) for i, j in found)
+        if case == "lattice":  # 5 x 9 squares, each cut by one diagonal
+            assert len(found) == 6 * 9 + 10 * 5 + 5 * 9
+        else:
+            assert len(found) == 3 * 60 - 3 - convex_hull_size(points)
+
+
+def spanning_forest_length(points, limit=math.inf):
+    """Total length and edge count of the minimum spanning forest of points [n,2] over the pairs at
+    most `limit` apart: Prim's algorithm on the full distance matrix, restarted in every part."""
+    d = distances(points)
+    d[d > limit] = math.inf
+    n = len(points)
+    reached = np.zeros(n, bool)
+    total, count = 0.0, 0
+    for start in range(n):
+        if reached[start]:
+            continue
+        reached[start] = True
+        best = d[start].copy()
+        while True:
+            best[reached] = math.inf
+            nearest = int(best.argmin())
+            if not math.isfinite(best[nearest]):
+                break
+            total, count = total + best[nearest], count + 1
+            reached[nearest] = True
+            best = np.minimum(best, d[nearest])
+    return total, count
+
+
+def tree_length(xy, found):
+    return sum(float(np.linalg.norm(xy[j].double().numpy() - xy[i].double().numpy())) for i, j in found)
+
+
+@pytest.mark.parametrize("limit", [math.inf, 30.0])
+def test_spanning_tree_length_equals_prim(limit):
+    xy, visible = scattered(frames=5, n=80, seed=2)
+    edges = edge_sets(spanning_tree_graph(xy, visible, GraphOptions(max_distance=limit)))
+    for t, found in enumerate(edges):
+        index = np.flatnonzero(visible[t].numpy())
+        total, count = spanning_forest_length(xy[t, index].numpy(), limit)
+        assert len(found) == count and tree_length(xy[t], found) == pytest.approx(total, rel=1e-5)
+        assert all(visible[t, i] and visible[t, j] for i, j in found)
+    if limit == math.inf:
+        assert all(len(found) == int(visible[t].sum()) - 1 for t, found in enumerate(edges))
+
+
+def test_spanning_tree_on_a_lattice_with_ties():
+    """Many equal lengths: still a tree of the least total length, the same on every run."""
+    xy = torch.stack(torch.meshgrid(torch.arange(7.0), torch.arange(9.0), indexing="ij"), -1).reshape(1, 63, 2) * 5
+    visible = torch.ones(1, 63, dtype=torch.bool)
+    found = edge_sets(spanning_tree_graph(xy, visible, GraphOptions()))[0]
+    assert len(found) == 62 and tree_length(xy[0], found) == pytest.approx(62 * 5.0)
+    assert edge_sets(spanning_tree_graph(xy, visible, GraphOptions()))[0] == found
+
+
+def test_delaunay_and_tree_caps():
+    xy, visible = scattered(frames=3, n=100, seed=3)
+    options = GraphOptions(max_distance=50.0, delta_y_cap=20.0, degree_cap=3)
+    for graph in (delaunay_graph, spanning_tree_graph):
+        unlimited = edge_sets(graph(xy, visible, GraphOptions()))
+        for t, found in enumerate(edge_sets(graph(xy, visible, options))):
+            degree = np.zeros(100, np.int64)
+            for i, j in found:
+                delta = xy[t, j] - xy[t, i]
+                assert delta.norm() <= 50.0 + 1e-4 and abs(delta[1]) <= 20.0 + 1e-4
+                degree[[i, j]] += 1
+            assert found and degree.max() <= 3
+            if graph is delaunay_graph:
+                assert found <= unlimited[t]
+
+
+def test_new_graphs_on_degenerate_frames():
+    """Empty frames, one point, two, collinear points, coincident points (the lowest index stands
+    for them; the others link to it alone), points with NaN or infinite coordinates (hidden)."""
+    line = torch.tensor([[0.0, 0.0], [30.0, 30.0], [10.0, 10.0], [20.0, 20.0]])
+    frames = [
+        torch.full((4, 2), -1.0),                                           # nothing visible
+        torch.tensor([[5.0, 5.0], [-1, -1], [-1, -1], [-1, -1]]),           # one point
+        torch.tensor([[5.0, 5.0], [9.0, 8.0], [-1, -1], [-1, -1]]),         # two
+        line,                                                               # collinear
+        torch.tensor([[7.0, 7.0]]).expand(4, 2),                            # all at one spot
+        torch.tensor([[0.0, 0.0], [8.0, 0.0], [0.0, 0.0], [0.0, 6.0]]),     # two at one spot
+        torch.tensor([[0.0, 0.0], [math.nan, 1.0], [8.0, 0.0], [0.0, math.inf]]),
+    ]
+    xy = torch.stack(frames)
+    visible = (xy >= 0).all(-1) | xy.isnan().any(-1) | xy.isinf().any(-1)
+    chain, every = {(0, 2), (2, 3), (1, 3)}, {(i, j) for i in range(4) for j in range(i + 1, 4)}
+    expected = {
+        delaunay_graph: [set(), set(), {(0, 1)}, chain, {(0, 1), (0, 2), (0, 3)}, {(0, 1), (0, 2), (0, 3), (1, 3)},
+                         {(0, 2)}],
+        spanning_tree_graph: [set(), set(), {(0, 1)}, chain, {(0, 1), (0, 2), (0, 3)}, {(0, 2), (0, 3), (0, 1)},
+                              {(0, 2)}],
+        radius_graph: [set(), set(), {(0, 1)}, chain, every, every, {(0, 2)}],
+    }
+    for graph, sets in expected.items():
+        assert edge_sets(graph(xy, visible, GraphOptions(max_distance=15.0 if graph is radius_graph else math.inf))) \
+            == sets, graph.__name__
+        for n in (0, 1):
+            assert graph(torch.zeros(3, n, 2), torch.ones(3, n, dtype=torch.bool),
+                         GraphOptions(max_distance=5.0)).lengths.tolist() == [0, 0, 0]
+        assert graph(torch.zeros(0, 5, 2), torch.ones(0, 5, dtype=torch.bool),
+                     GraphOptions(max_distance=5.0)).lengths.tolist() == []
+
+
+def test_radius_needs_a_limit():
+    for limit in (math.inf, 0.0, math.nan):
+        with pytest.raises(ValueError, match="max_distance: the radius graph needs a limit above 0"):
+            radius_graph(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool), GraphOptions(max_distance=limit))
+
+
+def test_new_graphs_op_budget():
+    """60 frames of 1000 points, as the kNN budget: radius is batched over frames with one host sync
+    for the candidate count and one for the packing (one more with hysteresis); Delaunay and the
+    tree copy the points to the host once and pack once."""
+    from opcount import OpCount
+
+    torch.manual_seed(0)
+    xy = torch.rand(1, 1000, 2) * torch.tensor([3840.0, 2160.0]) + torch.randn(60, 1000, 2)
+    visible = torch.ones(60, 1000, dtype=torch.bool)
+    cases = [(radius_graph, GraphOptions(max_distance=100.0, degree_cap=4), 2, 150),
+             (radius_graph, GraphOptions(max_distance=100.0, hysteresis=1.3), 3, 150),
+             (delaunay_graph, GraphOptions(max_distance=200.0), 2, 60),
+             (spanning_tree_graph, GraphOptions(), 2, 500)]
+    for graph, options, syncs, launches in cases:
+        with OpCount() as count:
+            graph(xy, visible, options)
+        assert count.syncs <= syncs and count.launches <= launches and count.float64 == 0, (graph, count.summary())

@@ -16,15 +16,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from .batching import Ragged
+from .batching import Ragged, expand_counts
 from .device import run_chunked
 
 INF = float("inf")
 BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matrix beats the grid
 SEARCH_RING = 2           # cells searched on each side of a point's own
 CELL_OCCUPANCY = 0.25     # grid points per cell per neighbour sought (measured: ~0.05% fall back)
+RADIUS_BYTES_PER_POINT = 4000  # radius search memory, for ~40 candidates a point (more: run_chunked halves)
 
 
 @dataclass
@@ -143,15 +145,48 @@ def _grid_rows(sorted_xy, sorted_ids, xy, own, first, count, total, width, k, de
     return d2[:, :k], ids[:, :k], tied
 
 
+def _flat_points(xy, visible):
+    """Points of all frames in one list: flat_xy [P,2] (hidden points at 0: finite, searching
+    nothing), flat_visible [P] and hidden [P], and the low corner [2] and extent [2] of the visible
+    points over all frames."""
+    flat_visible = visible.reshape(-1)
+    hidden = ~flat_visible
+    flat_xy = xy.reshape(-1, 2).masked_fill(hidden[:, None], 0.0)
+    low = flat_xy.masked_fill(hidden[:, None], INF).amin(0)
+    extent = flat_xy.masked_fill(hidden[:, None], -INF).amax(0) - low
+    return flat_xy, flat_visible, hidden, low, extent
+
+
+def _cell_table(flat_xy, flat_visible, hidden, index, n, low, cell, span, ring):
+    """The points of all frames sorted by frame and grid cell. flat_xy [P,2] (frame after frame, n
+    each; hidden ones finite), flat_visible [P], its negation hidden and index [P] (arange). Cells
+    are `cell` wide from `low`, `span` along each axis (the caller sizes `cell` so that every
+    visible point falls inside), with `ring` empty cells around each frame's grid so that a block
+    of (2 ring + 1)^2 cells never leaves its frame. Returns position [P,2] and cell_xy [P,2] (in
+    cells, float), side (cells a grid row), hidden_cell (where hidden points go: past the last
+    frame's cells, with blocks inside the table), counts [C] (visible points a cell), cell_end [C]
+    (sorted position past each cell's run), sorted_id [P] and order [P] (each sorted point's cell
+    and flat index)."""
+    position = (flat_xy - low) / cell
+    cell_xy = position.floor()
+    side = span + 2 * ring
+    hidden_cell = flat_visible.numel() // n * side * side + ring * side + ring
+    column, row = cell_xy.long().unbind(1)
+    cell_id = torch.add(column, row, alpha=side).add_(index // n, alpha=side * side).add_(ring * (side + 1))
+    cell_id.masked_fill_(hidden, hidden_cell)
+    # cell ends in sorted order, counting visible points only: hidden ones sort last, in no run
+    counts = torch.zeros(hidden_cell + ring * side + ring + 1, dtype=torch.long, device=flat_xy.device)
+    cell_end = counts.index_add_(0, cell_id, flat_visible.long()).cumsum(0)
+    sorted_id, order = cell_id.sort()
+    return position, cell_xy, side, hidden_cell, counts, cell_end, sorted_id, order
+
+
 def _grid_search(xy, visible, k, delta_y_cap, within):
     """nearest_neighbours of one chunk of frames through the grid."""
     frames, n = visible.shape
     ring = SEARCH_RING
-    flat_visible = visible.reshape(-1)
-    points, hidden = flat_visible.numel(), ~flat_visible
-    flat_xy = xy.reshape(-1, 2).masked_fill(hidden[:, None], 0.0)  # hidden points: finite, searching nothing
-    low = flat_xy.masked_fill(hidden[:, None], INF).amin(0)
-    extent = flat_xy.masked_fill(hidden[:, None], -INF).amax(0) - low
+    flat_xy, flat_visible, hidden, low, extent = _flat_points(xy, visible)
+    points = flat_visible.numel()
     # about CELL_OCCUPANCY * (k + 1) points a cell in an average frame, sized on the device, and
     # at most `span` cells along an axis: a grid of a size known here
     span = math.ceil(2 * math.sqrt(n / (CELL_OCCUPANCY * (k + 1)))) + 1
@@ -160,20 +195,9 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
     if math.isfinite(within):  # cells just wider than within / ring: every search is exact at once
         cell = cell.clamp_max(within / ring * 1.01 + 1e-3)
     cell = torch.maximum(cell, extent.amax() / (span - 0.5))
-    position = (flat_xy - low) / cell
-    cell_xy = position.floor()
-    # each frame's grid has `ring` empty cells on every side, so a block never leaves its frame;
-    # hidden points go to a cell past the last frame's, whose blocks stay inside the table
-    side = span + 2 * ring
-    hidden_cell = frames * side * side + ring * side + ring
-    column, row = cell_xy.long().unbind(1)
     index = torch.arange(points, device=xy.device)
-    cell_id = torch.add(column, row, alpha=side).add_(index // n, alpha=side * side).add_(ring * (side + 1))
-    cell_id.masked_fill_(hidden, hidden_cell)
-    # cell ends in sorted order, counting visible points only: hidden ones sort last, in no run
-    counts = torch.zeros(hidden_cell + ring * side + ring + 1, dtype=torch.long, device=xy.device)
-    cell_end = counts.index_add_(0, cell_id, flat_visible.long()).cumsum(0)
-    sorted_id, order = cell_id.sort()
+    position, cell_xy, side, hidden_cell, counts, cell_end, sorted_id, order = _cell_table(
+        flat_xy, flat_visible, hidden, index, n, low, cell, span, ring)
     flat_x, flat_y = flat_xy.unbind(1)
     sorted_xy, sorted_ids = flat_xy.T.index_select(1, order), (order % n).float()  # [2,P]
     sorted_visible = sorted_id < hidden_cell
@@ -241,6 +265,50 @@ def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_
     return torch.cat([p[0].to(xy.device) for p in parts]), torch.cat([p[1].to(xy.device) for p in parts])
 
 
+def _radius_keys(xy, visible, within, delta_y_cap, first_frame, none):
+    """The pairs i < j of visible points of each frame (xy float [T,N,2], visible bool [T,N]) at
+    most `within` apart, |dy| within the cap, as sorted keys ((first_frame + frame) * N + i) * N + j,
+    with `none` in the slots of candidates that are no pair: int64 [M].
+
+    A grid of cells at least `within` wide holds every pair in neighbouring cells. Each point reads
+    the points after it in its own cell and the next one in its row (one run of sorted points), and
+    the three cells of the next row (another run): every pair of neighbouring cells once. M, the
+    candidates read, is the one host sync; the candidate lists are sized from the cell counts."""
+    frames, n = visible.shape
+    flat_xy, flat_visible, hidden, low, extent = _flat_points(xy, visible)
+    span = math.ceil(2 * math.sqrt(n)) + 1  # cells along an axis: about 4 a point at most
+    # a hair wider than `within`: float rounding may move a point by a few 1e-7 cells
+    cell = torch.clamp(extent.amax() / (span - 0.5), min=within * 1.01)
+    index = torch.arange(flat_visible.numel(), device=xy.device)
+    _, _, side, _, _, cell_end, sorted_id, order = _cell_table(flat_xy, flat_visible, hidden, index, n, low, cell,
+                                                               span, 1)
+    # hidden points sort last, past every run: they read nothing
+    count_own = (cell_end[sorted_id + 1] - 1 - index).clamp_min_(0)
+    start_next = cell_end[sorted_id + side - 2]
+    count = (cell_end[sorted_id + side + 1] - start_next).add_(count_own)
+    owner, rank = expand_counts(count, int(count.sum()))
+    position = rank + torch.where(rank < count_own[owner], owner + 1, (start_next - count_own)[owner])
+    sorted_xy = flat_xy.T.index_select(1, order)  # [2,P]
+    dx, dy = (sorted_xy[axis].index_select(0, position).sub_(sorted_xy[axis].index_select(0, owner)) for axis in (0, 1))
+    far = _masked_d2(dx, dy, None, delta_y_cap, within) == INF
+    a, b = order[owner], order[position]  # flat indices frame * n + i, in the same frame
+    low_end, high_end = torch.minimum(a, b), torch.maximum(a, b) % n
+    return (low_end + first_frame * n).mul_(n).add_(high_end).masked_fill_(far, none).sort().values
+
+
+def radius_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, within: float, delta_y_cap: float = INF):
+    """All pairs i < j of visible points of each frame at most `within` pixels apart (|dy| within
+    the cap): sorted keys (frame * N + i) * N + j, int64 [M], with T * N * N - 1 (no pair) in the
+    slots past them. xy float [T,N,2], visible bool [T,N]. Chunks of frames are searched at once, on
+    xy's device, with one host sync a chunk."""
+    frames, n = visible.shape
+    none = frames * n * n - 1
+    parts = run_chunked(lambda start, stop, dev: _radius_keys(
+        xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), within, delta_y_cap, start, none
+    ).to(xy.device), frames, n * RADIUS_BYTES_PER_POINT, xy.device)
+    return torch.cat(parts) if len(parts) != 1 else parts[0]
+
+
 # -- edges, caps, hysteresis -----------------------------------------------------------------------
 # Edges are fixed-size lists (frame, i, j, keep) in (frame, i, j) order, with slots that hold no
 # edge marked keep = False; only packing them into a Ragged asks the host for a size.
@@ -285,7 +353,8 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
 
     An edge is present in frame t when it is new there, or present in frame t-1 and still within
     the slack of its limits: both ends visible, length <= max_distance * slack, |dy| <=
-    delta_y_cap * slack, and among the ceil(k * slack) nearest of one end (of both when mutual).
+    delta_y_cap * slack, and (unless reach is None) within reach [T,N] of one end, the distance of
+    its ceil(k * slack)-th nearest (of both ends when mutual).
     Without a degree cap this recurrence has a closed form (the last frame where the edge was new,
     with no slack failure since), evaluated for all frames at once; with a cap, which edges survive
     depends on the frame before, so only that keep/drop step runs frame by frame, on [U] vectors,
@@ -302,10 +371,11 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
     new = new[:, :edges]
     delta = xy[:, ends_j] - xy[:, ends_i]
     span = delta.norm(dim=-1)
-    near_i, near_j = span <= reach[:, ends_i], span <= reach[:, ends_j]
     holds = (visible[:, ends_i] & visible[:, ends_j] & (span <= options.max_distance * slack)
-             & (delta[..., 1].abs() <= options.delta_y_cap * slack)
-             & ((near_i & near_j) if options.mutual else (near_i | near_j)))
+             & (delta[..., 1].abs() <= options.delta_y_cap * slack))
+    if reach is not None:
+        near_i, near_j = span <= reach[:, ends_i], span <= reach[:, ends_j]
+        holds &= (near_i & near_j) if options.mutual else (near_i | near_j)
     if options.degree_cap <= 0:
         time = torch.arange(frames, device=key.device)[:, None]
         last_new = torch.cummax(torch.where(new, time, -1), 0).values
@@ -321,6 +391,38 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
     return present, ends_i, ends_j
 
 
+def _check(options: GraphOptions):
+    if not 1 <= options.k <= 1024:
+        raise ValueError(f"k: expected 1 to 1024, got {options.k}")
+    if not options.hysteresis >= 1.0:
+        raise ValueError(f"hysteresis: expected 1 or more, got {options.hysteresis}")
+
+
+def _no_edges(frames: int, device) -> Ragged:
+    none = torch.zeros(0, dtype=torch.long, device=device)
+    return _ragged_edges(none, none, none, none.bool(), frames)
+
+
+def _capped_degree(xy, frame, i, j, keep, cap):
+    """bool [M]: keep, less the edges past the `cap` shortest of either end in their frame."""
+    frames, n = xy.shape[:2]
+    span = (xy[frame, j] - xy[frame, i]).norm(dim=-1)
+    return _cap_degree(torch.stack([i, j]).add_(frame * n), keep, span, cap, frames * n)
+
+
+def _stable_edges(xy, visible, reach, frame, i, j, keep, options: GraphOptions) -> Ragged:
+    """The new edges of every frame (frame, i, j, keep [M], sorted) with hysteresis (reach: see
+    _hysteresis), else the degree cap, packed."""
+    frames, n = visible.shape
+    if options.hysteresis > 1:
+        present, ends_i, ends_j = _hysteresis(xy, visible, reach, frame, i, j, keep, options, float(options.hysteresis))
+        frame = torch.arange(frames, device=xy.device)[:, None].expand_as(present).reshape(-1)
+        i, j, keep = ends_i.repeat(frames), ends_j.repeat(frames), present.view(-1)
+    elif options.degree_cap > 0:
+        keep = _capped_degree(xy, frame, i, j, keep, options.degree_cap)
+    return _ragged_edges(frame, i, j, keep, frames)
+
+
 def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
     """Undirected edges per frame: Ragged values int64 [T,E,2] (i < j, sorted) and lengths [T].
 
@@ -331,31 +433,188 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
     for all frames is one batched computation; so are the edges and caps. Host syncs: those of
     nearest_neighbours, one for the packing, and with hysteresis one for the number of edges.
     """
-    if not 1 <= options.k <= 1024:
-        raise ValueError(f"k: expected 1 to 1024, got {options.k}")
-    if not options.hysteresis >= 1.0:
-        raise ValueError(f"hysteresis: expected 1 or more, got {options.hysteresis}")
+    _check(options)
     device = torch.device(device) if device is not None else xy.device
     xy, visible = xy.to(device, torch.float32), visible.to(device)
     frames, n = visible.shape
     if n < 2:
-        none = torch.zeros(0, dtype=torch.long, device=device)
-        return _ragged_edges(none, none, none, none.bool(), frames)
+        return _no_edges(frames, device)
     slack = float(options.hysteresis)
     reach_k = max(options.k, math.ceil(options.k * slack)) if slack > 1 else options.k
     distance, index = nearest_neighbours(xy, visible, min(reach_k, max(n - 1, 1)), options.delta_y_cap,
                                          options.max_distance * slack)
     frame, i, j, keep = _new_edges(index[..., :options.k], distance[..., :options.k], options, n)
+    # the reach_k-th nearest bounds "still among the nearest"; inf when a frame has fewer points
+    reach = None
     if slack > 1:
-        # the reach_k-th nearest bounds "still among the nearest"; inf when a frame has fewer points
         reach = distance[..., -1] if reach_k < n else torch.full_like(distance[..., -1], INF)
-        present, ends_i, ends_j = _hysteresis(xy, visible, reach, frame, i, j, keep, options, slack)
-        frame = torch.arange(frames, device=device)[:, None].expand_as(present).reshape(-1)
-        i, j, keep = ends_i.repeat(frames), ends_j.repeat(frames), present.view(-1)
-    elif options.degree_cap > 0:
-        span = (xy[frame, j] - xy[frame, i]).norm(dim=-1)
-        keep = _cap_degree(torch.stack([i, j]).add_(frame * n), keep, span, options.degree_cap, frames * n)
+    return _stable_edges(xy, visible, reach, frame, i, j, keep, options)
+
+
+def _finite_points(xy, visible, device):
+    """xy float32 [T,N,2] and visible [T,N] on the device, points with a non-finite coordinate hidden."""
+    xy = xy.to(device, torch.float32)
+    return xy, visible.to(device) & torch.isfinite(xy).all(-1)
+
+
+def _split_keys(key, n):
+    """Keys (frame * n + i) * n + j [M] -> frame, i, j [M]."""
+    return key // (n * n), key // n % n, key % n
+
+
+def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
+    """Undirected edges per frame, as knn_graph: every pair of visible points at most max_distance
+    apart (no k limit; required finite and above 0), |dy| <= delta_y_cap, the degree cap keeping
+    each point's shortest links. hysteresis > 1 keeps an edge of the previous frame while its
+    length and |dy| stay within that slack of the limits (k and mutual have no part). Points with
+    a non-finite coordinate are hidden. Host syncs: one a chunk of frames for the candidate count
+    (radius_neighbour_keys), one for the packing, and with hysteresis one for the number of edges.
+    """
+    _check(options)
+    if not 0 < options.max_distance < INF:
+        raise ValueError(f"max_distance: the radius graph needs a limit above 0 pixels, got {options.max_distance}")
+    device = torch.device(device) if device is not None else xy.device
+    xy, visible = _finite_points(xy, visible, device)
+    frames, n = visible.shape
+    if n < 2 or not frames:
+        return _no_edges(frames, device)
+    key = radius_neighbour_keys(xy, visible, options.max_distance, options.delta_y_cap)
+    frame, i, j = _split_keys(key, n)
+    return _stable_edges(xy, visible, None, frame, i, j, key != frames * n * n - 1, options)
+
+
+DELAUNAY_RECT = 2 ** 29  # half-width of Subdiv2D's rectangle: its outer vertices ~2^32 away, as if at infinity
+
+
+def _delaunay_pairs(points: np.ndarray) -> np.ndarray:
+    """Edges of the Delaunay triangulation of points float32 [n,2] (finite): int64 [E,2], i < j,
+    sorted. Coincident points: the first stands for them all in the triangulation, and the others
+    link to it alone (edges of length 0, so that a spanning tree spans them). Collinear points link
+    in a chain.
+
+    OpenCV's Subdiv2D triangulates the points with three outer vertices; it misses hull edges whose
+    every empty circle reaches those vertices, so they sit ~2^32 away, and the points are scaled by
+    a power of two (exact) to [1024, 2048), away from the absolute epsilon of its in-circle test."""
+    import cv2
+
+    shifted = points - points.min(0, initial=INF)
+    extent = float(shifted.max(initial=0.0))
+    if extent > 0:
+        shifted *= np.float32(2.0 ** np.clip(10 - math.floor(math.log2(extent)), -100, 100))
+    key = np.ascontiguousarray(shifted).view(np.uint64)[:, 0]  # x and y bits: equal points, equal keys
+    distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    own = first[inverse]
+    duplicate = np.flatnonzero(own != np.arange(len(points)))
+    pairs = [np.stack([own[duplicate], duplicate], 1)]
+    if len(distinct) > 1:
+        subdiv = cv2.Subdiv2D((-DELAUNAY_RECT, -DELAUNAY_RECT, 2 * DELAUNAY_RECT + 2048, 2 * DELAUNAY_RECT + 2048))
+        subdiv.insert(shifted[first])
+        ends = np.ascontiguousarray(subdiv.getEdgeList(), np.float32).reshape(-1, 4).view(np.uint64)
+        at = np.searchsorted(distinct, ends).clip(max=len(distinct) - 1)
+        real = (distinct[at] == ends).all(1)  # the outer vertices are none of the points
+        pairs.append(np.sort(first[at[real]], 1))
+    pairs = np.concatenate(pairs)
+    return np.unique(pairs[:, 0] * len(points) + pairs[:, 1])
+
+
+def delaunay_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """The Delaunay triangulation's edges i < j of the visible points of each frame (see
+    _delaunay_pairs), as sorted keys (frame * N + i) * N + j: int64 [M], on xy's device. xy float
+    [T,N,2] finite where visible, visible bool [T,N]. One copy to the host and one back."""
+    frames, n = visible.shape
+    host = xy.masked_fill(~visible[..., None], math.nan).cpu().numpy()
+    keys = [np.zeros(0, np.int64)]
+    for frame, points in enumerate(host):  # no batched Delaunay exists in torch: one OpenCV call a frame
+        index = np.flatnonzero(np.isfinite(points[:, 0]))
+        if len(index) < 2:
+            continue
+        pairs = _delaunay_pairs(points[index])
+        keys.append((frame * n + index[pairs // len(index)]) * n + index[pairs % len(index)])
+    return torch.from_numpy(np.concatenate(keys)).to(xy.device)
+
+
+def _within_limits(xy, frame, i, j, options: GraphOptions):
+    """bool [M]: the edges (frame, i, j) within max_distance and delta_y_cap."""
+    delta = xy[frame, j] - xy[frame, i]
+    return (delta.norm(dim=-1) <= options.max_distance) & (delta[:, 1].abs() <= options.delta_y_cap)
+
+
+def delaunay_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
+    """Undirected edges per frame, as knn_graph: the Delaunay triangulation of each frame's visible
+    points (see _delaunay_pairs), less the edges beyond max_distance or delta_y_cap, the degree cap
+    keeping each point's shortest links. k, mutual and hysteresis have no part: a triangulation
+    changes by flips, and an edge held past its flip would cross the one that replaced it. Points
+    with a non-finite coordinate are hidden. Host syncs: the copy to the host, and the packing."""
+    _check(options)
+    device = torch.device(device) if device is not None else xy.device
+    xy, visible = _finite_points(xy, visible, device)
+    frames, n = visible.shape
+    if n < 2 or not frames:
+        return _no_edges(frames, device)
+    frame, i, j = _split_keys(delaunay_neighbour_keys(xy, visible), n)
+    keep = _within_limits(xy, frame, i, j, options)
+    if options.degree_cap > 0:
+        keep = _capped_degree(xy, frame, i, j, keep, options.degree_cap)
     return _ragged_edges(frame, i, j, keep, frames)
+
+
+def _spanning_forest(ends: torch.Tensor, weight: torch.Tensor, keep: torch.Tensor, nodes: int, size: int):
+    """bool [E]: the edges of the minimum spanning forest of the kept edges, ends int64 [2,E] (nodes
+    below `nodes`, in connected parts of at most `size`), weight float [E], equal weights ordered
+    by list position, so the forest is unique (Kruskal's, with a stable sort).
+
+    Boruvka's algorithm, with no host sync: every component takes its lightest edge to another,
+    and components hook onto the one across it (of two that took the same edge, the lower one
+    stays a root). Every component that can merge does, so ceil(log2 size) rounds are enough, and
+    pointer jumping flattens each round's hooks in ceil(log2 components) steps."""
+    edges = weight.numel()
+    order = weight.masked_fill(~keep, INF).sort(stable=True).indices
+    rank = torch.empty_like(order).scatter_(0, order, torch.arange(edges, device=ends.device))
+    rank.masked_fill_(~keep, edges)  # never taken
+    node = torch.arange(nodes, device=ends.device)
+    label = node  # the root of each node's component
+    chosen = torch.zeros(edges, dtype=torch.bool, device=ends.device)
+    components = size
+    while components > 1:  # the rounds: a fixed count, each batched over all edges and frames
+        a, b = label[ends[0]], label[ends[1]]
+        outgoing = rank.masked_fill(a == b, edges)
+        best = torch.full((nodes,), edges, device=ends.device).scatter_reduce_(0, a, outgoing, "amin")
+        best.scatter_reduce_(0, b, outgoing, "amin")
+        chosen |= ((best[a] == outgoing) | (best[b] == outgoing)) & (outgoing < edges)
+        taken = order[best.clamp_max(edges - 1)]
+        parent = torch.where(best < edges, a[taken] + b[taken] - node, node)  # the component across
+        parent = torch.where((parent[parent] == node) & (node < parent), node, parent)
+        components = (components + 1) // 2
+        for _ in range(math.ceil(math.log2(components)) + 1):
+            parent = parent[parent]
+        label = parent[label]
+    return chosen
+
+
+def spanning_tree_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
+    """Undirected edges per frame, as knn_graph: the Euclidean minimum spanning tree of each frame's
+    visible points, computed over the Delaunay edges (which hold it) within max_distance and
+    delta_y_cap: a forest where the limits cut it (with max_distance alone, the tree's edges up to
+    that length). The degree cap then keeps each point's shortest links. k, mutual and hysteresis
+    have no part (an edge held past its frame would close a cycle). Points with a non-finite
+    coordinate are hidden. Host syncs: those of delaunay_graph."""
+    _check(options)
+    device = torch.device(device) if device is not None else xy.device
+    xy, visible = _finite_points(xy, visible, device)
+    frames, n = visible.shape
+    if n < 2 or not frames:
+        return _no_edges(frames, device)
+    frame, i, j = _split_keys(delaunay_neighbour_keys(xy, visible), n)
+    keep = _within_limits(xy, frame, i, j, options)
+    if frame.numel():
+        weight = (xy[frame, j] - xy[frame, i]).norm(dim=-1)
+        keep = _spanning_forest(torch.stack([i, j]).add_(frame * n), weight, keep, frames * n, n)
+    if options.degree_cap > 0:
+        keep = _capped_degree(xy, frame, i, j, keep, options.degree_cap)
+    return _ragged_edges(frame, i, j, keep, frames)
+
+
+GRAPHS = {"knn": knn_graph, "radius": radius_graph, "delaunay": delaunay_graph, "mst": spanning_tree_graph}
 
 
 def _ragged_edges(frame: torch.Tensor, i: torch.Tensor, j: torch.Tensor, keep: torch.Tensor, frames: int) -> Ragged:
