@@ -1,5 +1,5 @@
-"""RasterKit_PointTracker and RasterKit_LineLinkRenderer: tracked points linked into stable kNN
-graphs drawn as anti-aliased lines or curves."""
+"""RasterKit_PointTracker and RasterKit_LineLinkRenderer: tracked points linked into graphs (stable
+kNN, radius, Delaunay, minimum spanning tree) drawn as anti-aliased lines or curves."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from ..utils import gpu_rendering as R
 from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
 from ..utils.gpu_curves import alternating_sign, bezier_polylines
-from ..utils.gpu_graph import GraphOptions, knn_graph
+from ..utils.gpu_graph import GRAPHS, GraphOptions
 from ._comfy import LAYER_ALPHA_MODES, LAYER_ALPHA_TOOLTIP, Progress, frame_preview, intermediate_device, layer_output, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
@@ -48,8 +48,9 @@ class LineLinkRenderer(RasterKitNode):
     NODE_ID = "RasterKit_LineLinkRenderer"
     DISPLAY_NAME = "Line Link Renderer (RasterKit)"
     CATEGORY = "RasterKit/overlay"
-    DESCRIPTION = ("Links each tracked point to its nearest neighbours in every frame (kNN with caps, kept stable "
-                   "across frames by hysteresis) and draws the links as anti-aliased lines or curves.")
+    DESCRIPTION = ("Links tracked points in every frame (each to its nearest neighbours, all pairs within a radius, "
+                   "the Delaunay triangulation or the minimum spanning tree; with caps, and kept stable across frames "
+                   "by hysteresis) and draws the links as anti-aliased lines or curves.")
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on"),
         String("tracks_json", '[[{"x": 100, "y": 100}], [{"x": 220, "y": 140}], [{"x": 160, "y": 260}]]',
@@ -57,12 +58,14 @@ class LineLinkRenderer(RasterKitNode):
                                        "[x, y]); a flat list of points is one point moving over frames (KJNodes' "
                                        "coordinates); a short track holds its last point; negative coordinates "
                                        "are hidden. Leave empty when tracks or ys_tracks is connected"),
-        Int("k", 3, 1, 32, tooltip="neighbours per point"),
-        Float("max_distance", 0.0, 0.0, 100000.0, 1.0, tooltip="longest link in pixels; 0: no limit"),
+        Int("k", 3, 1, 32, tooltip="neighbours per point (graph knn)"),
+        Float("max_distance", 0.0, 0.0, 100000.0, 1.0, tooltip="longest link in pixels; 0: no limit (graph radius "
+                                                               "needs one: it links every pair within it)"),
         Float("delta_y_cap", 0.0, 0.0, 100000.0, 1.0, tooltip="largest vertical extent of a link; 0: no limit"),
         Int("degree_cap", 0, 0, 64, tooltip="most links per point, shortest kept; 0: no limit"),
-        Bool("mutual", False, tooltip="link only points that are among each other's k nearest"),
-        Float("hysteresis", 1.3, 1.0, 4.0, 0.05, tooltip="a link stays while within this factor of its limits"),
+        Bool("mutual", False, tooltip="link only points that are among each other's k nearest (graph knn)"),
+        Float("hysteresis", 1.3, 1.0, 4.0, 0.05, tooltip="a link stays while within this factor of its limits "
+                                                        "(graphs knn and radius)"),
         Combo("curve", ("straight", "bezier"), tooltip="straight lines, or quadratic Bezier curves bent to "
                                                        "alternating sides"),
         Float("curvature", 0.2, -2.0, 2.0, 0.01, tooltip="bend of the Bezier curves, as a fraction of the link's "
@@ -73,6 +76,10 @@ class LineLinkRenderer(RasterKitNode):
         Float("point_radius", 3.0, 0.0, 64.0, 0.5, tooltip="radius of the marker drawn on each visible point; "
                                                            "0: no markers"),
         Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
+        Combo("graph", tuple(GRAPHS), tooltip="which points link: knn, each to its k nearest; radius, every pair "
+                                              "within max_distance; delaunay, the Delaunay triangulation's edges; "
+                                              "mst, the minimum spanning tree (a forest where max_distance cuts it). "
+                                              "The caps apply to all, hysteresis to knn and radius"),
         Socket("tracks", "RASTERKIT_TRACKS", optional=True, tooltip="tracks from Point Tracker (RasterKit)"),
         Socket("ys_tracks", "TRACKS", optional=True,
                tooltip="ys-vision-tools' TRACKS: an array of x, y, or a list of per-frame arrays; point n is row n "
@@ -86,12 +93,12 @@ class LineLinkRenderer(RasterKitNode):
     @classmethod
     def run(cls, images, tracks_json="", k=3, max_distance=0.0, delta_y_cap=0.0, degree_cap=0, mutual=False,
             hysteresis=1.3, curve="straight", curvature=0.2, width=1.5, opacity=0.8, color="#FFFFFF",
-            point_radius=3.0, layer_alpha="straight", tracks=None, ys_tracks=None):
+            point_radius=3.0, layer_alpha="straight", graph="knn", tracks=None, ys_tracks=None):
         check_images(images, "images")
         device = render_device()
         xy, visible = _points(images, tracks, ys_tracks, tracks_json)
         options = GraphOptions(k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis)
-        edges = knn_graph(xy, visible, options, device=device)
+        edges = GRAPHS[graph](xy, visible, options, device=device)
         pairs, frame = edges.flat()
         xy_dev = xy.to(device)
         start, end = xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]

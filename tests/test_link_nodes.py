@@ -48,6 +48,24 @@ def test_links_join_the_nearest_points():
     assert torch.allclose(image, IMAGES * (1 - alpha[..., None]) + premultiplied[..., :3], atol=1e-6)
 
 
+def test_graph_modes():
+    """Distances in TRIANGLE: 0-2 44.7, 1-2 48.4, 0-1 50.0."""
+    edges = {graph: json.loads(render(tracks_json=TRIANGLE, k=1, graph=graph, max_distance=46.0 if graph == "radius"
+                                      else 0.0)[3]) for graph in ("knn", "radius", "delaunay", "mst")}
+    assert edges == {"knn": [[[0, 2], [1, 2]]] * 3, "radius": [[[0, 2]]] * 3,
+                     "delaunay": [[[0, 1], [0, 2], [1, 2]]] * 3, "mst": [[[0, 2], [1, 2]]] * 3}
+    alpha = render(tracks_json=TRIANGLE, graph="delaunay")[1]
+    assert alpha[0, 11, 35] > 0.5  # the link 0-1, which no point's nearest neighbour makes
+    assert json.loads(render(tracks_json=TRIANGLE, graph="mst", max_distance=46.0)[3]) == [[[0, 2]]] * 3
+    assert json.loads(render(tracks_json=TRIANGLE, graph="delaunay", degree_cap=1)[3]) == [[[0, 2]]] * 3
+
+
+def test_graph_is_the_last_widget():
+    """Saved workflows list widget values by position: a widget added later goes last."""
+    widgets = [spec.name for spec in LineLinkRenderer.INPUTS if not spec.optional and spec.type != "IMAGE"]
+    assert widgets[-2:] == ["layer_alpha", "graph"]
+
+
 def test_tracks_input_styles_and_points():
     xy = torch.tensor([[[10.0, 10.0], [60.0, 12.0], [30.0, 50.0]]]).expand(3, -1, -1)
     tracks = {"xy": xy, "visible": torch.ones(3, 3, dtype=torch.bool)}
@@ -86,6 +104,7 @@ def test_hidden_points_and_frames_without_points():
     (dict(tracks_json="", ys_tracks=[np.zeros((2, 3))]), r"ys_tracks: frame 0 should be an array \[N,2\]"),
     (dict(tracks_json="", tracks={"xy": torch.zeros(2, 5), "visible": torch.ones(2)}), "tracks: xy"),
     (dict(tracks_json=TRIANGLE, k=0), "k: expected 1 to 1024"),
+    (dict(tracks_json=TRIANGLE, graph="radius"), "max_distance: the radius graph needs a limit above 0"),
 ])
 def test_bad_input_names_the_input(kw, message):
     with pytest.raises(ValueError, match=message):

@@ -1,5 +1,6 @@
-"""k-nearest-neighbour graphs over tracked points, for all frames at once, with caps and
-temporal hysteresis.
+"""Graphs over tracked points, for all frames at once, with caps and temporal hysteresis: k nearest
+neighbours (knn_graph), all pairs within a radius (radius_graph), the Delaunay triangulation
+(delaunay_graph) and the Euclidean minimum spanning tree (spanning_tree_graph); GRAPHS names them.
 
 Points are padded [T,N,2] with visibility [T,N]. Neighbours of every point of every frame come
 from one batched search whose sizes the host fixes: a uniform grid over all frames (points sorted
@@ -10,6 +11,10 @@ the few points that fail the check, or whose blocks hold more points than the wi
 brute-force row (the second). Small frames use brute-force distances directly. Edges are
 undirected (i < j). Equal distances are broken by point index everywhere, so results do not
 depend on the search path or the device.
+
+The radius search reads the same grid, with cells at least the radius wide. The Delaunay
+triangulation has no batched form in torch: OpenCV triangulates each frame on the host. The
+minimum spanning tree is a subgraph of it, found for all frames at once by Boruvka's algorithm.
 """
 from __future__ import annotations
 
@@ -274,10 +279,10 @@ def _radius_keys(xy, visible, within, delta_y_cap, first_frame, none):
     the points after it in its own cell and the next one in its row (one run of sorted points), and
     the three cells of the next row (another run): every pair of neighbouring cells once. M, the
     candidates read, is the one host sync; the candidate lists are sized from the cell counts."""
-    frames, n = visible.shape
+    n = visible.shape[1]
     flat_xy, flat_visible, hidden, low, extent = _flat_points(xy, visible)
     span = math.ceil(2 * math.sqrt(n)) + 1  # cells along an axis: about 4 a point at most
-    # a hair wider than `within`: float rounding may move a point by a few 1e-7 cells
+    # a hair wider than `within`: float rounding moves positions by up to span * 2^-23 cells
     cell = torch.clamp(extent.amax() / (span - 0.5), min=within * 1.01)
     index = torch.arange(flat_visible.numel(), device=xy.device)
     _, _, side, _, _, cell_end, sorted_id, order = _cell_table(flat_xy, flat_visible, hidden, index, n, low, cell,
@@ -298,9 +303,9 @@ def _radius_keys(xy, visible, within, delta_y_cap, first_frame, none):
 
 def radius_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, within: float, delta_y_cap: float = INF):
     """All pairs i < j of visible points of each frame at most `within` pixels apart (|dy| within
-    the cap): sorted keys (frame * N + i) * N + j, int64 [M], with T * N * N - 1 (no pair) in the
-    slots past them. xy float [T,N,2], visible bool [T,N]. Chunks of frames are searched at once, on
-    xy's device, with one host sync a chunk."""
+    the cap): keys (frame * N + i) * N + j, int64 [M], in order, with T * N * N - 1 (no pair) in
+    slots after each chunk's pairs. xy float [T,N,2], visible bool [T,N]. Chunks of frames are
+    searched at once, on xy's device, with one host sync a chunk."""
     frames, n = visible.shape
     none = frames * n * n - 1
     parts = run_chunked(lambda start, stop, dev: _radius_keys(
@@ -413,7 +418,7 @@ def _capped_degree(xy, frame, i, j, keep, cap):
 def _stable_edges(xy, visible, reach, frame, i, j, keep, options: GraphOptions) -> Ragged:
     """The new edges of every frame (frame, i, j, keep [M], sorted) with hysteresis (reach: see
     _hysteresis), else the degree cap, packed."""
-    frames, n = visible.shape
+    frames = visible.shape[0]
     if options.hysteresis > 1:
         present, ends_i, ends_j = _hysteresis(xy, visible, reach, frame, i, j, keep, options, float(options.hysteresis))
         frame = torch.arange(frames, device=xy.device)[:, None].expand_as(present).reshape(-1)
@@ -472,7 +477,8 @@ def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions,
     """
     _check(options)
     if not 0 < options.max_distance < INF:
-        raise ValueError(f"max_distance: the radius graph needs a limit above 0 pixels, got {options.max_distance}")
+        got = "no limit" if options.max_distance == INF else f"{options.max_distance:g}"
+        raise ValueError(f"max_distance: the radius graph needs a limit above 0 pixels, got {got}")
     device = torch.device(device) if device is not None else xy.device
     xy, visible = _finite_points(xy, visible, device)
     frames, n = visible.shape
@@ -487,14 +493,15 @@ DELAUNAY_RECT = 2 ** 29  # half-width of Subdiv2D's rectangle: its outer vertice
 
 
 def _delaunay_pairs(points: np.ndarray) -> np.ndarray:
-    """Edges of the Delaunay triangulation of points float32 [n,2] (finite): int64 [E,2], i < j,
-    sorted. Coincident points: the first stands for them all in the triangulation, and the others
-    link to it alone (edges of length 0, so that a spanning tree spans them). Collinear points link
-    in a chain.
+    """Edges i < j of the Delaunay triangulation of points float32 [n,2] (finite), as sorted keys
+    i * n + j, int64 [E]. Coincident points: the first stands for them all in the triangulation, and
+    the others link to it alone (edges of length 0, so that a spanning tree spans them). Collinear
+    points link in a chain.
 
-    OpenCV's Subdiv2D triangulates the points with three outer vertices; it misses hull edges whose
-    every empty circle reaches those vertices, so they sit ~2^32 away, and the points are scaled by
-    a power of two (exact) to [1024, 2048), away from the absolute epsilon of its in-circle test."""
+    OpenCV's Subdiv2D triangulates the points together with three outer vertices, and misses the
+    hull edges whose every empty circle reaches one of them: the points are scaled by a power of two
+    (exact) to [1024, 2048), which keeps them clear of the absolute epsilon of its in-circle test,
+    and the outer vertices sit ~2^32 away."""
     import cv2
 
     shifted = points - points.min(0, initial=INF)
@@ -521,7 +528,7 @@ def delaunay_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor) -> torch.Te
     """The Delaunay triangulation's edges i < j of the visible points of each frame (see
     _delaunay_pairs), as sorted keys (frame * N + i) * N + j: int64 [M], on xy's device. xy float
     [T,N,2] finite where visible, visible bool [T,N]. One copy to the host and one back."""
-    frames, n = visible.shape
+    n = visible.shape[1]
     host = xy.masked_fill(~visible[..., None], math.nan).cpu().numpy()
     keys = [np.zeros(0, np.int64)]
     for frame, points in enumerate(host):  # no batched Delaunay exists in torch: one OpenCV call a frame
@@ -531,31 +538,6 @@ def delaunay_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor) -> torch.Te
         pairs = _delaunay_pairs(points[index])
         keys.append((frame * n + index[pairs // len(index)]) * n + index[pairs % len(index)])
     return torch.from_numpy(np.concatenate(keys)).to(xy.device)
-
-
-def _within_limits(xy, frame, i, j, options: GraphOptions):
-    """bool [M]: the edges (frame, i, j) within max_distance and delta_y_cap."""
-    delta = xy[frame, j] - xy[frame, i]
-    return (delta.norm(dim=-1) <= options.max_distance) & (delta[:, 1].abs() <= options.delta_y_cap)
-
-
-def delaunay_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
-    """Undirected edges per frame, as knn_graph: the Delaunay triangulation of each frame's visible
-    points (see _delaunay_pairs), less the edges beyond max_distance or delta_y_cap, the degree cap
-    keeping each point's shortest links. k, mutual and hysteresis have no part: a triangulation
-    changes by flips, and an edge held past its flip would cross the one that replaced it. Points
-    with a non-finite coordinate are hidden. Host syncs: the copy to the host, and the packing."""
-    _check(options)
-    device = torch.device(device) if device is not None else xy.device
-    xy, visible = _finite_points(xy, visible, device)
-    frames, n = visible.shape
-    if n < 2 or not frames:
-        return _no_edges(frames, device)
-    frame, i, j = _split_keys(delaunay_neighbour_keys(xy, visible), n)
-    keep = _within_limits(xy, frame, i, j, options)
-    if options.degree_cap > 0:
-        keep = _capped_degree(xy, frame, i, j, keep, options.degree_cap)
-    return _ragged_edges(frame, i, j, keep, frames)
 
 
 def _spanning_forest(ends: torch.Tensor, weight: torch.Tensor, keep: torch.Tensor, nodes: int, size: int):
@@ -591,13 +573,8 @@ def _spanning_forest(ends: torch.Tensor, weight: torch.Tensor, keep: torch.Tenso
     return chosen
 
 
-def spanning_tree_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
-    """Undirected edges per frame, as knn_graph: the Euclidean minimum spanning tree of each frame's
-    visible points, computed over the Delaunay edges (which hold it) within max_distance and
-    delta_y_cap: a forest where the limits cut it (with max_distance alone, the tree's edges up to
-    that length). The degree cap then keeps each point's shortest links. k, mutual and hysteresis
-    have no part (an edge held past its frame would close a cycle). Points with a non-finite
-    coordinate are hidden. Host syncs: those of delaunay_graph."""
+def _triangulated(xy, visible, options: GraphOptions, device, tree: bool) -> Ragged:
+    """delaunay_graph, or with `tree` spanning_tree_graph."""
     _check(options)
     device = torch.device(device) if device is not None else xy.device
     xy, visible = _finite_points(xy, visible, device)
@@ -605,13 +582,33 @@ def spanning_tree_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphO
     if n < 2 or not frames:
         return _no_edges(frames, device)
     frame, i, j = _split_keys(delaunay_neighbour_keys(xy, visible), n)
-    keep = _within_limits(xy, frame, i, j, options)
-    if frame.numel():
-        weight = (xy[frame, j] - xy[frame, i]).norm(dim=-1)
-        keep = _spanning_forest(torch.stack([i, j]).add_(frame * n), weight, keep, frames * n, n)
+    delta = xy[frame, j] - xy[frame, i]
+    length = delta.norm(dim=-1)
+    keep = (length <= options.max_distance) & (delta[:, 1].abs() <= options.delta_y_cap)
+    if tree and frame.numel():
+        keep = _spanning_forest(torch.stack([i, j]).add_(frame * n), length, keep, frames * n, n)
     if options.degree_cap > 0:
         keep = _capped_degree(xy, frame, i, j, keep, options.degree_cap)
     return _ragged_edges(frame, i, j, keep, frames)
+
+
+def delaunay_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
+    """Undirected edges per frame, as knn_graph: the Delaunay triangulation of each frame's visible
+    points (see _delaunay_pairs), less the edges beyond max_distance or delta_y_cap, the degree cap
+    keeping each point's shortest links. k, mutual and hysteresis have no part: a triangulation
+    changes by flips, and an edge held past its flip would cross the one that replaced it. Points
+    with a non-finite coordinate are hidden. Host syncs: the copy to the host, and the packing."""
+    return _triangulated(xy, visible, options, device, tree=False)
+
+
+def spanning_tree_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
+    """Undirected edges per frame, as knn_graph: the Euclidean minimum spanning tree of each frame's
+    visible points, computed over the Delaunay edges (which hold it) within max_distance and
+    delta_y_cap: a forest where the limits cut it (with max_distance alone, the tree's edges up to
+    that length). The degree cap then keeps each point's shortest links. k, mutual and hysteresis
+    have no part (an edge held past its frame would close a cycle). Points with a non-finite
+    coordinate are hidden. Host syncs: those of delaunay_graph."""
+    return _triangulated(xy, visible, options, device, tree=True)
 
 
 GRAPHS = {"knn": knn_graph, "radius": radius_graph, "delaunay": delaunay_graph, "mst": spanning_tree_graph}
