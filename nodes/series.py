@@ -80,14 +80,13 @@ class SeriesToImages(RasterKitNode):
             line_color="#FFFFFF", background="#000000", fill=False, fill_color="#FFFFFF40", scale="per_image",
             frames=48, audio=None, fps=0.0, audio_plot="waveform", fft_size=2048, bands=64, magnitude="dB",
             smoothing=0.5, style="line", overlay=False, colors="tab10"):
-        device = render_device()
         if audio is None:
             data = sources.from_text(series, csv_series)
         elif audio_plot == "spectrum":
             data = sources.from_audio_spectrum(audio, frames, fps, fft_size, bands, magnitude, smoothing,
-                                               channels=overlay, device=device)
+                                               channels=overlay)
         else:
-            data = sources.from_audio(audio, frames, fps, channels=overlay, device=device)
+            data = sources.from_audio(audio, frames, fps, channels=overlay)
         if not overlay:
             per_image, inks = 1, [parse_hex(line_color, "line_color")]
         else:
@@ -99,8 +98,8 @@ class SeriesToImages(RasterKitNode):
             fills = [fill_rgba] if not overlay else [ink[:3] + fill_rgba[3:] for ink in inks]
         images, alpha = sources.render_series(data, height, width, per_image, style=style, mode=mode,
                                               line_width=line_width, scale=scale, colors=inks, fill_colors=fills,
-                                              background=parse_hex(background, "background"), device=device,
-                                              on_progress=Progress(1))
+                                              background=parse_hex(background, "background"),
+                                              device=render_device(), on_progress=Progress(data.batch // per_image))
         return images.to(intermediate_device()), alpha.to(intermediate_device())
 
 

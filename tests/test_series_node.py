@@ -259,3 +259,45 @@ def test_ragged_overlay_series_each_span_the_width():
 def test_bad_audio_and_colour_input_names_the_input(kw, message):
     with pytest.raises(ValueError, match=message):
         run(**kw)
+
+
+@pytest.mark.parametrize("options", [dict(style="line", fill_colors=[(0, 1, 0, 0.5)] * 2),
+                                     dict(style="bars", background=(0, 0, 1, 0.5))])
+def test_render_series_elsewhere_copies_every_chunk_back(monkeypatch, options):
+    """torch.device("cpu", 0) is not the device of CPU tensors: the render-elsewhere branch, in chunks of
+    one image (two series each), against the same call rendered where the data is."""
+    from rasterkit.utils import device as D
+
+    elsewhere, chunks = torch.device("cpu", 0), []
+
+    def run_chunked(fn, total, bytes_per_item, device, on_chunk=None, limit=None):
+        def recorded(start, stop, dev):
+            chunks.append((start, stop, dev))
+            return fn(start, stop, dev)
+        return D.run_chunked(recorded, total, bytes_per_item, device, on_chunk, limit=1)
+    monkeypatch.setattr(S, "run_chunked", run_chunked)
+    data = S.from_text("[[1, 5, 2, 8], [3, 3, 1], [9, 1, 9, 1, 9], [2, 4], [7, 1, 2, 6], [0, 0, 1]]")
+    kw = dict(colors=[(1, 0, 0, 1), (0, 0, 1, 0.75)], **options)
+    expected = S.render_series(data, 20, 30, per_image=2, **kw)
+    chunks.clear()
+    got = S.render_series(data, 20, 30, per_image=2, device=elsewhere, **kw)
+    assert [(start, stop) for start, stop, dev in chunks if dev == elsewhere] == [(0, 1), (1, 2), (2, 3)]
+    for image, expected_image in zip(got, expected):
+        assert image.device == data.values.device and torch.equal(image, expected_image)
+        assert all(bool(frame.any()) for frame in image)
+
+
+def test_spectrum_bars_keep_a_gpu_budget():
+    """An audio spectrum video (96 frames of 64 bars, smoothed) and 200 series overlaid with fills on a
+    transparent background: a bounded number of device ops whatever the frame count, no host sync
+    for the spectrum, no float64."""
+    from opcount import OpCount
+
+    audio = tone(440.0, 4.0, channels=2)
+    with OpCount() as count:
+        Node.run(audio=audio, frames=96, audio_plot="spectrum", style="bars", width=128, height=64)
+    assert count.launches <= 200 and count.syncs == 0 and count.float64 == 0, count.summary()
+    series = str(torch.randn(200, 100).cumsum(1).tolist())
+    with OpCount() as count:
+        Node.run(series=series, overlay=True, fill=True, mode="aliased", background="#00000000")
+    assert count.launches <= 250 and count.syncs <= 2 and count.float64 == 0, count.summary()

@@ -130,13 +130,12 @@ def _windows(signal: torch.Tensor, starts: torch.Tensor, window: int) -> torch.T
     return signal[:, index.clamp(0, signal.shape[1] - 1)].permute(1, 0, 2) * inside[:, None]
 
 
-def from_audio(audio, frames: int, fps: float = 0.0, channels: bool = False, input_name: str = "audio",
-               device=None) -> Ragged:
+def from_audio(audio, frames: int, fps: float = 0.0, channels: bool = False, input_name: str = "audio") -> Ragged:
     """ComfyUI AUDIO {"waveform": [B,C,S], "sample_rate"}: the first clip's waveform in one window per
     frame, one series each (an audio-reactive video). Frames: `frames` equal windows over the clip, or
     with fps > 0 one per 1/fps seconds (duration x fps frames, rounded, at least one), each window the
     frame's interval. channels: one series per channel, frame after frame ([F*C, T]), else the channels
-    averaged ([F, T]). Computed on `device` (default: the waveform's)."""
+    averaged ([F, T])."""
     signal = _clip(audio, input_name)
     if frames < 1:
         raise ValueError(f"frames: expected at least 1 window, got {frames!r}")
@@ -150,7 +149,6 @@ def from_audio(audio, frames: int, fps: float = 0.0, channels: bool = False, inp
         window = round(rate / fps)
         if window < 2:
             raise ValueError(f"fps: {fps:g} frames per second leave fewer than 2 samples per frame at {rate} Hz")
-    signal = signal.to(device) if device is not None else signal
     if not channels:
         signal = signal.mean(0, keepdim=True)
     values = _windows(signal, _window_starts(samples, window, frames, fps, rate), window).flatten(0, 1)
@@ -176,7 +174,7 @@ def _band_range(rate: int, fft_size: int) -> tuple[float, float]:
 
 def from_audio_spectrum(audio, frames: int, fps: float = 0.0, fft_size: int = 2048, bands: int = 64,
                         magnitude: str = "dB", smoothing: float = 0.0, channels: bool = False,
-                        input_name: str = "audio", device=None) -> Ragged:
+                        input_name: str = "audio") -> Ragged:
     """ComfyUI AUDIO as one spectrum per frame (frames as in from_audio): the amplitude of each band of
     torch.fft.rfft over a Hann window of fft_size samples centred on the frame (silence past the clip's
     ends), on `bands` log-spaced frequencies (spectrum_bands; a band's value is the largest bin within it,
@@ -194,7 +192,6 @@ def from_audio_spectrum(audio, frames: int, fps: float = 0.0, fft_size: int = 20
     rate = _sample_rate(audio, input_name)
     if fps == 0 and not 1 <= frames <= signal.shape[1]:
         raise ValueError(f"{input_name}: {signal.shape[1]} samples cannot make {frames} frames of at least 1 sample")
-    signal = signal.to(device) if device is not None else signal
     if not channels:
         signal = signal.mean(0, keepdim=True)
     starts = _window_starts(signal.shape[1], fft_size, frames, fps, rate)
@@ -246,15 +243,14 @@ def exponential_smoothing(values: torch.Tensor, factor: float) -> torch.Tensor:
     return smoothed.reshape(blocks * block, -1)[:frames]
 
 
-def _unit_values(values: torch.Tensor, lengths: torch.Tensor, per_image: int, scale: str) -> torch.Tensor:
-    """values [N,T] min-max scaled to 0..1 over the series of each image (per_image consecutive series;
-    scale "per_image") or over all ("shared"); a flat range gives 0.5; padding and non-finite values NaN."""
+def _image_ranges(values: torch.Tensor, lengths: torch.Tensor, per_image: int, scale: str):
+    """(low, high) float [N,1] of the finite y values within each length of values [N,T], over the
+    series of each image (per_image consecutive series; scale "per_image") or over all ("shared")."""
     real = (torch.arange(values.shape[1], device=values.device)[None] < lengths[:, None]) & ((values - values) == 0)
-    known = values.masked_fill(~real, float("nan"))
-    known = known.view(1, -1) if scale == "shared" else known.view(-1, per_image * values.shape[1])
-    low = known.nan_to_num(float("inf")).amin(1, keepdim=True)
-    high = known.nan_to_num(-float("inf")).amax(1, keepdim=True)
-    return ((known - low) / (high - low)).nan_to_num_(0.5).view_as(values).masked_fill_(~real, float("nan"))
+    groups = 1 if scale == "shared" else values.shape[0] // per_image
+    low = values.masked_fill(~real, float("inf")).view(groups, -1).amin(1)
+    high = values.masked_fill(~real, -float("inf")).view(groups, -1).amax(1)
+    return tuple(bound[:, None].expand(groups, values.shape[0] // groups).reshape(-1, 1) for bound in (low, high))
 
 
 def _bar_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
@@ -299,13 +295,8 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
     home = data.values.device
     device = torch.device(device) if device is not None else home
     lengths = data.lengths.to(home)
-    unit = _unit_values(data.values.float(), lengths, per_image, scale)
-    progress = (lambda done, total: None) if on_progress is None else on_progress
-    line = None
-    if style == "line":  # already scaled: the engine's shared min-max over 0..1 is the identity
-        line = render_polylines(unit, height, width, lengths, mode=mode, line_width=line_width, scale="shared",
-                                device=device, on_progress=lambda done, total: progress(done, count + batch))
-    points = _series_points(unit, lengths, 0.0, 1.0, height, width)
+    values = data.values.float()
+    points = _series_points(values, lengths, *_image_ranges(values, lengths, per_image, scale), height, width)
     antialiased = mode == "antialiased"
     for name, given in (("colors", colors), ("fill_colors", fill_colors)):
         if given is not None and len(given) != per_image:
@@ -324,8 +315,8 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
         on = lambda t: t[rows].to(dev)  # noqa: E731
         if style == "bars":
             coverage = _bar_coverage(on(points), on(lengths), height, width, antialiased)
-        else:
-            coverage = on(line)
+        else:  # pixel xy, scaled above over each image's series
+            coverage = render_polylines(on(points), height, width, on(lengths), mode=mode, line_width=line_width)
         coverage = coverage.view(stop - start, per_image, height, width)
         if len(ink) > per_image:
             under = _fill_coverage(on(points), on(lengths), height, width, antialiased)
@@ -344,6 +335,6 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
         images[start:stop] = colour.to(home)
         alpha[start:stop] = covered.to(home)
 
-    run_chunked(composite, batch, height * width * 4 * (6 * len(ink) + 12), device,
-                lambda done, total: progress(count + done, count + batch))
+    run_chunked(composite, batch, height * width * 4 * (6 * len(ink) + 12 * per_image + 12), device,
+                on_progress)
     return images, alpha
