@@ -119,8 +119,8 @@ def test_huge_coordinates_are_clipped_not_dropped():
 def test_empty_series_is_a_blank_image():
     from rasterkit.nodes.series import SeriesToImages
 
-    images, = SeriesToImages.execute(series="[]", background="#102030")
-    assert images.shape == (1, 224, 224, 3)
+    images, alpha = SeriesToImages.execute(series="[]", background="#102030")
+    assert images.shape == (1, 224, 224, 3) and alpha.shape == (1, 224, 224) and alpha.max() == 0
     assert torch.allclose(images, torch.tensor([0x10, 0x20, 0x30]) / 255.0)
 
 
