@@ -209,3 +209,19 @@ def test_svg_rotated_rectangles_are_the_ones_rendered():
         expected += svg_rect_coverage(element, 80, 112)[..., None] * colour
     error = (image[0] - expected).abs()
     assert float(error.mean()) < 0.01 and float(error.max()) < 0.2
+
+
+def test_rgba_input_keeps_its_alpha_resized_to_the_output(node):
+    """README: RGBA inputs keep their alpha on `image`. The alpha here is linear across the 30 x 45 input,
+    so resized to 64 x 96 it is the same linear function at the output's pixel centres (away from the
+    border, where resampling clamps); the shapes are searched on the colours alone."""
+    rgb = picture()
+    y, x = torch.meshgrid(torch.arange(30) + 0.5, torch.arange(45) + 0.5, indexing="ij")
+    alpha = 0.6 * x / 45 + 0.3 * y / 30
+    image, frames, _ = node.run(torch.cat([rgb, alpha[None, ..., None]], -1), shapes=6, seed=5, **SMALL)
+    assert image.shape == (1, 64, 96, 4) and frames.shape[-1] == 3
+    y, x = torch.meshgrid(torch.arange(64) + 0.5, torch.arange(96) + 0.5, indexing="ij")
+    expected = 0.6 * x / 96 + 0.3 * y / 64
+    assert torch.allclose(image[0, 2:-2, 2:-2, 3], expected[2:-2, 2:-2], atol=1e-5)
+    opaque, _, _ = node.run(rgb, shapes=6, seed=5, **SMALL)
+    assert torch.equal(image[..., :3], opaque)
