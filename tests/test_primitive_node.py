@@ -176,29 +176,35 @@ def test_bad_image_names_the_input(node, image, message):
         node.run(image, shapes=3, **SMALL)
 
 
-def svg_rect_coverage(element, height, width, factor=8):
-    """Coverage [H,W] of an SVG <rect> with an optional transform="rotate(a cx cy)", by SVG's rules and
+def svg_coverage(element, height, width, factor=8):
+    """Coverage [H,W] of an SVG <rect> or <ellipse> with transform="rotate(a cx cy)", by SVG's rules and
     nothing of the engine: a point is inside when turning it by -a about (cx, cy) (SVG's rotate turns
-    clockwise on screen, y down) brings it into x..x+width, y..y+height. factor x factor samples a pixel."""
+    clockwise on screen, y down) brings it into the untransformed shape. factor x factor samples a pixel."""
     attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', element))
-    x, y, w, h = (float(attrs[name]) for name in ("x", "y", "width", "height"))
     a, cx, cy = (float(v) for v in re.fullmatch(r"rotate\(([-\d.]+) ([-\d.]+) ([-\d.]+)\)", attrs["transform"]).groups())
     sy, sx = torch.meshgrid((torch.arange(height * factor, dtype=torch.float64) + 0.5) / factor,
                             (torch.arange(width * factor, dtype=torch.float64) + 0.5) / factor, indexing="ij")
     cos, sin = math.cos(math.radians(a)), math.sin(math.radians(a))
     px = cx + (sx - cx) * cos + (sy - cy) * sin  # rotate(-a): the inverse of SVG's [cos -sin; sin cos]
     py = cy - (sx - cx) * sin + (sy - cy) * cos
-    inside = (px >= x) & (px <= x + w) & (py >= y) & (py <= y + h)
+    f = lambda name: float(attrs[name])  # noqa: E731
+    if element.startswith("<rect"):
+        inside = (px >= f("x")) & (px <= f("x") + f("width")) & (py >= f("y")) & (py <= f("y") + f("height"))
+    else:
+        inside = ((px - f("cx")) / f("rx")) ** 2 + ((py - f("cy")) / f("ry")) ** 2 <= 1
     return inside.double().view(height, factor, width, factor).mean((1, 3)).float()
 
 
-def test_svg_rotated_rectangles_are_the_ones_rendered():
-    """The SVG's <rect transform="rotate(a cx cy)"> of each rotated rectangle covers what the image shows
-    (opaque shapes apart from each other, rendered at twice the working size)."""
+@pytest.mark.parametrize("kind", [co.ROTATED_RECTANGLE, co.ROTATED_ELLIPSE])
+def test_svg_rotated_shapes_are_the_ones_rendered(kind):
+    """The SVG's <rect>/<ellipse transform="rotate(a cx cy)"> of each rotated shape covers what the image
+    shows (opaque shapes apart from each other, rendered at twice the working size)."""
     params = torch.tensor([[12.5, 11.0, 16.0, 5.0, 33.0], [36.0, 13.0, 4.0, 15.0, -70.0],
                            [14.0, 29.0, 18.0, 6.0, 121.0], [40.0, 30.0, 12.0, 7.0, 200.0]])
+    if kind == co.ROTATED_ELLIPSE:  # radii, not sizes
+        params[:, 2:4] /= 2
     colours = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [1.0, 1.0, 0]])
-    result = co.Approximation(torch.full((1, 4), co.ROTATED_RECTANGLE), torch.cat([params, torch.zeros(4, 3)], 1)[None],
+    result = co.Approximation(torch.full((1, 4), kind), torch.cat([params, torch.zeros(4, 3)], 1)[None],
                               colours[None], torch.ones(1, 4), torch.tensor([4]), torch.zeros(1, 5), torch.zeros(1, 3),
                               40, 56)
     image, _ = co.render(result, 80, 112, 2.0)
@@ -206,7 +212,7 @@ def test_svg_rotated_rectangles_are_the_ones_rendered():
     assert len(elements) == 4
     expected = torch.zeros(80, 112, 3)
     for element, colour in zip(elements, colours):
-        expected += svg_rect_coverage(element, 80, 112)[..., None] * colour
+        expected += svg_coverage(element, 80, 112)[..., None] * colour
     error = (image[0] - expected).abs()
     assert float(error.mean()) < 0.01 and float(error.max()) < 0.2
 

@@ -86,6 +86,24 @@ def test_corner_only_outline():
     assert_close(alpha_of(prims), pixel_mean((np.abs(d) <= stroke / 2) & near_corner))
 
 
+
+@pytest.mark.parametrize("width", [0.4, 0.75])
+def test_strokes_thinner_than_a_pixel_are_one_pixel_wide_and_fainter(width):
+    """Segments, box outlines and rings under 1 px are drawn 1 px wide at opacity `width` (the engine's
+    documented rule for thin strokes), against 1-px references scaled by the width."""
+    X, Y = samples()
+    a, b = (4.3, 30.2), (40.6, 7.9)
+    cases = [(R.segments(0, torch.tensor([a]), torch.tensor([b]), width, (1, 1, 1, 1)), capsule(X, Y, a, b, 0.5)),
+             (R.segments(0, torch.tensor([a]), torch.tensor([b]), width, (1, 1, 1, 1), caps="butt"),
+              butt_segment(X, Y, a, b, 0.5))]
+    box = (6.3, 5.8, 38.4, 30.1)
+    cases.append((R.rounded_boxes(0, torch.tensor([box]), width, 5.0, (1, 1, 1, 1), (0, 0, 0, 0)),
+                  np.abs(rounded_box_distance(X, Y, box, 5.0)) <= 0.5))
+    cases.append((R.discs(0, torch.tensor([[21.7, 18.2]]), 12.4, (1, 1, 1, 1), ring_width=width),
+                  np.abs(np.hypot(X - 21.7, Y - 18.2) - 12.4) <= 0.5))
+    for prims, one_pixel_wide in cases:
+        assert_close(alpha_of(prims), width * pixel_mean(one_pixel_wide))
+
 @pytest.mark.parametrize("ring", [0.0, 2.5])
 def test_disc_and_ring(ring):
     X, Y = samples()
