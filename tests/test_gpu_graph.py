@@ -487,6 +487,19 @@ def test_new_graphs_on_degenerate_frames():
                      GraphOptions(max_distance=5.0)).lengths.tolist() == []
 
 
+def test_points_closer_than_opencv_resolves_still_link():
+    """A cluster 1e8 times smaller than the frame: Subdiv2D merges some of its points into others
+    (its tolerances are absolute), and fails to place a point of the last frame at all; they link to
+    the nearest point kept, so the tree spans them all."""
+    generator = torch.Generator().manual_seed(0)
+    cluster = torch.rand(4, 49, 2, generator=generator)
+    cluster = torch.cat([cluster, torch.rand(1, 49, 2, generator=torch.Generator().manual_seed(266)) * 0.1])
+    xy = torch.cat([cluster, torch.full((5, 1, 2), 1e8)], 1)
+    visible = torch.ones(5, 50, dtype=torch.bool)
+    for t, found in enumerate(edge_sets(spanning_tree_graph(xy, visible, GraphOptions()))):
+        assert len(found) == 49 and tree_length(xy[t], found) == pytest.approx(spanning_forest_length(xy[t])[0])
+
+
 def test_radius_needs_a_limit():
     for limit in (math.inf, 0.0, math.nan):
         with pytest.raises(ValueError, match="max_distance: the radius graph needs a limit above 0"):

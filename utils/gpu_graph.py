@@ -18,6 +18,7 @@ minimum spanning tree is a subgraph of it, found for all frames at once by Boruv
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -499,9 +500,10 @@ def _delaunay_pairs(points: np.ndarray) -> np.ndarray:
     points link in a chain.
 
     OpenCV's Subdiv2D triangulates the points together with three outer vertices, and misses the
-    hull edges whose every empty circle reaches one of them: the points are scaled by a power of two
-    (exact) to [1024, 2048), which keeps them clear of the absolute epsilon of its in-circle test,
-    and the outer vertices sit ~2^32 away."""
+    hull edges whose every empty circle reaches one of them, so the points are scaled by a power of
+    two (exact) to [1024, 2048) and the outer vertices sit ~2^32 away. Its tests have absolute
+    tolerances: at that scale, points closer than ~1e-4 of the frame's extent (0.4 px in 4K) may
+    link in a triangulation that is not exactly Delaunay, and points within ~1e-10 of it merge."""
     import cv2
 
     shifted = points - points.min(0, initial=INF)
@@ -514,12 +516,27 @@ def _delaunay_pairs(points: np.ndarray) -> np.ndarray:
     duplicate = np.flatnonzero(own != np.arange(len(points)))
     pairs = [np.stack([own[duplicate], duplicate], 1)]
     if len(distinct) > 1:
-        subdiv = cv2.Subdiv2D((-DELAUNAY_RECT, -DELAUNAY_RECT, 2 * DELAUNAY_RECT + 2048, 2 * DELAUNAY_RECT + 2048))
-        subdiv.insert(shifted[first])
+        rect = (-DELAUNAY_RECT, -DELAUNAY_RECT, 2 * DELAUNAY_RECT + 2048, 2 * DELAUNAY_RECT + 2048)
+        subdiv = cv2.Subdiv2D(rect)
+        try:
+            subdiv.insert(shifted[first])
+        except cv2.error:  # its point location failed (nearly coincident points): again, one at a time
+            subdiv = cv2.Subdiv2D(rect)
+            for point in shifted[first].tolist():
+                with contextlib.suppress(cv2.error):  # a point it cannot place counts as merged
+                    subdiv.insert(tuple(point))
         ends = np.ascontiguousarray(subdiv.getEdgeList(), np.float32).reshape(-1, 4).view(np.uint64)
         at = np.searchsorted(distinct, ends).clip(max=len(distinct) - 1)
         real = (distinct[at] == ends).all(1)  # the outer vertices are none of the points
         pairs.append(np.sort(first[at[real]], 1))
+        # Subdiv2D merges a point within ~1e-7 of a vertex into it: such points link to the nearest
+        # point it kept, as coincident ones do (so do the few it fails to place)
+        kept = np.zeros(len(distinct), bool)
+        kept[at[real]] = True
+        lost, kept = first[~kept], first[kept]
+        if len(lost):
+            nearest = ((shifted[lost, None] - shifted[None, kept]) ** 2).sum(-1).argmin(1)
+            pairs.append(np.sort(np.stack([lost, kept[nearest]], 1), 1))
     pairs = np.concatenate(pairs)
     return np.unique(pairs[:, 0] * len(points) + pairs[:, 1])
 
