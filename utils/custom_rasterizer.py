@@ -2,7 +2,14 @@
 MeshRender, ComfyUI-Hunyuan3DWrapper) runs without building that CUDA extension. The pack registers this
 module as `custom_rasterizer` when the real one cannot be imported (RASTERKIT_NO_CUSTOM_RASTERIZER=1
 turns that off). Same arguments, shapes and results as the extension: its screen mapping, pixel centres,
-float32 edge functions, depth quantisation, depth prior and tie rule (see mesh_rasterizer.py).
+float32 edge functions, depth quantisation, depth prior and tie rule (see mesh_rasterizer.py). Checked
+bit for bit against its CPU kernel built from source, through Hunyuan3D-2's MeshRender, by
+bench/verify_custom_rasterizer.py. Two deliberate differences, out of reach of MeshRender's default
+cameras: a triangle with a corner at or behind the eye (clip w <= 0) is not drawn, where the kernel
+draws its projection mirrored through the eye (and, with a corner near w = 0, walks a bounding box
+millions of pixels wide); fragments of depth >= 8192 (NDC z >= ~16383) are drawn at the saturated
+depth, as the kernel's CUDA build draws them, where its x86-64 CPU build's float-to-int conversion
+overflows and drops them.
 """
 from __future__ import annotations
 

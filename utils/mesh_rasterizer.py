@@ -16,8 +16,10 @@ negative quantised depth never wins; depths from 8192 on (far behind the far pla
 kernel's float-to-int conversion does on a GPU. The nearest fragment wins, ties to the lower face
 index; findices holds face index + 1 (0: background); barycentrics are perspective-correct:
 b_i = (s_i / w_i) / sum_j (s_j / w_j), each step in float32 as the kernel takes it. Triangles with a
-corner at w <= 0 (behind the eye), or of zero or non-finite area, are not drawn. (This is the
-arithmetic of the kernel's source; its nvcc build may fuse multiply-adds, which moves the last bits.)
+corner at w <= 0 (behind the eye), or of zero or non-finite area, are not drawn (the kernel draws the
+first kind mirrored through the eye). (This is the arithmetic of the kernel's source, bit for bit
+equal to its x86-64 CPU build: bench/verify_custom_rasterizer.py; its nvcc build, or a g++ build that
+fuses multiply-adds, moves the last bits.)
 
 The torch path splits each triangle's candidate pixels into tiles of TILE_ROWS x TILE_COLUMNS pixels
 and tests all tiles of all triangles as one dense batch: the products of the edge functions that
