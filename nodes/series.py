@@ -42,7 +42,7 @@ class SeriesToImages(RasterKitNode):
         String("background", "#000000",
                tooltip="hex colour behind the plot, #RRGGBB; #RRGGBBAA with AA below FF gives RGBA images "
                        "(straight alpha; #00000000: transparent)"),
-        Bool("fill", False, tooltip="fill the area under the curve with fill_color"),
+        Bool("fill", False, tooltip="fill the area under the curve with fill_color (line style)"),
         String("fill_color", "#FFFFFF40",
                tooltip="hex colour under the curve when fill is on, #RRGGBBAA; with overlay, each series' colour "
                        "at this opacity"),

@@ -288,6 +288,8 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
         raise ValueError(f"style: expected 'line' or 'bars', got {style!r}")
     if scale not in ("per_image", "shared"):
         raise ValueError(f"scale: expected 'per_image' or 'shared', got {scale!r}")
+    if mode not in ("aliased", "antialiased"):
+        raise ValueError(f"mode: expected 'aliased' or 'antialiased', got {mode!r}")
     count = data.batch
     if per_image < 1 or count % per_image:
         raise ValueError(f"per_image: {count} series do not make images of {per_image} each")
