@@ -23,7 +23,7 @@ def layer_output(layer: torch.Tensor, mode: str) -> torch.Tensor:
     return straight_alpha(layer) if mode == "straight" else layer
 
 
-def _comfy_module(name: str, *needed: str):
+def comfy_module(name: str, *needed: str):
     """ComfyUI's module `name` when it imports and has every attribute in `needed`, else None. That the
     import works is not enough: a folder named like it on sys.path (a ComfyUI checkout cloned as comfy/
     beside the pack, whose root has a utils/ package) imports as a package without them."""
@@ -35,7 +35,7 @@ def _comfy_module(name: str, *needed: str):
 
 
 def _model_management():
-    return _comfy_module("comfy.model_management", "get_torch_device", "intermediate_device",
+    return comfy_module("comfy.model_management", "get_torch_device", "intermediate_device",
                          "throw_exception_if_processing_interrupted")
 
 
@@ -61,7 +61,7 @@ def register_custom_rasterizer() -> None:
 
     if os.environ.get("RASTERKIT_NO_CUSTOM_RASTERIZER"):
         return
-    if _comfy_module("custom_rasterizer", "rasterize", "interpolate") is None:  # e.g. its unbuilt source folder
+    if comfy_module("custom_rasterizer", "rasterize", "interpolate") is None:  # e.g. its unbuilt source folder
         from ..utils import custom_rasterizer
 
         sys.modules["custom_rasterizer"] = custom_rasterizer
@@ -109,7 +109,7 @@ def _save_temp(frame: torch.Tensor, max_side: int) -> dict:
 
 
 def _comfyui_running() -> bool:
-    return _comfy_module("folder_paths", "get_temp_directory") is not None
+    return comfy_module("folder_paths", "get_temp_directory") is not None
 
 
 def frame_preview(images: torch.Tensor, max_side: int = 1024) -> dict | None:
@@ -133,7 +133,7 @@ class Progress:
 
     def __init__(self, total: int):
         self.total = max(1, int(total))
-        utils = _comfy_module("comfy.utils", "ProgressBar")
+        utils = comfy_module("comfy.utils", "ProgressBar")
         self._bar = utils.ProgressBar(self.total) if utils is not None else None
 
     def __call__(self, done: int, total: int | None = None) -> None:

@@ -8,7 +8,7 @@ import torch
 
 from ..utils import mesh_rasterizer as M
 from ..utils.device import check_memory, run_chunked
-from ._comfy import Progress, intermediate_device, render_device
+from ._comfy import Progress, comfy_module, intermediate_device, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket
 
 MESH_EXTENSIONS = (".obj", ".glb", ".gltf", ".ply", ".stl", ".off")
@@ -39,11 +39,8 @@ def _mesh_class():
 
 def input_directory() -> str | None:
     """ComfyUI's input folder; None outside ComfyUI (tests, demo), where only the bundled meshes load."""
-    try:
-        import folder_paths
-    except ImportError:
-        return None
-    return folder_paths.get_input_directory()
+    folder_paths = comfy_module("folder_paths", "get_input_directory")
+    return folder_paths.get_input_directory() if folder_paths is not None else None
 
 
 def _roots() -> list[str]:
