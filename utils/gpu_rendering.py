@@ -629,7 +629,7 @@ def _value_range(values: torch.Tensor, lengths: torch.Tensor, scale: str):
     return low, high
 
 
-def _series_points(values: torch.Tensor, lengths: torch.Tensor, low, high, height: int, width: int):
+def series_points(values: torch.Tensor, lengths: torch.Tensor, low, high, height: int, width: int):
     """Pixel-space points [B,T,2] of B series: y values [B,T] at evenly spaced x, or xy [B,T,2].
 
     y values are mapped low -> bottom row centre, high -> top row centre (a flat series: the
@@ -763,10 +763,10 @@ def _dda_steps(columns: torch.Tensor, segment: torch.Tensor, rank: torch.Tensor,
     return step, offset, rest
 
 
-def _fill_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
+def fill_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
                    antialiased: bool) -> torch.Tensor:
     """Coverage float [B,H,W] of the area under evenly spaced series (points [B,T,2] from
-    _series_points, lengths [B]): the rows below the curve, whose height at each pixel column is
+    series_points, lengths [B]): the rows below the curve, whose height at each pixel column is
     linearly interpolated between points; columns over a gap are left empty."""
     steps = points.shape[1]
     # the index (fractional) of the series point at each column centre: x_i = 0.5 + i (W-1) / (n-1)
@@ -839,7 +839,7 @@ def render_polylines(values, height: int, width: int, lengths: torch.Tensor | No
     def plot(start, stop, dev):
         chunk = slice(start, stop)
         on = lambda t: None if t is None else t[chunk].to(dev)  # noqa: E731
-        points = _series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
+        points = series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
         target = out[chunk] if dev == home else torch.empty(out[chunk].shape, dtype=dtype, device=dev)
         _plot(target, points, on(lengths), mode, line_width, color, background, fill_color)
         if dev != home:
@@ -859,7 +859,7 @@ def _plot_lines(out, values, lengths, low, high, color, device, limit, on_progre
     value = float(color[3]) * scale
     value = value if scale == 1 else round(value)
     on = lambda t: None if t is None else t.to(device)  # noqa: E731
-    points = _series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
+    points = series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
     lines = _lines(points, height, width, inside=values.ndim == 2) if values.shape[1] > 1 else None
 
     def plot(start, stop, dev):
@@ -896,7 +896,7 @@ def _plot(out, points, lengths, mode, line_width, color, background, fill_color)
     under = None
     if fill_color is not None:
         fill = torch.as_tensor(fill_color, dtype=torch.float32, device=device)
-        under = _fill_coverage(points, lengths, height, width, mode == "antialiased") * fill[3]
+        under = fill_coverage(points, lengths, height, width, mode == "antialiased") * fill[3]
     if out.ndim == 3:  # source-over of the line's coverage on the fill's
         result = line if under is None else line + under * (1 - line)
     else:

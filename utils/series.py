@@ -12,7 +12,7 @@ import torch
 
 from .batching import Ragged, pack
 from .device import run_chunked
-from .gpu_rendering import _fill_coverage, _series_points, render_polylines, straight_alpha
+from .gpu_rendering import fill_coverage, render_polylines, series_points, straight_alpha
 from .text_input import check_size, load_json
 
 
@@ -255,7 +255,7 @@ def _image_ranges(values: torch.Tensor, lengths: torch.Tensor, per_image: int, s
 
 def _bar_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
                   antialiased: bool) -> torch.Tensor:
-    """Coverage float [N,H,W] of bars (points [N,T,2] from _series_points): value k of a series of n
+    """Coverage float [N,H,W] of bars (points [N,T,2] from series_points): value k of a series of n
     fills slot [k W/n, (k+1) W/n) but for BAR_GAP of it, from its y up to the bottom edge."""
     slot = width / lengths.clamp_min(1)[:, None].to(points.dtype)  # [N,1]
     column = torch.arange(width, device=points.device, dtype=points.dtype)[None]
@@ -298,7 +298,7 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
     device = torch.device(device) if device is not None else home
     lengths = data.lengths.to(home)
     values = data.values.float()
-    points = _series_points(values, lengths, *_image_ranges(values, lengths, per_image, scale), height, width)
+    points = series_points(values, lengths, *_image_ranges(values, lengths, per_image, scale), height, width)
     antialiased = mode == "antialiased"
     for name, given in (("colors", colors), ("fill_colors", fill_colors)):
         if given is not None and len(given) != per_image:
@@ -321,7 +321,7 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
             coverage = render_polylines(on(points), height, width, on(lengths), mode=mode, line_width=line_width)
         coverage = coverage.view(stop - start, per_image, height, width)
         if len(ink) > per_image:
-            under = _fill_coverage(on(points), on(lengths), height, width, antialiased)
+            under = fill_coverage(on(points), on(lengths), height, width, antialiased)
             coverage = torch.cat([under.view_as(coverage), coverage], 1)
         layers, behind_colour = palette[:-1].to(dev), palette[-1].to(dev)
         opacity = coverage * layers[:, 3, None, None]  # [b,M,H,W], bottom layer first
