@@ -145,14 +145,15 @@ def test_track_types_are_the_packs_own():
         assert all(spec.tooltip for spec in node.INPUTS), [spec.name for spec in node.INPUTS if not spec.tooltip]
 
 
-def test_links_workflow_uses_the_declared_types():
-    workflow = json.loads((ROOT / "example_workflows" / "Links between tracked points.json").read_text())
+@pytest.mark.parametrize("name", ["Links between tracked points", "Delaunay and spanning tree links"])
+def test_links_workflow_uses_the_declared_types(name):
+    workflow = json.loads((ROOT / "example_workflows" / f"{name}.json").read_text())
     nodes = {node["id"]: node for node in workflow["nodes"]}
     for link_id, source, slot, target, target_slot, link_type in workflow["links"]:
         declared = nodes[source]["outputs"][slot]["type"]
         assert link_type == declared == nodes[target]["inputs"][target_slot]["type"], link_id
     tracker = next(node for node in workflow["nodes"] if node["type"] == "RasterKit_PointTracker")
     assert [o["type"] for o in tracker["outputs"]] == list(PointTracker.RETURN_TYPES)
-    renderer = next(node for node in workflow["nodes"] if node["type"] == "RasterKit_LineLinkRenderer")
     inputs = {spec.name: spec.type for spec in LineLinkRenderer.INPUTS}
-    assert all(i["type"] == inputs[i["name"]] for i in renderer["inputs"])
+    for renderer in (node for node in workflow["nodes"] if node["type"] == "RasterKit_LineLinkRenderer"):
+        assert all(i["type"] == inputs[i["name"]] for i in renderer["inputs"])
