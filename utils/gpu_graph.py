@@ -534,7 +534,7 @@ def _delaunay_pairs(points: np.ndarray) -> np.ndarray:
         kept = np.zeros(len(distinct), bool)
         kept[at[real]] = True
         lost, kept = first[~kept], first[kept]
-        if len(lost):
+        if len(lost) and len(kept):
             nearest = ((shifted[lost, None] - shifted[None, kept]) ** 2).sum(-1).argmin(1)
             pairs.append(np.sort(np.stack([lost, kept[nearest]], 1), 1))
     pairs = np.concatenate(pairs)
