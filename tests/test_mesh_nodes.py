@@ -210,3 +210,18 @@ def test_comfyui_3d_packs_mesh_is_accepted():
     ours = MeshRasterizer.run(width=32, height=32, mesh=mesh)
     theirs = MeshRasterizer.run(width=32, height=32, mesh=three_d_pack)
     assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[5]["findices"], theirs[5]["findices"])
+
+
+def test_core_mesh_with_its_newer_optional_fields_is_accepted():
+    """Core MESH objects that also carry uvs, texture, vertex colours and normals render their geometry
+    (the extra fields are not drawn by these maps)."""
+    import types
+
+    mesh, _ = sphere_mesh()
+    vertices = mesh.vertices
+    richer = types.SimpleNamespace(vertices=vertices, faces=mesh.faces.int(), uvs=torch.rand(1, vertices.shape[1], 2),
+                                   texture=torch.rand(1, 8, 8, 3), vertex_colors=torch.rand(1, vertices.shape[1], 3),
+                                   normals=torch.nn.functional.normalize(vertices, dim=-1))
+    plain = MeshRasterizer.run(width=32, height=32, mesh=mesh)
+    rich = MeshRasterizer.run(width=32, height=32, mesh=richer)
+    assert torch.equal(plain[0], rich[0]) and torch.equal(plain[5]["findices"], rich[5]["findices"])
