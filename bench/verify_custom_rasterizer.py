@@ -8,12 +8,14 @@ error where the face ids agree, and the largest difference of MeshRender's norma
 images. Nothing of Hunyuan3D-2 is copied into this repository.
 
     git clone --depth 1 https://github.com/Tencent-Hunyuan/Hunyuan3D-2 /tmp/Hunyuan3D-2
-    .venv/bin/python bench/verify_custom_rasterizer.py /tmp/Hunyuan3D-2 [--quick] [--build-dir DIR]
+    .venv/bin/python bench/verify_custom_rasterizer.py /tmp/Hunyuan3D-2 [--quick] [--build-dir DIR] [--cflags ...]
 
 Needs g++ and ninja (torch.utils.cpp_extension), trimesh and opencv-python (MeshRender imports cv2);
 --build-dir keeps the compiled kernel for the next run (the build takes minutes). Exits with status 1
 when a case misses the bar of issue 17: face ids equal on >= 99.99% of covered pixels and a barycentric
-mean error <= 1e-5.
+mean error <= 1e-5. --cflags "-O3 -mfma -ffp-contract=fast" builds the kernel with fused multiply-adds,
+as nvcc builds its CUDA twin by default (and g++ on aarch64): a view of the kernel's own spread, not of
+ours (the pack follows the unfused source arithmetic).
 """
 from __future__ import annotations
 
@@ -45,9 +47,9 @@ std::vector<torch::Tensor> rasterize_image_gpu(torch::Tensor V, torch::Tensor F,
 """
 
 
-def build_kernel(checkout: Path, build_dir: Path):
+def build_kernel(checkout: Path, build_dir: Path, cflags: list[str]):
     """Hunyuan3D-2's custom_rasterizer_kernel, CPU only, compiled as its setup.py compiles the .cpp
-    files (plain g++, -O3: no fused multiply-adds on x86-64)."""
+    files (g++ without -march: no fused multiply-adds on x86-64)."""
     from torch.utils.cpp_extension import load
 
     source = checkout / KERNEL
@@ -58,13 +60,13 @@ def build_kernel(checkout: Path, build_dir: Path):
         (build_dir / name).write_text((source / name).read_text())
     (build_dir / "cuda_stub.cpp").write_text(CUDA_STUB)
     sources = [str(build_dir / name) for name in ("rasterizer.cpp", "grid_neighbor.cpp", "cuda_stub.cpp")]
-    return load("custom_rasterizer_kernel", sources, build_directory=str(build_dir), extra_cflags=["-O3"])
+    return load("custom_rasterizer_kernel", sources, build_directory=str(build_dir), extra_cflags=cflags)
 
 
-def load_hunyuan(checkout: Path, build_dir: Path):
+def load_hunyuan(checkout: Path, build_dir: Path, cflags: list[str]):
     """Hunyuan3D-2's custom_rasterizer module (its render.py on the kernel built here) and its MeshRender
     class, loaded from the checkout without importing hy3dgen (whose __init__ needs diffusers)."""
-    sys.modules["custom_rasterizer_kernel"] = build_kernel(checkout, build_dir)
+    sys.modules["custom_rasterizer_kernel"] = build_kernel(checkout, build_dir, cflags)
     spec = importlib.util.spec_from_file_location("hunyuan_custom_rasterizer", checkout / RENDER)
     real = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(real)
@@ -117,8 +119,57 @@ def compare(real_rast: torch.Tensor, our_rast: torch.Tensor) -> dict:
             "mean": float(error.mean()) if error.numel() else 0.0, "max": float(error.max()) if error.numel() else 0.0}
 
 
-def image_difference(real_image: torch.Tensor, our_image: torch.Tensor) -> float:
-    return float((real_image - our_image).abs().max())
+def image_difference(real_image: torch.Tensor, our_image: torch.Tensor) -> str:
+    return f"{float((real_image - our_image).abs().max()):.1e}"
+
+
+def mesh_renders(MeshRender, modules: dict, mesh, camera: str, height: int, width: int) -> dict:
+    """One MeshRender per custom_rasterizer module, each loaded with the mesh."""
+    renderers = {}
+    for label, module in modules.items():
+        sys.modules["custom_rasterizer"] = module  # what MeshRender.__init__ imports
+        renderer = MeshRender(default_resolution=(height, width), texture_size=height, camera_type=camera,
+                              device="cpu")
+        renderer.load_mesh(mesh)
+        renderers[label] = renderer
+    return renderers
+
+
+def compare_view(renderers: dict, elev: float, azim: float, height: int, width: int):
+    """rast_out and MeshRender's normal, position and depth images of one view, real against ours."""
+    rast, images = {}, {}
+    for label, renderer in renderers.items():
+        _, clip = renderer.get_pos_from_mvp(elev, azim, None, None)
+        rast[label], _ = renderer.raster_rasterize(clip, renderer.pos_idx, (height, width))
+        images[label] = torch.cat([renderer.render_normal(elev, azim), renderer.render_position(elev, azim),
+                                   renderer.render_depth(elev, azim)], -1)
+    return compare(rast["real"], rast["ours"]), image_difference(images["real"], images["ours"])
+
+
+def compare_uv_layout(renderers: dict):
+    """The UV layout as MeshRender.uv_feature_map rasterizes it (z = 0 everywhere, so the tie rule
+    decides every shared edge), and its render_uvpos map."""
+    rast = {}
+    for label, r in renderers.items():
+        layout = torch.cat([r.vtx_uv * 2 - 1, torch.zeros_like(r.vtx_uv[:, :1]), torch.ones_like(r.vtx_uv[:, :1])], 1)
+        rast[label], _ = r.raster_rasterize(layout, r.uv_idx, r.texture_size)
+    uv_maps = {label: r.render_uvpos() for label, r in renderers.items()}
+    return compare(rast["real"], rast["ours"]), image_difference(uv_maps["real"], uv_maps["ours"])
+
+
+def compare_depth_prior(real, renderer, elev: float, azim: float, height: int, width: int) -> dict:
+    """use_depth_prior = 1 (MeshRender leaves it off): the layer behind the first one's NDC depth, with an
+    orthographic camera (w = 1: NDC depth is interpolated by the barycentrics as they are)."""
+    _, clip = renderer.get_pos_from_mvp(elev, azim, None, None)
+    faces = renderer.pos_idx
+    first, barycentric = real.rasterize(clip, faces, (height, width))
+    prior = real.interpolate(clip[..., 2:3], first, barycentric, faces)[0, ..., 0]
+    prior = torch.where(first > 0, prior, -1.0).contiguous()
+    rast = []
+    for module in (real, ours):
+        findices, barycentric = module.rasterize(clip, faces, (height, width), prior, 1)
+        rast.append(torch.cat([barycentric, findices[..., None].float()], -1)[None])
+    return compare(*rast)
 
 
 def main() -> int:
@@ -126,14 +177,17 @@ def main() -> int:
     parser.add_argument("checkout", type=Path, help="a Hunyuan3D-2 checkout (git clone of Tencent-Hunyuan/Hunyuan3D-2)")
     parser.add_argument("--quick", action="store_true", help="fewer meshes, views and resolutions")
     parser.add_argument("--build-dir", type=Path, help="where to build the kernel (kept); a temporary folder if absent")
+    parser.add_argument("--cflags", default="-O3", help="g++ flags of the kernel's build, e.g. '-O3 -mfma' for fused "
+                                                        "multiply-adds (default: -O3)")
     args = parser.parse_args()
     if not (args.checkout / KERNEL / "rasterizer.cpp").is_file():
         parser.error(f"checkout: {args.checkout} has no {KERNEL}/rasterizer.cpp; expected a Hunyuan3D-2 checkout")
     build_dir = args.build_dir or Path(tempfile.mkdtemp(prefix="hunyuan_kernel_"))
     build_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    real, MeshRender = load_hunyuan(args.checkout.resolve(), build_dir)
-    print(f"Hunyuan3D-2 custom_rasterizer_kernel (CPU) built in {build_dir} ({time.perf_counter() - start:.0f} s)")
+    real, MeshRender = load_hunyuan(args.checkout.resolve(), build_dir, args.cflags.split())
+    print(f"Hunyuan3D-2 custom_rasterizer_kernel (CPU, {args.cflags}) built in {build_dir} "
+          f"({time.perf_counter() - start:.0f} s)")
 
     views = [(0, 0), (20, 45)] if args.quick else [(0, 0), (20, 45), (-30, 200), (60, 130)]
     resolutions = [512] if args.quick else [512, 1024, (480, 640)]
@@ -151,46 +205,19 @@ def main() -> int:
     print("mesh | faces | camera | elev, azim | H x W | covered px | face ids differ | agree % | bary mean err | "
           "bary max err | MeshRender images max diff")
     for name, mesh in public_meshes(args.checkout, args.quick).items():
+        faces = f"{len(mesh.faces):,}"
         for camera in ("orth", "perspective"):
             for resolution in resolutions:
                 height, width = (resolution, resolution) if isinstance(resolution, int) else resolution
-                renderers = {}
-                for label, module in (("real", real), ("ours", ours)):
-                    sys.modules["custom_rasterizer"] = module  # what MeshRender imports
-                    renderer = MeshRender(default_resolution=(height, width), texture_size=height,
-                                          camera_type=camera, device="cpu")
-                    renderer.load_mesh(mesh)
-                    renderers[label] = renderer
+                renderers = mesh_renders(MeshRender, {"real": real, "ours": ours}, mesh, camera, height, width)
                 for elev, azim in views:
-                    rast = {}
-                    images = {}
-                    for label, renderer in renderers.items():
-                        _, clip = renderer.get_pos_from_mvp(elev, azim, None, None)
-                        rast[label], _ = renderer.raster_rasterize(clip, renderer.pos_idx, (height, width))
-                        images[label] = torch.cat([renderer.render_normal(elev, azim), renderer.render_position(elev, azim),
-                                                   renderer.render_depth(elev, azim)], -1)
-                    record([name, f"{len(mesh.faces):,}", camera, f"{elev}, {azim}", f"{height} x {width}"],
-                           compare(rast["real"], rast["ours"]), f"{image_difference(images['real'], images['ours']):.1e}")
+                    record([name, faces, camera, f"{elev}, {azim}", f"{height} x {width}"],
+                           *compare_view(renderers, elev, azim, height, width))
                 if camera == "orth" and renderers["real"].vtx_uv is not None:
-                    # the UV layout as MeshRender bakes it: z = 0 everywhere, so the tie rule decides shared edges
-                    rast = {label: r.raster_rasterize(torch.cat([r.vtx_uv * 2 - 1, torch.zeros_like(r.vtx_uv[:, :1]),
-                                                                 torch.ones_like(r.vtx_uv[:, :1])], 1), r.uv_idx,
-                                                      r.texture_size)[0] for label, r in renderers.items()}
-                    uv_maps = {label: r.render_uvpos() for label, r in renderers.items()}
-                    record([name, f"{len(mesh.faces):,}", "uv layout", "-", f"{height} x {height}"],
-                           compare(rast["real"], rast["ours"]), f"{image_difference(uv_maps['real'], uv_maps['ours']):.1e}")
+                    record([name, faces, "uv layout", "-", f"{height} x {height}"], *compare_uv_layout(renderers))
                 if camera == "orth" and name == "torus":
-                    # the depth prior (MeshRender leaves it off): the second layer behind the first one's NDC depth
-                    # (orthographic: w = 1, so NDC depth is interpolated by the barycentrics as they are)
-                    _, clip = renderers["real"].get_pos_from_mvp(20, 45, None, None)
-                    faces = renderers["real"].pos_idx
-                    first, barycentric = real.rasterize(clip, faces, (height, width))
-                    prior = real.interpolate(clip[..., 2:3], first, barycentric, faces)[0, ..., 0]
-                    prior = torch.where(first > 0, prior, -1.0).contiguous()
-                    layers = [module.rasterize(clip, faces, (height, width), prior, 1) for module in (real, ours)]
-                    rast = [torch.cat([b, f[..., None].float()], -1)[None] for f, b in layers]
-                    record([name, f"{len(mesh.faces):,}", "orth, depth prior", "20, 45", f"{height} x {width}"],
-                           compare(*rast))
+                    record([name, faces, "orth, depth prior", "20, 45", f"{height} x {width}"],
+                           compare_depth_prior(real, renderers["real"], 20, 45, height, width))
 
     covered = sum(int(row[5].replace(",", "")) for row in rows)
     differ = sum(int(row[6].replace(",", "")) for row in rows)
