@@ -10,10 +10,10 @@ import torch
 
 from ..utils.device import backend_description, torch_device
 
-
 LAYER_ALPHA_MODES = ("straight", "premultiplied")
 LAYER_ALPHA_TOOLTIP = ("layer output: straight alpha (ComfyUI's IMAGE-with-alpha convention, what Save Image "
                        "stores) or premultiplied RGB (for compositing tools that expect it)")
+LAYER_TOOLTIP = "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)"
 
 
 def layer_output(layer: torch.Tensor, mode: str) -> torch.Tensor:

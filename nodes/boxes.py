@@ -7,7 +7,16 @@ from ..utils import boxes as box_sources
 from ..utils import gpu_rendering as R
 from ..utils.colors import PALETTES, palette, parse_hex, stable_index
 from ..utils.labels import DEFAULT_FONT, font_chain, font_names, label_primitives
-from ._comfy import LAYER_ALPHA_MODES, LAYER_ALPHA_TOOLTIP, Progress, frame_preview, intermediate_device, layer_output, render_device
+from ._comfy import (
+    LAYER_ALPHA_MODES,
+    LAYER_ALPHA_TOOLTIP,
+    LAYER_TOOLTIP,
+    Progress,
+    frame_preview,
+    intermediate_device,
+    layer_output,
+    render_device,
+)
 from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
@@ -103,7 +112,7 @@ class BoundingBoxRenderer(RasterKitNode):
     ]
     OUTPUTS = [Output("IMAGE", "image", "the frames with the boxes and labels drawn over them"),
                Output("MASK", "alpha", "the overlay's coverage, 0..1 per pixel"),
-               Output("IMAGE", "layer", "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)")]
+               Output("IMAGE", "layer", LAYER_TOOLTIP)]
 
     @classmethod
     def run(cls, images, boxes="", stroke_width=3.0, corner_radius=8.0, stroke_opacity=1.0, fill_opacity=0.15,

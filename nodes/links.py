@@ -13,7 +13,16 @@ from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
 from ..utils.gpu_curves import alternating_sign, bezier_polylines
 from ..utils.gpu_graph import GRAPHS, GraphOptions
-from ._comfy import LAYER_ALPHA_MODES, LAYER_ALPHA_TOOLTIP, Progress, frame_preview, intermediate_device, layer_output, render_device
+from ._comfy import (
+    LAYER_ALPHA_MODES,
+    LAYER_ALPHA_TOOLTIP,
+    LAYER_TOOLTIP,
+    Progress,
+    frame_preview,
+    intermediate_device,
+    layer_output,
+    render_device,
+)
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
@@ -87,7 +96,7 @@ class LineLinkRenderer(RasterKitNode):
     ]
     OUTPUTS = [Output("IMAGE", "image", "the frames with the links and points drawn over them"),
                Output("MASK", "alpha", "the overlay's coverage of each pixel"),
-               Output("IMAGE", "layer", "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)"),
+               Output("IMAGE", "layer", LAYER_TOOLTIP),
                Output("STRING", "edges_json", "per frame, the [i, j] point pairs linked")]
 
     @classmethod
