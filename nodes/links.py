@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..utils import gpu_rendering as R
+from ..utils import link_styles as styles
 from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
 from ..utils.gpu_curves import alternating_sign, bezier_polylines
@@ -53,6 +54,17 @@ def _points(images, tracks, ys_tracks, tracks_json):
     return track_sources.from_json(tracks_json, frames)
 
 
+def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
+    """Each visible point's path over its last `frames` frames (xy [T,N,2], visible [T,N]), fading from
+    opacity at the point to nothing at the oldest position."""
+    frame, points, lengths = styles.trail_paths(xy, visible, frames)
+    if smooth:
+        points, lengths = styles.catmull_rom(points, lengths)
+    head = torch.tensor([*rgb, opacity], device=xy.device).expand(len(frame), 4)
+    return styles.styled_polylines(frame, points, lengths, width, head, head * torch.tensor([1, 1, 1, 0.0],
+                                                                                           device=xy.device))
+
+
 class LineLinkRenderer(RasterKitNode):
     NODE_ID = "RasterKit_LineLinkRenderer"
     DISPLAY_NAME = "Line Link Renderer (RasterKit)"
@@ -89,6 +101,29 @@ class LineLinkRenderer(RasterKitNode):
                                               "within max_distance; delaunay, the Delaunay triangulation's edges; "
                                               "mst, the minimum spanning tree (a forest where max_distance cuts it). "
                                               "The caps apply to all, hysteresis to knn and radius"),
+        Combo("line_style", styles.LINE_STYLES, tooltip="solid lines; dashed, dash_length on and gap_length off; "
+                                                         "dotted, dots as wide as the line, gap_length apart"),
+        Float("dash_length", 8.0, 0.5, 10000.0, 0.5, tooltip="length of a dash in pixels (line_style dashed)"),
+        Float("gap_length", 6.0, 1.0, 10000.0, 0.5, tooltip="pixels between dashes or dots"),
+        Float("dash_phase", 0.0, -100000.0, 100000.0, 0.5, tooltip="shift of the dash or dot pattern towards the "
+                                                                  "link's far end, in pixels"),
+        Float("dash_speed", 0.0, -1000.0, 1000.0, 0.5, tooltip="pixels the pattern moves each frame (marching "
+                                                              "ants); negative moves it back"),
+        String("end_color", "", tooltip="hex colour at each link's far end, blended from its colour along the link "
+                                        "(links then end square); empty: one colour"),
+        Float("glow", 0.0, 0.0, 1.0, tooltip="opacity of a soft, wide stroke under each link, relative to opacity; "
+                                             "0: no glow"),
+        Float("glow_scale", 4.0, 1.0, 32.0, 0.1, tooltip="width of the glow as a multiple of the line width (of "
+                                                         "the marker radius for marker_glow)"),
+        Combo("width_by_length", styles.WIDTH_BY_LENGTH,
+              tooltip="per-link width: the same for all; shorter_thicker, 1.5 x width for the shortest down to "
+                      "0.5 x at max_distance (or the longest link); longer_thicker, the reverse"),
+        Combo("point_style", styles.POINT_STYLES, tooltip="the marker on each point: a filled dot, or a ring, "
+                                                          "cross, square or diamond outline of the line width"),
+        Bool("marker_glow", False, tooltip="a glow disc under each marker, at the glow opacity"),
+        Int("trail_frames", 0, 0, 1000, tooltip="draw each point's path over this many past frames, fading "
+                                                "towards the oldest; 0: no trails"),
+        Bool("trail_smooth", False, tooltip="smooth the trails through the tracked positions (Catmull-Rom)"),
         Socket("tracks", "RASTERKIT_TRACKS", optional=True, tooltip="tracks from Point Tracker (RasterKit)"),
         Socket("ys_tracks", "TRACKS", optional=True,
                tooltip="ys-vision-tools' TRACKS: an array of x, y, or a list of per-frame arrays; point n is row n "
@@ -102,8 +137,16 @@ class LineLinkRenderer(RasterKitNode):
     @classmethod
     def run(cls, images, tracks_json="", k=3, max_distance=0.0, delta_y_cap=0.0, degree_cap=0, mutual=False,
             hysteresis=1.3, curve="straight", curvature=0.2, width=1.5, opacity=0.8, color="#FFFFFF",
-            point_radius=3.0, layer_alpha="straight", graph="knn", tracks=None, ys_tracks=None):
+            point_radius=3.0, layer_alpha="straight", graph="knn", line_style="solid", dash_length=8.0,
+            gap_length=6.0, dash_phase=0.0, dash_speed=0.0, end_color="", glow=0.0, glow_scale=4.0,
+            width_by_length="none", point_style="dot", marker_glow=False, trail_frames=0, trail_smooth=False,
+            tracks=None, ys_tracks=None):
         check_images(images, "images")
+        for name, value, options in (("line_style", line_style, styles.LINE_STYLES),
+                                     ("width_by_length", width_by_length, styles.WIDTH_BY_LENGTH),
+                                     ("point_style", point_style, styles.POINT_STYLES)):
+            if value not in options:
+                raise ValueError(f"{name}: expected one of {', '.join(options)}, got {value!r}")
         device = render_device()
         xy, visible = _points(images, tracks, ys_tracks, tracks_json)
         options = GraphOptions(k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis)
@@ -112,23 +155,48 @@ class LineLinkRenderer(RasterKitNode):
         xy_dev = xy.to(device)
         start, end = xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
         by_distance = color.strip().lower() == "distance"
-        if by_distance:
-            length = (end - start).norm(dim=-1)
+        length = (end - start).norm(dim=-1)
+        scale = 1.0
+        if by_distance or width_by_length != "none":
             scale = max_distance or float(length.max()) if length.numel() else 1.0
+        if by_distance:
             rgb = _gradient(length / max(scale, 1e-6))
         else:
             rgb = torch.tensor(parse_hex(color, "color")[:3], device=device).expand(len(frame), 3)
         colours = torch.cat([rgb, torch.full((len(frame), 1), opacity, device=device)], 1)
+        end_colours = None
+        if end_color.strip():
+            end_colours = torch.tensor([*parse_hex(end_color, "end_color")[:3], opacity], device=device).expand_as(colours)
+        widths = styles.width_by_length(length, scale, width, width_by_length)
         if curve == "bezier":
             points, lengths = bezier_polylines(start, end, curvature, alternating_sign(pairs[:, 0], pairs[:, 1]))
-            links = R.polylines(frame, points, lengths, width, colours)
         else:
-            links = R.segments(frame, start, end, width, colours)
-        layers = [links]
+            points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
+        shown = xy[visible]  # on the host: the longest link's arc length bounds the dashes per link
+        extent = float((shown.amax(0) - shown.amin(0)).norm()) if len(shown) else 0.0
+        max_length = extent * (2 * math.hypot(0.5, curvature) if curve == "bezier" else 1.0)
+        phase = dash_phase + dash_speed * frame.float()
+
+        def links(stroke_width, opacity_scale):
+            if curve != "bezier" and line_style == "solid" and end_colours is None and opacity_scale == 1:
+                return R.segments(frame, start, end, stroke_width, colours)  # one shape each: no polyline needed
+            scaled = lambda c: None if c is None else c * torch.tensor([1, 1, 1, opacity_scale], device=device)  # noqa: E731
+            return styles.styled_polylines(frame, points, lengths, stroke_width, scaled(colours), scaled(end_colours),
+                                           line_style, dash_length, gap_length, phase, max_length)
+
+        dot_rgb = (1.0, 1.0, 1.0) if by_distance else parse_hex(color, "color")[:3]
+        layers = []
+        if glow > 0:
+            layers.append(links(widths * glow_scale, glow))
+        if trail_frames > 0:
+            layers.append(_trails(xy_dev, visible.to(device), trail_frames, trail_smooth, width, dot_rgb, opacity))
+        layers.append(links(widths, 1))
         if point_radius > 0 and visible.any():
             at, index = visible.nonzero(as_tuple=True)
-            dot = (1.0, 1.0, 1.0, opacity) if by_distance else (*parse_hex(color, "color")[:3], opacity)
-            layers.append(R.discs(at.to(device), xy_dev[at.to(device), index.to(device)], point_radius, dot))
+            at, centre = at.to(device), xy_dev[at.to(device), index.to(device)]
+            if marker_glow and glow > 0:
+                layers.append(R.discs(at, centre, point_radius * glow_scale, (*dot_rgb, opacity * glow)))
+            layers.append(styles.markers(at, centre, point_radius, (*dot_rgb, opacity), point_style, width))
         image, alpha, layer = R.draw(images, R.concat(*layers), device=device, on_progress=Progress(images.shape[0]))
         edges_json = json.dumps([e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist())])
         out = intermediate_device()

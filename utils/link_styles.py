@@ -1,0 +1,218 @@
+"""Link styles, point markers and trails, composed from the overlay engine's primitives (segments,
+discs, rounded boxes) for every link of every frame at once.
+
+A stroke is a polyline (points float [L,N,2] padded, lengths int64 [L] points used). Styles split
+it along its arc length into pieces with one fixed upper bound per polyline, so the host never
+waits: pieces that turn out empty get opacity 0, which the engine's binning skips.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import gpu_rendering as R
+
+LINE_STYLES = ("solid", "dashed", "dotted")
+POINT_STYLES = ("dot", "ring", "cross", "square", "diamond")
+WIDTH_BY_LENGTH = ("none", "shorter_thicker", "longer_thicker")
+GRADIENT_STEP = 4.0  # pixels of arc per colour step of a gradient: steps of under 1/32 of the range are invisible
+GRADIENT_STEPS = 32  # most colour steps per stroke (longer strokes get longer steps)
+
+
+def arc_lengths(points: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Arc length float [L,N] at each point of the polylines (the total from the last used point on)."""
+    step = (points[:, 1:] - points[:, :-1]).norm(dim=-1)
+    used = torch.arange(points.shape[1] - 1, device=points.device)[None] < (lengths.to(points.device)[:, None] - 1)
+    return torch.nn.functional.pad(torch.cumsum(step * used, 1), (1, 0))
+
+
+def point_at(points: torch.Tensor, arc: torch.Tensor, s: torch.Tensor, segment: torch.Tensor | None = None):
+    """Points float [L,K,2] at arc lengths s [L,K] along polylines whose arc lengths at the points are
+    arc [L,N]; on segment [L,K] (its index) when given, extrapolated along it past its ends."""
+    last = points.shape[1] - 2
+    if segment is None:
+        segment = (torch.searchsorted(arc, s.contiguous(), right=True) - 1).clamp(0, last)
+    a = points.gather(1, segment[..., None].expand(*segment.shape, 2))
+    b = points.gather(1, (segment + 1)[..., None].expand(*segment.shape, 2))
+    start, stop = arc.gather(1, segment), arc.gather(1, segment + 1)
+    fraction = (s - start) / (stop - start).clamp_min(1e-6)
+    return a + (b - a) * fraction[..., None]
+
+
+def seam_overlap(alpha: torch.Tensor) -> torch.Tensor:
+    """How far (pixels) two butt-ended pieces of opacity alpha overlap at a seam so that the seam's
+    pixel keeps the stroke's opacity: abutting, each covers half of that pixel and source-over gives
+    alpha (1 - alpha / 4); overlapping by d, each covers (1 + d) / 2, and a (1 + d) - a^2 (1 + d)^2 / 4
+    = a solves to d = 2 ((1 - a/2) - sqrt(1 - a)) / a (1 when opaque: the anti-aliasing ramps then
+    add up exactly)."""
+    a = alpha.clamp(1e-3, 1.0)
+    return 2 * ((1 - a / 2) - torch.sqrt(1 - a)) / a
+
+
+def _pieces(points, arc, total, on, period, phase, repeats: int):
+    """The polylines (points [L,N,2], arc lengths at them arc [L,N], total [L,1]) cut where they cross
+    a vertex or a pattern boundary: the pattern repeats every
+    period [L,1] px, "on" over the first `on` [L,1] px of each repeat, shifted by phase [L,1] px towards
+    the end; repeats (host int) bounds the repeats per polyline. Returns the pieces' arc intervals
+    lo, hi float [L,K], segment int64 [L,K], repeat int64 [L,K] (0 .. repeats, which repeat a piece
+    belongs to) and inside bool [L,K] (a nonempty piece of an "on" part)."""
+    shift = torch.remainder(phase, period)
+    first = shift + (torch.arange(repeats + 1, device=points.device)[None] - 1) * period  # [L,R+1]
+    cuts = torch.cat([arc, first.clamp(max=total), (first + on).clamp(max=total)], 1).clamp_min(0)
+    cuts = torch.sort(cuts, 1).values
+    lo, hi = cuts[:, :-1], cuts[:, 1:]
+    mid = (lo + hi) / 2
+    segment = (torch.searchsorted(arc, mid.contiguous(), right=True) - 1).clamp(0, points.shape[1] - 2)
+    repeat = torch.floor((mid - shift) / period).long() + 1
+    inside = (hi - lo > 1e-4) & (mid - shift - (repeat - 1) * period < on)
+    return lo, hi, segment, repeat.clamp(0, repeats), inside
+
+
+def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, start_color: torch.Tensor,
+                     end_color: torch.Tensor | None = None, style: str = "solid", dash_length: float = 8.0,
+                     gap_length: float = 6.0, phase=0.0, max_length: float = 0.0) -> R.Primitives:
+    """Strokes along polylines, each one shape (its overlaps drawn once) unless its colour changes.
+
+    frame int64 [L], points float [L,N,2] (N >= 2), lengths int64 [L], width float [L] or scalar,
+    start_color float [L,4] (RGBA), end_color [L,4] or None: the colour at the far end, blended
+    along the arc in steps of GRADIENT_STEP px (at most GRADIENT_STEPS per stroke); its pieces
+    meet butt to butt, overlapping by seam_overlap.
+    style "solid"; "dashed", dash_length px on and gap_length px off; "dotted", dots `width` across
+    with gap_length px between them. phase float [L] or scalar: the pattern's shift towards the
+    end (px). max_length (host float) bounds every stroke's arc length: dashes and dots need it.
+    Solid strokes have round caps and joins, dashes butt ends.
+    """
+    n_lines, device = points.shape[0], points.device
+    width = torch.as_tensor(width, dtype=torch.float32, device=device).expand(n_lines)
+    if style not in LINE_STYLES:
+        raise ValueError(f"line_style: expected one of {', '.join(LINE_STYLES)}, got {style!r}")
+    if n_lines == 0:
+        return R.empty(device)
+    gradient = end_color is not None
+    if style == "solid" and not gradient:
+        return R.polylines(frame, points, lengths, width, start_color)
+    phase = torch.as_tensor(phase, dtype=torch.float32, device=device).expand(n_lines)[:, None]
+    arc = arc_lengths(points, lengths)
+    total = arc.gather(1, (lengths.to(device).clamp_min(1) - 1)[:, None])
+
+    def colours(t):  # t float [L,K] in 0..1 along the stroke
+        if not gradient:
+            return start_color[:, None].expand(*t.shape, 4)
+        return torch.lerp(start_color[:, None], end_color[:, None], t[..., None])
+
+    if style == "dotted":
+        period = width[:, None] + gap_length
+        repeats = math.ceil(max_length / max(gap_length, 1e-3)) + 1
+        at = torch.remainder(phase, period) + torch.arange(repeats, device=device)[None] * period  # [L,R]
+        centre = point_at(points, arc, at.clamp(max=total))
+        colour = colours(at / total.clamp_min(1e-6)).clone()
+        colour[..., 3] *= (at <= total) & (lengths.to(device)[:, None] >= 2)
+        return R.discs(frame[:, None].expand_as(at).reshape(-1), centre.reshape(-1, 2),
+                       (width / 2)[:, None].expand_as(at).reshape(-1), colour.reshape(-1, 4))
+    if style == "dashed":
+        on, period = torch.full_like(phase, dash_length), torch.full_like(phase, dash_length + gap_length)
+        repeats = math.ceil(max_length / (dash_length + gap_length)) + 1
+        lo, hi, segment, repeat, inside = _pieces(points, arc, total, on, period, phase, repeats)
+        centre = torch.minimum(((repeat - 1) * period + torch.remainder(phase, period) + on / 2).clamp_min(0), total)
+        colour = colours(centre / total.clamp_min(1e-6))
+        caps = "butt"
+    else:  # a solid gradient: one shape per colour step
+        period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, GRADIENT_STEP))
+        lo, hi, segment, repeat, inside = _pieces(points, arc, total, period, period, torch.zeros_like(phase),
+                                                  GRADIENT_STEPS)
+        steps = torch.ceil(total / period - 1e-4).clamp_min(1)
+        colour = colours(((repeat - 1) / (steps - 1).clamp_min(1)).clamp(0, 1))
+        overlap = seam_overlap(colour[..., 3]) / 2
+        lo = torch.where(lo > 0, lo - overlap, lo)
+        hi = torch.where(hi < total, hi + overlap, hi)
+        caps = "butt"
+    colour = colour.clone()
+    colour[..., 3] *= inside
+    a, b = point_at(points, arc, lo, segment), point_at(points, arc, hi, segment)
+    count = lo.shape[1]
+    prims = R.segments(frame[:, None].expand(n_lines, count).reshape(-1), a.reshape(-1, 2), b.reshape(-1, 2),
+                       width[:, None].expand(n_lines, count).reshape(-1), colour.reshape(-1, 4), caps=caps)
+    line = torch.arange(n_lines, device=device)[:, None] * (count + 2)
+    prims.group = (line + repeat).reshape(-1)  # the pieces of one dash or colour step are one shape
+    return prims
+
+
+def markers(frame: torch.Tensor, center: torch.Tensor, radius: float, color, style: str = "dot",
+            stroke_width: float = 1.5) -> R.Primitives:
+    """Point markers at center float [P,2] on frame int64 [P]: "dot" (a filled disc), "ring", "cross"
+    (+, arms of `radius`), "square" (outline, half side `radius`) or "diamond" (the square turned 45
+    degrees, corners `radius` from the centre); outlines `stroke_width` px wide. color [4] or [P,4]."""
+    n, device = center.shape[0], center.device
+    color = torch.as_tensor(color, dtype=torch.float32, device=device).expand(n, 4)
+    if style == "dot":
+        return R.discs(frame, center, radius, color)
+    if style == "ring":
+        return R.discs(frame, center, radius, color, ring_width=stroke_width)
+    if style == "square":
+        box = torch.cat([center - radius, center + radius], 1)
+        return R.rounded_boxes(frame, box, stroke_width, 0.0, color, torch.zeros_like(color))
+    if style == "cross":
+        arms = torch.tensor([[[-1.0, 0.0], [1.0, 0.0]], [[0.0, -1.0], [0.0, 1.0]]], device=device)  # [2 arms, ends, xy]
+    elif style == "diamond":
+        corner = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]], device=device)
+        arms = torch.stack([corner, corner.roll(-1, 0)], 1)  # the four sides, corner to corner
+    else:
+        raise ValueError(f"point_style: expected one of {', '.join(POINT_STYLES)}, got {style!r}")
+    ends = center[:, None, None] + radius * arms  # [P,S,2,2]
+    sides = arms.shape[0]
+    prims = R.segments(torch.as_tensor(frame, device=device).expand(n)[:, None].expand(n, sides).reshape(-1),
+                       ends[:, :, 0].reshape(-1, 2), ends[:, :, 1].reshape(-1, 2), stroke_width,
+                       color[:, None].expand(n, sides, 4).reshape(-1, 4))
+    prims.group = torch.arange(n, device=device).repeat_interleave(sides, output_size=n * sides)  # one shape each
+    return prims
+
+
+def width_by_length(length: torch.Tensor, scale: float, width: float, mode: str) -> torch.Tensor:
+    """Per-link width float [E] from link lengths [E] and the length that counts as long (scale):
+    "none" width; "shorter_thicker" 1.5 x width for the shortest down to 0.5 x at scale and beyond;
+    "longer_thicker" the reverse."""
+    if mode not in WIDTH_BY_LENGTH:
+        raise ValueError(f"width_by_length: expected one of {', '.join(WIDTH_BY_LENGTH)}, got {mode!r}")
+    ratio = (length / max(scale, 1e-6)).clamp(0, 1)
+    factor = {"none": torch.ones_like(ratio), "shorter_thicker": 1.5 - ratio, "longer_thicker": 0.5 + ratio}[mode]
+    return width * factor
+
+
+def catmull_rom(points: torch.Tensor, lengths: torch.Tensor, subdivisions: int = 4):
+    """Uniform Catmull-Rom splines through the polylines' points (float [L,N,2], lengths int64 [L]),
+    the end points repeated as their outer neighbours, each span cut into `subdivisions` chords.
+    Returns points float [L,(N-1)*subdivisions+1,2] and lengths int64 [L]."""
+    n_lines, n_points = points.shape[:2]
+    if n_points < 2:
+        return points, lengths
+    last = (lengths.to(points.device).clamp_min(1) - 1)[:, None]
+    span = torch.arange(n_points - 1, device=points.device)[None]
+
+    def at(offset):  # the span's points -1, 0, +1, +2, clamped to the used points
+        index = torch.minimum((span + offset).clamp_min(0), last)
+        return points.gather(1, index[..., None].expand(n_lines, n_points - 1, 2))[:, :, None]
+
+    p0, p1, p2, p3 = at(-1), at(0), at(1), at(2)
+    t = (torch.arange(subdivisions, device=points.device) / subdivisions)[None, None, :, None]
+    curve = 0.5 * (2 * p1 + (p2 - p0) * t + (2 * p0 - 5 * p1 + 4 * p2 - p3) * t ** 2
+                   + (3 * p1 - p0 - 3 * p2 + p3) * t ** 3)  # [L,N-1,S,2]
+    curve = curve.reshape(n_lines, -1, 2)
+    smooth = torch.cat([curve, points[:, -1:]], 1)  # spans past a polyline's end sit on its last point
+    lengths = lengths.to(points.device)
+    return smooth, torch.where(lengths >= 2, (lengths - 1) * subdivisions + 1, lengths)
+
+
+def trail_paths(xy: torch.Tensor, visible: torch.Tensor, frames: int):
+    """Each point's positions over the current and last `frames` frames, newest first, as polylines:
+    xy float [T,N,2], visible bool [T,N]. A trail stops at the first frame where its point is
+    hidden (or before the batch). Returns frame int64 [T*N], points float [T*N,frames+1,2] and
+    lengths int64 [T*N] (0 where the point is hidden now)."""
+    steps, n = visible.shape
+    back = torch.arange(frames + 1, device=xy.device)
+    source = torch.arange(steps, device=xy.device)[:, None] - back[None]  # [T,F+1]
+    shown = visible[source.clamp_min(0)] & (source >= 0)[..., None]  # [T,F+1,N]
+    lengths = torch.cumprod(shown.long(), 1).sum(1)  # [T,N]
+    points = xy[source.clamp_min(0)].permute(0, 2, 1, 3)  # [T,N,F+1,2]
+    frame = torch.arange(steps, device=xy.device)[:, None].expand(steps, n)
+    return frame.reshape(-1), points.reshape(steps * n, frames + 1, 2), lengths.reshape(-1)
