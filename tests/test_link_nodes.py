@@ -60,10 +60,12 @@ def test_graph_modes():
     assert json.loads(render(tracks_json=TRIANGLE, graph="delaunay", degree_cap=1)[3]) == [[[0, 2]]] * 3
 
 
-def test_graph_is_the_last_widget():
-    """Saved workflows list widget values by position: a widget added later goes last."""
+def test_widgets_added_later_come_last():
+    """Saved workflows list widget values by position: a widget added later goes after the older ones."""
     widgets = [spec.name for spec in LineLinkRenderer.INPUTS if not spec.optional and spec.type != "IMAGE"]
-    assert widgets[-2:] == ["layer_alpha", "graph"]
+    assert widgets[-15:] == ["layer_alpha", "graph", "line_style", "dash_length", "gap_length", "dash_phase",
+                             "dash_speed", "end_color", "glow", "glow_scale", "width_by_length", "point_style",
+                             "marker_glow", "trail_frames", "trail_smooth"]
 
 
 def test_tracks_input_styles_and_points():
