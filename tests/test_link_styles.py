@@ -1,0 +1,280 @@
+"""Link styles, point markers and trails against independent references: brute-force coverage with
+16x16 samples per pixel (numpy), and the pattern, colour and fading rules of utils/link_styles.py."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rasterkit.nodes.links import LineLinkRenderer
+from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils import link_styles as S
+
+H, W, SS = 40, 64, 16
+
+
+def samples():
+    ys = (np.arange(H * SS) + 0.5) / SS
+    xs = (np.arange(W * SS) + 0.5) / SS
+    return np.meshgrid(xs, ys)
+
+
+def pixel_mean(values):
+    return values.reshape(H, SS, W, SS).mean(axis=(1, 3))
+
+
+def along_across(X, Y, a, b):
+    d = np.subtract(b, a, dtype=float)
+    length = np.hypot(*d)
+    u = d / length
+    return (X - a[0]) * u[0] + (Y - a[1]) * u[1], np.abs((X - a[0]) * u[1] - (Y - a[1]) * u[0]), length
+
+
+def capsule(X, Y, a, b, half):
+    along, across, length = along_across(X, Y, a, b)
+    beyond = np.maximum(np.maximum(-along, along - length), 0)
+    return np.hypot(beyond, across) <= half
+
+
+def draw(prims):
+    _, alpha, layer = R.draw(torch.zeros(1, H, W, 3), prims)
+    return alpha[0].numpy(), layer[0].numpy()
+
+
+def assert_close(alpha, reference, mean=0.01, largest=0.1):
+    error = np.abs(alpha - reference)
+    assert error.mean() < mean and error.max() < largest, (error.mean(), error.max())
+
+
+def straight(a, b):
+    return torch.tensor([[a, b]], dtype=torch.float32), torch.tensor([2])
+
+
+ONE = torch.zeros(1, dtype=torch.long)
+A, B, WIDTH = (4.3, 31.2), (58.7, 9.6), 3.0
+
+
+@pytest.mark.parametrize("phase", [0.0, 5.5, -3.0])
+def test_dashes_against_a_reference(phase):
+    """Dash j covers arc [phase mod period + (j - 1) period, + dash] (butt ends), clipped to the link."""
+    points, lengths = straight(A, B)
+    prims = S.styled_polylines(ONE, points, lengths, WIDTH, torch.tensor([[1.0, 1, 1, 1]]), None, "dashed", 7.0,
+                               5.0, phase, 60.0)
+    X, Y = samples()
+    along, across, length = along_across(X, Y, A, B)
+    on = np.mod(along - phase, 12.0) < 7.0
+    reference = pixel_mean((across <= WIDTH / 2) & (along >= 0) & (along <= length) & on)
+    assert_close(draw(prims)[0], reference)
+
+
+def test_dots_against_a_reference():
+    points, lengths = straight(A, B)
+    prims = S.styled_polylines(ONE, points, lengths, WIDTH, torch.tensor([[1.0, 1, 1, 1]]), None, "dotted",
+                               gap_length=4.0, phase=2.0, max_length=60.0)
+    X, Y = samples()
+    length = np.hypot(B[0] - A[0], B[1] - A[1])
+    inside = np.zeros_like(X, dtype=bool)
+    for s in np.arange(2.0, length, WIDTH + 4.0):  # a dot every width + gap px from the phase on
+        c = np.add(A, s / length * np.subtract(B, A))
+        inside |= np.hypot(X - c[0], Y - c[1]) <= WIDTH / 2
+    assert_close(draw(prims)[0], pixel_mean(inside))
+
+
+@pytest.mark.parametrize("opacity", [1.0, 0.6])
+def test_gradient_covers_the_link_once_with_its_colours_at_the_ends(opacity):
+    """The colour steps overlap at their seams just enough to keep the link's opacity (butt ends)."""
+    points, lengths = straight(A, B)
+    start, end = torch.tensor([[1.0, 0, 0, opacity]]), torch.tensor([[0.0, 0, 1, opacity]])
+    alpha, layer = draw(S.styled_polylines(ONE, points, lengths, WIDTH, start, end))
+    X, Y = samples()
+    along, across, length = along_across(X, Y, A, B)
+    # the seams between colour steps: within about 0.1 of the opacity (test_seam_overlap_is_the_least_worst_error)
+    assert_close(alpha, opacity * pixel_mean((across <= WIDTH / 2) & (along >= 0) & (along <= length)),
+                 largest=0.15 * opacity)
+    rgb = layer[..., :3] / np.maximum(layer[..., 3:], 1e-6)
+    first, last = np.add(A, 1.0 / length * np.subtract(B, A)), np.add(B, -1.0 / length * np.subtract(B, A))
+    assert np.allclose(rgb[int(first[1]), int(first[0])], [1, 0, 0], atol=0.02)
+    assert np.allclose(rgb[int(last[1]), int(last[0])], [0, 0, 1], atol=0.02)
+    middle = rgb[int((A[1] + B[1]) / 2), int((A[0] + B[0]) / 2)]
+    assert 0.3 < middle[0] < 0.7 and 0.3 < middle[2] < 0.7
+
+
+def test_seam_overlap_is_the_least_worst_error():
+    """The overlap of two anti-aliased butt ends against a 1-D model of a seam: each end's coverage
+    ramps over one pixel; the union of the two, source-over, against the stroke's opacity, for every
+    coverage across the stroke; no other overlap does better in the worst case."""
+    x, sides = np.linspace(-1.5, 1.5, 601), np.linspace(0.02, 1.0, 50)[:, None]
+
+    def worst(a, d):
+        first, second = np.clip(0.5 - x + d / 2, 0, 1) * sides * a, np.clip(0.5 + x + d / 2, 0, 1) * sides * a
+        return np.abs(first + second - first * second - sides * a).max()
+
+    for a in (0.3, 0.6, 0.8, 1.0):
+        chosen = worst(a, float(S.seam_overlap(torch.tensor(a))))
+        assert chosen <= 0.1 * a + 1e-3 and chosen <= min(worst(a, d) for d in np.linspace(0, 1, 101)) + 0.01 * a + 1e-3
+
+
+MARKER = (30.4, 19.7)
+
+
+@pytest.mark.parametrize("style", S.POINT_STYLES)
+def test_markers_against_a_reference(style):
+    radius, stroke = 9.0, 2.0
+    prims = S.markers(ONE, torch.tensor([MARKER]), radius, (1.0, 1.0, 1.0, 1.0), style, stroke)
+    X, Y = samples()
+    dx, dy = X - MARKER[0], Y - MARKER[1]
+    if style == "dot":
+        inside = np.hypot(dx, dy) <= radius
+    elif style == "ring":
+        inside = np.abs(np.hypot(dx, dy) - radius) <= stroke / 2
+    elif style == "square":  # the outline of the square of half side radius
+        box = np.maximum(np.abs(dx), np.abs(dy)) - radius
+        outside = np.hypot(np.maximum(np.abs(dx) - radius, 0), np.maximum(np.abs(dy) - radius, 0))
+        inside = np.where(box > 0, outside, -box) <= stroke / 2
+    elif style == "cross":
+        inside = capsule(dx, dy, (-radius, 0), (radius, 0), stroke / 2) | capsule(dx, dy, (0, -radius), (0, radius),
+                                                                                    stroke / 2)
+    else:  # diamond: corners radius from the centre on the axes, round joins
+        corners = [(radius, 0), (0, radius), (-radius, 0), (0, -radius)]
+        inside = np.zeros_like(X, dtype=bool)
+        for k in range(4):
+            inside |= capsule(dx, dy, corners[k], corners[(k + 1) % 4], stroke / 2)
+    # a marker's strokes are one shape whose coverage is the largest of theirs: where two strokes meet at
+    # an angle, a pixel that each covers in part is under-counted (the engine's rule for joins)
+    assert_close(draw(prims)[0], pixel_mean(inside), largest=0.25 if style in ("cross", "diamond") else 0.1)
+
+
+def test_bad_marker_style_is_named():
+    with pytest.raises(ValueError, match="point_style: expected one of dot, ring"):
+        S.markers(ONE, torch.tensor([MARKER]), 3.0, (1, 1, 1, 1), "star")
+
+
+def trail_reference(path, opacity, half):
+    """Alpha of a trail through `path` (newest first, butt ends), fading in colour steps of
+    max(4, length / 32) px from opacity at the newest point to 0 at the oldest: by the nearest point of
+    the path to each sample, its arc length along the path."""
+    X, Y = samples()
+    path = np.asarray(path, float)
+    best, arc_at = np.full(X.shape, np.inf), np.zeros(X.shape)
+    start = 0.0
+    for k, (a, b) in enumerate(zip(path[:-1], path[1:])):
+        along, across, length = along_across(X, Y, a, b)
+        t = np.clip(along, 0, length)
+        distance = np.hypot(along - t, across)
+        if k == 0:  # butt end at the newest point, at the oldest below
+            distance = np.where(along < 0, np.inf, distance)
+        if k == len(path) - 2:
+            distance = np.where(along > length, np.inf, distance)
+        closer = distance < best
+        best, arc_at = np.where(closer, distance, best), np.where(closer, start + t, arc_at)
+        start += length
+    step = max(4.0, start / 32)
+    steps = np.ceil(start / step - 1e-4)
+    fade = 1 - np.minimum(np.floor(arc_at / step), steps - 1) / max(steps - 1, 1)
+    return pixel_mean(np.where(best <= half, opacity * fade, 0.0))
+
+
+def test_trails_against_a_reference():
+    """A point moving right, then down: its trail at the last frame bends through its past positions."""
+    positions = torch.tensor([[6.0, 8.0], [22.0, 8.0], [38.0, 8.0], [48.0, 8.0], [48.0, 18.0], [48.0, 34.0]])
+    xy, visible = positions[:, None], torch.ones(6, 1, dtype=torch.bool)
+    frame, points, lengths = S.trail_paths(xy, visible, 4)
+    assert lengths.tolist() == [1, 2, 3, 4, 5, 5] and frame.tolist() == [0, 1, 2, 3, 4, 5]
+    opacity, width = 0.9, 3.0
+    head = torch.tensor([[1.0, 1.0, 1.0, opacity]]).expand(6, 4)
+    prims = S.styled_polylines(frame, points, lengths, width, head, head * torch.tensor([1, 1, 1, 0.0]))
+    _, alpha, _ = R.draw(torch.zeros(6, H, W, 3), prims)
+    newest_first = positions[1:].flip(0).tolist()
+    assert_close(alpha[5].numpy(), trail_reference(newest_first, opacity, width / 2))
+    assert alpha[0].sum() == 0  # one position: no trail yet
+
+
+def test_trails_stop_where_the_point_was_hidden():
+    xy = torch.arange(5.0)[:, None, None].expand(5, 1, 2) * 10
+    visible = torch.tensor([[True], [True], [False], [True], [True]])
+    lengths = S.trail_paths(xy, visible, 3)[2]
+    assert lengths.tolist() == [1, 2, 0, 1, 2]
+
+
+def test_catmull_rom_passes_through_the_points():
+    points = torch.tensor([[[0.0, 0.0], [10.0, 0.0], [10.0, 10.0], [0.0, 0.0]],
+                           [[5.0, 5.0], [9.0, 1.0], [0.0, 0.0], [0.0, 0.0]]])
+    smooth, lengths = S.catmull_rom(points, torch.tensor([4, 2]), 4)
+    assert lengths.tolist() == [13, 5]
+    assert torch.allclose(smooth[0, ::4], points[0]) and torch.allclose(smooth[1, [0, 4]], points[1, :2])
+    assert torch.allclose(smooth[1, 2], torch.tensor([7.0, 3.0]))  # a straight span stays straight
+
+
+def test_width_by_length():
+    length = torch.tensor([0.0, 50.0, 100.0, 200.0])
+    assert S.width_by_length(length, 100.0, 2.0, "shorter_thicker").tolist() == [3.0, 2.0, 1.0, 1.0]
+    assert S.width_by_length(length, 100.0, 2.0, "longer_thicker").tolist() == [1.0, 2.0, 3.0, 3.0]
+    assert S.width_by_length(length, 100.0, 2.0, "none").tolist() == [2.0] * 4
+
+
+# -- the node ----------------------------------------------------------------------------------------
+
+IMAGES = torch.zeros(3, 40, 64, 3)
+PAIR = '[[[6, 20]], [[58, 20]]]'
+
+
+def render(**kw):
+    kw.setdefault("point_radius", 0.0)
+    kw.setdefault("opacity", 1.0)
+    return LineLinkRenderer.run(IMAGES, tracks_json=PAIR, k=1, **kw)
+
+
+def test_marching_ants_move_by_dash_speed_per_frame():
+    alpha = render(line_style="dashed", dash_length=6.0, gap_length=4.0, dash_phase=1.0, dash_speed=3.0,
+                   width=2.0)[1][:, 20]
+    # arc s = x - 6 along the link: dashes where (s - phase) mod 10 < 6, phase = 1 + 3 t
+    for t in range(3):
+        s = np.arange(64) + 0.5 - 6
+        on = np.mod(s - 1 - 3 * t, 10) < 6
+        inside = (s > 0.5) & (s < 51.5)
+        middle = np.abs(np.mod(s - 1 - 3 * t, 10) - 3) <= 2.5  # pixel centres a half pixel or more into a dash
+        gap_middle = np.abs(np.mod(s - 1 - 3 * t, 10) - 8) <= 1.5
+        assert (alpha[t].numpy()[inside & on & middle] > 0.99).all(), t
+        assert (alpha[t].numpy()[inside & ~on & gap_middle] == 0).all(), t
+    assert torch.equal(alpha[1, 16:44], alpha[0, 13:41])  # frame 1 is frame 0 moved 3 px along
+
+
+def test_node_gradient_ends_and_glow():
+    _, alpha, layer, _ = render(color="#FF0000", end_color="#0000FF", width=3.0)
+    assert torch.allclose(layer[0, 20, 7, :3], torch.tensor([1.0, 0, 0]), atol=0.02)
+    assert torch.allclose(layer[0, 20, 56, :3], torch.tensor([0.0, 0, 1]), atol=0.02)
+    plain = render(width=3.0)[1]
+    glowing = render(width=3.0, glow=0.3, glow_scale=4.0)[1]
+    assert torch.equal(glowing[:, 20, 8:56], plain[:, 20, 8:56])  # opaque links hide their glow
+    assert plain[0, 24, 30] == 0 and abs(float(glowing[0, 24, 30]) - 0.3) < 1e-5  # 4 px off: inside the 12 px glow
+
+
+def test_node_markers_trails_and_width_by_length():
+    tracks = {"xy": torch.tensor([[[10.0, 10.0], [50.0, 30.0]], [[14.0, 10.0], [50.0, 30.0]],
+                                  [[18.0, 10.0], [50.0, 30.0]]]), "visible": torch.ones(3, 2, dtype=torch.bool)}
+    run = lambda **kw: LineLinkRenderer.run(IMAGES, tracks_json="", tracks=tracks, k=1, opacity=1.0, **kw)[1]  # noqa: E731
+    ring = run(point_radius=5.5, point_style="ring", width=1.0)
+    assert ring[0, 10, 15] > 0.9 and ring[0, 7, 10] == 0  # hollow (the link leaves the centre down and right)
+    trail = run(point_radius=0.0, trail_frames=2, width=2.0) - run(point_radius=0.0, width=2.0)
+    assert trail[0].abs().sum() == 0 and trail[2, 10, 15] > 0.9  # at frame 2, the path from x 18 back to 10
+    thick = run(point_radius=0.0, width=2.0, width_by_length="shorter_thicker", max_distance=200.0)
+    thin = run(point_radius=0.0, width=2.0, width_by_length="longer_thicker", max_distance=200.0)
+    assert thick.sum() > thin.sum()
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(line_style="wavy"), "line_style: expected one of solid, dashed, dotted, got 'wavy'"),
+    (dict(point_style="star"), "point_style: expected one of dot, ring"),
+    (dict(width_by_length="random"), "width_by_length: expected one of none"),
+    (dict(end_color="teal"), "end_color: expected a hex colour"),
+])
+def test_bad_style_input_is_named(kw, message):
+    with pytest.raises(ValueError, match=message):
+        render(**kw)
+
+
+def test_every_style_at_once_on_curves():
+    _, alpha, _, edges = render(curve="bezier", line_style="dashed", end_color="#00FF00", glow=0.5, marker_glow=True,
+                                point_radius=3.0, point_style="diamond", trail_frames=2, trail_smooth=True,
+                                width_by_length="longer_thicker")
+    assert json.loads(edges) == [[[0, 1]]] * 3 and alpha.amax() > 0.9
