@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 import zlib
 
+from .text_input import short
+
 _HEX = re.compile(r"^#?([0-9a-fA-F]{6})([0-9a-fA-F]{2})?$")
 
 # Categorical palettes; "default" is ordered so that neighbours differ strongly in hue.
@@ -23,7 +25,7 @@ def parse_hex(value: str, input_name: str) -> tuple[float, float, float, float]:
     """'#RRGGBB' or '#RRGGBBAA' (leading # optional) -> (r, g, b, a) floats in 0..1."""
     match = _HEX.match(str(value).strip())
     if match is None:
-        raise ValueError(f"{input_name}: expected a hex colour like #RRGGBB or #RRGGBBAA, got {value!r}")
+        raise ValueError(f"{input_name}: expected a hex colour like #RRGGBB or #RRGGBBAA, got {short(value)}")
     digits = match.group(1) + (match.group(2) or "FF")
     return tuple(int(digits[i:i + 2], 16) / 255 for i in range(0, 8, 2))
 
@@ -32,6 +34,15 @@ def palette(name: str, input_name: str = "palette") -> list[tuple[float, float, 
     if name not in PALETTES:
         raise ValueError(f"{input_name}: unknown palette {name!r}; choose one of {', '.join(PALETTES)}")
     return [parse_hex(c, input_name) for c in PALETTES[name]]
+
+
+def palette_from_hex(text: str, input_name: str = "palette_colors") -> list[tuple[float, float, float, float]]:
+    """A palette from hex colours separated by commas, semicolons or spaces ("#ff0000, #00ff00");
+    ValueError naming the input for an empty list or a colour that is not hex."""
+    colours = [c for c in re.split(r"[\s,;]+", text.strip()) if c]
+    if not colours:
+        raise ValueError(f"{input_name}: expected hex colours like #ff0000, #00ff00, got {short(text)}")
+    return [parse_hex(c, f"{input_name}: colour {i + 1}") for i, c in enumerate(colours)]
 
 
 def stable_index(key, size: int) -> int:
