@@ -5,8 +5,8 @@ import torch
 
 from ..utils import boxes as box_sources
 from ..utils import gpu_rendering as R
-from ..utils.colors import PALETTES, palette, parse_hex, stable_index
-from ..utils.labels import DEFAULT_FONT, font_chain, font_names, label_primitives
+from ..utils.colors import PALETTES, palette, palette_from_hex, parse_hex, stable_index
+from ..utils.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
@@ -17,11 +17,13 @@ from ._comfy import (
     layer_output,
     render_device,
 )
-from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket, String
+from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
 LABEL_MODES = ("none", "label", "label+score", "id", "label+id", "all")
 COLOR_BY = ("label", "id", "index")
+MARKERS = ("box", "ellipse", "dot", "halo")
+HALO_RINGS = 6  # nested outlines whose opacities add up to a halo fading outwards
 
 
 def _box_table(images, boxes, bbox, segs, mask, bounding_box):
@@ -55,10 +57,11 @@ def _label_text(table, index: int, mode: str) -> str:
     return " ".join(parts)
 
 
-def _box_colors(table, color: str, palette_name: str, color_by: str) -> torch.Tensor:
-    """float [N,3]: a box's own colour, else the fixed colour, else the palette slot of its key."""
+def _box_colors(table, color: str, palette_name: str, palette_colors: str, color_by: str) -> torch.Tensor:
+    """float [N,3]: a box's own colour, else the fixed colour, else the palette slot of its key (in the
+    palette of hex colours when there is one, else in the named palette)."""
     fixed = parse_hex(color, "color")[:3] if color.strip() else None
-    colours = palette(palette_name)
+    colours = palette_from_hex(palette_colors) if palette_colors.strip() else palette(palette_name)
     # a box's index within its frame, so that "index" (and boxes without a label or id) keep their colour
     # from frame to frame; the table lists frames in order
     first = torch.searchsorted(table.frame, table.frame, right=False)
@@ -73,6 +76,44 @@ def _box_colors(table, color: str, palette_name: str, color_by: str) -> torch.Te
             key = {"label": table.label[i], "id": table.id[i], "index": in_frame[i]}[color_by]
             rows.append(colours[stable_index(in_frame[i] if key is None else key, len(colours))][:3])
     return torch.tensor(rows, dtype=torch.float32).reshape(-1, 3)
+
+
+def _halo(frame, xyxy, width: float, radius: float, opacity: float, rgb: torch.Tensor) -> R.Primitives:
+    """A soft ring `width` pixels wide around each box [N,4]: HALO_RINGS outlines from the box edge out to
+    1/k, 2/k, ... of the width, whose opacities compose to opacity * (1 - m/k) in the m-th band out."""
+    target = [opacity * (1 - m / HALO_RINGS) for m in range(HALO_RINGS + 1)]
+    rings = []
+    for m in range(HALO_RINGS):
+        reach = width * (m + 1) / HALO_RINGS
+        ring_opacity = 1 - (1 - target[m]) / (1 - target[m + 1])
+        grown = xyxy + torch.tensor([-1.0, -1.0, 1.0, 1.0]) * reach / 2
+        colour = torch.cat([rgb, torch.full((len(rgb), 1), ring_opacity)], 1)
+        rings.append(R.rounded_boxes(frame, grown, reach, radius + reach / 2, colour, (0, 0, 0, 0)))
+    return R.concat(*rings)
+
+
+def _markers(table, marker: str, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length,
+             marker_size, rgb: torch.Tensor) -> R.Primitives:
+    """The mark of each box: its outline and fill (box), the inscribed ellipse's outline (ellipse), a disc
+    of radius marker_size at its centre (dot), or its fill and a halo marker_size wide around it (halo)."""
+    ones = torch.ones(len(table), 1)
+    stroke, fill = torch.cat([rgb, ones * stroke_opacity], 1), torch.cat([rgb, ones * fill_opacity], 1)
+    if marker == "box":
+        return R.rounded_boxes(table.frame, table.xyxy, stroke_width, corner_radius, stroke, fill, corner_length)
+    low, high = torch.minimum(table.xyxy[:, :2], table.xyxy[:, 2:]), torch.maximum(table.xyxy[:, :2], table.xyxy[:, 2:])
+    centre = (low + high) / 2
+    drawn = torch.isfinite(centre).all(1) & torch.isfinite(high - low).all(1)  # host data: no device sync
+    if marker == "ellipse":
+        return R.ellipses(table.frame[drawn], centre[drawn], (high - low)[drawn] / 2, stroke_width, stroke[drawn])
+    if marker == "dot":
+        return R.discs(table.frame[drawn], centre[drawn], marker_size, stroke[drawn])
+    boxes = R.rounded_boxes(table.frame, table.xyxy, 0.0, corner_radius, stroke, fill)
+    return R.concat(boxes, _halo(table.frame[drawn], table.xyxy[drawn], marker_size, corner_radius, stroke_opacity,
+                                 rgb[drawn]))
+
+
+def _text_color(text_color: str):
+    return parse_hex(text_color, "text_color") if text_color.strip() else None
 
 
 class BoundingBoxRenderer(RasterKitNode):
@@ -98,10 +139,29 @@ class BoundingBoxRenderer(RasterKitNode):
         Int("label_size", 16, 6, 128, tooltip="label text size in pixels"),
         Float("corner_length", 0.0, 0.0, 1024.0, 1.0, tooltip="> 0: draw only the corners, arms this long"),
         Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
-        # last among the widgets: saved workflows list widget values in order
         Combo("font", font_names, default=DEFAULT_FONT,
               tooltip="label font: a font file found on this machine, or default (Pillow's font for ASCII); "
                       "characters a font lacks come from other fonts found (Cyrillic, CJK, emoji, ...)"),
+        # new widgets go last: saved workflows list widget values in order
+        String("palette_colors", "",
+               tooltip="hex colours separated by commas (#ff0000, #00ff00): the palette, in place of the named "
+                       "one; empty: the named palette"),
+        Combo("label_anchor", ANCHORS,
+              tooltip="where a label sits on its box: top_* above it (inside its top when there is no room), "
+                      "bottom_* below it (inside its bottom when there is no room), center_* centred on it "
+                      "vertically; *_left, *_center, *_right along it"),
+        String("text_color", "", tooltip="hex colour of the label text; empty: black or white, whichever "
+                                         "contrasts more with the label's background"),
+        Int("label_padding", PADDING, 0, 64, tooltip="pixels between a label's text and the edge of its background"),
+        Int("label_max_width", 0, 0, 4096,
+            tooltip="> 0: label text wraps at spaces onto lines no wider than this many pixels; 0: one line"),
+        Bool("label_avoid_overlap", False,
+             tooltip="labels of a frame that overlap move apart (below the label they overlap), the higher "
+                     "scores keeping their place"),
+        Combo("marker", MARKERS,
+              tooltip="the mark of each detection: box (outline and fill), ellipse (the outline of the ellipse "
+                      "inscribed in the box), dot (a disc at its centre), halo (its fill and a soft ring around it)"),
+        Float("marker_size", 8.0, 0.0, 256.0, 0.5, tooltip="radius of a dot, width of a halo, in pixels"),
         Socket("bbox", "BBOX", optional=True,
                tooltip="boxes from KJNodes, SAM2 or Florence2: (x1, y1, x2, y2) per image, or a list per frame"),
         Socket("segs", "SEGS", optional=True, tooltip="Impact Pack SEGS: a box per segment, with label and confidence"),
@@ -117,21 +177,26 @@ class BoundingBoxRenderer(RasterKitNode):
     @classmethod
     def run(cls, images, boxes="", stroke_width=3.0, corner_radius=8.0, stroke_opacity=1.0, fill_opacity=0.15,
             color="", palette="default", color_by="label", labels="label", label_size=16, corner_length=0.0,
-            layer_alpha="straight", font=DEFAULT_FONT, bbox=None, segs=None, mask=None, bounding_box=None):
+            layer_alpha="straight", font=DEFAULT_FONT, palette_colors="", label_anchor="top_left", text_color="",
+            label_padding=PADDING, label_max_width=0, label_avoid_overlap=False, marker="box", marker_size=8.0,
+            bbox=None, segs=None, mask=None, bounding_box=None):
         check_images(images, "images")
         font_chain(font)  # a font name that is not in the list is an error even without labels
+        ink = _text_color(text_color)
         batch, height, width, _ = images.shape
         table = _box_table(images, boxes, bbox, segs, mask, bounding_box)
-        rgb = _box_colors(table, color, palette, color_by)
-        ones = torch.ones(len(table), 1)
-        prims = R.rounded_boxes(table.frame, table.xyxy, stroke_width, corner_radius,
-                                torch.cat([rgb, ones * stroke_opacity], 1), torch.cat([rgb, ones * fill_opacity], 1),
-                                corner_length)
+        rgb = _box_colors(table, color, palette, palette_colors, color_by)
+        prims = _markers(table, marker, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length,
+                         marker_size, rgb)
         atlas = None
         if labels != "none" and len(table):
             texts = [_label_text(table, i, labels) for i in range(len(table))]
-            tags, atlas = label_primitives(table.frame, table.xyxy, texts, torch.cat([rgb, ones], 1),
-                                           height, width, label_size, font)
+            priority = None
+            if label_avoid_overlap:
+                priority = torch.tensor([float("-inf") if s is None else float(s) for s in table.score])
+            tags, atlas = label_primitives(table.frame, table.xyxy, texts, torch.cat([rgb, torch.ones(len(table), 1)], 1),
+                                           height, width, label_size, font, label_anchor, label_padding, ink,
+                                           label_max_width, priority)
             prims = R.concat(prims, tags)
         image, alpha, layer = R.draw(images, prims, atlas, device=render_device(), on_progress=Progress(batch))
         out = intermediate_device()

@@ -1,6 +1,7 @@
 """BoundingBoxRenderer: every box source, styles, labels and bad input."""
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -182,3 +183,171 @@ def test_index_colours_stay_with_the_box_from_frame_to_frame():
 
 def test_every_input_has_a_tooltip():
     assert [spec.name for spec in Node.INPUTS if not spec.tooltip] == []
+
+
+def test_palette_from_hex_colours_takes_the_place_of_the_named_one():
+    boxes = "[[2, 2, 10, 10], [14, 2, 22, 10], [26, 2, 34, 10]]"
+    _, _, layer = render(boxes=boxes, fill_opacity=1.0, color_by="index", palette="tab10",
+                         palette_colors="#ff0000, #00FF00")
+    assert [layer[0, 6, x, :3].tolist() for x in (6, 18, 30)] == [[1, 0, 0], [0, 1, 0], [1, 0, 0]]
+    _, _, named = render(boxes=boxes, fill_opacity=1.0, color_by="index", palette="tab10", palette_colors=" ")
+    assert named[0, 6, 6, :3].tolist() == pytest.approx([0x1F / 255, 0x77 / 255, 0xB4 / 255])  # tab10's first
+    with pytest.raises(ValueError, match="^palette_colors: colour 2: expected a hex colour"):
+        render(boxes=boxes, palette_colors="#ff0000;red")
+    with pytest.raises(ValueError, match="^palette_colors: expected hex colours"):
+        render(boxes=boxes, palette_colors=" , ;")
+
+
+LABEL_BOX = (40.0, 30.0, 100.0, 70.0)  # x1, y1, x2, y2 in a 160 x 120 frame: room on every side
+
+
+def label_extent(alpha):
+    """(left, top, right, bottom) of the pixels a label's background covers fully, in frame 0."""
+    rows, columns = (alpha[0] > 0.99).nonzero(as_tuple=True)
+    return columns.min().item(), rows.min().item(), columns.max().item() + 1, rows.max().item() + 1
+
+
+def label_alpha(box=LABEL_BOX, size=(120, 160), **kw):
+    boxes = '[{"x1": %g, "y1": %g, "x2": %g, "y2": %g, "label": "cat"}]' % box
+    return Node.run(torch.zeros(1, *size, 3), boxes=boxes, labels="label", stroke_width=0.0, fill_opacity=0.0,
+                    label_size=12, **kw)[1]
+
+
+@pytest.mark.parametrize("anchor", ["top_left", "top_center", "top_right", "center_left", "center", "center_right",
+                                    "bottom_left", "bottom_center", "bottom_right"])
+def test_label_anchors_place_the_label_from_the_box(anchor):
+    from rasterkit.utils.labels import text_atlas
+
+    padding = 4
+    _, rect = text_atlas(["cat"], 12)
+    w, h = rect[0, 2].item() + 2 * padding, rect[0, 3].item() + 2 * padding
+    x1, y1, x2, y2 = LABEL_BOX
+    vertical, horizontal = ("center", "center") if anchor == "center" else anchor.split("_")
+    left = {"left": x1, "center": (x1 + x2 - w) // 2, "right": x2 - w}[horizontal]
+    top = {"top": y1 - h, "center": (y1 + y2 - h) // 2, "bottom": y2}[vertical]
+    assert label_extent(label_alpha(label_anchor=anchor, label_padding=padding)) == (left, top, left + w, top + h)
+
+
+def test_labels_go_inside_the_box_without_room_outside():
+    from rasterkit.utils.labels import PADDING, text_atlas
+
+    _, rect = text_atlas(["cat"], 12)
+    h = rect[0, 3].item() + 2 * PADDING
+    assert label_extent(label_alpha(box=(40, 2, 100, 70), label_anchor="top_right"))[1] == 2
+    assert label_extent(label_alpha(box=(40, 30, 100, 118), label_anchor="bottom_left"))[3] == 118
+    assert label_extent(label_alpha(box=(40, 30, 100, 118), label_anchor="bottom_left"))[1] == 118 - h
+
+
+def test_label_padding_and_text_colour():
+    narrow = label_extent(label_alpha(label_padding=0))
+    wide = label_extent(label_alpha(label_padding=10))
+    assert (wide[2] - wide[0]) - (narrow[2] - narrow[0]) == 20 and (wide[3] - wide[1]) - (narrow[3] - narrow[1]) == 20
+    boxes = '[{"x1": 40, "y1": 30, "x2": 100, "y2": 70, "label": "cat", "color": "#0000FF"}]'
+    for text_color, ink, blend in (("#FF0000", (1, 0, 0), lambda r, g, b: g == 0),  # red over blue: no green
+                                   ("", (1, 1, 1), lambda r, g, b: r == g)):  # auto: white on a dark blue
+        image = Node.run(torch.zeros(1, 120, 160, 3), boxes=boxes, labels="label", stroke_width=0.0,
+                         fill_opacity=0.0, label_size=12, text_color=text_color)[0][0, 10:30, 40:100]
+        colours = {tuple(c) for c in image.reshape(-1, 3).tolist()}
+        assert ink in colours and (0, 0, 1) in colours  # solid ink on the solid background
+        assert all(blend(*c) for c in colours)
+    with pytest.raises(ValueError, match="^text_color: expected a hex colour"):
+        label_alpha(text_color="white")
+
+
+def test_long_labels_wrap_at_spaces_below_the_maximum_width():
+    boxes = '[{"x1": 10, "y1": 90, "x2": 150, "y2": 115, "label": "a cat on a very long mat"}]'
+    run = lambda **kw: Node.run(torch.zeros(1, 120, 160, 3), boxes=boxes, labels="label",  # noqa: E731
+                                stroke_width=0.0, fill_opacity=0.0, label_size=12, **kw)[1]
+    one_line, wrapped = label_extent(run()), label_extent(run(label_max_width=40))
+    assert wrapped[2] - wrapped[0] <= 40 + 2 * 3 < one_line[2] - one_line[0]
+    assert wrapped[3] - wrapped[1] > 2 * (one_line[3] - one_line[1])
+    assert wrapped[3] == 90  # still above its box
+
+
+def test_overlapping_labels_move_apart_highest_score_first():
+    boxes = ('[{"x1": 20, "y1": 40, "x2": 100, "y2": 90, "label": "cat", "score": 0.2}, '
+             '{"x1": 22, "y1": 42, "x2": 100, "y2": 90, "label": "cat", "score": 0.9}]')
+    run = lambda **kw: Node.run(torch.zeros(1, 120, 160, 3), boxes=boxes, labels="label",  # noqa: E731
+                                stroke_width=0.0, fill_opacity=0.0, label_size=12, **kw)[1]
+    alone = label_extent(label_alpha(box=(22, 42, 100, 90)))
+    height = alone[3] - alone[1]
+    spread = label_extent(run(label_avoid_overlap=True))
+    assert spread[1] == alone[1] and spread[3] == alone[3] + height  # the 0.9 label stays, the 0.2 goes below it
+    assert spread[0] == 20 and spread[2] == alone[2]  # each keeps its column
+    assert label_extent(run())[3] == alone[3]  # without avoidance they overlap
+
+
+def test_avoid_overlaps_is_per_frame_and_bounded():
+    from rasterkit.utils.labels import AVOID_STEPS, _avoid_overlaps
+
+    rects = torch.tensor([[0.0, 10, 20, 10], [5, 12, 20, 10], [0, 10, 20, 10]])  # left, top, width, height
+    tops = _avoid_overlaps(torch.tensor([0, 0, 1]), rects, torch.tensor([1.0, 0.5, 0.0]), 100)
+    assert tops.tolist() == [10, 20, 10]  # the third is alone in its frame
+    stack = torch.tensor([[0.0, 0, 20, 10]] * (AVOID_STEPS + 3))
+    tops = _avoid_overlaps(torch.zeros(len(stack), dtype=torch.int64), stack, torch.zeros(len(stack)), 1000)
+    assert tops[:AVOID_STEPS + 1].tolist() == [10.0 * i for i in range(AVOID_STEPS + 1)]
+    assert len(set(tops.tolist())) < len(stack)  # no more than AVOID_STEPS moves each: the last ones give up
+
+
+def test_new_widgets_keep_todays_drawing_by_default():
+    boxes = '[{"x1": 8, "y1": 20, "x2": 40, "y2": 40, "label": "dog", "score": 0.5}]'
+    images = torch.rand(1, 48, 64, 3)
+    default = Node.run(images, boxes=boxes, labels="label+score")
+    spelled = Node.run(images, boxes=boxes, labels="label+score", palette_colors="", label_anchor="top_left",
+                       text_color="", label_padding=3, label_max_width=0, label_avoid_overlap=False, marker="box")
+    assert all(torch.equal(a, b) for a, b in zip(default, spelled))
+
+
+def marker_alpha(box, **kw):
+    from test_rendering import H, W
+
+    boxes = "[[%g, %g, %g, %g]]" % box
+    return Node.run(torch.zeros(1, H, W, 3), boxes=boxes, labels="none", **kw)[1][0].numpy()
+
+
+@pytest.mark.parametrize("box,stroke", [((4.3, 5.1, 40.2, 30.7), 2.0), ((10, 3, 30, 34), 3.5), ((20, 10, 24, 14), 1.0)])
+def test_ellipse_marker_against_a_supersampled_ellipse(box, stroke):
+    """The outline of the ellipse inscribed in the box: samples within stroke/2 of the curve (distance to a
+    dense set of its points)."""
+    from scipy.spatial import cKDTree
+    from test_rendering import assert_close, pixel_mean, samples
+
+    X, Y = samples()
+    x1, y1, x2, y2 = box
+    angle = np.linspace(0, 2 * np.pi, 4000, endpoint=False)
+    curve = np.stack([(x1 + x2) / 2 + (x2 - x1) / 2 * np.cos(angle), (y1 + y2) / 2 + (y2 - y1) / 2 * np.sin(angle)], 1)
+    distance, _ = cKDTree(curve).query(np.stack([X.ravel(), Y.ravel()], 1), distance_upper_bound=stroke)
+    reference = pixel_mean((distance <= stroke / 2).reshape(X.shape))
+    assert_close(marker_alpha(box, marker="ellipse", stroke_width=stroke, fill_opacity=0.0), reference)
+
+
+@pytest.mark.parametrize("box,radius", [((4.3, 5.1, 40.2, 30.7), 6.0), ((10, 3, 30, 34), 2.5)])
+def test_dot_marker_against_a_supersampled_disc(box, radius):
+    from test_rendering import assert_close, pixel_mean, samples
+
+    X, Y = samples()
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    reference = pixel_mean(np.hypot(X - cx, Y - cy) <= radius)
+    assert_close(marker_alpha(box, marker="dot", marker_size=radius, stroke_opacity=1.0), reference)
+
+
+@pytest.mark.parametrize("box,radius,width,opacity", [((12.3, 10.1, 32.2, 26.7), 4.0, 8.0, 1.0),
+                                                      ((10, 9, 34, 28), 0.0, 5.5, 0.6)])
+def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opacity):
+    """Around the box, out to `width`: opacity * (1 - m / k) in the m-th of k bands; the fill inside. On the
+    pixels across the box's edge, where the rings' inner edges and the fill's edge coincide, their partial
+    coverages compose source-over rather than add: those are held to the mean only."""
+    from rasterkit.nodes.boxes import HALO_RINGS
+    from test_rendering import H, S, W, pixel_mean, rounded_box_distance, samples
+
+    X, Y = samples()
+    distance = rounded_box_distance(X, Y, box, radius)
+    band = np.floor(distance / width * HALO_RINGS)
+    halo = np.where((distance > 0) & (band < HALO_RINGS), opacity * (1 - band / HALO_RINGS), 0.0)
+    fill = 0.25 * (distance <= 0)
+    reference = pixel_mean(fill + halo)
+    alpha = marker_alpha(box, marker="halo", marker_size=width, corner_radius=radius, stroke_opacity=opacity,
+                         fill_opacity=0.25)
+    error = np.abs(alpha - reference)
+    across_edge = np.abs(distance[S // 2::S, S // 2::S].reshape(H, W)) < 1
+    assert error.mean() < 0.01 and error[~across_edge].max() < 0.1, (error.mean(), error[~across_edge].max())

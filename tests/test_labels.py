@@ -214,3 +214,25 @@ def test_without_fonttools_labels_are_drawn_in_pillows_font(without_fonttools, c
     assert len(caplog.records) == 1 and "fontTools" in caplog.records[0].message  # once
     assert L._runs("café жук", L.DEFAULT_FONT) == ((L.BUNDLED, "café жук"),)
     assert bitmaps(["dog"])[0].sum() > 5
+
+
+def test_wrap_breaks_greedily_at_spaces_within_the_width():
+    text, limit = "a cat on a very long mat", 50
+    lines = L.wrap(text, 16, L.DEFAULT_FONT, limit).split("\n")
+    assert " ".join(lines) == text and len(lines) > 1
+    widths = [bitmaps([line], size=16)[0].shape[1] for line in lines]
+    assert all(w <= limit for w in widths)
+    assert all(bitmaps([f"{line} {after.split()[0]}"], size=16)[0].shape[1] > limit  # each line as full as it can be
+               for line, after in zip(lines, lines[1:]))
+    assert L.wrap("unbreakable", 16, L.DEFAULT_FONT, 5) == "unbreakable"  # a word alone keeps its line
+    assert L.wrap(text, 16, L.DEFAULT_FONT, 0) == text
+
+
+def test_a_newline_starts_a_line_one_pitch_below():
+    """Two lines of the same ink extent: the label is the first line's height plus the pitch (the
+    first font's ascent + descent) tall, and holds the ink of both."""
+    first, second, both = bitmaps(["ab", "db", "ab\ndb"], size=16)
+    pitch = sum(L._font(L.BUNDLED, 16).getmetrics())
+    assert first.shape[0] == second.shape[0] and both.shape[0] == pitch + first.shape[0]
+    assert both[:pitch].sum().item() == pytest.approx(first.sum().item(), rel=1e-6)
+    assert both[pitch:].sum().item() == pytest.approx(second.sum().item(), rel=1e-6)

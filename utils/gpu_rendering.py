@@ -147,6 +147,24 @@ def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) 
     return prims
 
 
+ELLIPSE_TOLERANCE = 0.02  # pixels between an ellipse and the chords that draw it
+MAX_ELLIPSE_SEGMENTS = 1024
+
+
+def ellipses(frame, center: torch.Tensor, radii: torch.Tensor, width, color) -> Primitives:
+    """Ellipse outlines of `width` pixels, axis-aligned, center and radii (x, y) float [P,2]: closed
+    polylines, one group each, with enough chords to stay within ELLIPSE_TOLERANCE of the curve for the
+    largest radius (chosen on the host from radii, which must be there or cost a sync)."""
+    largest = float(radii.abs().max()) if radii.numel() else 0.0
+    largest = largest if np.isfinite(largest) else 0.0
+    chords = int(np.clip(np.ceil(np.pi * np.sqrt(largest / (2 * ELLIPSE_TOLERANCE))), 8, MAX_ELLIPSE_SEGMENTS))
+    angle = torch.arange(chords + 1, device=center.device) * (2 * np.pi / chords)
+    ring = torch.stack([torch.cos(angle), torch.sin(angle)], 1).float()
+    points = center.float()[:, None] + radii.float()[:, None] * ring
+    lengths = torch.full((center.shape[0],), chords + 1, dtype=torch.int64, device=center.device)
+    return polylines(frame, points, lengths, width, color)
+
+
 def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, stroke_color=(1, 1, 1, 1),
                   fill_color=(1, 1, 1, 0), corner_length=0.0) -> Primitives:
     """Boxes [P,4] (x1,y1,x2,y2, any order) with a stroke centred on the outline and a fill.

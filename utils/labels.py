@@ -38,6 +38,11 @@ from . import gpu_rendering as R
 from .text_input import short
 
 PADDING = 3
+# supervision's Position names, in the order of a keypad
+ANCHORS = ("top_left", "top_center", "top_right", "center_left", "center", "center_right",
+           "bottom_left", "bottom_center", "bottom_right")
+AVOID_STEPS = 8  # moves a label may make to leave the labels placed before it
+AVOID_MAX_LABELS = 256  # labels in a frame, beyond which they stay at their anchors (host-side layout)
 DEFAULT_FONT = "default"
 BUNDLED = ""  # Pillow's bundled font, in a chain of font paths
 FONT_EXTENSIONS = (".ttf", ".otf", ".ttc", ".otc")
@@ -257,23 +262,53 @@ def _font(path: str, size: int):
     return ImageFont.truetype(path, size)
 
 
+def _line_pitch(size: int, font: str) -> int:
+    """Pixels from one baseline to the next in a multi-line label: the first font's ascent + descent."""
+    ascent, descent = _font(font_chain(font)[0], size).getmetrics()
+    return ascent + descent
+
+
 def _layout(text: str, size: int, font: str) -> tuple[list[tuple], tuple[int, int, int, int]]:
-    """Pieces (Pillow font, run, pen x on the baseline) and their ink bounds (left, top, right,
-    bottom) relative to the start of the baseline."""
-    pieces, bounds, pen = [], [], 0
-    for path, run in _runs(text, font):
-        face = _font(path, size)
-        left, top, right, bottom = face.getbbox(run, anchor="ls")
-        pieces.append((face, run, pen))
-        bounds.append((pen + left, top, pen + right, bottom))
-        pen += round(face.getlength(run))  # whole pixels: every run drawn as it was measured
+    """Pieces (Pillow font, run, pen x, baseline y) of the lines of `text` (split at newlines) and their
+    ink bounds (left, top, right, bottom) relative to the start of the first baseline."""
+    pieces, bounds = [], []
+    pitch = _line_pitch(size, font) if "\n" in text else 0
+    for row, line in enumerate(text.split("\n")):
+        pen, baseline = 0, row * pitch
+        for path, run in _runs(line, font):
+            face = _font(path, size)
+            left, top, right, bottom = face.getbbox(run, anchor="ls")
+            pieces.append((face, run, pen, baseline))
+            bounds.append((pen + left, baseline + top, pen + right, baseline + bottom))
+            pen += round(face.getlength(run))  # whole pixels: every run drawn as it was measured
     edges = np.array(bounds or [(0, 0, 0, 0)])
     return pieces, (int(edges[:, 0].min()), int(edges[:, 1].min()), int(edges[:, 2].max()), int(edges[:, 3].max()))
 
 
+def wrap(text: str, size: int, font: str, max_width: int) -> str:
+    """`text` with newlines in place of the spaces where its lines would grow wider than `max_width`
+    pixels of ink (greedy, word by word; a word wider than that alone keeps a line of its own).
+    max_width <= 0: `text` as it is."""
+    if max_width <= 0:
+        return text
+    lines = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            longer = f"{line} {word}" if line else word
+            left, _, right, _ = _layout(longer, size, font)[1]
+            if line and right - left > max_width:
+                lines.append(line)
+                line = word
+            else:
+                line = longer
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple[torch.Tensor, torch.Tensor]:
-    """Render distinct strings once, in font `font` (one of `font_names()`) with per-character fallback.
-    Returns atlas float [Ha,Wa] (coverage 0..1) and rects int64 [S,4] (x, y, width, height of each
+    """Render distinct strings once, in font `font` (one of `font_names()`) with per-character fallback;
+    a newline starts a new line (left aligned, one line pitch below). Returns atlas float [Ha,Wa] (coverage 0..1) and rects int64 [S,4] (x, y, width, height of each
     string inside the atlas), strings stacked vertically."""
     from PIL import Image, ImageDraw
 
@@ -285,22 +320,82 @@ def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple
     draw = ImageDraw.Draw(canvas)
     rects, y = [], 0
     for (pieces, (left, top, _r, _b)), (w, h) in zip(layouts, sizes):
-        for face, run, pen in pieces:
-            draw.text((pen - left, y - top), run, fill=255, font=face, anchor="ls")
+        for face, run, pen, baseline in pieces:
+            draw.text((pen - left, y + baseline - top), run, fill=255, font=face, anchor="ls")
         rects.append((0, y, w, h))
         y += h
     atlas = torch.from_numpy(np.asarray(canvas, dtype=np.float32) / 255.0)
     return atlas, torch.tensor(rects, dtype=torch.int64).reshape(-1, 4)
 
 
+def _anchored(box: torch.Tensor, label_w: torch.Tensor, label_h: torch.Tensor, anchor: str, height: int,
+              width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left and top (float [N], whole pixels) of labels of label_w x label_h at `anchor` of their boxes
+    [N,4]: top_* above the box (inside its top where there is no room above), bottom_* below it (inside
+    its bottom where there is no room below), center_* centred on it vertically; *_left at the box's left
+    edge, *_center centred, *_right at its right edge; then moved to lie inside the frame."""
+    vertical, horizontal = ("center", "center") if anchor == "center" else anchor.split("_")
+    x1, y1, x2, y2 = box.unbind(1)
+    left = {"left": x1, "center": (x1 + x2 - label_w) / 2, "right": x2 - label_w}[horizontal]
+    if vertical == "top":
+        top = torch.where(y1 - label_h >= 0, y1 - label_h, y1)
+    elif vertical == "bottom":
+        top = torch.where(y2 + label_h <= height, y2, y2 - label_h)
+    else:
+        top = (y1 + y2 - label_h) / 2
+    top = top.clamp_min(0).minimum((height - label_h).clamp_min(0))
+    left = left.clamp_min(0).minimum((width - label_w).clamp_min(0))
+    return left.floor(), top.floor()
+
+
+def _avoid_overlaps(frame: torch.Tensor, rects: torch.Tensor, priority: torch.Tensor, height: int) -> torch.Tensor:
+    """Tops float [N] of labels rects [N,4] (left, top, width, height) moved so that labels of one frame
+    overlap less: in order of priority (highest first) each label keeps its place if it is free, else moves
+    just below the placed label it overlaps most (just above it where there is no room below), at most
+    AVOID_STEPS times, and takes the place of least overlap it tried. Host-side layout of a few labels,
+    not pixels: a frame with more than AVOID_MAX_LABELS labels keeps them where they are."""
+    x0, y0, w, h = rects.numpy().T.copy()  # whole pixels: exact in float32
+    tops = y0.copy()
+    frames = frame.numpy()
+    for f in np.unique(frames):
+        members = np.flatnonzero(frames == f)
+        if len(members) < 2 or len(members) > AVOID_MAX_LABELS:
+            continue
+        order = members[np.argsort(-priority.numpy()[members], kind="stable")]
+        placed: list[int] = []
+        for i in order:
+            tried = []
+            top = tops[i]
+            for _ in range(AVOID_STEPS + 1):
+                others = np.array(placed, dtype=np.int64)
+                across = np.minimum(x0[i] + w[i], x0[others] + w[others]) - np.maximum(x0[i], x0[others])
+                down = np.minimum(top + h[i], tops[others] + h[others]) - np.maximum(top, tops[others])
+                overlap = np.clip(across, 0, None) * np.clip(down, 0, None)
+                tried.append((overlap.sum(), len(tried), top))
+                if not overlap.any():
+                    break
+                hit = others[np.argmax(overlap)]
+                below, above = tops[hit] + h[hit], tops[hit] - h[i]
+                top = below if below + h[i] <= height else above
+                if top < 0:
+                    break
+            tops[i] = min(tried)[2]
+            placed.append(i)
+    return torch.from_numpy(tops)
+
+
 def label_primitives(frame: torch.Tensor, xyxy: torch.Tensor, texts: list[str], colors: torch.Tensor,
-                     height: int, width: int, size: int,
-                     font: str = DEFAULT_FONT) -> tuple[R.Primitives, torch.Tensor | None]:
-    """Labels for N boxes: background then text, placed above each box, or inside its top when
-    there is no room above, and shifted to stay inside the frame.
+                     height: int, width: int, size: int, font: str = DEFAULT_FONT, anchor: str = "top_left",
+                     padding: int = PADDING, text_color: tuple | None = None, max_width: int = 0,
+                     priority: torch.Tensor | None = None) -> tuple[R.Primitives, torch.Tensor | None]:
+    """Labels for N boxes: background then text, at `anchor` of each box (one of ANCHORS, see
+    `_anchored`) and shifted to stay inside the frame.
 
     frame int64 [N], xyxy float [N,4], texts N strings ("" = no label), colors float [N,4]
-    (background; the text is black or white, whichever contrasts more), font one of `font_names()`.
+    (background), font one of `font_names()`, padding pixels around the text, text_color RGBA (None:
+    black or white, whichever contrasts more with the background), max_width > 0: lines of text wrap
+    at spaces to stay within that many pixels. priority float [N] (e.g. scores): labels of one frame
+    that overlap move, the lower priorities first (None: labels stay where their anchor puts them).
     Returns the primitives and the atlas they index (None when there is no label).
     """
     keep = torch.tensor([bool(t) for t in texts], dtype=torch.bool)
@@ -308,19 +403,22 @@ def label_primitives(frame: torch.Tensor, xyxy: torch.Tensor, texts: list[str], 
         return R.empty(), None
     kept = [t for t in texts if t]
     distinct = sorted(set(kept))
-    atlas, rects = text_atlas(distinct, size, font)
+    atlas, rects = text_atlas([wrap(t, size, font, max_width) for t in distinct], size, font)
     rect = rects[torch.tensor([distinct.index(t) for t in kept])]
     box, colour, frame = xyxy[keep], colors[keep], frame[keep]
-    label_w = rect[:, 2].float() + 2 * PADDING
-    label_h = rect[:, 3].float() + 2 * PADDING
-    above = box[:, 1] - label_h
-    top = torch.where(above >= 0, above, box[:, 1]).clamp_min(0).minimum((height - label_h).clamp_min(0))
-    left = box[:, 0].clamp_min(0).minimum((width - label_w).clamp_min(0))
-    left, top = left.floor(), top.floor()
+    label_w = rect[:, 2].float() + 2 * padding
+    label_h = rect[:, 3].float() + 2 * padding
+    left, top = _anchored(box, label_w, label_h, anchor, height, width)
+    if priority is not None:
+        top = _avoid_overlaps(frame, torch.stack([left, top, label_w, label_h], 1), priority[keep], height)
     background = R.rounded_boxes(frame, torch.stack([left, top, left + label_w, top + label_h], 1), stroke_width=0,
-                                 radius=PADDING, stroke_color=(0, 0, 0, 0), fill_color=colour)
-    luminance = colour[:, :3] @ torch.tensor([0.299, 0.587, 0.114])
-    ink = torch.where(luminance[:, None] > 0.55, torch.tensor([0.0, 0.0, 0.0, 1.0]), torch.tensor([1.0, 1.0, 1.0, 1.0]))
+                                 radius=padding, stroke_color=(0, 0, 0, 0), fill_color=colour)
+    if text_color is None:
+        luminance = colour[:, :3] @ torch.tensor([0.299, 0.587, 0.114])
+        ink = torch.where(luminance[:, None] > 0.55, torch.tensor([0.0, 0.0, 0.0, 1.0]),
+                          torch.tensor([1.0, 1.0, 1.0, 1.0]))
+    else:
+        ink = torch.tensor(text_color, dtype=torch.float32).expand(len(kept), 4)
     ink = ink * torch.cat([torch.ones(len(kept), 3), colour[:, 3:4]], 1)
-    text = R.sprites(frame, torch.stack([left + PADDING, top + PADDING], 1), rect, ink)
+    text = R.sprites(frame, torch.stack([left + padding, top + padding], 1), rect, ink)
     return R.concat(background, text), atlas
