@@ -204,7 +204,7 @@ def bench_primitive():
             run = lambda: node.run(image, shapes=shapes, shape_type=shape_type, alpha=128, candidates=1000,  # noqa: E731
                                    mutations=100, working_size=256, output_size=1024, seed=0)
             seconds = gpu_seconds(run)  # the whole node: search and the render at 1024 px
-            result, _, _ = run()
+            result, *_ = run()
             small = torch.nn.functional.interpolate(result.permute(0, 3, 1, 2), size=image.shape[1:3], mode="area")
             error = float(((small[0].permute(1, 2, 0).cpu().numpy() * 255 - np.asarray(picture)) ** 2).mean() ** 0.5)
             rows.append([photo_path.stem, shape_type, shapes, f"{seconds:.2f}", f"{error:.2f}"])

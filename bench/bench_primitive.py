@@ -45,8 +45,8 @@ def rmse(image: np.ndarray, reference: np.ndarray) -> float:
 def ours(node, photo: np.ndarray, shape_type: str, shapes: int) -> tuple[float, float]:
     image = torch.from_numpy(photo.astype(np.float32) / 255)[None]
     start = time.perf_counter()
-    result, _, _ = node.run(image, shapes=shapes, shape_type=shape_type, alpha=128, candidates=1000, mutations=100,
-                            working_size=SIZE, output_size=SIZE, seed=0)
+    result, *_ = node.run(image, shapes=shapes, shape_type=shape_type, alpha=128, candidates=1000, mutations=100,
+                          working_size=SIZE, output_size=SIZE, seed=0)
     seconds = time.perf_counter() - start
     return seconds, rmse(result[0].numpy() * 255, photo)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib
+import math
 import os
+import time
 
 import torch
 
@@ -88,15 +90,21 @@ PREVIEWS_KEPT = 600  # a few nodes' worth of 120-frame build-up animations
 _previews: collections.deque = collections.deque()
 
 
+def _picture(frame: torch.Tensor):
+    """One frame [H,W,C] (0..1) as an 8-bit RGB PIL image."""
+    from PIL import Image
+
+    return Image.fromarray((frame[..., :3].clamp(0, 1) * 255 + 0.5).to(torch.uint8).cpu().numpy())
+
+
 def _save_temp(frame: torch.Tensor, max_side: int) -> dict:
     """Save one frame [H,W,C] (scaled to fit max_side) as a PNG in ComfyUI's temp folder."""
     import uuid
 
     import folder_paths
-    from PIL import Image
 
     height, width = frame.shape[:2]
-    picture = Image.fromarray((frame[..., :3].clamp(0, 1) * 255 + 0.5).to(torch.uint8).cpu().numpy())
+    picture = _picture(frame)
     picture.thumbnail((max_side, max_side))
     name = f"rasterkit_{uuid.uuid4().hex[:12]}.png"
     path = os.path.join(folder_paths.get_temp_directory(), name)
@@ -129,17 +137,33 @@ def animation_preview(frames: torch.Tensor, max_side: int = 512, limit: int = 12
 
 
 class Progress:
-    """Progress bar over `total` steps that also checks for interrupts at every update."""
+    """Progress bar over `total` steps that also checks for interrupts at every update, and shows a
+    preview image on the node while it runs (ComfyUI's live previews, as samplers send them)."""
+
+    PREVIEW_INTERVAL = 0.5  # seconds between previews at least: a few a second are enough to watch
+    PREVIEW_SIZE = 512      # longer side of a preview, at most
 
     def __init__(self, total: int):
         self.total = max(1, int(total))
         utils = comfy_module("comfy.utils", "ProgressBar")
         self._bar = utils.ProgressBar(self.total) if utils is not None else None
+        self._last_preview = -math.inf
 
-    def __call__(self, done: int, total: int | None = None) -> None:
+    def preview_due(self) -> bool:
+        """Whether a preview given now would be shown: ComfyUI runs and the last one is PREVIEW_INTERVAL
+        old. Callers read their image (a host transfer from a GPU) only when it is."""
+        return self._bar is not None and time.monotonic() - self._last_preview >= self.PREVIEW_INTERVAL
+
+    def __call__(self, done: int, total: int | None = None, preview: torch.Tensor | None = None) -> None:
+        """Report `done` of `total` steps; preview: an image float [H,W,C] (0..1) to show on the node."""
         check_interrupt()
-        if self._bar is not None:
+        if self._bar is None:
+            return
+        if preview is None:
             self._bar.update_absolute(done, total or self.total)
+            return
+        self._last_preview = time.monotonic()
+        self._bar.update_absolute(done, total or self.total, ("JPEG", _picture(preview), self.PREVIEW_SIZE))
 
 
 def register_routes() -> None:

@@ -2,6 +2,7 @@
 with the candidate search batched), as a picture, a build-up animation and SVG."""
 from __future__ import annotations
 
+import io
 import math
 
 import torch
@@ -9,11 +10,11 @@ import torch
 from ..utils import color_optimizer as engine
 from ..utils.colors import parse_hex
 from ..utils.device import check_memory
-from ._comfy import Progress, animation_preview, intermediate_device, render_device
+from ._comfy import Progress, animation_preview, comfy_module, intermediate_device, render_device
 from ._schema import Combo, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
-MAX_FRAMES = 60
+MAX_FRAMES = 500
 # Peak memory of the render per output pixel, measured (peak RSS at 1024 px: 271 MB with 5 frames, 2.56 GB
 # with 60): per build-up frame, and on top of them.
 RENDER_BYTES_PER_PIXEL_FRAME = 40
@@ -41,20 +42,25 @@ class PrimitiveMesh(RasterKitNode):
         Int("output_size", 1024, 16, 8192, tooltip="longer side of the outputs, re-rendered (not upscaled)"),
         Int("seed", 0, 0, 0xFFFFFFFFFFFFFFFF, tooltip="the same seed and inputs give the same shapes"),
         String("background", "auto", tooltip="'auto' (the image's mean colour) or a hex colour like #RRGGBB"),
+        String("shape_kinds", "", tooltip="several kinds to mix, separated by commas (e.g. 'triangle, ellipse'); "
+                                          "empty: shape_type alone"),
+        Int("frames", 60, 0, MAX_FRAMES, tooltip="build-up frames per image at most (one every nth shape); 0: none, "
+                                                 "the frames output is the final image"),
     ]
     OUTPUTS = [
         Output("IMAGE", "image", tooltip="the shapes, anti-aliased, at output_size"),
-        Output("IMAGE", "frames", tooltip=f"build-up frames every nth shape (at most {MAX_FRAMES} per image), "
-                                          "image after image"),
+        Output("IMAGE", "frames", tooltip="build-up frames every nth shape (at most `frames` per image), image "
+                                          "after image"),
         Output("STRING", "svg", tooltip="one SVG document per image (viewBox in output pixels), separated by a "
                                         "blank line"),
+        Output("SVG", "svg_documents", tooltip="the same SVG documents as core ComfyUI's SVG type (for Save SVG)"),
     ]
 
     @classmethod
     def run(cls, image, shapes=100, shape_type="triangle", alpha=128, candidates=1000, mutations=100,
-            working_size=256, output_size=1024, seed=0, background="auto"):
+            working_size=256, output_size=1024, seed=0, background="auto", shape_kinds="", frames=60):
         check_images(image, "image")
-        kinds = engine.kind_codes(shape_type)
+        kinds = engine.kind_codes(shape_kinds, "shape_kinds") if shape_kinds.strip() else engine.kind_codes(shape_type)
         device = render_device()
         batch, height, width, channels = image.shape
         # non-finite pixels (a broken upstream node) count as black rather than poisoning every sum
@@ -66,26 +72,45 @@ class PrimitiveMesh(RasterKitNode):
         else:
             fill = torch.tensor(parse_hex(background, "background")[:3], device=device).expand(batch, 3)
         out_h, out_w = _fit(work_h, work_w, output_size)
-        every = math.ceil(shapes / MAX_FRAMES)
-        frame_count = math.ceil(shapes / every)
+        every = math.ceil(shapes / frames) if frames else 0
+        frame_count = math.ceil(shapes / every) if frames else 0
         check_memory(batch * out_h * out_w * (RENDER_BYTES_PER_PIXEL_FRAME * (frame_count + 1) + RENDER_BYTES_PER_PIXEL),
                      f"output_size {output_size} with {frame_count} build-up frames x {batch} images", device)
         generator = torch.Generator(device=device).manual_seed(int(seed))
         progress = Progress(shapes + 1)
+        # the node shows the first image's canvas as it grows; it is read only when a preview is due
         result = engine.approximate(target, shapes, kinds, alpha=alpha, candidates=candidates, mutations=mutations,
-                                    background=fill, generator=generator, on_shape=lambda done, _: progress(done))
+                                    background=fill, generator=generator,
+                                    on_shape=lambda done, _, canvas: progress(
+                                        done, preview=canvas[0] if progress.preview_due() else None))
         scale = output_size / max(work_h, work_w)
-        picture, frames = engine.render(result, out_h, out_w, scale, frame_every=every)
+        picture, build_up = engine.render(result, out_h, out_w, scale, frame_every=every)
         progress(shapes + 1)
+        build_up = picture if build_up is None else build_up.reshape(-1, out_h, out_w, 3)
         if channels == 4:  # the input's alpha, resized, so that a cut-out stays cut out
             picture = torch.cat([picture, _resize(pixels[..., 3:], out_h, out_w)], -1)
-        svg = "\n\n".join(engine.svg(result, b, out_h, out_w, scale) for b in range(batch))
+        documents = [engine.svg(result, b, out_h, out_w, scale) for b in range(batch)]
         out = intermediate_device()
-        return picture.to(out), frames.reshape(-1, out_h, out_w, 3).to(out), svg
+        return picture.to(out), build_up.to(out), "\n\n".join(documents), svg_documents(documents)
 
     @classmethod
     def preview(cls, inputs, outputs):
         return animation_preview(outputs[1])  # the build-up, played in the node
+
+
+class SVGDocuments:
+    """What the SVG output holds outside ComfyUI: the same `.data` as core ComfyUI's SVG type (one
+    BytesIO of UTF-8 SVG text per image)."""
+
+    def __init__(self, data: list[io.BytesIO]):
+        self.data = data
+
+
+def svg_documents(documents: list[str]):
+    """SVG texts as core ComfyUI's SVG (comfy_extras.nodes_images.SVG, what Save SVG takes) where ComfyUI
+    runs, else as `SVGDocuments`."""
+    core = comfy_module("comfy_extras.nodes_images", "SVG")
+    return (SVGDocuments if core is None else core.SVG)([io.BytesIO(text.encode()) for text in documents])
 
 
 def _fit(height: int, width: int, size: int) -> tuple[int, int]:

@@ -287,10 +287,49 @@ def test_render_at_working_size_matches_the_searched_image():
 def test_unknown_shape_type_names_the_input():
     with pytest.raises(ValueError, match="shape_type: .*'hexagon'"):
         co.kind_codes("hexagon")
+    for text in ("triangle, hexagon", "", " , "):
+        with pytest.raises(ValueError, match=f"^shape_kinds: .*{text!r}"):
+            co.kind_codes(text, "shape_kinds")
+
+
+def test_kinds_are_one_all_or_any_subset():
+    assert co.kind_codes("circle") == (co.CIRCLE,)
+    assert co.kind_codes("combo") == tuple(range(8))
+    assert co.kind_codes("ellipse,triangle") == co.kind_codes(" Triangle ,  ellipse ") == (co.TRIANGLE, co.ELLIPSE)
+    assert co.kind_codes("quadratic rectangle quadratic") == (co.RECTANGLE, co.QUADRATIC)
+    assert co.kind_codes("triangle, combo") == tuple(range(8))
+
+
+@pytest.mark.parametrize("names", ["triangle, ellipse", "rectangle, quadratic, circle", "polygon, rotated_ellipse"])
+def test_a_subset_of_kinds_places_those_kinds_and_no_others(names):
+    kinds = co.kind_codes(names)
+    result = co.approximate(scene(), 24, kinds, alpha=0, candidates=200, mutations=30,
+                            generator=torch.Generator().manual_seed(3))
+    assert set(result.kind[0].tolist()) <= set(kinds)
+    assert len(set(result.kind[0].tolist())) > 1  # a mix, not one kind that happened to win
+    error = result.error[0]
+    assert int(result.count[0]) == 24 and bool((error[1:] <= error[:-1]).all())
+    assert float(error[-1]) < 0.5 * float(error[0])
+
+
+def test_each_shape_reports_the_canvas_drawn_so_far():
+    """on_shape(done, total, canvas): the canvas is the searched image after `done` shapes, whose error
+    is the one the result records (as the search predicted it from its sums)."""
+    target = scene()
+    canvases = []
+    result = co.approximate(target, 6, (co.TRIANGLE,), candidates=100, mutations=20,
+                            on_shape=lambda done, total, canvas: canvases.append((done, total, canvas)))
+    assert [(done, total) for done, total, _ in canvases] == [(i, 6) for i in range(1, 7)]
+    for done, _, canvas in canvases:
+        assert canvas.shape == target.shape
+        assert float(((target - canvas) ** 2).sum()) == pytest.approx(float(result.error[0, done]), rel=1e-4)
+    rendered, _ = co.render(result, 40, 56, 1.0)
+    assert float((rendered - canvases[-1][2]).abs().mean()) < 0.02  # anti-aliased edges apart
 
 
 @pytest.mark.parametrize("kinds, alpha, size, shapes", [((co.TRIANGLE,), 128, 128, 10),
-                                                       (co.kind_codes("combo"), 0, 48, 5)])
+                                                       (co.kind_codes("combo"), 0, 48, 5),
+                                                       (co.kind_codes("triangle, ellipse"), 128, 48, 5)])
 def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, size, shapes):
     from opcount import OpCount
 

@@ -1,11 +1,15 @@
 """RasterKit_PrimitiveMesh: outputs, SVG agreement with the image, determinism, bad input."""
+import io
 import math
 import re
+import sys
+import types
 
 import pytest
 import torch
 
 from rasterkit.utils import color_optimizer as co
+from test_color_optimizer import scene
 
 SMALL = dict(candidates=120, mutations=24, working_size=48, output_size=96)
 
@@ -66,7 +70,7 @@ def parse_svg(text):
 
 
 def test_outputs_sizes_frames_and_svg(node):
-    image, frames, svg = node.run(picture(), shapes=12, shape_type="triangle", **SMALL)
+    image, frames, svg, _ = node.run(picture(), shapes=12, shape_type="triangle", **SMALL)
     assert image.shape == (1, 64, 96, 3) and image.dtype == torch.float32
     assert frames.shape == (12, 64, 96, 3)  # every shape: 12 <= 60 frames
     assert torch.equal(frames[-1], image[0])
@@ -75,14 +79,14 @@ def test_outputs_sizes_frames_and_svg(node):
 
 
 def test_at_most_sixty_frames(node):
-    _, frames, _ = node.run(picture(), shapes=130, shape_type="circle", candidates=30, mutations=8,
+    _, frames, _, _ = node.run(picture(), shapes=130, shape_type="circle", candidates=30, mutations=8,
                             working_size=32, output_size=32)
     assert frames.shape[0] == math.ceil(130 / math.ceil(130 / 60)) <= 60
 
 
 @pytest.mark.parametrize("shape_type", ["combo", "quadratic", "rotated_rectangle", "rotated_ellipse"])
 def test_svg_rerendered_matches_image(node, shape_type):
-    image, _, svg = node.run(picture(seed=2), shapes=20, shape_type=shape_type, alpha=0, seed=4, **SMALL)
+    image, _, svg, _ = node.run(picture(seed=2), shapes=20, shape_type=shape_type, alpha=0, seed=4, **SMALL)
     shapes, height, width = parse_svg(svg)
     assert (height, width) == image.shape[1:3]
     assert int(shapes.count[0]) == 20
@@ -93,8 +97,8 @@ def test_svg_rerendered_matches_image(node, shape_type):
 
 
 def test_output_is_rendered_at_output_size_not_upscaled(node):
-    small, _, _ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **SMALL)
-    large, _, _ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **{**SMALL, "output_size": 384})
+    small, *_ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **SMALL)
+    large, *_ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **{**SMALL, "output_size": 384})
     assert large.shape == (1, 256, 384, 3)
     # anti-aliased edges at full resolution: many more distinct values than a 4x nearest upscale has
     assert torch.unique(large).numel() > 2 * torch.unique(small).numel()
@@ -106,7 +110,7 @@ def test_error_falls_as_shapes_are_added(node):
     target = picture(height=48, width=48)
     errors = []
     for shapes in (5, 20, 60):
-        image, _, _ = node.run(target, shapes=shapes, shape_type="triangle", seed=3, candidates=150, mutations=30,
+        image, *_ = node.run(target, shapes=shapes, shape_type="triangle", seed=3, candidates=150, mutations=30,
                                working_size=48, output_size=48)
         errors.append(float(((image - target) ** 2).mean()))
     assert errors[0] > errors[1] > errors[2]
@@ -122,7 +126,7 @@ def test_deterministic_for_a_seed(node):
 
 def test_batch_gives_one_result_per_image(node):
     images = picture(batch=2)
-    image, frames, svg = node.run(images, shapes=6, **SMALL)
+    image, frames, svg, _ = node.run(images, shapes=6, **SMALL)
     assert image.shape[0] == 2 and frames.shape[0] == 12
     assert svg.count("<svg") == 2
     assert not torch.equal(image[0], image[1])
@@ -130,7 +134,7 @@ def test_batch_gives_one_result_per_image(node):
 
 def test_background_hex_and_rgba_input(node):
     rgba = picture(channels=4)
-    image, frames, svg = node.run(rgba, shapes=4, background="#102030", **SMALL)
+    image, frames, svg, _ = node.run(rgba, shapes=4, background="#102030", **SMALL)
     assert image.shape[-1] == 4
     assert 'fill="#102030"' in svg.splitlines()[1]
     assert float(image[..., 3].min()) >= 0
@@ -138,7 +142,7 @@ def test_background_hex_and_rgba_input(node):
 
 def test_one_pixel_image_gives_a_flat_picture(node):
     pixel = torch.tensor([[[[0.2, 0.6, 0.9]]]])
-    image, frames, svg = node.run(pixel, shapes=5, **SMALL)
+    image, frames, svg, _ = node.run(pixel, shapes=5, **SMALL)
     assert image.shape == (1, 96, 96, 3)
     assert torch.allclose(image, pixel.expand_as(image), atol=0.5 / 255 + 1e-6)  # 8-bit colours
 
@@ -147,7 +151,7 @@ def test_non_finite_pixels_do_not_break_the_search(node):
     broken = picture()
     broken[0, 3:9, 4:12] = float("nan")
     broken[0, 20, 20] = float("inf")
-    image, _, _ = node.run(broken, shapes=5, **SMALL)
+    image, *_ = node.run(broken, shapes=5, **SMALL)
     assert bool(torch.isfinite(image).all())
 
 
@@ -158,6 +162,8 @@ def test_non_finite_pixels_do_not_break_the_search(node):
     (dict(background="#12345"), r"background: .*'#12345'"),
     (dict(background="teal"), r"background: .*'teal'"),
     (dict(shape_type="hexagon"), r"shape_type: .*'hexagon'"),
+    (dict(shape_kinds="triangle, hexagon"), r"shape_kinds: .*'triangle, hexagon'"),
+    (dict(frames=501), r"frames: 501 is outside 0\.\.500"),
     (dict(working_size=8), r"working_size: 8 is outside"),
     (dict(candidates=float("nan")), r"candidates: .*nan"),
 ])
@@ -224,10 +230,112 @@ def test_rgba_input_keeps_its_alpha_resized_to_the_output(node):
     rgb = picture()
     y, x = torch.meshgrid(torch.arange(30) + 0.5, torch.arange(45) + 0.5, indexing="ij")
     alpha = 0.6 * x / 45 + 0.3 * y / 30
-    image, frames, _ = node.run(torch.cat([rgb, alpha[None, ..., None]], -1), shapes=6, seed=5, **SMALL)
+    image, frames, *_ = node.run(torch.cat([rgb, alpha[None, ..., None]], -1), shapes=6, seed=5, **SMALL)
     assert image.shape == (1, 64, 96, 4) and frames.shape[-1] == 3
     y, x = torch.meshgrid(torch.arange(64) + 0.5, torch.arange(96) + 0.5, indexing="ij")
     expected = 0.6 * x / 96 + 0.3 * y / 64
     assert torch.allclose(image[0, 2:-2, 2:-2, 3], expected[2:-2, 2:-2], atol=1e-5)
-    opaque, _, _ = node.run(rgb, shapes=6, seed=5, **SMALL)
+    opaque, *_ = node.run(rgb, shapes=6, seed=5, **SMALL)
     assert torch.equal(image[..., :3], opaque)
+
+
+def test_shape_kinds_mixes_the_kinds_it_names_and_wins_over_shape_type(node):
+    _, _, svg, _ = node.run(scene(), shapes=16, shape_type="circle", shape_kinds="triangle, rectangle", alpha=0,
+                            **{**SMALL, "working_size": 56})
+    elements = [line.split(" ")[0] for line in svg.splitlines()[2:-1]]
+    assert len(elements) == 16 and set(elements) == {"<polygon", "<rect"}
+    _, _, only_circles, _ = node.run(picture(seed=3), shapes=4, shape_type="circle", shape_kinds=" ", **SMALL)
+    assert only_circles.count("<circle") == 4
+
+
+@pytest.mark.parametrize("frames, expected", [(5, 4), (12, 12), (60, 12), (1, 1)])
+def test_frames_sets_the_number_of_build_up_frames(node, frames, expected):
+    image, build_up, _, _ = node.run(picture(), shapes=12, frames=frames, **SMALL)
+    assert build_up.shape == (expected, 64, 96, 3)  # every ceil(12 / frames)th shape, and the last
+    assert torch.equal(build_up[-1], image[0])
+
+
+def test_no_frames_gives_the_final_image_as_the_build_up(node):
+    images = picture(batch=2, channels=4)
+    image, build_up, _, _ = node.run(images, shapes=5, frames=0, **SMALL)
+    assert torch.equal(build_up, image[..., :3])
+
+
+def test_memory_estimate_counts_the_frames_asked_for(node, monkeypatch):
+    """8192 x 8192 output pixels, 40 bytes each per frame and 140 more (the picture and the render)."""
+    from rasterkit.utils import device
+
+    monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 4 << 30)
+    square = picture(height=32, width=32)
+    with pytest.raises(ValueError, match=r"^output_size 8192 with 100 build-up frames x 1 images needs ~277\.8 GB"):
+        node.execute(image=square, shapes=100, output_size=8192, frames=500)
+    with pytest.raises(ValueError, match=r"^output_size 8192 with 0 build-up frames x 1 images needs ~9\.4 GB"):
+        node.execute(image=square, shapes=100, output_size=8192, frames=0)
+
+
+def test_svg_documents_output_holds_one_document_per_image(node):
+    """Without ComfyUI the SVG output is a stand-in with core ComfyUI's SVG's `.data` (one BytesIO per image)."""
+    _, _, text, documents = node.run(picture(batch=2), shapes=3, **SMALL)
+    assert type(documents).__name__ == "SVGDocuments"
+    assert [entry.getvalue().decode() for entry in documents.data] == text.split("\n\n")
+
+
+def test_svg_documents_are_core_comfyuis_svg_where_it_runs(node, monkeypatch):
+    class SVG:  # comfy_extras/nodes_images.py's, in ComfyUI 0.3.64
+        def __init__(self, data: list[io.BytesIO]):
+            self.data = data
+
+    extras = types.ModuleType("comfy_extras")
+    extras.nodes_images = types.ModuleType("comfy_extras.nodes_images")
+    extras.nodes_images.SVG = SVG
+    monkeypatch.setitem(sys.modules, "comfy_extras", extras)
+    monkeypatch.setitem(sys.modules, "comfy_extras.nodes_images", extras.nodes_images)
+    _, _, text, documents = node.run(picture(), shapes=3, **SMALL)
+    assert isinstance(documents, SVG) and documents.data[0].getvalue().decode() == text
+
+
+@pytest.fixture
+def progress_bars(monkeypatch):
+    """ComfyUI's ProgressBar and interrupt check, recording every update_absolute(value, total, preview)."""
+    updates = []
+
+    class ProgressBar:
+        def __init__(self, total):
+            self.total = total
+
+        def update_absolute(self, value, total=None, preview=None):
+            updates.append((value, total, preview))
+
+    utils = types.ModuleType("comfy.utils")
+    utils.ProgressBar = ProgressBar
+    management = types.ModuleType("comfy.model_management")
+    management.throw_exception_if_processing_interrupted = lambda: None
+    management.get_torch_device = management.intermediate_device = lambda: torch.device("cpu")
+    comfy = types.ModuleType("comfy")
+    comfy.utils, comfy.model_management = utils, management
+    for name, module in (("comfy", comfy), ("comfy.utils", utils), ("comfy.model_management", management)):
+        monkeypatch.setitem(sys.modules, name, module)
+    return updates
+
+
+def test_the_node_shows_the_canvas_while_it_runs(node, progress_bars, monkeypatch):
+    """A JPEG preview of the first image's canvas (working size) with the progress, every shape when
+    previews may come at any rate."""
+    from rasterkit.nodes import _comfy
+
+    monkeypatch.setattr(_comfy.Progress, "PREVIEW_INTERVAL", 0.0)
+    node.run(picture(batch=2), shapes=4, **SMALL)
+    previews = [(value, preview) for value, _, preview in progress_bars if preview is not None]
+    assert [value for value, _ in previews] == [1, 2, 3, 4]
+    kind, frame, max_size = previews[-1][1]
+    assert (kind, frame.size, frame.mode, max_size) == ("JPEG", (48, 32), "RGB", _comfy.Progress.PREVIEW_SIZE)
+    assert progress_bars[-1] == (5, 5, None)  # the render, after the search
+
+
+def test_previews_come_at_most_every_interval(node, progress_bars, monkeypatch):
+    from rasterkit.nodes import _comfy
+
+    monkeypatch.setattr(_comfy.Progress, "PREVIEW_INTERVAL", 3600.0)
+    node.run(picture(), shapes=6, **SMALL)
+    assert [value for value, _, preview in progress_bars if preview is not None] == [1]  # the first shape's
+    assert [value for value, _, _ in progress_bars] == [1, 2, 3, 4, 5, 6, 7]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -41,6 +42,7 @@ import torch
 
 from .batching import expand_counts
 from .device import chunk_size
+from .text_input import short
 
 KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
          "polygon")
@@ -81,13 +83,18 @@ _GROUPS = (
 )
 
 
-def kind_codes(shape_type: str) -> tuple[int, ...]:
-    """The kind codes a search draws from: one kind, or all of them for "combo"."""
-    if shape_type == "combo":
+def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
+    """The kind codes a search draws from, ascending: one kind, all of them for "combo", or any
+    subset written as kind names separated by commas or spaces (e.g. "triangle, ellipse"). A
+    ValueError that starts with `name` (the input it came from) for anything else."""
+    names = [part for part in re.split(r"[\s,]+", str(shape_type).strip().lower()) if part]
+    unknown = [part for part in names if part not in KINDS + ("combo",)]
+    if not names or unknown:
+        raise ValueError(f"{name}: expected one of {', '.join(KINDS + ('combo',))}, or several separated by commas, "
+                         f"got {short(shape_type)}")
+    if "combo" in names:
         return tuple(range(len(KINDS)))
-    if shape_type not in KINDS:
-        raise ValueError(f"shape_type: expected one of {', '.join(KINDS + ('combo',))}, got {shape_type!r}")
-    return (KINDS.index(shape_type),)
+    return tuple(sorted({KINDS.index(part) for part in names}))
 
 
 @dataclass
@@ -586,7 +593,9 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     candidates: random shapes per image and shape; the best PARENTS are hill-climbed, `mutations`
     proposals per round, each until a round brings it no improvement. background [B,3] (default:
     the mean colour of each image). generator: a torch.Generator on target's device (seeded:
-    deterministic). on_shape(done, total): called after each shape (progress, interrupts).
+    deterministic). on_shape(done, total, canvas): called after each shape (progress, interrupts,
+    previews) with the images drawn so far, canvas float [B,H,W,3] on the device (reading it is a
+    host transfer: a caller does it only when it needs it).
     An image stops early when no candidate lowers its error any more.
 
     The host reads the device once per shape (`_Status`): a shape runs as a fixed sequence of
@@ -707,7 +716,7 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
         alpha_out[:, index] = torch.where(active, shape["alpha"], 0)
         error[:, index + 1] = error[:, index] + torch.where(active, shape["change"], 0)
         if on_shape is not None:
-            on_shape(index + 1, shapes)
+            on_shape(index + 1, shapes, current)
         if not any_active:
             error[:, index + 2:] = error[:, index + 1:index + 2]
             break
