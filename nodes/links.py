@@ -54,6 +54,13 @@ def _points(images, tracks, ys_tracks, tracks_json):
     return track_sources.from_json(tracks_json, frames)
 
 
+def _faded(colours: torch.Tensor | None, alpha_scale: float) -> torch.Tensor | None:
+    """RGBA colours [E,4] with their opacity scaled."""
+    if colours is None or alpha_scale == 1:
+        return colours
+    return colours * torch.tensor([1.0, 1.0, 1.0, alpha_scale], device=colours.device)
+
+
 def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
     """Each visible point's path over its last `frames` frames (xy [T,N,2], visible [T,N]), fading from
     opacity at the point to nothing at the oldest position."""
@@ -61,8 +68,7 @@ def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
     if smooth:
         points, lengths = styles.catmull_rom(points, lengths)
     head = torch.tensor([*rgb, opacity], device=xy.device).expand(len(frame), 4)
-    return styles.styled_polylines(frame, points, lengths, width, head, head * torch.tensor([1, 1, 1, 0.0],
-                                                                                           device=xy.device))
+    return styles.styled_polylines(frame, points, lengths, width, head, _faded(head, 0.0))
 
 
 class LineLinkRenderer(RasterKitNode):
@@ -71,7 +77,8 @@ class LineLinkRenderer(RasterKitNode):
     CATEGORY = "RasterKit/overlay"
     DESCRIPTION = ("Links tracked points in every frame (each to its nearest neighbours, all pairs within a radius, "
                    "the Delaunay triangulation or the minimum spanning tree; with caps, and kept stable across frames "
-                   "by hysteresis) and draws the links as anti-aliased lines or curves.")
+                   "by hysteresis) and draws the links as anti-aliased lines or curves: solid, dashed (marching "
+                   "ants with dash_speed), dotted, in a colour gradient, with a glow; point markers; fading trails.")
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on"),
         String("tracks_json", '[[{"x": 100, "y": 100}], [{"x": 220, "y": 140}], [{"x": 160, "y": 260}]]',
@@ -155,10 +162,8 @@ class LineLinkRenderer(RasterKitNode):
         xy_dev = xy.to(device)
         start, end = xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
         by_distance = color.strip().lower() == "distance"
-        length = (end - start).norm(dim=-1)
-        scale = 1.0
-        if by_distance or width_by_length != "none":
-            scale = max_distance or float(length.max()) if length.numel() else 1.0
+        length = (end - start).norm(dim=-1) if by_distance or width_by_length != "none" else None
+        scale = (max_distance or float(length.max()) if length.numel() else 1.0) if length is not None else 1.0
         if by_distance:
             rgb = _gradient(length / max(scale, 1e-6))
         else:
@@ -167,30 +172,33 @@ class LineLinkRenderer(RasterKitNode):
         end_colours = None
         if end_color.strip():
             end_colours = torch.tensor([*parse_hex(end_color, "end_color")[:3], opacity], device=device).expand_as(colours)
-        widths = styles.width_by_length(length, scale, width, width_by_length)
+        widths = width if length is None else styles.width_by_length(length, scale, width, width_by_length)
+        plain = curve != "bezier" and line_style == "solid" and end_colours is None  # one segment per link
         if curve == "bezier":
             points, lengths = bezier_polylines(start, end, curvature, alternating_sign(pairs[:, 0], pairs[:, 1]))
-        else:
+        elif not plain:
             points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
-        shown = xy[visible]  # on the host: the longest link's arc length bounds the dashes per link
-        extent = float((shown.amax(0) - shown.amin(0)).norm()) if len(shown) else 0.0
-        max_length = extent * (2 * math.hypot(0.5, curvature) if curve == "bezier" else 1.0)
-        phase = dash_phase + dash_speed * frame.float()
+        max_length, phase = 0.0, dash_phase + dash_speed * frame.float() if line_style != "solid" else 0.0
+        if line_style != "solid" and visible.any():  # the longest link bounds the dashes per link
+            shown = xy[visible]
+            extent = float((shown.amax(0) - shown.amin(0)).norm())
+            max_length = extent * (2 * math.hypot(0.5, curvature) if curve == "bezier" else 1.0)
 
-        def links(stroke_width, opacity_scale):
-            if curve != "bezier" and line_style == "solid" and end_colours is None and opacity_scale == 1:
-                return R.segments(frame, start, end, stroke_width, colours)  # one shape each: no polyline needed
-            scaled = lambda c: None if c is None else c * torch.tensor([1, 1, 1, opacity_scale], device=device)  # noqa: E731
-            return styles.styled_polylines(frame, points, lengths, stroke_width, scaled(colours), scaled(end_colours),
-                                           line_style, dash_length, gap_length, phase, max_length)
+        def strokes(stroke_width, alpha_scale):
+            """The links, stroke_width wide, at alpha_scale times their opacity."""
+            if plain:
+                return R.segments(frame, start, end, stroke_width, _faded(colours, alpha_scale))
+            return styles.styled_polylines(frame, points, lengths, stroke_width, _faded(colours, alpha_scale),
+                                           _faded(end_colours, alpha_scale), line_style, dash_length, gap_length,
+                                           phase, max_length)
 
         dot_rgb = (1.0, 1.0, 1.0) if by_distance else parse_hex(color, "color")[:3]
         layers = []
         if glow > 0:
-            layers.append(links(widths * glow_scale, glow))
+            layers.append(strokes(widths * glow_scale, glow))
         if trail_frames > 0:
             layers.append(_trails(xy_dev, visible.to(device), trail_frames, trail_smooth, width, dot_rgb, opacity))
-        layers.append(links(widths, 1))
+        layers.append(strokes(widths, 1))
         if point_radius > 0 and visible.any():
             at, index = visible.nonzero(as_tuple=True)
             at, centre = at.to(device), xy_dev[at.to(device), index.to(device)]
