@@ -278,7 +278,7 @@ def test_overlapping_labels_move_apart_highest_score_first():
 
 
 def test_avoid_overlaps_is_per_frame_and_bounded():
-    from rasterkit.utils.labels import AVOID_STEPS, _avoid_overlaps
+    from rasterkit.utils.labels import AVOID_MAX_LABELS, AVOID_STEPS, _avoid_overlaps
 
     rects = torch.tensor([[0.0, 10, 20, 10], [5, 12, 20, 10], [0, 10, 20, 10]])  # left, top, width, height
     tops = _avoid_overlaps(torch.tensor([0, 0, 1]), rects, torch.tensor([1.0, 0.5, 0.0]), 100)
@@ -287,6 +287,10 @@ def test_avoid_overlaps_is_per_frame_and_bounded():
     tops = _avoid_overlaps(torch.zeros(len(stack), dtype=torch.int64), stack, torch.zeros(len(stack)), 1000)
     assert tops[:AVOID_STEPS + 1].tolist() == [10.0 * i for i in range(AVOID_STEPS + 1)]
     assert len(set(tops.tolist())) < len(stack)  # no more than AVOID_STEPS moves each: the last ones give up
+    crowd = torch.tensor([[0.0, 0, 20, 10]] * (AVOID_MAX_LABELS + 2))
+    priority = torch.arange(len(crowd), dtype=torch.float32)  # the last two have the highest priorities
+    tops = _avoid_overlaps(torch.zeros(len(crowd), dtype=torch.int64), crowd, priority, 1000)
+    assert tops[-1] == 0 and tops[-2] == 10 and tops[:2].tolist() == [0, 0]  # beyond the cap: left in place
 
 
 def test_new_widgets_keep_todays_drawing_by_default():

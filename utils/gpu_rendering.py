@@ -153,16 +153,17 @@ MAX_ELLIPSE_SEGMENTS = 1024
 
 def ellipses(frame, center: torch.Tensor, radii: torch.Tensor, width, color) -> Primitives:
     """Ellipse outlines of `width` pixels, axis-aligned, center and radii (x, y) float [P,2]: closed
-    polylines, one group each, with enough chords to stay within ELLIPSE_TOLERANCE of the curve for the
-    largest radius (chosen on the host from radii, which must be there or cost a sync)."""
-    largest = float(radii.abs().max()) if radii.numel() else 0.0
-    largest = largest if np.isfinite(largest) else 0.0
-    chords = int(np.clip(np.ceil(np.pi * np.sqrt(largest / (2 * ELLIPSE_TOLERANCE))), 8, MAX_ELLIPSE_SEGMENTS))
-    angle = torch.arange(chords + 1, device=center.device) * (2 * np.pi / chords)
-    ring = torch.stack([torch.cos(angle), torch.sin(angle)], 1).float()
+    polylines, one group each, with enough chords to stay within ELLIPSE_TOLERANCE of the curve (by the
+    sagitta of a circle of the larger radius). The longest polyline's length is read on the host: one
+    wait where the radii are on a device."""
+    largest = torch.nan_to_num(radii.float().abs().amax(1) if radii.numel() else radii.new_zeros(0),
+                               nan=0.0, posinf=0.0)
+    chords = torch.ceil(np.pi * torch.sqrt(largest / (2 * ELLIPSE_TOLERANCE))).clamp(8, MAX_ELLIPSE_SEGMENTS).long()
+    longest = int(chords.max()) if chords.numel() else 8
+    angle = torch.arange(longest + 1, device=center.device)[None] * (2 * np.pi / chords[:, None])
+    ring = torch.stack([torch.cos(angle), torch.sin(angle)], -1).float()
     points = center.float()[:, None] + radii.float()[:, None] * ring
-    lengths = torch.full((center.shape[0],), chords + 1, dtype=torch.int64, device=center.device)
-    return polylines(frame, points, lengths, width, color)
+    return polylines(frame, points, chords + 1, width, color)
 
 
 def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, stroke_color=(1, 1, 1, 1),
