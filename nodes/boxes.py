@@ -23,7 +23,6 @@ from ._validate import check_images
 LABEL_MODES = ("none", "label", "label+score", "id", "label+id", "all")
 COLOR_BY = ("label", "id", "index")
 MARKERS = ("box", "ellipse", "dot", "halo")
-HALO_RINGS = 6  # nested outlines whose opacities add up to a halo fading outwards
 
 
 def _box_table(images, boxes, bbox, segs, mask, bounding_box):
@@ -78,20 +77,6 @@ def _box_colors(table, color: str, palette_name: str, palette_colors: str, color
     return torch.tensor(rows, dtype=torch.float32).reshape(-1, 3)
 
 
-def _halo(frame, xyxy, width: float, radius: float, opacity: float, rgb: torch.Tensor) -> R.Primitives:
-    """A soft ring `width` pixels wide around each box [N,4]: HALO_RINGS outlines from the box edge out to
-    1/k, 2/k, ... of the width, whose opacities compose to opacity * (1 - m/k) in the m-th band out."""
-    target = [opacity * (1 - m / HALO_RINGS) for m in range(HALO_RINGS + 1)]
-    rings = []
-    for m in range(HALO_RINGS):
-        reach = width * (m + 1) / HALO_RINGS
-        ring_opacity = 1 - (1 - target[m]) / (1 - target[m + 1])
-        grown = xyxy + torch.tensor([-1.0, -1.0, 1.0, 1.0]) * reach / 2
-        colour = torch.cat([rgb, torch.full((len(rgb), 1), ring_opacity)], 1)
-        rings.append(R.rounded_boxes(frame, grown, reach, radius + reach / 2, colour, (0, 0, 0, 0)))
-    return R.concat(*rings)
-
-
 def _markers(table, marker: str, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length,
              marker_size, rgb: torch.Tensor) -> R.Primitives:
     """The mark of each box: its outline and fill (box), the inscribed ellipse's outline (ellipse), a disc
@@ -108,8 +93,7 @@ def _markers(table, marker: str, stroke_width, corner_radius, stroke_opacity, fi
     if marker == "dot":
         return R.discs(table.frame[drawn], centre[drawn], marker_size, stroke[drawn])
     boxes = R.rounded_boxes(table.frame, table.xyxy, 0.0, corner_radius, stroke, fill)
-    return R.concat(boxes, _halo(table.frame[drawn], table.xyxy[drawn], marker_size, corner_radius, stroke_opacity,
-                                 rgb[drawn]))
+    return R.concat(boxes, R.halos(table.frame[drawn], table.xyxy[drawn], marker_size, corner_radius, stroke[drawn]))
 
 
 def _text_color(text_color: str):

@@ -341,7 +341,7 @@ def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opac
     """Around the box, out to `width`: opacity * (1 - m / k) in the m-th of k bands; the fill inside. On the
     pixels across the box's edge, where the rings' inner edges and the fill's edge coincide, their partial
     coverages compose source-over rather than add: those are held to the mean only."""
-    from rasterkit.nodes.boxes import HALO_RINGS
+    from rasterkit.utils.gpu_rendering import HALO_RINGS
     from test_rendering import H, S, W, pixel_mean, rounded_box_distance, samples
 
     X, Y = samples()

@@ -198,6 +198,26 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
                       bounds.reshape(2 * n, 4), torch.arange(2 * n, device=device))
 
 
+HALO_RINGS = 6  # nested outlines whose opacities compose to a halo fading outwards
+
+
+def halos(frame, xyxy: torch.Tensor, width, radius, color) -> Primitives:
+    """Soft rings `width` pixels wide around boxes [P,4] whose corners have `radius`: HALO_RINGS outlines
+    from the box edge out to 1/k, 2/k, ... of the width, one group each ring, with opacities that compose
+    to color's opacity * (1 - m/k) in the m-th band out from the box. color [4] or [P,4]."""
+    color = torch.as_tensor(color, dtype=torch.float32, device=xyxy.device).expand(xyxy.shape[0], 4)
+    opacity = color[:, 3:]
+    target = [opacity * (1 - m / HALO_RINGS) for m in range(HALO_RINGS + 1)]
+    rings = []
+    for m in range(HALO_RINGS):  # a fixed few rings, each built for every box at once
+        reach = width * (m + 1) / HALO_RINGS
+        ring_opacity = 1 - (1 - target[m]) / (1 - target[m + 1])
+        grown = xyxy.float() + torch.tensor([-1.0, -1.0, 1.0, 1.0], device=xyxy.device) * (reach / 2)
+        rings.append(rounded_boxes(frame, grown, reach, radius + reach / 2, torch.cat([color[:, :3], ring_opacity], 1),
+                                   (0, 0, 0, 0)))
+    return concat(*rings)
+
+
 def discs(frame, center: torch.Tensor, radius, color, ring_width=0.0) -> Primitives:
     """Filled discs (ring_width 0) or rings of `ring_width` centred on the circle, center [P,2].
 
