@@ -67,6 +67,31 @@ def test_dashes_against_a_reference(phase):
     assert_close(draw(prims)[0], reference)
 
 
+def test_dashes_along_a_curve_against_a_reference():
+    """Dashes follow a Bezier link: the reference takes each sample's nearest point on the true curve
+    (densely sampled) and its arc length; butt ends are then square to the curve."""
+    from scipy.spatial import cKDTree
+
+    from rasterkit.utils.gpu_curves import bezier_polylines
+
+    start, end = torch.tensor([[6.0, 30.0]]), torch.tensor([[58.0, 24.0]])
+    points, lengths = bezier_polylines(start, end, 0.3)
+    prims = S.styled_polylines(ONE, points, lengths, WIDTH, torch.tensor([[1.0, 1, 1, 1]]), None, "dashed", 6.0,
+                               4.0, 2.0, 120.0)
+    p0, p2 = start[0].numpy().astype(float), end[0].numpy().astype(float)
+    control = (p0 + p2) / 2 + 0.3 * np.array([-(p2 - p0)[1], (p2 - p0)[0]])
+    t = np.linspace(0, 1, 8001)[:, None]
+    dense = (1 - t) ** 2 * p0 + 2 * (1 - t) * t * control + t ** 2 * p2
+    arc = np.concatenate([[0], np.cumsum(np.hypot(*np.diff(dense, axis=0).T))])
+    X, Y = samples()
+    distance, nearest = cKDTree(dense).query(np.stack([X.ravel(), Y.ravel()], 1), distance_upper_bound=3.0)
+    nearest = np.minimum(nearest, len(dense) - 1).reshape(X.shape)
+    inner = (nearest > 0) & (nearest < len(dense) - 1)  # not beyond the curve's ends
+    on = np.mod(arc[nearest] - 2.0, 10.0) < 6.0
+    reference = pixel_mean((distance.reshape(X.shape) <= WIDTH / 2) & inner & on)
+    assert_close(draw(prims)[0], reference)
+
+
 def test_dots_against_a_reference():
     points, lengths = straight(A, B)
     prims = S.styled_polylines(ONE, points, lengths, WIDTH, torch.tensor([[1.0, 1, 1, 1]]), None, "dotted",
@@ -267,6 +292,8 @@ def test_node_markers_trails_and_width_by_length():
     (dict(point_style="star"), "point_style: expected one of dot, ring"),
     (dict(width_by_length="random"), "width_by_length: expected one of none"),
     (dict(end_color="teal"), "end_color: expected a hex colour"),
+    (dict(line_style="dotted", gap_length=0.0), "gap_length: expected more than 0 for dotted lines"),
+    (dict(line_style="dashed", dash_length=-1.0), "dash_length: expected more than 0 for dashed lines"),
 ])
 def test_bad_style_input_is_named(kw, message):
     with pytest.raises(ValueError, match=message):

@@ -54,16 +54,24 @@ def _pieces(arc, total, first, on, period):
     """The polylines (arc lengths at their points arc [L,N], total [L,1]) cut at their points and at the
     pattern's boundaries: repeat j (0 .. R) of the pattern starts at first [L,R+1] and is "on" for `on`
     [L,1] px of every period [L,1] px. Returns the pieces' arc intervals lo, hi float [L,K], segment int64
-    [L,K] (the polyline segment of each), repeat int64 [L,K] and inside bool [L,K] (a nonempty piece of
-    an "on" part)."""
-    cuts = torch.cat([arc, torch.minimum(first, total), torch.minimum(first + on, total)], 1).clamp_min(0)
-    cuts = torch.sort(cuts, 1).values
+    [L,K] (the polyline segment of each), repeat int64 [L,K], inside bool [L,K] (a nonempty piece of an
+    "on" part) and joined bool [L,K,2] (its start, its end is an inner point of the polyline). Ends at an
+    inner point reach half a pixel into the neighbouring piece (no further than its far end): butt ends
+    merged by maximum would leave the joint half covered."""
+    n_points = arc.shape[1]
+    cuts, order = torch.sort(torch.cat([arc, torch.minimum(first, total), torch.minimum(first + on, total)], 1)
+                             .clamp_min(0), dim=1, stable=True)
+    inner_point = (order < n_points) & (cuts > 0) & (cuts < total)
     lo, hi = cuts[:, :-1], cuts[:, 1:]
     mid = (lo + hi) / 2
-    segment = (torch.searchsorted(arc, mid.contiguous(), right=True) - 1).clamp(0, arc.shape[1] - 2)
+    segment = (torch.searchsorted(arc, mid.contiguous(), right=True) - 1).clamp(0, n_points - 2)
     repeat = torch.floor((mid - first[:, :1]) / period).long().clamp(0, first.shape[1] - 1)
     inside = (hi - lo > 1e-4) & (mid - first.gather(1, repeat) < on)
-    return lo, hi, segment, repeat, inside
+    joined = torch.stack([inner_point[:, :-1], inner_point[:, 1:]], -1)
+    before, after = torch.nn.functional.pad(cuts[:, :-2], (1, 0)), torch.nn.functional.pad(cuts[:, 2:], (0, 1))
+    lo = torch.where(joined[..., 0], torch.maximum(lo - 0.5, before), lo)
+    hi = torch.where(joined[..., 1], torch.minimum(hi + 0.5, after), hi)
+    return lo, hi, segment, repeat, inside, joined
 
 
 def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, start_color: torch.Tensor,
@@ -86,6 +94,10 @@ def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, 
     width = torch.as_tensor(width, dtype=torch.float32, device=device).expand(n_lines)
     if style not in LINE_STYLES:
         raise ValueError(f"line_style: expected one of {', '.join(LINE_STYLES)}, got {style!r}")
+    if style != "solid" and not gap_length > 0:
+        raise ValueError(f"gap_length: expected more than 0 for {style} lines, got {gap_length!r}")
+    if style == "dashed" and not dash_length > 0:
+        raise ValueError(f"dash_length: expected more than 0 for dashed lines, got {dash_length!r}")
     if n_lines == 0:
         return R.empty(device)
     gradient = end_color is not None
@@ -124,12 +136,13 @@ def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, 
     else:
         steps = torch.ceil(total / period - 1e-4).clamp_min(1)
         table = colours((index / (steps - 1).clamp_min(1)).clamp(0, 1))
-    lo, hi, segment, repeat, inside = _pieces(arc, total, first, on, period)
+    lo, hi, segment, repeat, inside, joined = _pieces(arc, total, first, on, period)
     colour = table.gather(1, repeat[..., None].expand(*repeat.shape, 4)).clone()
     colour[..., 3] *= inside
     if style == "solid":
-        overlap = seam_overlap(colour[..., 3]) / 2
-        lo, hi = torch.where(lo > 0, lo - overlap, lo), torch.where(hi < total, hi + overlap, hi)
+        overlap = seam_overlap(colour[..., 3]) / 2  # at the steps' seams
+        lo = torch.where((lo > 0) & ~joined[..., 0], lo - overlap, lo)
+        hi = torch.where((hi < total) & ~joined[..., 1], hi + overlap, hi)
     a, b = point_at(points, arc, lo, segment), point_at(points, arc, hi, segment)
     count = lo.shape[1]
     per_piece = lambda t: t[:, None].expand(n_lines, count).reshape(-1)  # noqa: E731
