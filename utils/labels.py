@@ -285,25 +285,36 @@ def _layout(text: str, size: int, font: str) -> tuple[list[tuple], tuple[int, in
     return pieces, (int(edges[:, 0].min()), int(edges[:, 1].min()), int(edges[:, 2].max()), int(edges[:, 3].max()))
 
 
-def wrap(text: str, size: int, font: str, max_width: int) -> str:
+def _ink_width(words: list[str], size: int, font: str) -> int:
+    left, _, right, _ = _layout(" ".join(words), size, font)[1]
+    return right - left
+
+
+def wrap(text: str, size: int, font: str, max_width: int, max_lines: int | None = None) -> str:
     """`text` with newlines in place of the spaces where its lines would grow wider than `max_width`
-    pixels of ink (greedy, word by word; a word wider than that alone keeps a line of its own).
+    pixels of ink: each line takes as many words as fit (a word wider than that alone keeps a line of its
+    own), found by doubling then halving the count, so that a long text costs a few layouts a line. At
+    most `max_lines` lines (the rest of the text is left out: more would not fit the frame anyway).
     max_width <= 0: `text` as it is."""
     if max_width <= 0:
         return text
-    lines = []
+    lines: list[str] = []
     for paragraph in text.split("\n"):
-        line = ""
-        for word in paragraph.split(" "):
-            longer = f"{line} {word}" if line else word
-            left, _, right, _ = _layout(longer, size, font)[1]
-            if line and right - left > max_width:
-                lines.append(line)
-                line = word
-            else:
-                line = longer
-        lines.append(line)
-    return "\n".join(lines)
+        words = paragraph.split(" ")
+        start = 0
+        while start < len(words) and (max_lines is None or len(lines) < max_lines):
+            fits, step = 1, 1  # the first word always; then counts that fit, doubling, then halving the step
+            while start + fits + step <= len(words) and _ink_width(words[start:start + fits + step], size, font) <= max_width:
+                fits += step
+                step *= 2
+            while step > 1:
+                step //= 2
+                if start + fits + step <= len(words) and _ink_width(words[start:start + fits + step], size,
+                                                                     font) <= max_width:
+                    fits += step
+            lines.append(" ".join(words[start:start + fits]))
+            start += fits
+    return "\n".join(lines[:max_lines])
 
 
 def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple[torch.Tensor, torch.Tensor]:
@@ -403,7 +414,8 @@ def label_primitives(frame: torch.Tensor, xyxy: torch.Tensor, texts: list[str], 
         return R.empty(), None
     kept = [t for t in texts if t]
     distinct = sorted(set(kept))
-    atlas, rects = text_atlas([wrap(t, size, font, max_width) for t in distinct], size, font)
+    rows = height // _line_pitch(size, font) + 1  # lines beyond these would lie below the frame
+    atlas, rects = text_atlas([wrap(t, size, font, max_width, rows) for t in distinct], size, font)
     rect = rects[torch.tensor([distinct.index(t) for t in kept])]
     box, colour, frame = xyxy[keep], colors[keep], frame[keep]
     label_w = rect[:, 2].float() + 2 * padding
