@@ -10,6 +10,7 @@ import torch
 from ..utils import color_optimizer as engine
 from ..utils.colors import parse_hex
 from ..utils.device import check_memory
+from ..utils.gpu_rendering import straight_alpha
 from ._comfy import Progress, animation_preview, comfy_module, intermediate_device, render_device
 from ._schema import Combo, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
@@ -41,14 +42,16 @@ class PrimitiveMesh(RasterKitNode):
         Int("working_size", 256, 16, 2048, tooltip="longer side of the image the search works on"),
         Int("output_size", 1024, 16, 8192, tooltip="longer side of the outputs, re-rendered (not upscaled)"),
         Int("seed", 0, 0, 0xFFFFFFFFFFFFFFFF, tooltip="the same seed and inputs give the same shapes"),
-        String("background", "auto", tooltip="'auto' (the image's mean colour) or a hex colour like #RRGGBB"),
+        String("background", "auto", tooltip="'auto' (the image's mean colour) or a hex colour like #RRGGBB; "
+                                             "#RRGGBBAA with AA below FF fits the transparency too (RGBA outputs)"),
         String("shape_kinds", "", tooltip="several kinds to mix, separated by commas (e.g. 'triangle, ellipse'); "
                                           "empty: shape_type alone"),
         Int("frames", 60, 0, MAX_FRAMES, tooltip="build-up frames per image at most (one every nth shape); 0: none, "
                                                  "the frames output is the final image"),
     ]
     OUTPUTS = [
-        Output("IMAGE", "image", tooltip="the shapes, anti-aliased, at output_size"),
+        Output("IMAGE", "image", tooltip="the shapes, anti-aliased, at output_size (RGBA: with the input's alpha, "
+                                         "or fitted with a transparent background)"),
         Output("IMAGE", "frames", tooltip="build-up frames every nth shape (at most `frames` per image), image "
                                           "after image"),
         Output("STRING", "svg", tooltip="one SVG document per image (viewBox in output pixels), separated by a "
@@ -66,11 +69,17 @@ class PrimitiveMesh(RasterKitNode):
         # non-finite pixels (a broken upstream node) count as black rather than poisoning every sum
         pixels = torch.nan_to_num(image.to(device, torch.float32), nan=0.0, posinf=1.0, neginf=0.0).clamp(0, 1)
         work_h, work_w = _fit(height, width, working_size)
-        target = _resize(pixels[..., :3], work_h, work_w)
-        if str(background).strip().lower() in ("", "auto"):
-            fill = None
+        fill, transparent = None, False
+        if str(background).strip().lower() not in ("", "auto"):
+            red, green, blue, opacity = parse_hex(background, "background")
+            transparent = opacity < 1
+            colour = (red * opacity, green * opacity, blue * opacity, opacity) if transparent else (red, green, blue)
+            fill = torch.tensor(colour, device=device).expand(batch, len(colour))
+        if transparent:  # fit colours and transparency: premultiplied RGBA (an input without alpha is opaque)
+            coverage = pixels[..., 3:] if channels == 4 else torch.ones_like(pixels[..., :1])
+            target = _resize(torch.cat([pixels[..., :3] * coverage, coverage], -1), work_h, work_w)
         else:
-            fill = torch.tensor(parse_hex(background, "background")[:3], device=device).expand(batch, 3)
+            target = _resize(pixels[..., :3], work_h, work_w)
         out_h, out_w = _fit(work_h, work_w, output_size)
         every = math.ceil(shapes / frames) if frames else 0
         frame_count = math.ceil(shapes / every) if frames else 0
@@ -86,8 +95,10 @@ class PrimitiveMesh(RasterKitNode):
         scale = output_size / max(work_h, work_w)
         picture, build_up = engine.render(result, out_h, out_w, scale, frame_every=every)
         progress(shapes + 1)
-        build_up = picture if build_up is None else build_up.reshape(-1, out_h, out_w, 3)
-        if channels == 4:  # the input's alpha, resized, so that a cut-out stays cut out
+        build_up = picture if build_up is None else build_up.reshape(-1, out_h, out_w, picture.shape[-1])
+        if transparent:
+            picture, build_up = straight_alpha(picture), straight_alpha(build_up)
+        elif channels == 4:  # the input's alpha, resized, so that a cut-out stays cut out
             picture = torch.cat([picture, _resize(pixels[..., 3:], out_h, out_w)], -1)
         documents = [engine.svg(result, b, out_h, out_w, scale) for b in range(batch)]
         out = intermediate_device()

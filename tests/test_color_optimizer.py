@@ -21,6 +21,15 @@ def scene(height=40, width=56, seed=0):
     return image[None]
 
 
+def transparent(image, seed=0):
+    """image [1,H,W,3] as premultiplied RGBA with a generated alpha (clear, opaque and between), [1,H,W,4]."""
+    height, width = image.shape[1:3]
+    y = torch.arange(height, dtype=torch.float32)[:, None]
+    x = torch.arange(width, dtype=torch.float32)[None, :]
+    alpha = ((x / width + 0.3 * torch.sin(y / 5 + seed)) * 1.6 - 0.4).clamp(0, 1)[None, ..., None]
+    return torch.cat([image * alpha, alpha], -1)
+
+
 def one_of_each():
     """One shape of every kind, kind [8] and params [8,8], inside a 40 x 56 frame."""
     params = torch.tensor([
@@ -89,9 +98,12 @@ def reference_terms(target, current, alpha):
     return torch.cat([u, (u * u - d * d).sum(-1, keepdim=True), one], -1)
 
 
+@pytest.mark.parametrize("channels", [3, 4])
 @pytest.mark.parametrize("alpha", [None, 0.5])
-def test_coverage_sums_equal_sums_over_the_mask(alpha):
+def test_coverage_sums_equal_sums_over_the_mask(alpha, channels):
     target, current = scene(), scene(seed=3) * 0.7
+    if channels == 4:
+        target, current = transparent(target), transparent(current, seed=2)
     kind, params = one_of_each()
     terms = co._terms(target, current, alpha)
     sums, fits, needed = co._coverage_sums(terms, torch.zeros(8, dtype=torch.long), kind, params, tuple(range(8)))
@@ -121,9 +133,14 @@ def test_shapes_whose_rows_do_not_fit_the_slots_are_reported():
     assert torch.equal(torch.isinf(change), ~fits)  # not scored: a search passes them over
 
 
+@pytest.mark.parametrize("channels", [3, 4])
 @pytest.mark.parametrize("fixed", [False, True])
-def test_closed_form_colour_equals_brute_force_search(fixed):
+def test_closed_form_colour_equals_brute_force_search(fixed, channels):
+    """With RGBA (premultiplied), a shape paints its colour and alpha 1: the colour is the same search
+    over the colour channels, the alpha channel adds to the error change."""
     target, current = scene(), scene(seed=5) * 0.5 + 0.25
+    if channels == 4:
+        target, current = transparent(target), transparent(current, seed=2)
     kind, params = torch.tensor([co.TRIANGLE, co.ROTATED_ELLIPSE]), one_of_each()[1][[0, 4]]
     mask = co._commit_mask(kind, params, 2, 40, 56, (co.TRIANGLE, co.ROTATED_ELLIPSE))
     for alpha in (0.25, 0.5, 0.9):
@@ -134,14 +151,15 @@ def test_closed_form_colour_equals_brute_force_search(fixed):
         assert change.dtype == torch.float32
         levels = torch.arange(256, dtype=torch.float64) / 255
         for k in range(2):
-            t, cur = target[0][mask[k]].double(), current[0][mask[k]].double()  # [n,3]
+            t, cur = target[0][mask[k]].double(), current[0][mask[k]].double()  # [n,C]
             # every colour level per channel (the error is separable over channels)
-            drawn = cur[None] * (1 - alpha) + levels[:, None, None] * alpha  # [256,n,3]
-            errors = ((t[None] - drawn) ** 2).sum(1)  # [256,3]
+            drawn = cur[None, :, :3] * (1 - alpha) + levels[:, None, None] * alpha  # [256,n,3]
+            errors = ((t[None, :, :3] - drawn) ** 2).sum(1)  # [256,3]
             best = levels[errors.argmin(0)]
             assert torch.allclose(colour[k].double(), best, atol=0.5 / 255 + 1e-6), (alpha, k)
             # and the predicted error change is the real one
-            real = ((t - (cur * (1 - alpha) + colour[k].double() * alpha)) ** 2).sum() - ((t - cur) ** 2).sum()
+            paint = torch.cat([colour[k].double(), torch.ones(1, dtype=torch.float64)])[:channels]
+            real = ((t - (cur * (1 - alpha) + paint * alpha)) ** 2).sum() - ((t - cur) ** 2).sum()
             assert float(change[k]) == pytest.approx(float(real), abs=1e-3)
 
 
@@ -151,14 +169,15 @@ def float64_score(seen):
     def score(terms, image, kind, params, alpha, kinds, capacity=None, live=None):
         height, width = terms.height, terms.width
         masks = co._commit_mask(kind, params, kind.shape[0], height, width, kinds).double()
-        per_pixel = reference_terms(seen["target"], seen["current"], None)  # [H,W,9]
+        per_pixel = reference_terms(seen["target"], seen["current"], None)  # [H,W,2C+3]
         sums = torch.einsum("khw,hwt->kt", masks, per_pixel)
-        a = alpha.double()
-        sum_u = sums[:, 0:3] + a[:, None] * sums[:, 3:6]
-        sum_q = 2 * a * sums[:, 6] + a * a * sums[:, 7]
-        count = sums[:, 8]
-        colour = (sum_u / (a * count.clamp_min(1))[:, None]).clamp(0, 1)
-        change = sum_q - 2 * a * (colour * sum_u).sum(1) + a * a * count * (colour * colour).sum(1)
+        a, c = alpha.double(), seen["target"].shape[-1]
+        sum_u = sums[:, 0:c] + a[:, None] * sums[:, c:2 * c]
+        sum_q = 2 * a * sums[:, 2 * c] + a * a * sums[:, 2 * c + 1]
+        count = sums[:, 2 * c + 2]
+        colour = (sum_u[:, :3] / (a * count.clamp_min(1))[:, None]).clamp(0, 1)
+        paint = torch.cat([colour, torch.ones_like(colour[:, :1])], 1)[:, :c]  # RGBA paints alpha 1
+        change = sum_q - 2 * a * (paint * sum_u).sum(1) + a * a * count * (paint * paint).sum(1)
         change = torch.where(co._valid(kind, params, kinds), change, float("inf"))
         if live is not None:
             change = torch.where(live, change, float("inf"))
@@ -193,8 +212,9 @@ def test_search_picks_the_shapes_a_float64_scoring_picks(monkeypatch, kinds):
     assert torch.equal(ours.color, reference.color) and torch.equal(ours.alpha, reference.alpha)
 
 
-@pytest.mark.parametrize("kinds, alpha", [((co.TRIANGLE,), 128), (co.kind_codes("combo"), 0)])
-def test_every_score_of_a_search_equals_a_float64_scoring(monkeypatch, kinds, alpha):
+@pytest.mark.parametrize("kinds, alpha, channels", [((co.TRIANGLE,), 128, 3), (co.kind_codes("combo"), 0, 3),
+                                                   (co.kind_codes("triangle, ellipse"), 0, 4)])
+def test_every_score_of_a_search_equals_a_float64_scoring(monkeypatch, kinds, alpha, channels):
     """Float tolerance: the error change of a shape is a difference of sums of ~3 per pixel, so
     float32 rounding leaves about 1e-6 per covered pixel. (With a searched opacity, the sums are
     combined after summing: candidates closer than that may be ranked differently, and a search
@@ -214,8 +234,9 @@ def test_every_score_of_a_search_equals_a_float64_scoring(monkeypatch, kinds, al
         checked.append(int(finite.sum()))
         return ours
     monkeypatch.setattr(co, "score", checking_score)
-    co.approximate(scene(height=24, width=32), 6, kinds, alpha=alpha, candidates=60, mutations=12,
-                   generator=torch.Generator().manual_seed(2))
+    target = scene(height=24, width=32)
+    co.approximate(target if channels == 3 else transparent(target), 6, kinds, alpha=alpha, candidates=60,
+                   mutations=12, generator=torch.Generator().manual_seed(2))
     assert sum(checked) > 1000
 
 
@@ -327,13 +348,13 @@ def test_each_shape_reports_the_canvas_drawn_so_far():
     assert float((rendered - canvases[-1][2]).abs().mean()) < 0.02  # anti-aliased edges apart
 
 
-@pytest.mark.parametrize("kinds, alpha, size, shapes", [((co.TRIANGLE,), 128, 128, 10),
-                                                       (co.kind_codes("combo"), 0, 48, 5),
-                                                       (co.kind_codes("triangle, ellipse"), 128, 48, 5)])
-def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, size, shapes):
+@pytest.mark.parametrize("kinds, alpha, size, shapes, channels", [((co.TRIANGLE,), 128, 128, 10, 3),
+                                                                 (co.kind_codes("combo"), 0, 48, 5, 3),
+                                                                 (co.kind_codes("triangle, ellipse"), 128, 48, 5, 4)])
+def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, size, shapes, channels):
     from opcount import OpCount
 
-    target = torch.rand(1, size, size, 3, generator=torch.Generator().manual_seed(0))
+    target = torch.rand(1, size, size, channels, generator=torch.Generator().manual_seed(0))
     with OpCount() as count:
         result = co.approximate(target, shapes, kinds, alpha=alpha, candidates=200, mutations=32,
                                 generator=torch.Generator().manual_seed(1))
@@ -381,3 +402,21 @@ def test_rotated_rectangles_are_the_polygons_their_parameters_describe():
     cx, cy, half = 20.5, 20.2, 9.0
     assert bool(mask[0, int(cy + half * math.sin(math.radians(33))), int(cx + half * math.cos(math.radians(33)))])
     assert not bool(mask[0, int(cy - half * math.sin(math.radians(33))), int(cx + half * math.cos(math.radians(33)))])
+
+
+def test_rgba_search_fits_the_transparency_and_renders_what_it_searched():
+    """A transparent background (premultiplied RGBA, alpha 0): shapes build up colour and coverage where
+    the target has them; the anti-aliased render at working size is the searched image."""
+    target = transparent(scene())
+    result = co.approximate(target, 25, co.kind_codes("triangle, rotated_ellipse"), alpha=0, candidates=200,
+                            mutations=30, background=torch.zeros(1, 4), generator=torch.Generator().manual_seed(1))
+    assert result.background.shape == (1, 4) and result.color.shape == (1, 25, 3)
+    error = result.error[0]
+    assert bool((error[1:] <= error[:-1]).all()) and float(error[-1]) < 0.3 * float(error[0])
+    image, frames = co.render(result, 40, 56, 1.0, frame_every=5)
+    assert image.shape == (1, 40, 56, 4) and frames.shape == (1, 5, 40, 56, 4)
+    assert bool((image[..., :3] <= image[..., 3:] + 1e-6).all())  # premultiplied
+    rmse_rendered = float(((image - target) ** 2).mean().sqrt())
+    assert rmse_rendered == pytest.approx(math.sqrt(float(error[-1]) / (40 * 56 * 4)), rel=0.15)
+    assert float((image[..., 3] - target[..., 3]).abs().mean()) < 0.3 * float(target[..., 3].mean())  # from clear
+    assert 'fill-opacity="0"/>' in co.svg(result, 0, 40, 56, 1.0).splitlines()[1]

@@ -30,7 +30,11 @@ def parse_svg(text):
     """Shapes of one SVG document as the node writes it: (Approximation in output pixels, H, W)."""
     width, height = (int(v) for v in re.search(r'width="(\d+)" height="(\d+)"', text).groups())
     number = r"(-?[\d.]+)"
-    background = re.search(r'<rect x="0" y="0" [^>]*fill="#(\w{6})"', text).group(1)
+    background = re.search(r'<rect x="0" y="0" [^>]*fill="#(\w{6})"(?: fill-opacity="([\d.]+)")?', text)
+    background_rgb = [int(background.group(1)[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+    if background.group(2) is not None:  # a transparent background: the fit is premultiplied RGBA
+        opacity = float(background.group(2))
+        background_rgb = [v * opacity for v in background_rgb] + [opacity]
     kinds, params, colours, alphas = [], [], [], []
     for element in text.splitlines()[2:-1]:
         attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', element))
@@ -64,8 +68,7 @@ def parse_svg(text):
     n = len(kinds)
     shapes = co.Approximation(torch.tensor([kinds]), torch.tensor([params]).view(1, n, 8),
                               torch.tensor([colours]).view(1, n, 3), torch.tensor([alphas]), torch.tensor([n]),
-                              torch.zeros(1, n + 1), torch.tensor([[int(background[i:i + 2], 16) / 255
-                                                                    for i in (0, 2, 4)]]), height, width)
+                              torch.zeros(1, n + 1), torch.tensor([background_rgb]), height, width)
     return shapes, height, width
 
 
@@ -339,3 +342,34 @@ def test_previews_come_at_most_every_interval(node, progress_bars, monkeypatch):
     node.run(picture(), shapes=6, **SMALL)
     assert [value for value, _, preview in progress_bars if preview is not None] == [1]  # the first shape's
     assert [value for value, _, _ in progress_bars] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_transparent_background_fits_the_transparency_too(node):
+    """background #RRGGBBAA with AA < FF: the shapes fit colour and alpha (premultiplied, error over four
+    channels, as fogleman/primitive does); image and frames are RGBA (straight alpha), and the SVG, with
+    its clear background, draws the same picture."""
+    from rasterkit.utils.gpu_rendering import straight_alpha
+
+    y, x = torch.meshgrid(torch.arange(30) + 0.5, torch.arange(45) + 0.5, indexing="ij")
+    disc = (((x - 22) ** 2 + (y - 15) ** 2) < 120).float()
+    cut_out = torch.cat([picture(), disc[None, ..., None]], -1)
+    image, frames, svg, _ = node.run(cut_out, shapes=30, background="#ffffff00", alpha=0, seed=1,
+                                     shape_kinds="ellipse, triangle", frames=6, **SMALL)
+    assert image.shape == (1, 64, 96, 4) and frames.shape == (6, 64, 96, 4)
+    assert torch.equal(frames[-1], image[0])
+    assert 'fill-opacity="0"/>' in svg.splitlines()[1]
+    coverage = torch.nn.functional.interpolate(image[None, ..., 3], size=(30, 45), mode="area")[0, 0]
+    assert float((coverage - disc).abs().mean()) < 0.2 * float(disc.mean())
+    assert float(image[0, :4, :4, 3].max()) < 0.1  # the corners stay clear
+    shapes, height, width = parse_svg(svg)
+    rerendered, _ = co.render(shapes, height, width, 1.0)
+    difference = (straight_alpha(rerendered)[..., 3] - image[..., 3]).abs()
+    assert float(difference.mean()) < 2e-3
+    premultiplied = (rerendered[..., :3] - image[..., :3] * image[..., 3:]).abs()
+    assert float(premultiplied.mean()) < 2e-3
+
+
+def test_an_opaque_image_on_a_transparent_background_is_fitted_opaque(node):
+    image, _, _, _ = node.run(picture(), shapes=12, background="#00000000", **SMALL)
+    assert image.shape == (1, 64, 96, 4)
+    assert float(image[..., 3].mean()) > 0.3  # shapes of opacity 128 piled up where the picture is

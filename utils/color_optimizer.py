@@ -16,6 +16,9 @@ A shape is searched without the host waiting on the device: the rows of all cand
 number of slots and the climbs run a number of rounds, both chosen on the host from the shape
 before (`_Schedule`), and the host reads one status word per shape.
 
+Images are RGB, or premultiplied RGBA to fit transparency (fogleman/primitive's error over four
+channels): a shape paints its colour and an alpha channel of 1, at its opacity, source-over.
+
 Conventions: pixel coordinates, x right, y down, pixel centres at +0.5. During the search coverage
 is binary, sampled at pixel centres (as primitive's scanlines); `render` draws the same shapes
 anti-aliased (exact box-filter coverage along x, `SUBROWS` samples per pixel along y).
@@ -107,10 +110,11 @@ class Approximation:
     color  float32 [B,N,3]   RGB in 0..1, quantised to 8 bits
     alpha  float32 [B,N]     opacity in 0..1 (a multiple of 1/255; 0 for padding)
     count  int64   [B]       shapes actually placed
-    error  float32 [B,N+1]   sum of squared RGB error (0..1 units) over the working image, after
-                             0..N shapes (point-sampled coverage, as searched; after the first,
-                             each as the search predicted it from its sums)
-    background float32 [B,3]
+    error  float32 [B,N+1]   sum of squared error over the C channels (0..1 units) of the working
+                             image, after 0..N shapes (point-sampled coverage, as searched; after
+                             the first, each as the search predicted it from its sums)
+    background float32 [B,C] C = 3: RGB; C = 4: premultiplied RGBA (the fit is then RGBA),
+                             straight colour and alpha quantised to 8 bits
     height, width: the working size
     """
 
@@ -275,9 +279,10 @@ class Terms(NamedTuple):
     the same on every device, no float64.
 
     prefix int32 [B*H*(W+1), T+1]: row (b*H + y)*(W+1) + j sums pixels 0..j-1 of row y of image b, in
-    units of 1/scale. The terms: at a fixed opacity a, u = target - (1 - a) current (3) and
-    |u|^2 - |target - current|^2 (T = 4); when the opacity is searched (alpha None), d = target - current
-    (3), current (3), d.current and |current|^2 (T = 8); last, 1 (the pixel count). Every term lies in -3..3.
+    units of 1/scale. The terms, over the C channels (3, or 4 for RGBA): at a fixed opacity a,
+    u = target - (1 - a) current (C) and |u|^2 - |target - current|^2 (T = C + 1); when the opacity is
+    searched (alpha None), d = target - current (C), current (C), d.current and |current|^2 (T = 2C + 2);
+    last, 1 (the pixel count). Every term lies in -C..C.
     """
 
     prefix: torch.Tensor
@@ -285,11 +290,12 @@ class Terms(NamedTuple):
     height: int
     width: int
     alpha: float | None
+    channels: int
 
 
 def _terms(target, current, alpha: float | None) -> Terms:
-    """`Terms` of images target and current [B,H,W,3] (0..1), for a fixed opacity alpha or a searched one (None)."""
-    batch, height, width, _ = target.shape
+    """`Terms` of images target and current [B,H,W,C] (0..1), for a fixed opacity alpha or a searched one (None)."""
+    batch, height, width, channels = target.shape
     d = target - current
     one = torch.ones_like(d[..., :1])
     if alpha is None:
@@ -298,10 +304,10 @@ def _terms(target, current, alpha: float | None) -> Terms:
         u = d + alpha * current
         terms = [u, ((u * u) - (d * d)).sum(-1, keepdim=True), one]
     # the largest power of two that keeps a row's sum of terms within int32
-    scale = float(2 ** math.floor(math.log2((2 ** 31 - 1) / (3 * (width + 1) + 1))))
+    scale = float(2 ** math.floor(math.log2((2 ** 31 - 1) / (channels * (width + 1) + 1))))
     fixed = torch.round(torch.cat(terms, -1) * scale).to(torch.int32)
     prefix = torch.nn.functional.pad(torch.cumsum(fixed, 2, dtype=torch.int32), (0, 0, 1, 0))
-    return Terms(prefix.view(batch * height * (width + 1), -1), scale, height, width, alpha)
+    return Terms(prefix.view(batch * height * (width + 1), -1), scale, height, width, alpha, channels)
 
 
 def _pixel_index(x, width: int):
@@ -428,19 +434,25 @@ def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | No
 
 
 def _opacity_sums(terms: Terms, sums, alpha):
-    """Sums of u = target - (1 - a) current [K,3] and of |u|^2 - |target - current|^2 [K] at opacity
+    """Sums of u = target - (1 - a) current [K,C] and of |u|^2 - |target - current|^2 [K] at opacity
     alpha [K], and the pixel count [K], float32, from `_coverage_sums`."""
-    values = sums.float() / terms.scale
+    values, c = sums.float() / terms.scale, terms.channels
     if terms.alpha is not None:
-        return values[:, 0:3], values[:, 3], values[:, 4]
-    return (values[:, 0:3] + alpha[:, None] * values[:, 3:6], 2 * alpha * values[:, 6] + alpha * alpha * values[:, 7],
-            values[:, 8])
+        return values[:, 0:c], values[:, c], values[:, c + 1]
+    return (values[:, 0:c] + alpha[:, None] * values[:, c:2 * c],
+            2 * alpha * values[:, 2 * c] + alpha * alpha * values[:, 2 * c + 1], values[:, 2 * c + 2])
+
+
+def _paint(color, channels: int):
+    """What a shape of colour [..,3] adds at full opacity, over `channels`: RGB, or premultiplied RGBA (alpha 1)."""
+    return color if channels == 3 else torch.cat([color, torch.ones_like(color[..., :1])], -1)
 
 
 def _error_change(opacity_sums, color, alpha):
     """Change [K] of the squared error over the covered pixels when drawing `color` [K,3] at `alpha` [K]
-    (opacity_sums: `_opacity_sums` at that alpha): the sum of |u - a color|^2 - |target - current|^2."""
+    (opacity_sums: `_opacity_sums` at that alpha): the sum of |u - a paint|^2 - |target - current|^2."""
     sum_u, sum_q, count = opacity_sums
+    color = _paint(color, sum_u.shape[1])
     return sum_q - 2 * alpha * (color * sum_u).sum(1) + alpha * alpha * count * (color * color).sum(1)
 
 
@@ -448,9 +460,9 @@ def optimal_colors(opacity_sums, alpha):
     """Closed-form colour [K,3] minimising the squared error over the covered pixels at opacity
     alpha [K] (opacity_sums: `_opacity_sums` at that alpha): the mean of u / a, clamped to 0..1 (the
     error is a separable convex quadratic per channel, so clamping the mean gives the constrained
-    optimum)."""
+    optimum; an alpha channel's paint is 1 whatever the colour)."""
     sum_u, _, count = opacity_sums
-    return (sum_u / (alpha * count.clamp_min(1))[:, None]).clamp(0, 1)
+    return (sum_u[:, :3] / (alpha * count.clamp_min(1))[:, None]).clamp(0, 1)
 
 
 def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None = None, live=None):
@@ -587,14 +599,15 @@ def _one_cpu_thread(device: torch.device):
 def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha: int = 128,
                 candidates: int = 1000, mutations: int = 100, background: torch.Tensor | None = None,
                 generator: torch.Generator | None = None, on_shape=None) -> Approximation:
-    """Approximate each image of target [B,H,W,3] (0..1) with `shapes` shapes of `kinds`.
+    """Approximate each image of target [B,H,W,C] (0..1; C = 3 RGB, or 4 premultiplied RGBA: a fit
+    of the colours and the transparency) with `shapes` shapes of `kinds`.
 
     alpha: 1..255 fixed opacity, or 0 to search it per shape (starting at 128).
     candidates: random shapes per image and shape; the best PARENTS are hill-climbed, `mutations`
-    proposals per round, each until a round brings it no improvement. background [B,3] (default:
+    proposals per round, each until a round brings it no improvement. background [B,C] (default:
     the mean colour of each image). generator: a torch.Generator on target's device (seeded:
     deterministic). on_shape(done, total, canvas): called after each shape (progress, interrupts,
-    previews) with the images drawn so far, canvas float [B,H,W,3] on the device (reading it is a
+    previews) with the images drawn so far, canvas float [B,H,W,C] on the device (reading it is a
     host transfer: a caller does it only when it needs it).
     An image stops early when no candidate lowers its error any more.
 
@@ -686,10 +699,9 @@ class _Schedule:
 def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape):
     batch, height, width, _ = target.shape
     device = target.device
-    target = target[..., :3].float().clamp(0, 1)
+    target = target.float().clamp(0, 1)
     generator = generator if generator is not None else torch.Generator(device=device).manual_seed(0)
-    background = target.mean((1, 2)) if background is None else background.to(device, torch.float32)
-    background = (background * 255).round() / 255  # 8 bits, as the SVG states it
+    background = _quantised(target.mean((1, 2)) if background is None else background.to(device, torch.float32))
     current = background[:, None, None, :].expand_as(target).clone()
     tables = _role_tables(height, width, device)
     parents = min(PARENTS, candidates)
@@ -724,6 +736,15 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     return Approximation(kinds_out, params_out, color_out, alpha_out, count, error, background, height, width)
 
 
+def _quantised(background):
+    """Background [B,C] with its straight colour and alpha in 8 bits, as the SVG states them."""
+    if background.shape[1] == 3:
+        return (background * 255).round() / 255
+    alpha = (background[:, 3:] * 255).round() / 255
+    straight = (background[:, :3] / background[:, 3:].clamp_min(1e-6) * 255).round().clamp(0, 255) / 255
+    return torch.cat([straight * alpha, alpha], 1)
+
+
 def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations, tables,
                 generator, schedule):
     """One shape per image, searched and committed on the device with sizes fixed by `schedule`:
@@ -754,7 +775,8 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
     improves = active & (change < -1e-6 * (1 + sums[:, -1] / terms.scale)) & _valid(kind, params, kinds)
     mask = _commit_mask(kind, params, batch, height, width, kinds) & improves[:, None, None]
     a = shape_alpha[:, None, None, None]
-    current = torch.where(mask[..., None], current * (1 - a) + color[:, None, None, :] * a, current)
+    paint = _paint(color, terms.channels)
+    current = torch.where(mask[..., None], current * (1 - a) + paint[:, None, None, :] * a, current)
     return dict(current=current, active=improves, kind=kind, params=params, color=color, alpha=shape_alpha,
                 change=change, report=(cut, climbed, needed))
 
@@ -829,14 +851,16 @@ def _coverage(kind, params, height: int, width: int, sub: int = SUBROWS):
 def render(result: Approximation, height: int, width: int, scale: float, frame_every: int = 0, on_chunk=None):
     """Draw the shapes anti-aliased on a height x width canvas, coordinates times `scale`.
 
-    Returns image float [B,H,W,3] and, with frame_every > 0, the build-up frames float [B,F,H,W,3]
-    after every `frame_every` shapes (F = ceil(N / frame_every); the last frame is the image).
+    Returns image float [B,H,W,C] (C as the background: RGB, or premultiplied RGBA) and, with
+    frame_every > 0, the build-up frames float [B,F,H,W,C] after every `frame_every` shapes (F = ceil(N / frame_every); the last frame is the image).
     Shapes are composited source-over in order, a chunk of them at a time: the chunk's layers are
     combined with a cumulative product of their transmittances.
     """
     batch, total = result.kind.shape
     device = result.params.device
-    image = result.background[:, None, None, :].expand(batch, height, width, 3).clone()
+    channels = result.background.shape[1]
+    image = result.background[:, None, None, :].expand(batch, height, width, channels).clone()
+    paint = _paint(result.color, channels)
     frames = []
     params = scale_params(result.kind, result.params, scale)
     per_chunk = chunk_size(total, batch * height * width * 4 * 8, device, limit=64)
@@ -851,7 +875,7 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
         a = coverage.view(batch, depth, height, width) * result.alpha[:, chunk, None, None]
         clear = torch.cumprod((1 - a).flip(1), 1).flip(1)  # transmittance of each layer and those above
         above = torch.cat([clear[:, 1:], torch.ones_like(clear[:, :1])], 1)
-        image = image * clear[:, 0, ..., None] + torch.einsum("bkhw,bkc->bhwc", a * above, result.color[:, chunk])
+        image = image * clear[:, 0, ..., None] + torch.einsum("bkhw,bkc->bhwc", a * above, paint[:, chunk])
         if frame_every and (stop % frame_every == 0 or stop == total):
             frames.append(image.clone())
         if on_chunk is not None:
@@ -861,13 +885,20 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
 
 
 def svg(result: Approximation, index: int, height: int, width: int, scale: float) -> str:
-    """SVG text of image `index`: viewBox in output pixels, a background rect, one element per
-    placed shape with its fill (stroke for Beziers) and opacity."""
+    """SVG text of image `index`: viewBox in output pixels, a background rect (with its opacity where
+    the fit is RGBA), one element per placed shape with its fill (stroke for Beziers) and opacity."""
     hex_color = lambda rgb: "#%02x%02x%02x" % tuple(int(round(v * 255)) for v in rgb)  # noqa: E731
     number = lambda v: f"{v:.3f}".rstrip("0").rstrip(".")  # noqa: E731
+    background = result.background[index].tolist()
+    if len(background) == 4:  # premultiplied: the straight colour and its opacity
+        opacity = background[3]
+        fill = f'fill="{hex_color([v / opacity if opacity > 0 else 0.0 for v in background[:3]])}" ' \
+               f'fill-opacity="{number(opacity)}"'
+    else:
+        fill = f'fill="{hex_color(background)}"'
     lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}">',
-             f'<rect x="0" y="0" width="{width}" height="{height}" fill="{hex_color(result.background[index].tolist())}"/>']
+             f'<rect x="0" y="0" width="{width}" height="{height}" {fill}/>']
     kinds = result.kind[index].tolist()
     params = scale_params(result.kind[index], result.params[index], scale).tolist()
     for kind, p, rgb, alpha in zip(kinds, params, result.color[index].tolist(), result.alpha[index].tolist()):
