@@ -104,8 +104,8 @@ class BoundingBoxRenderer(RasterKitNode):
     NODE_ID = "RasterKit_BoundingBoxRenderer"
     DISPLAY_NAME = "Bounding Box Renderer (RasterKit)"
     CATEGORY = "RasterKit/overlay"
-    DESCRIPTION = ("Draws anti-aliased rounded boxes with labels on every frame of an image batch. Boxes come "
-                   "from JSON, a BBOX, SEGS or a MASK (one box per connected component).")
+    DESCRIPTION = ("Draws anti-aliased rounded boxes (or ellipses, dots, halos) with labels on every frame of an "
+                   "image batch. Boxes come from JSON, a BBOX, SEGS or a MASK (one box per connected component).")
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on (a video is one batch)"),
         String("boxes", "[[64, 48, 256, 200]]", multiline=True,
