@@ -196,7 +196,7 @@ class LineLinkRenderer(RasterKitNode):
         layers = []
         if glow > 0:
             layers.append(strokes(widths * glow_scale, glow))
-        if trail_frames > 0:
+        if trail_frames > 0 and images.shape[0] > 1:
             layers.append(_trails(xy_dev, visible.to(device), trail_frames, trail_smooth, width, dot_rgb, opacity))
         layers.append(strokes(widths, 1))
         if point_radius > 0 and visible.any():

@@ -219,6 +219,7 @@ def test_trails_stop_where_the_point_was_hidden():
     visible = torch.tensor([[True], [True], [False], [True], [True]])
     lengths = S.trail_paths(xy, visible, 3)[2]
     assert lengths.tolist() == [1, 2, 0, 1, 2]
+    assert S.trail_paths(xy, visible, 100)[1].shape == (5, 5, 2)  # no longer than the batch
 
 
 def test_catmull_rom_passes_through_the_points():
@@ -285,6 +286,8 @@ def test_node_markers_trails_and_width_by_length():
     thick = run(point_radius=0.0, width=2.0, width_by_length="shorter_thicker", max_distance=200.0)
     thin = run(point_radius=0.0, width=2.0, width_by_length="longer_thicker", max_distance=200.0)
     assert thick.sum() > thin.sum()
+    one_frame = LineLinkRenderer.run(IMAGES[:1], tracks_json="", tracks=tracks, trail_frames=5)[1]
+    assert torch.equal(one_frame, LineLinkRenderer.run(IMAGES[:1], tracks_json="", tracks=tracks)[1])
 
 
 @pytest.mark.parametrize("kw,message", [

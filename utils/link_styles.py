@@ -44,9 +44,9 @@ def seam_overlap(alpha: torch.Tensor) -> torch.Tensor:
     """How far (pixels) two butt-ended pieces of opacity alpha overlap at a seam. Source-over of two
     anti-aliased ends cannot add up exactly: abutting, a pixel half covered by each gets
     c a (1 - c a / 4) of the stroke's c a (c its coverage across the stroke); overlapping adds more to
-    every pixel of the seam. 0.375 alpha^2 px is the overlap that keeps the worst pixel closest, over
-    every c and every position of the seam: about (0.3 alpha + 0.08) alpha px, found numerically; the
-    worst pixel is then within 0.1 alpha, where abutting ends are off by up to alpha^2 / 4."""
+    every pixel of the seam. The overlap that keeps the worst pixel closest, over every c and every
+    position of the seam, is about (0.3 alpha + 0.08) alpha px (found numerically); the worst pixel is
+    then within 0.1 alpha, where abutting ends are off by up to alpha^2 / 4."""
     return (0.3 * alpha + 0.08) * alpha
 
 
@@ -203,9 +203,10 @@ def width_by_length(length: torch.Tensor, scale: float, width: float, mode: str)
     "longer_thicker" the reverse."""
     if mode not in WIDTH_BY_LENGTH:
         raise ValueError(f"width_by_length: expected one of {', '.join(WIDTH_BY_LENGTH)}, got {mode!r}")
+    if mode == "none":
+        return torch.full_like(length, width)
     ratio = (length / max(scale, 1e-6)).clamp(0, 1)
-    factor = {"none": torch.ones_like(ratio), "shorter_thicker": 1.5 - ratio, "longer_thicker": 0.5 + ratio}[mode]
-    return width * factor
+    return width * (1.5 - ratio if mode == "shorter_thicker" else 0.5 + ratio)
 
 
 def catmull_rom(points: torch.Tensor, lengths: torch.Tensor, subdivisions: int = 4):
@@ -235,9 +236,10 @@ def catmull_rom(points: torch.Tensor, lengths: torch.Tensor, subdivisions: int =
 def trail_paths(xy: torch.Tensor, visible: torch.Tensor, frames: int):
     """Each point's positions over the current and last `frames` frames, newest first, as polylines:
     xy float [T,N,2], visible bool [T,N]. A trail stops at the first frame where its point is
-    hidden (or before the batch). Returns frame int64 [T*N], points float [T*N,frames+1,2] and
-    lengths int64 [T*N] (0 where the point is hidden now)."""
+    hidden (or before the batch). Returns frame int64 [T*N], points float [T*N,F+1,2] and lengths
+    int64 [T*N] (0 where the point is hidden now), F = frames, at most T - 1."""
     steps, n = visible.shape
+    frames = min(frames, steps - 1)
     back = torch.arange(frames + 1, device=xy.device)
     source = torch.arange(steps, device=xy.device)[:, None] - back[None]  # [T,F+1]
     shown = visible[source.clamp_min(0)] & (source >= 0)[..., None]  # [T,F+1,N]
