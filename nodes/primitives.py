@@ -28,7 +28,8 @@ class PrimitiveMesh(RasterKitNode):
     CATEGORY = "RasterKit/stylize"
     DESCRIPTION = ("Approximates each image with geometric shapes added one at a time, each the best of a batched "
                    "search (random candidates, then hill climbing, colour solved in closed form). Outputs the "
-                   "picture re-rendered anti-aliased at output_size, the build-up frames, and SVG.")
+                   "picture re-rendered anti-aliased at output_size, the build-up frames, and SVG; shows the picture "
+                   "growing on the node while it runs.")
     INPUTS = [
         Socket("image", "IMAGE", tooltip="each image of the batch is approximated on its own"),
         Int("shapes", 100, 1, 5000, tooltip="number of shapes per image"),
@@ -83,7 +84,9 @@ class PrimitiveMesh(RasterKitNode):
         out_h, out_w = _fit(work_h, work_w, output_size)
         every = math.ceil(shapes / frames) if frames else 0
         frame_count = math.ceil(shapes / every) if frames else 0
-        check_memory(batch * out_h * out_w * (RENDER_BYTES_PER_PIXEL_FRAME * (frame_count + 1) + RENDER_BYTES_PER_PIXEL),
+        # RGBA frames are a third larger, and turned into straight alpha (a copy): twice the bytes, a bound
+        frame_bytes = RENDER_BYTES_PER_PIXEL_FRAME * (2 if transparent else 1)
+        check_memory(batch * out_h * out_w * (frame_bytes * (frame_count + 1) + RENDER_BYTES_PER_PIXEL),
                      f"output_size {output_size} with {frame_count} build-up frames x {batch} images", device)
         generator = torch.Generator(device=device).manual_seed(int(seed))
         progress = Progress(shapes + 1)

@@ -852,7 +852,8 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     """Draw the shapes anti-aliased on a height x width canvas, coordinates times `scale`.
 
     Returns image float [B,H,W,C] (C as the background: RGB, or premultiplied RGBA) and, with
-    frame_every > 0, the build-up frames float [B,F,H,W,C] after every `frame_every` shapes (F = ceil(N / frame_every); the last frame is the image).
+    frame_every > 0, the build-up frames float [B,F,H,W,C] after every `frame_every` shapes
+    (F = ceil(N / frame_every); the last frame is the image).
     Shapes are composited source-over in order, a chunk of them at a time: the chunk's layers are
     combined with a cumulative product of their transmittances.
     """
