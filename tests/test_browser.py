@@ -177,6 +177,18 @@ def focus(page, node):
     page.wait_for_timeout(500)
 
 
+def focus_editor(page, node, editor):
+    """focus(), then scroll the canvas up until the editor (below the node's widgets, which may reach
+    past the viewport) starts near the top of the viewport."""
+    focus(page, node)
+    page.evaluate(f"""() => {{
+        const top = {editor}.canvas.getBoundingClientRect().top, ds = window.app.canvas.ds;
+        ds.offset = [ds.offset[0], ds.offset[1] - (top - 40)];
+        window.app.canvas.setDirty(true, true);
+    }}""")
+    page.wait_for_timeout(500)
+
+
 def tracks_json(page):
     return json.loads(page.evaluate(f"{LINK_NODE}.widgets.find(w => w.name === 'tracks_json').value"))
 
@@ -201,8 +213,8 @@ def test_tracks_editor_adds_moves_and_deletes_points(page):
                         ("curve", "straight"), ("point_radius", 0.0), ("max_distance", 0.0)):
         set_widget(page, LINK_NODE, name, value)
     queue_and_wait(page)  # the editor then shows the first frame at its real size
-    focus(page, LINK_NODE)
     editor = f"{LINK_NODE}.rasterkitTracksEditor"
+    focus_editor(page, LINK_NODE, editor)
     width, height = page.evaluate(f"[{editor}.size().width, {editor}.size().height]")
     targets = [(0.25 * width, 0.3 * height), (0.7 * width, 0.35 * height), (0.5 * width, 0.7 * height)]
     for x, y in targets:
