@@ -98,11 +98,13 @@ class PrimitiveMesh(RasterKitNode):
         scale = output_size / max(work_h, work_w)
         picture, build_up = engine.render(result, out_h, out_w, scale, frame_every=every)
         progress(shapes + 1)
-        build_up = picture if build_up is None else build_up.reshape(-1, out_h, out_w, picture.shape[-1])
+        build_up = None if build_up is None else build_up.reshape(-1, out_h, out_w, picture.shape[-1])
         if transparent:
-            picture, build_up = straight_alpha(picture), straight_alpha(build_up)
+            picture = straight_alpha(picture)
+            build_up = None if build_up is None else straight_alpha(build_up)
         elif channels == 4:  # the input's alpha, resized, so that a cut-out stays cut out
             picture = torch.cat([picture, _resize(pixels[..., 3:], out_h, out_w)], -1)
+        build_up = picture if build_up is None else build_up  # frames = 0: the final image, alpha and all
         documents = [engine.svg(result, b, out_h, out_w, scale) for b in range(batch)]
         out = intermediate_device()
         return picture.to(out), build_up.to(out), "\n\n".join(documents), svg_documents(documents)
