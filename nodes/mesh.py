@@ -201,14 +201,13 @@ class MeshRasterizer(RasterKitNode):
         Int("height", 512, 16, 8192, 16, tooltip="height of every map in pixels"),
         Combo("views", ("single", "six"),
               tooltip="single: one camera at azimuth and elevation; six: front, right, back, left, top and bottom "
-                      "(the texture-baking views), the whole rig turned by azimuth and elevation"),
+                      "(the texture-baking views; turned by azimuth and elevation when turn_six_views is on)"),
         Float("azimuth", 30.0, -360.0, 360.0, 1.0,
               tooltip="camera angle around the vertical axis in degrees: 0 looks from the front (+z), 90 from the "
-                      "right (+x). With views=six it turns the whole rig: set azimuth and elevation to 0 for the "
-                      "standard axis views"),
+                      "right (+x). With views=six it turns the whole rig if turn_six_views is on"),
         Float("elevation", 20.0, -90.0, 90.0, 1.0,
               tooltip="camera angle above the horizon in degrees: 90 looks from above. With views=six it tilts the "
-                      "whole rig (e.g. -90 turns a z-up mesh upright); 0 for the standard axis views"),
+                      "whole rig if turn_six_views is on (e.g. -90 stands a z-up mesh upright)"),
         Float("distance", 3.0, 0.1, 1000.0, 0.1,
               tooltip="camera distance from the origin (a normalized mesh fits the cube [-1, 1])"),
         Combo("projection", ("perspective", "orthographic"),
@@ -217,6 +216,10 @@ class MeshRasterizer(RasterKitNode):
                                                     "show the same height at the mesh centre"),
         Bool("cull_back_faces", True, tooltip="skip triangles facing away from the camera (off: open meshes show "
                                               "their inside)"),
+        # after the older widgets, so that saved workflows keep their values (and their standard six views)
+        Bool("turn_six_views", False, tooltip="views=six: turn the whole rig by azimuth and elevation (its front "
+                                              "view is then the single view at those angles); off: the standard "
+                                              "axis views, azimuth and elevation unused"),
         Socket("mesh", "MESH", optional=True,
                tooltip="core ComfyUI's MESH or ComfyUI-3D-Pack's (.v, .f); the first mesh of a batch"),
         Socket("trimesh", "TRIMESH", optional=True, tooltip="a trimesh.Trimesh, instead of mesh"),
@@ -232,12 +235,12 @@ class MeshRasterizer(RasterKitNode):
 
     @classmethod
     def run(cls, width=512, height=512, views="single", azimuth=30.0, elevation=20.0, distance=3.0,
-            projection="perspective", fov=40.0, cull_back_faces=True, mesh=None, trimesh=None):
+            projection="perspective", fov=40.0, cull_back_faces=True, turn_six_views=False, mesh=None, trimesh=None):
         vertices, faces = _mesh_tensors(mesh, trimesh)
         device = render_device()
         view = M.orbit_cameras([azimuth], [elevation], distance)
         if views == "six":
-            view = _turned_rig(view[0], distance)
+            view = _turned_rig(view[0] if turn_six_views else torch.eye(4), distance)
         aspect = width / height
         near, far = max(distance * 0.01, distance - 10.0), distance + 10.0
         if projection == "perspective":

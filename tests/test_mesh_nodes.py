@@ -47,19 +47,23 @@ def test_six_views_and_trimesh_input():
     assert all(outputs[3][b].sum() > 100 for b in range(6))
 
 
-def test_six_views_at_zero_angles_are_the_standard_texture_baking_views():
+def test_six_views_are_the_standard_texture_baking_views_unless_turned():
+    """Saved workflows (azimuth 30, elevation 20 by default) keep the standard six views; the rig turns
+    only with turn_six_views, and at 0, 0 it is the standard rig."""
     mesh, _ = sphere_mesh()
-    raster = MeshRasterizer.run(width=16, height=16, views="six", azimuth=0.0, elevation=0.0, mesh=mesh)[5]
     standard = mesh_nodes.M.orbit_cameras([a for a, _ in mesh_nodes.M.STANDARD_VIEWS],
                                           [e for _, e in mesh_nodes.M.STANDARD_VIEWS], 3.0)
-    assert torch.equal(raster["view"], standard)
+    for kw in (dict(), dict(azimuth=0.0, elevation=0.0, turn_six_views=True)):
+        raster = MeshRasterizer.run(width=16, height=16, views="six", mesh=mesh, **kw)[5]
+        assert torch.equal(raster["view"], standard)
 
 
 def test_azimuth_and_elevation_turn_the_six_view_rig():
     """The turned rig's front view is the single view at the same angles, and the rig renders the model
     turned the other way as the standard rig does (face ids compared: a turn of a symmetric mesh shows)."""
     mesh, _ = sphere_mesh()
-    turned = MeshRasterizer.run(width=48, height=48, views="six", azimuth=30.0, elevation=20.0, mesh=mesh)
+    turned = MeshRasterizer.run(width=48, height=48, views="six", azimuth=30.0, elevation=20.0, turn_six_views=True,
+                                mesh=mesh)
     single = MeshRasterizer.run(width=48, height=48, views="single", azimuth=30.0, elevation=20.0, mesh=mesh)
     assert torch.equal(turned[5]["findices"][0], single[5]["findices"][0])
     assert not torch.equal(turned[5]["findices"], MeshRasterizer.run(
@@ -75,7 +79,7 @@ def test_elevation_minus_90_stands_a_z_up_mesh_upright_in_the_six_views():
     import trimesh
 
     tall = trimesh.creation.box(extents=(0.4, 0.4, 1.6))  # z-up: tallest along z
-    mask = MeshRasterizer.run(width=64, height=64, views="six", azimuth=0.0, elevation=-90.0,
+    mask = MeshRasterizer.run(width=64, height=64, views="six", azimuth=0.0, elevation=-90.0, turn_six_views=True,
                               projection="orthographic", trimesh=tall)[3]
     for front_right_back_left in mask[:4]:
         rows, columns = front_right_back_left.any(1).sum(), front_right_back_left.any(0).sum()
