@@ -118,7 +118,7 @@ class LineLinkRenderer(RasterKitNode):
                                                               "ants); negative moves it back"),
         String("end_color", "", tooltip="hex colour at each link's far end, blended from its colour along the link "
                                         "(links then end square); empty: one colour"),
-        Float("glow", 0.0, 0.0, 1.0, tooltip="opacity of a soft, wide stroke under each link, relative to opacity; "
+        Float("glow", 0.0, 0.0, 1.0, tooltip="opacity of a wide, fainter stroke under each link, relative to opacity; "
                                              "0: no glow"),
         Float("glow_scale", 4.0, 1.0, 32.0, 0.1, tooltip="width of the glow as a multiple of the line width (of "
                                                          "the marker radius for marker_glow)"),
@@ -179,18 +179,17 @@ class LineLinkRenderer(RasterKitNode):
         elif not plain:
             points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
         max_length, phase = 0.0, dash_phase + dash_speed * frame.float() if line_style != "solid" else 0.0
-        if line_style != "solid" and visible.any():  # the longest link bounds the dashes per link
-            shown = xy[visible]
-            extent = float((shown.amax(0) - shown.amin(0)).norm())
-            max_length = extent * (2 * math.hypot(0.5, curvature) if curve == "bezier" else 1.0)
+        if line_style != "solid" and len(frame):  # the longest link bounds the dashes per link (one sync)
+            longest = float((end - start).norm(dim=-1).amax())
+            max_length = longest * (2 * math.hypot(0.5, curvature) if curve == "bezier" else 1.0)  # control polygon
 
         def strokes(stroke_width, alpha_scale):
-            """The links, stroke_width wide, at alpha_scale times their opacity."""
+            """The links, stroke_width wide, at alpha_scale times their opacity (dots spaced as the line's)."""
             if plain:
                 return R.segments(frame, start, end, stroke_width, _faded(colours, alpha_scale))
             return styles.styled_polylines(frame, points, lengths, stroke_width, _faded(colours, alpha_scale),
                                            _faded(end_colours, alpha_scale), line_style, dash_length, gap_length,
-                                           phase, max_length)
+                                           phase, max_length, pattern_width=widths)
 
         dot_rgb = (1.0, 1.0, 1.0) if by_distance else parse_hex(color, "color")[:3]
         layers = []

@@ -105,6 +105,17 @@ def test_dots_against_a_reference():
     assert_close(draw(prims)[0], pixel_mean(inside))
 
 
+def test_wider_dots_of_a_glow_sit_on_the_line_dots():
+    """A glow is the same dotted stroke drawn wider: its dots must keep the line's spacing."""
+    points, lengths = straight(A, B)
+    white = torch.tensor([[1.0, 1, 1, 1]])
+    line = S.styled_polylines(ONE, points, lengths, WIDTH, white, None, "dotted", gap_length=4.0, max_length=60.0)
+    glow = S.styled_polylines(ONE, points, lengths, 4 * WIDTH, white, None, "dotted", gap_length=4.0, max_length=60.0,
+                              pattern_width=WIDTH)
+    shown = lambda prims: prims.params[prims.color[:, 3] > 0, :2]  # noqa: E731  the dots' centres
+    assert torch.equal(shown(line), shown(glow))
+
+
 @pytest.mark.parametrize("opacity", [1.0, 0.6])
 def test_gradient_covers_the_link_once_with_its_colours_at_the_ends(opacity):
     """The colour steps overlap at their seams just enough to keep the link's opacity (butt ends)."""

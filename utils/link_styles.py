@@ -76,7 +76,7 @@ def _pieces(arc, total, first, on, period):
 
 def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, start_color: torch.Tensor,
                      end_color: torch.Tensor | None = None, style: str = "solid", dash_length: float = 8.0,
-                     gap_length: float = 6.0, phase=0.0, max_length: float = 0.0) -> R.Primitives:
+                     gap_length: float = 6.0, phase=0.0, max_length: float = 0.0, pattern_width=None) -> R.Primitives:
     """Strokes along polylines, each one shape (its overlaps drawn once) unless its colour changes.
 
     frame int64 [L], points float [L,N,2] (N >= 2), lengths int64 [L], width float [L] or scalar,
@@ -86,7 +86,8 @@ def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, 
     style "solid"; "dashed", dash_length px on and gap_length px off (butt ends), each dash of one
     colour (the gradient's at its middle); "dotted", dots `width` across with gap_length px between
     them. phase float [L] or scalar: the pattern's shift towards the end (px). max_length (host float)
-    bounds every stroke's arc length: dashes and dots need it.
+    bounds every stroke's arc length: dashes and dots need it. pattern_width (default: width) spaces the
+    dots, so that wider dots (a glow) sit at the same centres as the line's own.
     One-colour solid strokes have round caps and joins; dashes and colour steps butt ends, and round
     joins where a polyline point lies at least half the width inside them.
     """
@@ -114,7 +115,9 @@ def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, 
         return torch.lerp(start_color[:, None], end_color[:, None], t[..., None])
 
     if style == "dotted":
-        period = width[:, None] + gap_length
+        spacing = width if pattern_width is None else torch.as_tensor(pattern_width, dtype=torch.float32,
+                                                                      device=device).expand(n_lines)
+        period = spacing[:, None] + gap_length
         repeats = math.ceil(max_length / gap_length) + 1
         at = torch.remainder(phase, period) + torch.arange(repeats, device=device)[None] * period  # [L,R]
         centre = point_at(points, arc, torch.minimum(at, total))
