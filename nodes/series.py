@@ -2,10 +2,8 @@
 IMAGE batch and the ink's alpha."""
 from __future__ import annotations
 
-import re
-
 from ..utils import series as sources
-from ..utils.colors import PALETTES, palette, parse_hex
+from ..utils.colors import PALETTES, palette, palette_from_hex, parse_hex
 from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 
@@ -13,11 +11,7 @@ from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, Str
 def series_colors(text: str, count: int, input_name: str = "colors") -> list[tuple[float, float, float, float]]:
     """`count` RGBA colours from a palette name or hex colours separated by commas or spaces, cycled."""
     text = (text or "").strip()
-    choices = palette(text, input_name) if text in PALETTES else \
-        [parse_hex(value, input_name) for value in re.split(r"[\s,;]+", text) if value]
-    if not choices:
-        raise ValueError(f"{input_name}: empty; give a palette name ({', '.join(PALETTES)}) or hex colours "
-                         f"such as #E6194B, #3CB44B")
+    choices = palette(text, input_name) if text in PALETTES else palette_from_hex(text, input_name)
     return [choices[i % len(choices)] for i in range(count)]
 
 

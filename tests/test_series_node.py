@@ -247,8 +247,8 @@ def test_ragged_overlay_series_each_span_the_width():
 
 
 @pytest.mark.parametrize("kw,message", [
-    (dict(series="[[1, 2]]", overlay=True, colors="tab11"), "colors: expected a hex colour .* 'tab11'"),
-    (dict(series="[[1, 2]]", overlay=True, colors=" , "), "colors: empty; give a palette name"),
+    (dict(series="[[1, 2]]", overlay=True, colors="tab11"), "colors: colour 1: expected a hex colour .* 'tab11'"),
+    (dict(series="[[1, 2]]", overlay=True, colors=" , "), "colors: expected hex colours like"),
     (dict(audio={"waveform": torch.zeros(1, 1, 100)}, fps=24.0), "audio: needs a positive 'sample_rate'"),
     (dict(audio={"waveform": torch.zeros(1, 1, 100)}, audio_plot="spectrum"), "audio: needs a positive 'sample_rate'"),
     (dict(audio={"waveform": torch.zeros(1, 1, 100), "sample_rate": 8000}, fps=6000.0),
