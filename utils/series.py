@@ -196,12 +196,10 @@ def from_audio_spectrum(audio, frames: int, fps: float = 0.0, fft_size: int = 20
         signal = signal.mean(0, keepdim=True)
     starts = _window_starts(signal.shape[1], fft_size, frames, fps, rate)
     hann = torch.hann_window(fft_size, device=signal.device)
-    spectra = torch.fft.rfft(_windows(signal, starts, fft_size) * hann, dim=-1).abs() * (2 / hann.sum())
-    count, per_frame, bins = spectra.shape
+    bins = fft_size // 2 + 1
     centres = spectrum_bands(rate, fft_size, bands, signal.device)
     position = centres * (fft_size / rate)  # fractional bin of each band's centre
     left = position.floor().long().clamp(0, bins - 2)
-    amplitude = torch.lerp(spectra[..., left], spectra[..., left + 1], (position - left).clamp(0, 1))
     # each bin raises the band that holds it: bands end halfway (in log frequency) to their neighbours
     lowest, highest = _band_range(rate, fft_size)
     half_step = math.log(highest / lowest) / (bands - 1) / 2
@@ -209,9 +207,20 @@ def from_audio_spectrum(audio, frames: int, fps: float = 0.0, fft_size: int = 20
                        centres[-1:] * math.exp(half_step)])
     band = torch.bucketize(torch.arange(bins, device=signal.device) * (rate / fft_size), edges, right=True) - 1
     band = torch.where((band >= 0) & (band < bands), band, bands)  # outside every band: a spare column
-    amplitude = torch.cat([amplitude, amplitude.new_zeros(count, per_frame, 1)], -1)
-    amplitude = amplitude.scatter_reduce_(-1, band.expand_as(spectra), spectra, "amax", include_self=False)
-    amplitude = amplitude[..., :bands]
+
+    def band_amplitudes(chunk_starts: torch.Tensor) -> torch.Tensor:
+        """[F',C,bands] for the windows starting at chunk_starts int64 [F']."""
+        spectra = torch.fft.rfft(_windows(signal, chunk_starts, fft_size) * hann, dim=-1).abs() * (2 / hann.sum())
+        amplitude = torch.lerp(spectra[..., left], spectra[..., left + 1], (position - left).clamp(0, 1))
+        amplitude = torch.cat([amplitude, amplitude.new_zeros(*spectra.shape[:2], 1)], -1)
+        amplitude = amplitude.scatter_reduce_(-1, band.expand_as(spectra), spectra, "amax", include_self=False)
+        return amplitude[..., :bands]
+
+    # frames in chunks of ~4M window samples (tens of MB of temporaries), so that a long clip with a large
+    # fft_size fits in memory; every chunk is one batched FFT
+    chunk = max(1, (1 << 22) // (fft_size * signal.shape[0]))
+    amplitude = torch.cat([band_amplitudes(starts[i:i + chunk]) for i in range(0, len(starts), chunk)])
+    count, per_frame = amplitude.shape[:2]
     amplitude = exponential_smoothing(amplitude.reshape(count, -1), smoothing).reshape(count * per_frame, bands)
     if magnitude == "dB":
         amplitude = 20 * amplitude.clamp_min(10 ** (SPECTRUM_FLOOR_DB / 20)).log10()
