@@ -33,23 +33,25 @@ function distanceColour(t) {
   return `rgb(${rgb.join(",")})`;
 }
 
-// The node's graph on one frame: each point's k nearest (|dy| within the cap, ties to the lower
-// index), within max_distance, mutual or not, then the degree cap keeps each point's shortest.
-// points: [[x, y] | null] -> [[i, j, length]], i < j.
-export function previewEdges(points, { k, maxDistance, dyCap, degreeCap, mutual }) {
+// The node's knn or radius graph on one frame: each point's k nearest (radius: every point; |dy|
+// within the cap, ties to the lower index), within max_distance, mutual or not, then the degree cap
+// keeps each point's shortest. points: [[x, y] | null] -> [[i, j, length]], i < j.
+export function previewEdges(points, { k, maxDistance, dyCap, degreeCap, mutual, graph = "knn" }) {
+  const radius = graph === "radius";
+  if (radius && !(maxDistance > 0)) return [];
   const ids = points.flatMap((p, i) => (p ? [i] : []));
   const found = new Map();
   for (const i of ids) {
     const near = ids.filter((j) => j !== i && !(dyCap > 0 && Math.abs(points[j][1] - points[i][1]) > dyCap))
       .map((j) => [Math.hypot(points[j][0] - points[i][0], points[j][1] - points[i][1]), j])
-      .sort((a, b) => a[0] - b[0] || a[1] - b[1]).slice(0, k);
+      .sort((a, b) => a[0] - b[0] || a[1] - b[1]).slice(0, radius ? undefined : k);
     for (const [length, j] of near) {
       if (maxDistance > 0 && length > maxDistance) continue;
       const key = `${Math.min(i, j)},${Math.max(i, j)}`;
       found.set(key, { i: Math.min(i, j), j: Math.max(i, j), length, count: (found.get(key)?.count ?? 0) + 1 });
     }
   }
-  let edges = [...found.values()].filter((e) => !mutual || e.count === 2);
+  let edges = [...found.values()].filter((e) => radius || !mutual || e.count === 2);
   if (degreeCap > 0) {
     edges.sort((a, b) => a.length - b.length || a.i - b.i || a.j - b.j);
     const kept = new Map();
@@ -168,10 +170,12 @@ class TracksEditor extends FrameCanvas {
     const { ctx, s } = this.begin();
     const state = this.tracks();
     const number = (name, fallback) => Number(this.value(name) ?? fallback);
-    const edges = previewEdges(state.points, {
+    const graph = this.value("graph") ?? "knn";
+    const previewed = graph === "knn" || graph === "radius"; // delaunay and mst: drawn by the run only
+    const edges = previewed ? previewEdges(state.points, {
       k: number("k", 3), maxDistance: number("max_distance", 0), dyCap: number("delta_y_cap", 0),
-      degreeCap: number("degree_cap", 0), mutual: Boolean(this.value("mutual")),
-    });
+      degreeCap: number("degree_cap", 0), mutual: Boolean(this.value("mutual")), graph,
+    }) : [];
     const colour = (this.value("color") ?? "#FFFFFF").trim();
     const byDistance = colour.toLowerCase() === "distance";
     const hex = byDistance ? "#FFFFFF" : colour.startsWith("#") ? colour.slice(0, 7) : `#${colour.slice(0, 6)}`;
@@ -204,7 +208,8 @@ class TracksEditor extends FrameCanvas {
         ctx.globalAlpha = number("opacity", 0.8);
       }
     });
-    if (state.note) this.note(ctx, state.note);
+    const note = state.note ?? (previewed ? null : `${graph} links are drawn when the workflow runs`);
+    if (note) this.note(ctx, note);
   }
 }
 
