@@ -148,7 +148,10 @@ class BoxEditor extends FrameCanvas {
     if (item && !Array.isArray(item) && item.color) return item.color.slice(0, 7);
     const fixed = (this.value("color") || "").trim();
     if (fixed) return fixed.startsWith("#") ? fixed.slice(0, 7) : `#${fixed.slice(0, 6)}`;
-    const colours = palettes?.[this.value("palette")] ?? ["#E6194B"];
+    // palette_colors, when given, replaces the named palette (hex colours separated as the node reads them)
+    const listed = (this.value("palette_colors") || "").split(/[\s,;]+/).filter(Boolean)
+      .map((c) => (c.startsWith("#") ? c.slice(0, 7) : `#${c.slice(0, 6)}`));
+    const colours = listed.length ? listed : palettes?.[this.value("palette")] ?? ["#E6194B"];
     const by = this.value("color_by");
     const key = Array.isArray(item) ? null : by === "label" ? item.label : by === "id" ? item.id : index;
     if (key === null || key === undefined) return colours[index % colours.length];
