@@ -151,6 +151,69 @@ def links_demo(pack, out: Path):
     return paths
 
 
+@demo("link_styles")
+def link_styles_demo(pack, out: Path):
+    """The same tracks as dashed marching-ant links with a colour gradient and glow, fading trails and
+    diamond markers; beside them the Delaunay triangulation with its minimum spanning tree."""
+    import torch
+
+    frames = textured_pan(frames=24)
+    tracks, _ = pack.nodes.links.PointTracker.run(frames, max_points=90, min_distance=30)
+    node = pack.nodes.links.LineLinkRenderer
+    styled = node.run(frames * 0.45, tracks=tracks, tracks_json="", k=2, max_distance=140, width=2.0, opacity=0.95,
+                      color="#FFD54F", end_color="#E040FB", line_style="dashed", dash_length=10, gap_length=6,
+                      dash_speed=2, glow=0.35, glow_scale=3, point_style="diamond", point_radius=5,
+                      trail_frames=12, trail_smooth=True)[0]
+    triangulated = node.run(frames * 0.45, tracks=tracks, tracks_json="", graph="delaunay", width=1.0, opacity=0.35,
+                            color="#80DEEA", point_radius=0)[0]
+    tree = node.run(triangulated, tracks=tracks, tracks_json="", graph="mst", width=2.5, opacity=1.0,
+                    color="#FF7043", point_style="ring", point_radius=4)[0]
+    paths = [out / "link_styles.png", out / "link_styles.mp4"]
+    save_png(torch.cat([styled[-1], tree[-1]], 1), paths[0])
+    save_mp4(styled, paths[1], fps=12)
+    return paths
+
+
+@demo("box_styles")
+def box_styles_demo(pack, out: Path):
+    """Box markers (ellipse, halo), a label anchored below its box and wrapped, and overlap avoidance."""
+    import json
+
+    frames = moving_scene(frames=1)
+    boxes = [{"x1": 60, "y1": 60, "x2": 220, "y2": 200, "label": "ellipse marker", "score": 0.9},
+             {"x1": 250, "y1": 80, "x2": 400, "y2": 230, "label": "halo marker, label wrapped at 90 px", "score": 0.8},
+             {"x1": 430, "y1": 60, "x2": 590, "y2": 300, "label": "overlapping", "score": 0.7},
+             {"x1": 440, "y1": 70, "x2": 580, "y2": 290, "label": "moved below it", "score": 0.6}]
+    node = pack.nodes.boxes.BoundingBoxRenderer
+    style = dict(labels="label", label_size=15, palette_colors="#FF7043, #4FC3F7, #AED581, #FFD54F")
+    image = node.run(frames, boxes=json.dumps(boxes[:1]), marker="ellipse", stroke_width=3, **style)[0]
+    image = node.run(image, boxes=json.dumps(boxes[1:2]), marker="halo", marker_size=14, label_max_width=90,
+                     label_anchor="bottom_center", fill_opacity=0.15, **style)[0]
+    image = node.run(image, boxes=json.dumps(boxes[2:]), label_avoid_overlap=True, fill_opacity=0.0, stroke_width=2,
+                     **style)[0]
+    paths = [out / "box_styles.png"]
+    save_png(image[0], paths[0])
+    return paths
+
+
+@demo("spectrum")
+def spectrum_demo(pack, out: Path):
+    """An audio spectrum per video frame (bars on log frequencies), at 24 frames per second."""
+    import torch
+
+    rate = 24000
+    t = torch.arange(3 * rate) / rate
+    sweep = torch.sin(2 * torch.pi * (100 * t + 1500 * t ** 2)) * 0.6 + 0.2 * torch.sin(2 * torch.pi * 440 * t)
+    video = pack.nodes.series.SeriesToImages.run(
+        audio={"waveform": sweep[None, None], "sample_rate": rate}, fps=24, audio_plot="spectrum", style="bars",
+        bands=48, smoothing=0.5, scale="shared", width=640, height=240, line_color="#4DD0E1",
+        background="#101820")[0]
+    paths = [out / "spectrum.png", out / "spectrum.mp4"]
+    save_png(video[len(video) // 2], paths[0])
+    save_mp4(video, paths[1])
+    return paths
+
+
 @demo("mesh")
 def mesh_demo(pack, out: Path):
     """The bundled mesh from the six texture-baking views: normal, depth and face-id maps."""
