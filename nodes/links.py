@@ -85,7 +85,7 @@ class LineLinkRenderer(RasterKitNode):
                multiline=True, tooltip="Tracks as JSON: a list of tracks, each a list of per-frame points ({x, y} or "
                                        "[x, y]); a flat list of points is one point moving over frames (KJNodes' "
                                        "coordinates); a short track holds its last point; negative coordinates "
-                                       "are hidden. Leave empty when tracks or ys_tracks is connected"),
+                                       "are hidden. A connected tracks or ys_tracks input wins over this text"),
         Int("k", 3, 1, 32, tooltip="neighbours per point (graph knn)"),
         Float("max_distance", 0.0, 0.0, 100000.0, 1.0, tooltip="longest link in pixels; 0: no limit (graph radius "
                                                                "needs one: it links every pair within it)"),
@@ -162,8 +162,12 @@ class LineLinkRenderer(RasterKitNode):
         xy_dev = xy.to(device)
         start, end = xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
         by_distance = color.strip().lower() == "distance"
-        length = (end - start).norm(dim=-1) if by_distance or width_by_length != "none" else None
-        scale = (max_distance or float(length.max()) if length.numel() else 1.0) if length is not None else 1.0
+        dashes = line_style != "solid"
+        length = (end - start).norm(dim=-1) if by_distance or width_by_length != "none" or dashes else None
+        longest = 0.0  # the longest link (one sync): the scale without max_distance, the bound on dashes
+        if length is not None and length.numel() and (dashes or not max_distance):
+            longest = float(length.amax())
+        scale = (max_distance or longest) if length is not None and length.numel() else 1.0
         if by_distance:
             rgb = _gradient(length / max(scale, 1e-6))
         else:
@@ -178,10 +182,8 @@ class LineLinkRenderer(RasterKitNode):
             points, lengths = bezier_polylines(start, end, curvature, alternating_sign(pairs[:, 0], pairs[:, 1]))
         elif not plain:
             points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
-        max_length, phase = 0.0, dash_phase + dash_speed * frame.float() if line_style != "solid" else 0.0
-        if line_style != "solid" and len(frame):  # the longest link bounds the dashes per link (one sync)
-            longest = float((end - start).norm(dim=-1).amax())
-            max_length = longest * (2 * math.hypot(0.5, curvature) if curve == "bezier" else 1.0)  # control polygon
+        phase = dash_phase + dash_speed * frame.float() if dashes else 0.0
+        max_length = longest * (2 * math.hypot(0.5, curvature) if curve == "bezier" else 1.0)  # control polygon
 
         def strokes(stroke_width, alpha_scale):
             """The links, stroke_width wide, at alpha_scale times their opacity (dots spaced as the line's)."""
