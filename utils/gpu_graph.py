@@ -602,10 +602,11 @@ def _triangulated(xy, visible, options: GraphOptions, device, tree: bool) -> Rag
     delta = xy[frame, j] - xy[frame, i]
     length = delta.norm(dim=-1)
     keep = (length <= options.max_distance) & (delta[:, 1].abs() <= options.delta_y_cap)
+    ends = torch.stack([i, j]).add_(frame * n)  # the points' indices over all frames
     if tree and frame.numel():
-        keep = _spanning_forest(torch.stack([i, j]).add_(frame * n), length, keep, frames * n, n)
+        keep = _spanning_forest(ends, length, keep, frames * n, n)
     if options.degree_cap > 0:
-        keep = _capped_degree(xy, frame, i, j, keep, options.degree_cap)
+        keep = _cap_degree(ends, keep, length, options.degree_cap, frames * n)
     return _ragged_edges(frame, i, j, keep, frames)
 
 
