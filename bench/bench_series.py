@@ -16,7 +16,7 @@ import torch
 from _common import report, table, timed
 
 from utils.device import torch_device  # noqa: E402  (_common puts the repository root on sys.path)
-from utils.gpu_rendering import series_points, _value_range, render_polylines  # noqa: E402
+from utils.gpu_rendering import render_polylines, series_points, value_range  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 COUNT, STEPS, SIZE = (500 if QUICK else 5000), 100, 224
@@ -47,7 +47,7 @@ def main():
     sync = torch.cuda.synchronize if device.type == "cuda" else None
     values = torch.cumsum(torch.randn(COUNT, STEPS, generator=torch.Generator().manual_seed(0)), 1)
     lengths = torch.full((COUNT,), STEPS)
-    points = series_points(values, lengths, *_value_range(values, lengths, "per_image"), SIZE, SIZE)
+    points = series_points(values, lengths, *value_range(values, lengths, "per_image"), SIZE, SIZE)
     as_int = [p.astype(np.int32) for p in points.floor().numpy()]
     as_tuples = [[tuple(q) for q in p.tolist()] for p in points.numpy()]
     repeat = 3

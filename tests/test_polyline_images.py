@@ -40,7 +40,7 @@ def reference_mask(points, height, width):
 
 def series_points(values, height, width):
     lengths = torch.full((values.shape[0],), values.shape[1])
-    return R.series_points(values, lengths, *R._value_range(values, lengths, "per_image"), height, width)
+    return R.series_points(values, lengths, *R.value_range(values, lengths, "per_image"), height, width)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -12,7 +12,7 @@ import torch
 
 from .batching import Ragged, pack
 from .device import run_chunked
-from .gpu_rendering import fill_coverage, render_polylines, series_points, straight_alpha
+from .gpu_rendering import fill_coverage, render_polylines, series_points, straight_alpha, value_range
 from .text_input import check_size, load_json
 
 
@@ -252,16 +252,6 @@ def exponential_smoothing(values: torch.Tensor, factor: float) -> torch.Tensor:
     return smoothed.reshape(blocks * block, -1)[:frames]
 
 
-def _image_ranges(values: torch.Tensor, lengths: torch.Tensor, per_image: int, scale: str):
-    """(low, high) float [N,1] of the finite y values within each length of values [N,T], over the
-    series of each image (per_image consecutive series; scale "per_image") or over all ("shared")."""
-    real = (torch.arange(values.shape[1], device=values.device)[None] < lengths[:, None]) & ((values - values) == 0)
-    groups = 1 if scale == "shared" else values.shape[0] // per_image
-    low = values.masked_fill(~real, float("inf")).view(groups, -1).amin(1)
-    high = values.masked_fill(~real, -float("inf")).view(groups, -1).amax(1)
-    return tuple(bound[:, None].expand(groups, values.shape[0] // groups).reshape(-1, 1) for bound in (low, high))
-
-
 def _bar_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
                   antialiased: bool) -> torch.Tensor:
     """Coverage float [N,H,W] of bars (points [N,T,2] from series_points): value k of a series of n
@@ -307,7 +297,7 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
     device = torch.device(device) if device is not None else home
     lengths = data.lengths.to(home)
     values = data.values.float()
-    points = series_points(values, lengths, *_image_ranges(values, lengths, per_image, scale), height, width)
+    points = series_points(values, lengths, *value_range(values, lengths, scale, per_image), height, width)
     antialiased = mode == "antialiased"
     for name, given in (("colors", colors), ("fill_colors", fill_colors)):
         if given is not None and len(given) != per_image:
