@@ -301,16 +301,19 @@ def wrap(text: str, size: int, font: str, max_width: int, max_lines: int | None 
     lines: list[str] = []
     for paragraph in text.split("\n"):
         words = paragraph.split(" ")
+
+        def fit(start: int, count: int) -> bool:  # words[start:start + count] exist and fit on a line
+            return start + count <= len(words) and _ink_width(words[start:start + count], size, font) <= max_width
+
         start = 0
         while start < len(words) and (max_lines is None or len(lines) < max_lines):
             fits, step = 1, 1  # the first word always; then counts that fit, doubling, then halving the step
-            while start + fits + step <= len(words) and _ink_width(words[start:start + fits + step], size, font) <= max_width:
+            while fit(start, fits + step):
                 fits += step
                 step *= 2
             while step > 1:
                 step //= 2
-                if start + fits + step <= len(words) and _ink_width(words[start:start + fits + step], size,
-                                                                     font) <= max_width:
+                if fit(start, fits + step):
                     fits += step
             lines.append(" ".join(words[start:start + fits]))
             start += fits
