@@ -298,22 +298,22 @@ def wrap(text: str, size: int, font: str, max_width: int, max_lines: int | None 
     max_width <= 0: `text` as it is."""
     if max_width <= 0:
         return text
+
+    def fit(words: list[str], start: int, count: int) -> bool:  # words[start:start + count] exist and fit a line
+        return start + count <= len(words) and _ink_width(words[start:start + count], size, font) <= max_width
+
     lines: list[str] = []
     for paragraph in text.split("\n"):
         words = paragraph.split(" ")
-
-        def fit(start: int, count: int) -> bool:  # words[start:start + count] exist and fit on a line
-            return start + count <= len(words) and _ink_width(words[start:start + count], size, font) <= max_width
-
         start = 0
         while start < len(words) and (max_lines is None or len(lines) < max_lines):
             fits, step = 1, 1  # the first word always; then counts that fit, doubling, then halving the step
-            while fit(start, fits + step):
+            while fit(words, start, fits + step):
                 fits += step
                 step *= 2
             while step > 1:
                 step //= 2
-                if fit(start, fits + step):
+                if fit(words, start, fits + step):
                     fits += step
             lines.append(" ".join(words[start:start + fits]))
             start += fits
