@@ -322,8 +322,9 @@ def wrap(text: str, size: int, font: str, max_width: int, max_lines: int | None 
 
 def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple[torch.Tensor, torch.Tensor]:
     """Render distinct strings once, in font `font` (one of `font_names()`) with per-character fallback;
-    a newline starts a new line (left aligned, one line pitch below). Returns atlas float [Ha,Wa] (coverage 0..1) and rects int64 [S,4] (x, y, width, height of each
-    string inside the atlas), strings stacked vertically."""
+    a newline starts a new line (left aligned, one line pitch below). Returns atlas float [Ha,Wa]
+    (coverage 0..1) and rects int64 [S,4] (x, y, width, height of each string inside the atlas),
+    strings stacked vertically."""
     from PIL import Image, ImageDraw
 
     layouts = [_layout(s, size, font) for s in strings]
