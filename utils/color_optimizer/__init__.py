@@ -43,9 +43,9 @@ from typing import NamedTuple
 
 import torch
 
-from .batching import expand_counts
-from .device import chunk_size
-from .text_input import short
+from ..batching import expand_counts
+from ..device import chunk_size
+from ..text_input import short
 
 KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
          "polygon")
