@@ -1,0 +1,119 @@
+"""PrimitiveMesh's render kernel (utils/color_optimizer/render_kernel.py) against the torch path
+(`render`): on a real GPU (-m gpu; skipped without CUDA and CuPy) and on the CPU through
+tests/cuda_emulator.py. The emulated runs fail, never skip, without a C++ compiler."""
+import pytest
+import torch
+
+import cuda_emulator
+from rasterkit.utils import color_optimizer as co
+from rasterkit.utils.color_optimizer import render_kernel
+from rasterkit.utils.device import cupy_usable
+from test_color_optimizer import scene, transparent
+
+# the CPU torch path rounds a little differently from the emulated kernel (its vector code may fuse
+# multiply-adds), so the emulator's tolerance is looser; on the GPU both sides run with FMA off
+TOLERANCE = {"cuda": 1e-5, "emulated": 1e-4}
+
+
+@pytest.fixture(params=[
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not (torch.cuda.is_available() and cupy_usable("cuda")), reason="needs a CUDA device with cupy importable")]),
+    "emulated",
+])
+def kernel(request, monkeypatch):
+    """Where the kernels run: "cuda" or "emulated" (on the CPU)."""
+    if request.param == "emulated":
+        assert cuda_emulator.COMPILER is not None, "the CPU emulation of the kernels needs g++ or clang++"
+        cuda_emulator.install(monkeypatch)
+    return request.param
+
+
+@pytest.fixture
+def device(kernel):
+    return "cuda" if kernel == "cuda" else "cpu"
+
+
+@pytest.fixture
+def torch_path(monkeypatch):
+    """Run the block under it on the torch path (the CuPy kernels switched off)."""
+    def run(fn, *args, **kwargs):
+        with monkeypatch.context() as patch:
+            patch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+            return fn(*args, **kwargs)
+    return run
+
+
+def every_kind(height, width, channels, seed):
+    """Two images of shapes of every kind in a height x width working frame: random ones (rotations,
+    many past the frame's edges), and ones that test the crossing rules: self-crossing 4-gons, a
+    Bezier whose stroke overlaps itself, edges and vertices on pixel edges and sample rows, a
+    degenerate rectangle and a tiny ellipse. The second image's last shapes are padding (opacity 0)."""
+    g = torch.Generator().manual_seed(seed)
+    kind, params = co.random_shapes(tuple(range(8)), 40, 256, 256, g, "cpu")
+    frame = torch.tensor([width, height] * 4, dtype=torch.float32)
+    params = co.scale_params(kind, params, max(height, width) / 256 * 2)
+    params = torch.where(torch.rand(40, 1, generator=g) < 0.3, params - frame / 2, params)  # past the top left
+    w, h = float(width), float(height)
+    special = torch.tensor([
+        [co.POLYGON, 0.2 * w, 0.1 * h, 0.9 * w, 0.8 * h, 0.9 * w, 0.1 * h, 0.1 * w, 0.9 * h],  # bowtie
+        # a self-crossing 4-gon whose two crossings meet on a sample row inside a pixel (equal x: a tie)
+        [co.POLYGON, 0.25, 0.0625, 8.25, 8.0625, 8.25, 0.0625, 0.25, 8.0625],
+        [co.QUADRATIC, 0.1 * w, 0.5 * h, 1.4 * w, 0.6 * h, 0.15 * w, 0.7 * h, 0.2 * h, 0],  # hairpin stroke
+        [co.RECTANGLE, 3, 2, 11, 7.5, 0, 0, 0, 0],  # pixel edges
+        [co.TRIANGLE, 4.5, 1.0625, 20, 9.5625, 2, 13.9375, 0, 0],  # vertices on sample rows
+        [co.RECTANGLE, 5, 6, 30, 6, 0, 0, 0, 0],  # no height
+        [co.ELLIPSE, 10.3, 12.7, 0.0001, 0.4, 0, 0, 0, 0],  # thinner than the 1e-3 floor
+        [co.ROTATED_RECTANGLE, 0.5 * w, 0.5 * h, 1.5 * w, 0.2 * h, 90, 0, 0, 0],  # across the frame
+        [co.ROTATED_ELLIPSE, 0.6 * w, 0.4 * h, 0.8 * w, 0.15 * h, -37.5, 0, 0, 0],
+        [co.CIRCLE, w, h, 0.3 * h, 0, 0, 0, 0, 0],  # on the corner
+    ])
+    kind = torch.cat([special[:, 0].long(), kind]).expand(2, -1).clone()
+    kind[1] = kind[1].flip(0)
+    params = torch.cat([special[:, 1:], params]).expand(2, -1, -1).clone()
+    params[1] = params[1].flip(0)
+    shapes = kind.shape[1]
+    alpha = torch.randint(1, 256, (2, shapes), generator=g) / 255
+    alpha[0, 3] = 1.0
+    alpha[1, -5:] = 0.0
+    color = torch.randint(0, 256, (2, shapes, 3), generator=g) / 255
+    background = torch.rand(2, channels, generator=g)
+    if channels == 4:
+        background[:, :3] *= background[:, 3:]
+    return co.Approximation(kind=kind, params=params, color=color, alpha=alpha, count=torch.tensor([shapes, shapes - 5]),
+                            error=torch.zeros(2, shapes + 1), background=background, height=height, width=width)
+
+
+def assert_renders_alike(kernel, torch_path, result, height, width, scale, frame_every):
+    expected = torch_path(co.render, result, height, width, scale, frame_every)
+    got = render_kernel.render_cuda(result, height, width, scale, frame_every)
+    assert got[0].shape == expected[0].shape
+    assert (got[0] - expected[0]).abs().max() <= TOLERANCE[kernel]
+    if frame_every:
+        assert got[1].shape == expected[1].shape
+        assert (got[1] - expected[1]).abs().max() <= TOLERANCE[kernel]
+        assert torch.equal(got[1][:, -1], got[0])
+    else:
+        assert got[1] is None and expected[1] is None
+    return got
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("frame_every", [0, 3])
+@pytest.mark.parametrize("scale", [1.0, 2.5])
+def test_render_kernel_equals_the_torch_path_on_every_kind(kernel, device, torch_path, channels, frame_every, scale):
+    height, width = 48, 64
+    result = every_kind(round(height / scale), round(width / scale), channels, seed=channels + frame_every)
+    result = co.Approximation(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(result).items()})
+    image, _ = assert_renders_alike(kernel, torch_path, result, height, width, scale, frame_every)
+    assert (image - result.background[:, None, None, :]).abs().amax((1, 2, 3)).min() > 0.1  # it draws
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+def test_render_kernel_equals_the_torch_path_on_a_search_result(kernel, device, torch_path, channels):
+    target = scene(24, 32, seed=channels)
+    if channels == 4:
+        target = transparent(target)
+    generator = torch.Generator(device).manual_seed(0)
+    result = co.approximate(target.to(device), 12, tuple(range(8)), alpha=0, candidates=200, mutations=20,
+                            generator=generator)
+    assert_renders_alike(kernel, torch_path, result, 48, 64, 2.0, 5)

@@ -1,0 +1,226 @@
+"""PrimitiveMesh's anti-aliased render (`render`) as one CUDA kernel: one thread per output pixel
+walks its image's shapes in drawing order, computes each one's coverage of the pixel from the
+shape's row crossings and composites it source-over, writing the build-up frames on the way.
+
+The coverage is `_coverage`'s, pixel by pixel: per sample row (SUBROWS per pixel row, as `_rows`
+picks them), each crossing x with transition s adds s * clamp(j + 1 - x, 0, 1) to pixel j, and the
+average over the sample rows is clamped to 0..1. Crossings follow `_crossings`: convex polygons
+enter at the leftmost and leave at the rightmost, 4-gons and stroke outlines by nonzero winding,
+ellipses at the two roots where the discriminant is positive. The shapes' vertices and ellipse forms
+come from the torch path's own helpers (a few ops over all shapes), so the kernel crosses the same
+floats as it does.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import cuda
+from . import (N_PARAMS, POLYGON, RECTANGLE, ROTATED_RECTANGLE, SUBROWS, TRIANGLE, Approximation, _ellipse_form,
+               _polygon4, _stroke_outline, scale_params)
+
+# Per shape, float32: its 4-gon's vertices (8), its ellipse's cx, cy, A, B, C, top, bottom and reach
+# (a bound of its half width) (8), its stroke outline's x_min, y_min, x_max, y_max (4), then the
+# outline's vertices. Only the part of the shape's family is read.
+_ELLIPSE_AT, _OUTLINE_BOUNDS_AT, _OUTLINE_AT = 8, 16, 20
+
+# Kind codes in KINDS order. A pixel skips shapes whose bounds miss it: x bounds by a margin of a
+# pixel (a crossing may round past its edge's end points), y bounds exactly as `_rows` takes them.
+_RENDER_SOURCE = r"""
+#define TRIANGLE 0
+#define ROTATED_RECTANGLE 2
+#define ELLIPSE 3
+#define CIRCLE 5
+#define QUADRATIC 6
+#define POLYGON 7
+#define ELLIPSE_AT 8
+#define OUTLINE_BOUNDS_AT 16
+#define OUTLINE_AT 20
+
+// what a crossing at x adds to the pixel whose right edge is at `right`: the covered part of its width
+__device__ __forceinline__ float ramp(float x, float right) { return fminf(fmaxf(right - x, 0.0f), 1.0f); }
+
+// whether the row at y crosses edge k of the closed polygon v [n,2] (half-open in y, as _edge_crossings),
+// where (x) and in which direction (+1 downward)
+__device__ __forceinline__ bool crossing(const float* v, int n, int k, float y, float* x, int* direction) {
+    int next = k + 1 == n ? 0 : k + 1;
+    float x0 = v[2 * k], y0 = v[2 * k + 1], x1 = v[2 * next], y1 = v[2 * next + 1];
+    if ((y0 <= y) == (y1 <= y)) return false;
+    float t = (y - y0) / (y1 - y0);
+    *x = x0 + t * (x1 - x0);
+    *direction = y1 > y0 ? 1 : -1;
+    return true;
+}
+
+// a convex polygon's row: entered at the leftmost crossing, left at the rightmost
+__device__ float convex_row(const float* v, float y, float right) {
+    bool hit = false;
+    float enter = 0.0f, leave = 0.0f;
+    for (int k = 0; k < 4; ++k) {
+        float x;
+        int direction;
+        if (!crossing(v, 4, k, y, &x, &direction)) continue;
+        enter = hit ? fminf(enter, x) : x;
+        leave = hit ? fmaxf(leave, x) : x;
+        hit = true;
+    }
+    return hit ? ramp(enter, right) - ramp(leave, right) : 0.0f;
+}
+
+// a polygon's row by nonzero winding. The crossings left of the pixel add their transitions in full:
+// together, whether the winding there is nonzero. One inside the pixel adds its transition (the
+// change of inside-ness across it, the crossings in sorted order, ties by index) times its ramp;
+// pixels hold few crossings, so each counts the winding before it over all the edges again.
+__device__ float winding_row(const float* v, int n, float y, float left, float right) {
+    int winding_left = 0;
+    float within = 0.0f;
+    for (int k = 0; k < n; ++k) {
+        float x;
+        int direction;
+        if (!crossing(v, n, k, y, &x, &direction)) continue;
+        if (x <= left) {
+            winding_left += direction;
+        } else if (x < right) {
+            int before = 0;
+            for (int m = 0; m < n; ++m) {
+                float other;
+                int turn;
+                if (m != k && crossing(v, n, m, y, &other, &turn) && (other < x || (other == x && m < k))) {
+                    before += turn;
+                }
+            }
+            within += (float)((before + direction != 0) - (before != 0)) * ramp(x, right);
+        }
+    }
+    return (float)(winding_left != 0) + within;
+}
+
+// an ellipse's row (e: cx, cy, A, B, C): between the roots of A dx^2 + B dx dy + C dy^2 = 1, as _ellipse_crossings
+__device__ float ellipse_row(const float* e, float y, float right) {
+    float dy = y - e[1];
+    float b_dy = e[3] * dy;
+    float discriminant = b_dy * b_dy - (4.0f * e[2]) * ((e[4] * dy) * dy - 1.0f);
+    if (!(discriminant > 0.0f)) return 0.0f;
+    float root = sqrtf(discriminant);
+    float enter = e[0] + (-b_dy - root) / (2.0f * e[2]);
+    float leave = e[0] + (-b_dy + root) / (2.0f * e[2]);
+    return ramp(enter, right) - ramp(leave, right);
+}
+
+// coverage of pixel (row, column) by one shape (g: its geometry), 0..1
+__device__ float coverage(long long kind, const float* g, int outline_vertices, int row, int column, int subrows) {
+    const float* v = g;
+    int n = 4;
+    float x_min, x_max, y_min, y_max;
+    if (kind >= ELLIPSE && kind <= CIRCLE) {
+        const float* e = g + ELLIPSE_AT;
+        x_min = e[0] - e[7]; x_max = e[0] + e[7]; y_min = e[5]; y_max = e[6];
+    } else if (kind == QUADRATIC) {
+        v = g + OUTLINE_AT;
+        n = outline_vertices;
+        const float* bounds = g + OUTLINE_BOUNDS_AT;
+        x_min = bounds[0]; y_min = bounds[1]; x_max = bounds[2]; y_max = bounds[3];
+    } else {
+        x_min = fminf(fminf(v[0], v[2]), fminf(v[4], v[6])); x_max = fmaxf(fmaxf(v[0], v[2]), fmaxf(v[4], v[6]));
+        y_min = fminf(fminf(v[1], v[3]), fminf(v[5], v[7])); y_max = fmaxf(fmaxf(v[1], v[3]), fmaxf(v[5], v[7]));
+    }
+    float left = (float)column, right = (float)(column + 1);
+    if (x_max < left - 1.0f || x_min > right + 1.0f) return 0.0f;
+    // the sample rows the shape spans, as _rows: ceil(y_min * subrows - 0.5) .. floor(y_max * subrows - 0.5)
+    float first = ceilf(y_min * (float)subrows - 0.5f), last = floorf(y_max * (float)subrows - 0.5f);
+    float first_here = (float)(row * subrows), last_here = (float)(row * subrows + subrows - 1);
+    if (last < first_here || first > last_here) return 0.0f;
+    float total = 0.0f;
+    for (int i = 0; i < subrows; ++i) {
+        float sample = (float)(row * subrows + i);
+        if (sample < first || sample > last) continue;
+        float y = (sample + 0.5f) / (float)subrows;
+        if (kind >= ELLIPSE && kind <= CIRCLE) total += ellipse_row(g + ELLIPSE_AT, y, right);
+        else if (kind <= ROTATED_RECTANGLE) total += convex_row(v, y, right);
+        else total += winding_row(v, n, y, left, right);
+    }
+    return fminf(fmaxf(total / (float)subrows, 0.0f), 1.0f);
+}
+
+// One thread per pixel of image [B,H,W,C]: the background, then each shape of its image source-over
+// (premultiplied; with 4 channels a shape paints alpha 1), a frame [B,F,H,W,C] after every
+// frame_every shapes and the last (frame_every 0: none); what is written is clamped to 0..1.
+extern "C" __global__ void render_shapes(
+        const long long* kind, const float* alpha, const float* color, const float* geometry, int stride,
+        int outline_vertices, const float* background, long long batch, int shapes, int height, int width,
+        int channels, int subrows, int frame_every, float* image, float* frames) {
+    long long pixel = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long per_image = (long long)height * width;
+    if (pixel >= batch * per_image) return;
+    long long b = pixel / per_image, at = pixel % per_image;
+    int row = (int)(at / width), column = (int)(at % width);
+    float out[4];
+    for (int c = 0; c < channels; ++c) out[c] = background[b * channels + c];
+    int frame_count = frame_every > 0 ? (shapes + frame_every - 1) / frame_every : 0;
+    int frame = 0;
+    for (int n = 0; n < shapes; ++n) {
+        long long s = b * shapes + n;
+        float a = alpha[s];
+        if (a > 0.0f) {  // padding shapes have opacity 0
+            a *= coverage(kind[s], geometry + s * stride, outline_vertices, row, column, subrows);
+            if (a > 0.0f) {
+                float keep = 1.0f - a;
+                for (int c = 0; c < channels; ++c) out[c] = out[c] * keep + a * (c < 3 ? color[s * 3 + c] : 1.0f);
+            }
+        }
+        if (frame_count > 0 && ((n + 1) % frame_every == 0 || n + 1 == shapes)) {
+            float* target = frames + (((b * frame_count + frame) * per_image) + at) * channels;
+            for (int c = 0; c < channels; ++c) target[c] = fminf(fmaxf(out[c], 0.0f), 1.0f);
+            ++frame;
+        }
+    }
+    for (int c = 0; c < channels; ++c) image[pixel * channels + c] = fminf(fmaxf(out[c], 0.0f), 1.0f);
+}
+"""
+
+
+def _geometry(kind, params, steps: int):
+    """Per shape float32 [K, 20 + 4*(steps+1)] (layout above) of K shapes, kind int64 [K] and params
+    float32 [K,8] in output pixels: every family's form, each shape reads its own."""
+    vertices = _polygon4(kind, params, (TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, POLYGON))
+    outline = _stroke_outline(params, steps)
+    cx, cy, a, b, c, half = _ellipse_form(kind, params)
+    reach = params[:, 2:4].amax(1).clamp_min(1e-3)  # max(rx, ry): at least the half width, rotated or not
+    ellipse = torch.stack([cx, cy, a, b, c, cy - half, cy + half, reach], 1)
+    return torch.cat([vertices.reshape(-1, 8), ellipse, outline.amin(1), outline.amax(1),
+                      outline.reshape(outline.shape[0], -1)], 1).float().contiguous()
+
+
+def render_cuda(result: Approximation, height: int, width: int, scale: float, frame_every: int = 0):
+    """`render` in one CUDA kernel launch (no host sync): the shapes drawn anti-aliased on a
+    height x width canvas, coordinates times `scale`, on result's CUDA device (callers check
+    `device.cupy_usable` first).
+
+    Returns image float32 [B,H,W,C] (C as the background: RGB, or premultiplied RGBA) and, with
+    frame_every > 0, the build-up frames float32 [B,F,H,W,C] after every `frame_every` shapes
+    (F = ceil(N / frame_every); the last frame is the image), else None.
+    """
+    batch, total = result.kind.shape
+    device = result.params.device
+    channels = result.background.shape[1]
+    # the stroke outline's segments per side, as `_coverage` draws them
+    steps = max(16, 8 * int(math.sqrt(max(height, width) / 64)))
+    kind = result.kind.reshape(-1).long()
+    params = scale_params(kind, result.params.reshape(-1, N_PARAMS).float(), scale)
+    geometry = _geometry(kind, params, steps)
+    image = torch.empty(batch, height, width, channels, device=device)
+    frame_count = -(-total // frame_every) if frame_every else 0
+    frames = torch.empty(batch, frame_count, height, width, channels, device=device) if frame_count else None
+    pixels = batch * height * width
+    if pixels:
+        args = cuda.arrays(kind, result.alpha.float(), result.color.float(), geometry)
+        args += [np.int32(geometry.shape[1]), np.int32(2 * (steps + 1)), *cuda.arrays(result.background.float()),
+                 np.int64(batch)]
+        args += [np.int32(v) for v in (total, height, width, channels, SUBROWS, frame_every)]
+        args += cuda.arrays(image, frames if frames is not None else torch.zeros(1, device=device))
+        threads = 256
+        with cuda.stream():
+            cuda.kernel(_RENDER_SOURCE, "render_shapes")(((pixels + threads - 1) // threads,), (threads,), tuple(args))
+    return image, frames
