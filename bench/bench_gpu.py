@@ -190,6 +190,10 @@ def bench_mesh():
 
 
 def bench_primitive():
+    """The whole node (search and the render at 1024 px), CuPy kernels and torch path, and the RMSE
+    (0..255, RGB) of each against the photograph at 256 px; fogleman/primitive's RMSE on the same
+    photographs and settings is in the CPU section of bench/RESULTS.md (bench_primitive.py). The kernels'
+    time is a median of REPEAT runs after WARMUP; the torch path's, which takes seconds, one run."""
     from PIL import Image
 
     from demo import load_pack
@@ -203,12 +207,20 @@ def bench_primitive():
         for shape_type, shapes in (("triangle", 100), ("combo", 100)):
             run = lambda: node.run(image, shapes=shapes, shape_type=shape_type, alpha=128, candidates=1000,  # noqa: E731
                                    mutations=100, working_size=256, output_size=1024, seed=0)
-            seconds = gpu_seconds(run)  # the whole node: search and the render at 1024 px
-            result, *_ = run()
-            small = torch.nn.functional.interpolate(result.permute(0, 3, 1, 2), size=image.shape[1:3], mode="area")
-            error = float(((small[0].permute(1, 2, 0).cpu().numpy() * 255 - np.asarray(picture)) ** 2).mean() ** 0.5)
-            rows.append([photo_path.stem, shape_type, shapes, f"{seconds:.2f}", f"{error:.2f}"])
-    return table(["photo", "shape_type", "shapes", "s (output 1024 px)", "RMSE (0..255, at 256 px)"], rows)
+
+            def measured(repeat=REPEAT, warmup=WARMUP):
+                result, *_ = run()
+                small = torch.nn.functional.interpolate(result.permute(0, 3, 1, 2), size=image.shape[1:3],
+                                                        mode="area")
+                error = ((small[0].permute(1, 2, 0).cpu().numpy() * 255 - np.asarray(picture)) ** 2).mean() ** 0.5
+                return f"{gpu_seconds(run, repeat, warmup):.3f}", f"{error:.2f}"
+
+            kernel = measured() if cupy_usable(CUDA) else ("-", "-")
+            # seconds a run on the torch path: one timed run after the one that measured its error
+            torch_path = _with_env({"RASTERKIT_DISABLE_CUPY": "1"}, lambda: measured(1, 0))
+            rows.append([photo_path.stem, shape_type, shapes, *kernel, *torch_path])
+    return table(["photo", "shape_type", "shapes", "s, CuPy kernels", "RMSE, CuPy kernels", "s, torch path",
+                  "RMSE, torch path"], rows)
 
 
 def main():

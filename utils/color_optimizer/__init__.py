@@ -44,7 +44,7 @@ from typing import NamedTuple
 import torch
 
 from ..batching import expand_counts
-from ..device import chunk_size
+from ..device import chunk_size, cupy_usable
 from ..text_input import short
 
 KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
@@ -55,6 +55,10 @@ PARENTS = 8      # hill climbs per image and shape, each from one of the best ra
 MAX_ROUNDS = 1000
 SUBROWS = 8      # anti-aliasing samples per pixel along y in `render`
 CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while searching (render: more)
+# Random shapes, in pixels of a 256 px image (scaled with it): a triangle's vertices within RANDOM_TRIANGLE
+# of its first, a chain's (Bezier, 4-gon) each within RANDOM_CHAIN of the one before, sizes 1 + up to
+# RANDOM_SIZE, Bezier widths 1 + up to RANDOM_STROKE. Shared with the CUDA kernels (search_kernels.py).
+RANDOM_TRIANGLE, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE = 15, 20, 31, 2
 
 # The ways a shape meets a row: a convex polygon (one span), any 4-vertex polygon, a stroke outline
 # polygon (sorted crossings, nonzero winding), an ellipse (the two roots of its equation).
@@ -519,22 +523,23 @@ def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, g
     u = torch.rand(count, N_PARAMS, generator=generator, device=device)
     anchor_x, anchor_y = u[:, 0] * width, u[:, 1] * height
     spread = lambda i, reach: (u[:, i] * 2 - 1) * reach * scale  # noqa: E731
-    size = lambda i: 1 + u[:, i] * 31 * scale  # noqa: E731
+    size = lambda i: 1 + u[:, i] * RANDOM_SIZE * scale  # noqa: E731
     zero = torch.zeros_like(anchor_x)
-    chain_x2, chain_y2 = anchor_x + spread(2, 20), anchor_y + spread(3, 20)
+    chain_x2, chain_y2 = anchor_x + spread(2, RANDOM_CHAIN), anchor_y + spread(3, RANDOM_CHAIN)
     forms = {
-        TRIANGLE: [anchor_x, anchor_y, anchor_x + spread(2, 15), anchor_y + spread(3, 15), anchor_x + spread(4, 15),
-                   anchor_y + spread(5, 15), zero, zero],
+        TRIANGLE: [anchor_x, anchor_y, anchor_x + spread(2, RANDOM_TRIANGLE), anchor_y + spread(3, RANDOM_TRIANGLE),
+                   anchor_x + spread(4, RANDOM_TRIANGLE), anchor_y + spread(5, RANDOM_TRIANGLE), zero, zero],
         RECTANGLE: [anchor_x, anchor_y, (anchor_x + size(2)).clamp(max=width), (anchor_y + size(3)).clamp(max=height),
                     zero, zero, zero, zero],
         ROTATED_RECTANGLE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
         ELLIPSE: [anchor_x, anchor_y, size(2), size(3), zero, zero, zero, zero],
         ROTATED_ELLIPSE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
         CIRCLE: [anchor_x, anchor_y, size(2), zero, zero, zero, zero, zero],
-        QUADRATIC: [anchor_x, anchor_y, chain_x2, chain_y2, chain_x2 + spread(4, 20), chain_y2 + spread(5, 20),
-                    (1 + u[:, 6] * 2) * scale, zero],
-        POLYGON: [anchor_x, anchor_y, anchor_x + spread(2, 20), anchor_y + spread(3, 20), anchor_x + spread(4, 20),
-                  anchor_y + spread(5, 20), anchor_x + spread(6, 20), anchor_y + spread(7, 20)],
+        QUADRATIC: [anchor_x, anchor_y, chain_x2, chain_y2, chain_x2 + spread(4, RANDOM_CHAIN),
+                    chain_y2 + spread(5, RANDOM_CHAIN), (1 + u[:, 6] * RANDOM_STROKE) * scale, zero],
+        POLYGON: [anchor_x, anchor_y, anchor_x + spread(2, RANDOM_CHAIN), anchor_y + spread(3, RANDOM_CHAIN),
+                  anchor_x + spread(4, RANDOM_CHAIN), anchor_y + spread(5, RANDOM_CHAIN),
+                  anchor_x + spread(6, RANDOM_CHAIN), anchor_y + spread(7, RANDOM_CHAIN)],
     }
     params = torch.stack(forms[kinds[0]], 1)
     for code in kinds[1:]:
@@ -614,6 +619,11 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     The host reads the device once per shape (`_Status`): a shape runs as a fixed sequence of
     operations whose sizes were chosen on the host before it (row slots, climbing rounds).
     """
+    if cupy_usable(target.device):
+        from . import search_kernels
+
+        return search_kernels.approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator,
+                                          on_shape)
     with _one_cpu_thread(target.device):
         return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape)
 
