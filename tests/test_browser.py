@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_live_comfyui import VIDEO, upload_example_assets
 
 ROOT = Path(__file__).resolve().parents[1]
 URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
@@ -32,6 +33,7 @@ BOX_NODE = "window.app.graph._nodes.find(n => n.type === 'RasterKit_BoundingBoxR
 @pytest.fixture(scope="module")
 def page():
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the Python package)")
+    upload_example_assets()  # the audio example's file, listed by Load Audio once it is in the input folder
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
@@ -68,6 +70,8 @@ def output_images(entry):
     images = []
     for output in entry["outputs"].values():
         for image in output.get("images", []):
+            if image["filename"].endswith(VIDEO):
+                continue
             query = urllib.parse.urlencode({k: image[k] for k in ("filename", "subfolder", "type")})
             with urllib.request.urlopen(f"{URL}/view?{query}", timeout=30) as response:
                 images.append(np.asarray(Image.open(response).convert("RGB")))

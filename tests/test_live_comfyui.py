@@ -4,6 +4,7 @@ Start one with ../shared/tools/comfyui-local.sh (setup, then start), then:
   COMFYUI_URL=http://127.0.0.1:8188 COMFYUI_DIR=$HOME/comfyui .venv/bin/python -m pytest -m comfyui
 """
 import copy
+import io
 import json
 import os
 import time
@@ -21,6 +22,21 @@ URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
 WORKFLOWS = sorted((Path(__file__).parent / "workflows").glob("*.api.json"))  # named as the templates are titled
 BOXES = Path(__file__).parent / "workflows" / "Bounding boxes with labels.api.json"
 MESH = Path(__file__).parent / "workflows" / "Mesh maps from six views.api.json"
+ASSETS = Path(__file__).parents[1] / "example_workflows" / "assets"
+AUDIO = (".wav", ".flac")  # bundled files that core Load Audio reads from the input folder (the README says so)
+# what each example's saving nodes write: frames of an image batch or an animation; a video file counts one
+SAVED_FRAMES = {
+    "Audio spectrum": {"3": 72, "6": 1, "8": 72},  # 3 s of audio at fps 24
+    "Bounding boxes with labels": {"3": 4, "5": 4},
+    "Box labels and markers": {"6": 4},
+    "Delaunay and spanning tree links": {"11": 8},
+    "Image rebuilt from shapes": {"5": 1, "6": 40},  # 40 shapes, up to 60 build-up frames: one per shape
+    "Line plots from numbers": {"2": 8, "4": 1},  # 8 series, then all 8 overlaid in one image
+    "Links between tracked points": {"10": 8},
+    "Mesh maps from six views": {"3": 6, "4": 6, "5": 6},
+}
+VIDEO = (".mp4", ".webm", ".mov", ".mkv")
+EXAMPLE_SECONDS = 60  # the issue's bound for an example on the CPU
 pytestmark = [pytest.mark.comfyui,
               pytest.mark.skipif(not URL, reason="COMFYUI_URL is not set: no live ComfyUI server to test against")]
 
@@ -57,6 +73,31 @@ def object_info():
     return get("/object_info")
 
 
+def upload_example_assets():
+    """Put the bundled audio into ComfyUI's input folder, where the examples' Load Audio nodes find it."""
+    for path in sorted(ASSETS.iterdir()):
+        if path.suffix in AUDIO:
+            assert upload(path.name, path.read_bytes(), subfolder="")["name"] == path.name
+
+
+def fetch(image):
+    with urllib.request.urlopen(f"{URL}/view?{urllib.parse.urlencode({k: image[k] for k in ('filename', 'subfolder', 'type')})}",
+                                timeout=30) as response:
+        return response.read()
+
+
+def saved_frames(data, filename):
+    """Frames in a saved file (a video counts one), and whether its first frame shows more than one flat colour."""
+    import numpy as np
+    from PIL import Image
+
+    if filename.endswith(VIDEO):
+        return 1, len(data) > 1000
+    picture = Image.open(io.BytesIO(data))
+    first = np.asarray(picture.convert("RGBA"), dtype=np.float32)
+    return getattr(picture, "n_frames", 1), bool(first.std() > 2)
+
+
 @pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
 def test_node_is_listed_with_its_inputs(object_info, node):
     assert node.NODE_ID in object_info, f"{node.NODE_ID} missing: did the pack fail to import? see the server log"
@@ -68,16 +109,26 @@ def test_node_is_listed_with_its_inputs(object_info, node):
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name.split(".")[0])
 def test_example_workflow_runs(path):
+    """Each example runs in under a minute and every saving node writes the frames it should, not blank."""
+    name = path.name.split(".")[0]
+    assert name in SAVED_FRAMES, f"add {name}'s saving nodes and their frame counts to SAVED_FRAMES"
+    upload_example_assets()
     prompt = json.loads(path.read_text())
     answer = queue(prompt)
     assert "prompt_id" in answer and not answer.get("node_errors"), answer
     entry = wait(answer["prompt_id"])
     messages = entry["status"].get("messages", [])
     assert entry["status"]["status_str"] == "success", messages
-    images = [image for output in entry["outputs"].values() for image in output.get("images", [])]
-    assert images, f"{path.name} produced no images"
+    times = {kind: data.get("timestamp") for kind, data in messages}
+    assert (times["execution_success"] - times["execution_start"]) / 1000 < EXAMPLE_SECONDS, messages
+    saved = {node: output["images"] for node, output in entry["outputs"].items() if output.get("images")}
+    assert set(saved) == set(SAVED_FRAMES[name]), f"{name}: saving nodes {sorted(saved)}"
+    for node, images in saved.items():
+        counts = [saved_frames(fetch(image), image["filename"]) for image in images]
+        assert sum(frames for frames, _ in counts) == SAVED_FRAMES[name][node], (name, node, counts)
+        assert all(shows for _, shows in counts), f"{name}: node {node} saved a blank frame"
     if os.environ.get("COMFYUI_DIR"):
-        for image in images:
+        for image in (image for images in saved.values() for image in images):
             if image.get("type") == "output":
                 file = Path(os.environ["COMFYUI_DIR"], "output", image.get("subfolder", ""), image["filename"])
                 assert file.is_file() and file.stat().st_size > 0, file
