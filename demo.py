@@ -198,16 +198,19 @@ def box_styles_demo(pack, out: Path):
 
 @demo("spectrum")
 def spectrum_demo(pack, out: Path):
-    """An audio spectrum per video frame (bars on log frequencies), at 24 frames per second."""
+    """The audio of the "Audio spectrum" example as a spectrum per video frame at 24 frames per second: bars
+    on log frequencies, the left channel (a struck chord) and the right one (a rising sweep) overlaid."""
+    import wave
+
+    import numpy as np
     import torch
 
-    rate = 24000
-    t = torch.arange(3 * rate) / rate
-    sweep = torch.sin(2 * torch.pi * (100 * t + 1500 * t ** 2)) * 0.6 + 0.2 * torch.sin(2 * torch.pi * 440 * t)
+    with wave.open(str(ROOT / "example_workflows" / "assets" / "rasterkit_chirp_chord.wav")) as file:
+        pcm = np.frombuffer(file.readframes(file.getnframes()), "<i2").reshape(-1, file.getnchannels())
+        audio = {"waveform": torch.from_numpy(pcm.T / np.float32(32768))[None], "sample_rate": file.getframerate()}
     video = pack.nodes.series.SeriesToImages.run(
-        audio={"waveform": sweep[None, None], "sample_rate": rate}, fps=24, audio_plot="spectrum", style="bars",
-        bands=48, smoothing=0.5, scale="shared", width=640, height=240, line_color="#4DD0E1",
-        background="#101820")[0]
+        audio=audio, fps=24, audio_plot="spectrum", style="bars", bands=48, smoothing=0.6, scale="shared",
+        overlay=True, colors="#FF7043, #4DD0E1", width=640, height=240, background="#101820")[0]
     paths = [out / "spectrum.png", out / "spectrum.mp4"]
     save_png(video[len(video) // 2], paths[0])
     save_mp4(video, paths[1])
