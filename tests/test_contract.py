@@ -1,6 +1,7 @@
 """Every node against its V1 and V3 schemas, without ComfyUI: the V3 form is built against a
 stand-in for comfy_api.latest.io that records what the node declares."""
 import json
+import re
 import types
 from pathlib import Path
 
@@ -119,6 +120,33 @@ def test_example_workflows_are_named_as_titles_with_a_colour_thumbnail_and_an_ap
         thumbnail = np.asarray(Image.open(examples / f"{name}.jpg").convert("RGB"), dtype=np.int16)
         assert max(thumbnail.shape[:2]) <= 512
         assert (thumbnail.max(-1) - thumbnail.min(-1)).max() > 64, f"{name}.jpg is grey: a mask, not the result?"
+
+
+def test_readme_quick_start_names_every_example_workflow():
+    quick_start = " ".join((ROOT / "README.md").read_text().split("## Quick start")[1].split("\n## ")[0].split())
+    for path in sorted(ASSETS.parent.glob("*.json")):
+        assert f"*{path.stem}*" in quick_start, f"README's Quick start does not name the template {path.stem}"
+
+
+def readme_node_table() -> dict[str, tuple[list[str], list[str]]]:
+    """{node id: (input names, output names)} as the README's node table lists them, notes in brackets left out."""
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        match = re.fullmatch(r"\| [^|]*\(`(RasterKit_\w+)`\) \| ([^|]*) \| ([^|]*) \|", line)
+        if match:
+            inputs, outputs = (re.sub(r"\([^()]*(\([^()]*\)[^()]*)*\)", "", cell) for cell in match.groups()[1:])
+            rows[match[1]] = ([name.strip() for name in re.split(r";|,| or ", inputs) if name.strip()],
+                              [name.strip() for name in outputs.split(",")])
+    return rows
+
+
+@pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
+def test_readme_node_table_lists_every_input_and_output(node):
+    inputs, outputs = readme_node_table()[node.NODE_ID]
+    assert len(inputs) == len(set(inputs)) and set(inputs) == {s.name for s in node.INPUTS}, \
+        f"README's node table, {node.NODE_ID}: missing {sorted({s.name for s in node.INPUTS} - set(inputs))}, " \
+        f"not inputs {sorted(set(inputs) - {s.name for s in node.INPUTS})}"
+    assert outputs == [o.name for o in node.OUTPUTS], node.NODE_ID
 
 
 @pytest.mark.parametrize("api_file", sorted((ROOT / "tests" / "workflows").glob("*.api.json")),
