@@ -1,6 +1,8 @@
 """PrimitiveMesh's render kernel (utils/color_optimizer/render_kernel.py) against the torch path
 (`render`): on a real GPU (-m gpu; skipped without CUDA and CuPy) and on the CPU through
 tests/cuda_emulator.py. The emulated runs fail, never skip, without a C++ compiler."""
+import contextlib
+
 import pytest
 import torch
 
@@ -79,8 +81,9 @@ def every_kind(height, width, channels, seed):
     background = torch.rand(2, channels, generator=g)
     if channels == 4:
         background[:, :3] *= background[:, 3:]
-    return co.Approximation(kind=kind, params=params, color=color, alpha=alpha, count=torch.tensor([shapes, shapes - 5]),
-                            error=torch.zeros(2, shapes + 1), background=background, height=height, width=width)
+    return co.Approximation(kind=kind, params=params, color=color, alpha=alpha,
+                            count=torch.tensor([shapes, shapes - 5]), error=torch.zeros(2, shapes + 1),
+                            background=background, height=height, width=width)
 
 
 def assert_renders_alike(kernel, torch_path, result, height, width, scale, frame_every):
@@ -117,3 +120,25 @@ def test_render_kernel_equals_the_torch_path_on_a_search_result(kernel, device, 
     result = co.approximate(target.to(device), 12, tuple(range(8)), alpha=0, candidates=200, mutations=20,
                             generator=generator)
     assert_renders_alike(kernel, torch_path, result, 48, 64, 2.0, 5)
+
+
+def test_render_kernel_op_budget(monkeypatch):
+    """What the host does around the launches, counted on the CPU at 1024 px with 100 shapes of every
+    kind and frames: two launches, two small torch ops (the scale and the outline's curve parameters),
+    no host sync, no float64 (the torch path: ~4,300 ops and ~100 syncs)."""
+    from opcount import OpCount
+    from rasterkit.utils import cuda
+
+    launches = []
+    monkeypatch.setattr(cuda, "kernel", lambda source, name: lambda grid, block, args: launches.append(name))
+    monkeypatch.setattr(cuda, "arrays", lambda *tensors: list(tensors))
+    monkeypatch.setattr(cuda, "stream", contextlib.nullcontext)
+    g = torch.Generator().manual_seed(0)
+    kind, params = co.random_shapes(tuple(range(8)), 100, 256, 256, g, "cpu")
+    result = co.Approximation(kind=kind[None], params=params[None], color=torch.rand(1, 100, 3, generator=g),
+                              alpha=torch.full((1, 100), 0.5), count=torch.tensor([100]), error=torch.zeros(1, 101),
+                              background=torch.rand(1, 3, generator=g), height=256, width=256)
+    with OpCount() as count:
+        render_kernel.render_cuda(result, 1024, 1024, 4.0, frame_every=10)
+    assert launches == ["shape_geometry", "render_shapes"]
+    assert count.launches <= 2 and count.syncs == 0 and count.float64 == 0, count.summary()

@@ -1,14 +1,21 @@
-"""PrimitiveMesh's anti-aliased render (`render`) as one CUDA kernel: one thread per output pixel
-walks its image's shapes in drawing order, computes each one's coverage of the pixel from the
-shape's row crossings and composites it source-over, writing the build-up frames on the way.
+"""PrimitiveMesh's anti-aliased render (`render`) as CUDA kernels: one thread per shape computes
+its geometry at the output scale, then one thread per output pixel walks its image's shapes in
+drawing order, computes each one's coverage of the pixel from the shape's row crossings and
+composites it source-over, writing the build-up frames on the way. Two launches and two small
+torch ops per call, no host sync.
 
-The coverage is `_coverage`'s, pixel by pixel: per sample row (SUBROWS per pixel row, as `_rows`
-picks them), each crossing x with transition s adds s * clamp(j + 1 - x, 0, 1) to pixel j, and the
-average over the sample rows is clamped to 0..1. Crossings follow `_crossings`: convex polygons
-enter at the leftmost and leave at the rightmost, 4-gons and stroke outlines by nonzero winding,
-ellipses at the two roots where the discriminant is positive. The shapes' vertices and ellipse forms
-come from the torch path's own helpers (a few ops over all shapes), so the kernel crosses the same
-floats as it does.
+The geometry is the torch path's, operation for operation in float32: `scale_params`, the 4-gons
+of `_polygon4`, `_stroke_outline` (at its `t` from torch.linspace) and `_ellipse_form`. The coverage
+is `_coverage`'s, pixel by pixel: per sample row (SUBROWS per pixel row, as `_rows` picks them),
+each crossing x with transition s adds s * clamp(j + 1 - x, 0, 1) to pixel j, and the average over
+the sample rows is clamped to 0..1. Crossings follow `_crossings`: convex polygons enter at the
+leftmost and leave at the rightmost, 4-gons and stroke outlines by nonzero winding, ellipses at the
+two roots where the discriminant is positive. On CUDA, torch's sqrt, cos and sin are the same CUDA
+maths as the kernel's; on the CPU (tests/cuda_emulator.py) torch's vector code may round them an
+ulp apart, which moves a crossing by an ulp of its coordinate.
+
+A pixel's cost: a bounds test per shape of its image, and for the shapes that reach it, their
+edges times SUBROWS (a stroke outline's edges once more for each crossing inside the pixel).
 """
 from __future__ import annotations
 
@@ -18,26 +25,92 @@ import numpy as np
 import torch
 
 from .. import cuda
-from . import (N_PARAMS, POLYGON, RECTANGLE, ROTATED_RECTANGLE, SUBROWS, TRIANGLE, Approximation, _ellipse_form,
-               _polygon4, _stroke_outline, scale_params)
+from . import KINDS, SUBROWS, Approximation
 
-# Per shape, float32: its 4-gon's vertices (8), its ellipse's cx, cy, A, B, C, top, bottom and reach
-# (a bound of its half width) (8), its stroke outline's x_min, y_min, x_max, y_max (4), then the
-# outline's vertices. Only the part of the shape's family is read.
-_ELLIPSE_AT, _OUTLINE_BOUNDS_AT, _OUTLINE_AT = 8, 16, 20
+# Per shape, float32 [4 + 4*(steps+1)]: bounds x_min, y_min, x_max, y_max (y exact, as `_rows` takes
+# them; x may reach past the shape: a pixel tests them with a pixel's margin), then from FORM_AT the
+# family's form: the 4-gon's vertices [4,2], the ellipse's cx, cy, A, B, C, or the stroke outline
+# [2*(steps+1),2]. DEGREES is math.pi / 180, rounded to float32 as torch rounds it.
+_FORM_AT = 4
+_RENDER_SOURCE = "".join(f"#define {name.upper()} {code}\n" for code, name in enumerate(KINDS)) + f"""
+#define FORM_AT {_FORM_AT}
+#define DEGREES ((float){math.pi / 180!r})
+""" + r"""
+__device__ __forceinline__ void set_bounds(float* bounds, const float* v, int n) {
+    bounds[0] = bounds[2] = v[0];
+    bounds[1] = bounds[3] = v[1];
+    for (int i = 1; i < n; ++i) {
+        bounds[0] = fminf(bounds[0], v[2 * i]); bounds[2] = fmaxf(bounds[2], v[2 * i]);
+        bounds[1] = fminf(bounds[1], v[2 * i + 1]); bounds[3] = fmaxf(bounds[3], v[2 * i + 1]);
+    }
+}
 
-# Kind codes in KINDS order. A pixel skips shapes whose bounds miss it: x bounds by a margin of a
-# pixel (a crossing may round past its edge's end points), y bounds exactly as `_rows` takes them.
-_RENDER_SOURCE = r"""
-#define TRIANGLE 0
-#define ROTATED_RECTANGLE 2
-#define ELLIPSE 3
-#define CIRCLE 5
-#define QUADRATIC 6
-#define POLYGON 7
-#define ELLIPSE_AT 8
-#define OUTLINE_BOUNDS_AT 16
-#define OUTLINE_AT 20
+// One thread per shape: its parameters times `scale` (angles kept), then its bounds and form.
+// along [steps+1]: the curve parameters of the stroke outline's vertices (t in _stroke_outline).
+extern "C" __global__ void shape_geometry(
+        const long long* kind, const float* params, long long count, const float* scale, const float* along, int steps,
+        int stride, float* geometry) {
+    long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    long long code = kind[k];
+    bool keep_angle = code == ROTATED_RECTANGLE || code == ROTATED_ELLIPSE;
+    float p[8];
+    for (int i = 0; i < 8; ++i) p[i] = keep_angle && i == 4 ? params[k * 8 + i] : params[k * 8 + i] * scale[0];
+    float* bounds = geometry + k * stride;
+    float* form = bounds + FORM_AT;
+    if (code >= ELLIPSE && code <= CIRCLE) {  // _ellipse_form
+        float rx = fmaxf(p[2], (float)1e-3);
+        float ry = code == CIRCLE ? rx : fmaxf(p[3], (float)1e-3);
+        float radians = (code == ROTATED_ELLIPSE ? p[4] : 0.0f) * DEGREES;
+        float cosine = cosf(radians), sine = sinf(radians);
+        float ix = 1.0f / (rx * rx), iy = 1.0f / (ry * ry);
+        form[0] = p[0]; form[1] = p[1];
+        form[2] = (cosine * cosine) * ix + (sine * sine) * iy;
+        form[3] = ((2.0f * cosine) * sine) * (ix - iy);
+        form[4] = (sine * sine) * ix + (cosine * cosine) * iy;
+        float half_height = sqrtf((rx * sine) * (rx * sine) + (ry * cosine) * (ry * cosine));
+        float reach = fmaxf(rx, ry);  // at least the half width
+        bounds[0] = p[0] - reach; bounds[1] = p[1] - half_height;
+        bounds[2] = p[0] + reach; bounds[3] = p[1] + half_height;
+    } else if (code == QUADRATIC) {  // _stroke_outline: the curve offset both ways along its normal
+        int n = 2 * (steps + 1);
+        float half_width = p[6] / 2.0f;
+        for (int i = 0; i <= steps; ++i) {
+            float u = 1.0f - along[i];
+            float x = ((u * u) * p[0] + ((2.0f * u) * along[i]) * p[2]) + (along[i] * along[i]) * p[4];
+            float y = ((u * u) * p[1] + ((2.0f * u) * along[i]) * p[3]) + (along[i] * along[i]) * p[5];
+            float tx = u * (p[2] - p[0]) + along[i] * (p[4] - p[2]);
+            float ty = u * (p[3] - p[1]) + along[i] * (p[5] - p[3]);
+            // lengths as torch's vector norm sums the squares (the second fused onto the first)
+            if (!(sqrtf(fmaf(ty, ty, tx * tx)) > (float)1e-6)) { tx = p[4] - p[0]; ty = p[5] - p[1]; }
+            float length = fmaxf(sqrtf(fmaf(tx, tx, ty * ty)), (float)1e-6);
+            float nx = (-ty / length) * half_width, ny = (tx / length) * half_width;
+            form[2 * i] = x + nx; form[2 * i + 1] = y + ny;
+            form[2 * (n - 1 - i)] = x - nx; form[2 * (n - 1 - i) + 1] = y - ny;
+        }
+        set_bounds(bounds, form, n);
+    } else {  // _polygon4: a triangle's last vertex repeated (a null edge), a rectangle's corners in order
+        if (code == TRIANGLE) {
+            for (int i = 0; i < 6; ++i) form[i] = p[i];
+            form[6] = p[4]; form[7] = p[5];
+        } else if (code == RECTANGLE) {
+            form[0] = p[0]; form[1] = p[1]; form[2] = p[2]; form[3] = p[1];
+            form[4] = p[2]; form[5] = p[3]; form[6] = p[0]; form[7] = p[3];
+        } else if (code == ROTATED_RECTANGLE) {
+            float radians = p[4] * DEGREES;
+            float cosine = cosf(radians), sine = sinf(radians);
+            const float corner_x[4] = {-0.5f, 0.5f, 0.5f, -0.5f}, corner_y[4] = {-0.5f, -0.5f, 0.5f, 0.5f};
+            for (int i = 0; i < 4; ++i) {
+                float dx = corner_x[i] * p[2], dy = corner_y[i] * p[3];
+                form[2 * i] = (p[0] + dx * cosine) - dy * sine;
+                form[2 * i + 1] = (p[1] + dx * sine) + dy * cosine;
+            }
+        } else {
+            for (int i = 0; i < 8; ++i) form[i] = p[i];
+        }
+        set_bounds(bounds, form, 4);
+    }
+}
 
 // what a crossing at x adds to the pixel whose right edge is at `right`: the covered part of its width
 __device__ __forceinline__ float ramp(float x, float right) { return fminf(fmaxf(right - x, 0.0f), 1.0f); }
@@ -111,39 +184,24 @@ __device__ float ellipse_row(const float* e, float y, float right) {
 
 // coverage of pixel (row, column) by one shape (g: its geometry), 0..1
 __device__ float coverage(long long kind, const float* g, int outline_vertices, int row, int column, int subrows) {
-    const float* v = g;
-    int n = 4;
-    float x_min, x_max, y_min, y_max;
-    if (kind >= ELLIPSE && kind <= CIRCLE) {
-        const float* e = g + ELLIPSE_AT;
-        x_min = e[0] - e[7]; x_max = e[0] + e[7]; y_min = e[5]; y_max = e[6];
-    } else if (kind == QUADRATIC) {
-        v = g + OUTLINE_AT;
-        n = outline_vertices;
-        const float* bounds = g + OUTLINE_BOUNDS_AT;
-        x_min = bounds[0]; y_min = bounds[1]; x_max = bounds[2]; y_max = bounds[3];
-    } else {
-        x_min = fminf(fminf(v[0], v[2]), fminf(v[4], v[6])); x_max = fmaxf(fmaxf(v[0], v[2]), fmaxf(v[4], v[6]));
-        y_min = fminf(fminf(v[1], v[3]), fminf(v[5], v[7])); y_max = fmaxf(fmaxf(v[1], v[3]), fmaxf(v[5], v[7]));
-    }
     float left = (float)column, right = (float)(column + 1);
-    if (x_max < left - 1.0f || x_min > right + 1.0f) return 0.0f;
+    if (g[2] < left - 1.0f || g[0] > right + 1.0f) return 0.0f;
     // the sample rows the shape spans, as _rows: ceil(y_min * subrows - 0.5) .. floor(y_max * subrows - 0.5)
-    float first = ceilf(y_min * (float)subrows - 0.5f), last = floorf(y_max * (float)subrows - 0.5f);
+    float first = ceilf(g[1] * (float)subrows - 0.5f), last = floorf(g[3] * (float)subrows - 0.5f);
     float first_here = (float)(row * subrows), last_here = (float)(row * subrows + subrows - 1);
     if (last < first_here || first > last_here) return 0.0f;
+    const float* form = g + FORM_AT;
     float total = 0.0f;
     for (int i = 0; i < subrows; ++i) {
         float sample = (float)(row * subrows + i);
         if (sample < first || sample > last) continue;
         float y = (sample + 0.5f) / (float)subrows;
-        if (kind >= ELLIPSE && kind <= CIRCLE) total += ellipse_row(g + ELLIPSE_AT, y, right);
-        else if (kind <= ROTATED_RECTANGLE) total += convex_row(v, y, right);
-        else total += winding_row(v, n, y, left, right);
+        if (kind >= ELLIPSE && kind <= CIRCLE) total += ellipse_row(form, y, right);
+        else if (kind <= ROTATED_RECTANGLE) total += convex_row(form, y, right);
+        else total += winding_row(form, kind == QUADRATIC ? outline_vertices : 4, y, left, right);
     }
     return fminf(fmaxf(total / (float)subrows, 0.0f), 1.0f);
 }
-
 // One thread per pixel of image [B,H,W,C]: the background, then each shape of its image source-over
 // (premultiplied; with 4 channels a shape paints alpha 1), a frame [B,F,H,W,C] after every
 // frame_every shapes and the last (frame_every 0: none); what is written is clamped to 0..1.
@@ -181,20 +239,8 @@ extern "C" __global__ void render_shapes(
 """
 
 
-def _geometry(kind, params, steps: int):
-    """Per shape float32 [K, 20 + 4*(steps+1)] (layout above) of K shapes, kind int64 [K] and params
-    float32 [K,8] in output pixels: every family's form, each shape reads its own."""
-    vertices = _polygon4(kind, params, (TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, POLYGON))
-    outline = _stroke_outline(params, steps)
-    cx, cy, a, b, c, half = _ellipse_form(kind, params)
-    reach = params[:, 2:4].amax(1).clamp_min(1e-3)  # max(rx, ry): at least the half width, rotated or not
-    ellipse = torch.stack([cx, cy, a, b, c, cy - half, cy + half, reach], 1)
-    return torch.cat([vertices.reshape(-1, 8), ellipse, outline.amin(1), outline.amax(1),
-                      outline.reshape(outline.shape[0], -1)], 1).float().contiguous()
-
-
 def render_cuda(result: Approximation, height: int, width: int, scale: float, frame_every: int = 0):
-    """`render` in one CUDA kernel launch (no host sync): the shapes drawn anti-aliased on a
+    """`render` in two CUDA kernel launches (no host sync): the shapes drawn anti-aliased on a
     height x width canvas, coordinates times `scale`, on result's CUDA device (callers check
     `device.cupy_usable` first).
 
@@ -205,22 +251,27 @@ def render_cuda(result: Approximation, height: int, width: int, scale: float, fr
     batch, total = result.kind.shape
     device = result.params.device
     channels = result.background.shape[1]
+    count, pixels = batch * total, batch * height * width
     # the stroke outline's segments per side, as `_coverage` draws them
     steps = max(16, 8 * int(math.sqrt(max(height, width) / 64)))
-    kind = result.kind.reshape(-1).long()
-    params = scale_params(kind, result.params.reshape(-1, N_PARAMS).float(), scale)
-    geometry = _geometry(kind, params, steps)
-    image = torch.empty(batch, height, width, channels, device=device)
+    geometry = torch.empty(count, _FORM_AT + 4 * (steps + 1), dtype=torch.float32, device=device)
+    image = torch.empty(batch, height, width, channels, dtype=torch.float32, device=device)
     frame_count = -(-total // frame_every) if frame_every else 0
-    frames = torch.empty(batch, frame_count, height, width, channels, device=device) if frame_count else None
-    pixels = batch * height * width
-    if pixels:
-        args = cuda.arrays(kind, result.alpha.float(), result.color.float(), geometry)
-        args += [np.int32(geometry.shape[1]), np.int32(2 * (steps + 1)), *cuda.arrays(result.background.float()),
-                 np.int64(batch)]
-        args += [np.int32(v) for v in (total, height, width, channels, SUBROWS, frame_every)]
-        args += cuda.arrays(image, frames if frames is not None else torch.zeros(1, device=device))
-        threads = 256
-        with cuda.stream():
-            cuda.kernel(_RENDER_SOURCE, "render_shapes")(((pixels + threads - 1) // threads,), (threads,), tuple(args))
+    frames = torch.empty(batch, frame_count, height, width, channels, dtype=torch.float32,
+                         device=device) if frame_count else None
+    kind = result.kind.long()
+    with cuda.stream():
+        if count:
+            args = cuda.arrays(kind, result.params.float()) + [np.int64(count)]
+            args += cuda.arrays(torch.full((1,), scale, dtype=torch.float32, device=device),
+                                torch.linspace(0, 1, steps + 1, dtype=torch.float32, device=device))
+            args += [np.int32(steps), np.int32(geometry.shape[1]), *cuda.arrays(geometry)]
+            cuda.kernel(_RENDER_SOURCE, "shape_geometry")(((count + 127) // 128,), (128,), tuple(args))
+        if pixels:
+            args = cuda.arrays(kind, result.alpha.float(), result.color.float(), geometry)
+            args += [np.int32(geometry.shape[1]), np.int32(2 * (steps + 1)), *cuda.arrays(result.background.float()),
+                     np.int64(batch)]
+            args += [np.int32(v) for v in (total, height, width, channels, SUBROWS, frame_every)]
+            args += cuda.arrays(image, image if frames is None else frames)  # without frames, none is written
+            cuda.kernel(_RENDER_SOURCE, "render_shapes")(((pixels + 255) // 256,), (256,), tuple(args))
     return image, frames
