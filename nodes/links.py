@@ -13,7 +13,8 @@ from ..utils import link_styles as styles
 from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
 from ..utils.gpu_curves import alternating_sign, bezier_polylines
-from ..utils.gpu_graph import GRAPHS, GraphOptions
+from ..utils.gpu_graph import GRAPHS, GraphOptions, voronoi_graph
+from ..utils.labels import DEFAULT_FONT, text_atlas
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
@@ -27,6 +28,8 @@ from ._comfy import (
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
+POINT_LABELS = ("none", "id", "label")
+GRAPH_CHOICES = (*GRAPHS, "voronoi")
 # "distance" colouring: near links bright, far links dark (plasma-like stops)
 DISTANCE_STOPS = torch.tensor([[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]])
 
@@ -41,17 +44,18 @@ def _gradient(t: torch.Tensor) -> torch.Tensor:
 
 
 def _points(images, tracks, ys_tracks, tracks_json):
-    """The track source as xy [B,N,2] and visible [B,N]: the connected socket, else the tracks_json text
-    (a connected socket wins over the text, so that its default never blocks a connection; empty text
-    and no socket: no points)."""
+    """The track source as xy [B,N,2], visible [B,N] and the tracks' Labels: the connected socket, else
+    the tracks_json text (a connected socket wins over the text, so that its default never blocks a
+    connection; empty text and no socket: no points)."""
     frames = images.shape[0]
     if tracks is not None and ys_tracks is not None:
         raise ValueError("tracks: connect one of tracks and ys_tracks, got both")
     if tracks is not None:
-        return track_sources.from_tracks(tracks, frames)
+        return track_sources.labelled_tracks(tracks, frames)
     if ys_tracks is not None:
-        return track_sources.from_ys_tracks(ys_tracks, frames)
-    return track_sources.from_json(tracks_json, frames)
+        xy, visible = track_sources.from_ys_tracks(ys_tracks, frames)
+        return xy, visible, track_sources.Labels.none(frames, xy.shape[1])
+    return track_sources.labelled_json(tracks_json, frames)
 
 
 def _faded(colours: torch.Tensor | None, alpha_scale: float) -> torch.Tensor | None:
@@ -71,14 +75,37 @@ def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
     return styles.styled_polylines(frame, points, lengths, width, head, _faded(head, 0.0))
 
 
+def _point_texts(xy, at, index, labels, mode: str, size: int, offset: float, rgba):
+    """Text beside the visible points of xy float [T,N,2] (on the render device), frame at and point
+    index int64 [P] (on the host): each point's id, or with mode "label" its label (its id where it has
+    none; an empty label: no text), one sprite a point, its ink's lower left corner `offset` px right of
+    and above the point; the frame's edges cut what lies beyond them. Returns the sprites and the atlas
+    of the distinct strings drawn (None when there is no text)."""
+    strings = labels.names + [str(i) for i in range(xy.shape[1])]  # the labels, then the ids
+    string = len(labels.names) + index
+    if mode == "label":
+        named = labels.index[at, index]
+        string = torch.where(named >= 0, named, string)
+    keep = torch.tensor([bool(text) for text in strings], dtype=torch.bool)[string]  # host data: no sync
+    if not bool(keep.any()):
+        return R.empty(xy.device), None
+    used, string = torch.unique(string[keep], return_inverse=True)
+    atlas, rects = text_atlas([strings[i] for i in used.tolist()], size, DEFAULT_FONT)
+    frame, point, rect = torch.cat([at[keep, None], index[keep, None], rects[string]], 1).to(xy.device).split([1, 1, 4], 1)
+    frame, point = frame[:, 0], point[:, 0]
+    corner = xy[frame, point] + torch.tensor([offset, -offset], device=xy.device)
+    return R.sprites(frame, torch.stack([corner[:, 0], corner[:, 1] - rect[:, 3]], 1), rect, rgba), atlas
+
+
 class LineLinkRenderer(RasterKitNode):
     NODE_ID = "RasterKit_LineLinkRenderer"
     DISPLAY_NAME = "Line Link Renderer (RasterKit)"
     CATEGORY = "RasterKit/overlay"
     DESCRIPTION = ("Links tracked points in every frame (each to its nearest neighbours, all pairs within a radius, "
-                   "the Delaunay triangulation or the minimum spanning tree; with caps, and kept stable across frames "
-                   "by hysteresis) and draws the links as anti-aliased lines or curves: solid, dashed (marching "
-                   "ants with dash_speed), dotted, in a colour gradient, with a glow; point markers; fading trails.")
+                   "the Delaunay triangulation or the minimum spanning tree, or the walls of their Voronoi cells; with "
+                   "caps, and kept stable across frames by hysteresis) and draws the links as anti-aliased lines or curves: solid, dashed (marching "
+                   "ants with dash_speed), dotted, in a colour gradient, with a glow; point markers, ids or labels; "
+                   "fading trails.")
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on"),
         String("tracks_json", '[[{"x": 100, "y": 100}], [{"x": 220, "y": 140}], [{"x": 160, "y": 260}]]',
@@ -104,10 +131,12 @@ class LineLinkRenderer(RasterKitNode):
         Float("point_radius", 3.0, 0.0, 64.0, 0.5, tooltip="radius of the marker drawn on each visible point; "
                                                            "0: no markers"),
         Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
-        Combo("graph", tuple(GRAPHS), tooltip="which points link: knn, each to its k nearest; radius, every pair "
+        Combo("graph", GRAPH_CHOICES, tooltip="which points link: knn, each to its k nearest; radius, every pair "
                                               "within max_distance; delaunay, the Delaunay triangulation's edges; "
-                                              "mst, the minimum spanning tree (a forest where max_distance cuts it). "
-                                              "The caps apply to all, hysteresis to knn and radius"),
+                                              "mst, the minimum spanning tree (a forest where max_distance cuts it); "
+                                              "voronoi, not links but the walls between the points' Voronoi cells "
+                                              "(one for each Delaunay link, cut at the frame's edges). The caps "
+                                              "apply to all, hysteresis to knn and radius"),
         Combo("line_style", styles.LINE_STYLES, tooltip="solid lines; dashed, dash_length on and gap_length off; "
                                                          "dotted, dots as wide as the line, gap_length apart"),
         Float("dash_length", 8.0, 0.5, 10000.0, 0.5, tooltip="length of a dash in pixels (line_style dashed)"),
@@ -131,6 +160,12 @@ class LineLinkRenderer(RasterKitNode):
         Int("trail_frames", 0, 0, 1000, tooltip="draw each point's path over this many past frames, fading "
                                                 "towards the oldest; 0: no trails"),
         Bool("trail_smooth", False, tooltip="smooth the trails through the tracked positions (Catmull-Rom)"),
+        Combo("point_labels", POINT_LABELS,
+              tooltip="text up and right of each visible point: none; id, its track's number (its index in "
+                      "edges_json); label, its track's label (a \"label\" string on a point of tracks_json "
+                      "names its track from that frame on; RASTERKIT_TRACKS' optional labels list), else its id"),
+        Int("text_size", 12, 6, 128, tooltip="size of the point labels' text in pixels"),
+        String("text_color", "", tooltip="hex colour of the point labels' text; empty: the points' colour"),
         Socket("tracks", "RASTERKIT_TRACKS", optional=True, tooltip="tracks from Point Tracker (RasterKit)"),
         Socket("ys_tracks", "TRACKS", optional=True,
                tooltip="ys-vision-tools' TRACKS: an array of x, y, or a list of per-frame arrays; point n is row n "
@@ -139,7 +174,8 @@ class LineLinkRenderer(RasterKitNode):
     OUTPUTS = [Output("IMAGE", "image", "the frames with the links and points drawn over them"),
                Output("MASK", "alpha", "the overlay's coverage of each pixel"),
                Output("IMAGE", "layer", LAYER_TOOLTIP),
-               Output("STRING", "edges_json", "per frame, the [i, j] point pairs linked")]
+               Output("STRING", "edges_json", "per frame, the [i, j] point pairs linked (voronoi: the pairs whose "
+                                                 "cells' wall is drawn)")]
 
     @classmethod
     def run(cls, images, tracks_json="", k=3, max_distance=0.0, delta_y_cap=0.0, degree_cap=0, mutual=False,
@@ -147,20 +183,28 @@ class LineLinkRenderer(RasterKitNode):
             point_radius=3.0, layer_alpha="straight", graph="knn", line_style="solid", dash_length=8.0,
             gap_length=6.0, dash_phase=0.0, dash_speed=0.0, end_color="", glow=0.0, glow_scale=4.0,
             width_by_length="none", point_style="dot", marker_glow=False, trail_frames=0, trail_smooth=False,
-            tracks=None, ys_tracks=None):
+            point_labels="none", text_size=12, text_color="", tracks=None, ys_tracks=None):
         check_images(images, "images")
         for name, value, options in (("line_style", line_style, styles.LINE_STYLES),
                                      ("width_by_length", width_by_length, styles.WIDTH_BY_LENGTH),
-                                     ("point_style", point_style, styles.POINT_STYLES)):
+                                     ("point_style", point_style, styles.POINT_STYLES),
+                                     ("point_labels", point_labels, POINT_LABELS),
+                                     ("graph", graph, GRAPH_CHOICES)):
             if value not in options:
                 raise ValueError(f"{name}: expected one of {', '.join(options)}, got {value!r}")
+        ink = parse_hex(text_color, "text_color")[:3] if text_color.strip() else None
         device = render_device()
-        xy, visible = _points(images, tracks, ys_tracks, tracks_json)
+        xy, visible, labels = _points(images, tracks, ys_tracks, tracks_json)
         options = GraphOptions(k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis)
-        edges = GRAPHS[graph](xy, visible, options, device=device)
-        pairs, frame = edges.flat()
         xy_dev = xy.to(device)
-        start, end = xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
+        if graph == "voronoi":  # the wall between the cells of each Delaunay pair, in place of its link
+            edges, walls = voronoi_graph(xy, visible, options, images.shape[1:3], device=device)
+            pairs, frame = edges.flat()
+            start, end = walls.flat()[0].unbind(1)
+        else:
+            edges = GRAPHS[graph](xy, visible, options, device=device)
+            pairs, frame = edges.flat()
+            start, end = xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
         by_distance = color.strip().lower() == "distance"
         dashes = line_style != "solid"
         length = (end - start).norm(dim=-1) if by_distance or width_by_length != "none" or dashes else None
@@ -200,13 +244,21 @@ class LineLinkRenderer(RasterKitNode):
         if trail_frames > 0 and images.shape[0] > 1:
             layers.append(_trails(xy_dev, visible.to(device), trail_frames, trail_smooth, width, dot_rgb, opacity))
         layers.append(strokes(widths, 1))
-        if point_radius > 0 and visible.any():
-            at, index = visible.nonzero(as_tuple=True)
-            at, centre = at.to(device), xy_dev[at.to(device), index.to(device)]
-            if marker_glow and glow > 0:
-                layers.append(R.discs(at, centre, point_radius * glow_scale, (*dot_rgb, opacity * glow)))
-            layers.append(styles.markers(at, centre, point_radius, (*dot_rgb, opacity), point_style, width))
-        image, alpha, layer = R.draw(images, R.concat(*layers), device=device, on_progress=Progress(images.shape[0]))
+        atlas = None
+        if (point_radius > 0 or point_labels != "none") and visible.any():
+            at, index = visible.cpu().nonzero(as_tuple=True)
+            if point_radius > 0:
+                frame_dev = at.to(device)
+                centre = xy_dev[frame_dev, index.to(device)]
+                if marker_glow and glow > 0:
+                    layers.append(R.discs(frame_dev, centre, point_radius * glow_scale, (*dot_rgb, opacity * glow)))
+                layers.append(styles.markers(frame_dev, centre, point_radius, (*dot_rgb, opacity), point_style, width))
+            if point_labels != "none":
+                texts, atlas = _point_texts(xy_dev, at, index, labels, point_labels, text_size, point_radius + 2,
+                                            (*(ink or dot_rgb), opacity))
+                layers.append(texts)
+        image, alpha, layer = R.draw(images, R.concat(*layers), atlas, device=device,
+                                     on_progress=Progress(images.shape[0]))
         edges_json = json.dumps([e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist())])
         out = intermediate_device()
         return image.to(out), alpha.to(out), layer_output(layer, layer_alpha).to(out), edges_json

@@ -63,9 +63,11 @@ def test_graph_modes():
 def test_widgets_added_later_come_last():
     """Saved workflows list widget values by position: a widget added later goes after the older ones."""
     widgets = [spec.name for spec in LineLinkRenderer.INPUTS if not spec.optional and spec.type != "IMAGE"]
-    assert widgets[-15:] == ["layer_alpha", "graph", "line_style", "dash_length", "gap_length", "dash_phase",
+    assert widgets[-18:] == ["layer_alpha", "graph", "line_style", "dash_length", "gap_length", "dash_phase",
                              "dash_speed", "end_color", "glow", "glow_scale", "width_by_length", "point_style",
-                             "marker_glow", "trail_frames", "trail_smooth"]
+                             "marker_glow", "trail_frames", "trail_smooth", "point_labels", "text_size", "text_color"]
+    graphs = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "graph")
+    assert list(graphs) == ["knn", "radius", "delaunay", "mst", "voronoi"]  # new choices last too
 
 
 def test_tracks_input_styles_and_points():

@@ -493,9 +493,9 @@ def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions,
 DELAUNAY_RECT = 2 ** 29  # half-width of Subdiv2D's rectangle: its outer vertices ~2^32 away, as if at infinity
 
 
-def _delaunay_pairs(points: np.ndarray) -> np.ndarray:
+def _delaunay_pairs(points: np.ndarray, triangles: bool = False):
     """Edges i < j of the Delaunay triangulation of points float32 [n,2] (finite), as sorted keys
-    i * n + j, int64 [E]. Coincident points: the first stands for them all in the triangulation, and
+    i * n + j, int64 [E]; with `triangles`, its triangles too, as point indices int64 [F,3]. Coincident points: the first stands for them all in the triangulation, and
     the others link to it alone (edges of length 0, so that a spanning tree spans them). Collinear
     points link in a chain.
 
@@ -515,6 +515,7 @@ def _delaunay_pairs(points: np.ndarray) -> np.ndarray:
     own = first[inverse]
     duplicate = np.flatnonzero(own != np.arange(len(points)))
     pairs = [np.stack([own[duplicate], duplicate], 1)]
+    corners = np.zeros((0, 3), np.int64)
     if len(distinct) > 1:
         rect = (-DELAUNAY_RECT, -DELAUNAY_RECT, 2 * DELAUNAY_RECT + 2048, 2 * DELAUNAY_RECT + 2048)
         subdiv = cv2.Subdiv2D(rect)
@@ -537,24 +538,36 @@ def _delaunay_pairs(points: np.ndarray) -> np.ndarray:
         if len(lost) and len(kept):
             nearest = ((shifted[lost, None] - shifted[None, kept]) ** 2).sum(-1).argmin(1)
             pairs.append(np.sort(np.stack([lost, kept[nearest]], 1), 1))
+        if triangles:  # those of the points alone, without the outer vertices
+            vertices = np.ascontiguousarray(subdiv.getTriangleList(), np.float32).reshape(-1, 3, 2).view(np.uint64)[..., 0]
+            at = np.searchsorted(distinct, vertices).clip(max=len(distinct) - 1)
+            corners = first[at[(distinct[at] == vertices).all(1)]]
     pairs = np.concatenate(pairs)
-    return np.unique(pairs[:, 0] * len(points) + pairs[:, 1])
+    keys = np.unique(pairs[:, 0] * len(points) + pairs[:, 1])
+    return (keys, corners) if triangles else keys
 
 
-def delaunay_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+def delaunay_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, triangles: bool = False):
     """The Delaunay triangulation's edges i < j of the visible points of each frame (see
     _delaunay_pairs), as sorted keys (frame * N + i) * N + j: int64 [M], on xy's device. xy float
-    [T,N,2] finite where visible, visible bool [T,N]. One copy to the host and one back."""
+    [T,N,2] finite where visible, visible bool [T,N]. With `triangles`, its triangles too: frame and
+    point indices int64 [F,4]. One copy to the host and one back."""
     n = visible.shape[1]
     host = xy.masked_fill(~visible[..., None], math.nan).cpu().numpy()
-    keys = [np.zeros(0, np.int64)]
+    keys, corners = [np.zeros(0, np.int64)], [np.zeros((0, 4), np.int64)]
     for frame, points in enumerate(host):  # no batched Delaunay exists in torch: one OpenCV call a frame
         index = np.flatnonzero(np.isfinite(points[:, 0]))
         if len(index) < 2:
             continue
-        pairs = _delaunay_pairs(points[index])
+        pairs, local = _delaunay_pairs(points[index], triangles=True) if triangles else (_delaunay_pairs(points[index]), None)
         keys.append((frame * n + index[pairs // len(index)]) * n + index[pairs % len(index)])
-    return torch.from_numpy(np.concatenate(keys)).to(xy.device)
+        if triangles:
+            corners.append(np.concatenate([np.full((len(local), 1), frame), index[local]], 1))
+    keys = torch.from_numpy(np.concatenate(keys))
+    if not triangles:
+        return keys.to(xy.device)
+    both = torch.cat([keys, torch.from_numpy(np.concatenate(corners)).view(-1)]).to(xy.device)  # one transfer
+    return both[: keys.numel()], both[keys.numel():].view(-1, 4)
 
 
 def _spanning_forest(ends: torch.Tensor, weight: torch.Tensor, keep: torch.Tensor, nodes: int, size: int):
@@ -590,15 +603,20 @@ def _spanning_forest(ends: torch.Tensor, weight: torch.Tensor, keep: torch.Tenso
     return chosen
 
 
-def _triangulated(xy, visible, options: GraphOptions, device, tree: bool) -> Ragged:
-    """delaunay_graph, or with `tree` spanning_tree_graph."""
+def _triangulated(xy, visible, options: GraphOptions, device, tree: bool = False, size=None):
+    """delaunay_graph, with `tree` spanning_tree_graph, with `size` voronoi_graph."""
     _check(options)
     device = torch.device(device) if device is not None else xy.device
     xy, visible = _finite_points(xy, visible, device)
     frames, n = visible.shape
     if n < 2 or not frames:
-        return _no_edges(frames, device)
-    frame, i, j = _split_keys(delaunay_neighbour_keys(xy, visible), n)
+        none = _no_edges(frames, device)
+        return none if size is None else (none, Ragged(torch.zeros(frames, 0, 2, 2, device=device), none.lengths))
+    if size is None:
+        frame, i, j = _split_keys(delaunay_neighbour_keys(xy, visible), n)
+    else:
+        keys, triangles = delaunay_neighbour_keys(xy, visible, triangles=True)
+        frame, i, j = _split_keys(keys, n)
     delta = xy[frame, j] - xy[frame, i]
     length = delta.norm(dim=-1)
     keep = (length <= options.max_distance) & (delta[:, 1].abs() <= options.delta_y_cap)
@@ -607,7 +625,10 @@ def _triangulated(xy, visible, options: GraphOptions, device, tree: bool) -> Rag
         keep = _spanning_forest(ends, length, keep, frames * n, n)
     if options.degree_cap > 0:
         keep = _cap_degree(ends, keep, length, options.degree_cap, frames * n)
-    return _ragged_edges(frame, i, j, keep, frames)
+    if size is None:
+        return _ragged_edges(frame, i, j, keep, frames)
+    segments, drawn = voronoi_segments(xy, keys, triangles, size)
+    return _ragged_edges(frame, i, j, keep & drawn, frames, segments)
 
 
 def delaunay_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
@@ -632,12 +653,86 @@ def spanning_tree_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphO
 GRAPHS = {"knn": knn_graph, "radius": radius_graph, "delaunay": delaunay_graph, "mst": spanning_tree_graph}
 
 
-def _ragged_edges(frame: torch.Tensor, i: torch.Tensor, j: torch.Tensor, keep: torch.Tensor, frames: int) -> Ragged:
+def _circumcentres(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """Centres float [F,2] of the circles through the triangles' corners a, b, c [F,2] (worked out
+    from a, so that float32 keeps the precision of the triangles' sizes); not finite for flat ones."""
+    b, c = b - a, c - a
+    bb, cc = (b * b).sum(1), (c * c).sum(1)
+    twice_area = 2 * (b[:, 0] * c[:, 1] - b[:, 1] * c[:, 0])
+    return a + torch.stack([c[:, 1] * bb - b[:, 1] * cc, b[:, 0] * cc - c[:, 0] * bb], 1) / twice_area[:, None]
+
+
+def voronoi_segments(xy: torch.Tensor, keys: torch.Tensor, triangles: torch.Tensor, size: tuple[int, int]):
+    """The Voronoi diagram's edges, one for each Delaunay edge: the part of the points' bisector that
+    both points' cells share, clipped to the frame [0, width] x [0, height] (size = (height, width)).
+
+    xy float [T,N,2]; keys int64 [M], the Delaunay edges (frame * N + i) * N + j, sorted; triangles
+    int64 [F,4], frame and corners (delaunay_neighbour_keys). On the bisector m + s u (m the edge's
+    midpoint, u its unit normal), each triangle on the edge bounds s at its circumcentre, from the
+    side away from its third corner: two triangles give a segment, one a ray (an edge of the hull),
+    none a whole line (frames without triangles: collinear points). Edges of frames with triangles
+    that lie on none (points that OpenCV merged) and edges of coincident points are not drawn.
+    Returns segments float [M,2,2] and drawn bool [M] (a part longer than 1e-3 px lies in the frame)."""
+    frames, n = xy.shape[:2]
+    height, width = size
+    frame, i, j = _split_keys(keys, n)
+    a, b = xy[frame, i], xy[frame, j]
+    middle, along = (a + b) / 2, b - a
+    length = along.norm(dim=1)
+    normal = torch.stack([-along[:, 1], along[:, 0]], 1) / length.clamp_min(1e-30)[:, None]
+    # the triangles' three edges (u, v) and third corners w, located among the keys
+    at, corner = triangles[:, 0], triangles[:, 1:]
+    count = corner.shape[0]
+    centre = _circumcentres(*(xy[at, corner[:, k]] for k in range(3)))[:, None].expand(count, 3, 2).reshape(-1, 2)
+    u, v, w = corner.reshape(-1), corner.roll(-1, 1).reshape(-1), corner.roll(-2, 1).reshape(-1)  # [F*3]
+    tri_frame = at[:, None].expand(count, 3).reshape(-1)
+    tri_key = (tri_frame * n + torch.minimum(u, v)) * n + torch.maximum(u, v)
+    edge = torch.searchsorted(keys, tri_key).clamp_max(max(keys.numel() - 1, 0))
+    found = keys[edge] == tri_key
+    s = ((centre - middle[edge]) * normal[edge]).sum(1)
+    side = ((xy[tri_frame, w] - middle[edge]) * normal[edge]).sum(1)
+    usable = found & torch.isfinite(s)
+    lower = torch.full_like(length, -INF).scatter_reduce_(0, edge, s.masked_fill(~usable | (side > 0), -INF), "amax")
+    upper = torch.full_like(length, INF).scatter_reduce_(0, edge, s.masked_fill(~usable | (side <= 0), INF), "amin")
+    on_triangle = torch.zeros_like(length).index_add_(0, edge, found.float()) > 0
+    has_triangles = torch.zeros(frames, dtype=torch.bool, device=xy.device).index_fill_(0, at, True)
+    # clipped to the frame, one axis at a time (Liang-Barsky)
+    for axis, extent in ((0, width), (1, height)):
+        step, start = normal[:, axis], middle[:, axis]
+        enter, leave = (0 - start) / step, (extent - start) / step
+        flat = step == 0
+        inside = (start >= 0) & (start <= extent)
+        lower = torch.maximum(lower, torch.where(flat, torch.where(inside, -INF, INF), torch.minimum(enter, leave)))
+        upper = torch.minimum(upper, torch.where(flat, torch.where(inside, INF, -INF), torch.maximum(enter, leave)))
+    drawn = (upper - lower > 1e-3) & (length > 0) & (on_triangle | ~has_triangles[frame])
+    lower, upper = lower.masked_fill(~drawn, 0.0), upper.masked_fill(~drawn, 0.0)
+    segments = torch.stack([middle + lower[:, None] * normal, middle + upper[:, None] * normal], 1)
+    return segments, drawn
+
+
+def voronoi_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, size: tuple[int, int],
+                  device=None) -> tuple[Ragged, Ragged]:
+    """The edges of each frame's Voronoi diagram inside a frame of size (height, width), as the pairs
+    of points whose cells they divide: edges as delaunay_graph's (the same pairs, limits and caps; a
+    pair whose cells share no part of the frame is left out), and the edges' segments float [T,E,2,2]
+    (end points) in the same Ragged order. See voronoi_segments. Host syncs: those of delaunay_graph."""
+    return _triangulated(xy, visible, options, device, size=size)
+
+
+def _ragged_edges(frame: torch.Tensor, i: torch.Tensor, j: torch.Tensor, keep: torch.Tensor, frames: int,
+                  extra: torch.Tensor | None = None):
     """Edges listed as (frame, i, j) [M], sorted by frame, those with keep packed into Ragged
-    [T, E, 2]. One host sync: E."""
+    [T, E, 2]; with extra [M, ...], that too, packed in the same order (a second Ragged). One host
+    sync: E."""
     counts = torch.zeros(frames, dtype=torch.long, device=frame.device).index_add_(0, frame, keep.long())
     width = int(counts.max()) if frames and frame.numel() else 0
     slot = keep.cumsum(0) - 1 - (counts.cumsum(0) - counts)[frame]
+    at = torch.where(keep, frame * width + slot, frames * width)
     values = torch.zeros(frames * width + 1, 2, dtype=torch.long, device=frame.device)
-    values[torch.where(keep, frame * width + slot, frames * width)] = torch.stack([i, j], 1)
-    return Ragged(values[:-1].view(frames, width, 2), counts)
+    values[at] = torch.stack([i, j], 1)
+    edges = Ragged(values[:-1].view(frames, width, 2), counts)
+    if extra is None:
+        return edges
+    packed = extra.new_zeros(frames * width + 1, *extra.shape[1:])
+    packed[at] = extra
+    return edges, Ragged(packed[:-1].view(frames, width, *extra.shape[1:]), counts)

@@ -1,14 +1,29 @@
 """Tracked points in every format of DESIGN.md, as padded xy [T,N,2] and visible [T,N]: the pack's
-RASTERKIT_TRACKS, ys-vision-tools' TRACKS and tracks_json."""
+RASTERKIT_TRACKS, ys-vision-tools' TRACKS and tracks_json; with the tracks' text labels where the
+format gives them (Labels)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .batching import pack
 from .text_input import coordinates, load_json, short
+
+
+@dataclass
+class Labels:
+    """Text labels of tracked points: names, the distinct label strings, and index int64 [T,N], the
+    name of each point in each frame (-1: none given)."""
+
+    names: list[str]
+    index: torch.Tensor
+
+    @staticmethod
+    def none(frames: int, n: int) -> "Labels":
+        return Labels([], torch.full((frames, n), -1, dtype=torch.int64))
 
 
 def _point(item, where: str, input_name: str) -> tuple[float, float]:
@@ -25,16 +40,52 @@ def _is_point(item) -> bool:
                                       and all(isinstance(v, (int, float)) for v in item))
 
 
+def _label(item, where: str, input_name: str) -> str | None:
+    """The "label" of a {"x","y"} point (None: it has none, or null)."""
+    label = item.get("label") if isinstance(item, dict) else None
+    if label is not None and not isinstance(label, str):
+        raise ValueError(f"{input_name}: {where} label should be a string, got {short(label)}")
+    return label
+
+
+def _held_labels(per_track: list[list[str | None]], frames: int) -> Labels:
+    """Labels of tracks from their points' labels (None: none given): a label names its track from
+    its point's frame on, until the next one; frames before the first name take the first; a track
+    shorter than the batch holds its last label, as its last point."""
+    names = sorted({label for track in per_track for label in track if label is not None})
+    labels = Labels(names, torch.full((frames, len(per_track)), -1, dtype=torch.int64))
+    if not names:
+        return labels
+    number = {name: i for i, name in enumerate(names)}
+    index = labels.index.numpy()  # shares its memory
+    for n, track in enumerate(per_track):  # host lists, read once (as their points)
+        given = np.array([-1 if label is None else number[label] for label in track[:frames]])
+        named = np.flatnonzero(given >= 0)
+        if not named.size:
+            continue
+        latest = np.maximum.accumulate(np.where(given >= 0, np.arange(len(given)), -1))  # the last named frame
+        index[: len(given), n] = given[np.where(latest >= 0, latest, named[0])]
+        index[len(given):, n] = index[len(given) - 1, n]
+    return labels
+
+
 def from_json(text: str, frames: int, input_name: str = "tracks_json") -> tuple[torch.Tensor, torch.Tensor]:
     """xy float32 [T,N,2] and visible bool [T,N] for a batch of `frames` from:
     a list of tracks, each a list of per-frame points ({"x","y"} or [x, y]); a list of per-track
     JSON strings (CoTracker); or a flat list of points, which is ONE track over frames (point t at
     frame t, as KJNodes' coordinates: one {"x","y"} per frame).
     Points at negative coordinates are invisible; a track shorter than the batch holds its last
-    point, a longer one is cut."""
+    point, a longer one is cut. labelled_json gives the points' labels too."""
+    return labelled_json(text, frames, input_name)[:2]
+
+
+def labelled_json(text: str, frames: int, input_name: str = "tracks_json") -> tuple[torch.Tensor, torch.Tensor, Labels]:
+    """from_json's xy and visible, and the tracks' Labels: a {"x","y"} point may carry a "label"
+    string, which names its track from that frame on (and before it, when it is the track's first);
+    tracks without one have none."""
     text = (text or "").strip()
     if not text:
-        return torch.zeros(frames, 0, 2), torch.zeros(frames, 0, dtype=torch.bool)
+        return torch.zeros(frames, 0, 2), torch.zeros(frames, 0, dtype=torch.bool), Labels.none(frames, 0)
     data = load_json(text, input_name, single_quotes=True)
     if not isinstance(data, list):
         raise ValueError(f"{input_name}: expected a list of tracks or of points, got {short(data)}")
@@ -42,12 +93,13 @@ def from_json(text: str, frames: int, input_name: str = "tracks_json") -> tuple[
         data = [load_json(item, f"{input_name}: track {n}", single_quotes=True) for n, item in enumerate(data)]  # CoTracker
     if data and all(_is_point(item) for item in data):
         data = [data]  # KJNodes: one moving point
-    tracks = []
+    tracks, labels = [], []
     for n, track in enumerate(data):
         if not isinstance(track, list) or not track:
             raise ValueError(f"{input_name}: track {n} should be a non-empty list of points, got {short(track)}")
         tracks.append([_point(p, f"track {n} point {t}", input_name) for t, p in enumerate(track)])
-    return from_lists(tracks, frames)
+        labels.append([_label(p, f"track {n} point {t}", input_name) for t, p in enumerate(track)])
+    return (*from_lists(tracks, frames), _held_labels(labels, frames))
 
 
 def from_lists(tracks: list[list[tuple[float, float]]], frames: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,6 +114,12 @@ def from_lists(tracks: list[list[tuple[float, float]]], frames: int) -> tuple[to
 
 def from_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[torch.Tensor, torch.Tensor]:
     """RASTERKIT_TRACKS: {"xy": float [T,N,2], "visible": bool [T,N]}, fitted to `frames`."""
+    return labelled_tracks(tracks, frames, input_name)[:2]
+
+
+def labelled_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[torch.Tensor, torch.Tensor, Labels]:
+    """from_tracks' xy and visible, and the Labels of the optional "labels" entry of RASTERKIT_TRACKS: a
+    list of N strings (None: a track without one), one per track for every frame."""
     if isinstance(tracks, (np.ndarray, list, tuple)):
         raise ValueError(f"{input_name}: got {type(tracks).__name__}, ys-vision-tools' TRACKS (arrays of x, y): "
                          f"connect it to ys_tracks")
@@ -74,7 +132,16 @@ def from_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[torch.
     if xy.ndim != 3 or xy.shape[-1] != 2 or visible.shape != xy.shape[:2] or xy.shape[0] == 0:
         raise ValueError(f"{input_name}: xy {tuple(xy.shape)} and visible {tuple(visible.shape)} "
                          f"should be [T,N,2] and [T,N] with T > 0")
-    return _fitted(xy, visible, frames)
+    n = xy.shape[1]
+    names = tracks.get("labels") if isinstance(tracks, dict) else None
+    if names is None:
+        return (*_fitted(xy, visible, frames), Labels.none(frames, n))
+    if not isinstance(names, (list, tuple)) or len(names) != n:
+        raise ValueError(f"{input_name}: labels should be a list of {n} strings, one per track, got {short(names)}")
+    for i, name in enumerate(names):
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"{input_name}: label {i} should be a string, got {short(name)}")
+    return (*_fitted(xy, visible, frames), _held_labels([[name] for name in names], frames))
 
 
 def from_ys_tracks(tracks, frames: int, input_name: str = "ys_tracks") -> tuple[torch.Tensor, torch.Tensor]:
