@@ -32,6 +32,7 @@ SAVED_FRAMES = {
     "Delaunay and spanning tree links": {"11": 8},
     "Image rebuilt from shapes": {"5": 1, "6": 40},  # 40 shapes, up to 60 build-up frames: one per shape
     "Line plots from numbers": {"2": 8, "4": 1},  # 8 series, then all 8 overlaid in one image
+    "Link styles and trails": {"4": 24},
     "Links between tracked points": {"10": 8},
     "Mesh maps from six views": {"3": 6, "4": 6, "5": 6},
 }

@@ -1,5 +1,6 @@
 """Build example_workflows/<name>.json (UI format, for ComfyUI's template browser) and <name>.jpg
-(a thumbnail of its output) from tests/workflows/<name>.api.json, against a live server:
+(a thumbnail of its output: the first saved image, or an animation's middle frame) from
+tests/workflows/<name>.api.json, against a live server:
 
     COMFYUI_URL=http://127.0.0.1:8188 .venv/bin/python tools/make_example_workflows.py [name ...]
 
@@ -127,7 +128,9 @@ def main(names):
         (out / f"{name}.json").write_text(json.dumps(to_ui(prompt, object_info), indent=2) + "\n")
         png = run_and_fetch_image(prompt)
         if png:
-            thumbnail = Image.open(io.BytesIO(png)).convert("RGB")
+            picture = Image.open(io.BytesIO(png))
+            picture.seek(getattr(picture, "n_frames", 1) // 2)  # an animation's middle frame: trails, spectra under way
+            thumbnail = picture.convert("RGB")
             thumbnail.thumbnail((512, 512))
             thumbnail.save(out / f"{name}.jpg", quality=88)
         print(f"{name}: example_workflows/{name}.json" + (f", {name}.jpg" if png else ", no image output"))
