@@ -35,6 +35,7 @@ SAVED_FRAMES = {
     "Link styles and trails": {"4": 24},
     "Links between tracked points": {"10": 8},
     "Mesh maps from six views": {"3": 6, "4": 6, "5": 6},
+    "Radius links and point markers": {"5": 12},
 }
 VIDEO = (".mp4", ".webm", ".mov", ".mkv")
 EXAMPLE_SECONDS = 60  # the bound for an example on the CPU
