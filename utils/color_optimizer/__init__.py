@@ -14,7 +14,10 @@ exact, so no float64 is needed anywhere and every device sums alike.
 
 A shape is searched without the host waiting on the device: the rows of all candidates go into a
 number of slots and the climbs run a number of rounds, both chosen on the host from the shape
-before (`_Schedule`), and the host reads one status word per shape.
+before (`_Schedule`), and the host reads one status word per shape. That is the torch path (CPU,
+ROCm, Apple MPS, CUDA without CuPy). On NVIDIA GPUs with CuPy the search is three CUDA kernels per
+shape (search_kernels.py) and the render one (render_kernel.py), over the same prefix sums, shape
+geometry and constants.
 
 Images are RGB, or premultiplied RGBA to fit transparency (fogleman/primitive's error over four
 channels): a shape paints its colour and an alpha channel of 1, at its opacity, source-over.
@@ -616,8 +619,9 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     host transfer: a caller does it only when it needs it).
     An image stops early when no candidate lowers its error any more.
 
-    The host reads the device once per shape (`_Status`): a shape runs as a fixed sequence of
-    operations whose sizes were chosen on the host before it (row slots, climbing rounds).
+    On the torch path the host reads the device once per shape (`_Schedule`): a shape runs as a
+    fixed sequence of operations whose sizes were chosen on the host before it (row slots, climbing
+    rounds). Where CuPy kernels run (`cupy_usable`), search_kernels.approximate does the search.
     """
     if cupy_usable(target.device):
         from . import search_kernels

@@ -1,0 +1,159 @@
+"""PrimitiveMesh's search kernels (utils/color_optimizer/search_kernels.py) against the torch path: on a
+real GPU (-m gpu) and on the CPU through tests/cuda_emulator.py (fails, never skips, without a compiler).
+
+The kernels draw their own random numbers, so they are checked step by step against what the torch
+path computes for the same shapes: every score, colour and sum, the painted pixels and the rebuilt
+prefix sums; and a whole search is checked for quality against the torch path's."""
+import pytest
+import torch
+
+import cuda_emulator
+from rasterkit.utils import color_optimizer as co
+from rasterkit.utils.color_optimizer import search_kernels as K
+from rasterkit.utils.device import cupy_usable
+from test_color_optimizer import scene, transparent
+
+ALL = tuple(range(len(co.KINDS)))
+
+
+@pytest.fixture(params=[
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+        not (torch.cuda.is_available() and cupy_usable("cuda")), reason="needs a CUDA device with cupy importable")]),
+    "emulated",
+])
+def device(request, monkeypatch):
+    """Where the kernels run: a CUDA device, or the CPU through the emulator."""
+    if request.param == "emulated":
+        assert cuda_emulator.COMPILER is not None, "the CPU emulation of the kernels needs g++ or clang++"
+        cuda_emulator.install(monkeypatch)
+        return "cpu"
+    return "cuda"
+
+
+def images(channels, device, batch=2, height=24, width=32):
+    """A batch of different small scenes, RGB or premultiplied RGBA."""
+    frames = [scene(height, width, seed) for seed in range(batch)]
+    if channels == 4:
+        frames = [transparent(frame, seed) for seed, frame in enumerate(frames)]
+    return torch.cat(frames).to(device)
+
+
+def search(device, channels=3, alpha=128, kinds=ALL, candidates=48, mutations=12, shapes=4, seed=0):
+    target = images(channels, device)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return K.Search(target, shapes, kinds, alpha, candidates, mutations, None, generator)
+
+
+def torch_score(s, image, kind, params, alpha):
+    """The torch path's error change [K] and colour [K,3] of shapes on the search's current terms."""
+    terms = co._terms(s.target, s.current, None if s.searched else s.start_alpha)
+    change, color, _ = co.score(terms, image, kind.long(), params, alpha, s.kinds)
+    return change, color
+
+
+@pytest.mark.parametrize("channels, alpha", [(3, 128), (3, 0), (4, 200), (4, 0)])
+def test_random_candidates_score_as_the_torch_path_scores_them(device, channels, alpha):
+    s = search(device, channels, alpha)
+    s.random(0)
+    assert set(s.cand_kind.tolist()) == set(ALL)  # every kind drawn
+    image = torch.arange(s.cand_kind.shape[0], device=device) // s.candidates
+    expected, _ = torch_score(s, image, s.cand_kind, s.cand_params, s.cand_alpha)
+    finite = torch.isfinite(expected)
+    assert torch.equal(finite, torch.isfinite(s.cand_change))  # the same invalid Beziers
+    assert torch.allclose(s.cand_change[finite], expected[finite], rtol=1e-4, atol=1e-4)
+    assert (s.cand_change[finite] < 0).any()  # some candidates improve the image
+
+
+@pytest.mark.parametrize("channels, alpha", [(3, 128), (4, 0)])
+def test_climbs_start_from_the_best_candidates_and_only_improve(device, channels, alpha):
+    s = search(device, channels, alpha)
+    s.random(0)
+    s.climb(0)
+    start = s.cand_change.view(2, -1).sort(1).values[:, :s.parents].reshape(-1)
+    assert (s.climb_change <= start).all()
+    assert (s.climb_change < start).any()  # the climbs go somewhere
+    # each climb's change is the torch path's score of where it ended
+    image = torch.arange(s.climb_kind.shape[0], device=device) // s.parents
+    expected, _ = torch_score(s, image, s.climb_kind, s.climb_params, s.climb_alpha)
+    assert torch.allclose(s.climb_change, expected, rtol=1e-4, atol=1e-4)
+    low, high = s.bounds[s.climb_kind.long()].unbind(1)
+    assert ((s.climb_params >= low - 1e-4) & (s.climb_params <= high + 1e-4)).all()
+
+
+@pytest.mark.parametrize("channels, alpha", [(3, 128), (3, 0), (4, 0)])
+def test_climbs_report_the_torch_paths_quantised_colour_and_change(device, channels, alpha):
+    s = search(device, channels, alpha)
+    s.random(0)
+    s.climb(0)
+    assert torch.equal(s.climb_alpha, (s.climb_alpha * 255).round() / 255)
+    image = torch.arange(s.climb_kind.shape[0], device=device) // s.parents
+    terms = co._terms(s.target, s.current, None if s.searched else s.start_alpha)
+    sums, _, _ = co._coverage_sums(terms, image, s.climb_kind.long(), s.climb_params, s.kinds)
+    opacity_sums = co._opacity_sums(terms, sums, s.climb_alpha)
+    color = (co.optimal_colors(opacity_sums, s.climb_alpha) * 255).round() / 255
+    change = co._error_change(opacity_sums, color, s.climb_alpha)
+    assert torch.allclose(s.climb_color, color, atol=1 / 255 + 1e-6)
+    assert (s.climb_color != color).float().mean() < 0.05  # 8-bit rounding ties at most
+    assert torch.allclose(s.climb_quantised, change, rtol=1e-3, atol=1e-3)
+    assert torch.allclose(s.climb_count, sums[:, -1].float() / terms.scale)
+
+
+@pytest.mark.parametrize("channels, alpha", [(3, 128), (4, 0)])
+def test_commit_paints_the_torch_paths_mask_and_rebuilds_the_prefix_sums(device, channels, alpha):
+    s = search(device, channels, alpha)
+    s.random(0)
+    s.climb(0)
+    before = s.current.clone()
+    active = s.commit(0)
+    best = s.climb_change.view(2, -1).argmin(1) + torch.arange(2, device=device) * s.parents
+    mask = co._commit_mask(s.climb_kind[best].long(), s.climb_params[best], 2, *s.target.shape[1:3], s.kinds)
+    improves = s.climb_quantised[best] < -1e-6 * (1 + s.climb_count[best])
+    assert torch.equal(active.bool(), improves) and improves.all()
+    a = s.climb_alpha[best][:, None, None, None]
+    paint = co._paint(s.climb_color[best], channels)[:, None, None, :]
+    expected = torch.where(mask[..., None], before * (1 - a) + paint * a, before)
+    assert torch.allclose(s.current, expected, atol=1e-6)
+    assert (s.current != before).any()
+    # the rebuilt rows' sums equal the torch path's terms of the new images (to the unit of the last place)
+    terms = co._terms(s.target, s.current, None if s.searched else s.start_alpha)
+    assert (s.prefix - terms.prefix).abs().max() <= 2
+    # the shape is recorded as the torch path records it
+    assert torch.equal(s.kind[:, 0], s.climb_kind[best].long())
+    assert torch.equal(s.alpha[:, 0], s.climb_alpha[best])
+    assert torch.allclose(s.error[:, 1], s.error[:, 0] + s.climb_quantised[best])
+
+
+def squared_error(result, target):
+    image, _ = co.render(result, result.height, result.width, 1.0)
+    return ((image - target) ** 2).mean().item()
+
+
+@pytest.mark.parametrize("kinds, channels, alpha", [((co.TRIANGLE,), 3, 128), (ALL, 3, 0), ((co.ELLIPSE,), 4, 128)])
+def test_a_kernel_search_fits_as_well_as_the_torch_path(device, kinds, channels, alpha):
+    target = images(channels, device, batch=1, height=32, width=40)
+    run = lambda: co.approximate(target, 12, kinds, alpha=alpha, candidates=64, mutations=16,  # noqa: E731
+                                 generator=torch.Generator(device=device).manual_seed(3))
+    result = run()
+    assert torch.equal(result.params, run().params)  # seeded: deterministic
+    errors = result.error[0]
+    assert (errors[1:] <= errors[:-1]).all() and result.count[0] == 12
+    assert set(result.kind[0].tolist()) <= set(kinds)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+        reference = co.approximate(target, 12, kinds, alpha=alpha, candidates=64, mutations=16,
+                                   generator=torch.Generator(device=device).manual_seed(3))
+    assert squared_error(result, target) <= 1.25 * squared_error(reference, target)
+    # the error the search tracked is the error of what it painted
+    assert abs(errors[-1].item() - ((co.render(result, 32, 40, 1.0)[0] - target) ** 2).sum().item()) < \
+        0.25 * errors[-1].item()
+
+
+def test_a_flat_image_gets_no_shapes_and_stops(device, monkeypatch):
+    target = torch.full((1, 16, 16, 3), 0.4, device=device)  # 102/255: the background is exact
+    commits = []
+    search_commit = K.Search.commit
+    monkeypatch.setattr(K.Search, "commit", lambda self, index: commits.append(index) or search_commit(self, index))
+    result = co.approximate(target, 20, ALL, candidates=16, mutations=4)
+    assert result.count.tolist() == [0]
+    assert (result.alpha == 0).all() and (result.error.abs() < 1e-6).all()
+    assert len(commits) == K.STATUS_EVERY  # stopped at the first read of the device
