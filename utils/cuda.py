@@ -8,6 +8,7 @@ read torch tensors in place through DLPack, on torch's current stream. Callers c
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -20,14 +21,21 @@ def kernel(source: str, name: str):
     return cupy.RawKernel(source, name, options=("--fmad=false", "--std=c++14"))
 
 
-def stream():
-    """torch's current stream as a CuPy stream, so that kernels queue behind torch's work."""
+@contextlib.contextmanager
+def stream(device: torch.device | None = None):
+    """Launch on `device` (a CUDA device; the current one where None or without an index) and on torch's
+    current stream there, so that kernels queue behind torch's work on the tensors' own GPU."""
     import cupy
 
-    stream = torch.cuda.current_stream()
-    if hasattr(cupy.cuda.Stream, "from_external") and hasattr(stream, "__cuda_stream__"):  # CuPy 14 on
-        return cupy.cuda.Stream.from_external(stream)
-    return cupy.cuda.ExternalStream(stream.cuda_stream)
+    device = torch.device("cuda") if device is None else torch.device(device)
+    index = torch.cuda.current_device() if device.index is None else device.index
+    current = torch.cuda.current_stream(index)
+    if hasattr(cupy.cuda.Stream, "from_external") and hasattr(current, "__cuda_stream__"):  # CuPy 14 on
+        launch_stream = cupy.cuda.Stream.from_external(current)
+    else:
+        launch_stream = cupy.cuda.ExternalStream(current.cuda_stream)
+    with cupy.cuda.Device(index), launch_stream:
+        yield
 
 
 def arrays(*tensors: torch.Tensor):

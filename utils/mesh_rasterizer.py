@@ -406,7 +406,7 @@ def rasterize_triangles_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torc
     args += cuda.arrays(prior) + [np.int32(has_prior), *cuda.arrays(zbuffer), np.int32(width), np.int32(height),
                                   np.int32(CUDA_BLOCK), np.int32(DEPTH_STEPS), np.int64(ID_BASE), np.int64(FIXED)]
     threads = 128
-    with cuda.stream():
+    with cuda.stream(zbuffer.device):
         cuda.kernel(_RASTERIZE_SOURCE, "rasterize_triangles")(((total + threads - 1) // threads,), (threads,),
                                                                tuple(args))
 
@@ -421,6 +421,6 @@ def resolve_pixels_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torch.Ten
     args += [np.int64(V.shape[1]), np.int64(faces.shape[0]), np.int32(width), np.int32(height),
              np.int64(ID_BASE), np.int64(FIXED), *cuda.arrays(findices, barycentric)]
     threads = 256
-    with cuda.stream():
+    with cuda.stream(zbuffer.device):
         cuda.kernel(_RASTERIZE_SOURCE, "resolve_pixels")(((n + threads - 1) // threads,), (threads,), tuple(args))
     return findices, barycentric

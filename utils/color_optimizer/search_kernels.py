@@ -573,9 +573,10 @@ SOURCE = _source()
 
 
 def _launch(name: str, threads: int, blocks: int, *args) -> None:
-    """One kernel launch on torch's current stream: tensors as zero-copy arrays, ints as int32."""
+    """One kernel launch on the first tensor's device and torch's current stream there: tensors as
+    zero-copy arrays, ints as int32."""
     values = [cuda.arrays(a)[0] if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
-    with cuda.stream():
+    with cuda.stream(args[0].device):
         cuda.kernel(SOURCE, name)((blocks,), (threads,), tuple(values))
 
 
