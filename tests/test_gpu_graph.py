@@ -1,5 +1,5 @@
 """kNN graphs against scipy's cKDTree, caps, determinism and hysteresis; radius, Delaunay and minimum
-spanning tree graphs against brute-force references in numpy."""
+spanning tree graphs against brute-force references in numpy; Voronoi walls against scipy's Voronoi."""
 import math
 
 import numpy as np
@@ -8,7 +8,7 @@ import torch
 from scipy.spatial import cKDTree
 
 from rasterkit.utils.gpu_graph import (GraphOptions, delaunay_graph, knn_graph, nearest_neighbours, radius_graph,
-                                       spanning_tree_graph)
+                                       spanning_tree_graph, voronoi_graph)
 
 
 def edge_sets(edges):
@@ -523,3 +523,139 @@ def test_new_graphs_op_budget():
         with OpCount() as count:
             graph(xy, visible, options)
         assert count.syncs <= syncs and count.launches <= launches and count.float64 == 0, (graph, count.summary())
+
+
+def clipped(start, direction, low, high, height, width):
+    """The part s in [low, high] of the line start + s direction inside [0, width] x [0, height], as its
+    two ends, or None."""
+    for axis, extent in ((0, width), (1, height)):
+        if direction[axis] == 0:
+            if not 0 <= start[axis] <= extent:
+                return None
+            continue
+        enter, leave = sorted(((0 - start[axis]) / direction[axis], (extent - start[axis]) / direction[axis]))
+        low, high = max(low, enter), min(high, leave)
+    return (start + low * direction, start + high * direction) if high > low else None
+
+
+def voronoi_reference(points, height, width):
+    """{(i, j): (a, b)}: the walls of the Voronoi cells of points [n,2] (general position) inside the
+    frame, by scipy's Voronoi (Qhull, float64): finite ridges between their vertices, infinite ones from
+    their vertex away from the points' centroid (scipy's voronoi_plot_2d), clipped."""
+    from scipy.spatial import Voronoi
+
+    points = np.asarray(points, np.float64)
+    diagram = Voronoi(points)
+    walls = {}
+    for (i, j), ridge in zip(diagram.ridge_points.tolist(), diagram.ridge_vertices):
+        if -1 not in ridge:
+            a, b = diagram.vertices[ridge]
+            ends = clipped(a, b - a, 0.0, 1.0, height, width)
+        else:
+            tangent = points[j] - points[i]
+            normal = np.array([-tangent[1], tangent[0]]) / np.linalg.norm(tangent)
+            outward = np.sign(((points[i] + points[j]) / 2 - points.mean(0)) @ normal) * normal
+            ends = clipped(diagram.vertices[max(ridge)], outward, 0.0, math.inf, height, width)
+        if ends is not None:
+            walls[(min(i, j), max(i, j))] = ends
+    return walls
+
+
+def walls_of(edges, segments):
+    return [{tuple(pair): np.asarray(ends, np.float64) for pair, ends in zip(edges.values[t, :n].tolist(),
+                                                                             segments.values[t, :n].tolist())}
+            for t, n in enumerate(edges.lengths.tolist())]
+
+
+def same_segment(a, b, tolerance):
+    return min(np.abs(a - b).max(), np.abs(a - b[::-1]).max()) <= tolerance
+
+
+def test_voronoi_walls_equal_scipys():
+    """Some points lie outside the frame: their walls are cut at its edges, or left out."""
+    xy, visible = scattered(frames=4, n=70, seed=5)
+    height, width = 280, 380
+    edges, segments = voronoi_graph(xy, visible, GraphOptions(), (height, width))
+    for t, found in enumerate(walls_of(edges, segments)):
+        index = np.flatnonzero(visible[t].numpy())
+        reference = {(int(index[i]), int(index[j])): ends
+                     for (i, j), ends in voronoi_reference(xy[t, index].numpy(), height, width).items()}
+        tiny = {pair for pair, (a, b) in reference.items() if np.linalg.norm(b - a) < 0.05}  # either way
+        assert set(found) - tiny == set(reference) - tiny
+        assert all(same_segment(found[pair], reference[pair], 0.02) for pair in set(found) & set(reference))
+        assert all(visible[t, i] and visible[t, j] for i, j in found)
+
+
+def test_voronoi_walls_are_equidistant_and_nearest_on_awkward_frames():
+    """Every point of a wall between i and j is as far from i as from j, and no other point is nearer
+    (a lattice: cocircular points, whose walls of length 0 are left out; skinny and tiny frames)."""
+    lattice = torch.stack(torch.meshgrid(torch.arange(6.0), torch.arange(5.0), indexing="ij"), -1).reshape(30, 2)
+    generator = torch.Generator().manual_seed(3)
+    frames = [lattice * 40 + 12, torch.rand(30, 2, generator=generator) * torch.tensor([300.0, 2.0]) + 100,
+              torch.rand(30, 2, generator=generator) * 1e-2 + 50]
+    xy = torch.stack(frames)
+    edges, segments = voronoi_graph(xy, torch.ones(3, 30, dtype=torch.bool), GraphOptions(), (200, 240))
+    for t, found in enumerate(walls_of(edges, segments)):
+        points = xy[t].double().numpy()
+        scale = 1e-3 + 1e-5 * np.abs(points).max()
+        assert found
+        for (i, j), (a, b) in found.items():
+            for along in np.linspace(0, 1, 5):
+                distance = np.linalg.norm(points - (a + along * (b - a)), axis=1)
+                assert abs(distance[i] - distance[j]) <= scale * 10 and distance.min() >= distance[i] - scale * 10
+            assert np.linalg.norm(b - a) > 1e-3 and (np.minimum(a, b) >= -1e-3).all()
+            assert (np.maximum(a, b) <= np.array([240, 200]) + 1e-3).all()
+    lattice_walls = walls_of(edges, segments)[0]
+    assert len(lattice_walls) == 6 * 4 + 5 * 5  # the grid's edges; its diagonals meet at points only
+
+
+def test_voronoi_on_degenerate_frames():
+    """Empty frames, one point, two (their bisector across the frame), collinear points (parallel
+    lines), coincident points (no wall between them), hidden and non-finite points, and points whose
+    walls all lie outside the frame."""
+    frames = [
+        torch.full((4, 2), -1.0),
+        torch.tensor([[5.0, 5.0], [-1, -1], [-1, -1], [-1, -1]]),
+        torch.tensor([[10.0, 20.0], [30.0, 20.0], [-1, -1], [-1, -1]]),
+        torch.tensor([[0.0, 0.0], [30.0, 30.0], [10.0, 10.0], [20.0, 20.0]]),
+        torch.tensor([[10.0, 10.0], [10.0, 10.0], [30.0, 10.0], [-1, -1]]),
+        torch.tensor([[10.0, 10.0], [math.nan, 1.0], [30.0, 10.0], [20.0, math.inf]]),
+        torch.tensor([[500.0, 500.0], [540.0, 500.0], [520.0, 530.0], [-1, -1]]),
+    ]
+    xy = torch.stack(frames)
+    visible = (xy >= 0).all(-1) | xy.isnan().any(-1) | xy.isinf().any(-1)
+    edges, segments = voronoi_graph(xy, visible, GraphOptions(), (40, 60))
+    walls = walls_of(edges, segments)
+    assert [set(found) for found in walls] == [set(), set(), {(0, 1)}, {(0, 2), (2, 3), (1, 3)}, {(0, 2)}, {(0, 2)},
+                                               set()]
+    assert same_segment(walls[2][(0, 1)], np.array([[20.0, 0.0], [20.0, 40.0]]), 1e-4)
+    for pair, ends in walls[3].items():  # lines of slope -1 through the midpoints, from edge to edge
+        middle = xy[3, list(pair)].double().numpy().mean(0)
+        assert abs((ends[1] - ends[0])[0] + (ends[1] - ends[0])[1]) < 1e-3
+        direction, offset = ends[1] - ends[0], middle - ends[0]
+        assert abs(direction[0] * offset[1] - direction[1] * offset[0]) < 1e-2  # through the midpoint
+    assert same_segment(walls[4][(0, 2)], np.array([[20.0, 0.0], [20.0, 40.0]]), 1e-4)
+    for n in (0, 1):
+        none, no_segments = voronoi_graph(torch.zeros(2, n, 2), torch.ones(2, n, dtype=torch.bool), GraphOptions(), (8, 8))
+        assert none.lengths.tolist() == [0, 0] and no_segments.values.shape == (2, 0, 2, 2)
+
+
+def test_voronoi_limits_and_caps_select_pairs_as_delaunay():
+    """The pairs of delaunay_graph (limits and caps on the links), less those whose wall misses the frame."""
+    xy, visible = scattered(frames=3, n=80, seed=4)
+    every = edge_sets(voronoi_graph(xy, visible, GraphOptions(), (300, 400))[0])
+    options = GraphOptions(max_distance=60.0, delta_y_cap=40.0, degree_cap=3)
+    selected = edge_sets(voronoi_graph(xy, visible, options, (300, 400))[0])
+    assert selected == [pairs & walls for pairs, walls in zip(edge_sets(delaunay_graph(xy, visible, options)), every)]
+    assert all(len(pairs) < len(walls) for pairs, walls in zip(selected, every))
+
+
+def test_voronoi_op_budget():
+    """60 frames of 1000 points: the walls are batched over frames; the host syncs are Delaunay's."""
+    from opcount import OpCount
+
+    torch.manual_seed(0)
+    xy = torch.rand(1, 1000, 2) * torch.tensor([3840.0, 2160.0]) + torch.randn(60, 1000, 2)
+    with OpCount() as count:
+        voronoi_graph(xy, torch.ones(60, 1000, dtype=torch.bool), GraphOptions(max_distance=200.0), (2160, 3840))
+    assert count.syncs <= 2 and count.launches <= 200 and count.float64 == 0, count.summary()

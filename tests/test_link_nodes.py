@@ -1,5 +1,6 @@
 """PointTracker and LineLinkRenderer: results, formats, styles and bad input."""
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,13 @@ def test_hidden_points_and_frames_without_points():
     (dict(tracks_json="", tracks={"xy": torch.zeros(2, 5), "visible": torch.ones(2)}), "tracks: xy"),
     (dict(tracks_json=TRIANGLE, k=0), "k: expected 1 to 1024"),
     (dict(tracks_json=TRIANGLE, graph="radius"), "max_distance: the radius graph needs a limit above 0"),
+    (dict(tracks_json=TRIANGLE, graph="gabriel"), "graph: expected one of knn, radius, delaunay, mst, voronoi"),
+    (dict(tracks_json=TRIANGLE, point_labels="name"), "point_labels: expected one of none, id, label, got 'name'"),
+    (dict(tracks_json=TRIANGLE, point_labels="id", text_color="white"), "text_color: expected a hex colour"),
+    (dict(tracks_json='[[{"x": 1, "y": 2, "label": 7}]]', point_labels="label"),
+     "tracks_json: track 0 point 0 label should be a string, got 7"),
+    (dict(tracks_json="", tracks={"xy": torch.ones(1, 2, 2), "visible": torch.ones(1, 2), "labels": [1, 2]}),
+     "tracks: label 0 should be a string, got 1"),
 ])
 def test_bad_input_names_the_input(kw, message):
     with pytest.raises(ValueError, match=message):
@@ -161,3 +169,23 @@ def test_links_workflow_uses_the_declared_types(name):
     inputs = {spec.name: spec.type for spec in LineLinkRenderer.INPUTS}
     for renderer in (node for node in workflow["nodes"] if node["type"] == "RasterKit_LineLinkRenderer"):
         assert all(i["type"] == inputs[i["name"]] for i in renderer["inputs"])
+
+
+def test_text_at_points_skips_hidden_non_finite_and_missing_points():
+    """NaN or infinite points of RASTERKIT_TRACKS are hidden: no marker, link or text; no points: no text."""
+    xy = torch.tensor([[[10.0, 30.0], [math.nan, 20.0], [40.0, math.inf]]]).expand(3, 3, 2)
+    tracks = {"xy": xy, "visible": torch.ones(3, 3, dtype=torch.bool)}
+    _, alpha, _, edges = render(tracks=tracks, point_labels="id", opacity=1.0)
+    assert json.loads(edges) == [[]] * 3 and torch.isfinite(alpha).all()
+    assert alpha[:, :, :35].sum() > 5 and alpha[:, :, 35:].sum() == 0  # the "0" of the one finite point alone
+    for empty in ("", "[]"):
+        assert render(tracks_json=empty, point_labels="label", point_radius=3.0)[1].sum() == 0
+
+
+def test_voronoi_graph_in_the_node():
+    """The walls between the cells of the Delaunay pairs; edges_json lists the pairs whose wall is drawn."""
+    _, alpha, _, edges = render(tracks_json=TRIANGLE, graph="voronoi", opacity=1.0)
+    assert json.loads(edges) == [[[0, 1], [0, 2], [1, 2]]] * 3
+    assert alpha[0, 10, 20] == 0 and alpha[0, 0, 35] > 0.5  # not the link 0-1: the wall across it, to the edge
+    _, alpha, _, edges = render(tracks_json='[[[10, 10]], [[70, 50]]]', graph="voronoi", max_distance=20.0)
+    assert json.loads(edges) == [[]] * 3 and alpha.sum() == 0  # the pair is beyond max_distance

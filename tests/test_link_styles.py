@@ -1,6 +1,7 @@
 """Link styles, point markers and trails against independent references: brute-force coverage with
 16x16 samples per pixel (numpy), and the pattern, colour and fading rules of utils/link_styles.py."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -319,3 +320,98 @@ def test_every_style_at_once_on_curves():
                                 point_radius=3.0, point_style="diamond", trail_frames=2, trail_smooth=True,
                                 width_by_length="longer_thicker")
     assert json.loads(edges) == [[[0, 1]]] * 3 and alpha.amax() > 0.9
+
+
+# -- text at points and Voronoi walls -------------------------------------------------------------
+
+def text_reference(text, size, left, bottom, height=H, width=W):
+    """Coverage float [height,width] of `text` drawn by Pillow in its bundled font (the default font's
+    first choice for ASCII) with its ink's lower left corner at pixel (left, bottom), on a frame large
+    enough for any offset, then cut to the frame."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=size)
+    ink_left, _, _, ink_bottom = font.getbbox(text, anchor="ls")
+    margin = 200
+    canvas = Image.new("L", (width + 2 * margin, height + 2 * margin), 0)
+    ImageDraw.Draw(canvas).text((margin + left - ink_left, margin + bottom - ink_bottom), text, fill=255, font=font,
+                                anchor="ls")
+    return np.asarray(canvas, np.float32)[margin:margin + height, margin:margin + width] / 255
+
+
+def test_point_text_is_the_fonts_coverage_up_and_right_of_the_point():
+    """Text with its ink's lower left corner at (x + r + 2, y - r - 2) in whole pixels (r: the marker's
+    radius), at the opacity; the labelled track shows its label, the others their ids; the frame's
+    edges cut text that reaches past them. Away from the markers, the coverage is the font's."""
+    tracks = '[[{"x": 20.6, "y": 30.2, "label": "Vega"}], [[40.3, 12.0]], [[58.0, 38.0]]]'
+    texts = (("Vega", 20.6, 30.2), ("1", 40.3, 12.0), ("2", 58.0, 38.0))
+    X, Y = np.meshgrid(np.arange(W) + 0.5, np.arange(H) + 0.5)
+    for radius, opacity in ((0.0, 1.0), (3.0, 0.7)):
+        _, alpha, _, _ = LineLinkRenderer.run(IMAGES[:1], tracks_json=tracks, k=1, max_distance=1.0,
+                                              point_radius=radius, opacity=opacity, point_labels="label", text_size=12)
+        offset = radius + 2
+        reference = sum(text_reference(text, 12, math.floor(x + offset), math.floor(y - offset)) for text, x, y in texts)
+        away = np.all([np.hypot(X - x, Y - y) > radius + 1 for _, x, y in texts], 0)
+        assert np.abs(alpha[0].numpy() - opacity * reference)[away].max() < 1e-6
+        assert reference[:, W - 1].max() > 0.3  # the "2" reaches past the right edge: cut there
+
+
+def test_point_text_colour_hidden_points_and_ids():
+    tracks = {"xy": torch.tensor([[[10.0, 30.0], [40.0, 30.0]]]).expand(3, 2, 2).clone(),
+              "visible": torch.tensor([[True, True], [True, False], [False, False]]), "labels": ["", None]}
+    run = lambda **kw: LineLinkRenderer.run(IMAGES, tracks_json="", tracks=tracks, k=1, max_distance=1.0,  # noqa: E731
+                                            point_radius=0.0, opacity=1.0, **kw)
+    _, alpha, layer, _ = run(point_labels="label", color="#FF0000")
+    assert alpha[:, :, :30].sum() == 0  # an empty label: no text
+    assert alpha[0, :, 40:].sum() > 5 and alpha[1:].sum() == 0  # the id "1", while its point shows
+    ink = layer[0][alpha[0] > 0.5]
+    assert torch.allclose(ink[:, :3], torch.tensor([1.0, 0.0, 0.0]))  # the points' colour
+    _, alpha, layer, _ = run(point_labels="id", text_color="#00FF00", color="#FF0000")
+    assert alpha[0, :, :30].sum() > 5 and torch.allclose(layer[0][alpha[0] > 0.5][:, :3], torch.tensor([0.0, 1, 0]))
+    assert run(point_labels="none")[1].sum() == 0
+
+
+def test_point_text_is_one_sprite_per_visible_point_and_one_atlas(monkeypatch):
+    """Drawn in one batch: one atlas of the distinct strings, one sprite per visible point and frame."""
+    from rasterkit.nodes import links
+
+    drawn = {}
+    real_draw = links.R.draw
+
+    def record(images, prims, atlas=None, **kw):
+        drawn.update(prims=prims, atlas=atlas)
+        return real_draw(images, prims, atlas, **kw)
+
+    monkeypatch.setattr(links.R, "draw", record)
+    visible = torch.rand(3, 40, generator=torch.Generator().manual_seed(0)) > 0.3
+    tracks = {"xy": torch.rand(3, 40, 2) * torch.tensor([64.0, 40.0]), "visible": visible,
+              "labels": ["a", "b"] * 20}
+    LineLinkRenderer.run(IMAGES, tracks_json="", tracks=tracks, point_radius=0.0, point_labels="label")
+    sprites = drawn["prims"].kind == R.SPRITE
+    assert int(sprites.sum()) == int(visible.sum())
+    assert drawn["prims"].frame[sprites].tolist() == visible.nonzero()[:, 0].tolist()
+    assert drawn["atlas"].ndim == 2 and drawn["atlas"].shape[0] < 2 * 14  # two strings
+
+
+def test_voronoi_walls_against_a_reference():
+    """Three points: three walls from their circumcentre to the frame's edges, each a line of the width
+    with a round end at the centre, cut by the frame (16x16 samples per pixel). A sample is on the wall
+    between i and j within half the width of their bisector at a foot no nearer to the third point than
+    to them (or of the centre); the walls are separate shapes, composited one over another."""
+    points = np.array([[14.0, 12.0], [50.0, 16.0], [30.0, 34.0]])
+    tracks = json.dumps([[p.tolist()] for p in points])
+    _, alpha, _, edges = LineLinkRenderer.run(IMAGES[:1], tracks_json=tracks, graph="voronoi", width=2.0, opacity=1.0,
+                                              point_radius=0.0)
+    assert json.loads(edges) == [[[0, 1], [0, 2], [1, 2]]]
+    X, Y = samples()
+    samples_xy = np.stack([X, Y], -1)
+    centre = np.linalg.solve(2 * (points[1:] - points[0]), (points[1:] ** 2).sum(1) - (points[0] ** 2).sum())
+    uncovered = np.ones((H, W))
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        middle, unit = (points[i] + points[j]) / 2, (points[j] - points[i]) / np.linalg.norm(points[j] - points[i])
+        along_link = (samples_xy - middle) @ unit
+        foot = samples_xy - along_link[..., None] * unit
+        on_wall = np.linalg.norm(foot - points[3 - i - j], axis=-1) >= np.linalg.norm(foot - points[i], axis=-1)
+        wall = ((np.abs(along_link) <= 1.0) & on_wall) | (np.hypot(X - centre[0], Y - centre[1]) <= 1.0)
+        uncovered *= 1 - pixel_mean(wall)
+    assert_close(alpha[0].numpy(), 1 - uncovered)

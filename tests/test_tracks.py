@@ -115,3 +115,50 @@ def test_bad_ys_tracks(value, message):
 def test_empty_text_is_no_points():
     xy, visible = T.from_json("", 5)
     assert xy.shape == (5, 0, 2) and visible.shape == (5, 0)
+
+
+def test_point_labels_name_their_track_from_their_frame_on():
+    """A "label" on a {x, y} point names its track from that frame on, and before it when it is the
+    track's first; a short track holds its last label; tracks without one have none (-1); null is none."""
+    text = json.dumps([[{"x": 1, "y": 1}, {"x": 2, "y": 2, "label": "walker"}, {"x": 3, "y": 3},
+                        {"x": 4, "y": 4, "label": "runner"}, {"x": 5, "y": 5}],
+                       [[5, 6]],
+                       [{"x": 7, "y": 8, "label": "Привет"}],
+                       [{"x": 7, "y": 8, "label": None}, {"x": -100, "y": -100, "label": ""}]])
+    xy, visible, labels = T.labelled_json(text, 6)
+    assert labels.names == sorted(["walker", "runner", "Привет", ""])
+    named = [[labels.names[i] if i >= 0 else None for i in row] for row in labels.index.T.tolist()]
+    assert named == [["walker", "walker", "walker", "runner", "runner", "runner"], [None] * 6, ["Привет"] * 6,
+                     [""] * 6]
+    assert torch.equal(xy, T.from_json(text, 6)[0]) and visible[1:, 3].tolist() == [False] * 5
+    cut = T.labelled_json(text, 3)[2]
+    assert [cut.names[i] for i in cut.index[:, 0].tolist()] == ["walker"] * 3
+    early = T.labelled_json('[[{"x": 1, "y": 1}, {"x": 2, "y": 2}, {"x": 3, "y": 3, "label": "late"}]]', 2)[2]
+    assert early.names == ["late"] and early.index.tolist() == [[-1], [-1]]  # its label lies past the batch
+
+
+def test_tracks_without_labels_and_empty_text():
+    for text in ("", "[]", "[[1, 2], [3, 4]]", "[[[1, 2]], [[3, 4]]]"):
+        xy, _, labels = T.labelled_json(text, 3)
+        assert labels.names == [] and labels.index.shape == (3, xy.shape[1]) and (labels.index == -1).all()
+
+
+@pytest.mark.parametrize("text,message", [
+    ('[[{"x": 1, "y": 2, "label": 5}]]', "tracks_json: track 0 point 0 label should be a string, got 5"),
+    ('[[[1, 2]], [{"x": 1, "y": 2}, {"x": 1, "y": 2, "label": ["a"]}]]',
+     r"tracks_json: track 1 point 1 label should be a string, got \['a'\]"),
+])
+def test_labels_that_are_not_strings_are_named(text, message):
+    with pytest.raises(ValueError, match=message):
+        T.labelled_json(text, 2)
+
+
+def test_rasterkit_tracks_labels():
+    tracks = {"xy": torch.ones(2, 3, 2), "visible": torch.ones(2, 3, dtype=torch.bool), "labels": ["a", None, "b"]}
+    xy, visible, labels = T.labelled_tracks(tracks, 4)
+    assert xy.shape == (4, 3, 2) and labels.names == ["a", "b"] and labels.index.tolist() == [[0, -1, 1]] * 4
+    assert (T.labelled_tracks({"xy": tracks["xy"], "visible": tracks["visible"]}, 2)[2].index == -1).all()
+    for bad, message in ((["a"], "tracks: labels should be a list of 3 strings"), ("abc", "tracks: labels should be"),
+                         (["a", 2, "b"], "tracks: label 1 should be a string, got 2")):
+        with pytest.raises(ValueError, match=message):
+            T.labelled_tracks({**tracks, "labels": bad}, 2)

@@ -1,7 +1,7 @@
 // Points editor for RasterKit_LineLinkRenderer: shows the first input frame of the last run with
-// the frame-0 points of `tracks_json` and the links the node would draw between them (k nearest
-// with the node's caps, straight or Bezier, width, opacity, colour), so style edits show without
-// running the workflow. Click on empty space to add a point, drag a point to move it (a track
+// the frame-0 points of `tracks_json`, the links the node would draw between them (k nearest
+// with the node's caps, straight or Bezier, width, opacity, colour) and their ids or labels, so
+// style edits show without running the workflow. Click on empty space to add a point, drag a point to move it (a track
 // over many frames moves as a whole), double-click a point (or select it and press Delete) to
 // remove its track. Every edit writes the JSON back into `tracks_json`, in the form it was in:
 // a list of tracks, or a flat list of points, which is ONE track over frames as for the node
@@ -19,6 +19,10 @@ function isPoint(p) {
 }
 
 const pointXY = (p) => (Array.isArray(p) ? [p[0], p[1]] : [Number(p.x), Number(p.y)]);
+
+// A track's label at frame 0, as the node reads it: a point's "label" names its track from its frame on,
+// and before it when it is the first; null: none (the node shows the id).
+const firstLabel = (track) => track.find((p) => p && !Array.isArray(p) && typeof p.label === "string")?.label ?? null;
 
 function withXY(p, x, y) {
   const [rx, ry] = [Math.round(x * 10) / 10, Math.round(y * 10) / 10];
@@ -208,7 +212,20 @@ class TracksEditor extends FrameCanvas {
         ctx.globalAlpha = number("opacity", 0.8);
       }
     });
-    const note = state.note ?? (previewed ? null : `${graph} links are drawn when the workflow runs`);
+    const mode = this.value("point_labels") ?? "none";
+    if (mode !== "none") { // the node's text: ink from point_radius + 2 px right of and above each point
+      const offset = radius + 2;
+      const ink = (this.value("text_color") ?? "").trim();
+      ctx.globalAlpha = number("opacity", 0.8);
+      ctx.fillStyle = ink ? (ink.startsWith("#") ? ink.slice(0, 7) : `#${ink.slice(0, 6)}`) : hex;
+      ctx.font = `${number("text_size", 12) * s}px sans-serif`;
+      ctx.textBaseline = "bottom";
+      state.points.forEach((p, index) => {
+        const text = mode === "label" ? firstLabel(state.tracks[index]) ?? String(index) : String(index);
+        if (p && text) ctx.fillText(text, (p[0] + offset) * s, (p[1] - offset) * s);
+      });
+    }
+    const note = state.note ?? (previewed ? null : `${graph} ${graph === "voronoi" ? "walls" : "links"} are drawn when the workflow runs`);
     if (note) this.note(ctx, note);
   }
 }
