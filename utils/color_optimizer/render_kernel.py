@@ -260,7 +260,7 @@ def render_cuda(result: Approximation, height: int, width: int, scale: float, fr
     frames = torch.empty(batch, frame_count, height, width, channels, dtype=torch.float32,
                          device=device) if frame_count else None
     kind = result.kind.long()
-    with cuda.stream():
+    with cuda.stream(device):
         if count:
             args = cuda.arrays(kind, result.params.float()) + [np.int64(count)]
             args += cuda.arrays(torch.full((1,), scale, dtype=torch.float32, device=device),
