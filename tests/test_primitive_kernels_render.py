@@ -117,8 +117,8 @@ def test_render_kernel_equals_the_torch_path_on_a_search_result(kernel, device, 
     if channels == 4:
         target = transparent(target)
     generator = torch.Generator(device).manual_seed(0)
-    result = co.approximate(target.to(device), 12, tuple(range(8)), alpha=0, candidates=200, mutations=20,
-                            generator=generator)
+    result = torch_path(co.approximate, target.to(device), 12, tuple(range(8)), alpha=0, candidates=200,
+                        mutations=20, generator=generator)
     assert_renders_alike(kernel, torch_path, result, 48, 64, 2.0, 5)
 
 
