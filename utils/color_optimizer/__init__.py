@@ -869,8 +869,16 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     frame_every > 0, the build-up frames float [B,F,H,W,C] after every `frame_every` shapes
     (F = ceil(N / frame_every); the last frame is the image).
     Shapes are composited source-over in order, a chunk of them at a time: the chunk's layers are
-    combined with a cumulative product of their transmittances.
+    combined with a cumulative product of their transmittances. Where CuPy kernels run, one kernel
+    does it all (render_kernel.py).
     """
+    if cupy_usable(result.params.device):
+        from . import render_kernel
+
+        image, frames = render_kernel.render_cuda(result, height, width, scale, frame_every)
+        if on_chunk is not None:
+            on_chunk(result.kind.shape[1], result.kind.shape[1])
+        return image, frames
     batch, total = result.kind.shape
     device = result.params.device
     channels = result.background.shape[1]
