@@ -157,3 +157,13 @@ def test_a_flat_image_gets_no_shapes_and_stops(device, monkeypatch):
     assert result.count.tolist() == [0]
     assert (result.alpha == 0).all() and (result.error.abs() < 1e-6).all()
     assert len(commits) == K.STATUS_EVERY  # stopped at the first read of the device
+
+
+def test_the_node_runs_on_the_kernels(device, pack):
+    image = images(3, "cpu", batch=2, height=30, width=40)
+    picture, frames, svg, _ = pack.nodes.primitives.PrimitiveMesh.run(
+        image, shapes=6, shape_type="combo", candidates=32, mutations=8, working_size=40, output_size=80, frames=3)
+    assert picture.shape == (2, 60, 80, 3) and frames.shape == (6, 60, 80, 3)
+    assert svg.count("<svg") == 2 and svg.count("fill-opacity") >= 2 * 6
+    assert ((picture - torch.nn.functional.interpolate(image.permute(0, 3, 1, 2), size=(60, 80)).permute(0, 2, 3, 1))
+            .abs().mean() < 0.2)
