@@ -91,8 +91,8 @@ def _point_texts(xy, at, index, labels, mode: str, size: int, offset: float, rgb
         return R.empty(xy.device), None
     used, string = torch.unique(string[keep], return_inverse=True)
     atlas, rects = text_atlas([strings[i] for i in used.tolist()], size, DEFAULT_FONT)
-    frame, point, rect = torch.cat([at[keep, None], index[keep, None], rects[string]], 1).to(xy.device).split([1, 1, 4], 1)
-    frame, point = frame[:, 0], point[:, 0]
+    moved = torch.cat([at[keep, None], index[keep, None], rects[string]], 1).to(xy.device)  # one transfer
+    frame, point, rect = moved[:, 0], moved[:, 1], moved[:, 2:]
     corner = xy[frame, point] + torch.tensor([offset, -offset], device=xy.device)
     return R.sprites(frame, torch.stack([corner[:, 0], corner[:, 1] - rect[:, 3]], 1), rect, rgba), atlas
 
@@ -103,9 +103,9 @@ class LineLinkRenderer(RasterKitNode):
     CATEGORY = "RasterKit/overlay"
     DESCRIPTION = ("Links tracked points in every frame (each to its nearest neighbours, all pairs within a radius, "
                    "the Delaunay triangulation or the minimum spanning tree, or the walls of their Voronoi cells; with "
-                   "caps, and kept stable across frames by hysteresis) and draws the links as anti-aliased lines or curves: solid, dashed (marching "
-                   "ants with dash_speed), dotted, in a colour gradient, with a glow; point markers, ids or labels; "
-                   "fading trails.")
+                   "caps, and kept stable across frames by hysteresis) and draws the links as anti-aliased lines or "
+                   "curves: solid, dashed (marching ants with dash_speed), dotted, in a colour gradient, with a glow; "
+                   "point markers, ids or labels; fading trails.")
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on"),
         String("tracks_json", '[[{"x": 100, "y": 100}], [{"x": 220, "y": 140}], [{"x": 160, "y": 260}]]',

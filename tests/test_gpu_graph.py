@@ -636,7 +636,8 @@ def test_voronoi_on_degenerate_frames():
         assert abs(direction[0] * offset[1] - direction[1] * offset[0]) < 1e-2  # through the midpoint
     assert same_segment(walls[4][(0, 2)], np.array([[20.0, 0.0], [20.0, 40.0]]), 1e-4)
     for n in (0, 1):
-        none, no_segments = voronoi_graph(torch.zeros(2, n, 2), torch.ones(2, n, dtype=torch.bool), GraphOptions(), (8, 8))
+        none, no_segments = voronoi_graph(torch.zeros(2, n, 2), torch.ones(2, n, dtype=torch.bool), GraphOptions(),
+                                          (8, 8))
         assert none.lengths.tolist() == [0, 0] and no_segments.values.shape == (2, 0, 2, 2)
 
 

@@ -350,7 +350,8 @@ def test_point_text_is_the_fonts_coverage_up_and_right_of_the_point():
         _, alpha, _, _ = LineLinkRenderer.run(IMAGES[:1], tracks_json=tracks, k=1, max_distance=1.0,
                                               point_radius=radius, opacity=opacity, point_labels="label", text_size=12)
         offset = radius + 2
-        reference = sum(text_reference(text, 12, math.floor(x + offset), math.floor(y - offset)) for text, x, y in texts)
+        reference = sum(text_reference(text, 12, math.floor(x + offset), math.floor(y - offset))
+                        for text, x, y in texts)
         away = np.all([np.hypot(X - x, Y - y) > radius + 1 for _, x, y in texts], 0)
         assert np.abs(alpha[0].numpy() - opacity * reference)[away].max() < 1e-6
         assert reference[:, W - 1].max() > 0.3  # the "2" reaches past the right edge: cut there

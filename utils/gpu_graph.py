@@ -495,7 +495,8 @@ DELAUNAY_RECT = 2 ** 29  # half-width of Subdiv2D's rectangle: its outer vertice
 
 def _delaunay_pairs(points: np.ndarray, triangles: bool = False):
     """Edges i < j of the Delaunay triangulation of points float32 [n,2] (finite), as sorted keys
-    i * n + j, int64 [E]; with `triangles`, its triangles too, as point indices int64 [F,3]. Coincident points: the first stands for them all in the triangulation, and
+    i * n + j, int64 [E]; with `triangles`, its triangles too, as point indices int64 [F,3].
+    Coincident points: the first stands for them all in the triangulation, and
     the others link to it alone (edges of length 0, so that a spanning tree spans them). Collinear
     points link in a chain.
 
@@ -539,7 +540,8 @@ def _delaunay_pairs(points: np.ndarray, triangles: bool = False):
             nearest = ((shifted[lost, None] - shifted[None, kept]) ** 2).sum(-1).argmin(1)
             pairs.append(np.sort(np.stack([lost, kept[nearest]], 1), 1))
         if triangles:  # those of the points alone, without the outer vertices
-            vertices = np.ascontiguousarray(subdiv.getTriangleList(), np.float32).reshape(-1, 3, 2).view(np.uint64)[..., 0]
+            corner_xy = np.ascontiguousarray(subdiv.getTriangleList(), np.float32).reshape(-1, 3, 2)
+            vertices = corner_xy.view(np.uint64)[..., 0]
             at = np.searchsorted(distinct, vertices).clip(max=len(distinct) - 1)
             corners = first[at[(distinct[at] == vertices).all(1)]]
     pairs = np.concatenate(pairs)
@@ -559,10 +561,11 @@ def delaunay_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, triangles: 
         index = np.flatnonzero(np.isfinite(points[:, 0]))
         if len(index) < 2:
             continue
-        pairs, local = _delaunay_pairs(points[index], triangles=True) if triangles else (_delaunay_pairs(points[index]), None)
-        keys.append((frame * n + index[pairs // len(index)]) * n + index[pairs % len(index)])
+        pairs = _delaunay_pairs(points[index], triangles)
         if triangles:
+            pairs, local = pairs
             corners.append(np.concatenate([np.full((len(local), 1), frame), index[local]], 1))
+        keys.append((frame * n + index[pairs // len(index)]) * n + index[pairs % len(index)])
     keys = torch.from_numpy(np.concatenate(keys))
     if not triangles:
         return keys.to(xy.device)
