@@ -1,6 +1,7 @@
 """Graphs over tracked points, for all frames at once, with caps and temporal hysteresis: k nearest
 neighbours (knn_graph), all pairs within a radius (radius_graph), the Delaunay triangulation
 (delaunay_graph) and the Euclidean minimum spanning tree (spanning_tree_graph); GRAPHS names them.
+voronoi_graph gives the walls of the Voronoi cells instead of links, one for each Delaunay pair.
 
 Points are padded [T,N,2] with visibility [T,N]. Neighbours of every point of every frame come
 from one batched search whose sizes the host fixes: a uniform grid over all frames (points sorted
@@ -15,6 +16,8 @@ depend on the search path or the device.
 The radius search reads the same grid, with cells at least the radius wide. The Delaunay
 triangulation has no batched form in torch: OpenCV triangulates each frame on the host. The
 minimum spanning tree is a subgraph of it, found for all frames at once by Boruvka's algorithm.
+The Voronoi walls come from the same OpenCV calls' triangles (their circumcentres bound each
+pair's bisector), for all frames at once.
 """
 from __future__ import annotations
 
@@ -670,8 +673,8 @@ def voronoi_segments(xy: torch.Tensor, keys: torch.Tensor, triangles: torch.Tens
     both points' cells share, clipped to the frame [0, width] x [0, height] (size = (height, width)).
 
     xy float [T,N,2]; keys int64 [M], the Delaunay edges (frame * N + i) * N + j, sorted; triangles
-    int64 [F,4], frame and corners (delaunay_neighbour_keys). On the bisector m + s u (m the edge's
-    midpoint, u its unit normal), each triangle on the edge bounds s at its circumcentre, from the
+    int64 [F,4], frame and corners (delaunay_neighbour_keys). On the bisector middle + s normal (the
+    edge's midpoint and unit normal), each triangle on the edge bounds s at its circumcentre, from the
     side away from its third corner: two triangles give a segment, one a ray (an edge of the hull),
     none a whole line (frames without triangles: collinear points). Edges of frames with triangles
     that lie on none (points that OpenCV merged) and edges of coincident points are not drawn.
@@ -683,7 +686,7 @@ def voronoi_segments(xy: torch.Tensor, keys: torch.Tensor, triangles: torch.Tens
     middle, along = (a + b) / 2, b - a
     length = along.norm(dim=1)
     normal = torch.stack([-along[:, 1], along[:, 0]], 1) / length.clamp_min(1e-30)[:, None]
-    # the triangles' three edges (u, v) and third corners w, located among the keys
+    # the triangles' three edges (u, v) with their third corners w, located among the keys
     at, corner = triangles[:, 0], triangles[:, 1:]
     count = corner.shape[0]
     centre = _circumcentres(*(xy[at, corner[:, k]] for k in range(3)))[:, None].expand(count, 3, 2).reshape(-1, 2)
