@@ -840,13 +840,19 @@ def scale_params(kind, params, factor: float):
     return torch.where(keep_angle, params, params * factor)
 
 
+def render_curve_steps(height: int, width: int) -> int:
+    """Segments on each side of a stroked Bezier's outline when rendering at height x width: more for
+    larger canvases, so that the chords stay within a fraction of a pixel of the curve."""
+    return max(16, 8 * int(math.sqrt(max(height, width) / 64)))
+
+
 def _coverage(kind, params, height: int, width: int, sub: int = SUBROWS):
     """Anti-aliased coverage [K,H,W] of K shapes: per sample row, each crossing x adds its
     transition s as a ramp over the pixel it falls in (exact box-filter coverage along x);
     SUBROWS sample rows per pixel row are averaged."""
     count = kind.shape[0]
     edges = torch.zeros(count * height * (width + 2), device=params.device)
-    steps = max(16, 8 * int(math.sqrt(max(height, width) / 64)))
+    steps = render_curve_steps(height, width)
     kinds = tuple(torch.unique(kind).tolist())
     for _, _, shape, sample, x, s in _crossings(kind, params, height, sub, kinds, steps):
         x = x.clamp(-1, width + 1)

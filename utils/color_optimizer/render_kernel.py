@@ -19,32 +19,21 @@ edges times SUBROWS (a stroke outline's edges once more for each crossing inside
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
 from .. import cuda
-from . import KINDS, SUBROWS, Approximation
+from . import SUBROWS, Approximation, render_curve_steps
+from .shapes_cuda import SHAPES_SOURCE
 
 # Per shape, float32 [4 + 4*(steps+1)]: bounds x_min, y_min, x_max, y_max (y exact, as `_rows` takes
 # them; x may reach past the shape: a pixel tests them with a pixel's margin), then from FORM_AT the
 # family's form: the 4-gon's vertices [4,2], the ellipse's cx, cy, A, B, C, or the stroke outline
-# [2*(steps+1),2]. DEGREES is math.pi / 180, rounded to float32 as torch rounds it.
+# [2*(steps+1),2] (shapes_cuda.shape_outline).
 _FORM_AT = 4
-_RENDER_SOURCE = "".join(f"#define {name.upper()} {code}\n" for code, name in enumerate(KINDS)) + f"""
+_RENDER_SOURCE = SHAPES_SOURCE + f"""
 #define FORM_AT {_FORM_AT}
-#define DEGREES ((float){math.pi / 180!r})
 """ + r"""
-__device__ __forceinline__ void set_bounds(float* bounds, const float* v, int n) {
-    bounds[0] = bounds[2] = v[0];
-    bounds[1] = bounds[3] = v[1];
-    for (int i = 1; i < n; ++i) {
-        bounds[0] = fminf(bounds[0], v[2 * i]); bounds[2] = fmaxf(bounds[2], v[2 * i]);
-        bounds[1] = fminf(bounds[1], v[2 * i + 1]); bounds[3] = fmaxf(bounds[3], v[2 * i + 1]);
-    }
-}
-
 // One thread per shape: its parameters times `scale` (angles kept), then its bounds and form.
 // along [steps+1]: the curve parameters of the stroke outline's vertices (t in _stroke_outline).
 extern "C" __global__ void shape_geometry(
@@ -52,64 +41,15 @@ extern "C" __global__ void shape_geometry(
         int stride, float* geometry) {
     long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= count) return;
-    long long code = kind[k];
+    int code = (int)kind[k];
     bool keep_angle = code == ROTATED_RECTANGLE || code == ROTATED_ELLIPSE;
-    float p[8];
-    for (int i = 0; i < 8; ++i) p[i] = keep_angle && i == 4 ? params[k * 8 + i] : params[k * 8 + i] * scale[0];
-    float* bounds = geometry + k * stride;
-    float* form = bounds + FORM_AT;
-    if (code >= ELLIPSE && code <= CIRCLE) {  // _ellipse_form
-        float rx = fmaxf(p[2], (float)1e-3);
-        float ry = code == CIRCLE ? rx : fmaxf(p[3], (float)1e-3);
-        float radians = (code == ROTATED_ELLIPSE ? p[4] : 0.0f) * DEGREES;
-        float cosine = cosf(radians), sine = sinf(radians);
-        float ix = 1.0f / (rx * rx), iy = 1.0f / (ry * ry);
-        form[0] = p[0]; form[1] = p[1];
-        form[2] = (cosine * cosine) * ix + (sine * sine) * iy;
-        form[3] = ((2.0f * cosine) * sine) * (ix - iy);
-        form[4] = (sine * sine) * ix + (cosine * cosine) * iy;
-        float half_height = sqrtf((rx * sine) * (rx * sine) + (ry * cosine) * (ry * cosine));
-        float reach = fmaxf(rx, ry);  // at least the half width
-        bounds[0] = p[0] - reach; bounds[1] = p[1] - half_height;
-        bounds[2] = p[0] + reach; bounds[3] = p[1] + half_height;
-    } else if (code == QUADRATIC) {  // _stroke_outline: the curve offset both ways along its normal
-        int n = 2 * (steps + 1);
-        float half_width = p[6] / 2.0f;
-        for (int i = 0; i <= steps; ++i) {
-            float u = 1.0f - along[i];
-            float x = ((u * u) * p[0] + ((2.0f * u) * along[i]) * p[2]) + (along[i] * along[i]) * p[4];
-            float y = ((u * u) * p[1] + ((2.0f * u) * along[i]) * p[3]) + (along[i] * along[i]) * p[5];
-            float tx = u * (p[2] - p[0]) + along[i] * (p[4] - p[2]);
-            float ty = u * (p[3] - p[1]) + along[i] * (p[5] - p[3]);
-            // lengths as torch's vector norm sums the squares (the second fused onto the first)
-            if (!(sqrtf(fmaf(ty, ty, tx * tx)) > (float)1e-6)) { tx = p[4] - p[0]; ty = p[5] - p[1]; }
-            float length = fmaxf(sqrtf(fmaf(tx, tx, ty * ty)), (float)1e-6);
-            float nx = (-ty / length) * half_width, ny = (tx / length) * half_width;
-            form[2 * i] = x + nx; form[2 * i + 1] = y + ny;
-            form[2 * (n - 1 - i)] = x - nx; form[2 * (n - 1 - i) + 1] = y - ny;
-        }
-        set_bounds(bounds, form, n);
-    } else {  // _polygon4: a triangle's last vertex repeated (a null edge), a rectangle's corners in order
-        if (code == TRIANGLE) {
-            for (int i = 0; i < 6; ++i) form[i] = p[i];
-            form[6] = p[4]; form[7] = p[5];
-        } else if (code == RECTANGLE) {
-            form[0] = p[0]; form[1] = p[1]; form[2] = p[2]; form[3] = p[1];
-            form[4] = p[2]; form[5] = p[3]; form[6] = p[0]; form[7] = p[3];
-        } else if (code == ROTATED_RECTANGLE) {
-            float radians = p[4] * DEGREES;
-            float cosine = cosf(radians), sine = sinf(radians);
-            const float corner_x[4] = {-0.5f, 0.5f, 0.5f, -0.5f}, corner_y[4] = {-0.5f, -0.5f, 0.5f, 0.5f};
-            for (int i = 0; i < 4; ++i) {
-                float dx = corner_x[i] * p[2], dy = corner_y[i] * p[3];
-                form[2 * i] = (p[0] + dx * cosine) - dy * sine;
-                form[2 * i + 1] = (p[1] + dx * sine) + dy * cosine;
-            }
-        } else {
-            for (int i = 0; i < 8; ++i) form[i] = p[i];
-        }
-        set_bounds(bounds, form, 4);
+    float p[N_PARAMS];
+    for (int i = 0; i < N_PARAMS; ++i) {
+        float value = params[k * N_PARAMS + i];
+        p[i] = keep_angle && i == 4 ? value : value * scale[0];
     }
+    float* bounds = geometry + k * stride;
+    shape_outline(code, p, along, steps, bounds + FORM_AT, bounds);
 }
 
 // what a crossing at x adds to the pixel whose right edge is at `right`: the covered part of its width
@@ -191,14 +131,15 @@ __device__ float coverage(long long kind, const float* g, int outline_vertices, 
     float first_here = (float)(row * subrows), last_here = (float)(row * subrows + subrows - 1);
     if (last < first_here || first > last_here) return 0.0f;
     const float* form = g + FORM_AT;
+    int family = FAMILY_OF[kind];
     float total = 0.0f;
     for (int i = 0; i < subrows; ++i) {
         float sample = (float)(row * subrows + i);
         if (sample < first || sample > last) continue;
         float y = (sample + 0.5f) / (float)subrows;
-        if (kind >= ELLIPSE && kind <= CIRCLE) total += ellipse_row(form, y, right);
-        else if (kind <= ROTATED_RECTANGLE) total += convex_row(form, y, right);
-        else total += winding_row(form, kind == QUADRATIC ? outline_vertices : 4, y, left, right);
+        if (family == ELLIPTIC) total += ellipse_row(form, y, right);
+        else if (family == CONVEX) total += convex_row(form, y, right);
+        else total += winding_row(form, family == STROKE ? outline_vertices : 4, y, left, right);
     }
     return fminf(fmaxf(total / (float)subrows, 0.0f), 1.0f);
 }
@@ -252,8 +193,7 @@ def render_cuda(result: Approximation, height: int, width: int, scale: float, fr
     device = result.params.device
     channels = result.background.shape[1]
     count, pixels = batch * total, batch * height * width
-    # the stroke outline's segments per side, as `_coverage` draws them
-    steps = max(16, 8 * int(math.sqrt(max(height, width) / 64)))
+    steps = render_curve_steps(height, width)
     geometry = torch.empty(count, _FORM_AT + 4 * (steps + 1), dtype=torch.float32, device=device)
     image = torch.empty(batch, height, width, channels, dtype=torch.float32, device=device)
     frame_count = -(-total // frame_every) if frame_every else 0

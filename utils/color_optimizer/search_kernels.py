@@ -25,30 +25,26 @@ import numpy as np
 import torch
 
 from .. import cuda
-from . import (CURVE_STEPS, KINDS, MAX_ROUNDS, N_PARAMS, PARENTS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
-               RANDOM_TRIANGLE, _FAMILY, _GROUPS, _CONVEX, _ELLIPTIC, _POLY4, _STROKE, Approximation, _quantised,
-               _role_tables, _terms)
+from . import (CURVE_STEPS, MAX_ROUNDS, N_PARAMS, PARENTS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
+               RANDOM_TRIANGLE, _GROUPS, Approximation, _quantised, _role_tables, _terms)
+from .shapes_cuda import SHAPES_SOURCE
 
 STATUS_EVERY = 8       # shapes between host reads of whether an image is still improving
 MAX_THREADS = 256      # moves tried side by side per climb and round (more mutations: several per thread)
 
-_SOURCE = r"""
+SOURCE = SHAPES_SOURCE + f"""
+#define CURVE_STEPS {CURVE_STEPS}
+#define MAX_THREADS {MAX_THREADS}
+#define RANDOM_TRIANGLE {RANDOM_TRIANGLE:.1f}f
+#define RANDOM_CHAIN {RANDOM_CHAIN:.1f}f
+#define RANDOM_SIZE {RANDOM_SIZE:.1f}f
+#define RANDOM_STROKE {RANDOM_STROKE:.1f}f
+""" + r"""
 typedef long long i64;
 typedef unsigned long long u64;
 
-#define N_PARAMS @N_PARAMS@
-#define CURVE_STEPS @CURVE_STEPS@
 #define MAX_EDGES (2 * (CURVE_STEPS + 1))
 #define MAX_TERMS 11                 /* 2 C + 3 with C = 4 */
-#define MAX_THREADS @MAX_THREADS@
-@KIND_CODES@
-@FAMILY_CODES@
-__device__ const int FAMILY_OF[8] = {@FAMILY_OF@};
-#define RANDOM_TRIANGLE @RANDOM_TRIANGLE@.0f
-#define RANDOM_CHAIN @RANDOM_CHAIN@.0f
-#define RANDOM_SIZE @RANDOM_SIZE@.0f
-#define RANDOM_STROKE @RANDOM_STROKE@.0f
-#define DEGREES 0.017453292519943295f
 #define INF __int_as_float(0x7f800000)
 
 /* settings: scale of the fixed-point sums, start opacity */
@@ -92,78 +88,22 @@ __device__ inline void rows_spanned(Geometry& g, float y_min, float y_max, int h
     g.count = (first == first && last == last) ? max((int)last - (int)first + 1, 0) : 0;
 }
 
-__device__ inline void polygon(Geometry& g, const float* x, const float* y, int n, int height) {
-    float y_min = y[0], y_max = y[0];
+/* The shape's edges or ellipse form (shapes_cuda's shape_outline) and the rows it spans. */
+__device__ void geometry(Geometry& g, int kind, const float* p, const float* curve_t, int height) {
+    float v[2 * MAX_EDGES], bounds[4];
+    int n = shape_outline(kind, p, curve_t, CURVE_STEPS, v, bounds);
+    g.family = FAMILY_OF[kind];
+    g.edges = n;
+    for (int i = 0; i < 5 && n == 0; ++i) g.form[i] = v[i];
     for (int i = 0; i < n; ++i) {
         int j = (i + 1) % n;
-        float dy = y[j] - y[i];
-        g.edge[i][0] = y[i];
-        g.edge[i][1] = y[j];
-        g.edge[i][2] = x[i];
-        g.edge[i][3] = (x[j] - x[i]) / (dy == 0.0f ? 1.0f : dy);
-        y_min = fminf(y_min, y[i]);
-        y_max = fmaxf(y_max, y[i]);
+        float dy = v[2 * j + 1] - v[2 * i + 1];
+        g.edge[i][0] = v[2 * i + 1];
+        g.edge[i][1] = v[2 * j + 1];
+        g.edge[i][2] = v[2 * i];
+        g.edge[i][3] = (v[2 * j] - v[2 * i]) / (dy == 0.0f ? 1.0f : dy);
     }
-    g.edges = n;
-    rows_spanned(g, y_min, y_max, height);
-}
-
-/* The torch path's _polygon4, _stroke_outline and _ellipse_form, operation for operation. */
-__device__ void geometry(Geometry& g, int kind, const float* p, const float* curve_t, int height) {
-    float x[MAX_EDGES], y[MAX_EDGES];
-    g.family = FAMILY_OF[kind];
-    if (g.family == ELLIPTIC) {
-        float rx = fmaxf(p[2], 1e-3f);
-        float ry = kind == CIRCLE ? rx : fmaxf(p[3], 1e-3f);
-        float radians = (kind == ROTATED_ELLIPSE ? p[4] : 0.0f) * DEGREES;
-        float c = cosf(radians), s = sinf(radians);
-        float ix = 1.0f / (rx * rx), iy = 1.0f / (ry * ry);
-        g.form[0] = p[0];
-        g.form[1] = p[1];
-        g.form[2] = c * c * ix + s * s * iy;
-        g.form[3] = 2.0f * c * s * (ix - iy);
-        g.form[4] = s * s * ix + c * c * iy;
-        float half = sqrtf((rx * s) * (rx * s) + (ry * c) * (ry * c));
-        g.edges = 0;
-        rows_spanned(g, p[1] - half, p[1] + half, height);
-        return;
-    }
-    if (kind == TRIANGLE) {
-        for (int i = 0; i < 3; ++i) { x[i] = p[2 * i]; y[i] = p[2 * i + 1]; }
-        polygon(g, x, y, 3, height);
-    } else if (kind == RECTANGLE) {
-        x[0] = p[0]; y[0] = p[1]; x[1] = p[2]; y[1] = p[1]; x[2] = p[2]; y[2] = p[3]; x[3] = p[0]; y[3] = p[3];
-        polygon(g, x, y, 4, height);
-    } else if (kind == ROTATED_RECTANGLE) {
-        float radians = p[4] * DEGREES;
-        float c = cosf(radians), s = sinf(radians);
-        const float corner_x[4] = {-0.5f, 0.5f, 0.5f, -0.5f}, corner_y[4] = {-0.5f, -0.5f, 0.5f, 0.5f};
-        for (int i = 0; i < 4; ++i) {
-            float cx = corner_x[i] * p[2], cy = corner_y[i] * p[3];
-            x[i] = p[0] + cx * c - cy * s;
-            y[i] = p[1] + cx * s + cy * c;
-        }
-        polygon(g, x, y, 4, height);
-    } else if (kind == POLYGON) {
-        for (int i = 0; i < 4; ++i) { x[i] = p[2 * i]; y[i] = p[2 * i + 1]; }
-        polygon(g, x, y, 4, height);
-    } else {  /* QUADRATIC: the outline of the stroke, butt caps */
-        for (int i = 0; i <= CURVE_STEPS; ++i) {
-            float t = curve_t[i], r = 1.0f - t;
-            float px = r * r * p[0] + 2.0f * r * t * p[2] + t * t * p[4];
-            float py = r * r * p[1] + 2.0f * r * t * p[3] + t * t * p[5];
-            float tx = r * (p[2] - p[0]) + t * (p[4] - p[2]);
-            float ty = r * (p[3] - p[1]) + t * (p[5] - p[3]);
-            if (!(sqrtf(tx * tx + ty * ty) > 1e-6f)) { tx = p[4] - p[0]; ty = p[5] - p[1]; }
-            float length = fmaxf(sqrtf(ty * ty + tx * tx), 1e-6f);
-            float nx = -ty / length * (p[6] / 2.0f), ny = tx / length * (p[6] / 2.0f);
-            x[i] = px + nx;
-            y[i] = py + ny;
-            x[2 * CURVE_STEPS + 1 - i] = px - nx;
-            y[2 * CURVE_STEPS + 1 - i] = py - ny;
-        }
-        polygon(g, x, y, MAX_EDGES, height);
-    }
+    rows_spanned(g, bounds[1], bounds[3], height);
 }
 
 /* Pixels of a row whose centre lies left of x (the torch path's _pixel_index). */
@@ -217,15 +157,6 @@ __device__ int row_crossings(const Geometry& g, int row, int width, int* column,
         if (now != inside) { column[m] = pixel_index(xs[i], width); change[m++] = now - inside; inside = now; }
     }
     return m;
-}
-
-/* primitive's rule for Beziers: the chord longer than either control leg. */
-__device__ inline bool valid(int kind, const float* p) {
-    if (kind != QUADRATIC) return true;
-    float chord = (p[0] - p[4]) * (p[0] - p[4]) + (p[1] - p[5]) * (p[1] - p[5]);
-    float leg1 = (p[0] - p[2]) * (p[0] - p[2]) + (p[1] - p[3]) * (p[1] - p[3]);
-    float leg2 = (p[2] - p[4]) * (p[2] - p[4]) + (p[3] - p[5]) * (p[3] - p[5]);
-    return chord > leg1 && chord > leg2;
 }
 
 /* Exact sums of the terms (units of 1/scale) over the pixels of image `image` the shape covers. */
@@ -548,28 +479,6 @@ extern "C" __global__ void commit_rows(
     }
 }
 """
-
-
-def _source() -> str:
-    """The kernel source with the constants it shares with the torch path filled in."""
-    names = ("TRIANGLE", "RECTANGLE", "ROTATED_RECTANGLE", "ELLIPSE", "ROTATED_ELLIPSE", "CIRCLE", "QUADRATIC",
-             "POLYGON")
-    families = {"CONVEX": _CONVEX, "POLY4": _POLY4, "STROKE": _STROKE, "ELLIPTIC": _ELLIPTIC}
-    values = {
-        "N_PARAMS": N_PARAMS, "CURVE_STEPS": CURVE_STEPS, "MAX_THREADS": MAX_THREADS,
-        "KIND_CODES": "\n".join(f"#define {name} {KINDS.index(name.lower())}" for name in names),
-        "FAMILY_CODES": "\n".join(f"#define {name} {code}" for name, code in families.items()),
-        "FAMILY_OF": ", ".join(str(f) for f in _FAMILY),
-        "RANDOM_TRIANGLE": RANDOM_TRIANGLE, "RANDOM_CHAIN": RANDOM_CHAIN, "RANDOM_SIZE": RANDOM_SIZE,
-        "RANDOM_STROKE": RANDOM_STROKE,
-    }
-    source = _SOURCE
-    for key, value in values.items():
-        source = source.replace(f"@{key}@", str(value))
-    return source
-
-
-SOURCE = _source()
 
 
 def _launch(name: str, threads: int, blocks: int, *args) -> None:
