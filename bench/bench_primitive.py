@@ -6,11 +6,16 @@ settings: 100 and 200 triangles and 100 combo shapes, alpha 128, 1000 random can
 mutations 100 (primitive's defaults). Both render their result at 256 px; RMSE (0..255, RGB) is
 measured against that same shrunk photograph.
 
-primitive is built from source under bench/peers/ (git-ignored, never committed), e.g.:
-    git clone <fogleman/primitive> bench/peers/primitive; (cd bench/peers/primitive && go build -o primitive_bin .)
-Its Go module dependencies (fogleman/gg, golang/freetype, nfnt/resize, golang.org/x/image) need the
-network, or local clones named in `replace` lines of its go.mod. Without the binary, only
-RasterKit's figures are printed.
+primitive is built from source under bench/peers/ (git-ignored, never committed). It has no go.mod;
+without the module proxy, clone it and its dependencies (fogleman/gg, golang/freetype, nfnt/resize,
+and golang/image at 4aa0222f, the last commit that builds with Go 1.19) and name them in `replace`
+lines (built so here with Debian's golang-go 1.19, primitive at 0373c216):
+    git clone <fogleman/primitive> bench/peers/primitive; git clone <each dependency> bench/peers/deps/<name>
+    (cd bench/peers/deps/<name> && go mod init <its module path>)   # gg, freetype, resize
+    bench/peers/primitive/go.mod: module github.com/fogleman/primitive, `require` each at v0.0.0 and
+        `replace github.com/fogleman/gg => ../deps/gg` (and so on for the others)
+    cd bench/peers/primitive && GOPROXY=off GOFLAGS=-mod=mod go build -o primitive_bin .
+Without the binary, only RasterKit's figures are printed.
     .venv/bin/python bench/bench_primitive.py [--quick]
 """
 from __future__ import annotations
