@@ -1108,5 +1108,5 @@ def composite_tiles_cuda(frames: torch.Tensor, image: torch.Tensor, alpha: torch
     args += [np.int32(atlas.shape[0]), np.int32(atlas.shape[1])]
     args += cuda.arrays(frames.float(), image, alpha, layer)
     args += [np.int32(v) for v in (height, width, channels, pairs.tiles_y, pairs.tiles_x, tile)]
-    with cuda.stream():
+    with cuda.stream(frames.device):
         cuda.kernel(_COMPOSITE_SOURCE, "composite_tiles")((pairs.n_tiles,), (tile * tile,), tuple(args))
