@@ -5,42 +5,17 @@ skip, without a C++ compiler: a CI that silently stopped checking the kernels wo
 import pytest
 import torch
 
-import cuda_emulator
 from rasterkit.utils import gpu_rendering as R
 from rasterkit.utils import mesh_rasterizer as M
-from rasterkit.utils.device import cupy_usable
 
 # the CPU torch path rounds a little differently from the emulated kernel (its vector code may fuse
 # multiply-adds), so the emulator's tolerance is looser; on the GPU both sides run with FMA off
 TOLERANCE = {"cuda": 1e-5, "emulated": 1e-4}
 
 
-@pytest.fixture(params=[
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-        not (torch.cuda.is_available() and cupy_usable("cuda")), reason="needs a CUDA device with cupy importable")]),
-    "emulated",
-])
-def kernel(request, monkeypatch):
-    """Where the kernels run: "cuda" or "emulated" (on the CPU)."""
-    if request.param == "emulated":
-        assert cuda_emulator.COMPILER is not None, "the CPU emulation of the kernels needs g++ or clang++"
-        cuda_emulator.install(monkeypatch)
-    return request.param
-
-
 @pytest.fixture
-def device(kernel):
-    return "cuda" if kernel == "cuda" else "cpu"
-
-
-@pytest.fixture
-def torch_path(monkeypatch):
-    """Run the block under it on the torch path (the CuPy kernels switched off)."""
-    def run(fn, *args, **kwargs):
-        with monkeypatch.context() as patch:
-            patch.setenv("RASTERKIT_DISABLE_CUPY", "1")
-            return fn(*args, **kwargs)
-    return run
+def device(kernel_device):
+    return kernel_device
 
 
 def every_kind(batch, height, width, count, seed):

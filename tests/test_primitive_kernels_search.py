@@ -7,27 +7,16 @@ prefix sums; and a whole search is checked for quality against the torch path's.
 import pytest
 import torch
 
-import cuda_emulator
 from rasterkit.utils import color_optimizer as co
 from rasterkit.utils.color_optimizer import search_kernels as K
-from rasterkit.utils.device import cupy_usable
 from test_color_optimizer import scene, transparent
 
 ALL = tuple(range(len(co.KINDS)))
 
 
-@pytest.fixture(params=[
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-        not (torch.cuda.is_available() and cupy_usable("cuda")), reason="needs a CUDA device with cupy importable")]),
-    "emulated",
-])
-def device(request, monkeypatch):
-    """Where the kernels run: a CUDA device, or the CPU through the emulator."""
-    if request.param == "emulated":
-        assert cuda_emulator.COMPILER is not None, "the CPU emulation of the kernels needs g++ or clang++"
-        cuda_emulator.install(monkeypatch)
-        return "cpu"
-    return "cuda"
+@pytest.fixture
+def device(kernel_device):
+    return kernel_device
 
 
 def images(channels, device, batch=2, height=24, width=32):
