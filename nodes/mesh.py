@@ -22,11 +22,21 @@ BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 class Mesh:
-    """ComfyUI's MESH layout (comfy_extras.nodes_hunyuan3d.MESH): vertices float [B,V,3], faces int [B,F,3]."""
+    """ComfyUI's MESH layout (comfy_extras.nodes_hunyuan3d.MESH): vertices float [B,V,3], faces int [B,F,3],
+    and the newer optional fields (None when absent): uvs float [B,V,2] (OpenGL's: v up, so the texture's
+    row 0 is v = 1), texture float [B,H,W,3] (the base-colour image, 0..1), colors float [B,V,3] (vertex
+    colours, 0..1), normals float [B,V,3]; vertex_counts and face_counts int [B] where the items of a
+    batch are padded."""
 
-    def __init__(self, vertices, faces):
+    def __init__(self, vertices, faces, uvs=None, texture=None, colors=None, normals=None, vertex_counts=None,
+                 face_counts=None):
         self.vertices = vertices
         self.faces = faces
+        self.uvs, self.texture, self.colors, self.normals = uvs, texture, colors, normals
+        self.vertex_counts, self.face_counts = vertex_counts, face_counts
+
+
+MESH_FIELDS = ("uvs", "texture", "colors", "normals", "vertex_counts", "face_counts")
 
 
 def _mesh_class():
@@ -35,6 +45,15 @@ def _mesh_class():
     except ImportError:
         return Mesh
     return MESH
+
+
+def make_mesh(vertices: torch.Tensor, faces: torch.Tensor, **fields) -> object:
+    """A MESH of the core class where ComfyUI has one (older cores take vertices and faces only: the
+    optional fields are set as attributes), else ours; fields are MESH_FIELDS."""
+    mesh = _mesh_class()(vertices, faces)
+    for name in MESH_FIELDS:
+        setattr(mesh, name, fields.get(name))
+    return mesh
 
 
 def input_directory() -> str | None:
@@ -109,7 +128,8 @@ class LoadMesh(RasterKitNode):
               tooltip="a mesh in ComfyUI's input folder or its subfolders (upload one with the button)"),
         Bool("normalize", True, tooltip="centre the mesh and scale it to fit the cube [-1, 1]"),
     ]
-    OUTPUTS = [Output("MESH", "mesh", "vertices and faces (core ComfyUI's MESH: Save GLB and the 3D nodes take it)"),
+    OUTPUTS = [Output("MESH", "mesh", "vertices and faces (core ComfyUI's MESH: Save GLB and the 3D nodes take it), "
+                                    "with the UVs and base-colour texture, vertex colours and normals the file has"),
                Output("TRIMESH", "trimesh", "the same mesh as a trimesh.Trimesh (ComfyUI-3D-Pack style TRIMESH)")]
 
     @classmethod
@@ -134,16 +154,39 @@ class LoadMesh(RasterKitNode):
         if len(getattr(loaded, "faces", ())) == 0:
             raise ValueError(f"mesh_file: {mesh_file!r} has no triangles")
         vertices = torch.tensor(loaded.vertices, dtype=torch.float32)
-        if normalize:
+        fields = _mesh_fields(loaded)
+        if normalize:  # a translation and a uniform scale: the normals stay
             low, high = vertices.amin(0), vertices.amax(0)
             vertices = (vertices - (low + high) / 2) * (2 / float((high - low).max().clamp_min(1e-12)))
-            loaded = trimesh.Trimesh(vertices.numpy(), loaded.faces, process=False)
-        return _mesh_class()(vertices[None], torch.tensor(loaded.faces, dtype=torch.int64)[None]), loaded
+            loaded = trimesh.Trimesh(vertices.numpy(), loaded.faces, visual=loaded.visual, process=False)
+        return make_mesh(vertices[None], torch.tensor(loaded.faces, dtype=torch.int64)[None], **fields), loaded
+
+
+def _mesh_fields(loaded) -> dict:
+    """The optional MESH fields of a trimesh, as a batch of one: uvs and the base-colour texture of a
+    textured mesh (trimesh splits its vertices at UV seams, so there is one UV per vertex), vertex
+    colours (RGB), vertex normals (the file's where trimesh keeps them, else trimesh's)."""
+    import numpy as np
+
+    visual, fields = loaded.visual, {}
+    uv = getattr(visual, "uv", None)
+    if visual.kind == "texture" and uv is not None and len(uv) == len(loaded.vertices):
+        fields["uvs"] = torch.tensor(np.asarray(uv), dtype=torch.float32)[None]
+        # glTF's PBR material, else an OBJ's MTL image (trimesh reads none outside the mesh's folder)
+        image = getattr(visual.material, "baseColorTexture", None)
+        image = getattr(visual.material, "image", None) if image is None else image
+        if image is not None:
+            fields["texture"] = torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.float32) / 255)[None]
+    elif visual.kind == "vertex":
+        fields["colors"] = torch.tensor(visual.vertex_colors[:, :3], dtype=torch.float32)[None] / 255
+    fields["normals"] = torch.tensor(loaded.vertex_normals, dtype=torch.float32)[None]
+    return fields
 
 
 def _mesh_tensors(mesh, trimesh_object):
-    """vertices float [V,3] and faces int64 [F,3] from a MESH (core or ComfyUI-3D-Pack's; the first item
-    of a batch) or a trimesh."""
+    """vertices float [V,3], faces int64 [F,3] and the optional fields that are there (MESH_FIELDS but the
+    counts: uvs [V,2], texture [H,W,3], colors [V,3], normals [V,3]) from a MESH (core or
+    ComfyUI-3D-Pack's; the first item of a batch, cut to its counts) or a trimesh."""
     if (mesh is None) == (trimesh_object is None):
         raise ValueError("mesh: connect a MESH or a TRIMESH (one of them)")
     if mesh is not None:
@@ -155,10 +198,22 @@ def _mesh_tensors(mesh, trimesh_object):
         except (AttributeError, TypeError, ValueError, RuntimeError):
             raise ValueError(f"mesh: expected a MESH with .vertices and .faces (or .v and .f), "
                              f"got {type(mesh).__name__}") from None
-        vertices, faces = (vertices[0], faces[0]) if vertices.ndim == 3 else (vertices, faces)
+        batched = vertices.ndim == 3
+        vertices, faces = (vertices[0], faces[0]) if batched else (vertices, faces)
+        fields = {name: getattr(mesh, name, None) for name in ("uvs", "texture", "colors", "normals")}
+        if fields["colors"] is None:  # an older spelling
+            fields["colors"] = getattr(mesh, "vertex_colors", None)
+        fields = {name: torch.as_tensor(value)[0] if batched else torch.as_tensor(value)
+                  for name, value in fields.items() if value is not None}
+        if batched and getattr(mesh, "vertex_counts", None) is not None:
+            vertices = vertices[:int(mesh.vertex_counts[0])]
+            fields = {name: value if name == "texture" else value[:len(vertices)] for name, value in fields.items()}
+        if batched and getattr(mesh, "face_counts", None) is not None:
+            faces = faces[:int(mesh.face_counts[0])]
     else:
         try:
             vertices, faces = torch.as_tensor(trimesh_object.vertices), torch.as_tensor(trimesh_object.faces)
+            fields = {name: value[0] for name, value in _mesh_fields(trimesh_object).items()}
         except AttributeError:
             raise ValueError(f"trimesh: expected a trimesh.Trimesh, got {type(trimesh_object).__name__}") from None
     if vertices.ndim != 2 or vertices.shape[-1] != 3 or vertices.shape[0] == 0:
@@ -171,7 +226,18 @@ def _mesh_tensors(mesh, trimesh_object):
     if int(faces.min()) < 0 or int(faces.max()) >= vertices.shape[0]:
         raise ValueError(f"mesh: face indices must lie in 0..{vertices.shape[0] - 1}, "
                          f"got {int(faces.min())}..{int(faces.max())}")
-    return vertices.float(), faces
+    for name, channels in (("uvs", (2,)), ("colors", (3, 4)), ("normals", (3,))):
+        value = fields.get(name)
+        if value is not None and (value.shape[:1] != vertices.shape[:1] or value.ndim != 2
+                                  or value.shape[1] not in channels):
+            raise ValueError(f"mesh: {name} should be [{len(vertices)},{'|'.join(map(str, channels))}] "
+                             f"(one per vertex), got shape {tuple(value.shape)}")
+    texture = fields.get("texture")
+    if texture is not None and (texture.ndim != 3 or texture.shape[-1] not in (3, 4) or 0 in texture.shape):
+        raise ValueError(f"mesh: texture should be an image [H,W,3], got shape {tuple(texture.shape)}")
+    fields = {name: value.float()[..., :3] if name in ("colors", "texture") else value.float()
+              for name, value in fields.items()}
+    return vertices.float(), faces, fields
 
 
 def _vertex_normals(vertices: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
@@ -236,7 +302,7 @@ class MeshRasterizer(RasterKitNode):
     @classmethod
     def run(cls, width=512, height=512, views="single", azimuth=30.0, elevation=20.0, distance=3.0,
             projection="perspective", fov=40.0, cull_back_faces=True, turn_six_views=False, mesh=None, trimesh=None):
-        vertices, faces = _mesh_tensors(mesh, trimesh)
+        vertices, faces, _fields = _mesh_tensors(mesh, trimesh)
         device = render_device()
         view = M.orbit_cameras([azimuth], [elevation], distance)
         if views == "six":

@@ -229,3 +229,98 @@ def test_core_mesh_with_its_newer_optional_fields_is_accepted():
     plain = MeshRasterizer.run(width=32, height=32, mesh=mesh)
     rich = MeshRasterizer.run(width=32, height=32, mesh=richer)
     assert torch.equal(plain[0], rich[0]) and torch.equal(plain[5]["findices"], rich[5]["findices"])
+
+
+# -- the optional MESH fields: UVs, texture, vertex colours, normals ---------------------------------------
+
+# a quad whose second triangle takes other UVs at the shared corners 1 and 3: a seam
+SEAM_OBJ = """mtllib {mtl}
+v -1 -1 0
+v 1 -1 0
+v 1 1 0
+v -1 1 0
+vt 0 0
+vt 0.5 0
+vt 0.5 1
+vt 0 1
+vt 1 0
+vt 1 1
+usemtl skin
+f 1/1 2/2 3/3
+f 1/5 3/6 4/4
+"""
+FILE_CORNERS = [[[-1, -1, 0, 0, 0], [1, -1, 0, 0.5, 0], [1, 1, 0, 0.5, 1]],
+                [[-1, -1, 0, 1, 0], [1, 1, 0, 1, 1], [-1, 1, 0, 0, 1]]]
+
+
+def write_textured_obj(folder, name="quad", texture="skin.png"):
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.arange(4 * 4 * 3, dtype=np.uint8).reshape(4, 4, 3) * 5
+    Image.fromarray(pixels).save(folder / "skin.png")
+    (folder / f"{name}.mtl").write_text(f"newmtl skin\nKd 1 1 1\nmap_Kd {texture}\n")
+    (folder / f"{name}.obj").write_text(SEAM_OBJ.format(mtl=f"{name}.mtl"))
+    return torch.from_numpy(pixels).float() / 255
+
+
+def test_a_textured_obj_keeps_its_uvs_texture_and_seams(input_folder):
+    texture = write_textured_obj(input_folder / "3d")
+    mesh, loaded = LoadMesh.run("3d/quad.obj", normalize=False)
+    assert mesh.uvs.shape == (1, mesh.vertices.shape[1], 2) and mesh.vertices.shape[1] > 4  # split at the seam
+    corners = torch.cat([mesh.vertices[0], mesh.uvs[0]], -1)[mesh.faces[0]]
+    assert torch.equal(corners, torch.tensor(FILE_CORNERS))  # every face corner keeps its position and UV
+    assert torch.equal(mesh.texture[0], texture) and mesh.colors is None
+    assert torch.allclose(mesh.normals[0], torch.tensor([0.0, 0, 1]).expand(mesh.vertices.shape[1], 3))
+    normalized, loaded = LoadMesh.run("3d/quad.obj")
+    assert torch.equal(normalized.uvs, mesh.uvs) and torch.equal(normalized.texture, mesh.texture)
+    assert loaded.visual.kind == "texture"  # the TRIMESH output keeps them too
+
+
+def test_a_textured_glb_and_a_ply_with_vertex_colours(input_folder):
+    import trimesh
+
+    texture = write_textured_obj(input_folder / "3d")
+    obj = LoadMesh.run("3d/quad.obj", normalize=False)[0]
+    glb = trimesh.load(input_folder / "3d" / "quad.obj", force="mesh", process=False).export(file_type="glb")
+    (input_folder / "3d" / "quad.glb").write_bytes(glb)
+    mesh = LoadMesh.run("3d/quad.glb", normalize=False)[0]
+    corners = torch.cat([mesh.vertices[0], mesh.uvs[0]], -1)[mesh.faces[0]]
+    assert torch.equal(corners, torch.cat([obj.vertices[0], obj.uvs[0]], -1)[obj.faces[0]])
+    assert torch.equal(mesh.texture[0], texture)
+    box = trimesh.creation.box()
+    colours = torch.randint(0, 256, (8, 4), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)
+    box.visual.vertex_colors = colours.numpy()
+    (input_folder / "3d" / "box.ply").write_bytes(box.export(file_type="ply"))
+    mesh = LoadMesh.run("3d/box.ply", normalize=False)[0]
+    assert torch.equal(mesh.colors[0], colours[:, :3].float() / 255) and mesh.uvs is None and mesh.texture is None
+
+
+@pytest.mark.parametrize("texture", ["../../secret.png", "SECRET_ABSOLUTE", "link.png"])
+def test_a_texture_outside_the_input_folder_is_not_read(input_folder, tmp_path, texture):
+    """An MTL may name a texture outside the folder (relative, absolute or through a link): the mesh
+    loads without it."""
+    write_textured_obj(input_folder / "3d")
+    (tmp_path / "secret.png").write_bytes((input_folder / "3d" / "skin.png").read_bytes())
+    (input_folder / "3d" / "link.png").symlink_to(tmp_path / "secret.png")
+    write_textured_obj(input_folder / "3d", "thief", texture.replace("SECRET_ABSOLUTE", str(tmp_path / "secret.png")))
+    (input_folder / "3d" / "skin.png").unlink()  # the fallback to a name beside the mesh finds nothing either
+    mesh = LoadMesh.run("3d/thief.obj")[0]
+    assert mesh.texture is None and mesh.faces.shape[1] == 2
+
+
+def test_mesh_fields_in_and_out():
+    """make_mesh carries the fields; MeshRasterizer reads them from a batch cut to its counts, and
+    refuses fields that do not fit the vertices."""
+    mesh, _ = sphere_mesh()
+    count = mesh.vertices.shape[1]
+    padded = mesh_nodes.make_mesh(torch.cat([mesh.vertices, torch.zeros(1, 5, 3)], 1),
+                                  torch.cat([mesh.faces, torch.zeros(1, 2, 3, dtype=torch.long)], 1),
+                                  uvs=torch.rand(1, count + 5, 2), colors=torch.rand(1, count + 5, 4),
+                                  vertex_counts=torch.tensor([count]), face_counts=torch.tensor([mesh.faces.shape[1]]))
+    vertices, faces, fields = mesh_nodes._mesh_tensors(padded, None)
+    assert torch.equal(vertices, mesh.vertices[0]) and torch.equal(faces, mesh.faces[0])
+    assert fields["uvs"].shape == (count, 2) and fields["colors"].shape == (count, 3)
+    bad = mesh_nodes.make_mesh(mesh.vertices, mesh.faces, uvs=torch.rand(1, 3, 2))
+    with pytest.raises(ValueError, match=rf"mesh: uvs should be \[{count},2\] \(one per vertex\), got shape \(3, 2\)"):
+        MeshRasterizer.run(width=16, height=16, mesh=bad)
