@@ -188,7 +188,7 @@ def float64_score(seen):
 def recording_terms(monkeypatch, seen):
     """Route co._terms through a recorder of the images each shape is searched on, and give every
     scoring all the row slots it may need (so that no candidate is passed over)."""
-    monkeypatch.setattr(co._Schedule, "capacity", lambda self, stage: None)
+    monkeypatch.setattr(co._Schedule, "capacity", lambda self, stage, round=0: None)
     terms = co._terms
 
     def record(target, current, alpha):

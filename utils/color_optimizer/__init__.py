@@ -634,10 +634,14 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
 
 class _Schedule:
     """What the host decides for a shape from the shape before it: the row slots of each scoring
-    stage and family (what the last shape needed, to the next level up), and the climbing rounds
-    (the rounds the last shape's climbs took, and two more; half as many again when they were cut).
-    Rows past the slots are not scored (`score`), so a shape much larger than the last one passes
-    over some moves (as failed ones); the slots follow in the next shape.
+    stage and family, and the climbing rounds (the rounds the last shape's climbs took, and two
+    more; half as many again when they were cut). The random candidates get what the last shape's
+    needed, to the next level up. The climbs get slots round by round, as many as the same round of
+    the last shape needed (to the next level up): its climbs stopped one after another, and later
+    rounds score fewer rows (measured: half the slots of a round were idle with one size for all
+    rounds). A round gets at least two parents' share of the first round, so that a climb that
+    outlasts the last shape's goes on. Rows past the slots are not scored (`score`), so a shape much
+    larger than the last one passes over some moves (as failed ones); the slots follow in the next.
 
     The first shape has no shape before it. Its random candidates get every row, shared out among
     the kinds' families; where there are several families, the host reads which families its
@@ -651,14 +655,16 @@ class _Schedule:
 
     def __init__(self, kinds, batch: int, candidates: int, parents: int, mutations: int, height: int):
         self.kinds, self.candidates, self.mutations, self.height = kinds, candidates, mutations, height
-        self.groups = [(stage, family) for stage in ("random", "climb") for family in _families(kinds)]
+        self.parents = parents
+        self.families = _families(kinds)
         # the first shape: every row of every candidate, shared out among the families (twice each
         # family's share of the kinds: random kinds are drawn evenly); climbs of one family get
         # every row, those of several are sized once the parents are known (`size_first_climbs`)
         share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds))
-                 for family in _families(kinds)}
+                 for family in self.families}
         self.slots = {("random", family): math.ceil(batch * candidates * height * share[family]) for family in share}
         self.slots.update({("climb", family): batch * parents * mutations * height for family in share})
+        self.climb_slots = None  # per family, the slots of each round (after the first shape)
         self.rounds = min(MAX_ROUNDS, self.FIRST_ROUNDS)
         self.parents_unknown = len(share) > 1
 
@@ -666,44 +672,58 @@ class _Schedule:
         """Where the kinds span several families, a family without parents in the last shape may
         have some in this one: its climbing slots are at least one parent's mutations (per image)
         at twice the rows its random candidates span on average."""
-        families = _families(self.kinds)
-        if len(families) == 1:
+        if len(self.families) == 1:
             return {}
         return {family: math.ceil(2 * self.slots[("random", family)] * self.mutations / self.candidates
                                   * len(self.kinds) / sum(_FAMILY[k] == family for k in self.kinds))
-                for family in families}
+                for family in self.families}
 
     def size_first_climbs(self, parent_kind, mutations: int):
         """Climbing slots of the first shape from its parents' kinds [B*P] (one host read)."""
-        families = _families(self.kinds)
         family = torch.tensor(_FAMILY, device=parent_kind.device)[parent_kind]
-        counts = (family[:, None] == torch.tensor(families, device=family.device)).sum(0).tolist()
-        for code, count in zip(families, counts):
+        counts = (family[:, None] == torch.tensor(self.families, device=family.device)).sum(0).tolist()
+        for code, count in zip(self.families, counts):
             self.slots[("climb", code)] = max(1, count * mutations * self.height)
         self.parents_unknown = False
 
-    def capacity(self, stage: str) -> dict:
+    def capacity(self, stage: str, round: int = 0) -> dict:
+        """Row slots per family of a scoring stage: "random", or "climb" at a round."""
+        if stage == "climb" and self.climb_slots is not None:
+            return {family: slots[min(round, len(slots) - 1)] for family, slots in self.climb_slots.items()}
         return {family: slots for (s, family), slots in self.slots.items() if s == stage}
 
-    def status(self, active, cut, climbed, needed: dict):
-        """The device's report of a shape, one int64 (so that one host read gets it all): bit 0 an
-        image is still active, bit 1 a climb was cut by the last round, bits 2-11 the rounds until
-        every climb had ended, then LEVEL_BITS per group: the level of the slots it needed."""
-        word = active.any().long() + 2 * cut.long() + 4 * climbed.clamp_max(1023)
-        for i, group in enumerate(self.groups):
-            rows = needed[group].float().clamp_min(1) / 256
-            level = torch.ceil(self.SLOT_LEVELS * torch.log2(rows) + 1e-3).clamp(0, 2 ** self.LEVEL_BITS - 1)
-            word = word + (level.long() << (12 + self.LEVEL_BITS * i))
-        return word
+    def _level(self, rows):
+        """The level of the slots `rows` (int64 tensor) need: ceil(SLOT_LEVELS * log2(rows / 256))."""
+        level = torch.ceil(self.SLOT_LEVELS * torch.log2(rows.float().clamp_min(1) / 256) + 1e-3)
+        return level.clamp(0, 2 ** self.LEVEL_BITS - 1).long()
 
-    def update(self, word: int) -> bool:
-        """Set the slots and rounds of the next shape from a shape's status word; returns whether an
+    def _slots(self, level: int) -> int:
+        return math.ceil(256 * 2 ** (level / self.SLOT_LEVELS))
+
+    def status(self, active, cut, climbed, needed: dict):
+        """The device's report of a shape, int64 [1 + F*R] (one host read gets it all): a word with
+        bit 0 an image is still active, bit 1 a climb was cut by the last round, bits 2-11 the
+        rounds until every climb had ended, then LEVEL_BITS per family: the level of the slots its
+        random candidates needed; then per family the level of the slots each climbing round needed."""
+        word = active.any().long() + 2 * cut.long() + 4 * climbed.clamp_max(1023)
+        for i, family in enumerate(self.families):
+            word = word + (self._level(needed[("random", family)]) << (12 + self.LEVEL_BITS * i))
+        return torch.cat([word.view(1)] + [self._level(needed[("climb", family)]) for family in self.families])
+
+    def update(self, status: list[int]) -> bool:
+        """Set the slots and rounds of the next shape from a shape's `status`; returns whether an
         image is still active."""
-        for i, group in enumerate(self.groups):
-            level = (word >> (12 + self.LEVEL_BITS * i)) & (2 ** self.LEVEL_BITS - 1)
-            self.slots[group] = math.ceil(256 * 2 ** ((level + 1) / self.SLOT_LEVELS))
-        for family, floor in self.climb_floor().items():
-            self.slots[("climb", family)] = max(self.slots[("climb", family)], floor)
+        word, climb_levels = status[0], status[1:]
+        for i, family in enumerate(self.families):
+            self.slots[("random", family)] = self._slots(((word >> (12 + self.LEVEL_BITS * i)) &
+                                                          (2 ** self.LEVEL_BITS - 1)) + 1)
+        rounds = len(climb_levels) // len(self.families)
+        floor = self.climb_floor()
+        self.climb_slots = {}
+        for i, family in enumerate(self.families):
+            levels = climb_levels[i * rounds:(i + 1) * rounds]
+            least = max(floor.get(family, 1), math.ceil(2 * self._slots(levels[0] + 1) / self.parents))
+            self.climb_slots[family] = [max(least, self._slots(level + 1)) for level in levels]
         climbed = (word >> 2) & 1023
         cut = bool(word & 2)
         self.rounds = min(MAX_ROUNDS, self.rounds + self.rounds // 2 if cut else max(self.MIN_ROUNDS, climbed + 2))
@@ -736,7 +756,7 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
                             tables, generator, schedule)
         # the one read per shape (none after the last, which leaves one to the first: `_Schedule`)
         any_active = index == shapes - 1 or schedule.update(
-            int(schedule.status(shape["active"], *shape["report"]).item()))
+            schedule.status(shape["active"], *shape["report"]).tolist())
         current, active = shape["current"], shape["active"]
         kinds_out[:, index], params_out[:, index], color_out[:, index] = shape["kind"], shape["params"], shape["color"]
         alpha_out[:, index] = torch.where(active, shape["alpha"], 0)
@@ -777,7 +797,7 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
         schedule.size_first_climbs(kind[chosen], mutations)
     kind, params, shape_alpha, change, cut, climbed, climb_needed = _hill_climb(
         terms, kind[chosen], params[chosen], shape_alpha[chosen], change[chosen], search_alpha, mutations, tables,
-        generator, kinds, schedule.rounds, schedule.capacity("climb"), batch)
+        generator, kinds, [schedule.capacity("climb", r) for r in range(schedule.rounds)], batch)
     needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
     # the best climb of each image becomes its next shape, coloured in 8 bits
     shape_alpha = (shape_alpha * 255).round() / 255
@@ -795,18 +815,19 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
                 change=change, report=(cut, climbed, needed))
 
 
-def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tables, generator, kinds, rounds: int,
-                capacity: dict | None, batch: int):
+def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tables, generator, kinds,
+                capacities: list, batch: int):
     """Hill-climb all parents of every image at once (kind [B*P], params [B*P,8], alpha, change
     [B*P]). Each round, every parent still climbing makes `mutations` mutations and takes the best
     one if it lowers the error; a parent stops after a round in which none did. That is primitive's
     rule (stop when `mutations` moves from the same state fail in a row), with the moves tried side
-    by side and the best success kept, not the first. Every round has the same size (stopped
-    parents' moves cost no rows and are ignored), and there are `rounds` of them: no host reads.
+    by side and the best success kept, not the first. There is a round per entry of `capacities`
+    (the row slots of each family that round, or None: every row), each of a size fixed on the host
+    (stopped parents' moves cost no rows and are ignored): no host reads.
 
     Returns the best climb of each image (kind [B], params [B,8], alpha [B], change [B]), whether a
     climb was cut by the last round (), the rounds until every climb had stopped (), and the row
-    slots each family needed."""
+    slots each family needed each round {family: int64 [R]}."""
     count, device = kind.shape[0], kind.device
     parent = torch.arange(count, device=device).repeat_interleave(mutations, output_size=count * mutations)
     mutant_kind = kind[parent] if len(kinds) > 1 else kind[:1].expand(count * mutations)
@@ -815,7 +836,7 @@ def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tab
     climbing = torch.ones(count, dtype=torch.bool, device=device)
     climbed = torch.zeros((), dtype=torch.int64, device=device)
     needed = {}
-    for _ in range(rounds):
+    for capacity in capacities:
         moved, moved_alpha = mutate(mutant_kind, params[parent], alpha[parent], search_alpha, tables, generator, kinds)
         moved_change, _, rows = score(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity,
                                       climbing[parent])
@@ -826,9 +847,11 @@ def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tab
         alpha = torch.where(climbing, moved_alpha[pick], alpha)
         change = torch.where(climbing, best_change, change)
         climbed = climbed + climbing.any()
-        needed = {family: torch.maximum(needed.get(family, rows[family]), rows[family]) for family in rows}
+        for family, total in rows.items():
+            needed.setdefault(family, []).append(total)
     winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
-    return kind[winner], params[winner], alpha[winner], change[winner], climbing.any(), climbed, needed
+    return (kind[winner], params[winner], alpha[winner], change[winner], climbing.any(), climbed,
+            {family: torch.stack(totals) for family, totals in needed.items()})
 
 
 # -- anti-aliased rendering --------------------------------------------------------------------------
