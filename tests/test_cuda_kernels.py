@@ -19,7 +19,8 @@ def device(kernel_device):
 
 
 def every_kind(batch, height, width, count, seed):
-    """A scene with every primitive kind and option, spread over the frames and past their edges."""
+    """A scene with every primitive kind and option (turned boxes and ellipses too), spread over the frames
+    and past their edges."""
     g = torch.Generator().manual_seed(seed)
     rand = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
     frames = torch.randint(0, batch, (count,), generator=g)
@@ -36,6 +37,12 @@ def every_kind(batch, height, width, count, seed):
         R.polylines(frames[:8], rand(8, 12, 2) * size, torch.randint(2, 13, (8,), generator=g), 3.0, colours[:8]),
         R.discs(frames, a, rand(count) * 20, colours, ring_width=torch.where(rand(count) > 0.5, 2.5, 0.0)),
         R.sprites(frames[:6], rand(6, 2) * size, torch.tensor([[0, 0, 16, 10], [3, 2, 9, 9]] * 3), colours[:6]),
+        # turned boxes (some at angle 0 among them) with corner brackets on some, and turned ellipses
+        R.rounded_boxes(frames, xyxy, rand(count) * 5, rand(count) * 15, colours, colours * torch.tensor([1, 1, 1, 0.4]),
+                        corner_length=torch.where(rand(count) > 0.6, rand(count) * 12, 0.0),
+                        angle=torch.where(rand(count) > 0.2, rand(count) * 20 - 10, 0.0)),
+        R.ellipses(frames, b, rand(count, 2) * 30, torch.where(rand(count) > 0.3, rand(count) * 5, 0.0), colours,
+                   angle=rand(count) * 7, fill_color=colours * torch.tensor([1, 1, 1, 0.5])),
     )
 
 

@@ -13,7 +13,8 @@ The work is organised in three steps, each one batched over every primitive of e
   1. binning: each primitive is listed in the 8x8 tiles that its bounds touch, less the tiles its
      shape cannot reach, and the (tile, primitive) pairs are sorted by tile then drawing order;
   2. coverage of each pair on its tile's 64 pixels, one dense evaluation per class of pairs (the
-     kind; for boxes, whether the tile is near a rounded corner; tiles covered fully need none);
+     kind; for boxes, whether the tile is near a rounded corner, and whether the box is turned;
+     tiles covered fully need none);
   3. compositing of every tile at once: the transmittance above each pair is a product over the
      pairs above it in its tile, a segmented product over the sorted pairs taken by doubling
      (log2 of the deepest tile's depth passes), and each tile sums its pairs' contributions.
@@ -33,8 +34,8 @@ from .batching import expand_counts
 from .device import cupy_usable, normalize, run_chunked
 
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
-SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE = range(5)
-N_KINDS = 5
+SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE, ELLIPSE = range(6)
+N_KINDS = 6
 N_PARAMS = 10
 
 
@@ -43,7 +44,7 @@ class Primitives:
     """P primitives over a batch of frames, drawn in index order (later ones over earlier ones).
 
     frame  int64   [P]     frame index in the batch
-    kind   int64   [P]     SEGMENT, BOX_FILL, BOX_STROKE, DISC or SPRITE
+    kind   int64   [P]     SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE or ELLIPSE
     params float32 [P,10]  geometry, by kind (see the builders)
     color  float32 [P,4]   straight RGB in 0..1 and opacity (the same within a group)
     bounds float32 [P,4]   x0, y0, x1, y1: pixels outside have zero coverage
@@ -147,33 +148,50 @@ def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) 
     return prims
 
 
-ELLIPSE_TOLERANCE = 0.02  # pixels between an ellipse and the chords that draw it
-MAX_ELLIPSE_SEGMENTS = 1024
+def _turn(angle, n: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin float [n] of `angle` (radians, scalar or [n])."""
+    turn = _column(angle, n, like)
+    return torch.cos(turn), torch.sin(turn)
 
 
-def ellipses(frame, center: torch.Tensor, radii: torch.Tensor, width, color) -> Primitives:
-    """Ellipse outlines of `width` pixels, axis-aligned, center and radii (x, y) float [P,2]: closed
-    polylines, one group each, with enough chords to stay within ELLIPSE_TOLERANCE of the curve (by the
-    sagitta of a circle of the larger radius). The longest polyline's length is read on the host: one
-    wait where the radii are on a device."""
-    largest = torch.nan_to_num(radii.float().abs().amax(1) if radii.numel() else radii.new_zeros(0),
-                               nan=0.0, posinf=0.0)
-    chords = torch.ceil(np.pi * torch.sqrt(largest / (2 * ELLIPSE_TOLERANCE))).clamp(8, MAX_ELLIPSE_SEGMENTS).long()
-    longest = int(chords.max()) if chords.numel() else 8
-    angle = torch.arange(longest + 1, device=center.device)[None] * (2 * np.pi / chords[:, None])
-    ring = torch.stack([torch.cos(angle), torch.sin(angle)], -1).float()
-    points = center.float()[:, None] + radii.float()[:, None] * ring
-    return polylines(frame, points, chords + 1, width, color)
+def ellipses(frame, center: torch.Tensor, radii: torch.Tensor, width, color, angle=0.0,
+             fill_color=None) -> Primitives:
+    """Ellipse outlines of `width` pixels centred on the curve, center and radii (x, y) float [P,2],
+    turned by `angle` (radians, clockwise on screen, scalar or [P]) about their centres; with
+    fill_color ([4] or [P,4]), each ellipse's fill under its outline (2P primitives, fill then outline).
+    Semi-axes under 0.5 px are drawn 0.5 px; an outline of zero width draws nothing.
+    params: cx, cy, radius x, radius y, ring half width (0: the fill), 0, 0, 0, cos, sin.
+    """
+    n = center.shape[0]
+    center, radii = center.float(), radii.float().abs().clamp_min(0.5)
+    cos, sin = _turn(angle, n, center)
+    ring_half = _column(width, n, center) / 2
+    reach = torch.stack([torch.hypot(radii[:, 0] * cos, radii[:, 1] * sin),
+                         torch.hypot(radii[:, 0] * sin, radii[:, 1] * cos)], 1)  # the turned ellipse's half extents
+    grow = (ring_half.clamp_min(0.5) + 1.0)[:, None]  # the outline and the anti-aliasing margin
+    bounds = torch.cat([center - reach - grow, center + reach + grow], 1)
+    bounds[:, 1].masked_fill_(ring_half <= 0, -1.0)  # no outline: no tile is listed
+    zero = torch.zeros((), device=center.device).expand(n)
+    params = [center[:, 0], center[:, 1], radii[:, 0], radii[:, 1], ring_half, zero, zero, zero, cos, sin]
+    outlines = _make(frame, ELLIPSE, params, color, bounds)
+    if fill_color is None:
+        return outlines
+    fills = _make(frame, ELLIPSE, params[:4] + [zero] * 4 + params[8:], fill_color,
+                  torch.cat([center - reach - 1.0, center + reach + 1.0], 1))
+    pairs = [torch.stack([f, o], 1).flatten(0, 1) for f, o in zip(fills.fields()[:5], outlines.fields()[:5])]
+    return Primitives(*pairs, torch.arange(2 * n, device=center.device))
 
 
 def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, stroke_color=(1, 1, 1, 1),
-                  fill_color=(1, 1, 1, 0), corner_length=0.0) -> Primitives:
-    """Boxes [P,4] (x1,y1,x2,y2, any order) with a stroke centred on the outline and a fill.
+                  fill_color=(1, 1, 1, 0), corner_length=0.0, angle=0.0) -> Primitives:
+    """Boxes [P,4] (x1,y1,x2,y2, any order) with a stroke centred on the outline and a fill, turned by
+    `angle` (radians, clockwise on screen, scalar or [P]) about their centres.
 
     Each box gives its fill then its stroke: 2P primitives. A zero-opacity part, or a stroke of
     zero width (its bounds are empty), draws nothing.
     corner_length > 0 draws only the corners of the outline, each arm that long.
-    params: cx, cy, half width, half height, radius, stroke half width, corner length.
+    params: cx, cy, half width, half height, radius, stroke half width, corner length, 0, cos, sin
+    (sin 0: the box is drawn along the axes).
     """
     n = xyxy.shape[0]
     device = xyxy.device
@@ -183,8 +201,16 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
     r = torch.minimum(_column(radius, n, xyxy).clamp_min(0), half_size.amin(1))
     stroke_half = _column(stroke_width, n, xyxy) / 2
     zero = torch.zeros((), device=device).expand(n)
+    if isinstance(angle, (int, float)) and angle == 0:
+        cos, sin = _column(1.0, n, xyxy), zero
+    else:
+        cos, sin = _turn(angle, n, xyxy)
+        # the turned box's bounds: its half extents along the axes less its half size
+        spread = (torch.stack([cos, sin], 1).abs()[:, None, :] * torch.stack([half_size, half_size.flip(1)], 1)).sum(2)
+        spread = spread - half_size
+        low, high = low - spread, high + spread
     params = torch.stack([centre[:, 0], centre[:, 1], half_size[:, 0], half_size[:, 1], r, stroke_half,
-                          _column(corner_length, n, xyxy)] + [zero] * (N_PARAMS - 7), 1)
+                          _column(corner_length, n, xyxy), zero, cos, sin], 1)
     # the box grown by the anti-aliasing margin (fill), and by half the stroke too (stroke)
     grow = F.pad((stroke_half.clamp_min(0.5) + 1.0)[:, None], (1, 0), value=1.0)
     bounds = torch.cat([low, high], 1)[:, None] + grow[..., None] * torch.tensor([-1.0, -1.0, 1.0, 1.0], device=device)
@@ -201,10 +227,11 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
 HALO_RINGS = 6  # nested outlines whose opacities compose to a halo fading outwards
 
 
-def halos(frame, xyxy: torch.Tensor, width, radius, color) -> Primitives:
+def halos(frame, xyxy: torch.Tensor, width, radius, color, angle=0.0) -> Primitives:
     """Soft rings `width` pixels wide around boxes [P,4] whose corners have `radius`: HALO_RINGS outlines
     from the box edge out to 1/k, 2/k, ... of the width, one group each ring, with opacities that compose
-    to color's opacity * (1 - m/k) in the m-th band out from the box. color [4] or [P,4]."""
+    to color's opacity * (1 - m/k) in the m-th band out from the box. color [4] or [P,4]; angle turns the
+    boxes as in rounded_boxes."""
     color = torch.as_tensor(color, dtype=torch.float32, device=xyxy.device).expand(xyxy.shape[0], 4)
     opacity = color[:, 3:]
     target = [opacity * (1 - m / HALO_RINGS) for m in range(HALO_RINGS + 1)]
@@ -214,7 +241,7 @@ def halos(frame, xyxy: torch.Tensor, width, radius, color) -> Primitives:
         ring_opacity = 1 - (1 - target[m]) / (1 - target[m + 1])
         grown = xyxy.float() + torch.tensor([-1.0, -1.0, 1.0, 1.0], device=xyxy.device) * (reach / 2)
         rings.append(rounded_boxes(frame, grown, reach, radius + reach / 2, torch.cat([color[:, :3], ring_opacity], 1),
-                                   (0, 0, 0, 0)))
+                                   (0, 0, 0, 0), angle=angle))
     return concat(*rings)
 
 
@@ -251,10 +278,11 @@ def sprites(frame, origin: torch.Tensor, atlas_rect: torch.Tensor, color) -> Pri
 
 # Classes of pairs, in the order in which they are evaluated. Box pairs form one run (fills, strokes,
 # strokes near a rounded corner, fills near one), so that one evaluation shares its work among them:
-# the strokes are contiguous, and so are the tiles near corners.
-(_SEGMENT, _BOX_FILL, _BOX_STROKE, _BOX_STROKE_CORNER, _BOX_FILL_CORNER, _DISC, _SPRITE, _SOLID,
- _MISSED) = range(9)
-_N_CLASSES = 9
+# the strokes are contiguous, and so are the tiles near corners. Turned boxes (sin != 0) are not
+# separable: their fills and strokes form a run of their own.
+(_SEGMENT, _BOX_FILL, _BOX_STROKE, _BOX_STROKE_CORNER, _BOX_FILL_CORNER, _TURNED_FILL, _TURNED_STROKE, _DISC,
+ _ELLIPSE, _SPRITE, _SOLID, _MISSED) = range(12)
+_N_CLASSES = 12
 
 
 def _from_distance(d: torch.Tensor) -> torch.Tensor:
@@ -337,6 +365,77 @@ def _box_coverage(p, origin, g, counts):
     return (outline * (keep[:, 0, None, :] * keep[:, 1, :, None])).reshape(p.shape[0], -1)
 
 
+def _turned_box(ax, ay, hx, hy, r):
+    """Coverage [m,N] of boxes at |offset from the centre| ax, ay [m,N] along their axes, half sizes hx,
+    hy and corner radius r [m,1]: from the signed distance where r >= 1, else the product of the sides'
+    coverages (sharper corners, as for unturned boxes)."""
+    qx, qy = ax - (hx - r), ay - (hy - r)
+    cx, cy = qx.clamp_min(0), qy.clamp_min(0)
+    rounded = _from_distance(torch.sqrt(cx * cx + cy * cy) + torch.maximum(qx, qy).clamp_max(0) - r)
+    return torch.where(r >= 1, rounded, _from_distance(ax - hx) * _from_distance(ay - hy))
+
+
+def _turned_box_coverage(p, origin, g, counts):
+    """Coverage of the pairs of turned boxes, classes _TURNED_FILL then _TURNED_STROKE (counts [2]), in
+    the box's frame, every pixel as unturned boxes near a corner are (no part is separable): a fill is
+    its box, an outline the box grown by half the stroke width less the box shrunk by as much."""
+    fills = counts[0]
+    ox, oy, gx, gy = _pixels(origin, g)
+    x, y = (ox - p[:, 0:1]) + gx, (oy - p[:, 1:2]) + gy
+    cos, sin = p[:, 8:9], p[:, 9:10]
+    ax, ay = (cos * x + sin * y).abs(), (cos * y - sin * x).abs()
+    hx, hy, r, arms = p[:, 2:3], p[:, 3:4], p[:, 4:5], p[:, 6:7]
+    stroke = torch.arange(p.shape[0], device=p.device)[:, None] >= fills
+    half = p[:, 5:6].clamp_min(0.5) * stroke  # 0 on fills
+    outer = _turned_box(ax, ay, hx + half, hy + half, r + half)
+    # the inner box: none for fills, nor where the stroke is wider than the box
+    has_inner = stroke & (hx > half) & (hy > half)
+    inner = _turned_box(ax, ay, hx - half, hy - half, (r - half).clamp_min(0)) * has_inner
+    weight = torch.where(stroke, (2 * p[:, 5:6]).clamp(0, 1), 1.0)
+    outline = (outer - inner).clamp_min(0) * weight
+    arms = arms.masked_fill(~stroke | (arms <= 0), float("inf"))  # inf: the whole outline
+    keep = ((ax - (hx - arms)) + 0.5).clamp(0, 1) * ((ay - (hy - arms)) + 0.5).clamp(0, 1)
+    return outline * keep
+
+
+ELLIPSE_STEPS = 4  # closest-point iterations: within 0.02 px of the true distance up to 15:1 axes
+
+
+def _ellipse_distance(ax, ay, a, b):
+    """Signed distance from points at |offset from the centre| along the axes, ax, ay [m,N], to
+    ellipses of semi-axes a, b [m,1]: the closest point on the quarter ellipse by ELLIPSE_STEPS steps
+    of a trig-free iteration (each step moves the point along the ellipse by the arc that the circle of
+    curvature at it subtends). Points on an axis are moved 1e-3 px off it, where the start needs a
+    direction."""
+    px, py = ax.clamp_min(1e-3), ay.clamp_min(1e-3)
+    tx = torch.full_like(px, 0.70710677)
+    ty = tx
+    ab = a * a - b * b
+    for _ in range(ELLIPSE_STEPS):
+        ex, ey = ab * (tx * tx * tx) / a, -ab * (ty * ty * ty) / b  # the centre of curvature
+        rx, ry = a * tx - ex, b * ty - ey
+        qx, qy = px - ex, py - ey
+        ratio = torch.sqrt(rx * rx + ry * ry) / torch.sqrt(qx * qx + qy * qy).clamp_min(1e-6)
+        tx, ty = ((qx * ratio + ex) / a).clamp(0, 1), ((qy * ratio + ey) / b).clamp(0, 1)
+        norm = torch.sqrt(tx * tx + ty * ty).clamp_min(1e-6)
+        tx, ty = tx / norm, ty / norm
+    dx, dy = px - a * tx, py - b * ty
+    distance = torch.sqrt(dx * dx + dy * dy)
+    inside = (px / a) * (px / a) + (py / b) * (py / b) <= 1
+    return torch.where(inside, -distance, distance)
+
+
+def _ellipse_coverage(p, origin, g):
+    """Coverage of ellipse fills (ring half width 0) and outlines (rings centred on the curve)."""
+    ox, oy, gx, gy = _pixels(origin, g)
+    x, y = (ox - p[:, 0:1]) + gx, (oy - p[:, 1:2]) + gy
+    cos, sin = p[:, 8:9], p[:, 9:10]
+    distance = _ellipse_distance((cos * x + sin * y).abs(), (cos * y - sin * x).abs(), p[:, 2:3], p[:, 3:4])
+    ring_half, weight = _thin(p[:, 4])
+    ring = _from_distance(distance.abs() - ring_half) * weight
+    return torch.where(p[:, 4:5] > 0, ring, _from_distance(distance))
+
+
 def _disc_coverage(p, origin, g):
     ox, oy, gx, gy = _pixels(origin, g)
     distance = torch.sqrt(((ox - p[:, 0:1]) + gx) ** 2 + ((oy - p[:, 1:2]) + gy) ** 2) - p[:, 2:3]
@@ -364,8 +463,11 @@ def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g) -
     start = 0
     for first, last, evaluate in (
             (_SEGMENT, _SEGMENT, lambda p, o: _segment_coverage(p, o, g)),
-            (_BOX_FILL, _BOX_FILL_CORNER, lambda p, o: _box_coverage(p, o, g, class_counts[_BOX_FILL:_DISC])),
+            (_BOX_FILL, _BOX_FILL_CORNER, lambda p, o: _box_coverage(p, o, g, class_counts[_BOX_FILL:_TURNED_FILL])),
+            (_TURNED_FILL, _TURNED_STROKE,
+             lambda p, o: _turned_box_coverage(p, o, g, class_counts[_TURNED_FILL:_DISC])),
             (_DISC, _DISC, lambda p, o: _disc_coverage(p, o, g)),
+            (_ELLIPSE, _ELLIPSE, lambda p, o: _ellipse_coverage(p, o, g)),
             (_SPRITE, _SPRITE, lambda p, o: _sprite_coverage(p, o, g, atlas)),
             (_SOLID, _SOLID, None)):
         count = sum(class_counts[first:last + 1])
@@ -413,15 +515,16 @@ class _Pairs:
 
 
 def _classify(prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, per_kind: list,
-              tile: int) -> torch.Tensor:
+              turned_boxes: bool, tile: int) -> torch.Tensor:
     """Class int64 [Q] of the pairs of primitive [Q] and tiles whose first pixel centre is origin [Q,2].
 
     _MISSED where the shape cannot reach any pixel of the tile though its bounds do (far from a
-    segment's line, outside a disc or inside a ring, inside a box outline); _SOLID where it covers
-    every pixel (box fills and discs). Each kind present is tested on every pair (pairs are cheap
-    next to pixels), and the kind of the pair picks."""
+    segment's line, outside a disc or an ellipse or inside a ring, inside a box outline); _SOLID where
+    it covers every pixel (box fills, discs and ellipses). Each kind present is tested on every pair
+    (pairs are cheap next to pixels), and the kind of the pair picks. turned_boxes: some boxes are
+    turned (sin != 0)."""
     p = prims.params[primitive]
-    groups = [kinds for kinds in ((SEGMENT,), (BOX_FILL, BOX_STROKE), (DISC,), (SPRITE,))
+    groups = [kinds for kinds in ((SEGMENT,), (BOX_FILL, BOX_STROKE), (DISC,), (SPRITE,), (ELLIPSE,))
               if any(per_kind[k] for k in kinds)]
     kind = prims.kind[primitive] if len(groups) > 1 or len(groups[0]) > 1 else None
     reach = tile * 0.7072 + 1  # half the tile diagonal, plus the anti-aliasing margin
@@ -433,16 +536,19 @@ def _classify(prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, 
             t = ((to_centre * d).sum(1, keepdim=True) / (d * d).sum(1, keepdim=True).clamp_min(1e-12)).clamp(0, 1)
             missed = (to_centre - t * d).norm(dim=1) > p[:, 4].clamp_min(0.5) + reach
             found = missed * (_MISSED - _SEGMENT) + _SEGMENT
-        elif kinds == (DISC,):
-            distance, radius, ring_half = to_centre.norm(dim=1), p[:, 2], p[:, 3]
-            missed = ((distance > radius + ring_half.clamp_min(0.5) + reach)
-                      | ((ring_half > 0) & (distance < radius - ring_half.clamp_min(0.5) - reach)))
-            solid = (ring_half == 0) & (distance + tile * 0.7072 + 0.5 <= radius)
-            found = (missed * (_MISSED - _DISC) + _DISC).masked_fill_(solid, _SOLID)
+        elif kinds in ((DISC,), (ELLIPSE,)):
+            # an ellipse lies between the circles of its smaller and larger semi-axes
+            distance, ring_half = to_centre.norm(dim=1), p[:, 3] if kinds == (DISC,) else p[:, 4]
+            outer, inner = (p[:, 2], p[:, 2]) if kinds == (DISC,) else (p[:, 2:4].amax(1), p[:, 2:4].amin(1))
+            base = _DISC if kinds == (DISC,) else _ELLIPSE
+            missed = ((distance > outer + ring_half.clamp_min(0.5) + reach)
+                      | ((ring_half > 0) & (distance < inner - ring_half.clamp_min(0.5) - reach)))
+            solid = (ring_half == 0) & (distance + tile * 0.7072 + 0.5 <= inner)
+            found = (missed * (_MISSED - base) + base).masked_fill_(solid, _SOLID)
         elif kinds == (SPRITE,):
             found = torch.full_like(primitive, _SPRITE)
         else:
-            found = _classify_boxes(p, to_centre, kind, per_kind, tile)
+            found = _classify_boxes(p, to_centre, kind, per_kind, turned_boxes, tile)
         if pair_class is None:
             pair_class = found
         else:
@@ -450,18 +556,31 @@ def _classify(prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, 
     return pair_class
 
 
-def _classify_boxes(p, to_centre, kind, per_kind, tile):
+def _classify_boxes(p, to_centre, kind, per_kind, turned_boxes, tile):
     """The classes of pairs of box fills and strokes (see _classify). A tile is near a corner where its
     farthest pixel centres (|to_centre| + (T-1)/2 on each axis, as the CUDA kernel measures them) reach
     both corner bands. A fill covers the tiles inside its straight parts; an outline misses those
-    (stroke half width + 1) further in."""
+    (stroke half width + 1) further in. Turned boxes are measured in their own frame, where the tile's
+    pixel centres reach (T-1)/2 (|cos| + |sin|) along each axis; they also miss the tiles outside them."""
     stroke = (kind == BOX_STROKE)[:, None] if per_kind[BOX_FILL] and per_kind[BOX_STROKE] else bool(per_kind[BOX_STROKE])
+    spread = (tile - 1) / 2
+    if turned_boxes:
+        cos, sin = p[:, 8:9], p[:, 9:10]
+        to_centre = torch.cat([cos * to_centre[:, :1] + sin * to_centre[:, 1:],
+                               cos * to_centre[:, 1:] - sin * to_centre[:, :1]], 1)
+        spread = spread * (cos.abs() + sin.abs())
     distance = to_centre.abs()
     straight = p[:, 2:4] - p[:, 4:5]
-    near = (distance + ((tile - 1) / 2 + 1) >= straight).all(1)
-    inner = (distance + (p[:, 5:6] + 0.5) * stroke + (tile / 2 + 0.5) <= straight).all(1)
-    fill = (near * (_BOX_FILL_CORNER - _BOX_FILL) + _BOX_FILL).masked_fill_(inner, _SOLID)
-    outline = (near + _BOX_STROKE).masked_fill_(inner, _MISSED)
+    near = (distance + (spread + 1) >= straight).all(1)
+    inner = (distance + (p[:, 5:6] + 0.5) * stroke + (spread + 1) <= straight).all(1)
+    fill = near * (_BOX_FILL_CORNER - _BOX_FILL) + _BOX_FILL
+    outline = near + _BOX_STROKE
+    if turned_boxes:
+        turned = p[:, 9] != 0
+        outside = (distance - (spread + 1) > p[:, 2:4] + p[:, 5:6].clamp_min(0.5) * stroke).any(1)
+        fill = torch.where(turned, _TURNED_FILL, fill).masked_fill_(outside, _MISSED)
+        outline = torch.where(turned, _TURNED_STROKE, outline).masked_fill_(outside, _MISSED)
+    fill, outline = fill.masked_fill_(inner, _SOLID), outline.masked_fill_(inner, _MISSED)
     if not per_kind[BOX_STROKE]:
         return fill
     return torch.where(stroke[:, 0], outline, fill) if per_kind[BOX_FILL] else outline
@@ -481,13 +600,17 @@ def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: i
     sizes = (span[:, 2:] - span[:, :2] + 1).clamp_min_(0)  # [P,2] columns, rows
     frame = prims.frame - frame_start if frame_start else prims.frame
     counts = sizes.prod(1) * ((frame == frame.clamp(0, frames - 1)) & (prims.color[:, 3] > 0))
-    per_kind = _host(torch.zeros(N_KINDS, dtype=torch.int64, device=device).index_add_(0, prims.kind, counts))
+    # pairs per kind, those of turned primitives (sin != 0) apart
+    variant = torch.add(prims.kind, prims.params[:, 9] != 0, alpha=N_KINDS)
+    per_variant = _host(torch.zeros(2 * N_KINDS, dtype=torch.int64, device=device).index_add_(0, variant, counts))
+    per_kind = [a + b for a, b in zip(per_variant[:N_KINDS], per_variant[N_KINDS:])]
+    turned_boxes = per_variant[N_KINDS + BOX_FILL] + per_variant[N_KINDS + BOX_STROKE] > 0
     primitive, rank = expand_counts(counts, sum(per_kind))
     first_tile = torch.stack([span[:, 0], span[:, 1], sizes[:, 0],
                               (frame * tiles_y + span[:, 1]) * tiles_x + span[:, 0]], 1)[primitive]
     row, column = rank // first_tile[:, 2], rank % first_tile[:, 2]  # from the first tile
     origin = (first_tile[:, :2] + torch.stack([column, row], 1)) * float(tile) + 0.5
-    pair_class = _classify(prims, primitive, origin, per_kind, tile) if primitive.numel() else primitive
+    pair_class = _classify(prims, primitive, origin, per_kind, turned_boxes, tile) if primitive.numel() else primitive
     # sorted by tile, then drawing order (the stable sort keeps the primitives' order); missed pairs last
     tile_id = (first_tile[:, 3] + row * tiles_x + column).masked_fill_(pair_class == _MISSED, n_tiles)
     tile_id, order = torch.sort(tile_id, stable=True)
@@ -958,17 +1081,43 @@ _COMPOSITE_SOURCE = r"""
 #define BOX_STROKE 2
 #define DISC 3
 #define SPRITE 4
+#define ELLIPSE 5
+#define ELLIPSE_STEPS {ELLIPSE_STEPS}
 
 __device__ __forceinline__ float from_distance(float d) { return fminf(fmaxf(0.5f - d, 0.0f), 1.0f); }
 
-// coverage of a rounded box at |offset from centre| ax, ay (see _box_fill)
-__device__ float box_fill(float ax, float ay, float hx, float hy, float r, bool near_corner) {
-    if (near_corner && r >= 1.0f) {
+// coverage of a rounded box at |offset from centre| ax, ay along its axes: from its signed distance near
+// a rounded corner (anywhere on a turned box), else the product of its sides' coverages (see
+// _box_coverage, _turned_box_coverage)
+__device__ float box_fill(float ax, float ay, float hx, float hy, float r, bool near_corner, bool turned) {
+    if ((turned || near_corner) && r >= 1.0f) {
         float qx = ax - (hx - r), qy = ay - (hy - r);
         float cx = fmaxf(qx, 0.0f), cy = fmaxf(qy, 0.0f);
         return from_distance(sqrtf(cx * cx + cy * cy) + fminf(fmaxf(qx, qy), 0.0f) - r);
     }
     return from_distance(ax - hx) * from_distance(ay - hy);
+}
+
+// signed distance to an ellipse of semi-axes a, b from |offset from centre| ax, ay along its axes (see
+// _ellipse_distance)
+__device__ float ellipse_distance(float ax, float ay, float a, float b) {
+    float px = fmaxf(ax, 1e-3f), py = fmaxf(ay, 1e-3f);
+    float tx = 0.70710677f, ty = 0.70710677f;
+    float ab = a * a - b * b;
+    for (int step = 0; step < ELLIPSE_STEPS; ++step) {
+        float ex = ab * (tx * tx * tx) / a, ey = -ab * (ty * ty * ty) / b;
+        float rx = a * tx - ex, ry = b * ty - ey;
+        float qx = px - ex, qy = py - ey;
+        float ratio = sqrtf(rx * rx + ry * ry) / fmaxf(sqrtf(qx * qx + qy * qy), 1e-6f);
+        tx = fminf(fmaxf((qx * ratio + ex) / a, 0.0f), 1.0f);
+        ty = fminf(fmaxf((qy * ratio + ey) / b, 0.0f), 1.0f);
+        float norm = fmaxf(sqrtf(tx * tx + ty * ty), 1e-6f);
+        tx = tx / norm;
+        ty = ty / norm;
+    }
+    float dx = px - a * tx, dy = py - b * ty;
+    float distance = sqrtf(dx * dx + dy * dy);
+    return (px / a) * (px / a) + (py / b) * (py / b) <= 1.0f ? -distance : distance;
 }
 
 __device__ float coverage(long long kind, const float* p, float ox, float oy, float gx, float gy, float tile_last,
@@ -992,17 +1141,22 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
         return value * weight;
     }
     if (kind == BOX_FILL || kind == BOX_STROKE) {
-        float ax = fabsf((ox - p[0]) + gx), ay = fabsf((oy - p[1]) + gy);
+        float x = (ox - p[0]) + gx, y = (oy - p[1]) + gy;
+        float cosine = p[8], sine = p[9];
+        bool turned = sine != 0.0f;
+        float ax = fabsf(turned ? cosine * x + sine * y : x), ay = fabsf(turned ? cosine * y - sine * x : y);
         float hx = p[2], hy = p[3], r = p[4];
-        // near a rounded corner: decided once per tile, from the tile's centre, as binning does
+        // near a rounded corner: decided once per tile, from the tile's centre, as binning does (turned
+        // boxes are measured from their distance everywhere)
         float middle = 0.5f * tile_last;
         bool near_corner = (fabsf((ox - p[0]) + middle) + (middle + 1.0f) >= hx - r)
                            && (fabsf((oy - p[1]) + middle) + (middle + 1.0f) >= hy - r);
-        if (kind == BOX_FILL) return box_fill(ax, ay, hx, hy, r, near_corner);
+        if (kind == BOX_FILL) return box_fill(ax, ay, hx, hy, r, near_corner, turned);
         float half = fmaxf(p[5], 0.5f), weight = fminf(fmaxf(2.0f * p[5], 0.0f), 1.0f);
-        float inner = box_fill(ax, ay, hx - half, hy - half, fmaxf(r - half, 0.0f), near_corner);
+        float inner = box_fill(ax, ay, hx - half, hy - half, fmaxf(r - half, 0.0f), near_corner, turned);
         if (!(hx > half && hy > half)) inner = 0.0f;
-        float outline = fmaxf(box_fill(ax, ay, hx + half, hy + half, r + half, near_corner) - inner, 0.0f) * weight;
+        float outer = box_fill(ax, ay, hx + half, hy + half, r + half, near_corner, turned);
+        float outline = fmaxf(outer - inner, 0.0f) * weight;
         float corner = p[6];
         if (corner > 0.0f) {
             float keep_x = fminf(fmaxf((ax - (hx - corner)) + 0.5f, 0.0f), 1.0f);
@@ -1016,6 +1170,16 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
         float distance = sqrtf(dx * dx + dy * dy) - p[2];
         if (p[3] > 0.0f) {
             float half = fmaxf(p[3], 0.5f), weight = fminf(fmaxf(2.0f * p[3], 0.0f), 1.0f);
+            return from_distance(fabsf(distance) - half) * weight;
+        }
+        return from_distance(distance);
+    }
+    if (kind == ELLIPSE) {
+        float x = (ox - p[0]) + gx, y = (oy - p[1]) + gy;
+        float cosine = p[8], sine = p[9];
+        float distance = ellipse_distance(fabsf(cosine * x + sine * y), fabsf(cosine * y - sine * x), p[2], p[3]);
+        if (p[4] > 0.0f) {
+            float half = fmaxf(p[4], 0.5f), weight = fminf(fmaxf(2.0f * p[4], 0.0f), 1.0f);
             return from_distance(fabsf(distance) - half) * weight;
         }
         return from_distance(distance);
@@ -1087,7 +1251,7 @@ extern "C" __global__ void composite_tiles(
     composite[0] = lr + below[0] * keep; composite[1] = lg + below[1] * keep; composite[2] = lb + below[2] * keep;
     if (channels == 4) composite[3] = la + below[3] * keep;
 }
-"""
+""".replace("{ELLIPSE_STEPS}", str(ELLIPSE_STEPS))
 
 
 def composite_tiles_cuda(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer: torch.Tensor,
