@@ -1,22 +1,31 @@
 """RasterKit_LoadMesh and RasterKit_MeshRasterizer: meshes into normal, depth, position, mask and
-face-id maps, one view or the six texture-baking views, with no compiled extension."""
+face-id maps and shaded, vertex-colour or textured renders, from one view, the six texture-baking views,
+a list of views or core Load3D's camera, with no compiled extension."""
 from __future__ import annotations
 
+import math
 import os
 
 import torch
 
 from ..utils import mesh_rasterizer as M
+from ..utils import mesh_shading as S
 from ..utils.device import check_memory, run_chunked
+from ..utils.text_input import short
 from ._comfy import Progress, comfy_module, intermediate_device, render_device
-from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket
+from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 
 MESH_EXTENSIONS = (".obj", ".glb", ".gltf", ".ply", ".stl", ".off")
 GOLDEN_RATIO_16 = 40503  # 0.6180339887 * 65536
 # Peak memory of MeshRasterizer per pixel of one view (measured: a 2048x2048 view raised the peak RSS by
 # ~190 B a pixel): the outputs it returns (68 B, and their concatenation), and the work of a view.
-OUTPUT_BYTES_PER_PIXEL = 140
+OUTPUT_BYTES_PER_PIXEL = 156
 WORK_BYTES_PER_PIXEL = 200
+# the render's shading, and the antialias pass's temporaries (per direction, freed after it)
+SHADING_BYTES_PER_PIXEL = 100
+ANTIALIAS_BYTES_PER_PIXEL = 600
+AMBIENT = 0.2
+SHADINGS = ("lambert", "none", "matcap", "vertex_color", "texture")
 CHUNK_PIXELS = 4 << 20
 BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "example_workflows", "assets")
 
@@ -260,14 +269,16 @@ class MeshRasterizer(RasterKitNode):
     NODE_ID = "RasterKit_MeshRasterizer"
     DISPLAY_NAME = "Mesh Rasterizer (RasterKit)"
     CATEGORY = "RasterKit/mesh"
-    DESCRIPTION = ("Rasterizes a mesh into view-space normal, depth, position, mask and face-id maps, from one "
-                   "orbit camera or the six texture-baking views. Plain torch: no CUDA extension to build.")
+    DESCRIPTION = ("Rasterizes a mesh into normal, depth, position, mask and face-id maps and a render (Lambert, "
+                   "matcap, vertex colours or texture, anti-aliased), from one orbit camera, the six texture-baking "
+                   "views, a list of views or core Load3D's camera. Plain torch: no CUDA extension to build.")
     INPUTS = [
         Int("width", 512, 16, 8192, 16, tooltip="width of every map in pixels"),
         Int("height", 512, 16, 8192, 16, tooltip="height of every map in pixels"),
-        Combo("views", ("single", "six"),
+        Combo("views", ("single", "six", "list"),
               tooltip="single: one camera at azimuth and elevation; six: front, right, back, left, top and bottom "
-                      "(the texture-baking views; turned by azimuth and elevation when turn_six_views is on)"),
+                      "(the texture-baking views; turned by azimuth and elevation when turn_six_views is on); "
+                      "list: the views of view_list"),
         Float("azimuth", 30.0, -360.0, 360.0, 1.0,
               tooltip="camera angle around the vertical axis in degrees: 0 looks from the front (+z), 90 from the "
                       "right (+x). With views=six it turns the whole rig if turn_six_views is on"),
@@ -289,6 +300,35 @@ class MeshRasterizer(RasterKitNode):
         Socket("mesh", "MESH", optional=True,
                tooltip="core ComfyUI's MESH or ComfyUI-3D-Pack's (.v, .f); the first mesh of a batch"),
         Socket("trimesh", "TRIMESH", optional=True, tooltip="a trimesh.Trimesh, instead of mesh"),
+        # after the older widgets, at defaults that keep the older outputs as they were
+        Combo("normal_space", ("view", "world"),
+              tooltip="normal map in view space (x right, y up, z towards the camera) or world space (x, y, z of "
+                      "the mesh's coordinates)"),
+        Combo("depth_mode", ("normalized", "distance"),
+              tooltip="normalized: white nearest, dark farthest, each view scaled on its own; distance: the "
+                      "distance along the view axis in scene units as the pixel's value (0 on background)"),
+        Combo("shading", SHADINGS,
+              tooltip="the render output: lambert (white, lit from light_azimuth and light_elevation), none "
+                      "(flat white), matcap (the matcap image looked up by view-space normal), vertex_color or "
+                      "texture (the mesh's vertex colours or base-colour texture through its UVs, mipmapped; unlit)"),
+        Float("light_azimuth", 30.0, -360.0, 360.0, 1.0,
+              tooltip="lambert: light direction around the camera's vertical axis in degrees (view space: the "
+                      "light turns with the camera; 0 is a headlight, 90 from the right)"),
+        Float("light_elevation", 30.0, -90.0, 90.0, 1.0,
+              tooltip="lambert: light direction above the camera's horizon in degrees (view space)"),
+        Bool("antialias", True, tooltip="render and render_alpha: blend pixels across silhouette edges by the "
+                                        "part of each the mesh covers (the other maps stay aliased)"),
+        String("view_list", "0,0; 90,0; 180,0; 270,0; 0,90; 180,-90",
+               tooltip="views=list: 'azimuth,elevation[,weight]; ...' in degrees, one view each (Hy3DCameraConfig "
+                       "style); weights (default 1) come out in raster's view_weights"),
+        Float("ortho_scale", 0.0, 0.0, 1000.0, 0.01,
+              tooltip="orthographic: the height the view shows in scene units; 0 keeps the height a perspective "
+                      "view with this fov shows at the mesh centre"),
+        Socket("matcap", "IMAGE", optional=True, tooltip="shading=matcap: a matcap image (a lit sphere seen from "
+                                                         "the front; its first image is used)"),
+        Socket("camera_info", "LOAD3D_CAMERA", optional=True,
+               tooltip="core Load3D's camera_info: when connected, one view from its position towards its target, "
+                       "its zoom and camera type (views, azimuth, elevation and distance unused)"),
     ]
     OUTPUTS = [Output("IMAGE", "normal", "view-space normals as colours (x right, y up, z towards the camera); "
                                          "background #8080FF"),
@@ -296,27 +336,48 @@ class MeshRasterizer(RasterKitNode):
                Output("IMAGE", "position", "world position scaled into the mesh's bounding box (0..1 per axis)"),
                Output("MASK", "mask", "1 where the mesh covers the pixel"),
                Output("IMAGE", "face_id", "a distinct colour per triangle"),
-               Output("RASTER", "raster", "findices (0 = background, else face + 1), barycentric and the cameras' "
-                                          "view and projection matrices")]
+               Output("RASTER", "raster", "findices (0 = background, else face + 1), barycentric, the cameras' "
+                                          "view and projection matrices and view_weights"),
+               Output("IMAGE", "render", "the mesh shaded as shading says, on black (premultiplied: composite it "
+                                         "over a background with render_alpha)"),
+               Output("MASK", "render_alpha", "the render's coverage: anti-aliased at silhouettes when antialias "
+                                              "is on")]
 
     @classmethod
     def run(cls, width=512, height=512, views="single", azimuth=30.0, elevation=20.0, distance=3.0,
-            projection="perspective", fov=40.0, cull_back_faces=True, turn_six_views=False, mesh=None, trimesh=None):
-        vertices, faces, _fields = _mesh_tensors(mesh, trimesh)
+            projection="perspective", fov=40.0, cull_back_faces=True, turn_six_views=False, mesh=None, trimesh=None,
+            normal_space="view", depth_mode="normalized", shading="lambert", light_azimuth=30.0, light_elevation=30.0,
+            antialias=True, view_list="0,0; 90,0; 180,0; 270,0; 0,90; 180,-90", ortho_scale=0.0, matcap=None,
+            camera_info=None):
+        vertices, faces, fields = _mesh_tensors(mesh, trimesh)
+        shade = _shading_inputs(shading, fields, matcap)
         device = render_device()
-        view = M.orbit_cameras([azimuth], [elevation], distance)
-        if views == "six":
-            view = _turned_rig(view[0] if turn_six_views else torch.eye(4), distance)
+        weights = None
+        if camera_info is not None:
+            view, distance, zoom, camera_type = _load3d_camera(camera_info)
+            projection = camera_type or projection
+        else:
+            zoom = 1.0
+            view = M.orbit_cameras([azimuth], [elevation], distance)
+            if views == "six":
+                view = _turned_rig(view[0] if turn_six_views else torch.eye(4), distance)
+            elif views == "list":
+                azimuths, elevations, weights = parse_view_list(view_list)
+                view = M.orbit_cameras(azimuths, elevations, distance)
         aspect = width / height
         near, far = max(distance * 0.01, distance - 10.0), distance + 10.0
         if projection == "perspective":
-            proj = M.perspective(fov, aspect, near, far)
+            shown = fov if zoom == 1 else 2 * math.degrees(math.atan(math.tan(math.radians(fov) / 2) / zoom))
+            proj = M.perspective(shown, aspect, near, far)
         else:
-            proj = M.orthographic(distance * torch.tan(torch.tensor(fov).deg2rad() / 2).item(), aspect, near, far)
+            half_height = ortho_scale / 2 if ortho_scale > 0 else \
+                distance * torch.tan(torch.tensor(fov).deg2rad() / 2).item()
+            proj = M.orthographic(half_height / zoom, aspect, near, far)
         homogeneous = torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
         clip = torch.einsum("bij,nj->bni", proj @ view, homogeneous)
         count, pixels = len(view), width * height
-        outputs, work = OUTPUT_BYTES_PER_PIXEL * pixels * count, WORK_BYTES_PER_PIXEL * pixels
+        work_per_pixel = WORK_BYTES_PER_PIXEL + SHADING_BYTES_PER_PIXEL + ANTIALIAS_BYTES_PER_PIXEL * antialias
+        outputs, work = OUTPUT_BYTES_PER_PIXEL * pixels * count, work_per_pixel * pixels
         what = f"width x height x views ({width} x {height} x {count})"
         if device == intermediate_device():
             check_memory(outputs + work, what, device)
@@ -324,21 +385,96 @@ class MeshRasterizer(RasterKitNode):
             check_memory(outputs, what, intermediate_device())
             check_memory(work, what, device)
         normals = _vertex_normals(vertices, faces)
+        partners = S.edge_partners(faces, vertices) if antialias else None
+        light = S.light_direction(light_azimuth, light_elevation)
         progress = Progress(count)
 
         def render(start, stop, on):
             return _maps(clip[start:stop].to(on), view[start:stop].to(on), vertices.to(on), faces.to(on),
-                         normals.to(on), width, height, cull_back_faces)
+                         normals.to(on), width, height, cull_back_faces, normal_space, depth_mode,
+                         {name: value.to(on) for name, value in shade.items()},
+                         light.to(on) if shading == "lambert" else None,
+                         None if partners is None else partners.to(on))
 
         # views in chunks of about CHUNK_PIXELS, so that an interrupt is seen between them
-        chunks = run_chunked(render, count, WORK_BYTES_PER_PIXEL * pixels, device, on_chunk=progress,
+        chunks = run_chunked(render, count, work_per_pixel * pixels, device, on_chunk=progress,
                              limit=max(1, CHUNK_PIXELS // pixels))
         # one chunk (the usual case) is returned as it is: a concatenation would copy every map
-        normal, depth, position, mask, face_id, findices, barycentric = (
+        normal, depth, position, mask, face_id, findices, barycentric, shaded, alpha = (
             torch.cat(maps) if len(maps) > 1 else maps[0] for maps in zip(*chunks))
         raster = {"findices": findices, "barycentric": barycentric, "view": view, "projection": proj,
-                  "faces": faces, "vertices": vertices}
-        return normal, depth, position, mask, face_id, raster
+                  "faces": faces, "vertices": vertices,
+                  "view_weights": torch.ones(count) if weights is None else torch.tensor(weights)}
+        return normal, depth, position, mask, face_id, raster, shaded, alpha
+
+
+def parse_view_list(text: str) -> tuple[list[float], list[float], list[float]]:
+    """'azimuth,elevation[,weight]; ...' (degrees; weight 1 where left out) -> azimuths, elevations, weights."""
+    azimuths, elevations, weights = [], [], []
+    for item in (part.strip() for part in str(text).replace("\n", ";").split(";")):
+        if not item:
+            continue
+        try:
+            numbers = [float(number) for number in item.split(",")]
+        except ValueError:
+            numbers = []
+        if len(numbers) not in (2, 3) or not all(math.isfinite(n) for n in numbers):
+            raise ValueError(f"view_list: expected 'azimuth,elevation[,weight]; ...' in degrees, got {short(item)}")
+        if not -90 <= numbers[1] <= 90 or (len(numbers) == 3 and numbers[2] < 0):
+            raise ValueError(f"view_list: elevations lie in -90..90 and weights are >= 0, got {short(item)}")
+        azimuths.append(numbers[0])
+        elevations.append(numbers[1])
+        weights.append(numbers[2] if len(numbers) == 3 else 1.0)
+    if not azimuths:
+        raise ValueError("view_list: no views (views=list needs 'azimuth,elevation[,weight]; ...')")
+    return azimuths, elevations, weights
+
+
+def _load3d_camera(info) -> tuple[torch.Tensor, float, float, str | None]:
+    """view [1,4,4], distance, zoom and camera type ("perspective", "orthographic" or None) of core Load3D's
+    camera_info ({"position": {x, y, z}, "target": {x, y, z}, "zoom": z, "cameraType": t}): a camera at
+    position looking at target, y up (three.js's)."""
+    try:
+        position = torch.tensor([float(info["position"][axis]) for axis in "xyz"])
+        target = torch.tensor([float(info["target"][axis]) for axis in "xyz"])
+        zoom = float(info.get("zoom", 1) or 1)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ValueError(f"camera_info: expected Load3D's camera_info (position, target: x, y, z; zoom), "
+                         f"got {short(info)}") from None
+    distance = float((position - target).norm())
+    if not (math.isfinite(distance) and distance > 0 and math.isfinite(zoom) and zoom > 0):
+        raise ValueError(f"camera_info: the camera needs a position away from its target and zoom > 0, "
+                         f"got {short(info)}")
+    forward = (target - position) / distance
+    # looking straight up or down, "up" is the -z/+z axis instead of +y (as orbit_cameras)
+    up = torch.tensor([0.0, 0.0, float(forward[1] > 0) * 2 - 1]) if abs(float(forward[1])) > 0.9999 else \
+        torch.tensor([0.0, 1.0, 0.0])
+    camera_type = {"perspective": "perspective", "orthographic": "orthographic"}.get(info.get("cameraType"))
+    return M.look_at(position[None], target[None], up[None]), distance, zoom, camera_type
+
+
+def _shading_inputs(shading: str, fields: dict, matcap) -> dict:
+    """The tensors the render's shading needs, checked: texture and uvs, colors, or the matcap image."""
+    if shading not in SHADINGS:
+        raise ValueError(f"shading: expected one of {', '.join(SHADINGS)}, got {short(shading)}")
+    if shading == "texture":
+        if "uvs" not in fields or "texture" not in fields:
+            raise ValueError("shading: texture needs a mesh with UVs and a base-colour texture (a textured "
+                             ".glb or .obj with its .mtl and image beside it)")
+        return {"uvs": fields["uvs"], "texture": fields["texture"]}
+    if shading == "vertex_color":
+        if "colors" not in fields:
+            raise ValueError("shading: vertex_color needs a mesh with vertex colours (e.g. a .ply that has them)")
+        return {"colors": fields["colors"]}
+    if shading == "matcap":
+        if matcap is None:
+            raise ValueError("matcap: connect a matcap image (shading=matcap)")
+        image = torch.as_tensor(matcap)
+        image = image[0] if image.ndim == 4 else image
+        if image.ndim != 3 or image.shape[-1] not in (3, 4) or 0 in image.shape:
+            raise ValueError(f"matcap: expected an IMAGE [B,H,W,3], got shape {tuple(torch.as_tensor(matcap).shape)}")
+        return {"matcap": image[..., :3].float()}
+    return {}
 
 
 def _turned_rig(front: torch.Tensor, distance: float) -> torch.Tensor:
@@ -351,28 +487,56 @@ def _turned_rig(front: torch.Tensor, distance: float) -> torch.Tensor:
     return standard @ turn
 
 
-def _maps(clip, view, vertices, faces, vertex_normals, width, height, cull_back_faces):
+def _maps(clip, view, vertices, faces, vertex_normals, width, height, cull_back_faces, normal_space, depth_mode,
+          shade, light, partners):
     """The maps of B views on clip's device, returned on ComfyUI's intermediate device: normal, depth,
-    position [B,H,W,3], mask [B,H,W], face colours [B,H,W,3], findices int32 [B,H,W], barycentric [B,H,W,3].
-    clip float [B,V,4] (clip-space vertices per view), view float [B,4,4], vertex_normals float [V,3]."""
+    position [B,H,W,3], mask [B,H,W], face colours [B,H,W,3], findices int32 [B,H,W], barycentric [B,H,W,3],
+    render [B,H,W,3], render alpha [B,H,W]. clip float [B,V,4] (clip-space vertices per view), view float
+    [B,4,4], vertex_normals float [V,3], shade: the tensors of _shading_inputs (empty: lambert or none, by
+    whether light is used), light float [3] (view space), partners int64 [M,3] (edge_partners) or None
+    for no antialiasing."""
     findices, barycentric = M.rasterize_views(clip, faces, width, height, cull_back_faces=cull_back_faces)
     # the rasterizer's rows follow NDC y upwards (its API's convention): flip so that up is up
     findices, barycentric = findices.flip(1), barycentric.flip(1)
     covered = (findices > 0)[..., None]
     world_normals = M.interpolate(vertex_normals, findices, barycentric, faces)
-    normals = torch.nn.functional.normalize(torch.einsum("bij,bhwj->bhwi", view[:, :3, :3], world_normals), dim=-1)
+    view_normals = torch.nn.functional.normalize(torch.einsum("bij,bhwj->bhwi", view[:, :3, :3], world_normals), dim=-1)
+    normals = view_normals if normal_space == "view" else torch.nn.functional.normalize(world_normals, dim=-1)
     normal_map = torch.where(covered, normals * 0.5 + 0.5, torch.tensor([0.5, 0.5, 1.0], device=clip.device))
     position = M.interpolate(vertices, findices, barycentric, faces)
     low, high = vertices.amin(0), vertices.amax(0)
     position_map = torch.where(covered, (position - low) / (high - low).clamp_min(1e-12), 0.0)
     view_depth = -torch.einsum("bj,bhwj->bhw", view[:, 2, :3], position) - view[:, 2, 3][:, None, None]
     mask = covered[..., 0]
-    near_depth = torch.where(mask, view_depth, torch.inf).flatten(1).amin(1)[:, None, None]
-    far_depth = torch.where(mask, view_depth, -torch.inf).flatten(1).amax(1)[:, None, None]
-    depth = torch.where(mask, 1 - (view_depth - near_depth) / (far_depth - near_depth).clamp_min(1e-12), 0.0)
+    if depth_mode == "distance":
+        depth = torch.where(mask, view_depth, 0.0)
+    else:
+        near_depth = torch.where(mask, view_depth, torch.inf).flatten(1).amin(1)[:, None, None]
+        far_depth = torch.where(mask, view_depth, -torch.inf).flatten(1).amax(1)[:, None, None]
+        depth = torch.where(mask, 1 - (view_depth - near_depth) / (far_depth - near_depth).clamp_min(1e-12), 0.0)
+    colour = _shade(shade, light, view_normals, covered, findices, barycentric, faces)
+    rgba = torch.cat([colour, covered.float()], -1)
+    if partners is not None:
+        rgba = S.antialias(rgba, findices, S.screen_corners(clip, faces, width, height), partners)
     out = intermediate_device()
     return (normal_map.to(out), depth[..., None].expand(-1, -1, -1, 3).contiguous().to(out), position_map.to(out),
-            mask.float().to(out), _face_colours(findices).to(out), findices.to(out), barycentric.to(out))
+            mask.float().to(out), _face_colours(findices).to(out), findices.to(out), barycentric.to(out),
+            rgba[..., :3].contiguous().to(out), rgba[..., 3].contiguous().to(out))
+
+
+def _shade(shade, light, view_normals, covered, findices, barycentric, faces):
+    """The render's colours [B,H,W,3] (0 on background): texture, vertex colours or matcap where shade
+    holds them, else Lambert (light float [3], view space) or flat white (light None)."""
+    if "texture" in shade:
+        return S.textured(shade["texture"], shade["uvs"], findices, barycentric, faces)
+    if "colors" in shade:
+        return M.interpolate(shade["colors"], findices, barycentric, faces)
+    if "matcap" in shade:
+        return S.matcap(view_normals, shade["matcap"], covered[..., 0])
+    if light is None:
+        return covered.float().expand(-1, -1, -1, 3)
+    intensity = S.lambert(view_normals, light.expand(len(view_normals), 3), AMBIENT)
+    return (intensity * covered).expand(-1, -1, -1, 3)
 
 
 NODES = [LoadMesh, MeshRasterizer]

@@ -26,8 +26,8 @@ def test_load_mesh_normalises_into_the_unit_cube():
 
 def test_single_view_maps():
     mesh, _ = sphere_mesh()
-    normal, depth, position, mask, face_id, raster = MeshRasterizer.run(width=64, height=48, azimuth=0, elevation=0,
-                                                                        mesh=mesh)
+    normal, depth, position, mask, face_id, raster, *_ = MeshRasterizer.run(width=64, height=48, azimuth=0,
+                                                                             elevation=0, mesh=mesh)
     assert normal.shape == (1, 48, 64, 3) and mask.shape == (1, 48, 64)
     assert normal[0, 0, 0].tolist() == [0.5, 0.5, 1.0]  # background #8080FF
     centre = normal[0, 24, 32]
