@@ -79,21 +79,25 @@ def _box_colors(table, color: str, palette_name: str, palette_colors: str, color
 
 def _markers(table, marker: str, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length,
              marker_size, rgb: torch.Tensor) -> R.Primitives:
-    """The mark of each box: its outline and fill (box), the inscribed ellipse's outline (ellipse), a disc
-    of radius marker_size at its centre (dot), or its fill and a halo marker_size wide around it (halo)."""
+    """The mark of each box, turned with it: its outline and fill (box), the inscribed ellipse's outline and
+    fill (ellipse), a disc of radius marker_size at its centre (dot), or its fill and a halo marker_size
+    wide around it (halo)."""
     ones = torch.ones(len(table), 1)
     stroke, fill = torch.cat([rgb, ones * stroke_opacity], 1), torch.cat([rgb, ones * fill_opacity], 1)
     if marker == "box":
-        return R.rounded_boxes(table.frame, table.xyxy, stroke_width, corner_radius, stroke, fill, corner_length)
+        return R.rounded_boxes(table.frame, table.xyxy, stroke_width, corner_radius, stroke, fill, corner_length,
+                               table.angle)
     low, high = torch.minimum(table.xyxy[:, :2], table.xyxy[:, 2:]), torch.maximum(table.xyxy[:, :2], table.xyxy[:, 2:])
     centre = (low + high) / 2
     drawn = torch.isfinite(centre).all(1) & torch.isfinite(high - low).all(1)  # host data: no device sync
     if marker == "ellipse":
-        return R.ellipses(table.frame[drawn], centre[drawn], (high - low)[drawn] / 2, stroke_width, stroke[drawn])
+        return R.ellipses(table.frame[drawn], centre[drawn], (high - low)[drawn] / 2, stroke_width, stroke[drawn],
+                          table.angle[drawn], fill[drawn])
     if marker == "dot":
         return R.discs(table.frame[drawn], centre[drawn], marker_size, stroke[drawn])
-    boxes = R.rounded_boxes(table.frame, table.xyxy, 0.0, corner_radius, stroke, fill)
-    return R.concat(boxes, R.halos(table.frame[drawn], table.xyxy[drawn], marker_size, corner_radius, stroke[drawn]))
+    boxes = R.rounded_boxes(table.frame, table.xyxy, 0.0, corner_radius, stroke, fill, angle=table.angle)
+    return R.concat(boxes, R.halos(table.frame[drawn], table.xyxy[drawn], marker_size, corner_radius, stroke[drawn],
+                                   table.angle[drawn]))
 
 
 def _text_color(text_color: str):
@@ -105,12 +109,14 @@ class BoundingBoxRenderer(RasterKitNode):
     DISPLAY_NAME = "Bounding Box Renderer (RasterKit)"
     CATEGORY = "RasterKit/overlay"
     DESCRIPTION = ("Draws anti-aliased rounded boxes (or ellipses, dots, halos) with labels on every frame of an "
-                   "image batch. Boxes come from JSON, a BBOX, SEGS or a MASK (one box per connected component).")
+                   "image batch. Boxes come from JSON, a BBOX, SEGS or a MASK (one box per connected component); "
+                   "JSON boxes may be oriented (turned about their centres).")
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on (a video is one batch)"),
         String("boxes", "[[64, 48, 256, 200]]", multiline=True,
                tooltip="JSON: a list of boxes for every frame, or one list per frame. A box is [x1,y1,x2,y2] or "
-                       "{x1,y1,x2,y2 | x,y,w,h, label, id, score, color}."),
+                       "{x1,y1,x2,y2 | x,y,w,h, angle, label, id, score, color}, angle in degrees clockwise about "
+                       "its centre; oriented boxes also as {xywhr: [cx,cy,w,h,radians]} or {points: 4 corners}."),
         Float("stroke_width", 3.0, 0.0, 64.0, 0.5, tooltip="outline width in pixels; 0: no outline"),
         Float("corner_radius", 8.0, 0.0, 256.0, 0.5, tooltip="radius of the rounded corners in pixels; 0: square"),
         Float("stroke_opacity", 1.0, 0.0, 1.0, tooltip="opacity of the outline"),
@@ -133,7 +139,7 @@ class BoundingBoxRenderer(RasterKitNode):
         Combo("label_anchor", ANCHORS,
               tooltip="where a label sits on its box: top_* above it (inside its top when there is no room), "
                       "bottom_* below it (inside its bottom when there is no room), center_* centred on it "
-                      "vertically; *_left, *_center, *_right along it"),
+                      "vertically; *_left, *_center, *_right along it (an oriented box: its upright bounds)"),
         String("text_color", "", tooltip="hex colour of the label text; empty: black or white, whichever "
                                          "contrasts more with the label's background"),
         Int("label_padding", PADDING, 0, 64, tooltip="pixels between a label's text and the edge of its background"),
@@ -143,8 +149,9 @@ class BoundingBoxRenderer(RasterKitNode):
              tooltip="labels of a frame that overlap move apart (below the label they overlap), the higher "
                      "scores keeping their place"),
         Combo("marker", MARKERS,
-              tooltip="the mark of each detection: box (outline and fill), ellipse (the outline of the ellipse "
-                      "inscribed in the box), dot (a disc at its centre), halo (its fill and a soft ring around it)"),
+              tooltip="the mark of each detection: box (outline and fill), ellipse (outline and fill of the ellipse "
+                      "inscribed in the box), dot (a disc at its centre), halo (its fill and a soft ring around it); "
+                      "turned with oriented boxes"),
         Float("marker_size", 8.0, 0.0, 256.0, 0.5, tooltip="radius of a dot, width of a halo, in pixels"),
         Socket("bbox", "BBOX", optional=True,
                tooltip="boxes from KJNodes, SAM2 or Florence2: (x1, y1, x2, y2) per image, or a list per frame"),
@@ -178,7 +185,7 @@ class BoundingBoxRenderer(RasterKitNode):
             priority = None
             if label_avoid_overlap:
                 priority = torch.tensor([float("-inf") if s is None else float(s) for s in table.score])
-            tags, atlas = label_primitives(table.frame, table.xyxy, texts, torch.cat([rgb, torch.ones(len(table), 1)], 1),
+            tags, atlas = label_primitives(table.frame, table.bounds(), texts, torch.cat([rgb, torch.ones(len(table), 1)], 1),
                                            height, width, label_size, font, label_anchor, label_padding, ink,
                                            label_max_width, priority)
             prims = R.concat(prims, tags)

@@ -116,6 +116,28 @@ def test_huge_coordinates_are_clipped_not_dropped():
     assert xy[0, 0].tolist() == [1e6, 5.0] and visible.all()
 
 
+def test_oriented_boxes_at_extreme_angles_and_sizes_draw_or_name_the_input():
+    """Angles are taken modulo a turn (integers of any size exactly), huge sizes are clipped like any
+    coordinate; non-finite angles and corners that are not a rectangle's are named."""
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+
+    def run(box):
+        return BoundingBoxRenderer.execute(images=torch.zeros(1, 16, 16, 3), boxes="[%s]" % box, labels="none",
+                                           fill_opacity=0.5)[1]
+
+    box = '{"x1": 3, "y1": 6, "x2": 13, "y2": 10, "angle": %s}'
+    assert torch.allclose(run(box % (360 * 10**40 + 30)), run(box % 30), atol=1e-6)
+    assert torch.allclose(run(box % -690), run(box % 30), atol=1e-6)
+    assert torch.isfinite(run(box % "1e308")).all() and run(box % "1e308").sum() > 0
+    assert torch.allclose(run('{"xywhr": [8, 8, 1e308, 1e308, 0.7]}'), torch.full((1, 16, 16), 0.5))
+    assert torch.allclose(run('{"points": [[-1e308, -1e308], [1e308, -1e308], [1e308, 1e308], [-1e308, 1e308]]}'),
+                          torch.full((1, 16, 16), 0.5))
+    for bad in (box % "NaN", box % "Infinity", '{"xywhr": [8, 8, 4, 2, -Infinity]}', '{"points": [[0, 0], [9, 0]]}',
+                '{"points": [[0, 0], [9, 0], [9, 5], [1, 9]]}', '{"points": null}', '{"xywhr": "8 8 4 2 0"}'):
+        with pytest.raises(ValueError, match="^boxes: box 0 "):
+            run(bad)
+
+
 def test_empty_series_is_a_blank_image():
     from rasterkit.nodes.series import SeriesToImages
 

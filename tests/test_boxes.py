@@ -355,3 +355,102 @@ def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opac
     error = np.abs(alpha - reference)
     across_edge = np.abs(distance[S // 2::S, S // 2::S].reshape(H, W)) < 1
     assert error.mean() < 0.01 and error[~across_edge].max() < 0.1, (error.mean(), error[~across_edge].max())
+
+
+def test_oriented_boxes_in_every_form_give_the_same_table():
+    """An angle in degrees (clockwise on screen) beside x1,y1,x2,y2 or x,y,w,h; ultralytics' xywhr (radians)
+    and its 4 corners (xyxyxyxy: the first side sets width and angle, so the same rectangle may come back
+    with width and height swapped and the angle a quarter turn on)."""
+    import math
+
+    cx, cy, w, h, r = 40.0, 30.0, 24.0, 10.0, math.radians(30)
+    u, v = np.array([math.cos(r), math.sin(r)]) * w / 2, np.array([-math.sin(r), math.cos(r)]) * h / 2
+    corners = [list(map(float, np.array([cx, cy]) + a * u + b * v)) for a, b in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+    forms = [{"x1": 28, "y1": 25, "x2": 52, "y2": 35, "angle": 30}, {"x": 28, "y": 25, "w": 24, "h": 10, "angle": 390},
+             {"xywhr": [cx, cy, w, h, r]}, {"points": corners}, {"points": [c for p in corners for c in p]}]
+    for form in forms:
+        table = B.from_json(str([form]).replace("'", '"'), 1)
+        assert table.xyxy[0].tolist() == pytest.approx([28, 25, 52, 35], abs=1e-4), form
+        assert table.angle.item() == pytest.approx(r, abs=1e-6), form
+    ultralytics_order = [corners[i] for i in (2, 3, 0, 1)]  # pt1 = centre + w/2 + h/2 along the axes, ...
+    table = B.from_json('[{"points": %s}]' % ultralytics_order, 1)
+    assert math.remainder(table.angle.item() - r, math.pi) == pytest.approx(0, abs=1e-6)
+    assert sorted((table.xyxy[0, 2:] - table.xyxy[0, :2]).tolist()) == pytest.approx([h, w], abs=1e-4)
+    assert B.from_json('[{"x1": 0, "y1": 0, "x2": 4, "y2": 2, "angle": -90}]', 1).bounds()[0].tolist() == \
+        pytest.approx([1, -1, 3, 3], abs=1e-5)
+    huge = B.from_json('[{"x1": 0, "y1": 0, "x2": 4, "y2": 2, "angle": %d}, '
+                       '{"x1": 0, "y1": 0, "x2": 4, "y2": 2, "angle": 1e300}]' % (360 * 10**400 + 45), 1)
+    assert huge.angle.tolist() == pytest.approx([math.radians(45), math.remainder(math.radians(math.fmod(1e300, 360)),
+                                                                                  2 * math.pi)], abs=1e-6)
+
+
+def turned_box_reference(box, degrees, radius, stroke):
+    """Per-pixel coverage of a box turned about its centre (fill, outline) from 16x16 samples."""
+    from test_rendering import pixel_mean, rounded_box_distance, samples, turned
+
+    X, Y = turned(*samples(), ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), degrees)
+    d = rounded_box_distance(X, Y, box, min(radius, (box[2] - box[0]) / 2, (box[3] - box[1]) / 2))
+    return pixel_mean(d <= 0), pixel_mean(np.abs(d) <= stroke / 2)
+
+
+@pytest.mark.parametrize("degrees", [0, 30, 90, 137])
+def test_oriented_box_marker_against_a_supersampled_box(degrees):
+    from test_rendering import assert_close
+
+    box, radius, stroke = (9.3, 12.1, 35.2, 26.7), 4.0, 2.5
+    fill, outline = turned_box_reference(box, degrees, radius, stroke)
+    boxes = '[{"x1": %g, "y1": %g, "x2": %g, "y2": %g, "angle": %g}]' % (*box, degrees)
+    alpha = lambda **kw: Node.run(torch.zeros(1, 37, 45, 3), boxes=boxes, labels="none", corner_radius=radius,  # noqa: E731
+                                  **kw)[1][0].numpy()
+    assert_close(alpha(stroke_width=stroke, fill_opacity=0.0), outline)
+    assert_close(alpha(stroke_width=0.0, fill_opacity=1.0), fill)
+    brackets = alpha(stroke_width=stroke, fill_opacity=0.0, corner_length=5.0)
+    assert 0 < brackets.sum() < alpha(stroke_width=stroke, fill_opacity=0.0).sum() - 10
+
+
+@pytest.mark.parametrize("degrees", [0, 30, 90, 137])
+def test_oriented_ellipse_marker_is_filled_and_turned(degrees):
+    """The inscribed ellipse, turned with its box: the fill in the box's fill colour under the outline."""
+    from test_rendering import assert_close, ellipse_inside, pixel_mean, samples
+
+    box, stroke, fill_opacity = (9.3, 10.1, 37.2, 26.7), 2.0, 0.4
+    centre, radii = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), ((box[2] - box[0]) / 2, (box[3] - box[1]) / 2)
+    inside, distance = ellipse_inside(*samples(), centre, radii, degrees, stroke / 2 + 0.01)
+    boxes = '[{"x1": %g, "y1": %g, "x2": %g, "y2": %g, "angle": %g}]' % (*box, degrees)
+    alpha = Node.run(torch.zeros(1, 37, 45, 3), boxes=boxes, labels="none", marker="ellipse", stroke_width=stroke,
+                     fill_opacity=fill_opacity)[1][0].numpy()
+    assert_close(alpha, pixel_mean(np.maximum(fill_opacity * inside, distance <= stroke / 2)))
+
+
+def test_oriented_boxes_keep_their_marks_and_labels_upright():
+    """Labels sit at their anchor on the turned box's upright bounds; dots stay at the centre; halos turn."""
+    turned = '[{"x1": 50, "y1": 40, "x2": 110, "y2": 80, "angle": 90, "label": "cat"}]'
+    upright = '[{"x1": 60, "y1": 30, "x2": 100, "y2": 90, "label": "cat"}]'  # the same bounds
+    run = lambda boxes, **kw: Node.run(torch.zeros(1, 120, 160, 3), boxes=boxes, label_size=12, **kw)[1]  # noqa: E731
+    labelled = [label_extent(run(boxes, labels="label", stroke_width=0.0, fill_opacity=0.0)) for boxes in (turned, upright)]
+    assert labelled[0] == labelled[1]
+    for marker in ("box", "dot", "halo", "ellipse"):
+        a, b = (run(boxes, labels="none", marker=marker, stroke_width=2.0, fill_opacity=0.3) for boxes in (turned, upright))
+        assert (a - b).abs().max() < 1e-4, marker  # a quarter turn of a 60 x 40 box is the 40 x 60 one
+
+
+@pytest.mark.parametrize("box,message", [
+    ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": NaN}', "box 0 (frame 0) has a non-finite angle"),
+    ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": -Infinity}', "has a non-finite angle"),
+    ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": "30"}', "has a non-numeric angle"),
+    ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": true}', "has a non-numeric angle"),
+    ('{"xywhr": [1, 2, 3, 4]}', "has xywhr [1, 2, 3, 4]; expected [cx, cy, w, h, r]"),
+    ('{"xywhr": [1, 2, 3, 4, NaN]}', "has a non-finite xywhr angle"),
+    ('{"xywhr": [1, 2, 3, 4, %d]}' % 10**400, "has an xywhr angle out of range"),
+    ('{"xywhr": [1, 2, 3, 4, 0.5], "angle": 10}', "gives its angle twice"),
+    ('{"points": [[0, 0], [4, 0], [4, 2]]}', "expected 4 corners"),
+    ('{"points": [[0, 0], [4, 0], [4, 2], [0, NaN]]}', "has a non-finite coordinate"),
+    ('{"points": [[0, 0], [40, 0], [30, 20], [0, 20]]}', "not the corners of a rectangle"),
+    ('{"points": [[0, 0], [4, 2], [4, 0], [0, 2]]}', "not the corners of a rectangle"),
+    ('{"points": "0 0 4 0 4 2 0 2"}', "expected 4 corners"),
+])
+def test_bad_oriented_boxes_name_the_input(box, message):
+    import re
+
+    with pytest.raises(ValueError, match="^boxes: .*" + re.escape(message)):
+        render(boxes="[%s]" % box)

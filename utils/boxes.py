@@ -1,9 +1,15 @@
 """Every box source of DESIGN.md (JSON, BBOX, SEGS, MASK) parsed into one flat table.
 
 After parsing there is one code path: `BoxTable` holds all boxes of all frames, in frame order.
+
+A JSON box may be turned about its centre (oriented boxes, e.g. from OBB detectors): an "angle" in
+degrees, clockwise on screen, beside any of its forms; or ultralytics' forms, "xywhr": [cx, cy, w, h,
+r] (centre, size, r in radians clockwise on screen) or "points": its 4 corners in order around it
+([[x, y], ...] or 8 numbers).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,8 +26,10 @@ MAX_BOXES = 200_000
 
 @dataclass
 class BoxTable:
-    """N boxes over a batch: frame int64 [N], xyxy float32 [N,4] (x1 <= x2, y1 <= y2), and per box
-    label (str or None), track id (int or None), score (float or None), colour (hex or None)."""
+    """N boxes over a batch: frame int64 [N], xyxy float32 [N,4] (x1 <= x2, y1 <= y2: the box before it
+    turns), angle float32 [N] (radians, clockwise on screen, about the box's centre; in [-pi, pi]),
+    and per box label (str or None), track id (int or None), score (float or None), colour (hex or
+    None)."""
 
     frame: torch.Tensor
     xyxy: torch.Tensor
@@ -29,9 +37,66 @@ class BoxTable:
     id: list = field(default_factory=list)
     score: list = field(default_factory=list)
     color: list = field(default_factory=list)
+    angle: torch.Tensor | None = None
+
+    def __post_init__(self):
+        if self.angle is None:
+            self.angle = torch.zeros(len(self))
 
     def __len__(self) -> int:
         return int(self.frame.shape[0])
+
+    def bounds(self) -> torch.Tensor:
+        """float32 [N,4]: the axis-aligned bounds of the turned boxes (xyxy itself where unturned)."""
+        centre, half = (self.xyxy[:, :2] + self.xyxy[:, 2:]) / 2, (self.xyxy[:, 2:] - self.xyxy[:, :2]) / 2
+        cos, sin = torch.cos(self.angle).abs(), torch.sin(self.angle).abs()
+        extent = torch.stack([cos * half[:, 0] + sin * half[:, 1], sin * half[:, 0] + cos * half[:, 1]], 1)
+        turned = torch.cat([centre - extent, centre + extent], 1)
+        return torch.where((self.angle == 0)[:, None], self.xyxy, turned)
+
+
+# How far 4 corners may be from a rectangle's (the midpoints of the diagonals apart, the diagonals'
+# lengths apart): a pixel, and 1% of the longer diagonal for corners rounded by a detector's format
+RECTANGLE_TOLERANCE_PX = 1.0
+RECTANGLE_TOLERANCE = 0.01
+
+
+def _angle(value, where: str, input_name: str, key: str, full_turn: float) -> float:
+    """A finite number as a float reduced into (-full_turn, full_turn) (exactly, for integers of any size)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{input_name}: {where} has a non-numeric {key} {short(value)}")
+    if isinstance(value, int) and full_turn == 360.0:
+        return float(value % 360)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"{input_name}: {where} has an {key} out of range {short(value)}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{input_name}: {where} has a non-finite {key} {short(value)}")
+    return math.fmod(number, full_turn)
+
+
+def _corners(points, where: str, input_name: str) -> tuple[list[float], float]:
+    """(xyxy of the box before it turns, angle in radians) of a rectangle given by its 4 corners in order
+    around it: [[x, y], ...] or 8 numbers. Its first side (corner 0 to corner 1) gives the width and the
+    angle."""
+    if isinstance(points, (list, tuple)) and len(points) == 4 and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 for p in points):
+        points = [v for p in points for v in p]
+    if not isinstance(points, (list, tuple)) or len(points) != 8:
+        raise ValueError(f"{input_name}: {where} has points {short(points)}; expected 4 corners [[x, y], ...] "
+                         f"or 8 numbers")
+    p = np.array(coordinates(points, where, input_name)).reshape(4, 2)
+    diagonals = np.hypot(*(p[2] - p[0])), np.hypot(*(p[3] - p[1]))
+    tolerance = RECTANGLE_TOLERANCE_PX + RECTANGLE_TOLERANCE * max(diagonals)
+    if np.hypot(*(p[0] + p[2] - p[1] - p[3])) / 2 > tolerance or abs(diagonals[0] - diagonals[1]) > tolerance:
+        raise ValueError(f"{input_name}: {where} has points {short(points)} that are not the corners of a "
+                         f"rectangle in order around it")
+    centre = p.mean(0)
+    width = (np.hypot(*(p[1] - p[0])) + np.hypot(*(p[2] - p[3]))) / 2
+    height = (np.hypot(*(p[3] - p[0])) + np.hypot(*(p[2] - p[1]))) / 2
+    angle = math.atan2(p[1, 1] - p[0, 1], p[1, 0] - p[0, 0])
+    return [centre[0] - width / 2, centre[1] - height / 2, centre[0] + width / 2, centre[1] + height / 2], angle
 
 
 def _is_box(item) -> bool:
@@ -43,22 +108,40 @@ def _is_box(item) -> bool:
 
 def _box_record(item, where: str, input_name: str) -> dict:
     if isinstance(item, dict):
-        if all(k in item for k in ("x1", "y1", "x2", "y2")):
+        angle = 0.0
+        if "points" in item or "xywhr" in item:
+            if "angle" in item or ("points" in item and "xywhr" in item):
+                raise ValueError(f"{input_name}: {where} gives its angle twice (points and xywhr carry one; "
+                                 f"angle goes with x1,y1,x2,y2 or x,y,w,h), got {short(item)}")
+        if "points" in item:
+            xyxy, angle = _corners(item["points"], where, input_name)
+        elif "xywhr" in item:
+            form = item["xywhr"]
+            if not isinstance(form, (list, tuple)) or len(form) != 5:
+                raise ValueError(f"{input_name}: {where} has xywhr {short(form)}; expected [cx, cy, w, h, r] "
+                                 f"(r in radians)")
+            cx, cy, w, h = coordinates(form[:4], where, input_name)
+            xyxy = coordinates([cx - abs(w) / 2, cy - abs(h) / 2, cx + abs(w) / 2, cy + abs(h) / 2], where, input_name)
+            angle = _angle(form[4], where, input_name, "xywhr angle", 2 * math.pi)
+        elif all(k in item for k in ("x1", "y1", "x2", "y2")):
             xyxy = coordinates([item[k] for k in ("x1", "y1", "x2", "y2")], where, input_name)
         elif all(k in item for k in ("x", "y", "w", "h")):
             x, y, w, h = coordinates([item[k] for k in ("x", "y", "w", "h")], where, input_name)
             xyxy = coordinates([x, y, x + w, y + h], where, input_name)
         else:
-            raise ValueError(f"{input_name}: {where} needs numeric x1,y1,x2,y2 or x,y,w,h, got {short(item)}")
+            raise ValueError(f"{input_name}: {where} needs numeric x1,y1,x2,y2 or x,y,w,h (or xywhr, or 4 corner "
+                             f"points), got {short(item)}")
+        if "angle" in item:
+            angle = math.radians(_angle(item["angle"], where, input_name, "angle", 360.0))
         record = {"xyxy": xyxy, "label": item.get("label"), "id": item.get("id"), "score": item.get("score"),
-                  "color": item.get("color")}
+                  "color": item.get("color"), "angle": math.remainder(angle, 2 * math.pi)}
         if record["id"] is not None and not isinstance(record["id"], int):
             raise ValueError(f"{input_name}: {where} has a non-integer id {record['id']!r}")
         if record["score"] is not None and not isinstance(record["score"], (int, float)):
             raise ValueError(f"{input_name}: {where} has a non-numeric score {record['score']!r}")
     else:
         xyxy = coordinates(item, where, input_name)
-        record = {"xyxy": xyxy, "label": None, "id": None, "score": None, "color": None}
+        record = {"xyxy": xyxy, "label": None, "id": None, "score": None, "color": None, "angle": 0.0}
     return record
 
 
@@ -84,7 +167,8 @@ def _table(frames: list[list[dict]]) -> BoxTable:
     xyxy = torch.tensor([r["xyxy"] for _, r in records], dtype=torch.float32).reshape(-1, 4)
     xyxy = torch.stack([xyxy[:, [0, 2]].amin(1), xyxy[:, [1, 3]].amin(1),
                         xyxy[:, [0, 2]].amax(1), xyxy[:, [1, 3]].amax(1)], dim=1)
-    return BoxTable(frame, xyxy, *([r[key] for _, r in records] for key in ("label", "id", "score", "color")))
+    angle = torch.tensor([r.get("angle", 0.0) for _, r in records], dtype=torch.float32)
+    return BoxTable(frame, xyxy, *([r[key] for _, r in records] for key in ("label", "id", "score", "color")), angle)
 
 
 def from_lists(data, batch: int, input_name: str) -> BoxTable:
