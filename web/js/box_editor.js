@@ -1,8 +1,8 @@
 // Box editor for RasterKit_BoundingBoxRenderer: shows the first input frame of the last run (or an
 // empty canvas of the last frame size) with the boxes of the `boxes` input, styled like the node
-// will draw them. Drag on empty space to draw a box, drag a box to move it, drag its lower-right
-// corner to resize it, double-click a box (or select it and press Delete) to remove it. Every edit
-// writes the JSON back into `boxes`.
+// will draw them (oriented boxes turned). Drag on empty space to draw a box, drag a box to move it, drag
+// its lower-right corner (in its own frame) to resize it, double-click a box (or select it and press
+// Delete) to remove it. Every edit writes the JSON back into `boxes`.
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 import { FrameCanvas, registerFrameEditor } from "./frame_canvas.js";
@@ -29,18 +29,46 @@ function crc32(text) {
   return (c ^ 0xffffffff) >>> 0;
 }
 
+// The box before it turns about its centre, [x1, y1, x2, y2], and its angle (radians, clockwise on screen),
+// as the node reads them: x1,y1,x2,y2 or x,y,w,h with an angle in degrees, ultralytics' xywhr (radians),
+// or 4 corner points in order around the box (the first side sets the width and the angle).
+function boxShape(item) {
+  if (Array.isArray(item)) return { coords: item.slice(0, 4).map(Number), angle: 0 };
+  if (Array.isArray(item.xywhr)) {
+    const [cx, cy, w, h, r] = item.xywhr.map(Number);
+    const [hw, hh] = [Math.abs(w) / 2, Math.abs(h) / 2];
+    return { coords: [cx - hw, cy - hh, cx + hw, cy + hh], angle: r };
+  }
+  if (Array.isArray(item.points)) {
+    const p = item.points.flat().map(Number);
+    const [cx, cy] = [(p[0] + p[2] + p[4] + p[6]) / 4, (p[1] + p[3] + p[5] + p[7]) / 4];
+    const hw = (Math.hypot(p[2] - p[0], p[3] - p[1]) + Math.hypot(p[4] - p[6], p[5] - p[7])) / 4;
+    const hh = (Math.hypot(p[6] - p[0], p[7] - p[1]) + Math.hypot(p[4] - p[2], p[5] - p[3])) / 4;
+    return { coords: [cx - hw, cy - hh, cx + hw, cy + hh], angle: Math.atan2(p[3] - p[1], p[2] - p[0]) };
+  }
+  const coords = "x1" in item ? [item.x1, item.y1, item.x2, item.y2] : [item.x, item.y, item.x + item.w, item.y + item.h];
+  return { coords: coords.map(Number), angle: ((Number(item.angle) || 0) * Math.PI) / 180 };
+}
+
 function boxCoords(item) {
-  if (Array.isArray(item)) return item.slice(0, 4).map(Number);
-  if ("x1" in item) return [item.x1, item.y1, item.x2, item.y2].map(Number);
-  return [item.x, item.y, item.x + item.w, item.y + item.h].map(Number);
+  return boxShape(item).coords;
+}
+
+// A point [x, y] in the frame of a box turned by `angle` about the centre of coords (the box's own axes).
+function intoBox([x, y], coords, angle) {
+  const [cx, cy] = [(coords[0] + coords[2]) / 2, (coords[1] + coords[3]) / 2];
+  const [dx, dy] = [x - cx, y - cy];
+  return [cx + dx * Math.cos(angle) + dy * Math.sin(angle), cy - dx * Math.sin(angle) + dy * Math.cos(angle)];
 }
 
 function withCoords(item, [x1, y1, x2, y2]) {
   const round = (v) => Math.round(v * 10) / 10;
   const c = [Math.min(x1, x2), Math.min(y1, y2), Math.max(x1, x2), Math.max(y1, y2)].map(round);
   if (Array.isArray(item)) return c;
-  const { x, y, w, h, ...rest } = item;
-  return { ...rest, x1: c[0], y1: c[1], x2: c[2], y2: c[3] };
+  const { angle } = boxShape(item);
+  const { x, y, w, h, xywhr, points, ...rest } = item;
+  const turned = xywhr || points ? { angle: round((angle * 180) / Math.PI) } : {}; // the node's other form
+  return { ...rest, x1: c[0], y1: c[1], x2: c[2], y2: c[3], ...turned };
 }
 
 class BoxEditor extends FrameCanvas {
@@ -72,9 +100,11 @@ class BoxEditor extends FrameCanvas {
   hit(x, y, items) {
     const handle = HANDLE / this.fit().scale;
     for (let i = items.length - 1; i >= 0; i--) {
-      const [x1, y1, x2, y2] = boxCoords(items[i]);
-      if (Math.abs(x - x2) < handle && Math.abs(y - y2) < handle) return { index: i, mode: "resize" };
-      if (x >= x1 && x <= x2 && y >= y1 && y <= y2) return { index: i, mode: "move" };
+      const { coords, angle } = boxShape(items[i]);
+      const [x1, y1, x2, y2] = coords;
+      const [u, v] = intoBox([x, y], coords, angle); // a turned box is hit in its own frame
+      if (Math.abs(u - x2) < handle && Math.abs(v - y2) < handle) return { index: i, mode: "resize" };
+      if (u >= x1 && u <= x2 && v >= y1 && v <= y2) return { index: i, mode: "move" };
     }
     return null;
   }
@@ -102,8 +132,12 @@ class BoxEditor extends FrameCanvas {
     event.stopPropagation();
     const { items } = this.boxes();
     const [x, y] = this.toImage(event);
-    const [dx, dy] = [x - this.drag.start[0], y - this.drag.start[1]];
+    let [dx, dy] = [x - this.drag.start[0], y - this.drag.start[1]];
     const [x1, y1, x2, y2] = this.drag.original;
+    if (this.drag.mode === "resize") { // along the box's own axes
+      const { angle } = boxShape(items[this.drag.index]);
+      [dx, dy] = [dx * Math.cos(angle) + dy * Math.sin(angle), -dx * Math.sin(angle) + dy * Math.cos(angle)];
+    }
     const coords = this.drag.mode === "move" ? [x1 + dx, y1 + dy, x2 + dx, y2 + dy] : [x1, y1, x2 + dx, y2 + dy];
     items[this.drag.index] = withCoords(items[this.drag.index], coords);
     this.write(items);
@@ -164,12 +198,17 @@ class BoxEditor extends FrameCanvas {
     const stroke = Number(this.value("stroke_width") ?? 3);
     const radius = Number(this.value("corner_radius") ?? 0);
     items.forEach((item, index) => {
-      let [x1, y1, x2, y2] = boxCoords(item);
+      const { coords, angle } = boxShape(item);
+      let [x1, y1, x2, y2] = coords;
       [x1, x2] = [Math.min(x1, x2), Math.max(x1, x2)];
       [y1, y2] = [Math.min(y1, y2), Math.max(y1, y2)];
       const r = Math.max(0, Math.min(radius, (x2 - x1) / 2, (y2 - y1) / 2)) * s;
+      ctx.save(); // a turned box turns about its centre
+      ctx.translate(((x1 + x2) / 2) * s, ((y1 + y2) / 2) * s);
+      ctx.rotate(angle || 0);
       ctx.beginPath();
-      ctx.roundRect(x1 * s, y1 * s, (x2 - x1) * s, (y2 - y1) * s, r);
+      ctx.roundRect(((x1 - x2) / 2) * s, ((y1 - y2) / 2) * s, (x2 - x1) * s, (y2 - y1) * s, r);
+      ctx.restore();
       ctx.fillStyle = ctx.strokeStyle = this.colour(item, index);
       ctx.globalAlpha = Number(this.value("fill_opacity") ?? 0);
       ctx.fill();
