@@ -1,16 +1,26 @@
 """Runs the CUDA kernels of the engines (utils/cuda.py's plumbing) on the CPU, so that CI (no GPU) tests their logic.
 
 The kernel source is compiled by the system C++ compiler with a small shim for the CUDA built-ins
-(blockIdx, threadIdx, atomicMin, ...), and a generated launcher runs the blocks one after another.
-Rounding follows IEEE like NVRTC with --fmad=false. Test aid only: users never need a compiler.
+(blockIdx, threadIdx, atomics, intrinsics, ...), and a generated launcher runs the blocks one after another.
+Rounding follows IEEE like NVRTC with --fmad=false; the fast intrinsics (__expf, __fdividef, rsqrtf, ...)
+give the exact functions' results, closer than the GPU's, so compare them with a tolerance.
+Test aid only: users never need a compiler.
 
-Within a block, threads run one after another where the source has no barrier. Where it has
-(`__syncthreads()`), they are cooperative threads (POSIX ucontext, one OS thread): each runs until
-its next barrier, in thread order, and when every thread of the block waits there all go on; so the
-schedule is deterministic and a barrier means what it means on the GPU. `__shared__` variables are
-the kernel's static locals, which is a block's shared memory since one block runs at a time. A
-barrier that some threads of a block pass while others have returned is a CUDA error: the launch
-raises. Warp functions are not emulated.
+Grids and blocks are 1-D (blockDim.x up to 1024, CUDA's limit). Kernel parameters: pointers to float,
+int, unsigned int, long long, unsigned long long and unsigned char (numpy arrays of that dtype) and scalars
+of int, unsigned int, long long, unsigned long long and float (numpy scalars of that type); typedefs of
+these in the source are understood.
+
+Within a block, threads run one after another where the kernel cannot reach a barrier. Where it can
+(`__syncthreads()` in its body or in a function or macro it uses), they are cooperative threads (POSIX
+ucontext, one OS thread, a stack of STACK_BYTES each): each runs until its next barrier, in thread
+order, and when every thread of the block waits there all go on; so the schedule is deterministic and
+a barrier means what it means on the GPU. `__shared__` variables are the kernel's static locals, which
+is a block's shared memory since one block runs at a time (a block must write them before it reads
+them, as on the GPU: they keep the last block's values). The rule for barriers is CUDA's: every thread
+of a block reaches each one; a barrier that some threads wait at while others have returned raises
+RuntimeError. Not emulated: dynamic (`extern __shared__`) shared memory, warp functions (shuffles,
+votes, __syncwarp), 2-D and 3-D launches; a kernel that uses them does not compile or is refused.
 """
 from __future__ import annotations
 
@@ -27,6 +37,8 @@ from pathlib import Path
 import numpy as np
 
 COMPILER = shutil.which("g++") or shutil.which("clang++")
+STACK_BYTES = 1 << 18  # per cooperative thread; untouched pages cost nothing
+MAX_BLOCK = 1024       # threads per block, CUDA's limit
 
 _SHIM = r"""
 #include <algorithm>
@@ -39,10 +51,65 @@ struct Dim { unsigned x, y, z; };
 static Dim blockIdx, threadIdx, blockDim, gridDim;
 #define __global__
 #define __device__
+#define __host__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+/* one block runs at a time, so a block's shared memory can be the kernel's static locals */
 #define __shared__ static
+using std::max;
+using std::min;
+
 static float __int_as_float(int bits) { float f; std::memcpy(&f, &bits, 4); return f; }
 static int __float_as_int(float f) { int bits; std::memcpy(&bits, &f, 4); return bits; }
+static float __uint_as_float(unsigned bits) { float f; std::memcpy(&f, &bits, 4); return f; }
+static unsigned __float_as_uint(float f) { unsigned bits; std::memcpy(&bits, &f, 4); return bits; }
+template <class T> static T __ldg(const T* address) { return *address; }
+/* macros: glibc's math.h declares functions of these names already */
+#define __expf expf
+#define __logf logf
+#define __sinf sinf
+#define __cosf cosf
+#define __powf powf
+static float __fdividef(float x, float y) { return x / y; }
+static float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+
+/* CUDA's atomics, with its overloads only (a kernel that NVRTC would refuse does not compile here either);
+   threads never interleave inside one, so plain updates are atomic */
+#define EMULATED_ATOMIC(NAME, T, UPDATE) \
+    static T NAME(T* address, T value) { T old = *address; *address = (UPDATE); return old; }
+EMULATED_ATOMIC(atomicAdd, int, (int)((unsigned)old + (unsigned)value))  /* wraps as on the GPU */
+EMULATED_ATOMIC(atomicAdd, unsigned, old + value)
+EMULATED_ATOMIC(atomicAdd, unsigned long long, old + value)
+EMULATED_ATOMIC(atomicAdd, float, old + value)
+EMULATED_ATOMIC(atomicSub, int, (int)((unsigned)old - (unsigned)value))
+EMULATED_ATOMIC(atomicSub, unsigned, old - value)
+EMULATED_ATOMIC(atomicExch, int, value)
+EMULATED_ATOMIC(atomicExch, unsigned, value)
+EMULATED_ATOMIC(atomicExch, unsigned long long, value)
+EMULATED_ATOMIC(atomicExch, float, value)
+EMULATED_ATOMIC(atomicMin, int, value < old ? value : old)
+EMULATED_ATOMIC(atomicMin, unsigned, value < old ? value : old)
+EMULATED_ATOMIC(atomicMin, long long, value < old ? value : old)
+EMULATED_ATOMIC(atomicMin, unsigned long long, value < old ? value : old)
+EMULATED_ATOMIC(atomicMax, int, value > old ? value : old)
+EMULATED_ATOMIC(atomicMax, unsigned, value > old ? value : old)
+EMULATED_ATOMIC(atomicMax, long long, value > old ? value : old)
+EMULATED_ATOMIC(atomicMax, unsigned long long, value > old ? value : old)
+EMULATED_ATOMIC(atomicAnd, int, old & value)
+EMULATED_ATOMIC(atomicAnd, unsigned, old & value)
+EMULATED_ATOMIC(atomicAnd, unsigned long long, old & value)
+EMULATED_ATOMIC(atomicOr, int, old | value)
+EMULATED_ATOMIC(atomicOr, unsigned, old | value)
+EMULATED_ATOMIC(atomicOr, unsigned long long, old | value)
+EMULATED_ATOMIC(atomicXor, int, old ^ value)
+EMULATED_ATOMIC(atomicXor, unsigned, old ^ value)
+EMULATED_ATOMIC(atomicXor, unsigned long long, old ^ value)
+template <class T> static T atomicCAS(T* address, T compare, T value) {
+    T old = *address;
+    if (old == compare) *address = value;
+    return old;
+}
 
 /* cooperative threads of one block: each a context with its own stack */
 enum { EMULATED_READY, EMULATED_WAITING, EMULATED_DONE };
@@ -51,9 +118,13 @@ static ucontext_t* emulated_context;
 static int* emulated_state;
 static long long emulated_thread;
 static std::function<void()> emulated_body;
+static int emulated_unexpected_barrier;  /* a kernel run sequentially met a barrier: the emulator misjudged it */
 
 static void __syncthreads() {
-    if (!emulated_context) return;  /* a sequential run: no other thread to wait for */
+    if (!emulated_context) {
+        emulated_unexpected_barrier = 1;
+        return;
+    }
     emulated_state[emulated_thread] = EMULATED_WAITING;
     swapcontext(&emulated_context[emulated_thread], &emulated_scheduler);
 }
@@ -80,48 +151,77 @@ static int emulated_run_block(long long threads, size_t stack_bytes, char* stack
             threadIdx.x = (unsigned)t;
             swapcontext(&emulated_scheduler, &emulated_context[t]);
         }
-        long long waiting = 0, done = 0;
-        for (long long t = 0; t < threads; ++t) {
-            waiting += emulated_state[t] == EMULATED_WAITING;
-            done += emulated_state[t] == EMULATED_DONE;
-        }
+        long long done = 0;
+        for (long long t = 0; t < threads; ++t) done += emulated_state[t] == EMULATED_DONE;
         if (done == threads) return 0;
         if (done > 0) return 1;
         for (long long t = 0; t < threads; ++t) emulated_state[t] = EMULATED_READY;
     }
 }
-using std::max;
-using std::min;
-static long long atomicMin(long long* address, long long value) {
-    long long old = *address;
-    if (value < old) *address = value;
-    return old;
-}
 """
 
-_POINTER_TYPES = {"float": np.float32, "long long": np.int64, "int": np.int32}
+_TYPES = {"float": np.float32, "int": np.int32, "unsigned": np.uint32, "unsigned int": np.uint32,
+          "long long": np.int64, "long long int": np.int64, "unsigned long long": np.uint64,
+          "unsigned long long int": np.uint64, "unsigned char": np.uint8}
+_KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "sizeof"}
+
+
+def _without_comments(source: str) -> str:
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+
+
+def _reaches_barrier(source: str, name: str) -> bool:
+    """Whether kernel `name` can reach __syncthreads(): in its body, or in a function or macro whose name
+    it uses, and so on. Errs towards yes (every such name counts as a call); the launcher of a kernel judged
+    barrier-free checks at run time that it meets none."""
+    code = _without_comments(source)
+    uses: dict[str, set[str]] = {}  # function or macro -> the names in its body
+    for match in re.finditer(r"#\s*define\s+(\w+)((?:[^\n]*\\\n)*[^\n]*)", code):
+        uses.setdefault(match.group(1), set()).update(re.findall(r"\w+", match.group(2)))
+    for match in re.finditer(r"(\w+)\s*\([^;{}]*\)\s*(?:const\s*)?\{", code):
+        if match.group(1) in _KEYWORDS:
+            continue
+        end, depth = match.end(), 1
+        while depth and end < len(code):
+            depth += {"{": 1, "}": -1}.get(code[end], 0)
+            end += 1
+        uses.setdefault(match.group(1), set()).update(re.findall(r"\w+", code[match.end():end]))
+    if name not in uses:
+        return "__syncthreads" in code
+    seen, pending = set(), [name]
+    while pending:
+        current = pending.pop()
+        if current == "__syncthreads":
+            return True
+        if current not in seen and current in uses:
+            seen.add(current)
+            pending.extend(uses[current])
+    return False
 
 
 class EmulatedKernel:
-    """Callable like cupy.RawKernel: kernel(grid, block, args) with numpy arrays for pointers."""
+    """Callable like cupy.RawKernel: kernel(grid, block, args) with numpy arrays for pointers and numpy
+    scalars of the parameters' types."""
 
     def __init__(self, source: str, name: str):
         match = re.search(r"void\s+" + name + r"\s*\((.*?)\)\s*\{", source, re.S)
         self.parameters = [p.strip() for p in match.group(1).split(",")]
         names = [re.findall(r"\w+", p)[-1] for p in self.parameters]
-        self.cooperative = "__syncthreads" in source
+        typedefs = dict((alias, " ".join(kind.split()))
+                        for kind, alias in re.findall(r"typedef\s+([\w\s]+?)\s+(\w+)\s*;", _without_comments(source)))
+        self.types = [self._type(p, typedefs) for p in self.parameters]
+        self.cooperative = _reaches_barrier(source, name)
         call = f"{name}({', '.join(names)});"
         if self.cooperative:
             body = f"""
-    const size_t stack_bytes = 1 << 17;
-    char* stacks = (char*)std::malloc(stack_bytes * emulated_block);
+    char* stacks = (char*)std::malloc((size_t){STACK_BYTES} * emulated_block);
     emulated_context = new ucontext_t[emulated_block];
     emulated_state = new int[emulated_block];
     emulated_body = [&]() {{ {call} }};
     int failed = 0;
     for (long long b = 0; b < emulated_grid && !failed; ++b) {{
         blockIdx.x = (unsigned)b;
-        failed = emulated_run_block(emulated_block, stack_bytes, stacks);
+        failed = emulated_run_block(emulated_block, {STACK_BYTES}, stacks);
     }}
     delete[] emulated_context;
     delete[] emulated_state;
@@ -130,13 +230,14 @@ class EmulatedKernel:
     return failed;"""
         else:
             body = f"""
+    emulated_unexpected_barrier = 0;
     for (long long b = 0; b < emulated_grid; ++b)
         for (long long t = 0; t < emulated_block; ++t) {{
             blockIdx.x = (unsigned)b;
             threadIdx.x = (unsigned)t;
             {call}
         }}
-    return 0;"""
+    return emulated_unexpected_barrier ? 2 : 0;"""
         launcher = f"""
 extern "C" int launch(long long emulated_grid, long long emulated_block, {match.group(1)}) {{
     blockDim.x = (unsigned)emulated_block;
@@ -153,40 +254,48 @@ extern "C" int launch(long long emulated_grid, long long emulated_block, {match.
             subprocess.run([COMPILER, "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-o", str(library), str(cpp)],
                            check=True)
         self.launch = ctypes.CDLL(str(library)).launch
-        self.launch.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + [self._ctype(p) for p in self.parameters]
+        self.launch.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + [
+            ctypes.c_void_p if "*" in p else np.ctypeslib.as_ctypes_type(t) for p, t in zip(self.parameters, self.types)]
         self.launch.restype = ctypes.c_int
         self.name = name
 
     @staticmethod
-    def _pointee(parameter: str) -> str:
-        return parameter.replace("const ", "").split("*")[0].strip()
-
-    def _ctype(self, parameter: str):
-        if "*" in parameter:
-            return ctypes.c_void_p
-        return ctypes.c_int if parameter.split()[0] == "int" else ctypes.c_longlong
+    def _type(parameter: str, typedefs: dict[str, str]):
+        """The numpy type of a scalar parameter or of what a pointer parameter points to."""
+        words = [w for w in re.findall(r"\w+", parameter.split("*")[0]) if w not in ("const", "__restrict__")]
+        if "*" not in parameter:
+            words = words[:-1]  # the parameter's name
+        kind = " ".join(words)
+        kind = typedefs.get(kind, kind)
+        assert kind in _TYPES, f"emulated kernel parameter {parameter!r}: type {kind!r} is not emulated"
+        return _TYPES[kind]
 
     def __call__(self, grid, block, args):
         assert len(args) == len(self.parameters), (len(args), self.parameters)
+        assert all(n == 1 for n in (*grid[1:], *block[1:])), f"1-D launches only: grid {grid}, block {block}"
+        assert 1 <= block[0] <= MAX_BLOCK, f"{block[0]} threads per block: CUDA allows 1 to {MAX_BLOCK}"
         values = []
-        for parameter, value in zip(self.parameters, args):
+        for parameter, kind, value in zip(self.parameters, self.types, args):
             if "*" in parameter:  # the dtype the kernel reads must be the array's
-                assert value.dtype == _POINTER_TYPES[self._pointee(parameter)], (parameter, value.dtype)
+                assert value.dtype == kind, (parameter, value.dtype)
                 assert value.flags.c_contiguous, parameter
                 values.append(value.ctypes.data)
             else:
-                expected = np.int32 if self._ctype(parameter) is ctypes.c_int else np.int64
-                assert type(value) is expected, (parameter, type(value))
-                values.append(int(value))
-        if self.launch(grid[0], block[0], *values):
+                assert type(value) is kind, (parameter, type(value))
+                values.append(value.item())
+        failed = self.launch(grid[0], block[0], *values)
+        if failed == 1:
             raise RuntimeError(f"emulated kernel {self.name}: a __syncthreads() was not reached by every thread of "
                                "a block (some had returned)")
+        if failed == 2:
+            raise RuntimeError(f"emulated kernel {self.name} reached a __syncthreads() though the emulator found none "
+                               "in its calls and ran its threads one after another: results not to be trusted")
 
 
 def install(monkeypatch) -> None:
     """Route the engines (utils/cuda.py's plumbing) to the emulator on CPU tensors, and let the callers take the
-    kernel path on the CPU (unless RASTERKIT_DISABLE_CUPY is set, as on the real device): every engine module
-    that asks `cupy_usable` is answered yes."""
+    kernel path on the CPU (unless RASTERKIT_DISABLE_CUPY is set, as on the real device): every module of
+    rasterkit.utils and its subpackages that has a `cupy_usable` is answered yes."""
     import importlib
     import os
     import pkgutil
@@ -205,5 +314,5 @@ def install(monkeypatch) -> None:
     # .numpy() shares memory with a contiguous CPU tensor, so in-place writes land in the tensor
     monkeypatch.setattr(cuda, "arrays", lambda *tensors: [t.contiguous().numpy() for t in tensors])
     for name, module in list(sys.modules.items()):
-        if name.startswith("rasterkit.utils") and hasattr(module, "cupy_usable") and name != "rasterkit.utils.device":
+        if name.startswith("rasterkit.utils") and hasattr(module, "cupy_usable"):
             monkeypatch.setattr(module, "cupy_usable", usable)

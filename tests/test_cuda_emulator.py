@@ -6,6 +6,10 @@ import pytest
 import cuda_emulator
 
 SOURCE = r"""
+typedef unsigned long long u64;
+
+__device__ inline void block_barrier() { __syncthreads(); }
+
 extern "C" __global__ void block_sums(const float* values, float* sums, int n) {
     __shared__ float partial[64];
     int t = threadIdx.x;
@@ -19,19 +23,30 @@ extern "C" __global__ void block_sums(const float* values, float* sums, int n) {
     if (t == 0) sums[blockIdx.x] = partial[0];
 }
 
-/* each round every thread adds its left neighbour's value of the round before */
-extern "C" __global__ void ring_rounds(float* out, int rounds) {
-    __shared__ float value[32];
+/* each round every thread takes its left neighbour's value of the round before, plus one */
+extern "C" __global__ void ring_rounds(int* out, int rounds) {
+    __shared__ int value[32];
     int t = threadIdx.x, n = blockDim.x;
-    value[t] = (float)(t + 100 * blockIdx.x);
-    __syncthreads();
+    value[t] = t + 100 * blockIdx.x;
+    block_barrier();  /* through a device function */
     for (int r = 0; r < rounds; ++r) {
-        float left = value[(t + n - 1) % n];
+        int left = value[(t + n - 1) % n];
         __syncthreads();
-        value[t] += left;
+        value[t] = left + 1;
         __syncthreads();
     }
     out[blockIdx.x * n + t] = value[t];
+}
+
+/* no barrier; its source has one (ring_rounds) */
+extern "C" __global__ void scaled(const unsigned char* bytes, u64* wide, unsigned int* narrow, float* out,
+                                  float factor, unsigned long long offset, unsigned int n, int* total) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = __fdividef(bytes[i] * factor, 2.0f) + rsqrtf(4.0f) + __expf(0.0f) + fminf(__ldg(&out[i]), 0.0f);
+    wide[i] = offset + bytes[i];
+    narrow[i] = __float_as_int(1.0f) + i;
+    atomicAdd(total, (int)bytes[i]);
 }
 
 extern "C" __global__ void early_return(float* out) {
@@ -50,22 +65,47 @@ def compiler():
 def test_a_shared_memory_reduction_with_barriers_sums_each_block():
     values = np.arange(200, dtype=np.float32)
     sums = np.zeros(4, dtype=np.float32)
-    cuda_emulator.EmulatedKernel(SOURCE, "block_sums")((4,), (64,), (values, sums, np.int32(200)))
+    kernel = cuda_emulator.EmulatedKernel(SOURCE, "block_sums")
+    assert kernel.cooperative
+    kernel((4,), (64,), (values, sums, np.int32(200)))
     assert sums.tolist() == [values[b * 64:(b + 1) * 64].sum() for b in range(4)]
 
 
 def test_rounds_of_neighbour_exchange_see_every_write_of_the_round_before():
     threads, rounds, blocks = 8, 50, 3
-    out = np.zeros(blocks * threads, dtype=np.float32)
-    cuda_emulator.EmulatedKernel(SOURCE, "ring_rounds")((blocks,), (threads,), (out, np.int32(rounds)))
-    for b in range(blocks):  # a block starts from its own values: no shared contents leak between blocks
-        value = np.arange(threads, dtype=np.float64) + 100 * b
-        for _ in range(rounds):
-            value = value + np.roll(value, 1)
-        assert np.allclose(out[b * threads:(b + 1) * threads], value, rtol=1e-6)
+    out = np.zeros(blocks * threads, dtype=np.int32)
+    kernel = cuda_emulator.EmulatedKernel(SOURCE, "ring_rounds")
+    assert kernel.cooperative
+    kernel((blocks,), (threads,), (out, np.int32(rounds)))
+    for b in range(blocks):  # each block starts from its own values: no shared contents leak between blocks
+        start = np.arange(threads) + 100 * b
+        assert out[b * threads:(b + 1) * threads].tolist() == (np.roll(start, rounds) + rounds).tolist()
+
+
+def test_a_kernel_without_barriers_runs_its_threads_in_turn_with_every_parameter_type():
+    n = 300
+    bytes_ = np.arange(n, dtype=np.uint8)  # wraps at 256
+    wide, narrow = np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=np.uint32)
+    out, total = np.ones(n, dtype=np.float32), np.zeros(1, dtype=np.int32)
+    kernel = cuda_emulator.EmulatedKernel(SOURCE, "scaled")
+    assert not kernel.cooperative
+    kernel((3,), (128,), (bytes_, wide, narrow, out, np.float32(3.0), np.uint64(2 ** 63), np.uint32(n), total))
+    assert out.tolist() == (bytes_ * np.float32(1.5) + np.float32(1.5)).tolist()
+    assert wide.tolist() == [2 ** 63 + int(b) for b in bytes_]
+    assert narrow.tolist() == [0x3F800000 + i for i in range(n)]
+    assert total.tolist() == [int(bytes_.sum(dtype=np.int64))]
 
 
 def test_a_barrier_some_threads_returned_from_is_an_error():
     out = np.zeros(8, dtype=np.float32)
     with pytest.raises(RuntimeError, match="__syncthreads"):
         cuda_emulator.EmulatedKernel(SOURCE, "early_return")((1,), (8,), (out,))
+
+
+def test_a_launch_cuda_would_refuse_is_refused():
+    out = np.zeros(8, dtype=np.int32)
+    kernel = cuda_emulator.EmulatedKernel(SOURCE, "ring_rounds")
+    with pytest.raises(AssertionError, match="threads per block"):
+        kernel((1,), (2048,), (out, np.int32(1)))
+    with pytest.raises(AssertionError):  # the scalar's type is the kernel's
+        kernel((1,), (8,), (out, 1))
