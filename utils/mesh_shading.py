@@ -34,19 +34,19 @@ def mip_pyramid(texture: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The mip levels of texture float [Ht,Wt,C] (each half the size of the one before, rounded down, to
     1x1; box-filtered by area) packed into texels float [T,C], and levels int64 [L,3]: each level's
     first texel, width and height."""
-    image, levels, sizes = texture.permute(2, 0, 1)[None], [texture.reshape(-1, texture.shape[-1])], []
-    height, width = texture.shape[:2]
-    sizes.append((width, height))
+    channels = texture.shape[-1]
+    image, height, width = texture.permute(2, 0, 1)[None], texture.shape[0], texture.shape[1]
+    pixels, sizes = [texture.reshape(-1, channels)], [(width, height)]
     while width > 1 or height > 1:
         width, height = max(1, width // 2), max(1, height // 2)
         image = F.interpolate(image, size=(height, width), mode="area")
-        levels.append(image[0].permute(1, 2, 0).reshape(-1, texture.shape[-1]))
+        pixels.append(image[0].permute(1, 2, 0).reshape(-1, channels))
         sizes.append((width, height))
-    offsets = [0]
+    first = [0]
     for w, h in sizes[:-1]:
-        offsets.append(offsets[-1] + w * h)
-    table = torch.tensor([[o, w, h] for o, (w, h) in zip(offsets, sizes)], dtype=torch.long, device=texture.device)
-    return torch.cat(levels), table
+        first.append(first[-1] + w * h)
+    table = torch.tensor([[o, w, h] for o, (w, h) in zip(first, sizes)], dtype=torch.long, device=texture.device)
+    return torch.cat(pixels), table
 
 
 def uv_level_of_detail(uv: torch.Tensor, covered: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -109,9 +109,12 @@ def matcap(view_normals: torch.Tensor, image: torch.Tensor, covered: torch.Tenso
     """Matcap colours [B,H,W,C]: image float [Hm,Wm,C] looked up (bilinear) at n.xy * 0.5 + 0.5 of
     view_normals float [B,H,W,3] (x right, y up: the image's top is up); 0 where covered [B,H,W] is
     False."""
-    texels, levels = image.reshape(-1, image.shape[-1]), image.new_tensor(
-        [[0, image.shape[1], image.shape[0]]]).long()
-    uv = (view_normals[..., :2] * 0.5 + 0.5).clamp(0.5 / max(image.shape[:2]), 1 - 0.5 / max(image.shape[:2]))
+    height, width = image.shape[:2]
+    levels = torch.tensor([[0, width, height]], device=image.device)
+    # within the outer texels' centres: no wrap to the opposite border
+    inset = view_normals.new_tensor([0.5 / width, 0.5 / height])
+    uv = torch.minimum(torch.maximum(view_normals[..., :2] * 0.5 + 0.5, inset), 1 - inset)
+    texels = image.reshape(-1, image.shape[-1])
     return sample_texture(texels, levels, uv, torch.zeros_like(uv[..., 0])) * covered[..., None]
 
 
