@@ -1,10 +1,9 @@
 """Runs the CUDA kernels of the engines (utils/cuda.py's plumbing) on the CPU, so that CI (no GPU) tests their logic.
 
 The kernel source is compiled by the system C++ compiler with a small shim for the CUDA built-ins
-(blockIdx, threadIdx, atomics, intrinsics, ...), and a generated launcher runs the blocks one after another.
-Rounding follows IEEE like NVRTC with --fmad=false; the fast intrinsics (__expf, __fdividef, rsqrtf, ...)
-give the exact functions' results, closer than the GPU's, so compare them with a tolerance.
-Test aid only: users never need a compiler.
+(blockIdx, threadIdx, the atomics and intrinsics the kernels use: add others as kernels need them), and
+a generated launcher runs the blocks one after another. Rounding follows IEEE like NVRTC with
+--fmad=false. Test aid only: users never need a compiler.
 
 Grids and blocks are 1-D (blockDim.x up to 1024, CUDA's limit). Kernel parameters: pointers to float,
 int, unsigned int, long long, unsigned long long and unsigned char (numpy arrays of that dtype) and scalars
@@ -62,52 +61,10 @@ using std::min;
 
 static float __int_as_float(int bits) { float f; std::memcpy(&f, &bits, 4); return f; }
 static int __float_as_int(float f) { int bits; std::memcpy(&bits, &f, 4); return bits; }
-static float __uint_as_float(unsigned bits) { float f; std::memcpy(&f, &bits, 4); return f; }
-static unsigned __float_as_uint(float f) { unsigned bits; std::memcpy(&bits, &f, 4); return bits; }
-template <class T> static T __ldg(const T* address) { return *address; }
-/* macros: glibc's math.h declares functions of these names already */
-#define __expf expf
-#define __logf logf
-#define __sinf sinf
-#define __cosf cosf
-#define __powf powf
-static float __fdividef(float x, float y) { return x / y; }
-static float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-
-/* CUDA's atomics, with its overloads only (a kernel that NVRTC would refuse does not compile here either);
-   threads never interleave inside one, so plain updates are atomic */
-#define EMULATED_ATOMIC(NAME, T, UPDATE) \
-    static T NAME(T* address, T value) { T old = *address; *address = (UPDATE); return old; }
-EMULATED_ATOMIC(atomicAdd, int, (int)((unsigned)old + (unsigned)value))  /* wraps as on the GPU */
-EMULATED_ATOMIC(atomicAdd, unsigned, old + value)
-EMULATED_ATOMIC(atomicAdd, unsigned long long, old + value)
-EMULATED_ATOMIC(atomicAdd, float, old + value)
-EMULATED_ATOMIC(atomicSub, int, (int)((unsigned)old - (unsigned)value))
-EMULATED_ATOMIC(atomicSub, unsigned, old - value)
-EMULATED_ATOMIC(atomicExch, int, value)
-EMULATED_ATOMIC(atomicExch, unsigned, value)
-EMULATED_ATOMIC(atomicExch, unsigned long long, value)
-EMULATED_ATOMIC(atomicExch, float, value)
-EMULATED_ATOMIC(atomicMin, int, value < old ? value : old)
-EMULATED_ATOMIC(atomicMin, unsigned, value < old ? value : old)
-EMULATED_ATOMIC(atomicMin, long long, value < old ? value : old)
-EMULATED_ATOMIC(atomicMin, unsigned long long, value < old ? value : old)
-EMULATED_ATOMIC(atomicMax, int, value > old ? value : old)
-EMULATED_ATOMIC(atomicMax, unsigned, value > old ? value : old)
-EMULATED_ATOMIC(atomicMax, long long, value > old ? value : old)
-EMULATED_ATOMIC(atomicMax, unsigned long long, value > old ? value : old)
-EMULATED_ATOMIC(atomicAnd, int, old & value)
-EMULATED_ATOMIC(atomicAnd, unsigned, old & value)
-EMULATED_ATOMIC(atomicAnd, unsigned long long, old & value)
-EMULATED_ATOMIC(atomicOr, int, old | value)
-EMULATED_ATOMIC(atomicOr, unsigned, old | value)
-EMULATED_ATOMIC(atomicOr, unsigned long long, old | value)
-EMULATED_ATOMIC(atomicXor, int, old ^ value)
-EMULATED_ATOMIC(atomicXor, unsigned, old ^ value)
-EMULATED_ATOMIC(atomicXor, unsigned long long, old ^ value)
-template <class T> static T atomicCAS(T* address, T compare, T value) {
-    T old = *address;
-    if (old == compare) *address = value;
+/* CUDA's atomics that the kernels use; threads never interleave inside one, so a plain update is atomic */
+static long long atomicMin(long long* address, long long value) {
+    long long old = *address;
+    if (value < old) *address = value;
     return old;
 }
 
