@@ -316,7 +316,7 @@ class MeshRasterizer(RasterKitNode):
                       "light turns with the camera; 0 is a headlight, 90 from the right)"),
         Float("light_elevation", 30.0, -90.0, 90.0, 1.0,
               tooltip="lambert: light direction above the camera's horizon in degrees (view space)"),
-        Bool("antialias", True, tooltip="render and render_alpha: blend pixels across silhouette edges by the "
+        Bool("antialias", False, tooltip="render and render_alpha: blend pixels across silhouette edges by the "
                                         "part of each the mesh covers (the other maps stay aliased)"),
         String("view_list", "0,0; 90,0; 180,0; 270,0; 0,90; 180,-90",
                tooltip="views=list: 'azimuth,elevation[,weight]; ...' in degrees, one view each (Hy3DCameraConfig "
