@@ -347,7 +347,7 @@ class MeshRasterizer(RasterKitNode):
     def run(cls, width=512, height=512, views="single", azimuth=30.0, elevation=20.0, distance=3.0,
             projection="perspective", fov=40.0, cull_back_faces=True, turn_six_views=False, mesh=None, trimesh=None,
             normal_space="view", depth_mode="normalized", shading="lambert", light_azimuth=30.0, light_elevation=30.0,
-            antialias=True, view_list="0,0; 90,0; 180,0; 270,0; 0,90; 180,-90", ortho_scale=0.0, matcap=None,
+            antialias=False, view_list="0,0; 90,0; 180,0; 270,0; 0,90; 180,-90", ortho_scale=0.0, matcap=None,
             camera_info=None):
         vertices, faces, fields = _mesh_tensors(mesh, trimesh)
         shade = _shading_inputs(shading, fields, matcap)

@@ -198,7 +198,6 @@ def test_v1_schema(node):
     assert node.CATEGORY.startswith("RasterKit") and node.DESCRIPTION
 
 
-# node modules whose tooltips are still being written (issue 17): expected to fail until they are done
 @pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
 def test_every_input_and_output_has_a_tooltip(node):
     missing = [spec.name for spec in node.INPUTS if not spec.tooltip]
@@ -209,6 +208,22 @@ def test_every_input_and_output_has_a_tooltip(node):
         assert all(options.get("tooltip") for _, options in section.values())
     schema = to_v3(node, fake_io()).define_schema()
     assert all(recorded.kwargs["tooltip"] for recorded in schema.kwargs["inputs"] + schema.kwargs["outputs"])
+
+
+@pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
+def test_run_defaults_are_the_widgets_defaults(node):
+    """A call from Python or a test (run's own defaults) computes what a new node in the graph does. The
+    settings, that is: text inputs and file lists hold sample data in the graph and nothing in run."""
+    import inspect
+
+    parameters = inspect.signature(node.run).parameters
+    settings = [spec for spec in node.INPUTS
+                if spec.type in ("INT", "FLOAT", "BOOLEAN") or (spec.type == "COMBO" and not callable(spec.options))]
+    differ = {spec.name: (parameters[spec.name].default, spec.default) for spec in settings
+              if spec.name in parameters
+              and parameters[spec.name].default is not inspect.Parameter.empty
+              and parameters[spec.name].default != spec.default}
+    assert not differ, f"{node.NODE_ID}: run default vs widget default: {differ}"
 
 
 @pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
