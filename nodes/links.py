@@ -12,7 +12,7 @@ from ..utils import gpu_rendering as R
 from ..utils import link_styles as styles
 from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
-from ..utils.gpu_curves import alternating_sign, bezier_polylines
+from ..utils.gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
 from ..utils.gpu_graph import GRAPHS, GraphOptions, voronoi_graph
 from ..utils.labels import DEFAULT_FONT, text_atlas
 from ._comfy import (
@@ -121,8 +121,8 @@ class LineLinkRenderer(RasterKitNode):
         Bool("mutual", False, tooltip="link only points that are among each other's k nearest (graph knn)"),
         Float("hysteresis", 1.3, 1.0, 4.0, 0.05, tooltip="a link stays while within this factor of its limits "
                                                         "(graphs knn and radius)"),
-        Combo("curve", ("straight", "bezier"), tooltip="straight lines, or quadratic Bezier curves bent to "
-                                                       "alternating sides"),
+        Combo("curve", ("straight", "bezier", "cubic"),
+              tooltip="straight lines; quadratic Bezier curves bent to alternating sides; or cubic Bezier S-curves"),
         Float("curvature", 0.2, -2.0, 2.0, 0.01, tooltip="bend of the Bezier curves, as a fraction of the link's "
                                                          "length; negative bends the other way"),
         Float("width", 1.5, 0.1, 64.0, 0.1, tooltip="line width in pixels"),
@@ -221,13 +221,14 @@ class LineLinkRenderer(RasterKitNode):
         if end_color.strip():
             end_colours = torch.tensor([*parse_hex(end_color, "end_color")[:3], opacity], device=device).expand_as(colours)
         widths = width if length is None else styles.width_by_length(length, scale, width, width_by_length)
-        plain = curve != "bezier" and line_style == "solid" and end_colours is None  # one segment per link
-        if curve == "bezier":
-            points, lengths = bezier_polylines(start, end, curvature, alternating_sign(pairs[:, 0], pairs[:, 1]))
+        plain = curve == "straight" and line_style == "solid" and end_colours is None  # one segment per link
+        if curve != "straight":
+            points, lengths = bezier_polylines(start, end, curvature, alternating_sign(pairs[:, 0], pairs[:, 1]),
+                                               cubic=curve == "cubic")
         elif not plain:
             points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
         phase = dash_phase + dash_speed * frame.float() if dashes else 0.0
-        max_length = longest * (2 * math.hypot(0.5, curvature) if curve == "bezier" else 1.0)  # control polygon
+        max_length = longest * control_polygon_length(curve, curvature)
 
         def strokes(stroke_width, alpha_scale):
             """The links, stroke_width wide, at alpha_scale times their opacity (dots spaced as the line's)."""

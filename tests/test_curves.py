@@ -1,5 +1,6 @@
 """Bezier links: flattened within tolerance, drawn like the analytic curve."""
 import numpy as np
+import pytest
 import torch
 from scipy.spatial import cKDTree
 
@@ -12,14 +13,25 @@ def bezier(p0, p1, p2, t):
     return (1 - t) ** 2 * p0 + 2 * (1 - t) * t * p1 + t ** 2 * p2
 
 
-def test_flattening_stays_within_tolerance():
+def link_curve(p0, p2, bend, cubic, t):
+    """The link from p0 to p2 [2] as the node describes it, at t [N]: quadratic, its control point at the
+    middle moved bend x the chord along the left normal; or a cubic S-curve, its control points at a
+    third and two thirds of the chord moved that much left, then right."""
+    normal = np.array([-(p2 - p0)[1], (p2 - p0)[0]]) * bend
+    if not cubic:
+        return bezier(p0, (p0 + p2) / 2 + normal, p2, t)
+    c1, c2 = p0 + (p2 - p0) / 3 + normal, p0 + 2 * (p2 - p0) / 3 - normal
+    t = t[:, None]
+    return (1 - t) ** 3 * p0 + 3 * (1 - t) ** 2 * t * c1 + 3 * (1 - t) * t ** 2 * c2 + t ** 3 * p2
+
+
+@pytest.mark.parametrize("cubic", [False, True])
+def test_flattening_stays_within_tolerance(cubic):
     start = torch.tensor([[5.0, 5.0], [0.0, 0.0], [10.0, 40.0]])
     end = torch.tensor([[200.0, 40.0], [3.0, 0.0], [10.0, -300.0]])
-    points, lengths = bezier_polylines(start, end, 0.4)
+    points, lengths = bezier_polylines(start, end, 0.4, cubic=cubic)
     for e in range(3):
-        p0, p2 = start[e].numpy(), end[e].numpy()
-        normal = np.array([-(p2 - p0)[1], (p2 - p0)[0]])
-        dense = bezier(p0, (p0 + p2) / 2 + 0.4 * normal, p2, np.linspace(0, 1, 4000))
+        dense = link_curve(start[e].numpy(), end[e].numpy(), 0.4, cubic, np.linspace(0, 1, 4000))
         chord = points[e, :lengths[e]].numpy()
         # distance of every dense curve point to the polyline
         a, b = chord[:-1], chord[1:]
@@ -27,17 +39,18 @@ def test_flattening_stays_within_tolerance():
         t = np.clip((((dense[:, None] - a) * d).sum(-1)) / np.maximum((d * d).sum(-1), 1e-12), 0, 1)
         gap = np.linalg.norm(dense[:, None] - (a + t[..., None] * d), axis=-1).min(1)
         assert gap.max() <= TOLERANCE * 1.01
-    assert bezier_polylines(start, end, 0.0)[1].tolist() == [2, 2, 2]  # straight links stay one segment
+    # straight links stay one segment
+    assert bezier_polylines(start, end, 0.0, cubic=cubic)[1].tolist() == [2, 2, 2]
 
 
-def test_curve_rendering_matches_a_supersampled_reference():
+@pytest.mark.parametrize("cubic", [False, True])
+def test_curve_rendering_matches_a_supersampled_reference(cubic):
     height, width, samples = 40, 56, 16
     start, end = torch.tensor([[6.0, 30.0]]), torch.tensor([[50.0, 24.0]])
-    points, lengths = bezier_polylines(start, end, 0.3, alternating_sign(torch.tensor([1]), torch.tensor([2])))
+    points, lengths = bezier_polylines(start, end, 0.3, alternating_sign(torch.tensor([1]), torch.tensor([2])),
+                                       cubic=cubic)
     _, alpha, _ = R.draw(torch.zeros(1, height, width, 3), R.polylines(0, points, lengths, 2.0, (1, 1, 1, 1)))
-    p0, p2 = start[0].numpy(), end[0].numpy()
-    normal = np.array([-(p2 - p0)[1], (p2 - p0)[0]])
-    dense = bezier(p0, (p0 + p2) / 2 - 0.3 * normal, p2, np.linspace(0, 1, 20000))  # sign -1 for (1, 2)
+    dense = link_curve(start[0].numpy(), end[0].numpy(), -0.3, cubic, np.linspace(0, 1, 20000))  # sign -1: (1, 2)
     ys = (np.arange(height * samples) + 0.5) / samples
     xs = (np.arange(width * samples) + 0.5) / samples
     X, Y = np.meshgrid(xs, ys)

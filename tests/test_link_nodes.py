@@ -69,6 +69,8 @@ def test_widgets_added_later_come_last():
                              "marker_glow", "trail_frames", "trail_smooth", "point_labels", "text_size", "text_color"]
     graphs = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "graph")
     assert list(graphs) == ["knn", "radius", "delaunay", "mst", "voronoi"]  # new choices last too
+    curves = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "curve")
+    assert list(curves) == ["straight", "bezier", "cubic"]
 
 
 def test_tracks_input_styles_and_points():
@@ -76,8 +78,9 @@ def test_tracks_input_styles_and_points():
     tracks = {"xy": xy, "visible": torch.ones(3, 3, dtype=torch.bool)}
     straight = render(tracks=tracks, k=2, color="#FF0000", opacity=1.0)[2]
     curved = render(tracks=tracks, k=2, curve="bezier", curvature=0.3, color="distance")[2]
+    s_curved = render(tracks=tracks, k=2, curve="cubic", curvature=0.3, color="distance")[2]
     assert straight[0, 11, 35, 0] > 0.5 and straight[0, 11, 35, 1] == 0
-    assert not torch.equal(straight, curved)
+    assert not torch.equal(straight, curved) and not torch.equal(curved, s_curved)
     dots = render(tracks=tracks, k=2, point_radius=4.0, opacity=1.0)[1]
     assert dots[0, 50, 30] > 0.99  # a point marker at (30, 50)
 

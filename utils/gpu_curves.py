@@ -1,33 +1,54 @@
-"""Quadratic Bezier links for all edges of all frames, flattened into polylines in one batch."""
+"""Bezier links (quadratic, or cubic S-curves) for all edges of all frames, flattened into polylines in one batch."""
 from __future__ import annotations
+
+import math
 
 import torch
 
 TOLERANCE = 0.05  # largest distance in pixels between a curve and its flattened polyline
-MAX_SEGMENTS = 64
+MAX_SEGMENTS = 128  # a 400 px cubic S-curve at curvature 0.4 needs 78
 
 
-def bezier_polylines(start: torch.Tensor, end: torch.Tensor, curvature: float, sign: torch.Tensor | None = None):
-    """Quadratic Beziers from start to end (float [E,2] each), bent along the left normal by
-    curvature x length (times sign [E] of +1/-1, default +1), as padded polylines.
+def bezier_polylines(start: torch.Tensor, end: torch.Tensor, curvature: float, sign: torch.Tensor | None = None,
+                     cubic: bool = False):
+    """Beziers from start to end (float [E,2] each), as padded polylines. Quadratic: bent along the left
+    normal by curvature x length (times sign [E] of +1/-1, default +1). Cubic: an S-curve, its control
+    points a third and two thirds along the link, bent that much to the left and to the right.
 
-    Each curve gets the fewest segments that keep it within TOLERANCE of the true curve: a
-    quadratic's deviation from n equal-parameter chords is |p0 - 2 p1 + p2| / (4 n^2).
+    Each curve gets the fewest segments that keep it within TOLERANCE of the true curve: a Bezier of
+    degree d deviates from n equal-parameter chords by at most d (d - 1) / 8 max |second difference of
+    its control points| / n^2.
     Returns points float [E, S+1, 2] and lengths int64 [E] (points used per curve).
     """
     delta = end - start
     normal = torch.stack([-delta[:, 1], delta[:, 0]], -1)  # length-scaled left normal
-    bend = curvature * (sign[:, None] if sign is not None else 1.0)
-    control = (start + end) / 2 + normal * bend
-    second_difference = (start + end - 2 * control).norm(dim=-1)
-    segments = torch.ceil(torch.sqrt(second_difference / (4 * TOLERANCE))).clamp(1, MAX_SEGMENTS).long()
+    bend = normal * (curvature * (sign[:, None] if sign is not None else 1.0))
+    if cubic:
+        controls = [start, start + delta / 3 + bend, start + 2 * delta / 3 - bend, end]
+    else:
+        controls = [start, (start + end) / 2 + bend, end]
+    degree = len(controls) - 1
+    second_difference = torch.stack([(controls[i] - 2 * controls[i + 1] + controls[i + 2]).norm(dim=-1)
+                                     for i in range(degree - 1)]).amax(0)
+    segments = torch.ceil(torch.sqrt(degree * (degree - 1) / 8 * second_difference / TOLERANCE))
+    segments = segments.clamp(1, MAX_SEGMENTS).long()
     if segments.numel() == 0:
         return torch.zeros(0, 2, 2, device=start.device), torch.zeros(0, dtype=torch.long, device=start.device)
     width = int(segments.max())
     step = torch.arange(width + 1, device=start.device)[None]
     t = (step / segments[:, None]).clamp(max=1.0)[..., None]  # padding repeats the end point
-    points = (1 - t) ** 2 * start[:, None] + 2 * (1 - t) * t * control[:, None] + t ** 2 * end[:, None]
+    weights = [math.comb(degree, i) * (1 - t) ** (degree - i) * t ** i for i in range(degree + 1)]
+    points = sum(w * c[:, None] for w, c in zip(weights, controls))
     return points, segments + 1
+
+
+def control_polygon_length(curve: str, curvature: float) -> float:
+    """Length of a link's control polygon over its chord: a bound on the curve's length."""
+    if curve == "bezier":
+        return 2 * math.hypot(0.5, curvature)
+    if curve == "cubic":
+        return 2 * math.hypot(1 / 3, curvature) + math.hypot(1 / 3, 2 * curvature)
+    return 1.0
 
 
 def alternating_sign(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
