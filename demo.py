@@ -176,17 +176,19 @@ def link_styles_demo(pack, out: Path):
 
 @demo("box_styles")
 def box_styles_demo(pack, out: Path):
-    """Box markers (ellipse, halo), a label anchored below its box and wrapped, and overlap avoidance."""
+    """Box markers (a turned, filled ellipse; a halo), a label anchored below its box and wrapped, and
+    overlap avoidance."""
     import json
 
     frames = moving_scene(frames=1)
-    boxes = [{"x1": 60, "y1": 60, "x2": 220, "y2": 200, "label": "ellipse marker", "score": 0.9},
+    boxes = [{"x1": 60, "y1": 70, "x2": 220, "y2": 190, "angle": 25, "label": "oriented, ellipse", "score": 0.9},
              {"x1": 250, "y1": 80, "x2": 400, "y2": 230, "label": "halo marker, label wrapped at 90 px", "score": 0.8},
              {"x1": 430, "y1": 60, "x2": 590, "y2": 300, "label": "overlapping", "score": 0.7},
              {"x1": 440, "y1": 70, "x2": 580, "y2": 290, "label": "moved below it", "score": 0.6}]
     node = pack.nodes.boxes.BoundingBoxRenderer
     style = dict(labels="label", label_size=15, palette_colors="#FF7043, #4FC3F7, #AED581, #FFD54F")
-    image = node.run(frames, boxes=json.dumps(boxes[:1]), marker="ellipse", stroke_width=3, **style)[0]
+    image = node.run(frames, boxes=json.dumps(boxes[:1]), marker="ellipse", stroke_width=3, fill_opacity=0.25,
+                     **style)[0]
     image = node.run(image, boxes=json.dumps(boxes[1:2]), marker="halo", marker_size=14, label_max_width=90,
                      label_anchor="bottom_center", fill_opacity=0.15, **style)[0]
     image = node.run(image, boxes=json.dumps(boxes[2:]), label_avoid_overlap=True, fill_opacity=0.0, stroke_width=2,
