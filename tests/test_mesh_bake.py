@@ -1,0 +1,182 @@
+"""utils/mesh_bake against independent references: a numpy float64 barycentric brute force for the UV
+maps, a round trip (views of a textured quad rendered by ray casting in numpy, baked back) and the
+properties of seam padding."""
+import math
+
+import numpy as np
+import torch
+
+from rasterkit.utils import mesh_bake as B
+from rasterkit.utils import mesh_rasterizer as M
+
+
+def _quad():
+    """Two triangles over [-0.8,0.8]^2 at z = 0 facing +z, UVs covering [0.1,0.9]^2 (v up with y)."""
+    vertices = torch.tensor([[-0.8, -0.8, 0.0], [0.8, -0.8, 0.0], [0.8, 0.8, 0.0], [-0.8, 0.8, 0.0]])
+    faces = torch.tensor([[0, 1, 2], [0, 2, 3]])
+    uvs = (vertices[:, :2] / 0.8 + 1) / 2 * 0.8 + 0.1
+    return vertices, faces, uvs, torch.tensor([[0.0, 0.0, 1.0]]).expand(4, 3)
+
+
+def _reference_maps(vertices, uvs, faces, size):
+    """Position float64 [S,S,3] and mask by testing every texel centre against every UV triangle."""
+    v, u, f = vertices.double().numpy(), uvs.double().numpy(), faces.numpy()
+    rows, columns = np.mgrid[0:size, 0:size]
+    p = np.stack([(columns + 0.5) / size, 1 - (rows + 0.5) / size], -1)
+    position, mask = np.zeros((size, size, 3)), np.zeros((size, size), bool)
+    for face in f[::-1]:  # the lower face index wins
+        a, b, c = u[face]
+        area = (b[0] - a[0]) * (c[1] - a[1]) - (c[0] - a[0]) * (b[1] - a[1])
+        beta = ((p[..., 0] - a[0]) * (c[1] - a[1]) - (c[0] - a[0]) * (p[..., 1] - a[1])) / area
+        gamma = ((b[0] - a[0]) * (p[..., 1] - a[1]) - (p[..., 0] - a[0]) * (b[1] - a[1])) / area
+        alpha = 1 - beta - gamma
+        hit = (alpha >= 0) & (beta >= 0) & (gamma >= 0)
+        point = alpha[..., None] * v[face[0]] + beta[..., None] * v[face[1]] + gamma[..., None] * v[face[2]]
+        position[hit], mask[hit] = point[hit], True
+    return position, mask
+
+
+def test_uv_maps_match_brute_force():
+    vertices, faces, uvs, normals = _quad()
+    # a non-planar surface: lift one corner
+    vertices = vertices.clone()
+    vertices[2, 2] = 0.5
+    position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 37)
+    reference, reference_mask = _reference_maps(vertices, uvs, faces, 37)
+    assert position.dtype == torch.float32 and position.shape == (37, 37, 3) and mask.shape == (37, 37)
+    # texel centres exactly on an edge may go either way in float32
+    agree = mask.numpy() == reference_mask
+    assert agree.mean() > 0.97
+    both = mask.numpy() & reference_mask
+    assert both.sum() > 500
+    np.testing.assert_allclose(position.numpy()[both], reference[both], atol=2e-5)
+    assert torch.allclose(normal[mask], torch.tensor([0.0, 0.0, 1.0]))
+    assert not position[~mask].any() and not normal[~mask].any()
+
+
+def test_uv_maps_of_a_cube_cover_its_islands():
+    # a cube with six separate UV islands in a 3x2 grid: the mask covers each island's interior
+    corners = torch.tensor([[x, y, z] for x in (-1.0, 1.0) for y in (-1.0, 1.0) for z in (-1.0, 1.0)])
+    quads = [[0, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]]
+    vertices, uvs, faces = [], [], []
+    for island, quad in enumerate(quads):
+        column, row = island % 3, island // 3
+        base = len(vertices)
+        for k, corner in enumerate(quad):
+            vertices.append(corners[corner])
+            du, dv = ((0, 0), (1, 0), (1, 1), (0, 1))[k]
+            uvs.append([(column + 0.1 + 0.8 * du) / 3, (row + 0.1 + 0.8 * dv) / 2])
+        faces += [[base, base + 1, base + 2], [base, base + 2, base + 3]]
+    vertices, uvs, faces = torch.stack(vertices), torch.tensor(uvs), torch.tensor(faces)
+    normals = torch.nn.functional.normalize(vertices, dim=-1)
+    position, _, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 60)
+    reference, reference_mask = _reference_maps(vertices, uvs, faces, 60)
+    assert (mask.numpy() == reference_mask).mean() > 0.98
+    both = mask.numpy() & reference_mask
+    np.testing.assert_allclose(position.numpy()[both], reference[both], atol=2e-5)
+    # every texel lies on the cube's surface
+    assert torch.allclose(position[mask].abs().amax(-1), torch.ones(int(mask.sum())), atol=1e-5)
+
+
+def _colour(u, v):
+    """The quad's smooth test texture, three channels, as a function of float64 UVs."""
+    return np.stack([0.5 + 0.4 * np.sin(2 * math.pi * u), 0.5 + 0.4 * np.cos(2 * math.pi * v),
+                     0.3 + 0.5 * u * v], -1)
+
+
+def _render_quad(view, projection, size):
+    """Upright views [N,H,W,3] of the quad (z = 0, |x|, |y| <= 0.8) by casting each pixel centre's ray in
+    float64 and colouring the hit by _colour; 0 where the ray misses."""
+    images = []
+    for matrix in (projection.double() @ view.double()).numpy():
+        inverse = np.linalg.inv(matrix)
+        rows, columns = np.mgrid[0:size, 0:size]
+        ndc_x = 2 * columns / (size - 1) - 1
+        ndc_y = 2 * (size - 1 - rows) / (size - 1) - 1  # upright rows
+        ends = []
+        for ndc_z in (-1.0, 1.0):
+            point = np.stack([ndc_x, ndc_y, np.full_like(ndc_x, ndc_z, dtype=float), np.ones_like(ndc_x, dtype=float)], -1) @ inverse.T
+            ends.append(point[..., :3] / point[..., 3:])
+        direction = ends[1] - ends[0]
+        t = -ends[0][..., 2] / direction[..., 2]
+        hit = ends[0] + t[..., None] * direction
+        inside = (np.abs(hit[..., 0]) <= 0.8) & (np.abs(hit[..., 1]) <= 0.8)
+        u, v = (hit[..., 0] / 0.8 + 1) / 2 * 0.8 + 0.1, (hit[..., 1] / 0.8 + 1) / 2 * 0.8 + 0.1
+        images.append(np.where(inside[..., None], _colour(u, v), 0.0))
+    return torch.tensor(np.stack(images), dtype=torch.float32)
+
+
+def test_bake_round_trip_of_a_textured_quad():
+    vertices, faces, uvs, normals = _quad()
+    view = M.orbit_cameras([0.0, 35.0], [0.0, 20.0], 3.0)
+    projection = torch.stack([M.orthographic(1.0, 1.0, 0.1, 10.0), M.perspective(45.0, 1.0, 0.1, 10.0)])
+    images = _render_quad(view, projection, 160)
+    size = 64
+    position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, size)
+    texture, weight = B.bake(images, view, projection, vertices, faces, position, normal, mask,
+                             torch.tensor([1.0, 0.5]))
+    rows, columns = np.mgrid[0:size, 0:size]
+    expected = _colour((columns + 0.5) / size, 1 - (rows + 0.5) / size)
+    # inner texels (away from the quad's outline, where views' bilinear samples mix in the background)
+    inner = mask.numpy() & (np.abs(position[..., :2].numpy()) < 0.75).all(-1)
+    assert inner.sum() > 1500 and (weight.numpy()[inner] > 0).all()
+    np.testing.assert_allclose(texture.numpy()[inner], expected[inner], atol=0.02)
+    assert not weight[~mask].any() and not texture[~mask].any()
+    # the front view's weight is 1 (cos 0 = 1) plus the oblique view's 0.5 * cos^4
+    # (row 2 of a view matrix is the direction to the camera; at the quad's centre it is the eye's)
+    cosine = view[1, 2, 2].item()
+    assert abs(weight[size // 2, size // 2].item() - (1 + 0.5 * cosine ** 4)) < 2e-3  # half a texel off
+
+
+def test_bake_skips_occluded_and_back_facing_texels():
+    vertices, faces, uvs, normals = _quad()
+    # a small occluder quad in front of the left half (no UVs needed: it only blocks)
+    occluder = torch.tensor([[-0.8, -0.8, 1.0], [0.0, -0.8, 1.0], [0.0, 0.8, 1.0], [-0.8, 0.8, 1.0]])
+    all_vertices = torch.cat([vertices, occluder])
+    all_faces = torch.cat([faces, faces + 4])
+    view = M.orbit_cameras([0.0, 180.0], [0.0, 0.0], 3.0)  # the front, and the back (facing away)
+    projection = M.orthographic(1.0, 1.0, 0.1, 10.0)
+    images = torch.ones(2, 96, 96, 3)
+    position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 48)
+    texture, weight = B.bake(images, view, projection, all_vertices, all_faces, position, normal, mask)
+    x = position[..., 0]
+    assert not weight[mask & (x < -0.05)].any()
+    assert (weight[mask & (x > 0.05)] > 0.99).all() and (weight[mask & (x > 0.05)] < 1.01).all()
+
+
+def test_dilate_keeps_inside_and_fills_near_texels():
+    generator = torch.Generator().manual_seed(3)
+    maps = torch.rand(40, 40, 3, generator=generator)
+    mask = torch.zeros(40, 40, dtype=torch.bool)
+    mask[10:18, 12:20] = True
+    mask[25:30, 5:9] = True
+    padded, grown = B.dilate(maps, mask, 4)
+    assert torch.equal(padded[mask], maps[mask])
+    rows, columns = torch.meshgrid(torch.arange(40), torch.arange(40), indexing="ij")
+    inside = torch.stack([rows[mask], columns[mask]], -1)
+    # Chebyshev distance of every texel to the mask
+    distance = (torch.stack([rows, columns], -1)[:, :, None] - inside).abs().amax(-1).amin(-1)
+    assert torch.equal(grown, distance <= 4)
+    assert not padded[~grown].any()
+    # filled values are means of inside values: within their range, channel by channel
+    low, high = maps[mask].amin(0), maps[mask].amax(0)
+    assert ((padded[grown] >= low - 1e-6) & (padded[grown] <= high + 1e-6)).all()
+    # a texel next to exactly one inside texel copies it
+    single = torch.zeros(9, 9, dtype=torch.bool)
+    single[4, 4] = True
+    padded, _ = B.dilate(maps[:9, :9], single, 2)
+    assert torch.allclose(padded[2:7, 2:7], maps[4, 4].expand(5, 5, 3))
+
+
+def test_bake_opcount_has_no_float64():
+    from opcount import OpCount
+
+    vertices, faces, uvs, normals = _quad()
+    view = M.orbit_cameras([0.0, 35.0], [0.0, 20.0], 3.0)
+    projection = M.perspective(45.0, 1.0, 0.1, 10.0)
+    images = torch.rand(2, 64, 64, 3)
+    with OpCount() as count:
+        position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 64)
+        B.bake(images, view, projection, vertices, faces, position, normal, mask)
+        B.dilate(position, mask, 4)
+    assert count.float64 == 0
