@@ -1,7 +1,8 @@
 """One module per node family; NODE_CLASSES lists every node the pack registers."""
-from . import boxes, links, mesh, primitives, series
+from . import bake, boxes, links, mesh, primitives, series
 
 NODE_CLASSES = [
+    *bake.NODES,
     *boxes.NODES,
     *links.NODES,
     *mesh.NODES,

@@ -180,3 +180,67 @@ def test_bake_opcount_has_no_float64():
         B.bake(images, view, projection, vertices, faces, position, normal, mask)
         B.dilate(position, mask, 4)
     assert count.float64 == 0
+
+
+def _textured_quad_mesh(size=64):
+    from rasterkit.nodes.mesh import make_mesh
+
+    vertices, faces, uvs, normals = _quad()
+    rows, columns = np.mgrid[0:size, 0:size]
+    texture = torch.tensor(_colour((columns + 0.5) / size, 1 - (rows + 0.5) / size), dtype=torch.float32)
+    return make_mesh(vertices[None], faces[None], uvs=uvs[None], texture=texture[None], normals=normals[None]), texture
+
+
+def test_bake_node_round_trip_through_mesh_rasterizer():
+    from rasterkit.nodes.bake import BakeTexture, UVMaps
+    from rasterkit.nodes.mesh import MeshRasterizer
+
+    mesh, original = _textured_quad_mesh()
+    outputs = MeshRasterizer.run(mesh=mesh, width=128, height=96, views="list", view_list="0,0; 30,15,0.5",
+                                 shading="texture", cull_back_faces=False)
+    render, raster = outputs[6], outputs[5]
+    texture, mask, baked = BakeTexture.run(mesh=mesh, images=render, raster=raster, texture_size=64, dilation=2)
+    assert texture.shape == (1, 64, 64, 3) and mask.shape == (1, 64, 64)
+    _, _, uv_mask = UVMaps.run(mesh=mesh, texture_size=64, dilation=0)
+    # texels seen, away from the islands' outline (bilinear samples there mix in the background)
+    seen = mask[0] > 0
+    inner = seen & (torch.nn.functional.avg_pool2d(uv_mask[None], 5, 1, 2)[0, 0] > 0.999)
+    assert inner.sum() > 1500
+    assert (texture[0][inner] - original[inner]).abs().max() < 0.03
+    assert torch.equal(baked.texture[0], texture[0]) and torch.equal(baked.uvs, mesh.uvs)
+
+
+def test_uv_maps_node_pads_and_scales():
+    from rasterkit.nodes.bake import UVMaps
+
+    mesh, _ = _textured_quad_mesh()
+    position, normal, mask = UVMaps.run(mesh=mesh, texture_size=32, dilation=3)
+    inside = mask[0] > 0
+    assert position.shape == normal.shape == (1, 32, 32, 3)
+    assert position[0][inside].min() >= 0 and position[0][inside].max() <= 1
+    assert torch.allclose(normal[0][inside], torch.tensor([0.5, 0.5, 1.0]))
+    # the quad's island spans texels 3..28: three texels of padding fill the texture, the corner from the
+    # island's corner texel
+    assert (position[0].sum(-1) > 0).all() and inside[3:29, 3:29].all() and not inside[:3].any()
+    assert torch.allclose(position[0, 0, 0], position[0, 3, 3]) and torch.allclose(normal[0, 0, 0], normal[0, 3, 3])
+
+
+def test_bake_node_names_bad_inputs():
+    import pytest
+
+    from rasterkit.nodes.bake import BakeTexture, UVMaps
+    from rasterkit.nodes.mesh import MeshRasterizer, make_mesh
+
+    mesh, _ = _textured_quad_mesh()
+    raster = MeshRasterizer.run(mesh=mesh, width=32, height=32, views="six")[5]
+    with pytest.raises(ValueError, match="images: 2 images, but raster has 6 views"):
+        BakeTexture.run(mesh=mesh, images=torch.rand(2, 32, 32, 3), raster=raster, texture_size=16)
+    with pytest.raises(ValueError, match="images: 64x32 has another aspect ratio"):
+        BakeTexture.run(mesh=mesh, images=torch.rand(6, 32, 64, 3), raster=raster, texture_size=16)
+    with pytest.raises(ValueError, match="raster: expected MeshRasterizer's raster"):
+        BakeTexture.run(mesh=mesh, images=torch.rand(6, 32, 32, 3), raster={}, texture_size=16)
+    bare = make_mesh(mesh.vertices, mesh.faces)
+    with pytest.raises(ValueError, match="mesh: has no UVs"):
+        UVMaps.run(mesh=bare, texture_size=16)
+    with pytest.raises(ValueError, match="mesh: has no UVs"):
+        BakeTexture.run(mesh=bare, images=torch.rand(6, 32, 32, 3), raster=raster, texture_size=16)
