@@ -221,13 +221,15 @@ def spectrum_demo(pack, out: Path):
 
 @demo("mesh")
 def mesh_demo(pack, out: Path):
-    """The bundled mesh from the six texture-baking views: normal, depth and face-id maps."""
+    """The bundled mesh from the six texture-baking views: normal, depth, position and face-id maps and
+    the Lambert-shaded render (anti-aliased, over grey)."""
     import torch
 
     mesh, _ = pack.nodes.mesh.LoadMesh.run("rasterkit_torus.obj")
-    normal, depth, position, _, face_id, _ = pack.nodes.mesh.MeshRasterizer.run(width=256, height=256, views="six",
-                                                                                 mesh=mesh)
-    rows = [torch.cat(list(maps), 1) for maps in (normal, depth, position, face_id)]
+    normal, depth, position, _, face_id, _, render, coverage = pack.nodes.mesh.MeshRasterizer.run(
+        width=256, height=256, views="six", mesh=mesh, antialias=True)
+    shaded = render + 0.25 * (1 - coverage[..., None])  # premultiplied over grey
+    rows = [torch.cat(list(maps), 1) for maps in (normal, depth, position, face_id, shaded)]
     single = pack.nodes.mesh.MeshRasterizer.run(width=512, height=512, azimuth=35, elevation=25, mesh=mesh)[0]
     paths = [out / "mesh_six_views.png", out / "mesh_normal.png"]
     save_png(torch.cat(rows, 0), paths[0])
