@@ -344,7 +344,7 @@ extern "C" __global__ void climb(
             bool after = v > last_value || (v == last_value && i > last_key);
             if (after && (v < best || (v == best && i < best_key))) { best = v; best_key = i; }
         }
-        start = block_argmin(best, best_key, shared_value, shared_key);
+        start = min(block_argmin(best, best_key, shared_value, shared_key), candidates - 1);  /* NaN scores: none */
         last_value = change_of[start];
         last_key = start;
     }
