@@ -237,6 +237,32 @@ def mesh_demo(pack, out: Path):
     return paths
 
 
+@demo("bake")
+def bake_demo(pack, out: Path):
+    """A torus with UVs (built here: the bundled one has none): its UV-space position map, and a texture
+    baked back from its six views' face-id maps."""
+    import math
+
+    import torch
+
+    rings, sides = 64, 24  # around the hole, around the tube; the seam vertices are repeated
+    u, v = torch.meshgrid(torch.linspace(0, 1, rings + 1), torch.linspace(0, 1, sides + 1), indexing="ij")
+    tube = 0.8 + 0.35 * torch.cos(2 * math.pi * v)
+    vertices = torch.stack([tube * torch.cos(2 * math.pi * u), 0.35 * torch.sin(2 * math.pi * v),
+                            tube * torch.sin(2 * math.pi * u)], -1).reshape(-1, 3)
+    corner = (torch.arange(rings)[:, None] * (sides + 1) + torch.arange(sides)[None]).reshape(-1)
+    faces = torch.cat([torch.stack([corner, corner + 1, corner + sides + 1], 1),
+                       torch.stack([corner + 1, corner + sides + 2, corner + sides + 1], 1)])
+    uvs = torch.stack([u, v], -1).reshape(-1, 2)
+    mesh = pack.nodes.mesh.make_mesh(vertices[None], faces[None], uvs=uvs[None])
+    position, _, _ = pack.nodes.bake.UVMaps.run(mesh, texture_size=256)
+    maps = pack.nodes.mesh.MeshRasterizer.run(width=256, height=256, views="six", mesh=mesh)
+    texture, _, _ = pack.nodes.bake.BakeTexture.run(mesh, maps[4], maps[5], texture_size=256)
+    paths = [out / "bake.png"]
+    save_png(torch.cat([position[0], texture[0]], 1), paths[0])
+    return paths
+
+
 @demo("primitive")
 def primitive_demo(pack, out: Path):
     """A generated picture rebuilt from 80 triangles: the image, its SVG and the build-up as a video."""
