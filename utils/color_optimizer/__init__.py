@@ -730,44 +730,65 @@ class _Schedule:
         return bool(word & 1)
 
 
+class _Record:
+    """What both search paths (this torch path and search_kernels.Search) start from and fill in: the
+    working target and canvas float [B,H,W,C] (the quantised background), the generator, whether the
+    opacity is searched and its start, and the shapes so far as `Approximation` holds them (kind,
+    params, color, alpha [B,N..]; error [B,N+1], error[:, 0] the background's)."""
+
+    def __init__(self, target, shapes: int, alpha: int, background, generator):
+        batch, height, width, _ = target.shape
+        device = target.device
+        self.target = target.float().clamp(0, 1).contiguous()
+        self.generator = generator if generator is not None else torch.Generator(device=device).manual_seed(0)
+        self.background = _quantised(self.target.mean((1, 2)) if background is None
+                                     else background.to(device, torch.float32))
+        self.current = self.background[:, None, None, :].expand_as(self.target).contiguous()
+        self.searched = alpha == 0
+        self.start_alpha = (128 if self.searched else alpha) / 255
+        self.kind = torch.zeros(batch, shapes, dtype=torch.int64, device=device)
+        self.params = torch.zeros(batch, shapes, N_PARAMS, device=device)
+        self.color = torch.zeros(batch, shapes, 3, device=device)
+        self.alpha = torch.zeros(batch, shapes, device=device)
+        self.error = torch.zeros(batch, shapes + 1, device=device)
+        self.error[:, 0] = ((self.target - self.current) ** 2).sum((1, 2, 3))
+
+    def stopped_after(self, index: int) -> None:
+        """No image improves after shape `index`: the later errors stay its."""
+        self.error[:, index + 2:] = self.error[:, index + 1:index + 2]
+
+    def result(self) -> Approximation:
+        height, width = self.target.shape[1:3]
+        count = (self.alpha > 0).sum(1)
+        return Approximation(self.kind, self.params, self.color, self.alpha, count, self.error, self.background,
+                             height, width)
+
+
 def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape):
+    record = _Record(target, shapes, alpha, background, generator)
     batch, height, width, _ = target.shape
     device = target.device
-    target = target.float().clamp(0, 1)
-    generator = generator if generator is not None else torch.Generator(device=device).manual_seed(0)
-    background = _quantised(target.mean((1, 2)) if background is None else background.to(device, torch.float32))
-    current = background[:, None, None, :].expand_as(target).clone()
     tables = _role_tables(height, width, device)
     parents = min(PARENTS, candidates)
-    search_alpha = alpha == 0
-    start_alpha = (128 if search_alpha else alpha) / 255
     schedule = _Schedule(kinds, batch, candidates, parents, mutations, height)
-
-    kinds_out = torch.zeros(batch, shapes, dtype=torch.int64, device=device)
-    params_out = torch.zeros(batch, shapes, N_PARAMS, device=device)
-    color_out = torch.zeros(batch, shapes, 3, device=device)
-    alpha_out = torch.zeros(batch, shapes, device=device)
-    error = torch.zeros(batch, shapes + 1, device=device)
-    error[:, 0] = ((target - current) ** 2).sum((1, 2, 3))
-    active = torch.ones(batch, dtype=torch.bool, device=device)
-
+    current, active = record.current, torch.ones(batch, dtype=torch.bool, device=device)
     for index in range(shapes):
-        shape = _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations,
-                            tables, generator, schedule)
+        shape = _next_shape(record.target, current, active, kinds, record.start_alpha, record.searched, candidates,
+                            parents, mutations, tables, record.generator, schedule)
         # the one read per shape (none after the last, which leaves one to the first: `_Schedule`)
         any_active = index == shapes - 1 or schedule.update(
             schedule.status(shape["active"], *shape["report"]).tolist())
         current, active = shape["current"], shape["active"]
-        kinds_out[:, index], params_out[:, index], color_out[:, index] = shape["kind"], shape["params"], shape["color"]
-        alpha_out[:, index] = torch.where(active, shape["alpha"], 0)
-        error[:, index + 1] = error[:, index] + torch.where(active, shape["change"], 0)
+        record.kind[:, index], record.params[:, index], record.color[:, index] = \
+            shape["kind"], shape["params"], shape["color"]
+        record.alpha[:, index] = torch.where(active, shape["alpha"], 0)
+        record.error[:, index + 1] = record.error[:, index] + torch.where(active, shape["change"], 0)
         if on_shape is not None:
             on_shape(index + 1, shapes, current)
         if not any_active:
-            error[:, index + 2:] = error[:, index + 1:index + 2]
+            record.stopped_after(index)
             break
-    count = (alpha_out > 0).sum(1)
-    return Approximation(kinds_out, params_out, color_out, alpha_out, count, error, background, height, width)
+    return record.result()
 
 
 def _quantised(background):

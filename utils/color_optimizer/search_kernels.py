@@ -26,7 +26,7 @@ import torch
 
 from .. import cuda
 from . import (CURVE_STEPS, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
-               RANDOM_TRIANGLE, _GROUPS, Approximation, _quantised, _role_tables, _terms)
+               RANDOM_TRIANGLE, _GROUPS, Approximation, _Record, _role_tables, _terms)
 from .shapes_cuda import SHAPES_SOURCE
 
 STATUS_EVERY = 8       # shapes between host reads of whether an image is still improving
@@ -493,22 +493,16 @@ def _launch(name: str, threads: int, blocks: int, *args) -> None:
         cuda.kernel(SOURCE, name)((blocks,), (threads,), tuple(values))
 
 
-class Search:
-    """The device state of a kernel search (buffers allocated once, filled by the kernels in turn) and
-    its three steps; `approximate` runs them shape after shape."""
+class Search(_Record):
+    """The device state of a kernel search (the record of `_Record`, and buffers allocated once,
+    filled by the kernels in turn) and its three steps; `approximate` runs them shape after shape."""
 
     def __init__(self, target, shapes: int, kinds: tuple[int, ...], alpha: int, candidates: int, mutations: int,
                  background, generator):
+        super().__init__(target, shapes, alpha, background, generator)
         batch, height, width, channels = target.shape
         device = target.device
-        self.target = target.float().clamp(0, 1).contiguous()
-        generator = generator if generator is not None else torch.Generator(device=device).manual_seed(0)
-        self.seed = torch.randint(-2 ** 62, 2 ** 62, (1,), generator=generator, device=device)
-        self.background = _quantised(self.target.mean((1, 2)) if background is None
-                                     else background.to(device, torch.float32))
-        self.current = self.background[:, None, None, :].expand_as(self.target).contiguous()
-        self.searched = alpha == 0
-        self.start_alpha = (128 if self.searched else alpha) / 255
+        self.seed = torch.randint(-2 ** 62, 2 ** 62, (1,), generator=self.generator, device=device)
         self.terms = _terms(self.target, self.current, None if self.searched else self.start_alpha)
         self.prefix = self.terms.prefix.contiguous()
         self.settings = torch.tensor([self.terms.scale, self.start_alpha], dtype=torch.float32, device=device)
@@ -531,13 +525,6 @@ class Search:
         self.climb_alpha, self.climb_change, self.climb_quantised, self.climb_count = torch.empty(4, climbs,
                                                                                                  device=device)
         self.active = torch.ones(2, batch, dtype=torch.int32, device=device)  # before and after a shape, in turn
-
-        self.kind = torch.zeros(batch, shapes, dtype=torch.int64, device=device)
-        self.params = torch.zeros(batch, shapes, N_PARAMS, device=device)
-        self.color = torch.zeros(batch, shapes, 3, device=device)
-        self.alpha = torch.zeros(batch, shapes, device=device)
-        self.error = torch.zeros(batch, shapes + 1, device=device)
-        self.error[:, 0] = ((self.target - self.current) ** 2).sum((1, 2, 3))
 
     def random(self, index: int) -> None:
         """Draw and score the random candidates of shape `index` (cand_*)."""
@@ -565,12 +552,6 @@ class Search:
                 self.color, self.alpha, self.error, *self.size, self.parents, self.shapes, index)
         return after
 
-    def result(self) -> Approximation:
-        height, width = self.size[1:3]
-        count = (self.alpha > 0).sum(1)
-        return Approximation(self.kind, self.params, self.color, self.alpha, count, self.error, self.background,
-                             height, width)
-
 
 def approximate(target, shapes: int, kinds: tuple[int, ...], alpha: int, candidates: int, mutations: int,
                 background, generator, on_shape) -> Approximation:
@@ -584,6 +565,6 @@ def approximate(target, shapes: int, kinds: tuple[int, ...], alpha: int, candida
         if on_shape is not None:
             on_shape(index + 1, shapes, search.current)
         if (index + 1) % STATUS_EVERY == 0 and index + 1 < shapes and not bool(active.any()):
-            search.error[:, index + 2:] = search.error[:, index + 1:index + 2]
+            search.stopped_after(index)
             break
     return search.result()
