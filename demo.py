@@ -239,27 +239,28 @@ def mesh_demo(pack, out: Path):
 
 @demo("bake")
 def bake_demo(pack, out: Path):
-    """A torus with UVs (built here: the bundled one has none): its UV-space position map, and a texture
-    baked back from its six views' face-id maps."""
-    import math
-
+    """The bundled textured mesh (Keenan Crane's Spot) from the six texture-baking views, those views
+    edited (inverted: a stand-in for an image model), baked back into its texture, and the baked mesh
+    rendered from new angles. Rows: the views; the edited views; UV Maps' position map, the baked
+    texture and four new views."""
     import torch
 
-    rings, sides = 64, 24  # around the hole, around the tube; the seam vertices are repeated
-    u, v = torch.meshgrid(torch.linspace(0, 1, rings + 1), torch.linspace(0, 1, sides + 1), indexing="ij")
-    tube = 0.8 + 0.35 * torch.cos(2 * math.pi * v)
-    vertices = torch.stack([tube * torch.cos(2 * math.pi * u), 0.35 * torch.sin(2 * math.pi * v),
-                            tube * torch.sin(2 * math.pi * u)], -1).reshape(-1, 3)
-    corner = (torch.arange(rings)[:, None] * (sides + 1) + torch.arange(sides)[None]).reshape(-1)
-    faces = torch.cat([torch.stack([corner, corner + 1, corner + sides + 1], 1),
-                       torch.stack([corner + 1, corner + sides + 2, corner + sides + 1], 1)])
-    uvs = torch.stack([u, v], -1).reshape(-1, 2)
-    mesh = pack.nodes.mesh.make_mesh(vertices[None], faces[None], uvs=uvs[None])
-    position, _, _ = pack.nodes.bake.UVMaps.run(mesh, texture_size=256)
-    maps = pack.nodes.mesh.MeshRasterizer.run(width=256, height=256, views="six", mesh=mesh)
-    texture, _, _ = pack.nodes.bake.BakeTexture.run(mesh, maps[4], maps[5], texture_size=256)
+    mesh, _ = pack.nodes.mesh.LoadMesh.run("spot.glb")
+    size = 256
+    maps = pack.nodes.mesh.MeshRasterizer.run(width=size, height=size, views="six", projection="orthographic",
+                                              mesh=mesh, shading="texture")
+    views, raster = maps[6], maps[5]
+    edited = 1 - views
+    position, _, _ = pack.nodes.bake.UVMaps.run(mesh, texture_size=size)
+    texture, _, baked = pack.nodes.bake.BakeTexture.run(mesh, edited, raster, texture_size=1024)
+    again = pack.nodes.mesh.MeshRasterizer.run(width=size, height=size, views="list", mesh=baked,
+                                               shading="texture", antialias=True,
+                                               view_list="150,20; 210,20; 90,10; 330,30")[6]
+    texture = torch.nn.functional.interpolate(texture.permute(0, 3, 1, 2), size=(size, size), mode="area")
+    rows = [torch.cat(list(views), 1), torch.cat(list(edited), 1),
+            torch.cat([position[0], texture[0].permute(1, 2, 0), *again], 1)]
     paths = [out / "bake.png"]
-    save_png(torch.cat([position[0], texture[0]], 1), paths[0])
+    save_png(torch.cat(rows, 0), paths[0])
     return paths
 
 

@@ -45,6 +45,39 @@ def timed(fn, repeat: int = 5, warmup: int = 1, sync=None) -> float:
     return statistics.median(times)
 
 
+def _rss_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field))
+
+
+def peak_memory(fn, device) -> tuple[object, str]:
+    """fn()'s result and the peak memory it took beyond what was held before: allocated memory on a
+    GPU; on Linux the process's peak resident set above its resident set at the call (the kernel's
+    high-water mark, reset first through /proc/self/clear_refs), else the growth of the peak RSS
+    (a lower bound where an earlier call peaked higher)."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        result = fn()
+        torch.cuda.synchronize()
+        return result, f"{(torch.cuda.max_memory_allocated() - base) / 2**20:,.0f} MiB"
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")  # resets VmHWM to the current RSS
+        base = _rss_kib("VmRSS:")
+        result = fn()
+        return result, f"{(_rss_kib('VmHWM:') - base) / 2**10:,.0f} MiB"
+    except OSError:
+        import resource
+
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        result = fn()
+        return result, f"{(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2**10:,.0f} MiB (peak RSS growth)"
+
+
 def table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

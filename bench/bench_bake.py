@@ -1,16 +1,16 @@
 """Texture baking: uv_maps and bake (six 512x512 views) at 1K and 4K textures on a UV sphere of ~40K
-triangles (trimesh), milliseconds and peak memory, one short run (4K takes a while on a CPU).
+triangles (trimesh), milliseconds and peak memory (beyond the inputs), one short run (4K takes a while
+on a CPU).
     .venv/bin/python bench/bench_bake.py [--quick]
 """
 from __future__ import annotations
 
 import math
-import resource
 import sys
 
 import torch
 
-from _common import report, table, timed
+from _common import peak_memory, report, table, timed
 
 from utils import mesh_bake as B  # noqa: E402  (_common puts the repository root on sys.path)
 from utils import mesh_rasterizer as M  # noqa: E402
@@ -33,20 +33,6 @@ def sphere(device):
     return vertices.to(device), vertices.to(device), uvs.to(device), faces.to(device)
 
 
-def peak(fn, device):
-    """fn()'s result and its peak memory: allocated on a GPU, else the growth of the process's peak RSS
-    (a lower bound where an earlier call peaked higher: sizes run from small to large, each measured
-    before it is timed)."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        result = fn()
-        return result, f"{(torch.cuda.max_memory_allocated() - base) / 2**20:.0f} MiB"
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result = fn()
-    return result, f"{(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2**10:.0f} MiB (peak RSS growth)"
-
-
 def main():
     device = torch_device()
     sync = torch.cuda.synchronize if device.type == "cuda" else None
@@ -59,12 +45,12 @@ def main():
         def maps():
             return B.uv_maps(vertices, normals, uvs, faces, faces, size)
 
-        (position, normal, mask), maps_peak = peak(maps, device)
+        (position, normal, mask), maps_peak = peak_memory(maps, device)
 
         def bake():
             return B.bake(images, view, projection, vertices, faces, position, normal, mask)
 
-        _, bake_peak = peak(bake, device)
+        _, bake_peak = peak_memory(bake, device)
         repeat = 3 if size <= 1024 else 1
         rows.append([f"{size}x{size}", f"{timed(maps, repeat, 0, sync) * 1e3:.0f}", maps_peak,
                      f"{timed(bake, repeat, 0, sync) * 1e3:.0f}", bake_peak])

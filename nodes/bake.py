@@ -6,14 +6,14 @@ import torch
 
 from ..utils import mesh_bake as B
 from ..utils.device import check_memory
-from ._comfy import intermediate_device, render_device
+from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Float, Int, Output, RasterKitNode, Socket
 from ._validate import check_images
 from .mesh import _mesh_tensors, _vertex_normals, make_mesh
 
 # Peak memory of the UV maps per texel (the rasterizer's work: measured ~390 B at 1024^2 on the CPU) and of
-# a bake per texel and view (projected positions, screen coordinates, samples, weights and their
-# temporaries: measured ~110 B with six views at 1024^2)
+# a bake per texel and view in a chunk (projected positions, screen coordinates, samples, weights and
+# their temporaries: measured ~110 B with six views at 1024^2)
 MAPS_BYTES_PER_TEXEL = 400
 BAKE_BYTES_PER_TEXEL_VIEW = 160
 
@@ -103,14 +103,16 @@ class BakeTexture(RasterKitNode):
                 raise ValueError(f"images: {images.shape[2]}x{images.shape[1]} has another aspect ratio than "
                                  f"raster's views ({raster_width}x{raster_height})")
         device = render_device()
-        check_memory(BAKE_BYTES_PER_TEXEL_VIEW * texture_size ** 2 * len(view),
+        # the bake works on the texture's rows in chunks of B.BAKE_CHUNK_TEXEL_VIEWS texel-views at most
+        texel_views = min(texture_size ** 2 * len(view), B.BAKE_CHUNK_TEXEL_VIEWS + texture_size * len(view))
+        check_memory(BAKE_BYTES_PER_TEXEL_VIEW * texel_views + MAPS_BYTES_PER_TEXEL * texture_size ** 2,
                      f"texture_size x views ({texture_size}^2 x {len(view)})", device)
         vertices, faces, fields, (position, normal, mask) = _uv_surface(mesh, texture_size, device)
         weights = raster.get("view_weights")
         texture, weight = B.bake(images[..., :3].to(device), view.to(device),
                                  torch.as_tensor(raster["projection"]).float().to(device), vertices, faces,
                                  position, normal, mask, None if weights is None else torch.as_tensor(weights),
-                                 exponent, depth_tolerance)
+                                 exponent, depth_tolerance, on_chunk=Progress(texture_size))
         seen = weight > 0
         texture, _ = B.dilate(texture, seen, dilation)
         out = intermediate_device()

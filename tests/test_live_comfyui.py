@@ -27,6 +27,7 @@ AUDIO = (".wav", ".flac")  # bundled files that core Load Audio reads from the i
 # what each example's saving nodes write: frames of an image batch or an animation; a video file counts one
 SAVED_FRAMES = {
     "Audio spectrum": {"3": 72, "6": 1, "8": 72},  # 3 s of audio at fps 24
+    "Bake a texture from views": {"6": 4, "7": 1, "8": 6},  # four new views, the texture, the six edited views
     "Bounding boxes with labels": {"3": 4, "5": 4},
     "Box labels and markers": {"6": 4},
     "Delaunay and spanning tree links": {"11": 8},

@@ -128,6 +128,22 @@ def test_bake_round_trip_of_a_textured_quad():
     assert abs(weight[size // 2, size // 2].item() - (1 + 0.5 * cosine ** 4)) < 2e-3  # half a texel off
 
 
+def test_bake_in_row_chunks_equals_one_pass():
+    vertices, faces, uvs, normals = _quad()
+    view = M.orbit_cameras([0.0, 35.0], [0.0, 20.0], 3.0)
+    projection = M.perspective(45.0, 1.0, 0.1, 10.0)
+    images = _render_quad(view, projection.expand(2, 4, 4), 96)
+    position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 40)
+    whole = B.bake(images, view, projection, vertices, faces, position, normal, mask)
+    done = []
+    # 2 views x 40 texels a row: 7 rows a chunk, the last one shorter
+    chunked = B.bake(images, view, projection, vertices, faces, position, normal, mask,
+                     chunk_texel_views=2 * 40 * 7, on_chunk=lambda rows, total: done.append((rows, total)))
+    assert done == [(7, 40), (14, 40), (21, 40), (28, 40), (35, 40), (40, 40)]
+    for a, b in zip(whole, chunked):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
 def test_bake_skips_occluded_and_back_facing_texels():
     vertices, faces, uvs, normals = _quad()
     # a small occluder quad in front of the left half (no UVs needed: it only blocks)

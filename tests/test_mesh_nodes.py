@@ -24,6 +24,14 @@ def test_load_mesh_normalises_into_the_unit_cube():
     assert len(loaded.faces) == mesh.faces.shape[1]
 
 
+def test_load_mesh_reads_the_bundled_textured_glb():
+    """spot.glb (the baking example's mesh): UVs per vertex and its base-colour texture come through."""
+    mesh, _ = LoadMesh.run("spot.glb")
+    vertices = mesh.vertices.shape[1]
+    assert mesh.uvs.shape == (1, vertices, 2) and mesh.normals.shape == (1, vertices, 3)
+    assert mesh.texture.shape == (1, 1024, 1024, 3) and 0 <= mesh.texture.min() < mesh.texture.max() <= 1
+
+
 def test_single_view_maps():
     mesh, _ = sphere_mesh()
     normal, depth, position, mask, face_id, raster, *_ = MeshRasterizer.run(width=64, height=48, azimuth=0,

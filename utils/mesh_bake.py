@@ -71,10 +71,15 @@ def view_depths(vertices: torch.Tensor, faces: torch.Tensor, view: torch.Tensor,
     return depth, findices > 0
 
 
+# Texel-view pairs a bake works on at once: its temporaries take ~110 B per pair (projected positions,
+# screen coordinates, samples, weights), so a chunk peaks near 1 GB whatever the texture size
+BAKE_CHUNK_TEXEL_VIEWS = 1 << 23
+
+
 def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, vertices: torch.Tensor,
          faces: torch.Tensor, position: torch.Tensor, normal: torch.Tensor, mask: torch.Tensor,
-         weights: torch.Tensor | None = None, exponent: float = 4.0, depth_tolerance: float = 0.01
-         ) -> tuple[torch.Tensor, torch.Tensor]:
+         weights: torch.Tensor | None = None, exponent: float = 4.0, depth_tolerance: float = 0.01,
+         chunk_texel_views: int = BAKE_CHUNK_TEXEL_VIEWS, on_chunk=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Views blended into a texture: images float [N,H,W,C] (rows down), view float [N,4,4], projection
     float [N,4,4] (or [4,4]), vertices float [V,3], faces int [F,3] (the occluders), position, normal
     float [S,S,3] and mask bool [S,S] (uv_maps), weights float [N] (None: 1 each) -> texture float
@@ -85,14 +90,39 @@ def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, ver
     whose depth (nearest pixel of the view's depth buffer) lies within depth_tolerance times the mesh's
     bounding-box diagonal of the point's own, and its normal faces the camera; its weight there is the
     view's weight times cos(normal, direction to the camera) ** exponent (Hunyuan3D-2's bake), and its
-    colour the image's bilinear sample at the point."""
-    count, height, width, channels = images.shape
-    device = images.device
-    weights = torch.ones(count, device=device) if weights is None else weights.to(device, torch.float32)
+    colour the image's bilinear sample at the point. The texture's rows are blended in chunks of about
+    chunk_texel_views texel-view pairs (bounded memory); on_chunk(done_rows, rows) follows each."""
+    count, height, width, _ = images.shape
+    size = position.shape[0]
+    weights = torch.ones(count, device=images.device) if weights is None else weights.to(images.device, torch.float32)
     depth, covered = view_depths(vertices, faces, view, projection, width, height)
-    projection = projection.expand(count, 4, 4)
+    low, high = vertices.amin(0), vertices.amax(0)
+    tolerance = depth_tolerance * (high - low).norm()
+    rows = max(1, chunk_texel_views // (count * position.shape[1]))
+    textures, totals = [], []
+    for start in range(0, size, rows):
+        stop = min(size, start + rows)
+        texture, total = blend_views(images, view, projection.expand(count, 4, 4), depth, covered,
+                                     position[start:stop], normal[start:stop], mask[start:stop], weights,
+                                     exponent, tolerance)
+        textures.append(texture)
+        totals.append(total)
+        if on_chunk is not None:
+            on_chunk(stop, size)
+    return torch.cat(textures), torch.cat(totals)
+
+
+def blend_views(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, depth: torch.Tensor,
+                covered: torch.Tensor, position: torch.Tensor, normal: torch.Tensor, mask: torch.Tensor,
+                weights: torch.Tensor, exponent: float, tolerance: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """bake() on texels position, normal float [R,S,3] and mask bool [R,S] (any rows of the texture), with
+    projection float [N,4,4], depth float [N,H,W] and covered bool [N,H,W] (view_depths), weights float [N]
+    and tolerance (scene units) -> texture float [R,S,C] and weight float [R,S]."""
+    count, height, width, _ = images.shape
+    device = images.device
     homogeneous = torch.cat([position, torch.ones_like(position[..., :1])], -1)
-    camera = torch.einsum("bij,hwj->bhwi", view, homogeneous)  # [N,S,S,4]
+    camera = torch.einsum("bij,hwj->bhwi", view, homogeneous)  # [N,R,S,4]
     clip = torch.einsum("bij,bhwj->bhwi", projection, camera)
     w = clip[..., 3]
     ndc = clip[..., :2] / torch.where(w > 0, w, 1.0)[..., None]
@@ -103,8 +133,6 @@ def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, ver
     inside = (w > 0) & (column >= 0) & (column < width) & (row >= 0) & (row < height) & mask
     pixel = (torch.arange(count, device=device).view(-1, 1, 1) * height + row.clamp(0, height - 1)) * width \
         + column.clamp(0, width - 1)
-    low, high = vertices.amin(0), vertices.amax(0)
-    tolerance = depth_tolerance * (high - low).norm()
     near = (depth.reshape(-1)[pixel] - (-camera[..., 2])).abs() <= tolerance
     # the direction to the camera in view space: towards the eye (perspective: w depends on the point)
     # or along +z (orthographic)
@@ -114,11 +142,11 @@ def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, ver
     view_normal = torch.einsum("bij,hwj->bhwi", view[:, :3, :3], normal)
     cosine = (view_normal * towards).sum(-1).clamp_min(0)
     seen = inside & near & covered.reshape(-1)[pixel]
-    weight = torch.where(seen, weights.view(-1, 1, 1) * cosine ** exponent, 0.0)  # [N,S,S]
+    weight = torch.where(seen, weights.view(-1, 1, 1) * cosine ** exponent, 0.0)  # [N,R,S]
     # grid_sample's coordinates: -1 and 1 are the images' outer edges; images' rows run down
     grid = torch.stack([screen_x / width * 2 - 1, 1 - screen_y / height * 2], -1)
     samples = torch.nn.functional.grid_sample(images.permute(0, 3, 1, 2), grid, mode="bilinear",
-                                              padding_mode="border", align_corners=False)  # [N,C,S,S]
+                                              padding_mode="border", align_corners=False)  # [N,C,R,S]
     total = weight.sum(0)
     texture = torch.einsum("bhw,bchw->hwc", weight, samples) / total.clamp_min(1e-12)[..., None]
     return texture, total
