@@ -633,20 +633,26 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
 
 
 class _Schedule:
-    """What the host decides for a shape from the shape before it: the row slots of each scoring
-    stage and family, and the climbing rounds (the rounds the last shape's climbs took, and two
-    more; half as many again when they were cut). The random candidates get what the last shape's
-    needed, to the next level up. The climbs get slots round by round, as many as the same round of
-    the last shape needed (to the next level up): its climbs stopped one after another, and later
-    rounds score fewer rows (measured: half the slots of a round were idle with one size for all
-    rounds). A round gets at least two parents' share of the first round, so that a climb that
-    outlasts the last shape's goes on. Rows past the slots are not scored (`score`), so a shape much
-    larger than the last one passes over some moves (as failed ones); the slots follow in the next.
+    """What the host decides for a shape: the row slots of each scoring stage and family, and the
+    climbing rounds. It reads the device once per shape, after the shape's random candidates are
+    scored and its parents chosen: the status of the shape before (`status`) and how many of this
+    shape's parents are of each family (`set_parents`). The climbs of each family then run on that
+    family's parents alone, and families without parents cost nothing (measured on combo shapes:
+    half the families, and most of the work, were idle when every family climbed every parent's
+    mutations).
 
-    The first shape has no shape before it. Its random candidates get every row, shared out among
-    the kinds' families; where there are several families, the host reads which families its
-    parents are of and gives each family every row of its parents' mutations (the last shape's
-    status is not read: the host reads the device as many times as there are shapes)."""
+    The random candidates get the slots the shape before the last needed, to the next level up. The
+    climbs run the rounds the last shape's took and two more (half as many again when they were
+    cut), and each round of a family gets the slots per parent that the same round of the last
+    shape needed (to the next level up), times its parents now: climbs stop one after another, and
+    later rounds score fewer rows. A round gets at least two parents' share of the family's first
+    round, so that a climb that outlasts the last shape's goes on. A family without parents in the
+    last shape gets twice the rows its random candidates spanned on average, per mutation. Rows past
+    the slots are not scored (`score`): a shape much larger than the last one passes over some moves
+    (as failed ones); the slots follow in the next.
+
+    The first shape has no shape before it: its random candidates get every row, shared out among
+    the kinds' families, its climbs every row of their mutations."""
 
     MIN_ROUNDS = 4
     FIRST_ROUNDS = 32
@@ -655,42 +661,38 @@ class _Schedule:
 
     def __init__(self, kinds, batch: int, candidates: int, parents: int, mutations: int, height: int):
         self.kinds, self.candidates, self.mutations, self.height = kinds, candidates, mutations, height
-        self.parents = parents
         self.families = _families(kinds)
-        # the first shape: every row of every candidate, shared out among the families (twice each
-        # family's share of the kinds: random kinds are drawn evenly); climbs of one family get
-        # every row, those of several are sized once the parents are known (`size_first_climbs`)
+        # every row of every candidate, shared out among the families (twice each family's share of
+        # the kinds: random kinds are drawn evenly)
         share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds))
                  for family in self.families}
         self.slots = {("random", family): math.ceil(batch * candidates * height * share[family]) for family in share}
-        self.slots.update({("climb", family): batch * parents * mutations * height for family in share})
-        self.climb_slots = None  # per family, the slots of each round (after the first shape)
         self.rounds = min(MAX_ROUNDS, self.FIRST_ROUNDS)
-        self.parents_unknown = len(share) > 1
+        self.per_parent = None  # per family, the slots of each round per parent (after the first shape)
+        self.parents = {family: batch * parents if len(self.families) == 1 else 0 for family in self.families}
 
-    def climb_floor(self) -> dict:
-        """Where the kinds span several families, a family without parents in the last shape may
-        have some in this one: its climbing slots are at least one parent's mutations (per image)
-        at twice the rows its random candidates span on average."""
-        if len(self.families) == 1:
-            return {}
-        return {family: math.ceil(2 * self.slots[("random", family)] * self.mutations / self.candidates
-                                  * len(self.kinds) / sum(_FAMILY[k] == family for k in self.kinds))
-                for family in self.families}
-
-    def size_first_climbs(self, parent_kind, mutations: int):
-        """Climbing slots of the first shape from its parents' kinds [B*P] (one host read)."""
+    def family_counts(self, parent_kind):
+        """How many parents [B*P] (their kinds) are of each family, int64 [F], on the device."""
         family = torch.tensor(_FAMILY, device=parent_kind.device)[parent_kind]
-        counts = (family[:, None] == torch.tensor(self.families, device=family.device)).sum(0).tolist()
-        for code, count in zip(self.families, counts):
-            self.slots[("climb", code)] = max(1, count * mutations * self.height)
-        self.parents_unknown = False
+        return (family[:, None] == torch.tensor(self.families, device=family.device)).sum(0)
+
+    def set_parents(self, counts: list[int]) -> None:
+        self.parents = dict(zip(self.families, counts))
 
     def capacity(self, stage: str, round: int = 0) -> dict:
-        """Row slots per family of a scoring stage: "random", or "climb" at a round."""
-        if stage == "climb" and self.climb_slots is not None:
-            return {family: slots[min(round, len(slots) - 1)] for family, slots in self.climb_slots.items()}
-        return {family: slots for (s, family), slots in self.slots.items() if s == stage}
+        """Row slots per family of a scoring stage: "random", or "climb" at a round (for the parents
+        `set_parents` gave)."""
+        if stage == "random":
+            return {family: self.slots[("random", family)] for family in self.families}
+        every_row = self.mutations * self.height
+        if self.per_parent is None:
+            return {family: max(1, count * every_row) for family, count in self.parents.items()}
+        slots = {}
+        for family, count in self.parents.items():
+            per_round = self.per_parent[family]
+            least = min(count, 2) * per_round[0]
+            slots[family] = max(1, math.ceil(max(least, count * per_round[min(round, len(per_round) - 1)])))
+        return slots
 
     def _level(self, rows):
         """The level of the slots `rows` (int64 tensor) need: ceil(SLOT_LEVELS * log2(rows / 256))."""
@@ -701,33 +703,43 @@ class _Schedule:
         return math.ceil(256 * 2 ** (level / self.SLOT_LEVELS))
 
     def status(self, active, cut, climbed, needed: dict):
-        """The device's report of a shape, int64 [1 + F*R] (one host read gets it all): a word with
-        bit 0 an image is still active, bit 1 a climb was cut by the last round, bits 2-11 the
+        """The device's report of a shape, int64 [1 + F*R] (read with the next shape's parents): a word
+        with bit 0 an image is still active, bit 1 a climb was cut by the last round, bits 2-11 the
         rounds until every climb had ended, then LEVEL_BITS per family: the level of the slots its
-        random candidates needed; then per family the level of the slots each climbing round needed."""
+        random candidates needed; then per family the level of the slots each climbing round needed
+        (0 for a family without parents)."""
         word = active.any().long() + 2 * cut.long() + 4 * climbed.clamp_max(1023)
         for i, family in enumerate(self.families):
             word = word + (self._level(needed[("random", family)]) << (12 + self.LEVEL_BITS * i))
-        return torch.cat([word.view(1)] + [self._level(needed[("climb", family)]) for family in self.families])
+        zeros = torch.zeros(self.rounds, dtype=torch.int64, device=word.device)
+        return torch.cat([word.view(1)] + [self._level(needed[("climb", family)]) if ("climb", family) in needed
+                                           else zeros for family in self.families])
 
     def update(self, status: list[int]) -> bool:
-        """Set the slots and rounds of the next shape from a shape's `status`; returns whether an
-        image is still active."""
+        """Set the slots and rounds of the next shape from the last shape's `status` (before
+        `set_parents` gives the next shape's parents); returns whether an image is still active."""
         word, climb_levels = status[0], status[1:]
+        random_rows = {}
         for i, family in enumerate(self.families):
-            self.slots[("random", family)] = self._slots(((word >> (12 + self.LEVEL_BITS * i)) &
-                                                          (2 ** self.LEVEL_BITS - 1)) + 1)
+            random_rows[family] = self._slots(((word >> (12 + self.LEVEL_BITS * i)) & (2 ** self.LEVEL_BITS - 1)) + 1)
+            self.slots[("random", family)] = random_rows[family]
         rounds = len(climb_levels) // len(self.families)
-        floor = self.climb_floor()
-        self.climb_slots = {}
+        per_parent = {}
         for i, family in enumerate(self.families):
-            levels = climb_levels[i * rounds:(i + 1) * rounds]
-            least = max(floor.get(family, 1), math.ceil(2 * self._slots(levels[0] + 1) / self.parents))
-            self.climb_slots[family] = [max(least, self._slots(level + 1)) for level in levels]
+            count = self.parents[family]
+            if count > 0:
+                levels = climb_levels[i * rounds:(i + 1) * rounds]
+                per_parent[family] = [self._slots(level + 1) / count for level in levels]
+            else:  # twice a random candidate's rows of the family (on average) per mutation
+                kinds = sum(_FAMILY[k] == family for k in self.kinds)
+                per_parent[family] = [2 * random_rows[family] * self.mutations * len(self.kinds)
+                                      / (self.candidates * kinds)]
+        self.per_parent = per_parent
         climbed = (word >> 2) & 1023
         cut = bool(word & 2)
         self.rounds = min(MAX_ROUNDS, self.rounds + self.rounds // 2 if cut else max(self.MIN_ROUNDS, climbed + 2))
         return bool(word & 1)
+
 
 
 class _Record:
@@ -772,12 +784,13 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     parents = min(PARENTS, candidates)
     schedule = _Schedule(kinds, batch, candidates, parents, mutations, height)
     current, active = record.current, torch.ones(batch, dtype=torch.bool, device=device)
+    status = None  # the last shape's report, read with the next shape's parents
     for index in range(shapes):
         shape = _next_shape(record.target, current, active, kinds, record.start_alpha, record.searched, candidates,
-                            parents, mutations, tables, record.generator, schedule)
-        # the one read per shape (none after the last, which leaves one to the first: `_Schedule`)
-        any_active = index == shapes - 1 or schedule.update(
-            schedule.status(shape["active"], *shape["report"]).tolist())
+                            parents, mutations, tables, record.generator, schedule, status)
+        if shape is None:  # the last shape improved no image
+            record.stopped_after(index - 1)
+            break
         current, active = shape["current"], shape["active"]
         record.kind[:, index], record.params[:, index], record.color[:, index] = \
             shape["kind"], shape["params"], shape["color"]
@@ -785,9 +798,7 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
         record.error[:, index + 1] = record.error[:, index] + torch.where(active, shape["change"], 0)
         if on_shape is not None:
             on_shape(index + 1, shapes, current)
-        if not any_active:
-            record.stopped_after(index)
-            break
+        status = schedule.status(shape["active"], *shape["report"])
     return record.result()
 
 
@@ -801,24 +812,33 @@ def _quantised(background):
 
 
 def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations, tables,
-                generator, schedule):
-    """One shape per image, searched and committed on the device with sizes fixed by `schedule`:
-    returns the new current images and the shape, and what the host reads back (see `_Schedule`)."""
+                generator, schedule, status):
+    """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
+    which reads the last shape's `status` and this shape's parents' families (one host read, none for
+    the first shape of one family): returns the new current images and the shape, and its report
+    (see `_Schedule`); None where the last shape improved no image."""
     batch, height, width, _ = target.shape
     device = target.device
     terms = _terms(target, current, None if search_alpha else start_alpha)
-    # random candidates of every image at once; the best `parents` of each climb
+    # random candidates of every image at once; the best `parents` of each image are climbed
     kind, params = random_shapes(kinds, batch * candidates, height, width, generator, device)
     shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)
     image = torch.arange(batch * candidates, device=device) // candidates
     change, _, needed = score(terms, image, kind, params, shape_alpha, kinds, schedule.capacity("random"))
     best = torch.topk(-change.view(batch, candidates), parents, dim=1).indices
     chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
-    if schedule.parents_unknown:
-        schedule.size_first_climbs(kind[chosen], mutations)
-    kind, params, shape_alpha, change, cut, climbed, climb_needed = _hill_climb(
-        terms, kind[chosen], params[chosen], shape_alpha[chosen], change[chosen], search_alpha, mutations, tables,
-        generator, kinds, [schedule.capacity("climb", r) for r in range(schedule.rounds)], batch)
+    kind, params, shape_alpha, change = kind[chosen], params[chosen], shape_alpha[chosen], change[chosen]
+    several = len(schedule.families) > 1
+    if status is not None or several:
+        report = [status] if status is not None else []
+        read = torch.cat(report + ([schedule.family_counts(kind)] if several else [])).tolist()
+        if status is not None and not schedule.update(read[:len(status)]):
+            return None
+        if several:
+            schedule.set_parents(read[len(read) - len(schedule.families):])
+    kind, params, shape_alpha, change, cut, climbed, climb_needed = _climb_families(
+        terms, kind, params, shape_alpha, change, chosen // candidates, search_alpha, mutations, tables, generator,
+        kinds, schedule, batch)
     needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
     # the best climb of each image becomes its next shape, coloured in 8 bits
     shape_alpha = (shape_alpha * 255).round() / 255
@@ -836,23 +856,58 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
                 change=change, report=(cut, climbed, needed))
 
 
-def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tables, generator, kinds,
-                capacities: list, batch: int):
-    """Hill-climb all parents of every image at once (kind [B*P], params [B*P,8], alpha, change
-    [B*P]). Each round, every parent still climbing makes `mutations` mutations and takes the best
-    one if it lowers the error; a parent stops after a round in which none did. That is primitive's
-    rule (stop when `mutations` moves from the same state fail in a row), with the moves tried side
-    by side and the best success kept, not the first. There is a round per entry of `capacities`
-    (the row slots of each family that round, or None: every row), each of a size fixed on the host
-    (stopped parents' moves cost no rows and are ignored): no host reads.
+def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
+                    schedule, batch: int):
+    """Hill-climb the parents of every image (kind [B*P] among `kinds`, params [B*P,8], alpha, change
+    [B*P], image [B*P] int64), each family's parents on their own (`_hill_climb`), and pick each
+    image's best climb: kind [B], params [B,8], alpha [B], change [B]; whether a climb was cut by
+    the last round (), the rounds until every climb had stopped (), and the row slots each family
+    with parents needed each round {family: int64 [R]}."""
+    count, device = kind.shape[0], kind.device
+    capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
+    members = {family: n for family, n in schedule.parents.items() if n > 0}
+    if len(schedule.families) > 1:  # parents in family order, and back after the climbs
+        order = torch.argsort(torch.tensor(_FAMILY, device=device)[kind], stable=True)
+        kind, params, alpha, change, image = (x.index_select(0, order) for x in (kind, params, alpha, change, image))
+    parts, cut, climbed, needed = [], False, 0, {}
+    start = 0
+    for family, n in members.items():
+        part = slice(start, start + n)
+        start += n
+        family_kinds = tuple(k for k in kinds if _FAMILY[k] == family)
+        climb = _hill_climb(terms, kind[part], params[part], alpha[part], change[part], image[part], search_alpha,
+                            mutations, tables, generator, family_kinds,
+                            [None if c is None else {family: c[family]} for c in capacities])
+        parts.append(climb[:4])
+        cut = cut | climb[4]
+        climbed = torch.maximum(torch.as_tensor(climbed, device=device), climb[5])
+        needed[family] = climb[6][family]
+    params, alpha, change = (torch.cat([p[i] for p in parts]) for i in (1, 2, 3))
+    if len(schedule.families) > 1:
+        params, alpha, change = (torch.empty_like(x).index_copy_(0, order, x) for x in (params, alpha, change))
+        kind = torch.empty_like(kind).index_copy_(0, order, kind)
+    winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
+    return kind[winner], params[winner], alpha[winner], change[winner], torch.as_tensor(cut, device=device), \
+        climbed, needed
 
-    Returns the best climb of each image (kind [B], params [B,8], alpha [B], change [B]), whether a
-    climb was cut by the last round (), the rounds until every climb had stopped (), and the row
-    slots each family needed each round {family: int64 [R]}."""
+
+def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
+                capacities: list):
+    """Hill-climb parents side by side (kind [K], params [K,8], alpha, change [K], image [K] int64).
+    Each round, every parent still climbing makes `mutations` mutations and takes the best one if it
+    lowers the error; a parent stops after a round in which none did. That is primitive's rule (stop
+    when `mutations` moves from the same state fail in a row), with the moves tried side by side and
+    the best success kept, not the first. There is a round per entry of `capacities` (the row slots
+    of each family that round, or None: every row), each of a size fixed on the host (stopped
+    parents' moves cost no rows and are ignored): no host reads.
+
+    Returns each climb's end (kind, params, alpha, change), whether a climb was cut by the last round
+    (), the rounds until every climb had stopped (), and the row slots each family needed each round
+    {family: int64 [R]}."""
     count, device = kind.shape[0], kind.device
     parent = torch.arange(count, device=device).repeat_interleave(mutations, output_size=count * mutations)
     mutant_kind = kind[parent] if len(kinds) > 1 else kind[:1].expand(count * mutations)
-    mutant_image = parent // (count // batch)
+    mutant_image = image[parent]
     first_move = torch.arange(count, device=device) * mutations
     climbing = torch.ones(count, dtype=torch.bool, device=device)
     climbed = torch.zeros((), dtype=torch.int64, device=device)
@@ -870,8 +925,7 @@ def _hill_climb(terms, kind, params, alpha, change, search_alpha, mutations, tab
         climbed = climbed + climbing.any()
         for family, total in rows.items():
             needed.setdefault(family, []).append(total)
-    winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
-    return (kind[winner], params[winner], alpha[winner], change[winner], climbing.any(), climbed,
+    return (kind, params, alpha, change, climbing.any(), climbed,
             {family: torch.stack(totals) for family, totals in needed.items()})
 
 
