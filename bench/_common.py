@@ -45,6 +45,15 @@ def timed(fn, repeat: int = 5, warmup: int = 1, sync=None) -> float:
     return statistics.median(times)
 
 
+def _trim_heap() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def _rss_kib(field: str) -> int:
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith(field))
@@ -53,8 +62,9 @@ def _rss_kib(field: str) -> int:
 def peak_memory(fn, device) -> tuple[object, str]:
     """fn()'s result and the peak memory it took beyond what was held before: allocated memory on a
     GPU; on Linux the process's peak resident set above its resident set at the call (the kernel's
-    high-water mark, reset first through /proc/self/clear_refs), else the growth of the peak RSS
-    (a lower bound where an earlier call peaked higher)."""
+    high-water mark, reset first through /proc/self/clear_refs, after glibc's malloc_trim gave back
+    the free memory earlier calls left, which fn would otherwise reuse unseen), else the growth of
+    the peak RSS (a lower bound where an earlier call peaked higher)."""
     import torch
 
     if torch.device(device).type == "cuda":
@@ -65,6 +75,7 @@ def peak_memory(fn, device) -> tuple[object, str]:
         torch.cuda.synchronize()
         return result, f"{(torch.cuda.max_memory_allocated() - base) / 2**20:,.0f} MiB"
     try:
+        _trim_heap()
         with open("/proc/self/clear_refs", "w") as refs:
             refs.write("5")  # resets VmHWM to the current RSS
         base = _rss_kib("VmRSS:")

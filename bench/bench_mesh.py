@@ -1,15 +1,22 @@
 """Mesh rasterization: RasterKit against trimesh ray casting (the compile-free peer) and a brute-force
 numpy reference, on spheres of 10K, 100K and 1M triangles at 1024x1024 and 2048x2048, one run.
-    .venv/bin/python bench/bench_mesh.py [--quick]
+    .venv/bin/python bench/bench_mesh.py [--quick] [--hunyuan CHECKOUT]
+
+--hunyuan: also Hunyuan3D-2's own CPU kernel (custom_rasterizer), built from a checkout's sources
+with -O3 as its setup.py builds it (bench/verify_custom_rasterizer.py's build; needs g++ and ninja;
+kept in bench/peers/custom_rasterizer_build, git-ignored, never shipped), against RasterKit's
+custom_rasterizer on one thread (the kernel is single-threaded) and on torch's threads, on spheres
+and Hunyuan3D-2's assets/1.glb at 1024x1024 and 2048x2048, with peak memory.
 """
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from _common import report, table, timed
+from _common import ROOT, peak_memory, report, table, timed
 
 from utils import mesh_rasterizer as M  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.device import torch_device  # noqa: E402
@@ -47,6 +54,50 @@ def trimesh_rays(mesh, resolution):
     directions = forward + (gx[..., None] * right + gy[..., None] * up) * t
     directions = directions.reshape(-1, 3)
     RayMeshIntersector(mesh).intersects_first(np.repeat(eye[None], len(directions), 0), directions)
+
+
+def hunyuan_section(checkout: str) -> tuple[str, str]:
+    """Hunyuan3D-2's CPU kernel against RasterKit's custom_rasterizer (the same call, the same
+    semantics), medians of 3, with each call's peak memory."""
+    import trimesh
+
+    from utils import custom_rasterizer as ours
+    from verify_custom_rasterizer import load_hunyuan
+
+    build = ROOT / "bench" / "peers" / "custom_rasterizer_build"
+    build.mkdir(parents=True, exist_ok=True)
+    real, _ = load_hunyuan(Path(checkout), build, ["-O3"])
+    demo = trimesh.load(Path(checkout) / "assets" / "1.glb", force="mesh")
+    vertices = np.asarray(demo.vertices, dtype=np.float32)
+    vertices = (vertices - (vertices.max(0) + vertices.min(0)) / 2) / (vertices.max(0) - vertices.min(0)).max() * 2
+    meshes = [("sphere", sphere(SIZES["10K"])), ("sphere", sphere(SIZES["100K"])),
+              ("Hunyuan3D-2 assets/1.glb", trimesh.Trimesh(vertices, demo.faces, process=False))]
+    threads = torch.get_num_threads()
+    rows = []
+    for name, mesh in meshes:
+        clip, faces = clip_space(mesh, torch.device("cpu"))
+        for resolution in (1024, 2048):
+            def peer():
+                return real.rasterize(clip[None], faces.int(), (resolution, resolution))
+
+            def rasterkit():
+                return ours.rasterize(clip[None], faces.int(), (resolution, resolution))
+
+            figures = {}
+            for label, fn, count in (("peer", peer, 1), ("one", rasterkit, 1), ("all", rasterkit, threads)):
+                torch.set_num_threads(count)
+                _, memory = peak_memory(fn, "cpu")
+                figures[label] = (timed(fn, 3), memory)
+            torch.set_num_threads(threads)
+            peer_ms = figures["peer"][0] * 1e3
+            rows.append([f"{name}, {len(mesh.faces):,} triangles, {resolution}x{resolution}",
+                         f"{peer_ms:.0f} ({figures['peer'][1]})"] +
+                        [f"{figures[k][0] * 1e3:.0f} ({figures[k][1]}), {peer_ms / (figures[k][0] * 1e3):.2f}x"
+                         for k in ("one", "all")])
+    return (f"custom_rasterizer.rasterize: Hunyuan3D-2's CPU kernel (g++ -O3) against RasterKit, median ms "
+            f"(peak memory), RasterKit's speed as a multiple of the kernel's",
+            table(["case", "Hunyuan3D-2 CPU kernel (1 thread)", "RasterKit, 1 thread", f"RasterKit, {threads} threads"],
+                  rows))
 
 
 def main():
@@ -88,11 +139,14 @@ def main():
     brute = timed(lambda: reference(clip, faces.int(), 256, 256), 1, 0)
     rows.append([f"{len(mesh.faces):,} triangles, 256x256 (vs brute-force numpy)", f"{ours * 1e3:.0f}", "",
                  f"brute force {brute * 1e3:.0f}"])
-    report("mesh", "Mesh rasterization (MeshRasterizer engine)", [
+    sections = [
         (f"Median ms (RasterKit on {device}); the peer is trimesh's ray-triangle intersector, one ray per pixel",
          table(["case", "RasterKit rasterize (no culling, custom_rasterizer semantics)", "RasterKit, back faces culled",
-                "peer"], rows)),
-    ], "make bench  # or .venv/bin/python bench/bench_mesh.py")
+                "peer"], rows))]
+    if "--hunyuan" in sys.argv:
+        sections.append(hunyuan_section(sys.argv[sys.argv.index("--hunyuan") + 1]))
+    report("mesh", "Mesh rasterization (MeshRasterizer engine)", sections,
+           "make bench  # or .venv/bin/python bench/bench_mesh.py [--hunyuan <Hunyuan3D-2 checkout>]")
 
 
 if __name__ == "__main__":
