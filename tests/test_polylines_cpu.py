@@ -1,0 +1,62 @@
+"""utils/polylines_cpu (OpenCV) against the torch path of render_polylines and the brute-force Bresenham
+of test_polyline_images: the same pixels, so the CPU may take either."""
+import numpy as np
+import pytest
+import torch
+
+from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils import polylines_cpu
+
+from test_polyline_images import reference_mask, series_points
+
+
+def torch_path(monkeypatch, *args, **kwargs):
+    with monkeypatch.context() as patch:
+        patch.setattr(polylines_cpu, "draw", lambda *a, **k: False)
+        return R.render_polylines(*args, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_opencv_draws_the_torch_paths_pixels(monkeypatch, dtype):
+    g = torch.Generator().manual_seed(3)
+    # gentle to steep walks, a flat series, a spike, two points, a single point, ragged lengths
+    values = torch.cumsum(torch.randn(40, 60, generator=g) * (1 + 8 * torch.rand(40, 1, generator=g)), 1)
+    values[1] = 2.0
+    values[2, 30] = 1e3
+    lengths = torch.randint(2, 61, (40,), generator=g)
+    lengths[3], lengths[4] = 2, 1
+    used = []
+    draw = polylines_cpu.draw
+    monkeypatch.setattr(polylines_cpu, "draw", lambda *a, **k: used.append(draw(*a, **k)) or used[-1])
+    ours = R.render_polylines(values, 37, 53, lengths=lengths, dtype=dtype, color=(1, 1, 1, 0.8))
+    assert used == [True], "the OpenCV path was not taken"
+    expected = torch_path(monkeypatch, values, 37, 53, lengths=lengths, dtype=dtype, color=(1, 1, 1, 0.8))
+    assert torch.equal(ours, expected)
+    assert not ours[4].any()  # one point: blank
+    points = R.series_points(values, lengths, *R.value_range(values, lengths, "per_image"), 37, 53)
+    for image, pts, length in zip(ours.numpy(), points.numpy(), lengths.tolist()):
+        assert np.array_equal(image > 0, reference_mask(pts[:length], 37, 53))
+
+
+def test_series_with_gaps_or_points_outside_take_the_torch_path(monkeypatch):
+    values = torch.randn(3, 20)
+    values[0, 5] = float("nan")
+    points = R.series_points(values, torch.full((3,), 20), *R.value_range(values, torch.full((3,), 20), "per_image"),
+                             16, 16)
+    out = torch.full((3, 16, 16), 7.0)
+    assert not polylines_cpu.draw(out, points, torch.full((3,), 20), 1.0) and bool((out == 7).all())  # untouched
+    xy = torch.tensor([[[2.0, 3.0], [20.0, 5.0]]])
+    assert not polylines_cpu.draw(torch.zeros(1, 16, 16), xy, torch.tensor([2]), 1.0)
+    assert polylines_cpu.draw(torch.zeros(1, 16, 16), xy, torch.tensor([1]), 1.0)  # the point past the length
+    assert not polylines_cpu.draw(torch.zeros(1, 16, 16, dtype=torch.bfloat16), xy[:, :1], torch.tensor([1]), 1.0)
+    rendered = R.render_polylines(values, 16, 16)  # the gap: torch path, still a plot
+    assert torch.equal(rendered, torch_path(monkeypatch, values, 16, 16))
+
+
+def test_progress_and_interrupts_between_chunks():
+    seen = []
+    out = torch.zeros(5, 8, 8, dtype=torch.uint8)
+    points = torch.tensor([[0.5, 0.5], [7.5, 7.5]]).expand(5, 2, 2)
+    assert polylines_cpu.draw(out, points, torch.full((5,), 2), 255,
+                              on_progress=lambda done, total: seen.append(done), chunk=2)
+    assert seen == [2, 4, 5] and bool((out.diagonal(dim1=1, dim2=2) == 255).all())
