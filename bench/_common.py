@@ -86,7 +86,8 @@ def peak_memory(fn, device) -> tuple[object, str]:
 
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result = fn()
-        return result, f"{(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2**10:,.0f} MiB (peak RSS growth)"
+        growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 2**10
+        return result, f"{growth:,.0f} MiB (peak RSS growth)"
 
 
 def table(header: list[str], rows: list[list]) -> str:

@@ -94,8 +94,8 @@ def hunyuan_section(checkout: str) -> tuple[str, str]:
                          f"{peer_ms:.0f} ({figures['peer'][1]})"] +
                         [f"{figures[k][0] * 1e3:.0f} ({figures[k][1]}), {peer_ms / (figures[k][0] * 1e3):.2f}x"
                          for k in ("one", "all")])
-    return (f"custom_rasterizer.rasterize: Hunyuan3D-2's CPU kernel (g++ -O3) against RasterKit, median ms "
-            f"(peak memory), RasterKit's speed as a multiple of the kernel's",
+    return ("custom_rasterizer.rasterize: Hunyuan3D-2's CPU kernel (g++ -O3) against RasterKit, median ms "
+            "(peak memory), RasterKit's speed as a multiple of the kernel's",
             table(["case", "Hunyuan3D-2 CPU kernel (1 thread)", "RasterKit, 1 thread", f"RasterKit, {threads} threads"],
                   rows))
 

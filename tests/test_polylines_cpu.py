@@ -7,7 +7,7 @@ import torch
 from rasterkit.utils import gpu_rendering as R
 from rasterkit.utils import polylines_cpu
 
-from test_polyline_images import reference_mask, series_points
+from test_polyline_images import reference_mask
 
 
 def torch_path(monkeypatch, *args, **kwargs):

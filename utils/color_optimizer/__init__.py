@@ -741,7 +741,6 @@ class _Schedule:
         return bool(word & 1)
 
 
-
 class _Record:
     """What both search paths (this torch path and search_kernels.Search) start from and fill in: the
     working target and canvas float [B,H,W,C] (the quantised background), the generator, whether the
@@ -990,7 +989,8 @@ def _row_bands(result: Approximation, params, height: int, width: int) -> list[l
     after its last, [N][2] on the host (one read): no rows for shapes not drawn."""
     batch, total = result.kind.shape
     kinds = tuple(range(len(KINDS)))
-    top, bottom = _y_extent(result.kind.reshape(-1), params.reshape(-1, N_PARAMS), kinds, render_curve_steps(height, width))
+    top, bottom = _y_extent(result.kind.reshape(-1), params.reshape(-1, N_PARAMS), kinds,
+                            render_curve_steps(height, width))
     drawn = (result.alpha > 0).reshape(-1)
     # a row's samples lie within it: rows floor(top) .. floor(bottom), and one more each side for rounding
     first = torch.where(drawn, torch.floor(top).clamp(0, height) - 1, height).clamp(0, height)
