@@ -19,10 +19,11 @@ LAYER_TOOLTIP = "RGBA: the overlay alone, straight alpha (or premultiplied, see 
 
 
 def layer_output(layer: torch.Tensor, mode: str) -> torch.Tensor:
-    """The engine's premultiplied RGBA layer in the convention the node's `layer_alpha` asks for."""
+    """The engine's premultiplied RGBA layer in the convention the node's `layer_alpha` asks for
+    (converted in place: the layer is the node's own, fresh from the engine)."""
     from ..utils.gpu_rendering import straight_alpha
 
-    return straight_alpha(layer) if mode == "straight" else layer
+    return straight_alpha(layer, in_place=True) if mode == "straight" else layer
 
 
 def comfy_module(name: str, *needed: str):

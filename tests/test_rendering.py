@@ -516,3 +516,15 @@ def test_no_float64_for_any_kind(monkeypatch):
                    fill_color=(0, 0, 1, 0.5)))
     count, _ = counted(monkeypatch, lambda: R.draw(torch.rand(2, H, W, 4), prims, atlas=torch.rand(4, 4)))
     assert count.float64 == 0, count.f64_ops
+
+
+def test_straight_alpha_new_and_in_place():
+    """Premultiplied RGBA to straight: RGB / alpha clamped to 0..1, RGB 0 where alpha is 0, alpha kept."""
+    layer = torch.tensor([[0.2, 0.1, 0.0, 0.4], [0.0, 0.0, 0.0, 0.0], [1e-9, 0.0, 0.0, 0.0], [0.5, 0.3, 0.6, 0.5],
+                          [3e-39, 0.0, 1e-39, 6e-39]])
+    expected = torch.tensor([[0.5, 0.25, 0.0, 0.4], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [1.0, 0.6, 1.0, 0.5],
+                             [0.5, 0.0, 1e-39 / 6e-39, 6e-39]])
+    new = R.straight_alpha(layer)
+    torch.testing.assert_close(new, expected, rtol=1e-6, atol=0)
+    converted = layer.clone()
+    assert R.straight_alpha(converted, in_place=True) is converted and torch.equal(converted, new)

@@ -757,13 +757,17 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     return image_out, alpha_out, layer_out
 
 
-def straight_alpha(layer: torch.Tensor) -> torch.Tensor:
+def straight_alpha(layer: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     """A premultiplied RGBA layer [...,4] as straight alpha (ComfyUI's IMAGE-with-alpha convention: what
-    Save Image stores); RGB is 0 where alpha is 0. A new tensor."""
+    Save Image stores); RGB is 0 where alpha is 0. A new tensor, or `layer` itself converted in place
+    (no new layer-sized allocation: on the CPU its page faults cost more than the division)."""
     alpha = layer[..., 3:4]
-    # one pass over the whole layer (no strided RGB temporaries, no concatenation: measured 2.3x
-    # faster on the CPU); dividing by infinity gives RGB 0 where alpha is 0
-    straight = layer / torch.where(alpha > 0, alpha, torch.inf)
+    # dividing by infinity gives RGB 0 where alpha is 0
+    divisor = torch.where(alpha > 0, alpha, torch.inf)
+    if in_place:
+        layer[..., :3].div_(divisor).clamp_(0, 1)
+        return layer
+    straight = layer / divisor  # one pass over the whole layer: no strided temporaries, no concatenation
     straight.clamp_(0, 1)[..., 3:] = alpha
     return straight
 
