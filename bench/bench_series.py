@@ -93,10 +93,9 @@ def main():
         ("Notes", "vs OpenCV: images/s over OpenCV's in the same mode (1 px or LINE_AA). A fresh output batch is "
                   "page-faulted on first touch (5000 x 224 x 224 uint8 = 250 MB, float32 = 1 GB): on the CPU that "
                   "is part of RasterKit's time and none of the peers', which reuse a 50 KB image in cache; the "
-                  "OpenCV row 'into one new batch' keeps its plots as RasterKit does. OpenCV's 1 px lines are "
-                  "Bresenham's too but break ties the other way (a step exactly halfway between two rows: about 8% "
-                  "of the pixels of these plots differ), so the pack keeps its own (its brute-force reference) "
-                  "rather than dispatching to OpenCV."),
+                  "OpenCV row 'into one new batch' keeps its plots as RasterKit does. On the CPU RasterKit's aliased "
+                  "plots are OpenCV's polylines (utils/polylines_cpu.py), with the torch path's pixels: both walk a "
+                  "segment from its end with the larger x."),
     ], "make bench  # or .venv/bin/python bench/bench_series.py")
 
 

@@ -98,11 +98,12 @@ def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, ver
     depth, covered = view_depths(vertices, faces, view, projection, width, height)
     low, high = vertices.amin(0), vertices.amax(0)
     tolerance = depth_tolerance * (high - low).norm()
+    projection = projection.expand(count, 4, 4)
     rows = max(1, chunk_texel_views // (count * position.shape[1]))
     textures, totals = [], []
     for start in range(0, size, rows):
         stop = min(size, start + rows)
-        texture, total = blend_views(images, view, projection.expand(count, 4, 4), depth, covered,
+        texture, total = blend_views(images, view, projection, depth, covered,
                                      position[start:stop], normal[start:stop], mask[start:stop], weights,
                                      exponent, tolerance)
         textures.append(texture)

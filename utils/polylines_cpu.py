@@ -29,8 +29,7 @@ def draw(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, value: 
         return False
     batch, steps = points.shape[:2]
     height, width = out.shape[1:3]
-    host = torch.cat([points.reshape(-1), lengths.to(points.dtype)]).numpy()  # one read
-    xy, counts = host[:-batch].reshape(batch, steps, 2), host[-batch:].astype(np.int64)
+    xy, counts = points.numpy(), lengths.numpy()
     valid = np.arange(steps)[None] < counts[:, None]
     x, y = xy[..., 0][valid], xy[..., 1][valid]
     with np.errstate(invalid="ignore"):  # NaN compares False: not usable

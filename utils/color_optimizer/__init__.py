@@ -868,26 +868,26 @@ def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mut
     if len(schedule.families) > 1:  # parents in family order, and back after the climbs
         order = torch.argsort(torch.tensor(_FAMILY, device=device)[kind], stable=True)
         kind, params, alpha, change, image = (x.index_select(0, order) for x in (kind, params, alpha, change, image))
-    parts, cut, climbed, needed = [], False, 0, {}
+    parts, cuts, rounds, needed = [], [], [], {}
     start = 0
     for family, n in members.items():
         part = slice(start, start + n)
         start += n
         family_kinds = tuple(k for k in kinds if _FAMILY[k] == family)
-        climb = _hill_climb(terms, kind[part], params[part], alpha[part], change[part], image[part], search_alpha,
-                            mutations, tables, generator, family_kinds,
-                            [None if c is None else {family: c[family]} for c in capacities])
-        parts.append(climb[:4])
-        cut = cut | climb[4]
-        climbed = torch.maximum(torch.as_tensor(climbed, device=device), climb[5])
-        needed[family] = climb[6][family]
-    params, alpha, change = (torch.cat([p[i] for p in parts]) for i in (1, 2, 3))
+        _, *ends, cut, climbed, rows = _hill_climb(
+            terms, kind[part], params[part], alpha[part], change[part], image[part], search_alpha, mutations, tables,
+            generator, family_kinds, [None if c is None else {family: c[family]} for c in capacities])
+        parts.append(ends)
+        cuts.append(cut)
+        rounds.append(climbed)
+        needed[family] = rows[family]
+    params, alpha, change = (torch.cat(pieces) for pieces in zip(*parts))
     if len(schedule.families) > 1:
         params, alpha, change = (torch.empty_like(x).index_copy_(0, order, x) for x in (params, alpha, change))
         kind = torch.empty_like(kind).index_copy_(0, order, kind)
     winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
-    return kind[winner], params[winner], alpha[winner], change[winner], torch.as_tensor(cut, device=device), \
-        climbed, needed
+    return kind[winner], params[winner], alpha[winner], change[winner], torch.stack(cuts).any(), \
+        torch.stack(rounds).amax(), needed
 
 
 def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
