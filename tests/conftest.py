@@ -52,9 +52,10 @@ def kernel_device(kernel):
 
 @pytest.fixture
 def torch_path(monkeypatch):
-    """Run fn(*args, **kwargs) on the torch path (the CuPy kernels switched off)."""
+    """Run fn(*args, **kwargs) on the torch path (the CuPy kernels and numba's CPU loops switched off)."""
     def run(fn, *args, **kwargs):
         with monkeypatch.context() as patch:
             patch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+            patch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
             return fn(*args, **kwargs)
     return run

@@ -489,7 +489,9 @@ def counted(monkeypatch, fn):
 
 
 def test_draw_of_100_boxes_on_a_4k_frame_keeps_its_gpu_budget(monkeypatch):
-    """The call that ../shared/tools/budget.py measures: <= 200 device ops, <= 2 host syncs, no float64."""
+    """The call that ../shared/tools/budget.py measures: <= 200 device ops, <= 2 host syncs, no float64,
+    on the torch path a GPU takes (on the CPU numba's loop draws instead: tests/test_composite_cpu.py)."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     torch.manual_seed(0)
     height, width, n = 2160, 3840, 100
     images = torch.rand(1, height, width, 3)
@@ -502,6 +504,7 @@ def test_draw_of_100_boxes_on_a_4k_frame_keeps_its_gpu_budget(monkeypatch):
 
 
 def test_no_float64_for_any_kind(monkeypatch):
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")  # the torch path, which MPS and GPUs run
     g = torch.Generator().manual_seed(4)
     frames = torch.tensor([0, 1, 1])
     xy = torch.rand(3, 2, generator=g) * 30

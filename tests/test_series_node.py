@@ -296,6 +296,7 @@ def test_spectrum_bars_keep_a_gpu_budget(monkeypatch):
     from rasterkit.utils import polylines_cpu
 
     monkeypatch.setattr(polylines_cpu, "draw", lambda *a, **k: False)  # a GPU's path: the torch one
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     audio = tone(440.0, 4.0, channels=2)
     with OpCount() as count:
         Node.run(audio=audio, frames=96, audio_plot="spectrum", style="bars", width=128, height=64)

@@ -1,7 +1,8 @@
 """Backend choice in one place: torch device, optional accelerators, chunk sizes, OOM policy.
 
-torch is the array library everywhere; CuPy kernels and FAISS are optional accelerators that
-callers use only when `cupy_usable(device)` / `faiss_usable()` say so.
+torch is the array library everywhere; CuPy kernels, numba's CPU loops and FAISS are optional
+accelerators that callers use only when `cupy_usable(device)` / `numba_usable(device)` /
+`faiss_usable()` say so.
 """
 from __future__ import annotations
 
@@ -67,6 +68,23 @@ def cupy_usable(device: torch.device) -> bool:
     if os.environ.get("RASTERKIT_DISABLE_CUPY"):
         return False
     return torch.device(device).type == "cuda" and _cupy_module() is not None
+
+
+@functools.cache
+def _numba_importable() -> bool:
+    try:
+        import numba  # noqa: F401
+    except Exception:  # not installed, or no build for this Python or numpy: the torch path serves
+        return False
+    return True
+
+
+def numba_usable(device: torch.device) -> bool:
+    """True when the numba-compiled CPU loops can run on `device`: the CPU, with numba importable and
+    $RASTERKIT_DISABLE_NUMBA unset."""
+    if os.environ.get("RASTERKIT_DISABLE_NUMBA"):
+        return False
+    return torch.device(device).type == "cpu" and _numba_importable()
 
 
 @functools.cache

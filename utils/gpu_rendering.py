@@ -20,6 +20,7 @@ The work is organised in three steps, each one batched over every primitive of e
      (log2 of the deepest tile's depth passes), and each tile sums its pairs' contributions.
 Cost follows the covered area, not frame area times primitive count. The host waits for the device
 twice per chunk of frames (the number of pairs; the sizes of the pair classes), the CUDA kernel once.
+On the CPU, where numba is installed, utils/composite_cpu.py does the same work as one compiled loop.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 
 from . import cuda, polylines_cpu
 from .batching import expand_counts
-from .device import cupy_usable, normalize, run_chunked
+from .device import cupy_usable, normalize, numba_usable, run_chunked
 
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
 SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE, ELLIPSE = range(6)
@@ -586,18 +587,23 @@ def _classify_boxes(p, to_centre, kind, per_kind, turned_boxes, tile):
     return torch.where(stroke[:, 0], outline, fill) if per_kind[BOX_FILL] else outline
 
 
+def tile_spans(bounds: torch.Tensor, height: int, width: int, tile: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """First and last tile column and row int64 [P,4] of bounds float [P,4], clamped to the frame, and
+    the span's columns and rows int64 [P,2] (0 for bounds past the frame, NaN or infinite)."""
+    tiles_y, tiles_x = -(-height // tile), -(-width // tile)
+    limits = torch.tensor([[0, 0, -1, -1], [tiles_x, tiles_y, tiles_x - 1, tiles_y - 1]], dtype=torch.float32,
+                          device=bounds.device)
+    span = torch.nan_to_num(bounds, nan=-1.0, posinf=-1.0, neginf=-1.0).div(tile).floor_()
+    span = span.clamp_(limits[0], limits[1]).long()
+    return span, (span[:, 2:] - span[:, :2] + 1).clamp_min_(0)
+
+
 def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: int, tile: int) -> _Pairs:
     """The sorted (tile, primitive) pairs of the primitives on frames frame_start .. + frames - 1."""
     device = prims.bounds.device
     tiles_y, tiles_x = -(-height // tile), -(-width // tile)
     n_tiles = frames * tiles_y * tiles_x
-    # first and last tile column and row of each primitive's bounds, clamped to the frame: bounds
-    # past it, NaN or infinite, give empty spans
-    limits = torch.tensor([[0, 0, -1, -1], [tiles_x, tiles_y, tiles_x - 1, tiles_y - 1]], dtype=torch.float32,
-                          device=device)
-    span = torch.nan_to_num(prims.bounds, nan=-1.0, posinf=-1.0, neginf=-1.0).div(tile).floor_()
-    span = span.clamp_(limits[0], limits[1]).long()
-    sizes = (span[:, 2:] - span[:, :2] + 1).clamp_min_(0)  # [P,2] columns, rows
+    span, sizes = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start if frame_start else prims.frame
     counts = sizes.prod(1) * ((frame == frame.clamp(0, frames - 1)) & (prims.color[:, 3] > 0))
     # pairs per kind, those of turned primitives (sin != 0) apart
@@ -705,15 +711,27 @@ def _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile: int) 
 
 def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int) -> None:
     """Draw the primitives of frames frame_start .. + b - 1 over frames [b,H,W,C] into image, alpha
-    and layer (on frames' device)."""
+    and layer (on frames' device): the CuPy kernel on NVIDIA GPUs, numba's loop on the CPU
+    (utils/composite_cpu.py), else the torch path."""
+    kernel = cupy_usable(frames.device)
+    if not kernel and numba_usable(frames.device) and _composite_cpu().render(frames, image, alpha, layer, prims,
+                                                                              frame_start, atlas, tile):
+        return
     batch, height, width, _ = frames.shape
     pairs = _bin(prims, frame_start, batch, height, width, tile)
     if pairs.per_kind[SPRITE] and atlas is None:
         raise ValueError("sprite primitives need the atlas they index")
-    if pairs.tile.numel() and cupy_usable(frames.device):
+    if pairs.tile.numel() and kernel:
         composite_tiles_cuda(frames, image, alpha, layer, pairs, prims, atlas, tile)
     else:
         _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile)
+
+
+def _composite_cpu():
+    """utils/composite_cpu, imported on the first CPU draw (numba takes a while to import, and that
+    module takes its constants from this one)."""
+    from . import composite_cpu
+    return composite_cpu
 
 
 def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = None, device=None,

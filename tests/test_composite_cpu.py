@@ -1,0 +1,99 @@
+"""utils/composite_cpu (numba's loop, what draw() runs on the CPU) against the torch path (what MPS,
+ROCm and CUDA without CuPy run). Both are checked against brute-force references by test_rendering.py,
+test_boxes.py and the links tests, which run on the CPU: there, through this loop."""
+import pytest
+import torch
+
+from rasterkit.utils import composite_cpu
+from rasterkit.utils import gpu_rendering as R
+from test_cuda_kernels import every_kind
+
+TOLERANCE = 1e-4  # the torch path composites by products of transmittances, the loop one shape at a time
+
+
+@pytest.fixture
+def loop_used(monkeypatch):
+    """Records whether each draw went through the numba loop."""
+    used, render = [], composite_cpu.render
+    monkeypatch.setattr(composite_cpu, "render", lambda *a, **k: used.append(render(*a, **k)) or used[-1])
+    return used
+
+
+def assert_same(expected, got):
+    for name, e, g in zip(("image", "alpha", "layer"), expected, got):
+        assert e.shape == g.shape and e.dtype == g.dtype, name
+        assert (e - g).abs().max() <= TOLERANCE, (name, float((e - g).abs().max()))
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("tile", [8, 5])
+def test_the_loop_equals_the_torch_path(torch_path, loop_used, channels, tile):
+    torch.manual_seed(channels)
+    images = torch.rand(3, 77, 141, channels)  # partial tiles on both axes
+    atlas = torch.rand(20, 24)
+    prims = every_kind(3, 77, 141, 40, seed=channels + tile)
+    expected = torch_path(R.draw, images, prims, atlas=atlas, tile=tile)
+    got = R.draw(images, prims, atlas=atlas, tile=tile)
+    assert loop_used == [True]
+    assert_same(expected, got)
+    assert got[1].sum() > 100
+
+
+def test_the_loop_in_chunks_of_frames(torch_path, loop_used, monkeypatch):
+    """Chunks of 2 of 5 frames: each chunk draws only its frames' primitives."""
+    from rasterkit.utils import device as D
+
+    monkeypatch.setattr(R, "run_chunked", lambda fn, total, nbytes, dev, on_chunk=None, limit=None:
+                        D.run_chunked(fn, total, nbytes, dev, on_chunk, limit=2))
+    images = torch.rand(5, 40, 50, 3)
+    prims = every_kind(5, 40, 50, 30, seed=7)
+    expected = torch_path(R.draw, images, prims, atlas=torch.ones(20, 24))
+    got = R.draw(images, prims, atlas=torch.ones(20, 24))
+    assert loop_used == [True] * 3
+    assert_same(expected, got)
+
+
+def test_the_loop_on_a_dense_4k_frame(torch_path):
+    images = torch.rand(1, 2160, 3840, 3)
+    g = torch.Generator().manual_seed(3)
+    corner = torch.rand(1000, 2, generator=g) * torch.tensor([3600.0, 1900.0])
+    xyxy = torch.cat([corner, corner + torch.rand(1000, 2, generator=g) * 260 + 40], 1)
+    prims = R.rounded_boxes(0, xyxy, 3.0, 12.0, (1, 0, 0, 1), (0, 1, 0, 0.25))
+    assert_same(torch_path(R.draw, images, prims), R.draw(images, prims))
+
+
+def test_groups_merge_once_per_tile(torch_path, loop_used):
+    """A translucent polyline doubling back over itself: its segments are one shape (no darker joints)."""
+    points = torch.tensor([[[5.0, 5.0], [40.0, 30.0], [6.0, 28.0], [38.0, 4.0], [20.0, 35.0]]])
+    prims = R.polylines(0, points, torch.tensor([5]), 4.0, (1, 0.5, 0, 0.5))
+    images = torch.zeros(1, 40, 48, 3)
+    got = R.draw(images, prims)
+    assert_same(torch_path(R.draw, images, prims), got)
+    assert loop_used == [True] and float(got[1].max()) == pytest.approx(0.5)
+
+
+def test_where_the_loop_does_not_apply(loop_used, monkeypatch):
+    prims = R.rounded_boxes(0, torch.tensor([[2.0, 2.0, 20.0, 12.0]]), 2.0, 3.0, (1, 0, 0, 1))
+    half = R.draw(torch.rand(1, 16, 24, 3, dtype=torch.float16), prims)  # not float32: the torch path
+    assert loop_used == [False] and half[0].dtype == torch.float16 and half[1].sum() > 10
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    R.draw(torch.rand(1, 16, 24, 3), prims)
+    assert loop_used == [False]  # switched off: not called
+
+
+def test_nothing_to_draw_copies_the_frames(loop_used):
+    images = torch.rand(2, 19, 23, 4)
+    nan = torch.full((3, 4), float("nan"))
+    for prims in (R.empty(), R.rounded_boxes(0, nan, 2.0, 3.0, (1, 0, 0, 1)),
+                  R.rounded_boxes(1, torch.tensor([[-50.0, -50.0, -10.0, -10.0]]), 2.0, 3.0, (1, 0, 0, 1))):
+        image, alpha, layer = R.draw(images, prims)
+        assert torch.equal(image, images) and not alpha.any() and not layer.any()
+    assert loop_used == [True] * 3
+
+
+def test_sprites_need_their_atlas(loop_used):
+    prims = R.sprites(torch.tensor([0]), torch.tensor([[3.0, 4.0]]), torch.tensor([[0, 0, 4, 4]]), (1, 1, 1, 1))
+    with pytest.raises(ValueError, match="atlas"):
+        R.draw(torch.rand(1, 16, 16, 3), prims)
+    far = R.sprites(torch.tensor([0]), torch.tensor([[300.0, 4.0]]), torch.tensor([[0, 0, 4, 4]]), (1, 1, 1, 1))
+    R.draw(torch.rand(1, 16, 16, 3), far)  # none in the frame: nothing needs the atlas
