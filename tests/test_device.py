@@ -86,22 +86,45 @@ def test_install_picks_the_cupy_wheel_of_torchs_cuda_major(cuda, hip, gpus, whee
     assert install.cupy_wheel(cuda, hip, gpus) == wheel
 
 
-def test_install_never_runs_pip_without_an_nvidia_gpu(monkeypatch):
+def test_install_never_runs_pip_for_cupy_without_an_nvidia_gpu(monkeypatch):
     import subprocess
 
     import install
 
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("pip must not run on this CPU machine"))
+    monkeypatch.setattr(install.importlib.util, "find_spec", lambda name: object())  # numba is there
     install.main()
+
+
+def test_install_adds_numba_holding_numpy_where_it_is(monkeypatch):
+    import subprocess
+
+    import numpy
+
+    import install
+
+    commands = []
+    refused = lambda command, **k: commands.append(command) or subprocess.CompletedProcess(command, 1)  # noqa: E731
+    monkeypatch.setattr(subprocess, "run", refused)
+    monkeypatch.setattr(install.importlib.util, "find_spec", lambda name: None if name == "numba" else object())
+    install.main()  # pip refusing (returncode 1) does not fail the install
+    assert commands == [[install.sys.executable, "-m", "pip", "install", "numba", f"numpy=={numpy.__version__}"]]
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    install.main()
+    assert len(commands) == 1
 
 
 def test_the_start_line_says_which_path_and_how_to_switch(monkeypatch):
     from rasterkit.utils import device
 
-    assert device.backend_description(torch.device("cpu")) == "RasterKit: torch path on cpu"
+    assert device.backend_description(torch.device("cpu")).startswith("RasterKit: numba's compositor")
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    assert "numba's compositor off" in device.backend_description(torch.device("cpu"))
+    monkeypatch.delenv("RASTERKIT_DISABLE_NUMBA")
     monkeypatch.setattr(torch.version, "hip", None)
     monkeypatch.setattr(torch.version, "cuda", "12.8")
     monkeypatch.setattr(device.importlib.util, "find_spec", lambda name: None)
+    assert "pip install numba" in device.backend_description(torch.device("cpu"))
     assert "pip install cupy-cuda12x" in device.backend_description(torch.device("cuda"))
     monkeypatch.setattr(device.importlib.util, "find_spec", lambda name: object())
     assert "RASTERKIT_DISABLE_CUPY=1" in device.backend_description(torch.device("cuda"))
