@@ -45,6 +45,23 @@ def timed(fn, repeat: int = 5, warmup: int = 1, sync=None) -> float:
     return statistics.median(times)
 
 
+def timed_together(fns: list, repeat: int = 5, warmup: int = 1, sync=None) -> list[float]:
+    """Median seconds of each of fns, called in turn in each of `repeat` rounds (after `warmup` rounds),
+    so that a machine whose speed drifts during the run slows them alike."""
+    times = [[] for _ in fns]
+    for round_ in range(warmup + repeat):
+        for fn, spent in zip(fns, times):
+            if sync:
+                sync()
+            start = time.perf_counter()
+            fn()
+            if sync:
+                sync()
+            if round_ >= warmup:
+                spent.append(time.perf_counter() - start)
+    return [statistics.median(spent) for spent in times]
+
+
 def _trim_heap() -> None:
     try:
         import ctypes

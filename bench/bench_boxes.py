@@ -1,18 +1,22 @@
 """Rounded boxes and segments: RasterKit against OpenCV and skia-python, full paths, one run.
 
 Every path starts from and returns a float32 IMAGE as ComfyUI holds it: the peers convert to uint8,
-draw with anti-aliasing, blend and convert back; RasterKit draws on the float frames directly.
+draw with anti-aliasing, blend and convert back; RasterKit draws on the float frames directly and also
+returns alpha and layer. The floor is what any path producing those three outputs pays: allocating
+them and writing each once (the frames copied, alpha and layer zeroed). Timed in turns (each round
+runs every path once), medians; peak memory from a separate call.
     .venv/bin/python bench/bench_boxes.py [--quick]
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import cv2
 import numpy as np
 import torch
 
-from _common import report, table, timed
+from _common import peak_memory, report, table, timed, timed_together
 
 from utils import gpu_rendering as R  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.device import torch_device  # noqa: E402
@@ -117,10 +121,27 @@ def rasterkit_boxes(images, boxes_per_frame, device):
     return R.draw(images, prims, device=device)
 
 
+def output_floor(images):
+    """Allocating and writing once the three outputs of a draw: the floor of any path producing them."""
+    image = torch.empty_like(images).copy_(images)
+    return image, torch.zeros(images.shape[:3]), torch.zeros(images.shape[:3] + (4,))
+
+
+def torch_path(fn):
+    """fn on the torch path (numba's loop off): what MPS, ROCm and CUDA without CuPy run."""
+    def run():
+        os.environ["RASTERKIT_DISABLE_NUMBA"] = "1"
+        try:
+            return fn()
+        finally:
+            del os.environ["RASTERKIT_DISABLE_NUMBA"]
+    return run
+
+
 def main():
     device = torch_device()
     sync = torch.cuda.synchronize if device.type == "cuda" else None
-    repeat = 2 if QUICK else 5
+    repeat = 2 if QUICK else 7
     has_skia = skia_available()
     rows = []
 
@@ -132,12 +153,17 @@ def main():
         images = torch.rand(batch, height, width, 3)
         frames_np = images.numpy()
         boxes = np.stack([random_boxes(n, width, height, seed=f) for f in range(batch)])
-        ours = timed(lambda: rasterkit_boxes(images, boxes, device), repeat, sync=sync)
-        cv = timed(lambda: [opencv_boxes(frames_np[f], boxes[f]) for f in range(batch)], repeat)
+        ours_fn = lambda: rasterkit_boxes(images, boxes, device)  # noqa: E731
+        cv_fn = lambda: [opencv_boxes(frames_np[f], boxes[f]) for f in range(batch)]  # noqa: E731
+        ours, cv, floor = timed_together([ours_fn, cv_fn, lambda: output_floor(images)], repeat)
+        # the torch path only where it takes seconds, not minutes
+        slow = timed(torch_path(ours_fn), 3) if device.type == "cpu" and batch == 1 else None
         sk = timed(lambda: [skia_boxes(frames_np[f], boxes[f]) for f in range(batch)], repeat) if has_skia else None
-        clone = timed(lambda: images.clone(), repeat)
-        rows.append([f"{n} rounded boxes, {name}", f"{ours * 1e3:.1f}", f"{cv * 1e3:.1f}",
-                     f"{sk * 1e3:.1f}" if sk else "n/a", f"{clone * 1e3:.1f}", f"{ours / clone:.1f}x"])
+        memory = [peak_memory(fn, device)[1] for fn in (ours_fn, cv_fn)]
+        rows.append([f"{n} rounded boxes, {name}", f"{ours * 1e3:.1f} ({memory[0]})",
+                     f"{slow * 1e3:.1f}" if slow else "", f"{cv * 1e3:.1f} ({memory[1]})",
+                     f"{sk * 1e3:.1f}" if sk else "n/a", f"{floor * 1e3:.1f}", f"{ours / floor:.2f}x",
+                     f"{cv / ours:.2f}x"])
 
     images = torch.rand(1, 2160, 3840, 3)
     a, b = random_segments(500, 3840, 2160)
@@ -145,13 +171,14 @@ def main():
     ours = timed(lambda: R.draw(images, prims, device=device), repeat, sync=sync)
     cv = timed(lambda: opencv_segments(images[0].numpy(), a, b), repeat)
     sk = timed(lambda: skia_segments(images[0].numpy(), a, b), repeat) if has_skia else None
-    clone = timed(lambda: images.clone(), repeat)
-    rows.append(["500 segments 2 px, 1 frame 3840x2160", f"{ours * 1e3:.1f}", f"{cv * 1e3:.1f}",
-                 f"{sk * 1e3:.1f}" if sk else "n/a", f"{clone * 1e3:.1f}", f"{ours / clone:.1f}x"])
+    floor = timed(lambda: output_floor(images), repeat)
+    rows.append(["500 segments 2 px, 1 frame 3840x2160", f"{ours * 1e3:.1f}", "", f"{cv * 1e3:.1f}",
+                 f"{sk * 1e3:.1f}" if sk else "n/a", f"{floor * 1e3:.1f}", f"{ours / floor:.2f}x", f"{cv / ours:.2f}x"])
 
-    sections = [(f"Full paths, float32 in and out, median ms (RasterKit on {device})",
-                 table(["case", "RasterKit", "OpenCV (uint8, LINE_AA)", "skia-python (uint8)", "images.clone()",
-                        "RasterKit / clone"], rows))]
+    sections = [(f"Full paths, float32 in and out, median ms (peak memory) (RasterKit on {device})",
+                 table(["case", "RasterKit (numba's loop on the CPU)", "RasterKit torch path",
+                        "OpenCV (uint8, LINE_AA)", "skia-python (uint8)", "floor: 3 outputs written once",
+                        "RasterKit / floor", "RasterKit's speed / OpenCV's"], rows))]
     if device.type == "cuda":
         # frames already on the GPU: the engine's own time, synchronised
         gpu_rows = []
@@ -168,17 +195,20 @@ def main():
 
     node = load_pack().nodes.boxes.BoundingBoxRenderer
     node_rows = []
-    for n in (10, 100) if not QUICK else (10,):
-        boxes_json = json.dumps(random_boxes(n, 3840, 2160).tolist())
+    for n in (100, 1000) if not QUICK else (100,):
+        boxes = random_boxes(n, 3840, 2160)
+        boxes_json = json.dumps(boxes.tolist())
         images = torch.rand(1, 2160, 3840, 3)
-        t_node = timed(lambda: node.run(images, boxes=boxes_json, stroke_width=STROKE, corner_radius=RADIUS,
-                                        fill_opacity=FILL, labels="none"), repeat)
-        t_clone = timed(lambda: images.clone(), repeat)
-        node_rows.append([f"{n} boxes, 1 frame 3840x2160", f"{t_node * 1e3:.1f}", f"{t_clone * 1e3:.1f}",
-                          f"{t_node / t_clone:.1f}x"])
+        node_fn = lambda: node.run(images, boxes=boxes_json, stroke_width=STROKE, corner_radius=RADIUS,  # noqa: E731
+                                   fill_opacity=FILL, labels="none")
+        t_node, t_cv, t_floor = timed_together([node_fn, lambda: opencv_boxes(images[0].numpy(), boxes),
+                                                lambda: output_floor(images)], repeat)
+        node_rows.append([f"{n} boxes, 1 frame 3840x2160", f"{t_node * 1e3:.1f} ({peak_memory(node_fn, device)[1]})",
+                          f"{t_cv * 1e3:.1f}", f"{t_floor * 1e3:.1f}", f"{t_node / t_floor:.2f}x", f"{t_cv / t_node:.2f}x"])
 
-    sections.append(("The node on a CPU IMAGE (image, alpha and layer outputs)",
-                     table(["case", "node ms", "clone ms", "node / clone"], node_rows)))
+    sections.append(("The node on a CPU IMAGE (image, alpha and straight-alpha layer outputs), median ms (peak memory)",
+                     table(["case", "node", "OpenCV (image only)", "floor: 3 outputs written once", "node / floor",
+                            "node's speed / OpenCV's"], node_rows)))
     report("boxes", "Rounded boxes and segments (BoundingBoxRenderer engine)", sections,
            "make bench  # or .venv/bin/python bench/bench_boxes.py")
 

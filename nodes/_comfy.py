@@ -18,14 +18,6 @@ LAYER_ALPHA_TOOLTIP = ("layer output: straight alpha (ComfyUI's IMAGE-with-alpha
 LAYER_TOOLTIP = "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)"
 
 
-def layer_output(layer: torch.Tensor, mode: str) -> torch.Tensor:
-    """The engine's premultiplied RGBA layer in the convention the node's `layer_alpha` asks for
-    (converted in place: the layer is the node's own, fresh from the engine)."""
-    from ..utils.gpu_rendering import straight_alpha
-
-    return straight_alpha(layer, in_place=True) if mode == "straight" else layer
-
-
 def comfy_module(name: str, *needed: str):
     """ComfyUI's module `name` when it imports and has every attribute in `needed`, else None. That the
     import works is not enough: a folder named like it on sys.path (a ComfyUI checkout cloned as comfy/

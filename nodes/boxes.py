@@ -14,7 +14,6 @@ from ._comfy import (
     Progress,
     frame_preview,
     intermediate_device,
-    layer_output,
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
@@ -189,9 +188,10 @@ class BoundingBoxRenderer(RasterKitNode):
                                            height, width, label_size, font, label_anchor, label_padding, ink,
                                            label_max_width, priority)
             prims = R.concat(prims, tags)
-        image, alpha, layer = R.draw(images, prims, atlas, device=render_device(), on_progress=Progress(batch))
+        image, alpha, layer = R.draw(images, prims, atlas, device=render_device(), on_progress=Progress(batch),
+                                     layer_alpha=layer_alpha)
         out = intermediate_device()
-        return image.to(out), alpha.to(out), layer_output(layer, layer_alpha).to(out)
+        return image.to(out), alpha.to(out), layer.to(out)
 
     @classmethod
     def preview(cls, inputs, outputs):

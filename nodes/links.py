@@ -22,7 +22,6 @@ from ._comfy import (
     Progress,
     frame_preview,
     intermediate_device,
-    layer_output,
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
@@ -259,10 +258,10 @@ class LineLinkRenderer(RasterKitNode):
                                             (*(ink or dot_rgb), opacity))
                 layers.append(texts)
         image, alpha, layer = R.draw(images, R.concat(*layers), atlas, device=device,
-                                     on_progress=Progress(images.shape[0]))
+                                     on_progress=Progress(images.shape[0]), layer_alpha=layer_alpha)
         edges_json = json.dumps([e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist())])
         out = intermediate_device()
-        return image.to(out), alpha.to(out), layer_output(layer, layer_alpha).to(out), edges_json
+        return image.to(out), alpha.to(out), layer.to(out), edges_json
 
     @classmethod
     def preview(cls, inputs, outputs):

@@ -97,3 +97,17 @@ def test_sprites_need_their_atlas(loop_used):
         R.draw(torch.rand(1, 16, 16, 3), prims)
     far = R.sprites(torch.tensor([0]), torch.tensor([[300.0, 4.0]]), torch.tensor([[0, 0, 4, 4]]), (1, 1, 1, 1))
     R.draw(torch.rand(1, 16, 16, 3), far)  # none in the frame: nothing needs the atlas
+
+
+@pytest.mark.parametrize("numba_loop", [True, False])
+def test_a_straight_alpha_layer_as_straight_alpha_gives_it(monkeypatch, numba_loop):
+    if not numba_loop:
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    images, atlas = torch.rand(2, 30, 45, 4), torch.rand(20, 24)
+    prims = every_kind(2, 30, 45, 20, seed=11)
+    image, alpha, layer = R.draw(images, prims, atlas=atlas)
+    straight = R.draw(images, prims, atlas=atlas, layer_alpha="straight")
+    assert torch.equal(straight[0], image) and torch.equal(straight[1], alpha)
+    assert (straight[2] - R.straight_alpha(layer)).abs().max() <= 1e-6
+    with pytest.raises(ValueError, match="layer_alpha"):
+        R.draw(images, prims, layer_alpha="straigth")

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -130,3 +131,25 @@ def test_the_start_line_says_which_path_and_how_to_switch(monkeypatch):
     assert "RASTERKIT_DISABLE_CUPY=1" in device.backend_description(torch.device("cuda"))
     monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
     assert "CuPy kernels off" in device.backend_description(torch.device("cuda"))
+
+
+def test_huge_pages_are_asked_for_inside_a_large_new_cpu_tensor_only(monkeypatch):
+    calls = []
+    monkeypatch.setattr(D, "_madvise", lambda: lambda start, length, advice: calls.append((start, length, advice)))
+    big = torch.empty(40 << 20, dtype=torch.uint8)
+    assert D.on_huge_pages(big) is big
+    (start, length, advice), = calls
+    assert advice == 14 and start % (2 << 20) == 0 and length % (2 << 20) == 0 and length >= 36 << 20
+    assert big.data_ptr() <= start and start + length <= big.data_ptr() + big.numel()
+    D.on_huge_pages(torch.empty(1 << 20, dtype=torch.uint8))  # small: may share heap pages, left alone
+    assert len(calls) == 1
+    monkeypatch.setattr(D, "_madvise", lambda: None)  # not Linux
+    D.on_huge_pages(big).fill_(3)
+    assert int(big.sum()) == 3 * (40 << 20)
+
+
+def test_huge_pages_on_this_machine_keep_the_contents():
+    zeros = D.on_huge_pages(torch.from_numpy(np.zeros((64 << 20) // 4, np.float32)))
+    assert not zeros.any()
+    zeros[::4099] = 2.0
+    assert float(zeros.sum()) == 2.0 * len(range(0, zeros.numel(), 4099))

@@ -184,18 +184,17 @@ def _tile_class(kind, params, p, ox, oy, tile):
 
 
 @_jit(inline="always")
-def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out):
+def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
     """Coverage of primitive p on the tile whose first pixel centre is ox, oy into out [T*T] (row-major),
     `found` its _tile_class. A box along the axes away from its corners is separable, as in the torch
-    path: each side's coverage is found once per column and once per row."""
+    path: each side's coverage is found once per column and once per row (into sides [2,3,T])."""
     if (kind == BOX_FILL or kind == BOX_STROKE) and params[p, 9] == 0.0 and found == _EVALUATE:
         hx, hy, stroke = params[p, 2], params[p, 3], kind == BOX_STROKE
         half = max(params[p, 5], np.float32(0.5)) if stroke else np.float32(0.0)
         weight = _thin_weight(params[p, 5]) if stroke else np.float32(1.0)
         arms = params[p, 6] if stroke and params[p, 6] > 0.0 else np.float32(np.inf)
         has_inner = stroke and hx > half and hy > half
-        sides = np.empty((2, 3, tile), np.float32)  # x, y: outer, inner and the corner arms' keep
-        for axis in range(2):
+        for axis in range(2):  # x, y: the outer box, the inner one and the corner arms' keep
             h = hx if axis == 0 else hy
             for g in range(tile):
                 a = abs(((ox - params[p, 0]) if axis == 0 else (oy - params[p, 1])) + np.float32(g))
@@ -227,6 +226,18 @@ def _over(layer, x0, coverage, tile, cr, cg, cb, ca):
             layer[gy, x, 3] = a + keep * layer[gy, x, 3]
 
 
+@_jit(inline="always")
+def _over_solid(layer, x0, tile, cr, cg, cb, ca):
+    """Source-over of colour cr, cg, cb at opacity ca over a whole tile of layer [T, W, 4]."""
+    keep = np.float32(1.0) - ca
+    for gy in range(tile):
+        for x in range(x0, x0 + tile):
+            layer[gy, x, 0] = ca * cr + keep * layer[gy, x, 0]
+            layer[gy, x, 1] = ca * cg + keep * layer[gy, x, 1]
+            layer[gy, x, 2] = ca * cb + keep * layer[gy, x, 2]
+            layer[gy, x, 3] = ca + keep * layer[gy, x, 3]
+
+
 @_jit()
 def _bands(span, frame, visible, frames, tiles_y):
     """The primitives that each band (a row of tiles of a frame: frame * tiles_y + row) may reach, in
@@ -250,95 +261,116 @@ def _bands(span, frame, visible, frames, tiles_y):
 
 
 @_jit(parallel=True)
-def _composite(band_start, listed, span, kind, params, color, group, atlas, source, image, alpha, layer, tile):
+def _composite(band_start, listed, span, kind, params, color, group, atlas, source, image, alpha, layer, tile,
+               straight, parts):
     frames, height, width, channels = source.shape
     tiles_y, tiles_x = (height + tile - 1) // tile, (width + tile - 1) // tile
-    for band in numba.prange(frames * tiles_y):  # a band: one row of tiles of one frame
-        frame, row = band // tiles_y, band % tiles_y
-        oy = np.float32(row * tile) + np.float32(0.5)
+    for part in numba.prange(parts):  # each thread draws every parts-th band with buffers of its own
         band_layer = np.empty((tile, tiles_x * tile, 4), np.float32)  # only its drawn tiles are read
-        drawn = np.zeros(tiles_x, np.bool_)
+        drawn = np.empty(tiles_x, np.bool_)
         # the current shape (a group's primitives merge by maximum coverage): its coverage per tile
         shape = np.empty((tiles_x, tile * tile), np.float32)
-        in_shape, shape_tiles, n_shape = np.zeros(tiles_x, np.bool_), np.empty(tiles_x, np.int64), 0
-        coverage = np.empty(tile * tile, np.float32)
-        first, last = band_start[band], band_start[band + 1]
-        for k in range(first, last):
-            p = listed[k]
-            alone = ((k == first or group[listed[k - 1]] != group[p])  # its group's only primitive here
-                     and (k + 1 == last or group[listed[k + 1]] != group[p]))
-            for column in range(span[p, 0], span[p, 2] + 1):
-                ox = np.float32(column * tile) + np.float32(0.5)
-                found = _tile_class(kind[p], params, p, ox, oy, tile)
-                if found == _MISSED:
+        in_shape, shape_tiles = np.zeros(tiles_x, np.bool_), np.empty(tiles_x, np.int64)
+        coverage, sides = np.empty(tile * tile, np.float32), np.empty((2, 3, tile), np.float32)
+        for band in range(part, frames * tiles_y, parts):  # a band: one row of tiles of one frame
+            frame, row = band // tiles_y, band % tiles_y
+            oy = np.float32(row * tile) + np.float32(0.5)
+            drawn[:] = False
+            n_shape = 0
+            first, last = band_start[band], band_start[band + 1]
+            for k in range(first, last):
+                p = listed[k]
+                alone = ((k == first or group[listed[k - 1]] != group[p])  # its group's only primitive here
+                         and (k + 1 == last or group[listed[k + 1]] != group[p]))
+                for column in range(span[p, 0], span[p, 2] + 1):
+                    ox = np.float32(column * tile) + np.float32(0.5)
+                    found = _tile_class(kind[p], params, p, ox, oy, tile)
+                    if found == _MISSED:
+                        continue
+                    if alone and not drawn[column]:
+                        drawn[column] = True
+                        band_layer[:, column * tile:(column + 1) * tile] = 0.0
+                    if alone and found == _SOLID:  # one opacity over the whole tile
+                        _over_solid(band_layer, column * tile, tile, color[p, 0], color[p, 1], color[p, 2],
+                                    color[p, 3])
+                        continue
+                    if found == _SOLID:
+                        coverage[:] = 1.0
+                    else:
+                        _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides)
+                    if alone:  # a shape of its own: straight onto the layer
+                        _over(band_layer, column * tile, coverage, tile, color[p, 0], color[p, 1], color[p, 2],
+                              color[p, 3])
+                    elif not in_shape[column]:
+                        in_shape[column] = True
+                        shape_tiles[n_shape] = column
+                        n_shape += 1
+                        shape[column] = coverage
+                    else:
+                        for i in range(tile * tile):
+                            shape[column, i] = max(shape[column, i], coverage[i])
+                if alone or (k + 1 < last and group[listed[k + 1]] == group[p]):
                     continue
-                if found == _SOLID:
-                    coverage[:] = 1.0
-                else:
-                    _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage)
-                if alone:  # a shape of its own: straight onto the layer
+                for i in range(n_shape):  # the shape is complete: source-over onto the tiles it reached
+                    column = shape_tiles[i]
                     if not drawn[column]:
                         drawn[column] = True
                         band_layer[:, column * tile:(column + 1) * tile] = 0.0
-                    _over(band_layer, column * tile, coverage, tile, color[p, 0], color[p, 1], color[p, 2],
+                    _over(band_layer, column * tile, shape[column], tile, color[p, 0], color[p, 1], color[p, 2],
                           color[p, 3])
-                    continue
-                if not in_shape[column]:
-                    in_shape[column] = True
-                    shape_tiles[n_shape] = column
-                    n_shape += 1
-                    shape[column] = coverage
-                else:
-                    for i in range(tile * tile):
-                        shape[column, i] = max(shape[column, i], coverage[i])
-            if alone or (k + 1 < last and group[listed[k + 1]] == group[p]):
-                continue
-            for i in range(n_shape):  # the shape is complete: source-over onto the tiles it reached
-                column = shape_tiles[i]
-                if not drawn[column]:
-                    drawn[column] = True
-                    band_layer[:, column * tile:(column + 1) * tile] = 0.0
-                _over(band_layer, column * tile, shape[column], tile, color[p, 0], color[p, 1], color[p, 2],
-                      color[p, 3])
-                in_shape[column] = False
-            n_shape = 0
-        # every pixel of the band is written once: the layer, its alpha, and the layer over the source;
-        # undrawn runs of tiles as flat copies and fills (what the compiler vectorises)
-        for y in range(row * tile, min(row * tile + tile, height)):
-            gy = y - row * tile
-            image_row, source_row = image[frame, y].reshape(-1), source[frame, y].reshape(-1)
-            layer_row, alpha_row = layer[frame, y].reshape(-1), alpha[frame, y]
-            column = 0
-            while column < tiles_x:
-                end = column + 1
-                while end < tiles_x and drawn[end] == drawn[column]:
-                    end += 1
-                x0, x1 = column * tile, min(end * tile, width)
-                if not drawn[column]:
-                    for i in range(x0 * channels, x1 * channels):
-                        image_row[i] = source_row[i]
-                    for i in range(x0 * 4, x1 * 4):
-                        layer_row[i] = 0.0
-                    for x in range(x0, x1):
-                        alpha_row[x] = 0.0
-                else:
-                    for x in range(x0, x1):
-                        la = band_layer[gy, x, 3]
-                        keep = np.float32(1.0) - la
-                        for c in range(4):
-                            layer_row[x * 4 + c] = band_layer[gy, x, c]
-                        alpha_row[x] = la
-                        for c in range(3):
-                            image_row[x * channels + c] = band_layer[gy, x, c] + source_row[x * channels + c] * keep
-                        if channels == 4:
-                            image_row[x * 4 + 3] = la + source_row[x * 4 + 3] * keep
-                column = end
+                    in_shape[column] = False
+                n_shape = 0
+            _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight)
+
+
+@_jit(inline="always")
+def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight):
+    """Every pixel of a band written once: the layer (straight alpha if `straight`), its alpha, and the
+    layer over the source; undrawn runs of tiles as flat copies and fills (what the compiler vectorises)."""
+    height, width, channels = source.shape[1], source.shape[2], source.shape[3]
+    tiles_x = drawn.shape[0]
+    for y in range(row * tile, min(row * tile + tile, height)):
+        gy = y - row * tile
+        image_row, source_row = image[frame, y].reshape(-1), source[frame, y].reshape(-1)
+        layer_row, alpha_row = layer[frame, y].reshape(-1), alpha[frame, y]
+        column = 0
+        while column < tiles_x:
+            end = column + 1
+            while end < tiles_x and drawn[end] == drawn[column]:
+                end += 1
+            x0, x1 = column * tile, min(end * tile, width)
+            if not drawn[column]:
+                for i in range(x0 * channels, x1 * channels):
+                    image_row[i] = source_row[i]
+                for i in range(x0 * 4, x1 * 4):
+                    layer_row[i] = 0.0
+                for x in range(x0, x1):
+                    alpha_row[x] = 0.0
+            else:
+                for x in range(x0, x1):
+                    la = band_layer[gy, x, 3]
+                    keep = np.float32(1.0) - la
+                    # straight alpha as gpu_rendering.straight_alpha gives it: RGB / alpha in 0..1, 0 where
+                    # alpha is 0
+                    scale = np.float32(1.0) / la if straight and la > 0.0 else np.float32(1.0)
+                    for c in range(3):
+                        value = band_layer[gy, x, c]
+                        image_row[x * channels + c] = value + source_row[x * channels + c] * keep
+                        if straight:
+                            value = min(max(value * scale, np.float32(0.0)), np.float32(1.0)) if la > 0.0 else 0.0
+                        layer_row[x * 4 + c] = value
+                    layer_row[x * 4 + 3] = la
+                    alpha_row[x] = la
+                    if channels == 4:
+                        image_row[x * 4 + 3] = la + source_row[x * 4 + 3] * keep
+            column = end
 
 
 def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer: torch.Tensor, prims,
-           frame_start: int, atlas: torch.Tensor | None, tile: int) -> bool:
+           frame_start: int, atlas: torch.Tensor | None, tile: int, straight: bool = False) -> bool:
     """Draw the primitives of frames frame_start .. + b - 1 over frames float32 [b,H,W,C] into image
-    [b,H,W,C], alpha [b,H,W] and layer [b,H,W,4] (contiguous float32 CPU tensors), every pixel once.
+    [b,H,W,C], alpha [b,H,W] and layer [b,H,W,4] (contiguous float32 CPU tensors; premultiplied, or
+    straight alpha if `straight`), every pixel once.
     Returns False, writing nothing, where this loop does not apply (not float32 on the CPU)."""
     outputs = (frames, image, alpha, layer)
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in outputs):
@@ -353,9 +385,10 @@ def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer
         raise ValueError("sprite primitives need the atlas they index")
     atlas = torch.zeros(1, 1) if atlas is None else atlas.float().contiguous()
     band_start, listed = _bands(span.numpy(), frame.numpy(), visible.numpy(), batch, -(-height // tile))
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(threads)
     _composite(band_start, listed, span.numpy(), prims.kind.contiguous().numpy(),
                prims.params.float().contiguous().numpy(), prims.color.float().contiguous().numpy(),
                prims.group.contiguous().numpy(), atlas.numpy(), frames.contiguous().numpy(), image.numpy(),
-               alpha.numpy(), layer.numpy(), tile)
+               alpha.numpy(), layer.numpy(), tile, straight, threads)
     return True

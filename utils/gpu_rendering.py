@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from . import cuda, polylines_cpu
 from .batching import expand_counts
-from .device import cupy_usable, normalize, numba_usable, run_chunked
+from .device import cupy_usable, normalize, numba_usable, on_huge_pages, run_chunked
 
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
 SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE, ELLIPSE = range(6)
@@ -709,13 +709,14 @@ def _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile: int) 
         torch.addcmul(layer[..., colour], frames[..., colour], keep, out=image[..., colour])
 
 
-def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int) -> None:
+def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int,
+            straight: bool) -> None:
     """Draw the primitives of frames frame_start .. + b - 1 over frames [b,H,W,C] into image, alpha
-    and layer (on frames' device): the CuPy kernel on NVIDIA GPUs, numba's loop on the CPU
-    (utils/composite_cpu.py), else the torch path."""
+    and layer (on frames' device; straight alpha if `straight`): the CuPy kernel on NVIDIA GPUs,
+    numba's loop on the CPU (utils/composite_cpu.py), else the torch path."""
     kernel = cupy_usable(frames.device)
     if not kernel and numba_usable(frames.device) and _composite_cpu().render(frames, image, alpha, layer, prims,
-                                                                              frame_start, atlas, tile):
+                                                                              frame_start, atlas, tile, straight):
         return
     batch, height, width, _ = frames.shape
     pairs = _bin(prims, frame_start, batch, height, width, tile)
@@ -725,6 +726,8 @@ def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, at
         composite_tiles_cuda(frames, image, alpha, layer, pairs, prims, atlas, tile)
     else:
         _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile)
+    if straight:
+        straight_alpha(layer, in_place=True)
 
 
 def _composite_cpu():
@@ -735,7 +738,7 @@ def _composite_cpu():
 
 
 def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = None, device=None,
-         on_progress=None, tile: int | None = None):
+         on_progress=None, tile: int | None = None, layer_alpha: str = "premultiplied"):
     """Render `prims` over `images` and return (image, alpha, layer) on the images' device.
 
     images float [B,H,W,C], C = 3 or 4 (alpha is composited too); never modified.
@@ -743,15 +746,17 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     device: where to render (default: where the images are); frames move there one chunk at a
     time, each chunk in one transfer.
     Returns image float [B,H,W,C] (composite), alpha float [B,H,W] and layer float [B,H,W,4]
-    (premultiplied RGB, alpha).
+    (RGB premultiplied, or with layer_alpha="straight" straight as straight_alpha gives it; alpha).
     """
+    if layer_alpha not in ("premultiplied", "straight"):
+        raise ValueError(f"layer_alpha: 'premultiplied' or 'straight', got {layer_alpha!r}")
     batch, height, width, channels = images.shape
     home = images.device
     device = normalize(device) if device is not None else home
     tile = tile or TILE
-    image_out = torch.empty(images.shape, dtype=images.dtype, device=home)
-    alpha_out = torch.empty(batch, height, width, device=home)
-    layer_out = torch.empty(batch, height, width, 4, device=home)
+    image_out = on_huge_pages(torch.empty(images.shape, dtype=images.dtype, device=home))
+    alpha_out = on_huge_pages(torch.empty(batch, height, width, device=home))
+    layer_out = on_huge_pages(torch.empty(batch, height, width, 4, device=home))
     moved = {}  # the primitives and atlas on each device that renders: one transfer each
 
     def render_frames(start, stop, dev):
@@ -761,7 +766,7 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
         if dev != home:  # a chunk goes there in one transfer and comes back in one
             outputs = tuple(torch.empty(t.shape, dtype=t.dtype, device=dev) for t in outputs)
         on_device, sheet = moved[dev]
-        _render(images[start:stop].to(dev), *outputs, on_device, start, sheet, tile)
+        _render(images[start:stop].to(dev), *outputs, on_device, start, sheet, tile, layer_alpha == "straight")
         if dev != home:
             for out, result in zip((image_out, alpha_out, layer_out), outputs):
                 out[start:stop] = result.to(home)
@@ -1049,7 +1054,7 @@ def _output(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Ten
     into (calloc: the system maps zero pages on first touch, where torch.zeros writes every byte
     first: 90 ms of a 250 MB batch here); elsewhere uninitialised (the torch paths write every pixel)."""
     if device.type == "cpu" and dtype in polylines_cpu.NUMPY_DTYPES:
-        return torch.from_numpy(np.zeros(shape, polylines_cpu.NUMPY_DTYPES[dtype]))
+        return on_huge_pages(torch.from_numpy(np.zeros(shape, polylines_cpu.NUMPY_DTYPES[dtype])))
     return torch.empty(shape, dtype=dtype, device=device)
 
 
