@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 import torch
 
-from _common import report, table, timed
+from _common import peak_memory, report, table, timed, timed_together
 
 from utils.device import torch_device  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.gpu_rendering import render_polylines, series_points, value_range  # noqa: E402
@@ -66,14 +66,18 @@ def main():
         versus = f"{peer / seconds:.2f}x" if peer else ""
         rows.append([name, f"{seconds * 1e3:.1f}", f"{count / seconds:,.0f}", versus])
 
-    peer = timed(lambda: opencv(as_int), repeat)
-    for dtype in (torch.float32, torch.uint8):
-        ours = timed(lambda: render_polylines(values, SIZE, SIZE, mode="aliased", dtype=dtype, device=device),
-                     repeat, sync=sync)
-        row(f"RasterKit aliased (Bresenham), {str(dtype)[6:]}", ours, peer=peer)
-    row("OpenCV polylines, 1 px, uint8", peer, peer=peer)
-    row("OpenCV polylines, 1 px, uint8, into one new batch (the plots kept, as RasterKit's)",
-        timed(lambda: opencv_batch(as_int), repeat), peer=peer)
+    # side by side, in turns: RasterKit's CPU path, the peer's loop into one reused image, OpenCV keeping
+    # its plots in a new batch as RasterKit does
+    ours_u8 = lambda: render_polylines(values, SIZE, SIZE, mode="aliased", dtype=torch.uint8, device=device)  # noqa: E731
+    ours_f32 = lambda: render_polylines(values, SIZE, SIZE, mode="aliased", dtype=torch.float32, device=device)  # noqa: E731
+    times = timed_together([ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int)], 9, sync=sync)
+    peer = times[2]
+    memory = [peak_memory(fn, device)[1] for fn in (ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int))]
+    row(f"RasterKit aliased (Bresenham), uint8 ({memory[0]})", times[0], peer=peer)
+    row(f"RasterKit aliased (Bresenham), float32 ({memory[1]})", times[1], peer=peer)
+    row(f"OpenCV polylines, 1 px, uint8 ({memory[2]})", peer, peer=peer)
+    row(f"OpenCV polylines, 1 px, uint8, into one new batch (the plots kept, as RasterKit's) ({memory[3]})",
+        times[3], peer=peer)
     row("Pillow ImageDraw.line, 1 px, uint8", timed(lambda: pillow(as_tuples), repeat), peer=peer)
     aa_count = COUNT // 10
     peer_aa = timed(lambda: opencv_aa(as_int[:aa_count]), repeat)
@@ -89,13 +93,16 @@ def main():
         gpu_aa = timed(lambda: render_polylines(resident, SIZE, SIZE, mode="antialiased", line_width=2.0), 5, 1, sync)
         row("RasterKit anti-aliased 2 px, GPU-resident, float32", gpu_aa, peer=peer_aa)
     report("series", f"Batch line plots: {COUNT} images of {SIZE}x{SIZE}, {STEPS}-point series", [
-        (f"Median wall time (RasterKit on {device})", table(["renderer", "ms", "images/s", "vs OpenCV"], rows)),
+        (f"Median wall time, peak memory in brackets (RasterKit on {device})",
+         table(["renderer", "ms", "images/s", "vs OpenCV"], rows)),
         ("Notes", "vs OpenCV: images/s over OpenCV's in the same mode (1 px or LINE_AA). A fresh output batch is "
                   "page-faulted on first touch (5000 x 224 x 224 uint8 = 250 MB, float32 = 1 GB): on the CPU that "
                   "is part of RasterKit's time and none of the peers', which reuse a 50 KB image in cache; the "
                   "OpenCV row 'into one new batch' keeps its plots as RasterKit does. On the CPU RasterKit's aliased "
-                  "plots are OpenCV's polylines (utils/polylines_cpu.py), with the torch path's pixels: both walk a "
-                  "segment from its end with the larger x."),
+                  "plots are numba's Bresenham loop over the images in parallel (utils/rendering_cpu.py; OpenCV's "
+                  "polylines without numba), with the torch path's pixels: all walk a segment from its end with "
+                  "the larger x; its output batch is on transparent huge pages where Linux offers them. The first "
+                  "four rows ran in turns, 9 rounds."),
     ], "make bench  # or .venv/bin/python bench/bench_series.py")
 
 

@@ -1,5 +1,5 @@
-"""utils/polylines_cpu (OpenCV) against the torch path of render_polylines and the brute-force Bresenham
-of test_polyline_images: the same pixels, so the CPU may take either."""
+"""utils/polylines_cpu (numba's loop, else OpenCV) against the torch path of render_polylines and the
+brute-force Bresenham of test_polyline_images: the same pixels, so the CPU may take any of them."""
 import numpy as np
 import pytest
 import torch
@@ -16,8 +16,11 @@ def torch_path(monkeypatch, *args, **kwargs):
         return R.render_polylines(*args, **kwargs)
 
 
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
-def test_opencv_draws_the_torch_paths_pixels(monkeypatch, dtype):
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.float16])
+@pytest.mark.parametrize("loop", ["numba", "opencv"])
+def test_the_cpu_paths_draw_the_torch_paths_pixels(monkeypatch, dtype, loop):
+    if loop == "opencv":
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     g = torch.Generator().manual_seed(3)
     # gentle to steep walks, a flat series, a spike, two points, a single point, ragged lengths
     values = torch.cumsum(torch.randn(40, 60, generator=g) * (1 + 8 * torch.rand(40, 1, generator=g)), 1)
@@ -29,7 +32,7 @@ def test_opencv_draws_the_torch_paths_pixels(monkeypatch, dtype):
     draw = polylines_cpu.draw
     monkeypatch.setattr(polylines_cpu, "draw", lambda *a, **k: used.append(draw(*a, **k)) or used[-1])
     ours = R.render_polylines(values, 37, 53, lengths=lengths, dtype=dtype, color=(1, 1, 1, 0.8))
-    assert used == [True], "the OpenCV path was not taken"
+    assert used == [True], "the CPU path was not taken"
     expected = torch_path(monkeypatch, values, 37, 53, lengths=lengths, dtype=dtype, color=(1, 1, 1, 0.8))
     assert torch.equal(ours, expected)
     assert not ours[4].any()  # one point: blank

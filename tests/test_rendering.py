@@ -490,7 +490,7 @@ def counted(monkeypatch, fn):
 
 def test_draw_of_100_boxes_on_a_4k_frame_keeps_its_gpu_budget(monkeypatch):
     """The call that ../shared/tools/budget.py measures: <= 200 device ops, <= 2 host syncs, no float64,
-    on the torch path a GPU takes (on the CPU numba's loop draws instead: tests/test_composite_cpu.py)."""
+    on the torch path a GPU takes (on the CPU numba's loop draws instead: tests/test_rendering_cpu.py)."""
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     torch.manual_seed(0)
     height, width, n = 2160, 3840, 100

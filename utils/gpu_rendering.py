@@ -20,7 +20,7 @@ The work is organised in three steps, each one batched over every primitive of e
      (log2 of the deepest tile's depth passes), and each tile sums its pairs' contributions.
 Cost follows the covered area, not frame area times primitive count. The host waits for the device
 twice per chunk of frames (the number of pairs; the sizes of the pair classes), the CUDA kernel once.
-On the CPU, where numba is installed, utils/composite_cpu.py does the same work as one compiled loop.
+On the CPU, where numba is installed, utils/rendering_cpu.py does the same work as one compiled loop.
 """
 from __future__ import annotations
 
@@ -713,9 +713,9 @@ def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, at
             straight: bool) -> None:
     """Draw the primitives of frames frame_start .. + b - 1 over frames [b,H,W,C] into image, alpha
     and layer (on frames' device; straight alpha if `straight`): the CuPy kernel on NVIDIA GPUs,
-    numba's loop on the CPU (utils/composite_cpu.py), else the torch path."""
+    numba's loop on the CPU (utils/rendering_cpu.py), else the torch path."""
     kernel = cupy_usable(frames.device)
-    if not kernel and numba_usable(frames.device) and _composite_cpu().render(frames, image, alpha, layer, prims,
+    if not kernel and numba_usable(frames.device) and _rendering_cpu().render(frames, image, alpha, layer, prims,
                                                                               frame_start, atlas, tile, straight):
         return
     batch, height, width, _ = frames.shape
@@ -730,11 +730,11 @@ def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, at
         straight_alpha(layer, in_place=True)
 
 
-def _composite_cpu():
-    """utils/composite_cpu, imported on the first CPU draw (numba takes a while to import, and that
+def _rendering_cpu():
+    """utils/rendering_cpu, imported on the first CPU draw (numba takes a while to import, and that
     module takes its constants from this one)."""
-    from . import composite_cpu
-    return composite_cpu
+    from . import rendering_cpu
+    return rendering_cpu
 
 
 def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = None, device=None,

@@ -1,16 +1,20 @@
-"""Aliased line plots on the CPU through OpenCV.
+"""Aliased line plots on the CPU: numba's Bresenham loop (utils/rendering_cpu.py) where numba is
+installed, else OpenCV.
 
 cv2.polylines draws 1-px lines with Bresenham's algorithm, walking each segment from its end with the
-larger x: the pixels of gpu_rendering's torch path, which follows the same convention (tested equal).
-One call per image, straight into the output batch, beats the torch path's pixel enumeration on the
-CPU (measured on 5000 plots of 224x224 from 100-point series: bench/bench_series.py). OpenCV draws
-on one thread; nothing here starts others.
+larger x: the pixels of gpu_rendering's torch path, which follows the same convention (tested equal),
+and of the numba loop. Either, straight into the output batch, beats the torch path's pixel
+enumeration on the CPU (measured on 5000 plots of 224x224 from 100-point series: bench/bench_series.py);
+numba's loop also draws images in parallel without a Python call per image. OpenCV draws on one
+thread; nothing here starts others beyond torch's thread count.
 """
 from __future__ import annotations
 
 import cv2
 import numpy as np
 import torch
+
+from .device import numba_usable
 
 # the dtypes numpy and OpenCV share
 NUMPY_DTYPES = {torch.uint8: np.uint8, torch.float16: np.float16, torch.float32: np.float32}
@@ -27,6 +31,10 @@ def draw(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, value: 
     walking it, which can move its pixels)."""
     if out.device.type != "cpu" or out.dtype not in NUMPY_DTYPES or points.device.type != "cpu":
         return False
+    if numba_usable(out.device) and out.dtype in (torch.uint8, torch.float32):
+        from . import rendering_cpu  # numba: imported on first use (slow to import)
+        return rendering_cpu.polylines(out.numpy(), points.float().contiguous().numpy(),
+                                       lengths.long().contiguous().numpy(), value, on_progress, chunk)
     batch, steps = points.shape[:2]
     height, width = out.shape[1:3]
     xy, counts = points.numpy(), lengths.numpy()

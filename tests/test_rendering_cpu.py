@@ -1,10 +1,10 @@
-"""utils/composite_cpu (numba's loop, what draw() runs on the CPU) against the torch path (what MPS,
+"""utils/rendering_cpu (numba's loop, what draw() runs on the CPU) against the torch path (what MPS,
 ROCm and CUDA without CuPy run). Both are checked against brute-force references by test_rendering.py,
 test_boxes.py and the links tests, which run on the CPU: there, through this loop."""
 import pytest
 import torch
 
-from rasterkit.utils import composite_cpu
+from rasterkit.utils import rendering_cpu
 from rasterkit.utils import gpu_rendering as R
 from test_cuda_kernels import every_kind
 
@@ -14,8 +14,8 @@ TOLERANCE = 1e-4  # the torch path composites by products of transmittances, the
 @pytest.fixture
 def loop_used(monkeypatch):
     """Records whether each draw went through the numba loop."""
-    used, render = [], composite_cpu.render
-    monkeypatch.setattr(composite_cpu, "render", lambda *a, **k: used.append(render(*a, **k)) or used[-1])
+    used, render = [], rendering_cpu.render
+    monkeypatch.setattr(rendering_cpu, "render", lambda *a, **k: used.append(render(*a, **k)) or used[-1])
     return used
 
 

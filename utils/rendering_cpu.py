@@ -1,14 +1,16 @@
-"""The tile compositor of gpu_rendering on the CPU, compiled by numba: the CUDA kernel's loop (each
-pixel walks its tile's pairs in drawing order) with the torch path's pair classes, in one pass that
-writes every pixel of the image, alpha and layer once.
+"""gpu_rendering's loops compiled for the CPU by numba: the tile compositor and aliased polylines.
 
-On the CPU the torch path's dense per-class evaluations and its compositing by doubling make many
-frame-sized temporaries; this loop makes none, so its cost is the outputs' first touch plus the covered
-pixels (bench/bench_boxes.py). Bands of 8 pixel rows run in parallel on as many threads as torch uses
-(ComfyUI's and the user's setting; never more). Compiled on first use and cached beside this file.
+The compositor is the CUDA kernel's loop (each pixel of a tile takes its primitives in drawing order)
+with the torch path's tile classes, in one pass that writes every pixel of the image, alpha and layer
+once. On the CPU the torch path's dense per-class evaluations and its compositing by doubling make
+many frame-sized temporaries; this loop makes none, so its cost is the outputs' first touch plus the
+covered pixels (bench/bench_boxes.py). Aliased polylines are Bresenham's algorithm as the torch path
+(and OpenCV) walk it, one image per iteration (bench/bench_series.py).
+
+Both run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
+Compiled on first use and cached beside this file.
 """
 from __future__ import annotations
-
 
 import numba
 import numpy as np
@@ -391,4 +393,64 @@ def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer
                prims.params.float().contiguous().numpy(), prims.color.float().contiguous().numpy(),
                prims.group.contiguous().numpy(), atlas.numpy(), frames.contiguous().numpy(), image.numpy(),
                alpha.numpy(), layer.numpy(), tile, straight, threads)
+    return True
+
+
+@_jit(parallel=True)
+def _inside(points, counts, height, width):
+    """Whether each of the first counts[b] points of each series is finite and inside the frame."""
+    inside = np.ones(points.shape[0], np.bool_)
+    for b in numba.prange(points.shape[0]):
+        for t in range(counts[b]):
+            x, y = points[b, t, 0], points[b, t, 1]
+            if not (x >= 0 and x < width and y >= 0 and y < height):  # NaN compares False
+                inside[b] = False
+                break
+    return inside
+
+
+@_jit(parallel=True)
+def _polylines(out, points, counts, value, start, stop):
+    for b in numba.prange(start, stop):
+        image = out[b]
+        for t in range(counts[b] - 1):
+            # the pixels holding the ends, walked from the end with the larger x (see gpu_rendering._lines);
+            # the minor coordinate steps where (2 step minor + major) // (2 major) does, its error term kept
+            # incrementally
+            ax, ay = np.int64(np.floor(points[b, t, 0])), np.int64(np.floor(points[b, t, 1]))
+            bx, by = np.int64(np.floor(points[b, t + 1, 0])), np.int64(np.floor(points[b, t + 1, 1]))
+            if ax < bx:
+                ax, ay, bx, by = bx, by, ax, ay
+            dx, dy = bx - ax, by - ay
+            sx, sy = (dx > 0) - (dx < 0), (dy > 0) - (dy < 0)
+            if abs(dx) >= abs(dy):
+                major, minor, mx, my, nx, ny = abs(dx), abs(dy), sx, 0, 0, sy
+            else:
+                major, minor, mx, my, nx, ny = abs(dy), abs(dx), 0, sy, sx, 0
+            length = max(major, 1)
+            x, y, numerator = ax, ay, length
+            for _ in range(major + 1):
+                image[y, x] = value
+                x, y, numerator = x + mx, y + my, numerator + 2 * minor
+                if numerator >= 2 * length:
+                    x, y, numerator = x + nx, y + ny, numerator - 2 * length
+
+
+def polylines(images: np.ndarray, points: np.ndarray, counts: np.ndarray, value: float, on_progress=None,
+              chunk: int = 1024) -> bool:
+    """1-px aliased polylines into images uint8 or float32 [B,H,W] (zeros), points float32 [B,T,2]
+    (pixel xy; pixel (i, j) holds the points in [i, i+1) x [j, j+1)), counts int64 [B]: the torch path's
+    pixels. Returns False, drawing nothing, if a point within its series' count is not finite or
+    outside the frame (the torch path clips those segments). on_progress(done, total) after every
+    `chunk` images."""
+    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(threads)
+    batch, height, width = images.shape
+    if not _inside(points, counts, height, width).all():
+        return False
+    for start in range(0, batch, chunk):
+        stop = min(batch, start + chunk)
+        _polylines(images, points, counts, images.dtype.type(value), start, stop)
+        if on_progress is not None:
+            on_progress(stop, batch)
     return True
