@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import torch
 
-from _common import report, table, timed
+from _common import peak_memory, report, table, timed, timed_together
 
 from utils.device import faiss_usable, torch_device  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
@@ -73,7 +73,6 @@ def main():
     tracks = {"xy": xy, "visible": torch.ones(FRAMES, 300, dtype=torch.bool)}
     options = dict(tracks_json="", tracks=tracks, k=3, curve="bezier", curvature=0.2, width=2.0, opacity=0.8,
                    point_radius=0.0, hysteresis=1.0)
-    ours = timed(lambda: node.run(frames, **options), 2 if not QUICK else 1)
     # the same curves, flattened the same way, for OpenCV
     _, _, _, edges_json = node.run(frames, **options)
     lines = []
@@ -83,14 +82,17 @@ def main():
                                            alternating_sign(pairs[:, 0], pairs[:, 1]))
         lines.append([p[:n].round().int().numpy() for p, n in zip(points, lengths.tolist())])
     frames_np = frames.numpy()
-    peer = timed(lambda: opencv_links(frames_np, lines), 2 if not QUICK else 1)
-    node_rows = [[f"{FRAMES} frames 1920x1080, 300 points, k=3, Bezier links", f"{ours * 1e3:.0f}", f"{peer * 1e3:.0f}"]]
+    node_fn, peer_fn = lambda: node.run(frames, **options), lambda: opencv_links(frames_np, lines)  # noqa: E731
+    ours, peer = timed_together([node_fn, peer_fn], 2 if QUICK else 5)
+    memory = [peak_memory(fn, device)[1] for fn in (node_fn, peer_fn)]
+    node_rows = [[f"{FRAMES} frames 1920x1080, 300 points, k=3, Bezier links", f"{ours * 1e3:.0f} ({memory[0]})",
+                  f"{peer * 1e3:.0f} ({memory[1]})", f"{peer / ours:.2f}x"]]
 
     report("links", "Line links: kNN graphs and the LineLinkRenderer", [
         (f"kNN (k=3) over all frames, median ms (RasterKit on {device})",
          table(["case", "RasterKit batched", "cKDTree per frame", "faiss-cpu per frame"], knn_rows)),
-        ("Whole node vs OpenCV drawing the same links (float in and out), median ms",
-         table(["case", "RasterKit node", "OpenCV LINE_AA path"], node_rows)),
+        ("Whole node vs OpenCV drawing the same links (float in and out), median ms (peak memory), in turns",
+         table(["case", "RasterKit node", "OpenCV LINE_AA path (links given)", "node's speed / OpenCV's"], node_rows)),
     ], "make bench  # or .venv/bin/python bench/bench_links.py")
 
 

@@ -6,14 +6,23 @@ import torch
 from ..utils import boxes as box_sources
 from ..utils import gpu_rendering as R
 from ..utils.colors import PALETTES, palette, palette_from_hex, parse_hex, stable_index
-from ..utils.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
+from ..utils.labels import (
+    ANCHORS,
+    DEFAULT_FONT,
+    PADDING,
+    font_chain,
+    font_names,
+    label_primitives,
+)
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
     LAYER_TOOLTIP,
+    OVERLAY_OUTPUTS,
+    OVERLAY_OUTPUTS_TOOLTIP,
     Progress,
     frame_preview,
-    intermediate_device,
+    overlay_outputs,
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
@@ -152,6 +161,7 @@ class BoundingBoxRenderer(RasterKitNode):
                       "inscribed in the box), dot (a disc at its centre), halo (its fill and a soft ring around it); "
                       "turned with oriented boxes"),
         Float("marker_size", 8.0, 0.0, 256.0, 0.5, tooltip="radius of a dot, width of a halo, in pixels"),
+        Combo("outputs", OVERLAY_OUTPUTS, tooltip=OVERLAY_OUTPUTS_TOOLTIP, optional=True),  # old API prompts lack it
         Socket("bbox", "BBOX", optional=True,
                tooltip="boxes from KJNodes, SAM2 or Florence2: (x1, y1, x2, y2) per image, or a list per frame"),
         Socket("segs", "SEGS", optional=True, tooltip="Impact Pack SEGS: a box per segment, with label and confidence"),
@@ -169,7 +179,7 @@ class BoundingBoxRenderer(RasterKitNode):
             color="", palette="default", color_by="label", labels="label", label_size=16, corner_length=0.0,
             layer_alpha="straight", font=DEFAULT_FONT, palette_colors="", label_anchor="top_left", text_color="",
             label_padding=PADDING, label_max_width=0, label_avoid_overlap=False, marker="box", marker_size=8.0,
-            bbox=None, segs=None, mask=None, bounding_box=None):
+            outputs=OVERLAY_OUTPUTS[0], bbox=None, segs=None, mask=None, bounding_box=None):
         check_images(images, "images")
         font_chain(font)  # a font name that is not in the list is an error even without labels
         ink = _text_color(text_color)
@@ -188,10 +198,8 @@ class BoundingBoxRenderer(RasterKitNode):
                                            height, width, label_size, font, label_anchor, label_padding, ink,
                                            label_max_width, priority)
             prims = R.concat(prims, tags)
-        image, alpha, layer = R.draw(images, prims, atlas, device=render_device(), on_progress=Progress(batch),
-                                     layer_alpha=layer_alpha)
-        out = intermediate_device()
-        return image.to(out), alpha.to(out), layer.to(out)
+        return overlay_outputs(*R.draw(images, prims, atlas, device=render_device(), on_progress=Progress(batch),
+                                       layer_alpha=layer_alpha, image_only=outputs == "image only"))
 
     @classmethod
     def preview(cls, inputs, outputs):

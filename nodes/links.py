@@ -12,16 +12,22 @@ from ..utils import gpu_rendering as R
 from ..utils import link_styles as styles
 from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
-from ..utils.gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
+from ..utils.gpu_curves import (
+    alternating_sign,
+    bezier_polylines,
+    control_polygon_length,
+)
 from ..utils.gpu_graph import GRAPHS, GraphOptions, voronoi_graph
 from ..utils.labels import DEFAULT_FONT, text_atlas
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
     LAYER_TOOLTIP,
+    OVERLAY_OUTPUTS,
+    OVERLAY_OUTPUTS_TOOLTIP,
     Progress,
     frame_preview,
-    intermediate_device,
+    overlay_outputs,
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
@@ -165,6 +171,7 @@ class LineLinkRenderer(RasterKitNode):
                       "names its track from that frame on; RASTERKIT_TRACKS' optional labels list), else its id"),
         Int("text_size", 12, 6, 128, tooltip="size of the point labels' text in pixels"),
         String("text_color", "", tooltip="hex colour of the point labels' text; empty: the points' colour"),
+        Combo("outputs", OVERLAY_OUTPUTS, tooltip=OVERLAY_OUTPUTS_TOOLTIP, optional=True),  # old API prompts lack it
         Socket("tracks", "RASTERKIT_TRACKS", optional=True, tooltip="tracks from Point Tracker (RasterKit)"),
         Socket("ys_tracks", "TRACKS", optional=True,
                tooltip="ys-vision-tools' TRACKS: an array of x, y, or a list of per-frame arrays; point n is row n "
@@ -182,7 +189,7 @@ class LineLinkRenderer(RasterKitNode):
             point_radius=3.0, layer_alpha="straight", graph="knn", line_style="solid", dash_length=8.0,
             gap_length=6.0, dash_phase=0.0, dash_speed=0.0, end_color="", glow=0.0, glow_scale=4.0,
             width_by_length="none", point_style="dot", marker_glow=False, trail_frames=0, trail_smooth=False,
-            point_labels="none", text_size=12, text_color="", tracks=None, ys_tracks=None):
+            point_labels="none", text_size=12, text_color="", outputs=OVERLAY_OUTPUTS[0], tracks=None, ys_tracks=None):
         check_images(images, "images")
         for name, value, options in (("line_style", line_style, styles.LINE_STYLES),
                                      ("width_by_length", width_by_length, styles.WIDTH_BY_LENGTH),
@@ -257,11 +264,10 @@ class LineLinkRenderer(RasterKitNode):
                 texts, atlas = _point_texts(xy_dev, at, index, labels, point_labels, text_size, point_radius + 2,
                                             (*(ink or dot_rgb), opacity))
                 layers.append(texts)
-        image, alpha, layer = R.draw(images, R.concat(*layers), atlas, device=device,
-                                     on_progress=Progress(images.shape[0]), layer_alpha=layer_alpha)
+        drawn = R.draw(images, R.concat(*layers), atlas, device=device, on_progress=Progress(images.shape[0]),
+                       layer_alpha=layer_alpha, image_only=outputs == "image only")
         edges_json = json.dumps([e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist())])
-        out = intermediate_device()
-        return image.to(out), alpha.to(out), layer.to(out), edges_json
+        return (*overlay_outputs(*drawn), edges_json)
 
     @classmethod
     def preview(cls, inputs, outputs):

@@ -454,3 +454,12 @@ def test_bad_oriented_boxes_name_the_input(box, message):
 
     with pytest.raises(ValueError, match="^boxes: .*" + re.escape(message)):
         render(boxes="[%s]" % box)
+
+
+def test_image_only_outputs_the_same_image_and_blanks():
+    images = torch.rand(2, 40, 60, 3)
+    boxes = "[[5, 5, 30, 25]]"
+    image, alpha, layer = Node.run(images, boxes=boxes, labels="none")
+    only = Node.run(images, boxes=boxes, labels="none", outputs="image only")
+    assert torch.equal(only[0], image) and alpha.any()
+    assert only[1].shape == (2, 1, 1) and only[2].shape == (2, 1, 1, 4) and not only[1].any() and not only[2].any()

@@ -192,3 +192,10 @@ def test_voronoi_graph_in_the_node():
     assert alpha[0, 10, 20] == 0 and alpha[0, 0, 35] > 0.5  # not the link 0-1: the wall across it, to the edge
     _, alpha, _, edges = render(tracks_json='[[[10, 10]], [[70, 50]]]', graph="voronoi", max_distance=20.0)
     assert json.loads(edges) == [[]] * 3 and alpha.sum() == 0  # the pair is beyond max_distance
+
+
+def test_image_only_outputs_the_same_image_and_blanks():
+    image, alpha, layer, edges = render(tracks_json=TRIANGLE, point_radius=3.0)
+    only = render(tracks_json=TRIANGLE, point_radius=3.0, outputs="image only")
+    assert torch.equal(only[0], image) and only[3] == edges
+    assert only[1].shape == (3, 1, 1) and only[2].shape == (3, 1, 1, 4) and not only[1].any() and not only[2].any()

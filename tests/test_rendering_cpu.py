@@ -111,3 +111,14 @@ def test_a_straight_alpha_layer_as_straight_alpha_gives_it(monkeypatch, numba_lo
     assert (straight[2] - R.straight_alpha(layer)).abs().max() <= 1e-6
     with pytest.raises(ValueError, match="layer_alpha"):
         R.draw(images, prims, layer_alpha="straigth")
+
+
+@pytest.mark.parametrize("numba_loop", [True, False])
+def test_the_image_only(monkeypatch, numba_loop):
+    if not numba_loop:
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    images, atlas = torch.rand(3, 30, 45, 3), torch.rand(20, 24)
+    prims = every_kind(3, 30, 45, 20, seed=12)
+    image, alpha, layer = R.draw(images, prims, atlas=atlas, image_only=True)
+    assert alpha is None and layer is None
+    assert torch.equal(image, R.draw(images, prims, atlas=atlas)[0])

@@ -264,7 +264,7 @@ def _bands(span, frame, visible, frames, tiles_y):
 
 @_jit(parallel=True)
 def _composite(band_start, listed, span, kind, params, color, group, atlas, source, image, alpha, layer, tile,
-               straight, parts):
+               straight, image_only, parts):
     frames, height, width, channels = source.shape
     tiles_y, tiles_x = (height + tile - 1) // tile, (width + tile - 1) // tile
     for part in numba.prange(parts):  # each thread draws every parts-th band with buffers of its own
@@ -322,19 +322,19 @@ def _composite(band_start, listed, span, kind, params, color, group, atlas, sour
                           color[p, 3])
                     in_shape[column] = False
                 n_shape = 0
-            _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight)
+            _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, image_only)
 
 
 @_jit(inline="always")
-def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight):
-    """Every pixel of a band written once: the layer (straight alpha if `straight`), its alpha, and the
-    layer over the source; undrawn runs of tiles as flat copies and fills (what the compiler vectorises)."""
+def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, image_only):
+    """Every pixel of a band written once: the layer over the source, the layer (straight alpha if
+    `straight`) and its alpha unless `image_only`; undrawn runs of tiles as flat copies and fills (what
+    the compiler vectorises)."""
     height, width, channels = source.shape[1], source.shape[2], source.shape[3]
     tiles_x = drawn.shape[0]
     for y in range(row * tile, min(row * tile + tile, height)):
         gy = y - row * tile
         image_row, source_row = image[frame, y].reshape(-1), source[frame, y].reshape(-1)
-        layer_row, alpha_row = layer[frame, y].reshape(-1), alpha[frame, y]
         column = 0
         while column < tiles_x:
             end = column + 1
@@ -344,41 +344,54 @@ def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile
             if not drawn[column]:
                 for i in range(x0 * channels, x1 * channels):
                     image_row[i] = source_row[i]
-                for i in range(x0 * 4, x1 * 4):
-                    layer_row[i] = 0.0
-                for x in range(x0, x1):
-                    alpha_row[x] = 0.0
             else:
                 for x in range(x0, x1):
                     la = band_layer[gy, x, 3]
                     keep = np.float32(1.0) - la
-                    # straight alpha as gpu_rendering.straight_alpha gives it: RGB / alpha in 0..1, 0 where
-                    # alpha is 0
-                    scale = np.float32(1.0) / la if straight and la > 0.0 else np.float32(1.0)
                     for c in range(3):
-                        value = band_layer[gy, x, c]
-                        image_row[x * channels + c] = value + source_row[x * channels + c] * keep
-                        if straight:
-                            value = min(max(value * scale, np.float32(0.0)), np.float32(1.0)) if la > 0.0 else 0.0
-                        layer_row[x * 4 + c] = value
-                    layer_row[x * 4 + 3] = la
-                    alpha_row[x] = la
+                        image_row[x * channels + c] = band_layer[gy, x, c] + source_row[x * channels + c] * keep
                     if channels == 4:
                         image_row[x * 4 + 3] = la + source_row[x * 4 + 3] * keep
             column = end
+        if image_only:
+            continue
+        layer_row, alpha_row = layer[frame, y].reshape(-1), alpha[frame, y]
+        for column in range(tiles_x):
+            x0, x1 = column * tile, min(column * tile + tile, width)
+            if not drawn[column]:
+                for i in range(x0 * 4, x1 * 4):
+                    layer_row[i] = 0.0
+                for x in range(x0, x1):
+                    alpha_row[x] = 0.0
+                continue
+            for x in range(x0, x1):
+                la = band_layer[gy, x, 3]
+                # straight alpha as gpu_rendering.straight_alpha gives it: RGB / alpha in 0..1, 0 where
+                # alpha is 0
+                scale = np.float32(1.0) / la if straight and la > 0.0 else np.float32(1.0)
+                for c in range(3):
+                    value = band_layer[gy, x, c]
+                    if straight:
+                        value = min(max(value * scale, np.float32(0.0)), np.float32(1.0)) if la > 0.0 else 0.0
+                    layer_row[x * 4 + c] = value
+                layer_row[x * 4 + 3] = la
+                alpha_row[x] = la
 
 
 def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer: torch.Tensor, prims,
            frame_start: int, atlas: torch.Tensor | None, tile: int, straight: bool = False) -> bool:
     """Draw the primitives of frames frame_start .. + b - 1 over frames float32 [b,H,W,C] into image
     [b,H,W,C], alpha [b,H,W] and layer [b,H,W,4] (contiguous float32 CPU tensors; premultiplied, or
-    straight alpha if `straight`), every pixel once.
+    straight alpha if `straight`; alpha and layer None: the image only), every pixel once.
     Returns False, writing nothing, where this loop does not apply (not float32 on the CPU)."""
-    outputs = (frames, image, alpha, layer)
+    outputs = [t for t in (frames, image, alpha, layer) if t is not None]
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in outputs):
         return False
     if not all(t.is_contiguous() for t in outputs[1:]):
         return False
+    image_only = alpha is None or layer is None
+    if image_only:  # neither is written
+        alpha, layer = torch.zeros(0, 0, 0), torch.zeros(0, 0, 0, 4)
     batch, height, width, _ = frames.shape
     span, _ = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start
@@ -392,7 +405,7 @@ def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer
     _composite(band_start, listed, span.numpy(), prims.kind.contiguous().numpy(),
                prims.params.float().contiguous().numpy(), prims.color.float().contiguous().numpy(),
                prims.group.contiguous().numpy(), atlas.numpy(), frames.contiguous().numpy(), image.numpy(),
-               alpha.numpy(), layer.numpy(), tile, straight, threads)
+               alpha.numpy(), layer.numpy(), tile, straight, image_only, threads)
     return True
 
 
