@@ -82,17 +82,22 @@ def main():
                                            alternating_sign(pairs[:, 0], pairs[:, 1]))
         lines.append([p[:n].round().int().numpy() for p, n in zip(points, lengths.tolist())])
     frames_np = frames.numpy()
-    node_fn, peer_fn = lambda: node.run(frames, **options), lambda: opencv_links(frames_np, lines)  # noqa: E731
-    ours, peer = timed_together([node_fn, peer_fn], 2 if QUICK else 5)
-    memory = [peak_memory(fn, device)[1] for fn in (node_fn, peer_fn)]
-    node_rows = [[f"{FRAMES} frames 1920x1080, 300 points, k=3, Bezier links", f"{ours * 1e3:.0f} ({memory[0]})",
-                  f"{peer * 1e3:.0f} ({memory[1]})", f"{peer / ours:.2f}x"]]
+    node_fn = lambda: node.run(frames, **options)  # noqa: E731
+    image_only_fn = lambda: node.run(frames, **options, outputs="image only")  # noqa: E731
+    peer_fn = lambda: opencv_links(frames_np, lines)  # noqa: E731
+    ours, image_only, peer = timed_together([node_fn, image_only_fn, peer_fn], 2 if QUICK else 5)
+    memory = [peak_memory(fn, device)[1] for fn in (node_fn, image_only_fn, peer_fn)]
+    case = f"{FRAMES} frames 1920x1080, 300 points, k=3, Bezier links"
+    node_rows = [[case, "image, alpha and layer", f"{ours * 1e3:.0f} ({memory[0]})", f"{peer * 1e3:.0f} ({memory[2]})",
+                  f"{peer / ours:.2f}x"],
+                 [case, "image only", f"{image_only * 1e3:.0f} ({memory[1]})", "", f"{peer / image_only:.2f}x"]]
 
     report("links", "Line links: kNN graphs and the LineLinkRenderer", [
         (f"kNN (k=3) over all frames, median ms (RasterKit on {device})",
          table(["case", "RasterKit batched", "cKDTree per frame", "faiss-cpu per frame"], knn_rows)),
         ("Whole node vs OpenCV drawing the same links (float in and out), median ms (peak memory), in turns",
-         table(["case", "RasterKit node", "OpenCV LINE_AA path (links given)", "node's speed / OpenCV's"], node_rows)),
+         table(["case", "node outputs", "RasterKit node", "OpenCV LINE_AA path (links given)", "node's speed / OpenCV's"],
+               node_rows)),
     ], "make bench  # or .venv/bin/python bench/bench_links.py")
 
 
