@@ -76,6 +76,14 @@ def object_info():
     return get("/object_info")
 
 
+def skip_without_core_nodes(prompt, object_info):
+    """Skip, saying which, where this server lacks a core node the workflow needs (core's audio nodes
+    need a torchaudio that loads, which a CPU-only test server may not have)."""
+    missing = sorted({entry["class_type"] for entry in prompt.values()} - set(object_info))
+    if missing and not any(name.startswith("RasterKit_") for name in missing):
+        pytest.skip(f"this ComfyUI has no {', '.join(missing)} (core nodes that failed to load: see its log)")
+
+
 def upload_example_assets():
     """Put the bundled audio into ComfyUI's input folder, where the examples' Load Audio nodes find it."""
     for path in sorted(ASSETS.iterdir()):
@@ -111,12 +119,13 @@ def test_node_is_listed_with_its_inputs(object_info, node):
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name.split(".")[0])
-def test_example_workflow_runs(path):
+def test_example_workflow_runs(object_info, path):
     """Each example runs in under a minute and every saving node writes the frames it should, not blank."""
     name = path.name.split(".")[0]
     assert name in SAVED_FRAMES, f"add {name}'s saving nodes and their frame counts to SAVED_FRAMES"
-    upload_example_assets()
     prompt = json.loads(path.read_text())
+    skip_without_core_nodes(prompt, object_info)
+    upload_example_assets()
     answer = queue(prompt)
     assert "prompt_id" in answer and not answer.get("node_errors"), answer
     entry = wait(answer["prompt_id"])
@@ -135,6 +144,21 @@ def test_example_workflow_runs(path):
             if image.get("type") == "output":
                 file = Path(os.environ["COMFYUI_DIR"], "output", image.get("subfolder", ""), image["filename"])
                 assert file.is_file() and file.stat().st_size > 0, file
+
+
+@pytest.mark.parametrize("outputs", [None, "image only"])
+def test_boxes_without_the_newer_outputs_input_or_with_the_image_only(outputs):
+    """A prompt saved before the optional `outputs` input existed still runs; "image only" gives the same
+    image with 1x1 blanks for alpha and layer."""
+    prompt = json.loads(BOXES.read_text())
+    node = next(key for key, entry in prompt.items() if entry["class_type"] == "RasterKit_BoundingBoxRenderer")
+    del prompt[node]["inputs"]["outputs"]
+    if outputs:
+        prompt[node]["inputs"]["outputs"] = outputs
+    answer = queue(prompt)
+    assert "prompt_id" in answer and not answer.get("node_errors"), answer
+    entry = wait(answer["prompt_id"])
+    assert entry["status"]["status_str"] == "success", entry["status"].get("messages")
 
 
 def test_bad_input_is_a_clear_error_and_the_server_survives():
@@ -181,7 +205,9 @@ def test_template_browser_lists_the_ui_workflow(object_info, path):
     pack = next((pack for pack, names in templates.items() if name in names), None)
     assert pack is not None, f"{name} is not among the templates {templates}"
     ui = get(f"/api/workflow_templates/{pack}/{urllib.parse.quote(name)}.json")
-    assert ui_to_api(ui, object_info) == json.loads(path.read_text())
+    prompt = json.loads(path.read_text())
+    skip_without_core_nodes(prompt, object_info)
+    assert ui_to_api(ui, object_info) == prompt
     assert (Path(__file__).parents[1] / "example_workflows" / f"{name}.jpg").is_file()
 
 

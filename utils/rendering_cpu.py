@@ -12,6 +12,8 @@ Compiled on first use and cached beside this file.
 """
 from __future__ import annotations
 
+import zlib
+
 import numba
 import numpy as np
 import torch
@@ -22,10 +24,10 @@ from .gpu_rendering import (_MISSED, _SOLID, BOX_FILL, BOX_STROKE, DISC, ELLIPSE
 
 def _jit(**options):
     """numba.njit with its on-disk cache, one cache per name this module is imported under: numba's
-    cached code imports its module again by name, and the pack is imported as `<its folder>` by ComfyUI
-    but as `utils` by the benchmarks."""
+    cached code imports its module again by name, and the pack is imported under its folder's path by
+    ComfyUI, as `rasterkit` by the tests and as `utils` by the benchmarks."""
     def compile(fn):
-        fn.__qualname__ = f"{__name__.replace('.', '_')}__{fn.__qualname__}"
+        fn.__qualname__ = f"{fn.__qualname__}_{zlib.crc32(__name__.encode()):08x}"  # a name for files
         return numba.njit(cache=True, **options)(fn)
     return compile
 
