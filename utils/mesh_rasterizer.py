@@ -39,7 +39,7 @@ import torch
 
 from . import cuda
 from .batching import expand_counts
-from .device import cupy_usable, run_chunked
+from .device import cupy_usable, numba_usable, on_huge_pages, run_chunked
 
 ID_BASE = 1 << 31  # z-buffer keys: quantised depth (saturated at 2^31) * ID_BASE + view * M + face
 EMPTY = (1 << 63) - ID_BASE  # the z-buffer's value where no fragment landed: above every key, triangle part 0
@@ -120,10 +120,13 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
     if not total:
         return (torch.zeros(views, height, width, dtype=torch.int32, device=device),
                 torch.zeros(views, height, width, 3, device=device))
-    zbuffer = torch.full((views * height * width,), EMPTY, dtype=torch.long, device=device)
+    zbuffer = on_huge_pages(torch.empty(views * height * width, dtype=torch.long, device=device)).fill_(EMPTY)
     if use_kernels:
         rasterize_triangles_cuda(zbuffer, V, faces, box, block_end, total, prior, width, height)
         findices, barycentric = resolve_pixels_cuda(zbuffer, V, faces, width, height)
+    elif numba_usable(device):  # the CPU: numba's loops
+        _mesh_rasterizer_cpu().depth_test(zbuffer, triangles, box, counts, prior, face_count, width, height)
+        findices, barycentric = _mesh_rasterizer_cpu().resolve(zbuffer, triangles, face_count, width, height)
     else:
         _depth_test(zbuffer, triangles, box, counts, total, prior, face_count, width, height)
         findices, barycentric = _resolve(zbuffer, triangles, face_count, width, height)
@@ -212,6 +215,13 @@ def _depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tenso
 
     per_tile = TILE_ROWS * TILE_COLUMNS
     run_chunked(tiles, total, per_tile * 40, device, limit=max(1, TILE_CANDIDATES // per_tile))
+
+
+def _mesh_rasterizer_cpu():
+    """utils/mesh_rasterizer_cpu (numba's depth test), imported on first use: numba is slow to import,
+    and that module takes its constants from this one."""
+    from . import mesh_rasterizer_cpu
+    return mesh_rasterizer_cpu
 
 
 def _resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, width: int, height: int):
