@@ -96,7 +96,8 @@ def main():
         (f"kNN (k=3) over all frames, median ms (RasterKit on {device})",
          table(["case", "RasterKit batched", "cKDTree per frame", "faiss-cpu per frame"], knn_rows)),
         ("Whole node vs OpenCV drawing the same links (float in and out), median ms (peak memory), in turns",
-         table(["case", "node outputs", "RasterKit node", "OpenCV LINE_AA path (links given)", "node's speed / OpenCV's"],
+         table(["case", "node outputs", "RasterKit node", "OpenCV LINE_AA path (links given)",
+                "node's speed / OpenCV's"],
                node_rows)),
     ], "make bench  # or .venv/bin/python bench/bench_links.py")
 

@@ -72,7 +72,8 @@ def main():
     ours_f32 = lambda: render_polylines(values, SIZE, SIZE, mode="aliased", dtype=torch.float32, device=device)  # noqa: E731
     times = timed_together([ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int)], 9, sync=sync)
     peer = times[2]
-    memory = [peak_memory(fn, device)[1] for fn in (ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int))]
+    memory = [peak_memory(fn, device)[1]
+              for fn in (ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int))]
     row(f"RasterKit aliased (Bresenham), uint8 ({memory[0]})", times[0], peer=peer)
     row(f"RasterKit aliased (Bresenham), float32 ({memory[1]})", times[1], peer=peer)
     row(f"OpenCV polylines, 1 px, uint8 ({memory[2]})", peer, peer=peer)

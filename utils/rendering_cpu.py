@@ -118,7 +118,8 @@ def _coverage(kind, pair_class, params, p, ox, oy, gx, gy, atlas):
             distance, ring = np.sqrt(np.float32(x * x + y * y)) - params[p, 2], params[p, 3]
         else:
             cosine, sine = params[p, 8], params[p, 9]
-            distance = _ellipse_distance(abs(cosine * x + sine * y), abs(cosine * y - sine * x), params[p, 2], params[p, 3])
+            distance = _ellipse_distance(abs(cosine * x + sine * y), abs(cosine * y - sine * x), params[p, 2],
+                                         params[p, 3])
             ring = params[p, 4]
         if ring > 0.0:
             return _from_distance(abs(distance) - max(ring, np.float32(0.5))) * _thin_weight(ring)
