@@ -4,7 +4,6 @@ meet the brute-force reference of test_mesh_rasterizer.py, which runs on the CPU
 numba's loops."""
 import pytest
 import torch
-
 from rasterkit.utils import mesh_rasterizer as M
 from rasterkit.utils import mesh_rasterizer_cpu
 from test_cuda_kernels import random_views

@@ -3,9 +3,8 @@ ROCm and CUDA without CuPy run). Both are checked against brute-force references
 test_boxes.py and the links tests, which run on the CPU: there, through this loop."""
 import pytest
 import torch
-
-from rasterkit.utils import rendering_cpu
 from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils import rendering_cpu
 from test_cuda_kernels import every_kind
 
 TOLERANCE = 1e-4  # the torch path composites by products of transmittances, the loop one shape at a time
@@ -122,3 +121,34 @@ def test_the_image_only(monkeypatch, numba_loop):
     image, alpha, layer = R.draw(images, prims, atlas=atlas, image_only=True)
     assert alpha is None and layer is None
     assert torch.equal(image, R.draw(images, prims, atlas=atlas)[0])
+
+
+def test_a_loop_numba_cannot_compile_leaves_the_drawing_to_the_torch_path(torch_path, monkeypatch, capsys):
+    import numba
+    from rasterkit.utils import mesh_rasterizer as M
+    from rasterkit.utils import mesh_rasterizer_cpu, polylines_cpu
+    from test_cuda_kernels import random_views
+
+    def broken(*args):
+        raise numba.core.errors.TypingError("no implementation on this machine")
+
+    monkeypatch.setattr(rendering_cpu, "_composite", broken)
+    monkeypatch.setattr(rendering_cpu, "_failed", [])
+    images, prims = torch.rand(2, 30, 40, 3), every_kind(2, 30, 40, 15, seed=5)
+    atlas = torch.ones(20, 24)
+    assert_same(torch_path(R.draw, images, prims, atlas=atlas), R.draw(images, prims, atlas=atlas))
+    assert "the torch path draws instead" in capsys.readouterr().out
+
+    monkeypatch.setattr(rendering_cpu, "_polylines", broken)
+    values = torch.randn(4, 30)
+    plots = R.render_polylines(values, 20, 30)
+    with monkeypatch.context() as patch:
+        patch.setattr(polylines_cpu, "draw", lambda *a, **k: False)
+        assert torch.equal(plots, R.render_polylines(values, 20, 30))
+
+    monkeypatch.setattr(mesh_rasterizer_cpu, "_depth_test", broken)
+    V, F = random_views("cpu", 2, views=1)
+    got = M.rasterize_views(V, F, 50, 40)
+    expected = torch_path(M.rasterize_views, V, F, 50, 40)
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+

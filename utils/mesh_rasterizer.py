@@ -124,12 +124,15 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
     if use_kernels:
         rasterize_triangles_cuda(zbuffer, V, faces, box, block_end, total, prior, width, height)
         findices, barycentric = resolve_pixels_cuda(zbuffer, V, faces, width, height)
-    elif numba_usable(device):  # the CPU: numba's loops
-        _mesh_rasterizer_cpu().depth_test(zbuffer, triangles, box, counts, prior, face_count, width, height)
-        findices, barycentric = _mesh_rasterizer_cpu().resolve(zbuffer, triangles, face_count, width, height)
     else:
-        _depth_test(zbuffer, triangles, box, counts, total, prior, face_count, width, height)
-        findices, barycentric = _resolve(zbuffer, triangles, face_count, width, height)
+        # the CPU: numba's loops, else (or where numba fails) the torch path
+        rasterized = numba_usable(device) and _mesh_rasterizer_cpu().rasterize(zbuffer, triangles, box, counts,
+                                                                             prior, face_count, width, height)
+        if not rasterized:
+            zbuffer.fill_(EMPTY)
+            _depth_test(zbuffer, triangles, box, counts, total, prior, face_count, width, height)
+            rasterized = _resolve(zbuffer, triangles, face_count, width, height)
+        findices, barycentric = rasterized
     return findices.view(views, height, width), barycentric.view(views, height, width, 3)
 
 

@@ -14,7 +14,7 @@ import torch
 
 from .device import on_huge_pages
 from .mesh_rasterizer import DEPTH_STEPS, EMPTY, FIXED, ID_BASE
-from .rendering_cpu import _jit
+from .rendering_cpu import _jit, falls_back
 
 BANDS_PER_THREAD = 4  # bands of rows per thread: evens out meshes that fill part of the frame
 
@@ -80,6 +80,17 @@ def _resolve(zbuffer, triangles, face_count, width, height, findices, barycentri
             scale = np.float32(1.0) / ((w0 + w1) + w2)
             barycentric[pixel, 0], barycentric[pixel, 1], barycentric[pixel, 2] = w0 * scale, w1 * scale, w2 * scale
             findices[pixel] = t % face_count + 1
+
+
+@falls_back
+def rasterize(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor, counts: torch.Tensor,
+              prior: torch.Tensor | None, face_count: int, width: int, height: int):
+    """mesh_rasterizer's depth test into zbuffer int64 [B*H*W] (CPU, filled with EMPTY), from the
+    triangles' set-up float32 [14,K], box int64 [4,K] and counts [K] (0: not drawn), prior float32
+    [B*H*W] or None; then its resolve: findices int32 [B*H*W], barycentric float32 [B*H*W,3]. None
+    where numba failed (see rendering_cpu.falls_back)."""
+    depth_test(zbuffer, triangles, box, counts, prior, face_count, width, height)
+    return resolve(zbuffer, triangles, face_count, width, height)
 
 
 def resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, width: int, height: int):

@@ -33,8 +33,8 @@ def draw(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, value: 
         return False
     if numba_usable(out.device) and out.dtype in (torch.uint8, torch.float32):
         from . import rendering_cpu  # numba: imported on first use (slow to import)
-        return rendering_cpu.polylines(out.numpy(), points.float().contiguous().numpy(),
-                                       lengths.long().contiguous().numpy(), value, on_progress, chunk)
+        return bool(rendering_cpu.polylines(out.numpy(), points.float().contiguous().numpy(),
+                                            lengths.long().contiguous().numpy(), value, on_progress, chunk))
     batch, steps = points.shape[:2]
     height, width = out.shape[1:3]
     xy, counts = points.numpy(), lengths.numpy()

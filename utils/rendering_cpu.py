@@ -12,14 +12,44 @@ Compiled on first use and cached beside this file.
 """
 from __future__ import annotations
 
+import functools
 import zlib
 
 import numba
 import numpy as np
 import torch
 
-from .gpu_rendering import (_MISSED, _SOLID, BOX_FILL, BOX_STROKE, DISC, ELLIPSE, ELLIPSE_STEPS, SEGMENT, SPRITE,
-                            tile_spans)
+from .gpu_rendering import (
+    _MISSED,
+    _SOLID,
+    BOX_FILL,
+    BOX_STROKE,
+    DISC,
+    ELLIPSE,
+    ELLIPSE_STEPS,
+    SEGMENT,
+    SPRITE,
+    tile_spans,
+)
+
+
+def falls_back(fn):
+    """fn, made to return None where numba cannot compile or run its loop on this machine (the caller
+    then takes the torch path, which gives the same pixels); the log says so once."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except numba.core.errors.NumbaError as error:
+            if not _failed:
+                _failed.append(error)
+                print(f"RasterKit: numba's CPU loop failed ({type(error).__name__}: {str(error)[:300]}); the torch "
+                      f"path draws instead (set RASTERKIT_DISABLE_NUMBA=1 to skip the attempt)")
+            return None
+    return call
+
+
+_failed: list = []
 
 
 def _jit(**options):
@@ -381,12 +411,14 @@ def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile
                 alpha_row[x] = la
 
 
+@falls_back
 def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer: torch.Tensor, prims,
            frame_start: int, atlas: torch.Tensor | None, tile: int, straight: bool = False) -> bool:
     """Draw the primitives of frames frame_start .. + b - 1 over frames float32 [b,H,W,C] into image
     [b,H,W,C], alpha [b,H,W] and layer [b,H,W,4] (contiguous float32 CPU tensors; premultiplied, or
     straight alpha if `straight`; alpha and layer None: the image only), every pixel once.
-    Returns False, writing nothing, where this loop does not apply (not float32 on the CPU)."""
+    Returns False, writing nothing, where this loop does not apply (not float32 on the CPU); None
+    where numba failed (see falls_back)."""
     outputs = [t for t in (frames, image, alpha, layer) if t is not None]
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in outputs):
         return False
@@ -452,6 +484,7 @@ def _polylines(out, points, counts, value, start, stop):
                     x, y, numerator = x + nx, y + ny, numerator - 2 * length
 
 
+@falls_back
 def polylines(images: np.ndarray, points: np.ndarray, counts: np.ndarray, value: float, on_progress=None,
               chunk: int = 1024) -> bool:
     """1-px aliased polylines into images uint8 or float32 [B,H,W] (zeros), points float32 [B,T,2]
