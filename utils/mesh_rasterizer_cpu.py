@@ -14,13 +14,15 @@ import torch
 
 from .device import on_huge_pages
 from .mesh_rasterizer import DEPTH_STEPS, EMPTY, FIXED, ID_BASE
-from .rendering_cpu import _jit, falls_back
+from .rendering_cpu import _jit, falls_back, torch_threads
 
 BANDS_PER_THREAD = 4  # bands of rows per thread: evens out meshes that fill part of the frame
 
 
 @_jit(parallel=True)
 def _depth_test(zbuffer, triangles, box, drawn, prior, has_prior, face_count, width, height, bands):
+    """The drawn triangles' fragments (see mesh_rasterizer._depth_test) into zbuffer, `bands` bands of
+    rows in parallel."""
     pixels = height * width
     for band in numba.prange(bands):
         band_first, band_last = band * height // bands, (band + 1) * height // bands - 1
@@ -61,6 +63,7 @@ def _depth_test(zbuffer, triangles, box, drawn, prior, has_prior, face_count, wi
 
 @_jit(parallel=True)
 def _resolve(zbuffer, triangles, face_count, width, height, findices, barycentric):
+    """Each pixel's winner to its face index + 1 and barycentrics (see mesh_rasterizer._resolve)."""
     for row in numba.prange(zbuffer.shape[0] // width):
         y = row % height
         for x in range(width):
@@ -95,7 +98,7 @@ def rasterize(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor,
 
 def resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, width: int, height: int):
     """mesh_rasterizer._resolve on the CPU: findices int32 [B*H*W], barycentric float32 [B*H*W,3]."""
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    torch_threads()
     findices = on_huge_pages(torch.empty(zbuffer.shape[0], dtype=torch.int32))
     barycentric = on_huge_pages(torch.empty(zbuffer.shape[0], 3))
     _resolve(zbuffer.numpy(), triangles.contiguous().numpy(), face_count, width, height, findices.numpy(),
@@ -107,8 +110,7 @@ def depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor
                prior: torch.Tensor | None, face_count: int, width: int, height: int) -> None:
     """mesh_rasterizer._depth_test's result into zbuffer int64 [B*H*W] (CPU), from the triangles'
     set-up float32 [14,K], box int64 [4,K] and counts [K] (0: not drawn); prior float32 [B*H*W] or None."""
-    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-    numba.set_num_threads(threads)
+    threads = torch_threads()
     drawn = torch.nonzero(counts).squeeze(1).numpy()
     bands = max(1, min(height, threads * BANDS_PER_THREAD if threads > 1 else 1))
     _depth_test(zbuffer.numpy(), triangles.contiguous().numpy(), box.contiguous().numpy(), drawn,

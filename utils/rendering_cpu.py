@@ -52,6 +52,13 @@ def falls_back(fn):
 _failed: list = []
 
 
+def torch_threads() -> int:
+    """Sets numba's thread count to torch's (ComfyUI's and the user's setting: never more) and returns it."""
+    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(threads)
+    return threads
+
+
 def _jit(**options):
     """numba.njit with its on-disk cache, one cache per name this module is imported under: numba's
     cached code imports its module again by name, and the pack is imported under its folder's path by
@@ -298,6 +305,9 @@ def _bands(span, frame, visible, frames, tiles_y):
 @_jit(parallel=True)
 def _composite(band_start, listed, span, kind, params, color, group, atlas, source, image, alpha, layer, tile,
                straight, image_only, parts):
+    """Every band of every frame of source [b,H,W,C] into image, alpha and layer (see render): the band's
+    primitives (band_start, listed from _bands) in drawing order, each over the tiles of its span
+    (span [P,4]) that _tile_class does not rule out; `parts` threads take every parts-th band."""
     frames, height, width, channels = source.shape
     tiles_y, tiles_x = (height + tile - 1) // tile, (width + tile - 1) // tile
     for part in numba.prange(parts):  # each thread draws every parts-th band with buffers of its own
@@ -435,8 +445,7 @@ def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer
         raise ValueError("sprite primitives need the atlas they index")
     atlas = torch.zeros(1, 1) if atlas is None else atlas.float().contiguous()
     band_start, listed = _bands(span.numpy(), frame.numpy(), visible.numpy(), batch, -(-height // tile))
-    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-    numba.set_num_threads(threads)
+    threads = torch_threads()
     _composite(band_start, listed, span.numpy(), prims.kind.contiguous().numpy(),
                prims.params.float().contiguous().numpy(), prims.color.float().contiguous().numpy(),
                prims.group.contiguous().numpy(), atlas.numpy(), frames.contiguous().numpy(), image.numpy(),
@@ -492,8 +501,7 @@ def polylines(images: np.ndarray, points: np.ndarray, counts: np.ndarray, value:
     pixels. Returns False, drawing nothing, if a point within its series' count is not finite or
     outside the frame (the torch path clips those segments). on_progress(done, total) after every
     `chunk` images."""
-    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-    numba.set_num_threads(threads)
+    torch_threads()
     batch, height, width = images.shape
     if not _inside(points, counts, height, width).all():
         return False
