@@ -76,10 +76,11 @@ def object_info():
     return get("/object_info")
 
 
-def skip_without_core_nodes(prompt, object_info):
+def skip_without_core_nodes(prompt, known):
     """Skip, saying which, where this server lacks a core node the workflow needs (core's audio nodes
-    need a torchaudio that loads, which a CPU-only test server may not have)."""
-    missing = sorted({entry["class_type"] for entry in prompt.values()} - set(object_info))
+    need a torchaudio that loads, which a CPU-only test server may not have); known: the node types it
+    has (/object_info's keys)."""
+    missing = sorted({entry["class_type"] for entry in prompt.values()} - set(known))
     if missing and not any(name.startswith("RasterKit_") for name in missing):
         pytest.skip(f"this ComfyUI has no {', '.join(missing)} (core nodes that failed to load: see its log)")
 
