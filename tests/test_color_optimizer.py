@@ -351,9 +351,11 @@ def test_each_shape_reports_the_canvas_drawn_so_far():
 @pytest.mark.parametrize("kinds, alpha, size, shapes, channels", [((co.TRIANGLE,), 128, 128, 10, 3),
                                                                  (co.kind_codes("combo"), 0, 48, 5, 3),
                                                                  (co.kind_codes("triangle, ellipse"), 128, 48, 5, 4)])
-def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, size, shapes, channels):
+def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, size, shapes, channels, monkeypatch):
+    """The torch path a GPU takes (on the CPU numba's loop sums coverage instead: tests/test_search_cpu.py)."""
     from opcount import OpCount
 
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     target = torch.rand(1, size, size, channels, generator=torch.Generator().manual_seed(0))
     with OpCount() as count:
         result = co.approximate(target, shapes, kinds, alpha=alpha, candidates=200, mutations=32,

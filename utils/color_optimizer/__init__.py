@@ -47,7 +47,7 @@ from typing import NamedTuple
 import torch
 
 from ..batching import expand_counts
-from ..device import chunk_size, cupy_usable
+from ..device import chunk_size, cupy_usable, numba_usable
 from ..text_input import short
 
 KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
@@ -405,6 +405,12 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
     return _pixel_index(x, width), inside - before
 
 
+def _search_cpu():
+    """color_optimizer/search_cpu (numba's coverage sums), imported on first use: numba is slow to import."""
+    from . import search_cpu
+    return search_cpu
+
+
 def _families(kinds) -> list[int]:
     return sorted({_FAMILY[k] for k in kinds})
 
@@ -422,6 +428,16 @@ def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | No
     for family in _families(kinds):
         slots = kind.shape[0] * terms.height if capacity is None else capacity[family]
         geometry, first, rows = _shape_rows(family, kind, params, kinds, terms.height, live)
+        if family in (_CONVEX, _ELLIPTIC) and numba_usable(kind.device):
+            # the CPU: numba's loop over each shape's rows, no slots (what fits is decided alike)
+            found = _search_cpu().coverage_sums(terms.prefix, image, geometry, first, rows, family == _ELLIPTIC,
+                                                terms.height, terms.width)
+            if found is not None:
+                end = torch.cumsum(rows, 0)
+                fits = fits & ((end <= slots) | (rows == 0))
+                needed[family] = end[-1]
+                sums = sums + found
+                continue
         owner, row, used, start, end, fit, needed[family] = _slots(first, rows, slots)
         fits = fits & fit
         column, s = _slot_columns(family, geometry, owner, row, used, terms.width)
