@@ -31,18 +31,7 @@ def machine() -> str:
 
 def timed(fn, repeat: int = 5, warmup: int = 1, sync=None) -> float:
     """Median seconds of `repeat` calls of fn() after `warmup` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        if sync:
-            sync()
-        start = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return timed_together([fn], repeat, warmup, sync)[0]
 
 
 def timed_together(fns: list, repeat: int = 5, warmup: int = 1, sync=None) -> list[float]:

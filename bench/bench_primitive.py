@@ -20,6 +20,7 @@ Without the binary, only RasterKit's figures are printed.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from _common import ROOT, report, table
+from _common import ROOT, peak_memory, report, table
 
 from demo import load_pack  # noqa: E402  (_common puts the repository root on sys.path)
 
@@ -47,22 +48,27 @@ def rmse(image: np.ndarray, reference: np.ndarray) -> float:
     return float(np.sqrt(((image[..., :3].astype(np.float64) - reference[..., :3]) ** 2).mean()))
 
 
-def ours(node, photo: np.ndarray, shape_type: str, shapes: int) -> tuple[float, float]:
+def ours(node, photo: np.ndarray, shape_type: str, shapes: int) -> tuple[float, float, str]:
     image = torch.from_numpy(photo.astype(np.float32) / 255)[None]
     start = time.perf_counter()
-    result, *_ = node.run(image, shapes=shapes, shape_type=shape_type, alpha=128, candidates=1000, mutations=100,
-                          working_size=SIZE, output_size=SIZE, seed=0)
+    (result, *_), memory = peak_memory(lambda: node.run(image, shapes=shapes, shape_type=shape_type, alpha=128,
+                                                        candidates=1000, mutations=100, working_size=SIZE,
+                                                        output_size=SIZE, seed=0), "cpu")
     seconds = time.perf_counter() - start
-    return seconds, rmse(result[0].numpy() * 255, photo)
+    return seconds, rmse(result[0].numpy() * 255, photo), memory
 
 
-def peer(path: Path, photo: np.ndarray, mode: int, shapes: int, folder: Path) -> tuple[float, float]:
+def peer(path: Path, photo: np.ndarray, mode: int, shapes: int, folder: Path) -> tuple[float, float, str]:
     out = folder / "primitive_out.png"
     start = time.perf_counter()
-    subprocess.run([str(PEER), "-i", str(path), "-o", str(out), "-n", str(shapes), "-m", str(mode), "-a", "128",
-                    "-r", str(SIZE), "-s", str(SIZE)], check=True, capture_output=True)
+    process = subprocess.Popen([str(PEER), "-i", str(path), "-o", str(out), "-n", str(shapes), "-m", str(mode),
+                                "-a", "128", "-r", str(SIZE), "-s", str(SIZE)], stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)  # this child's own peak resident set
     seconds = time.perf_counter() - start
-    return seconds, rmse(np.asarray(Image.open(out).convert("RGB")), photo)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise RuntimeError(f"primitive failed ({process.returncode})")
+    return seconds, rmse(np.asarray(Image.open(out).convert("RGB")), photo), f"{usage.ru_maxrss / 1024:,.0f} MiB"
 
 
 def main():
@@ -78,21 +84,22 @@ def main():
             picture.save(shrunk)
             photo = np.asarray(picture)
             for shape_type, mode, shapes in RUNS:
-                our_time, our_rmse = ours(node, photo, shape_type, shapes)
+                our_time, our_rmse, our_memory = ours(node, photo, shape_type, shapes)
                 row = [photo_path.stem, f"{photo.shape[1]}x{photo.shape[0]}", shape_type, shapes,
-                       f"{our_time:.2f}", f"{our_rmse:.2f}"]
+                       f"{our_time:.2f} ({our_memory})", f"{our_rmse:.2f}"]
                 if have_peer:
-                    peer_time, peer_rmse = peer(shrunk, photo, mode, shapes, folder)
-                    row += [f"{peer_time:.2f}", f"{peer_rmse:.2f}", f"{peer_time / our_time:.2f}x"]
+                    peer_time, peer_rmse, peer_memory = peer(shrunk, photo, mode, shapes, folder)
+                    row += [f"{peer_time:.2f} ({peer_memory})", f"{peer_rmse:.2f}", f"{peer_time / our_time:.2f}x"]
                 else:
                     row += ["-", "-", "-"]
                 rows.append(row)
                 print(" | ".join(str(c) for c in row), flush=True)
-    header = ["photo", "size", "shape_type", "shapes", "RasterKit s", "RasterKit RMSE", "primitive s", "primitive RMSE",
-              "speed-up"]
+    header = ["photo", "size", "shape_type", "shapes", "RasterKit s (peak memory)", "RasterKit RMSE",
+              "primitive s (peak memory)", "primitive RMSE", "speed-up"]
     note = ("Wall time per run (one run each; RasterKit includes the node's resize and the anti-aliased render). "
             "RMSE: 0..255, RGB, against the photograph shrunk to 256 px. alpha 128, 1000 candidates, mutations 100; "
-            "primitive uses every core (Go workers), RasterKit's search runs on one CPU thread.")
+            "primitive uses every core (Go workers); RasterKit's coverage sums run on as many threads as torch "
+            "(numba's loop, utils/color_optimizer/search_cpu.py), the rest of its search on one.")
     if not have_peer:
         note += f" primitive was not built ({PEER.relative_to(ROOT)} missing): its columns are empty."
     report("primitive", "PrimitiveMesh vs fogleman/primitive", [("Results", note + "\n\n" + table(header, rows))],

@@ -25,10 +25,11 @@ def draw(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, value: 
     """1-px aliased polylines into out [B,H,W] (zeros), points float [B,T,2] (pixel xy),
     lengths int [B]: pixel (i, j) holds the points in [i, i+1) x [j, j+1); a series of fewer than 2
     points leaves its image blank. on_progress(done, total) after every `chunk` images (interrupt
-    checks). Returns False, drawing nothing, where OpenCV would not give the torch path's pixels: out
-    or points not on the CPU, out of a dtype OpenCV does not draw into, or a point within its series'
-    length not finite or outside the frame (OpenCV clips a segment that leaves the frame before
-    walking it, which can move its pixels)."""
+    checks). Draws with numba's loop (uint8 or float32 out, numba installed), else with OpenCV.
+    Returns False, drawing nothing, where these would not give the torch path's pixels: out or points
+    not on the CPU, out of a dtype OpenCV does not draw into, or a point within its series' length not
+    finite or outside the frame (OpenCV clips a segment that leaves the frame before walking it, which
+    can move its pixels; the torch path leaves gaps at non-finite points)."""
     if out.device.type != "cpu" or out.dtype not in NUMPY_DTYPES or points.device.type != "cpu":
         return False
     if numba_usable(out.device) and out.dtype in (torch.uint8, torch.float32):
