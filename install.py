@@ -1,9 +1,10 @@
 """Run by ComfyUI-Manager (and comfy-cli, the Comfy Registry's installer) after requirements.txt.
 
-Everywhere, installs numba (the overlay compositor's CPU loop) where it is missing, holding numpy at
-the version ComfyUI has: where no numba wheel fits that numpy or this Python, pip refuses and nothing
-changes (RASTERKIT_DISABLE_NUMBA set: skipped). It is not in requirements.txt because pip would
-otherwise be free to move ComfyUI's numpy, or fail the pack's whole install.
+Everywhere, installs numba (the CPU loops of the overlays, line plots, mesh rasterizer and
+PrimitiveMesh's search) where it is missing, holding numpy at the version ComfyUI has: where no numba
+wheel fits that numpy or this Python, pip refuses and nothing changes (RASTERKIT_DISABLE_NUMBA set:
+skipped). It is not in requirements.txt because pip would otherwise be free to move ComfyUI's numpy,
+or fail the pack's whole install.
 
 On a machine whose torch is a CUDA build and sees an NVIDIA GPU, installs the CuPy wheel for torch's
 CUDA major version, so that the pack's CUDA kernels are used with no manual step. Does nothing on
@@ -43,7 +44,7 @@ def install_numba() -> None:
         import numpy
     except ImportError:
         return
-    pip_install(["numba", f"numpy=={numpy.__version__}"], "for the CPU compositor (numpy held where it is)")
+    pip_install(["numba", f"numpy=={numpy.__version__}"], "for the CPU loops (numpy held where it is)")
 
 
 def install_cupy() -> None:

@@ -6,14 +6,7 @@ import torch
 from ..utils import boxes as box_sources
 from ..utils import gpu_rendering as R
 from ..utils.colors import PALETTES, palette, palette_from_hex, parse_hex, stable_index
-from ..utils.labels import (
-    ANCHORS,
-    DEFAULT_FONT,
-    PADDING,
-    font_chain,
-    font_names,
-    label_primitives,
-)
+from ..utils.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,

@@ -12,11 +12,7 @@ from ..utils import gpu_rendering as R
 from ..utils import link_styles as styles
 from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
-from ..utils.gpu_curves import (
-    alternating_sign,
-    bezier_polylines,
-    control_polygon_length,
-)
+from ..utils.gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
 from ..utils.gpu_graph import GRAPHS, GraphOptions, voronoi_graph
 from ..utils.labels import DEFAULT_FONT, text_atlas
 from ._comfy import (

@@ -118,9 +118,9 @@ def test_install_adds_numba_holding_numpy_where_it_is(monkeypatch):
 def test_the_start_line_says_which_path_and_how_to_switch(monkeypatch):
     from rasterkit.utils import device
 
-    assert device.backend_description(torch.device("cpu")).startswith("RasterKit: numba's compositor")
+    assert device.backend_description(torch.device("cpu")).startswith("RasterKit: numba's loops")
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
-    assert "numba's compositor off" in device.backend_description(torch.device("cpu"))
+    assert "numba's loops off" in device.backend_description(torch.device("cpu"))
     monkeypatch.delenv("RASTERKIT_DISABLE_NUMBA")
     monkeypatch.setattr(torch.version, "hip", None)
     monkeypatch.setattr(torch.version, "cuda", "12.8")

@@ -56,11 +56,11 @@ def backend_description(device: torch.device) -> str:
     device = torch.device(device)
     if device.type == "cpu":
         if os.environ.get("RASTERKIT_DISABLE_NUMBA"):
-            return "RasterKit: torch path on cpu (numba's compositor off: unset RASTERKIT_DISABLE_NUMBA to use it)"
+            return "RasterKit: torch path on cpu (numba's loops off: unset RASTERKIT_DISABLE_NUMBA to use them)"
         if importlib.util.find_spec("numba") is None:
             return ("RasterKit: torch path on cpu (pip install numba in ComfyUI's Python, or reinstall the pack, for "
-                    "the faster CPU compositor)")
-        return "RasterKit: numba's compositor and the torch path on cpu (set RASTERKIT_DISABLE_NUMBA=1 for torch only)"
+                    "the faster CPU loops)")
+        return "RasterKit: numba's loops and the torch path on cpu (set RASTERKIT_DISABLE_NUMBA=1 for torch only)"
     if device.type != "cuda" or torch.version.hip is not None:
         return f"RasterKit: torch path on {device.type}" + (" (ROCm)" if torch.version.hip else "")
     if os.environ.get("RASTERKIT_DISABLE_CUPY"):
