@@ -125,11 +125,13 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
         rasterize_triangles_cuda(zbuffer, V, faces, box, block_end, total, prior, width, height)
         findices, barycentric = resolve_pixels_cuda(zbuffer, V, faces, width, height)
     else:
-        # the CPU: numba's loops, else (or where numba fails) the torch path
-        rasterized = numba_usable(device) and _mesh_rasterizer_cpu().rasterize(zbuffer, triangles, box, counts,
-                                                                             prior, face_count, width, height)
-        if not rasterized:
-            zbuffer.fill_(EMPTY)
+        rasterized = None
+        if numba_usable(device):  # the CPU: numba's loops
+            rasterized = _mesh_rasterizer_cpu().rasterize(zbuffer, triangles, box, counts, prior, face_count, width,
+                                                          height)
+            if rasterized is None:  # numba failed, perhaps partway: the torch path starts afresh
+                zbuffer.fill_(EMPTY)
+        if rasterized is None:
             _depth_test(zbuffer, triangles, box, counts, total, prior, face_count, width, height)
             rasterized = _resolve(zbuffer, triangles, face_count, width, height)
         findices, barycentric = rasterized

@@ -438,9 +438,9 @@ def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer
     if image_only:  # neither is written
         alpha, layer = torch.zeros(0, 0, 0), torch.zeros(0, 0, 0, 4)
     batch, height, width, _ = frames.shape
-    span, _ = tile_spans(prims.bounds, height, width, tile)
+    span, sizes = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start
-    visible = (frame >= 0) & (frame < batch) & (prims.color[:, 3] > 0) & (span[:, 2:] >= span[:, :2]).all(1)
+    visible = (frame >= 0) & (frame < batch) & (prims.color[:, 3] > 0) & (sizes > 0).all(1)
     if atlas is None and bool((visible & (prims.kind == SPRITE)).any()):
         raise ValueError("sprite primitives need the atlas they index")
     atlas = torch.zeros(1, 1) if atlas is None else atlas.float().contiguous()
