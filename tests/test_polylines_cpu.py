@@ -41,19 +41,69 @@ def test_the_cpu_paths_draw_the_torch_paths_pixels(monkeypatch, dtype, loop):
         assert np.array_equal(image > 0, reference_mask(pts[:length], 37, 53))
 
 
-def test_series_with_gaps_or_points_outside_take_the_torch_path(monkeypatch):
+@pytest.mark.parametrize("loop", ["numba", "opencv"])
+def test_gaps_and_points_outside(monkeypatch, loop):
+    """numba's loop leaves the torch path's gaps at points not finite; OpenCV cannot, nor can either
+    clip a segment as the torch path does: those return False, drawing nothing."""
+    if loop == "opencv":
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     values = torch.randn(3, 20)
     values[0, 5] = float("nan")
+    values[1, 0] = float("inf")
+    values[2, 19] = -float("inf")
     points = R.series_points(values, torch.full((3,), 20), *R.value_range(values, torch.full((3,), 20), "per_image"),
                              16, 16)
     out = torch.full((3, 16, 16), 7.0)
-    assert not polylines_cpu.draw(out, points, torch.full((3,), 20), 1.0) and bool((out == 7).all())  # untouched
+    assert polylines_cpu.draw(out, points, torch.full((3,), 20), 1.0) == (loop == "numba")
+    if loop == "numba":
+        assert torch.equal(out, torch_path(monkeypatch, values, 16, 16))
+    else:
+        assert bool((out == 7).all())  # untouched
     xy = torch.tensor([[[2.0, 3.0], [20.0, 5.0]]])
     assert not polylines_cpu.draw(torch.zeros(1, 16, 16), xy, torch.tensor([2]), 1.0)
     assert polylines_cpu.draw(torch.zeros(1, 16, 16), xy, torch.tensor([1]), 1.0)  # the point past the length
     assert not polylines_cpu.draw(torch.zeros(1, 16, 16, dtype=torch.bfloat16), xy[:, :1], torch.tensor([1]), 1.0)
-    rendered = R.render_polylines(values, 16, 16)  # the gap: torch path, still a plot
-    assert torch.equal(rendered, torch_path(monkeypatch, values, 16, 16))
+    assert torch.equal(R.render_polylines(values, 16, 16), torch_path(monkeypatch, values, 16, 16))
+
+
+def test_output_is_overwritten_not_assumed_blank():
+    out = torch.full((2, 8, 8), 9, dtype=torch.uint8)
+    points = torch.tensor([[0.5, 0.5], [7.5, 0.5]]).expand(2, 2, 2)
+    assert polylines_cpu.draw(out, points, torch.tensor([2, 1]), 255)
+    assert bool((out[0, 0] == 255).all()) and not out[0, 1:].any() and not out[1].any()
+
+
+@pytest.mark.parametrize("shape", [(3, 16384), (16384, 3)])
+def test_segments_of_the_longest_extent(monkeypatch, shape):
+    """The loop's reciprocal division is exact up to MAX_EXTENT pixels; larger frames take the torch path."""
+    from rasterkit.utils import rendering_cpu
+
+    height, width = shape
+    across = torch.tensor([[[width - 0.5, height - 0.5], [0.5, 0.5]], [[0.5, height - 0.5], [width - 0.5, 1.7]]])
+    ours = torch.empty(2, height, width, dtype=torch.uint8)
+    assert polylines_cpu.draw(ours, across, torch.tensor([2, 2]), 255)
+    expected = torch_path(monkeypatch, across, height, width, dtype=torch.uint8)
+    assert torch.equal(ours, expected)
+    assert rendering_cpu.MAX_EXTENT == 16384
+    assert not polylines_cpu.draw(torch.empty(1, 1, 16385, dtype=torch.uint8), across[:1] * 0, torch.tensor([2]), 255)
+
+
+@pytest.mark.parametrize("scale", ["per_image", "shared"])
+def test_series_points_from_the_loops_equal_the_torch_ops(scale):
+    g = torch.Generator().manual_seed(5)
+    values = torch.cumsum(torch.randn(64, 3000, generator=g), 1) * torch.logspace(-30, 30, 64)[:, None]
+    values[0] = 3.0  # flat
+    values[1, ::7] = float("nan")
+    values[2, 5], values[2, 9] = float("inf"), -float("inf")
+    values[3] = float("nan")  # nothing finite
+    values[4, :2] = torch.tensor([-3e38, 3e38])  # the span overflows
+    lengths = torch.randint(0, 3001, (64,), generator=g)
+    lengths[5], lengths[6] = 0, 1
+    for height, width in ((224, 224), (17, 9001), (1, 1)):
+        expected = R.series_points(values, lengths, *R.value_range(values, lengths, scale), height, width)
+        ours = polylines_cpu.series_points(values, lengths, scale, height, width)
+        assert torch.equal(ours.isnan(), expected.isnan())
+        assert torch.equal(ours.nan_to_num(), expected.nan_to_num())
 
 
 def test_progress_and_interrupts_between_chunks():

@@ -1034,14 +1034,14 @@ def render_polylines(values, height: int, width: int, lengths: torch.Tensor | No
     device = torch.device(device) if device is not None else home
     batch, steps = values.shape[:2]
     lengths = torch.full((batch,), steps, dtype=torch.long) if lengths is None else lengths.long().clamp(0, steps)
-    low, high = value_range(values.float(), lengths.to(home), scale) if values.ndim == 2 else (None, None)
     out = _output((batch, height, width) + ((3,) if channels == 3 else ()), dtype, home)
     # CPU chunks of 4 M pixels keep the per-pixel temporaries in a 1 MB L2 cache: measured 2x faster
     # per image than 16 M or 64 M on a 2-core EPYC
     limit = max(1, ((4 << 20) if device.type == "cpu" else (256 << 20)) // (height * width))
     if mode == "aliased" and channels == 1 and fill_color is None:
-        _plot_lines(out, values, lengths, low, high, color, device, limit, on_progress)
+        _plot_lines(out, values, lengths, scale, color, device, limit, on_progress)
         return out
+    low, high = value_range(values.float(), lengths.to(home), scale) if values.ndim == 2 else (None, None)
 
     def plot(start, stop, dev):
         chunk = slice(start, stop)
@@ -1057,27 +1057,30 @@ def render_polylines(values, height: int, width: int, lengths: torch.Tensor | No
 
 
 def _output(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """The output batch of render_polylines. On the CPU numpy's zeros, which the OpenCV path draws
-    into (calloc: the system maps zero pages on first touch, where torch.zeros writes every byte
-    first: 90 ms of a 250 MB batch here); elsewhere uninitialised (the torch paths write every pixel)."""
-    if device.type == "cpu" and dtype in polylines_cpu.NUMPY_DTYPES:
-        return on_huge_pages(torch.from_numpy(np.zeros(shape, polylines_cpu.NUMPY_DTYPES[dtype])))
-    return torch.empty(shape, dtype=dtype, device=device)
+    """The output batch of render_polylines, uninitialised: every path writes every pixel (the CPU
+    loops clear each image just before drawing it, while it is in cache); on the CPU on huge pages."""
+    out = torch.empty(shape, dtype=dtype, device=device)
+    return on_huge_pages(out) if device.type == "cpu" else out
 
 
-def _plot_lines(out, values, lengths, low, high, color, device, limit, on_progress) -> None:
+def _plot_lines(out, values, lengths, scale, color, device, limit, on_progress) -> None:
     """The fast path of render_polylines: 1-px aliased lines into out [B,H,W] (float 0..1 or uint8),
-    pixels written once each, straight into the output. On the CPU OpenCV draws them where it gives
-    the same pixels (polylines_cpu; out is zeros there); else the segments of the whole batch are set
+    pixels written once each, straight into the output. On the CPU numba's loop or OpenCV draws them
+    where either gives the same pixels (polylines_cpu); else the segments of the whole batch are set
     up at once (one transfer, one host sync for their sizes) and chunks of images enumerate their
     pixels."""
     batch, height, width = out.shape
     home = out.device
-    scale = 1.0 if out.dtype.is_floating_point else 255.0
-    value = float(color[3]) * scale
-    value = value if scale == 1 else round(value)
+    levels = 1.0 if out.dtype.is_floating_point else 255.0
+    value = float(color[3]) * levels
+    value = value if levels == 1 else round(value)
     on = lambda t: None if t is None else t.to(device)  # noqa: E731
-    points = series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
+    points = None
+    if device.type == "cpu" and home.type == "cpu" and values.ndim == 2:
+        points = polylines_cpu.series_points(values, lengths, scale, height, width)
+    if points is None:
+        low, high = value_range(values.float(), lengths.to(home), scale) if values.ndim == 2 else (None, None)
+        points = series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
     if device.type == "cpu" and polylines_cpu.draw(out, points, lengths, value, on_progress):
         return
     lines = _lines(points, height, width, inside=values.ndim == 2) if values.shape[1] > 1 else None
