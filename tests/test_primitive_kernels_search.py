@@ -119,19 +119,20 @@ def squared_error(result, target):
 
 @pytest.mark.parametrize("kinds, channels, alpha", [((co.TRIANGLE,), 3, 128), (ALL, 3, 0), ((co.ELLIPSE,), 4, 128)])
 def test_a_kernel_search_fits_as_well_as_the_torch_path(device, kinds, channels, alpha):
+    """As well over three seeds: single runs of 12 shapes differ by up to a third either way."""
     target = images(channels, device, batch=1, height=32, width=40)
-    run = lambda: co.approximate(target, 12, kinds, alpha=alpha, candidates=64, mutations=16,  # noqa: E731
-                                 generator=torch.Generator(device=device).manual_seed(3))
-    result = run()
-    assert torch.equal(result.params, run().params)  # seeded: deterministic
+    run = lambda seed: co.approximate(target, 12, kinds, alpha=alpha, candidates=64, mutations=16,  # noqa: E731
+                                      generator=torch.Generator(device=device).manual_seed(seed))
+    results = [run(seed) for seed in (3, 4, 5)]
+    result = results[0]
+    assert torch.equal(result.params, run(3).params)  # seeded: deterministic
     errors = result.error[0]
     assert (errors[1:] <= errors[:-1]).all() and result.count[0] == 12
     assert set(result.kind[0].tolist()) <= set(kinds)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RASTERKIT_DISABLE_CUPY", "1")
-        reference = co.approximate(target, 12, kinds, alpha=alpha, candidates=64, mutations=16,
-                                   generator=torch.Generator(device=device).manual_seed(3))
-    assert squared_error(result, target) <= 1.25 * squared_error(reference, target)
+        references = [run(seed) for seed in (3, 4, 5)]
+    assert sum(squared_error(r, target) for r in results) <= 1.25 * sum(squared_error(r, target) for r in references)
     # the error the search tracked is the error of what it painted
     assert abs(errors[-1].item() - ((co.render(result, 32, 40, 1.0)[0] - target) ** 2).sum().item()) < \
         0.25 * errors[-1].item()

@@ -4,7 +4,7 @@ docstring) with every step on the device and no host wait inside a shape.
 
 Per shape:
   random_candidates  one thread per candidate: draws a random shape and scores it.
-  climb              one block per climb (CLIMBS per image): it starts from the climb's rank among
+  climb              one block per climb (PARENTS per image): it starts from the climb's rank among
                      the candidates, then each round every thread tries moves from the climb's state,
                      a block reduction keeps the best, and the climb stops after a round without gain.
   commit_rows        one thread per image row: the best climb of the image, if it improves it, is
@@ -26,15 +26,14 @@ import torch
 
 from .. import cuda
 from . import (CURVE_STEPS, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
-               RANDOM_TRIANGLE, _GROUPS, Approximation, _Record, _role_tables, _terms)
+               RANDOM_TRIANGLE, _GROUPS, PARENTS, Approximation, _Record, _role_tables, _terms)
 from .shapes_cuda import SHAPES_SOURCE
 
 STATUS_EVERY = 8       # shapes between host reads of whether an image is still improving
 MAX_THREADS = 256      # moves tried side by side per climb and round (more mutations: several per thread)
-# Climbs per image: twice the torch path's PARENTS, since a GPU runs the climbs' blocks side by side.
-# Measured with the emulated kernels (bench photos, 100 combo shapes, 256 px): RMSE 26.6, 13.0 and
-# 14.6 with 16 climbs, against 27.6, 13.4 and 15.4 with 8 (fogleman/primitive: 27.1, 13.5, 15.8).
-CLIMBS = 16
+# Climbs per image: the torch path's PARENTS. Measured with the emulated kernels (bench photos, 100
+# combo shapes, 256 px): RMSE 26.6, 13.0 and 14.6 with 16 climbs, against 27.6, 13.4 and 15.4 with 8
+# (fogleman/primitive: 27.1, 13.5, 15.8).
 
 SOURCE = SHAPES_SOURCE + f"""
 #define CURVE_STEPS {CURVE_STEPS}
@@ -512,7 +511,7 @@ class Search(_Record):
         self.kinds = kinds
         self.kind_list = torch.tensor(kinds, dtype=torch.int32, device=device)
         self.shapes, self.candidates, self.mutations = shapes, candidates, mutations
-        self.parents = min(CLIMBS, candidates)
+        self.parents = min(PARENTS, candidates)
         self.size = (batch, height, width, channels, int(self.searched))
 
         count, climbs = batch * candidates, batch * self.parents
