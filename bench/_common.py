@@ -51,6 +51,17 @@ def timed_together(fns: list, repeat: int = 5, warmup: int = 1, sync=None) -> li
     return [statistics.median(spent) for spent in times]
 
 
+def output_floor(images, image_only: bool = False):
+    """Allocating and writing once the outputs of a draw over images float [B,H,W,3] (the image, and
+    unless image_only the alpha and layer): the floor of any path producing them."""
+    import torch
+
+    image = torch.empty_like(images).copy_(images)
+    if image_only:
+        return image
+    return image, torch.zeros(images.shape[:3]), torch.zeros(images.shape[:3] + (4,))
+
+
 def _trim_heap() -> None:
     try:
         import ctypes

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import torch
 
-from _common import peak_memory, report, table, timed, timed_together
+from _common import output_floor, peak_memory, report, table, timed, timed_together
 
 from utils import gpu_rendering as R  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.device import torch_device  # noqa: E402
@@ -119,12 +119,6 @@ def rasterkit_boxes(images, boxes_per_frame, device):
     xyxy = torch.from_numpy(boxes_per_frame.reshape(-1, 4))
     prims = R.rounded_boxes(frames, xyxy, STROKE, RADIUS, (1, 0, 0, 1), (0, 1, 0, FILL))
     return R.draw(images, prims, device=device)
-
-
-def output_floor(images):
-    """Allocating and writing once the three outputs of a draw: the floor of any path producing them."""
-    image = torch.empty_like(images).copy_(images)
-    return image, torch.zeros(images.shape[:3]), torch.zeros(images.shape[:3] + (4,))
 
 
 def torch_path(fn):
