@@ -1,13 +1,15 @@
-"""gpu_rendering's loops compiled for the CPU by numba: the tile compositor and aliased polylines.
+"""gpu_rendering's loops compiled for the CPU by numba: the tile compositor, aliased polylines and
+the points of line plots.
 
 The compositor is the CUDA kernel's loop (each pixel of a tile takes its primitives in drawing order)
 with the torch path's tile classes, in one pass that writes every pixel of the image, alpha and layer
 once. On the CPU the torch path's dense per-class evaluations and its compositing by doubling make
 many frame-sized temporaries; this loop makes none, so its cost is the outputs' first touch plus the
 covered pixels (bench/bench_boxes.py). Aliased polylines are Bresenham's algorithm as the torch path
-(and OpenCV) walk it, one image per iteration (bench/bench_series.py).
+(and OpenCV) walk it, one image per iteration, and the plots' points are series_points' float32
+arithmetic in one pass (bench/bench_series.py).
 
-Both run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
+All run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
 Compiled on first use and cached beside this file.
 """
 from __future__ import annotations
@@ -474,7 +476,7 @@ def _series_points(values, counts, low, high, height, width):
     batch, steps = values.shape
     points = np.empty((batch, steps, 2), np.float32)
     top, rows = np.float32(height - 0.5), np.float32(height - 1)
-    biggest = np.finfo(np.float32).max
+    biggest = np.float32(np.finfo(np.float32).max)
     for b in numba.prange(batch):
         spacing = np.float32(max(counts[b] - 1, 1))
         span = high[b] - low[b]
@@ -523,7 +525,8 @@ def _polylines(out, points, counts, value, start, stop):
         image = flat[b]
         image[:] = 0  # cleared here, in cache, rather than as a separate pass over the batch
         for t in range(counts[b] - 1):
-            if not (np.isfinite(points[b, t, 0] + points[b, t, 1]) and np.isfinite(points[b, t + 1, 0] + points[b, t + 1, 1])):
+            if not (np.isfinite(points[b, t, 0] + points[b, t, 1])
+                    and np.isfinite(points[b, t + 1, 0] + points[b, t + 1, 1])):
                 continue  # a gap
             # the pixels holding the ends, walked from the end with the larger x (see gpu_rendering._lines)
             ax, ay = np.int64(np.floor(points[b, t, 0])), np.int64(np.floor(points[b, t, 1]))
