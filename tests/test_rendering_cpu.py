@@ -123,6 +123,19 @@ def test_the_image_only(monkeypatch, numba_loop):
     assert torch.equal(image, R.draw(images, prims, atlas=atlas)[0])
 
 
+@pytest.mark.parametrize("numba_loop", [True, False])
+def test_coverage_is_draws_alpha(monkeypatch, loop_used, numba_loop):
+    """coverage() writes the alpha alone where numba's loop runs (draw over blank frames elsewhere)."""
+    if not numba_loop:
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    images, atlas = torch.rand(3, 30, 45, 3), torch.rand(20, 24)
+    prims = every_kind(3, 30, 45, 20, seed=13)
+    alpha = R.coverage(prims, 3, 30, 45, atlas=atlas)
+    assert loop_used[:1] == ([True] if numba_loop else [])
+    assert alpha.shape == (3, 30, 45) and alpha.sum() > 50
+    assert torch.equal(alpha, R.draw(images, prims, atlas=atlas)[1])
+
+
 def test_a_loop_numba_cannot_compile_leaves_the_drawing_to_the_torch_path(torch_path, monkeypatch, capsys):
     import numba
     from rasterkit.utils import mesh_rasterizer as M

@@ -787,6 +787,21 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     return image_out, alpha_out, layer_out
 
 
+def coverage(prims: Primitives, batch: int, height: int, width: int, atlas: torch.Tensor | None = None,
+             device=None) -> torch.Tensor:
+    """The alpha output of draw() for `prims` (atlas: as draw's) over a batch [batch,H,W] of any images:
+    the opacity they lay down, float [batch,H,W] on `device` (default: the CPU). Where numba's loop runs
+    only that is written (no image, no layer: an eighth of draw's writes); elsewhere draw over blank
+    frames."""
+    device = normalize(device) if device is not None else torch.device("cpu")
+    if numba_usable(device):
+        alpha = on_huge_pages(torch.empty(batch, height, width))
+        if _rendering_cpu().render(torch.empty(batch, height, width, 0), None, alpha, None, prims.to(device), 0,
+                                   atlas, TILE):
+            return alpha
+    return draw(torch.zeros(batch, height, width, 3, device=device), prims, atlas)[1]
+
+
 def straight_alpha(layer: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     """A premultiplied RGBA layer [...,4] as straight alpha (ComfyUI's IMAGE-with-alpha convention: what
     Save Image stores); RGB is 0 where alpha is 0. A new tensor, or `layer` itself converted in place
@@ -1114,8 +1129,8 @@ def _plot(out, points, lengths, mode, line_width, color, background, fill_color)
         line = line.view(batch, height, width)
     else:
         prims = polylines(torch.arange(batch, device=device), points, lengths, line_width, (1.0, 1.0, 1.0, 1.0))
-        _, line, _ = draw(torch.zeros(batch, height, width, 3, device=device), prims)
-    line = line * color[3]
+        line = coverage(prims, batch, height, width, device=device)
+    line = line.mul_(color[3])  # a new tensor either way: scaled in place
     under = None
     if fill_color is not None:
         fill = torch.as_tensor(fill_color, dtype=torch.float32, device=device)

@@ -304,10 +304,14 @@ def _bands(span, frame, visible, frames, tiles_y):
     return start, listed
 
 
+_ALL, _IMAGE_ONLY, _ALPHA_ONLY = range(3)  # the outputs _composite writes
+
+
 @_jit(parallel=True)
 def _composite(band_start, listed, span, kind, params, color, group, atlas, source, image, alpha, layer, tile,
-               straight, image_only, parts):
-    """Every band of every frame of source [b,H,W,C] into image, alpha and layer (see render): the band's
+               straight, written, parts):
+    """Every band of every frame of source [b,H,W,C] into image, alpha and layer (see render; `written`: which
+    of them, _ALL, _IMAGE_ONLY or _ALPHA_ONLY): the band's
     primitives (band_start, listed from _bands) in drawing order, each over the tiles of its span
     (span [P,4]) that _tile_class does not rule out; `parts` threads take every parts-th band."""
     frames, height, width, channels = source.shape
@@ -367,18 +371,25 @@ def _composite(band_start, listed, span, kind, params, color, group, atlas, sour
                           color[p, 3])
                     in_shape[column] = False
                 n_shape = 0
-            _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, image_only)
+            _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, written)
 
 
 @_jit(inline="always")
-def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, image_only):
-    """Every pixel of a band written once: the layer over the source, the layer (straight alpha if
-    `straight`) and its alpha unless `image_only`; undrawn runs of tiles as flat copies and fills (what
-    the compiler vectorises)."""
+def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, written):
+    """Every pixel of a band written once, in the outputs `written` names: the layer over the source, the
+    layer (straight alpha if `straight`) and its alpha; undrawn runs of tiles as flat copies and fills
+    (what the compiler vectorises)."""
     height, width, channels = source.shape[1], source.shape[2], source.shape[3]
     tiles_x = drawn.shape[0]
     for y in range(row * tile, min(row * tile + tile, height)):
         gy = y - row * tile
+        if written == _ALPHA_ONLY:
+            alpha_row = alpha[frame, y]
+            for column in range(tiles_x):
+                x0, x1 = column * tile, min(column * tile + tile, width)
+                for x in range(x0, x1):
+                    alpha_row[x] = band_layer[gy, x, 3] if drawn[column] else np.float32(0.0)
+            continue
         image_row, source_row = image[frame, y].reshape(-1), source[frame, y].reshape(-1)
         column = 0
         while column < tiles_x:
@@ -398,7 +409,7 @@ def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile
                     if channels == 4:
                         image_row[x * 4 + 3] = la + source_row[x * 4 + 3] * keep
             column = end
-        if image_only:
+        if written == _IMAGE_ONLY:
             continue
         layer_row, alpha_row = layer[frame, y].reshape(-1), alpha[frame, y]
         for column in range(tiles_x):
@@ -424,11 +435,13 @@ def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile
 
 
 @falls_back
-def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer: torch.Tensor, prims,
-           frame_start: int, atlas: torch.Tensor | None, tile: int, straight: bool = False) -> bool:
+def render(frames: torch.Tensor, image: torch.Tensor | None, alpha: torch.Tensor | None,
+           layer: torch.Tensor | None, prims, frame_start: int, atlas: torch.Tensor | None, tile: int,
+           straight: bool = False) -> bool:
     """Draw the primitives of frames frame_start .. + b - 1 over frames float32 [b,H,W,C] into image
     [b,H,W,C], alpha [b,H,W] and layer [b,H,W,4] (contiguous float32 CPU tensors; premultiplied, or
-    straight alpha if `straight`; alpha and layer None: the image only), every pixel once.
+    straight alpha if `straight`), every pixel once. Alpha and layer None: the image only; image and
+    layer None: the alpha only (frames may then have 0 channels: they are not read).
     Returns False, writing nothing, where this loop does not apply (not float32 on the CPU); None
     where numba failed (see falls_back)."""
     outputs = [t for t in (frames, image, alpha, layer) if t is not None]
@@ -436,9 +449,10 @@ def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer
         return False
     if not all(t.is_contiguous() for t in outputs[1:]):
         return False
-    image_only = alpha is None or layer is None
-    if image_only:  # neither is written
-        alpha, layer = torch.zeros(0, 0, 0), torch.zeros(0, 0, 0, 4)
+    written = _ALPHA_ONLY if image is None else _IMAGE_ONLY if alpha is None or layer is None else _ALL
+    image = torch.zeros(0, 0, 0, 1) if image is None else image  # not written: shapes for the compiler
+    alpha = torch.zeros(0, 0, 0) if written == _IMAGE_ONLY else alpha
+    layer = torch.zeros(0, 0, 0, 4) if written != _ALL else layer
     batch, height, width, _ = frames.shape
     span, sizes = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start
@@ -451,7 +465,7 @@ def render(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer
     _composite(band_start, listed, span.numpy(), prims.kind.contiguous().numpy(),
                prims.params.float().contiguous().numpy(), prims.color.float().contiguous().numpy(),
                prims.group.contiguous().numpy(), atlas.numpy(), frames.contiguous().numpy(), image.numpy(),
-               alpha.numpy(), layer.numpy(), tile, straight, image_only, threads)
+               alpha.numpy(), layer.numpy(), tile, straight, written, threads)
     return True
 
 
