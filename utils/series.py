@@ -333,10 +333,11 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
         opacity = coverage * layers[:, 3, None, None]  # [b,M,H,W], bottom layer first
         if len(ink) <= FEW_LAYERS:  # source-over one layer at a time on the premultiplied background
             colour = (behind_colour[:3] * behind_colour[3]).expand(stop - start, height, width, 3)
-            covered = torch.zeros(stop - start, height, width, device=dev)
+            covered = opacity[:, 0]
             for m in range(len(ink)):
                 colour = torch.lerp(colour, layers[m, :3].expand_as(colour), opacity[:, m, ..., None])
-                covered = torch.lerp(covered, torch.ones_like(covered), opacity[:, m])
+                if m:
+                    covered = torch.lerp(covered, covered.new_ones(()), opacity[:, m])
             behind = ((1 - covered) * behind_colour[3])[..., None]
         else:  # each layer shows its opacity times what the layers above let through: a fixed op count
             through = (1 - opacity).flip(1).cumprod(1).flip(1)  # [b,M,H,W]: layers m.. together
