@@ -310,10 +310,10 @@ _ALL, _IMAGE_ONLY, _ALPHA_ONLY = range(3)  # the outputs _composite writes
 @_jit(parallel=True)
 def _composite(band_start, listed, span, kind, params, color, group, atlas, source, image, alpha, layer, tile,
                straight, written, parts):
-    """Every band of every frame of source [b,H,W,C] into image, alpha and layer (see render; `written`: which
-    of them, _ALL, _IMAGE_ONLY or _ALPHA_ONLY): the band's
-    primitives (band_start, listed from _bands) in drawing order, each over the tiles of its span
-    (span [P,4]) that _tile_class does not rule out; `parts` threads take every parts-th band."""
+    """Every band of every frame of source [b,H,W,C] into image, alpha and layer (see render), or those
+    `written` names (_IMAGE_ONLY, _ALPHA_ONLY): the band's primitives (band_start, listed from _bands)
+    in drawing order, each over the tiles of its span (span [P,4]) that _tile_class does not rule out;
+    `parts` threads take every parts-th band."""
     frames, height, width, channels = source.shape
     tiles_y, tiles_x = (height + tile - 1) // tile, (width + tile - 1) // tile
     for part in numba.prange(parts):  # each thread draws every parts-th band with buffers of its own
