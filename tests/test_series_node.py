@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from rasterkit.nodes.series import SeriesToImages as Node
+from rasterkit.utils.batching import Ragged
 from rasterkit.utils import series as S
 
 
@@ -285,6 +286,23 @@ def test_render_series_elsewhere_copies_every_chunk_back(monkeypatch, options):
     for image, expected_image in zip(got, expected):
         assert image.device == data.values.device and torch.equal(image, expected_image)
         assert all(bool(frame.any()) for frame in image)
+
+
+@pytest.mark.parametrize("options", [
+    dict(),  # one layer on an opaque background
+    dict(fill_colors=((0, 0, 1, 0.4),)),  # a fill under the line
+    dict(background=(0.2, 0.1, 0, 0.5), fill_colors=((0, 1, 0, 0.3),)),  # RGBA out
+    dict(per_image=2, colors=((1, 0, 0, 1), (0, 1, 0, 0.6)), fill_colors=((0, 0, 1, 0.3), (1, 1, 0, 0.2))),  # 4 layers
+])
+def test_few_layers_blended_one_by_one_equal_the_product_over_layers(monkeypatch, options):
+    g = torch.Generator().manual_seed(4)
+    data = Ragged(torch.randn(4, 30, generator=g).cumsum(1), torch.tensor([30, 12, 30, 2]))
+    one_by_one = S.render_series(data, 20, 30, **options)
+    monkeypatch.setattr(S, "FEW_LAYERS", 0)  # every image through the product over its layers
+    product = S.render_series(data, 20, 30, **options)
+    for got, expected in zip(one_by_one, product):
+        assert got.shape == expected.shape and (got - expected).abs().max() <= 1e-5
+    assert one_by_one[1].sum() > 10
 
 
 def test_spectrum_bars_keep_a_gpu_budget(monkeypatch):
