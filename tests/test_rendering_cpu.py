@@ -18,6 +18,14 @@ def loop_used(monkeypatch):
     return used
 
 
+@pytest.fixture(params=[True, False], ids=["numba", "torch"])
+def numba_loop(request, monkeypatch):
+    """Runs a test with numba's loop and with it switched off (the torch path); True for the first."""
+    if not request.param:
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    return request.param
+
+
 def assert_same(expected, got):
     for name, e, g in zip(("image", "alpha", "layer"), expected, got):
         assert e.shape == g.shape and e.dtype == g.dtype, name
@@ -98,10 +106,7 @@ def test_sprites_need_their_atlas(loop_used):
     R.draw(torch.rand(1, 16, 16, 3), far)  # none in the frame: nothing needs the atlas
 
 
-@pytest.mark.parametrize("numba_loop", [True, False])
-def test_a_straight_alpha_layer_as_straight_alpha_gives_it(monkeypatch, numba_loop):
-    if not numba_loop:
-        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+def test_a_straight_alpha_layer_as_straight_alpha_gives_it(numba_loop):
     images, atlas = torch.rand(2, 30, 45, 4), torch.rand(20, 24)
     prims = every_kind(2, 30, 45, 20, seed=11)
     image, alpha, layer = R.draw(images, prims, atlas=atlas)
@@ -112,10 +117,7 @@ def test_a_straight_alpha_layer_as_straight_alpha_gives_it(monkeypatch, numba_lo
         R.draw(images, prims, layer_alpha="straigth")
 
 
-@pytest.mark.parametrize("numba_loop", [True, False])
-def test_the_image_only(monkeypatch, numba_loop):
-    if not numba_loop:
-        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+def test_the_image_only(numba_loop):
     images, atlas = torch.rand(3, 30, 45, 3), torch.rand(20, 24)
     prims = every_kind(3, 30, 45, 20, seed=12)
     image, alpha, layer = R.draw(images, prims, atlas=atlas, image_only=True)
@@ -123,11 +125,8 @@ def test_the_image_only(monkeypatch, numba_loop):
     assert torch.equal(image, R.draw(images, prims, atlas=atlas)[0])
 
 
-@pytest.mark.parametrize("numba_loop", [True, False])
-def test_coverage_is_draws_alpha(monkeypatch, loop_used, numba_loop):
+def test_coverage_is_draws_alpha(loop_used, numba_loop):
     """coverage() writes the alpha alone where numba's loop runs (draw over blank frames elsewhere)."""
-    if not numba_loop:
-        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     images, atlas = torch.rand(3, 30, 45, 3), torch.rand(20, 24)
     prims = every_kind(3, 30, 45, 20, seed=13)
     alpha = R.coverage(prims, 3, 30, 45, atlas=atlas)
