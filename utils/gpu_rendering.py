@@ -1091,7 +1091,7 @@ def _plot_lines(out, values, lengths, scale, color, device, limit, on_progress) 
     value = value if levels == 1 else round(value)
     on = lambda t: None if t is None else t.to(device)  # noqa: E731
     points = None
-    if device.type == "cpu" and home.type == "cpu" and values.ndim == 2:
+    if device.type == "cpu" and values.ndim == 2:  # series_points: None unless numba runs where values are
         points = polylines_cpu.series_points(values, lengths, scale, height, width)
     if points is None:
         low, high = value_range(values.float(), lengths.to(home), scale) if values.ndim == 2 else (None, None)
