@@ -1,12 +1,16 @@
-"""(A copy of ../shared/tools/opcount.py, so that CI checks the op budgets of the GPU issues, with one
-addition: Tensor.tolist() and Tensor.numpy() count as host syncs. On a GPU they copy to the host and
-wait, but on the CPU they dispatch no op, so the shared tool does not see them.)
+"""(A copy of ../shared/tools/opcount.py, so that CI checks the op, sync and upload budgets of the GPU
+issues without ../shared.)
+
 Count what a call would cost on a GPU, measured on the CPU: device ops (~kernel launches), host
-syncs (ops that make the host wait for the device on CUDA) and float64 ops (absent on MPS, 1/64
-rate on consumer NVIDIA cards). A GPU-free proxy for launch-bound designs.
+syncs (ops that make the host wait for the device on CUDA, and host reads: .item(), .tolist(),
+.numpy()), uploads (tensors made from host data: torch.tensor / as_tensor / new_tensor of Python
+values; on CUDA each is a pageable copy that waits for the stream) and float64 ops (absent on MPS,
+1/64 rate on consumer NVIDIA cards). A GPU-free proxy for launch- and transfer-bound designs.
 
     with OpCount() as c: f()
-    c.launches, c.syncs, c.float64, c.top(10)
+    c.launches, c.syncs, c.uploads, c.float64, c.top(10), c.summary()
+
+Indexing a device tensor with a Python list is an upload too, and is not counted: read your code.
 """
 from collections import Counter
 
@@ -22,6 +26,10 @@ VIEWS = {
     "sym_numel", "sym_storage_offset", "is_same_size", "_has_compatible_shallow_copy_type", "resolve_conj",
     "resolve_neg", "set_", "result_type",
 }
+# host data becoming a tensor: on CUDA a blocking host-to-device copy when it is made on, or moved to, the GPU
+UPLOADS = {"lift_fresh"}
+# Tensor methods that read device memory on the host without dispatching an op on the CPU
+HOST_READS = ("tolist", "numpy", "item")
 # ops that force the host to wait for the device (data-dependent output sizes or host reads)
 SYNCS = {
     "_local_scalar_dense", "nonzero", "nonzero_static", "masked_select", "_unique", "_unique2", "unique_dim",
@@ -30,16 +38,13 @@ SYNCS = {
 }
 
 
-# Tensor methods that read device memory on the host without dispatching an op on the CPU
-HOST_READS = ("tolist", "numpy")
-
-
 class OpCount(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.ops = Counter()
         self.sync_ops = Counter()
         self.f64_ops = Counter()
+        self.upload_ops = Counter()
 
     def __enter__(self):
         self._host_reads = {name: getattr(torch.Tensor, name) for name in HOST_READS}
@@ -62,6 +67,9 @@ class OpCount(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         out = func(*args, **kwargs)
+        if name in UPLOADS:
+            self.upload_ops[name] += 1
+            return out
         if name in VIEWS:
             return out
         self.ops[name] += 1
@@ -89,6 +97,10 @@ class OpCount(TorchDispatchMode):
         return sum(self.sync_ops.values())
 
     @property
+    def uploads(self):
+        return sum(self.upload_ops.values())
+
+    @property
     def float64(self):
         return sum(self.f64_ops.values())
 
@@ -97,4 +109,4 @@ class OpCount(TorchDispatchMode):
 
     def summary(self):
         return (f"{self.launches} device ops, {self.syncs} host syncs ({dict(self.sync_ops.most_common(6))}), "
-                f"{self.float64} float64 ops")
+                f"{self.uploads} uploads, {self.float64} float64 ops")
