@@ -3,7 +3,8 @@ torch path where both exist. Needs a CUDA device (prints a note and writes nothi
     python bench/bench_gpu.py [--quick] [--device cpu]
 Times are medians of 5 runs after one warm-up, measured with CUDA events on the current stream.
 `--device cpu` runs the same cases on the CPU (wall clock), to check the script without a GPU; it
-writes nothing.
+writes nothing. Issue 28's targets are printed beside their figures and listed at the end as pass/fail
+(tools/gpu_check.sh keeps that list in its summary).
 """
 from __future__ import annotations
 
@@ -26,6 +27,19 @@ from utils.gpu_graph import GraphOptions, knn_graph  # noqa: E402
 QUICK = "--quick" in sys.argv
 CUDA = torch.device(sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cuda")
 REPEAT, WARMUP = 5, 1
+VERDICTS: list[str] = []  # one line per target of issue 28, in the order measured
+
+
+def target(figure: str, limit: float, what: str, above: bool = False) -> str:
+    """figure (a table cell, "-" where not measured) with its verdict against limit: below it, or above it
+    where `above`; the verdict also goes to VERDICTS."""
+    if figure == "-":
+        verdict = "not measured"
+    else:
+        value = float(figure.replace(",", ""))
+        verdict = "pass" if (value > limit if above else value < limit) else "FAIL"
+    VERDICTS.append(f"{verdict}: {what} {'>' if above else '<'} {limit:g}: {figure}")
+    return f"{figure} ({'>' if above else '<'} {limit:g}: {verdict})"
 
 
 def gpu_seconds(fn, repeat=REPEAT, warmup=WARMUP) -> float:
@@ -83,6 +97,7 @@ def bench_boxes():
     for n in (100, 1000):
         prims = R.rounded_boxes(0, boxes_xyxy(n, 3840, 2160).to(CUDA), 3.0, 12.0, (1, 0, 0, 1), (0, 1, 0, 0.25))
         kernel, torch_path = paths(lambda: R.draw(images, prims))
+        kernel = target(kernel, 0.3 if n == 100 else 0.5, f"draw() 4K, {n} boxes, kernel path, ms")
         # the compositing kernel alone, on pairs binned beforehand (it writes image, alpha and layer)
         pairs = R._bin(prims, 0, 1, 2160, 3840, R.TILE)
         outputs = torch.empty_like(images), torch.empty(1, 2160, 3840, device=CUDA), \
@@ -133,7 +148,7 @@ def bench_links():
     kernel, torch_path = paths(pipeline)
     per_frame = lambda text: "-" if text == "-" else f"{float(text) / frames:.2f}"  # noqa: E731
     rows = [[f"{frames} frames 3840x2160: 100 points, {edge_count[-1]:.0f} Bezier links per frame, 100 boxes",
-             per_frame(kernel), per_frame(torch_path)]]
+             target(per_frame(kernel), 1.0, "4K links frame, kernel path, ms per frame"), per_frame(torch_path)]]
     knn_rows = []
     for n in (100, 1000, 5000):
         points = torch.rand(60, n, 2, device=CUDA) * 1000
@@ -150,7 +165,9 @@ def bench_series():
         values = torch.cumsum(torch.randn(count, 100, device=CUDA), 1)
         for dtype in (torch.uint8, torch.float32):
             seconds = gpu_seconds(lambda: R.render_polylines(values, 224, 224, mode="aliased", dtype=dtype))
-            rows.append([f"{count} images 224x224, aliased, {str(dtype)[6:]}", ms(seconds), f"{count / seconds:,.0f}"])
+            rows.append([f"{count} images 224x224, aliased, {str(dtype)[6:]}", ms(seconds),
+                         target(f"{count / seconds:.0f}", 1e6, f"line plots, {count} aliased {str(dtype)[6:]}, images/s",
+                                above=True)])
     values = torch.cumsum(torch.randn(5000, 100, device=CUDA), 1)
     seconds = gpu_seconds(lambda: R.render_polylines(values, 224, 224, mode="antialiased", line_width=2.0))
     rows.append(["5000 images 224x224, anti-aliased 2 px, float32", ms(seconds), f"{5000 / seconds:,.0f}"])
@@ -184,6 +201,11 @@ def bench_mesh():
         faces = faces.to(CUDA)
         for resolution in (1024, 2048):
             full = paths(lambda: M.rasterize(clip, faces, resolution, resolution))
+            if name == "1M" and resolution == 2048:
+                full = (target(full[0], 2.0, "1M triangles at 2048^2, kernel path, ms"), full[1])
+            if name == "10K" and resolution == 1024:  # under 20 ms and within 5x of the kernel path
+                limit = min(20.0, 5 * float(full[0])) if full[0] != "-" else 20.0
+                full = (full[0], target(full[1], limit, "10K triangles at 1024^2, torch path (20 ms, 5x kernel), ms"))
             culled = paths(lambda: M.rasterize_views(clip[None], faces, resolution, resolution, cull_back_faces=True))
             rows.append([f"{name} ({len(faces):,} triangles), {resolution}x{resolution}", *full, *culled])
     return table(["case", "CuPy kernel", "torch path", "culled, CuPy kernel", "culled, torch path"], rows)
@@ -216,6 +238,8 @@ def bench_primitive():
                 return f"{gpu_seconds(run, repeat, warmup):.3f}", f"{error:.2f}"
 
             kernel = measured() if cupy_usable(CUDA) else ("-", "-")
+            kernel = (target(kernel[0], 0.5 if shape_type == "triangle" else 1.0,
+                             f"PrimitiveMesh {photo_path.stem} 100 {shape_type}s 256 px -> 1024 px, kernels, s"), kernel[1])
             # seconds a run on the torch path: one timed run after the one that measured its error
             torch_path = _with_env({"RASTERKIT_DISABLE_CUPY": "1"}, lambda: measured(1, 0))
             rows.append([photo_path.stem, shape_type, shapes, *kernel, *torch_path])
@@ -236,6 +260,9 @@ def main():
         print(f"== {title}", flush=True)
         sections.append((title, fn()))
         print(sections[-1][1], flush=True)
+    sections.append(("Targets of issue 28", "\n".join(f"- {line}" for line in VERDICTS)))
+    print(f"== {sections[-1][0]}{'' if CUDA.type == 'cuda' else ' (on the CPU: a check of the script, not figures)'}")
+    print(sections[-1][1], flush=True)
     if CUDA.type != "cuda":
         return  # a check of the script, not figures
     kernels = "CuPy kernels: usable" if cupy_usable(CUDA) else "CuPy kernels: not usable (torch path only)"

@@ -27,6 +27,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip_gpu)
+        if "kernel" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.kernels)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The kernels' registers, spills and stack as NVRTC's ptxas reported them (tests/test_nvrtc.py)."""
+    nvrtc = sys.modules.get("test_nvrtc")
+    if nvrtc is not None and nvrtc.REPORT:
+        terminalreporter.section("kernel resources (NVRTC, per architecture)")
+        for line in nvrtc.REPORT:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(params=[

@@ -3,7 +3,16 @@
 The kernel source is compiled by the system C++ compiler with a small shim for the CUDA built-ins
 (blockIdx, threadIdx, the atomics and intrinsics the kernels use: add others as kernels need them), and
 a generated launcher runs the blocks one after another. Rounding follows IEEE like NVRTC with
---fmad=false. Test aid only: users never need a compiler.
+--fmad=false, and float denormals are flushed to zero as CuPy's -ftz=true does (x86-64 and arm64; the
+caller's floating-point mode is restored after each launch). Test aid only: users never need a compiler.
+
+Two checks for CI (tests/test_kernels_sanitized.py turns them on in a pytest run of its own):
+SANITIZE (RASTERKIT_EMULATOR_SANITIZE=1) builds the kernels with AddressSanitizer and UBSan, which stop the
+process at the first out-of-bounds access or undefined behaviour; the process must have the ASan runtime
+loaded first (LD_PRELOAD=ASAN_RUNTIME). CHECK_ORDER (RASTERKIT_EMULATOR_CHECK_ORDER=1) runs every launch
+twice, blocks and threads in order and then in reverse order from the same inputs, and raises
+RuntimeError unless every array comes out bit-identical: a kernel whose result depends on the order its
+threads run in would differ from run to run on a GPU.
 
 Grids and blocks are 1-D (blockDim.x up to 1024, CUDA's limit). Kernel parameters: pointers to float,
 int, unsigned int, long long, unsigned long long and unsigned char (numpy arrays of that dtype) and scalars
@@ -27,6 +36,7 @@ import contextlib
 import ctypes
 import functools
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -38,6 +48,11 @@ import numpy as np
 COMPILER = shutil.which("g++") or shutil.which("clang++")
 STACK_BYTES = 1 << 18  # per cooperative thread; untouched pages cost nothing
 MAX_BLOCK = 1024       # threads per block, CUDA's limit
+SANITIZE = os.environ.get("RASTERKIT_EMULATOR_SANITIZE") == "1"
+CHECK_ORDER = os.environ.get("RASTERKIT_EMULATOR_CHECK_ORDER") == "1"
+_SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
+ASAN_RUNTIME = COMPILER and subprocess.run([COMPILER, "-print-file-name=libasan.so"], capture_output=True,
+                                           text=True).stdout.strip()
 
 _SHIM = r"""
 #include <algorithm>
@@ -46,6 +61,18 @@ _SHIM = r"""
 #include <cstring>
 #include <functional>
 #include <ucontext.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+/* tell ASan which stack runs, or it takes a cooperative thread's frames for overflows */
+#define FIBER_START(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define FIBER_FINISH(save, bottom, size) __sanitizer_finish_switch_fiber(save, bottom, size)
+#else
+#define FIBER_START(save, bottom, size)
+#define FIBER_FINISH(save, bottom, size)
+#endif
 struct Dim { unsigned x, y, z; };
 static Dim blockIdx, threadIdx, blockDim, gridDim;
 #define __global__
@@ -59,6 +86,12 @@ static Dim blockIdx, threadIdx, blockDim, gridDim;
 using std::max;
 using std::min;
 
+/* libdevice's sincospif and cospif: the product by pi in double, then rounded, is within their 1 ulp */
+static void sincospif(float x, float* s, float* c) {
+    *s = (float)std::sin(M_PI * x);
+    *c = (float)std::cos(M_PI * x);
+}
+static float cospif(float x) { return (float)std::cos(M_PI * x); }
 static float __int_as_float(int bits) { float f; std::memcpy(&f, &bits, 4); return f; }
 static int __float_as_int(float f) { int bits; std::memcpy(&bits, &f, 4); return bits; }
 /* CUDA's atomics that the kernels use; threads never interleave inside one, so a plain update is atomic */
@@ -76,6 +109,32 @@ static int* emulated_state;
 static long long emulated_thread;
 static std::function<void()> emulated_body;
 static int emulated_unexpected_barrier;  /* a kernel run sequentially met a barrier: the emulator misjudged it */
+static const void* emulated_scheduler_bottom;
+static size_t emulated_scheduler_size;
+
+/* CuPy compiles with -ftz=true: float denormals in and out are zero (FTZ and DAZ); returns the mode to restore */
+static unsigned long long emulated_flush_denormals() {
+#if defined(__x86_64__)
+    unsigned saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x8040);
+    return saved;
+#elif defined(__aarch64__)
+    unsigned long long saved;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(saved));
+    __asm__ volatile("msr fpcr, %0" : : "r"(saved | (1ull << 24)));
+    return saved;
+#else
+#error "the emulator flushes denormals on x86-64 and arm64 only"
+#endif
+}
+
+static void emulated_restore_denormals(unsigned long long saved) {
+#if defined(__x86_64__)
+    _mm_setcsr((unsigned)saved);
+#elif defined(__aarch64__)
+    __asm__ volatile("msr fpcr, %0" : : "r"(saved));
+#endif
+}
 
 static void __syncthreads() {
     if (!emulated_context) {
@@ -83,16 +142,22 @@ static void __syncthreads() {
         return;
     }
     emulated_state[emulated_thread] = EMULATED_WAITING;
+    void* fake_stack;
+    FIBER_START(&fake_stack, emulated_scheduler_bottom, emulated_scheduler_size);
     swapcontext(&emulated_context[emulated_thread], &emulated_scheduler);
+    FIBER_FINISH(fake_stack, &emulated_scheduler_bottom, &emulated_scheduler_size);
 }
 
 static void emulated_start() {
+    FIBER_FINISH(0, &emulated_scheduler_bottom, &emulated_scheduler_size);
     emulated_body();
     emulated_state[emulated_thread] = EMULATED_DONE;
+    FIBER_START(0, emulated_scheduler_bottom, emulated_scheduler_size);
 }
 
-/* Runs one block of `threads` cooperative threads; returns 0, or 1 when a barrier was not reached by all. */
-static int emulated_run_block(long long threads, size_t stack_bytes, char* stacks) {
+/* Runs one block of `threads` cooperative threads, in reverse order where `reversed`; returns 0, or 1 when a
+   barrier was not reached by all. */
+static int emulated_run_block(long long threads, size_t stack_bytes, char* stacks, int reversed) {
     for (long long t = 0; t < threads; ++t) {
         getcontext(&emulated_context[t]);
         emulated_context[t].uc_stack.ss_sp = stacks + t * stack_bytes;
@@ -102,11 +167,15 @@ static int emulated_run_block(long long threads, size_t stack_bytes, char* stack
         emulated_state[t] = EMULATED_READY;
     }
     for (;;) {
-        for (long long t = 0; t < threads; ++t) {
+        for (long long i = 0; i < threads; ++i) {
+            long long t = reversed ? threads - 1 - i : i;
             if (emulated_state[t] != EMULATED_READY) continue;
             emulated_thread = t;
             threadIdx.x = (unsigned)t;
+            void* fake_stack;
+            FIBER_START(&fake_stack, stacks + t * stack_bytes, stack_bytes);
             swapcontext(&emulated_scheduler, &emulated_context[t]);
+            FIBER_FINISH(fake_stack, 0, 0);
         }
         long long done = 0;
         for (long long t = 0; t < threads; ++t) done += emulated_state[t] == EMULATED_DONE;
@@ -176,42 +245,52 @@ class EmulatedKernel:
     emulated_state = new int[emulated_block];
     emulated_body = [&]() {{ {call} }};
     int failed = 0;
-    for (long long b = 0; b < emulated_grid && !failed; ++b) {{
-        blockIdx.x = (unsigned)b;
-        failed = emulated_run_block(emulated_block, {STACK_BYTES}, stacks);
+    for (long long i = 0; i < emulated_grid && !failed; ++i) {{
+        blockIdx.x = (unsigned)(emulated_reversed ? emulated_grid - 1 - i : i);
+        failed = emulated_run_block(emulated_block, {STACK_BYTES}, stacks, emulated_reversed);
     }}
     delete[] emulated_context;
     delete[] emulated_state;
     emulated_context = 0;
     std::free(stacks);
+    emulated_restore_denormals(saved_mode);
     return failed;"""
         else:
             body = f"""
     emulated_unexpected_barrier = 0;
     for (long long b = 0; b < emulated_grid; ++b)
         for (long long t = 0; t < emulated_block; ++t) {{
-            blockIdx.x = (unsigned)b;
-            threadIdx.x = (unsigned)t;
+            blockIdx.x = (unsigned)(emulated_reversed ? emulated_grid - 1 - b : b);
+            threadIdx.x = (unsigned)(emulated_reversed ? emulated_block - 1 - t : t);
             {call}
         }}
+    emulated_restore_denormals(saved_mode);
     return emulated_unexpected_barrier ? 2 : 0;"""
         launcher = f"""
-extern "C" int launch(long long emulated_grid, long long emulated_block, {match.group(1)}) {{
+extern "C" int launch(long long emulated_grid, long long emulated_block, int emulated_reversed, {match.group(1)}) {{
     blockDim.x = (unsigned)emulated_block;
-    gridDim.x = (unsigned)emulated_grid;{body}
+    gridDim.x = (unsigned)emulated_grid;
+    unsigned long long saved_mode = emulated_flush_denormals();{body}
 }}
 """
         code = _SHIM + source + launcher
+        flags = ["-O2", "-ffp-contract=off", "-shared", "-fPIC"]
+        if SANITIZE:
+            assert _asan_loaded(), f"RASTERKIT_EMULATOR_SANITIZE=1 needs LD_PRELOAD={ASAN_RUNTIME}"
+            flags += _SANITIZER_FLAGS
         directory = Path(tempfile.gettempdir()) / "rasterkit-cuda-emulator"
         directory.mkdir(exist_ok=True)
-        library = directory / f"{name}-{hashlib.sha1(code.encode()).hexdigest()[:12]}.so"
+        # one library per source and flags, kept between runs: a sanitized build takes seconds
+        library = directory / f"{name}-{hashlib.sha1((code + str(flags)).encode()).hexdigest()[:12]}.so"
         if not library.exists():
-            cpp = library.with_suffix(".cpp")
+            cpp = library.with_name(f"{library.stem}-{os.getpid()}.cpp")
             cpp.write_text(code)
-            subprocess.run([COMPILER, "-O2", "-ffp-contract=off", "-shared", "-fPIC", "-o", str(library), str(cpp)],
-                           check=True)
+            built = library.with_name(f"{library.stem}-{os.getpid()}.so")
+            subprocess.run([COMPILER, *flags, "-o", str(built), str(cpp)], check=True)
+            os.replace(built, library)  # whole, even with another process building the same one
+            cpp.unlink()
         self.launch = ctypes.CDLL(str(library)).launch
-        self.launch.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + [
+        self.launch.argtypes = [ctypes.c_longlong, ctypes.c_longlong, ctypes.c_int] + [
             ctypes.c_void_p if "*" in p else np.ctypeslib.as_ctypes_type(t) for p, t in zip(self.parameters, self.types)]
         self.launch.restype = ctypes.c_int
         self.name = name
@@ -231,22 +310,42 @@ extern "C" int launch(long long emulated_grid, long long emulated_block, {match.
         assert len(args) == len(self.parameters), (len(args), self.parameters)
         assert all(n == 1 for n in (*grid[1:], *block[1:])), f"1-D launches only: grid {grid}, block {block}"
         assert 1 <= block[0] <= MAX_BLOCK, f"{block[0]} threads per block: CUDA allows 1 to {MAX_BLOCK}"
-        values = []
+        values, arrays = [], {}
         for parameter, kind, value in zip(self.parameters, self.types, args):
             if "*" in parameter:  # the dtype the kernel reads must be the array's
                 assert value.dtype == kind, (parameter, value.dtype)
                 assert value.flags.c_contiguous, parameter
                 values.append(value.ctypes.data)
+                arrays[parameter] = value
             else:
                 assert type(value) is kind, (parameter, type(value))
                 values.append(value.item())
-        failed = self.launch(grid[0], block[0], *values)
+        if CHECK_ORDER:
+            before = {parameter: array.copy() for parameter, array in arrays.items()}
+            self._run(grid, block, values, 0)
+            in_order = {parameter: array.copy() for parameter, array in arrays.items()}
+            for parameter, array in arrays.items():
+                np.copyto(array, before[parameter])
+            self._run(grid, block, values, 1)
+            for parameter, array in arrays.items():
+                if not np.array_equal(array.view(np.uint8), in_order[parameter].view(np.uint8)):
+                    raise RuntimeError(f"emulated kernel {self.name}: {parameter} differs when its blocks and threads "
+                                       "run in reverse order: the result depends on the order threads run in")
+        else:
+            self._run(grid, block, values, 0)
+
+    def _run(self, grid, block, values, reversed_order: int) -> None:
+        failed = self.launch(grid[0], block[0], reversed_order, *values)
         if failed == 1:
             raise RuntimeError(f"emulated kernel {self.name}: a __syncthreads() was not reached by every thread of "
                                "a block (some had returned)")
         if failed == 2:
             raise RuntimeError(f"emulated kernel {self.name} reached a __syncthreads() though the emulator found none "
                                "in its calls and ran its threads one after another: results not to be trusted")
+
+
+def _asan_loaded() -> bool:
+    return hasattr(ctypes.CDLL(None), "__asan_init")
 
 
 def install(monkeypatch) -> None:

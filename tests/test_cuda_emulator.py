@@ -1,5 +1,10 @@
 """The CPU emulation of CUDA kernels (tests/cuda_emulator.py) keeps CUDA's meaning of shared memory and
 barriers, so that the kernel tests that rely on it test what a GPU does. Fails without a compiler."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -109,3 +114,49 @@ def test_a_launch_cuda_would_refuse_is_refused():
         kernel((1,), (2048,), (out, np.int32(1)))
     with pytest.raises(AssertionError):  # the scalar's type is the kernel's
         kernel((1,), (8,), (out, 1))
+
+
+TOYS = r"""
+extern "C" __global__ void halve(const float* in, float* out) { out[threadIdx.x] = in[threadIdx.x] * 0.5f; }
+
+/* every thread writes the same cell: the last to run wins, so the result depends on the order */
+extern "C" __global__ void last_writer(int* out) { out[0] = blockIdx.x * blockDim.x + threadIdx.x; }
+
+/* writes one float per thread: past the end of `out` when there are more threads than cells */
+extern "C" __global__ void one_each(float* out) { out[threadIdx.x] = 1.0f; }
+"""
+
+
+def test_float_denormals_are_flushed_to_zero_as_cupy_compiles_the_kernels():
+    """CuPy compiles with -ftz=true (after utils/cuda.py's options; NVRTC takes the last --ftz), so a GPU
+    flushes float denormals, in and out; the emulator does too, and leaves numpy's mode as it was."""
+    tiny = np.finfo(np.float32).tiny  # the smallest normal: half of it is a denormal
+    values = np.array([tiny, tiny / 4, 3.0, -tiny], dtype=np.float32)
+    out = np.full(4, 7.0, dtype=np.float32)
+    cuda_emulator.EmulatedKernel(TOYS, "halve")((1,), (4,), (values, out))
+    assert out.tolist() == [0.0, 0.0, 1.5, 0.0]
+    assert values[1] * np.float32(2) == tiny / 2 != 0  # numpy keeps denormals after the launch
+
+
+def test_the_reversed_order_check_catches_a_kernel_whose_result_depends_on_the_order(monkeypatch):
+    monkeypatch.setattr(cuda_emulator, "CHECK_ORDER", True)
+    out = np.zeros(1, dtype=np.int32)
+    with pytest.raises(RuntimeError, match="reverse order"):
+        cuda_emulator.EmulatedKernel(TOYS, "last_writer")((2,), (8,), (out,))
+    values, sums = np.arange(200, dtype=np.float32), np.zeros(4, dtype=np.float32)  # barriers: one result
+    cuda_emulator.EmulatedKernel(SOURCE, "block_sums")((4,), (64,), (values, sums, np.int32(200)))
+    assert sums.tolist() == [values[b * 64:(b + 1) * 64].sum() for b in range(4)]
+
+
+@pytest.mark.skipif(not cuda_emulator.ASAN_RUNTIME or not Path(cuda_emulator.ASAN_RUNTIME).is_file(),
+                    reason="the compiler has no AddressSanitizer runtime")
+def test_the_sanitized_build_stops_at_an_out_of_bounds_write():
+    script = ("import sys, numpy as np, cuda_emulator\n"
+              f"kernel = cuda_emulator.EmulatedKernel({TOYS!r}, 'one_each')\n"
+              "kernel((1,), (int(sys.argv[1]),), (np.zeros(8, dtype=np.float32),))\n")
+    env = {**os.environ, "LD_PRELOAD": cuda_emulator.ASAN_RUNTIME, "ASAN_OPTIONS": "detect_leaks=0",
+           "RASTERKIT_EMULATOR_SANITIZE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+    fits = subprocess.run([sys.executable, "-c", script, "8"], env=env, capture_output=True, text=True)
+    assert fits.returncode == 0, fits.stderr
+    overflows = subprocess.run([sys.executable, "-c", script, "9"], env=env, capture_output=True, text=True)
+    assert overflows.returncode != 0 and "heap-buffer-overflow" in overflows.stderr, overflows.stderr[-2000:]

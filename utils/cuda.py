@@ -4,7 +4,8 @@ torch path: gpu_rendering.py, mesh_rasterizer.py).
 Kernels are compiled at first use by NVRTC (shipped inside the cupy-cuda* wheels: no compiler to
 install) with fused multiply-adds off (--fmad=false), so that rounding matches the torch path, and
 read torch tensors in place through DLPack, on torch's current stream. Callers check
-`device.cupy_usable` first. tests/cuda_emulator.py swaps these three functions for a CPU emulation.
+`device.cupy_usable` first. tests/cuda_emulator.py swaps these three functions for a CPU emulation;
+tests/test_nvrtc.py compiles every kernel with OPTIONS and the options CuPy adds.
 """
 from __future__ import annotations
 
@@ -13,12 +14,16 @@ import functools
 
 import torch
 
+# CuPy appends -ftz=true after these (and NVRTC takes the last of two --ftz), so the kernels flush float
+# denormals to zero; tests/cuda_emulator.py flushes them too.
+OPTIONS = ("--fmad=false", "--std=c++14")
+
 
 @functools.cache
 def kernel(source: str, name: str):
     import cupy
 
-    return cupy.RawKernel(source, name, options=("--fmad=false", "--std=c++14"))
+    return cupy.RawKernel(source, name, options=OPTIONS)
 
 
 @contextlib.contextmanager

@@ -73,7 +73,7 @@ __device__ inline float uniform(u64* state) { return (float)(splitmix(state) >> 
 
 __device__ inline float gaussian(u64* state) {
     float u = 1.0f - uniform(state);  /* (0, 1]: a finite logarithm */
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * uniform(state));
+    return sqrtf(-2.0f * logf(u)) * cospif(2.0f * uniform(state));
 }
 
 /* A shape as scoring and painting see it: polygon edges (y0, y1, x0, dx/dy) or an ellipse's form

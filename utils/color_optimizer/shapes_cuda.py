@@ -4,8 +4,6 @@ N_PARAMS. Its functions repeat the torch path's float32 operations in the same o
 crosses the same rows at the same places on both paths."""
 from __future__ import annotations
 
-import math
-
 from . import _CONVEX, _ELLIPTIC, _FAMILY, _POLY4, _STROKE, KINDS, N_PARAMS
 
 _FAMILIES = {"CONVEX": _CONVEX, "POLY4": _POLY4, "STROKE": _STROKE, "ELLIPTIC": _ELLIPTIC}
@@ -13,7 +11,6 @@ _FAMILIES = {"CONVEX": _CONVEX, "POLY4": _POLY4, "STROKE": _STROKE, "ELLIPTIC": 
 SHAPES_SOURCE = "".join(f"#define {name.upper()} {code}\n" for code, name in enumerate(KINDS)) + \
     "".join(f"#define {name} {code}\n" for name, code in _FAMILIES.items()) + f"""
 #define N_PARAMS {N_PARAMS}
-#define DEGREES ((float){math.pi / 180!r})
 __device__ const int FAMILY_OF[{len(_FAMILY)}] = {{{", ".join(str(f) for f in _FAMILY)}}};
 """ + r"""
 __device__ __forceinline__ void set_bounds(float* bounds, const float* v, int n) {
@@ -35,8 +32,9 @@ __device__ int shape_outline(int kind, const float* p, const float* along, int s
     if (kind == ELLIPSE || kind == ROTATED_ELLIPSE || kind == CIRCLE) {
         float rx = fmaxf(p[2], (float)1e-3);
         float ry = kind == CIRCLE ? rx : fmaxf(p[3], (float)1e-3);
-        float radians = (kind == ROTATED_ELLIPSE ? p[4] : 0.0f) * DEGREES;
-        float cosine = cosf(radians), sine = sinf(radians);
+        /* sincospif: sinf/cosf bring a float64 slow path for huge arguments into the code */
+        float cosine, sine;
+        sincospif((kind == ROTATED_ELLIPSE ? p[4] : 0.0f) / 180.0f, &sine, &cosine);
         float ix = 1.0f / (rx * rx), iy = 1.0f / (ry * ry);
         v[0] = p[0]; v[1] = p[1];
         v[2] = (cosine * cosine) * ix + (sine * sine) * iy;
@@ -75,8 +73,8 @@ __device__ int shape_outline(int kind, const float* p, const float* along, int s
         v[0] = p[0]; v[1] = p[1]; v[2] = p[2]; v[3] = p[1];
         v[4] = p[2]; v[5] = p[3]; v[6] = p[0]; v[7] = p[3];
     } else if (kind == ROTATED_RECTANGLE) {
-        float radians = p[4] * DEGREES;
-        float cosine = cosf(radians), sine = sinf(radians);
+        float cosine, sine;
+        sincospif(p[4] / 180.0f, &sine, &cosine);
         const float corner_x[4] = {-0.5f, 0.5f, 0.5f, -0.5f}, corner_y[4] = {-0.5f, -0.5f, 0.5f, 0.5f};
         for (int i = 0; i < 4; ++i) {
             float dx = corner_x[i] * p[2], dy = corner_y[i] * p[3];
