@@ -92,7 +92,7 @@ def rasterize(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torc
     if not isinstance(V, torch.Tensor) or V.ndim != 2 or V.shape[-1] != 4:
         raise ValueError(f"V: expected clip-space vertices [N,4] (or [B,N,4]), got {_shape(V)}")
     prior = D if use_depth_prior else None
-    findices, barycentric = rasterize_views(V[None], F, width, height, prior, occlusion_truncation)
+    findices, barycentric = rasterize_views(V[None], F, width, height, prior, occlusion_truncation, clip_near=False)
     return findices[0], barycentric[0]
 
 
@@ -139,15 +139,20 @@ def _checked(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch
 
 
 def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch.Tensor | None = None,
-                    occlusion_truncation: float = 1e-6, cull_back_faces: bool = False):
+                    occlusion_truncation: float = 1e-6, cull_back_faces: bool = False, clip_near: bool = True):
     """rasterize for B views at once: V float [B,N,4] (any float dtype), F int [M,3] (any integer
     dtype), D float [B,H,W] or None.
 
     A face with a NaN or infinite corner is not drawn (the others are), as in Hunyuan3D-2's kernel.
     cull_back_faces drops triangles wound clockwise on screen (counter-clockwise in NDC with y up).
+    clip_near clips the triangles with a corner at w <= 0 (behind the eye) against the near plane z = -w
+    of an OpenGL projection, and draws the pieces in front of it under their face's id, with its
+    barycentrics (where a piece ties in depth with another face, the other face wins); without it (the
+    kernel's behaviour) such triangles are not drawn. Triangles in front of the eye need no clipping:
+    their fragments nearer than the near plane are dropped one by one.
     Returns findices int32 [B,H,W] and barycentric float32 [B,H,W,3] on V's device. One host sync
     (input checks and the work's size at once); the torch path adds one per pass of up to
-    TILE_CANDIDATES candidate pixels (its compaction).
+    TILE_CANDIDATES candidate pixels (its compaction); triangles to clip add two.
     """
     V, faces, prior, width, height = _checked(V, F, width, height, D)
     views, vertex_count, face_count, device = V.shape[0], V.shape[1], faces.shape[0], V.device
@@ -159,41 +164,103 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
     use_kernels = cupy_usable(device)
     tile = CUDA_BLOCK if use_kernels else TILE_ROWS
     # gathers with clamped indices, so that bad faces are reported after the one sync, not crash before it
-    triangles, box, counts = _triangles(V, faces.clamp(0, vertex_count - 1), width, height, tile, cull_back_faces)
+    triangles, box, counts, behind = _triangles(V, faces.clamp(0, vertex_count - 1), width, height, tile,
+                                                cull_back_faces, clip_near)
     block_end = counts.cumsum(0)
-    low, high, total = torch.stack([faces.min(), faces.max(), block_end[-1]]).tolist()
+    checks = [faces.min(), faces.max(), block_end[-1]] + ([behind.sum(1).max()] if clip_near else [])
+    low, high, total, *to_clip = torch.stack(checks).tolist()
     if not (0 <= low and high < vertex_count):
         raise ValueError(f"F: face indices must lie in 0..{vertex_count - 1}, got {low}..{high}")
+    pieces = None
+    if to_clip and to_clip[0]:
+        V, faces, pieces = _clip_near(V, faces, behind, to_clip[0])
+        if views * faces.shape[0] >= ID_BASE:
+            raise ValueError(f"F: {face_count} triangles and their pieces clipped at the near plane x {views} views "
+                             f"exceed {ID_BASE - 1} triangles, the most one call draws: pass fewer views at once")
+        triangles, box, counts, _ = _triangles(V, faces, width, height, tile, cull_back_faces, False)
+        block_end = counts.cumsum(0)
+        total = int(block_end[-1])
     if not total:
         return (torch.zeros(views, height, width, dtype=torch.int32, device=device),
                 torch.zeros(views, height, width, 3, device=device))
     zbuffer = on_huge_pages(torch.empty(views * height * width, dtype=torch.long, device=device)).fill_(EMPTY)
+    drawn_faces = faces.shape[0]
     if use_kernels:
         rasterize_triangles_cuda(zbuffer, V, faces, box, block_end, total, prior, width, height)
         findices, barycentric = resolve_pixels_cuda(zbuffer, V, faces, width, height)
     else:
         rasterized = None
         if numba_usable(device):  # the CPU: numba's loops
-            rasterized = _mesh_rasterizer_cpu().rasterize(zbuffer, triangles, box, counts, prior, face_count, width,
+            rasterized = _mesh_rasterizer_cpu().rasterize(zbuffer, triangles, box, counts, prior, drawn_faces, width,
                                                           height)
             if rasterized is None:  # numba failed, perhaps partway: the torch path starts afresh
                 zbuffer.fill_(EMPTY)
         if rasterized is None:
-            _depth_test(zbuffer, triangles, box, counts, block_end, total, prior, face_count, width, height)
-            rasterized = _resolve(zbuffer, triangles, face_count, width, height)
+            _depth_test(zbuffer, triangles, box, counts, block_end, total, prior, drawn_faces, width, height)
+            rasterized = _resolve(zbuffer, triangles, drawn_faces, width, height)
         findices, barycentric = rasterized
+    if pieces is not None:
+        _pieces_to_faces(findices, barycentric, face_count, height * width, *pieces)
     return findices.view(views, height, width), barycentric.view(views, height, width, 3)
 
 
+def _clip_near(V: torch.Tensor, faces: torch.Tensor, behind: torch.Tensor, count: int):
+    """The triangles marked in behind bool [B,M] (finite, a corner at w <= 0) clipped to z + w >= 0 (the
+    near plane; for an OpenGL perspective projection there w = near > 0), by Sutherland-Hodgman on the
+    one plane: a polygon of up to 4 corners, fanned into 2 pieces. count: the most marked triangles of
+    one view (C). The pieces become faces M .. M + 2C - 1 with corners of their own, appended to V
+    float32 [B,N,4] and faces int64 [M,3] (absent pieces get NaN corners: not drawn).
+    Returns V [B,N+6C,4], faces [M+2C,3] and (origin int64 [B,2C]: the face of each piece; weights
+    float32 [B,2C,3,3]: each piece corner's barycentric weights over its face's corners)."""
+    views, vertex_count = V.shape[:2]
+    face = behind.int().argsort(dim=1, descending=True, stable=True)[:, :count]  # [B,C]: the marked ones first
+    marked = behind.gather(1, face)
+    corners = V[torch.arange(views, device=V.device)[:, None, None], faces[face]]  # [B,C,3,4]
+    distance = corners[..., 2] + corners[..., 3]  # [B,C,3]: >= 0 in front of the near plane
+    following = distance.roll(-1, -1)  # the other end of edge i -> i + 1
+    inside = distance >= 0
+    unit = torch.eye(3, device=V.device)
+    along = (distance / (distance - following))[..., None]
+    crossing = (1 - along) * unit + along * unit.roll(-1, 0)  # [B,C,3,3]: where edge i meets the plane
+    # the polygon's candidate corners in order: corner 0, edge 0's crossing, corner 1, ...; the first 4 that exist
+    candidates = torch.stack([unit.expand_as(crossing), crossing], 3).view(views, count, 6, 3)
+    exists = torch.stack([inside, inside != inside.roll(-1, -1)], 3).view(views, count, 6)
+    order = exists.int().argsort(dim=-1, descending=True, stable=True)[..., :4]
+    polygon = candidates.gather(2, order[..., None].expand(-1, -1, -1, 3))  # [B,C,4,3]
+    size = exists.sum(-1)
+    weights = torch.stack([polygon[:, :, :3], torch.cat([polygon[:, :, :1], polygon[:, :, 2:]], 2)], 2)
+    weights = weights.view(views, 2 * count, 3, 3)
+    drawn = torch.stack([marked & (size >= 3), marked & (size == 4)], 2).view(views, 2 * count)
+    piece_corners = weights @ corners.repeat_interleave(2, 1)  # [B,2C,3,4]
+    piece_corners = torch.where(drawn[..., None, None], piece_corners, torch.nan)
+    V = torch.cat([V, piece_corners.view(views, 6 * count, 4)], 1)
+    new_faces = torch.arange(6 * count, device=V.device).view(2 * count, 3) + vertex_count
+    return V, torch.cat([faces, new_faces]), (face.repeat_interleave(2, 1), weights)
+
+
+def _pieces_to_faces(findices: torch.Tensor, barycentric: torch.Tensor, face_count: int, pixels: int,
+                     origin: torch.Tensor, weights: torch.Tensor) -> None:
+    """In place on findices int32 [B*H*W] and barycentric float32 [B*H*W,3]: pixels won by a piece of
+    _clip_near (face index >= face_count) get its face's id and barycentrics over that face's corners
+    (b_face = sum_j b_j weights_j: the piece's corners are those combinations of the face's)."""
+    findices, barycentric = findices.view(-1), barycentric.view(-1, 3)
+    at = (findices > face_count).nonzero().squeeze(1)
+    piece = at // pixels * origin.shape[1] + (findices.index_select(0, at).long() - 1 - face_count)
+    findices.index_copy_(0, at, (origin.view(-1).index_select(0, piece) + 1).int())
+    mapped = (barycentric.index_select(0, at)[:, :, None] * weights.view(-1, 3, 3).index_select(0, piece)).sum(1)
+    barycentric.index_copy_(0, at, mapped)
+
+
 def _triangles(V: torch.Tensor, faces: torch.Tensor, width: int, height: int, tile: int,
-               cull_back_faces: bool):
+               cull_back_faces: bool, find_behind: bool):
     """The set-up of the K = B * M triangles (view-major) of V float32 [B,N,4], faces int64 [M,3]:
     triangles float32 [14,K]: a_x, a_y, c_x - a_x, c_y - a_y, b_x - a_x, b_y - a_y (times the sign of
     S(a, b, c), which orients the edge functions so that the inside is where both are >= 0: negation is
     exact, so beta = S(a, p, c) / S(a, b, c) comes out the same), a bound a little above |S(a, b, c)|,
     |1 / S(a, b, c)|, the corners' depths z_s and clip w; box int64 [4,K]: first and last candidate
     column and row; counts int64 [K]: tiles (tile x tile pixels) over each box, 0 for triangles not
-    drawn (a corner at w <= 0 or not finite, zero or non-finite area, no pixel, or culled)."""
+    drawn (a corner at w <= 0 or not finite, zero or non-finite area, no pixel, or culled); behind bool
+    [B,M] (finite triangles with a corner at w <= 0) where find_behind, else None."""
     corners = _screen(V, width, height)[:, faces]  # [B,M,3,3]
     w = V[:, faces, 3]  # [B,M,3]
     finite = torch.isfinite(V).all(-1)[:, faces].all(-1)  # [B,M]
@@ -217,7 +284,7 @@ def _triangles(V: torch.Tensor, faces: torch.Tensor, width: int, height: int, ti
     triangles = torch.stack([a[..., 0], a[..., 1], *ac.unbind(-1), *ab.unbind(-1), (1 + 2 ** -20) / inverse, inverse,
                              *corners[..., 2].unbind(-1), *w.unbind(-1)]).view(14, -1)
     box = torch.stack([*first.unbind(-1), *last.unbind(-1)]).long().view(4, -1)
-    return triangles, box, counts
+    return triangles, box, counts, finite & (w.amin(-1) <= 0) if find_behind else None
 
 
 def _depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor, counts: torch.Tensor,
