@@ -170,3 +170,74 @@ def test_the_pack_serves_import_custom_rasterizer():
     import custom_rasterizer
 
     assert custom_rasterizer.rasterize is cr.rasterize and custom_rasterizer.interpolate is cr.interpolate
+
+
+@pytest.fixture(params=["torch", "numba", "kernel"])
+def path(request, monkeypatch):
+    """The path custom_rasterizer takes on the CPU: the torch path, numba's loops, the CUDA kernel emulated."""
+    import cuda_emulator
+
+    monkeypatch.delenv("RASTERKIT_DISABLE_NUMBA", raising=False)
+    monkeypatch.delenv("RASTERKIT_DISABLE_CUPY", raising=False)
+    if request.param == "torch":
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    elif request.param == "kernel":
+        cuda_emulator.install(monkeypatch)
+    return request.param
+
+
+def torus_clip():
+    import trimesh
+
+    mesh = trimesh.creation.torus(1.0, 0.4, 24, 12)
+    return mesh_render_clip(mesh, 30, 200, "perspective"), torch.tensor(mesh.faces, dtype=torch.int32)
+
+
+def test_pos_that_requires_grad(path):
+    """As the kernel: a pos in an autograd graph is read as it is (numba's path failed on .numpy())."""
+    pos, tri = torus_clip()
+    expected = cr.rasterize(pos, tri, (48, 64))
+    got = cr.rasterize(pos.clone().requires_grad_() * 1, tri, (48, 64))
+    assert torch.equal(expected[0], got[0]) and torch.equal(expected[1], got[1])
+
+
+def test_non_finite_corners_skip_their_faces_only(path):
+    """The kernel skips a face with a NaN or infinite corner and draws the rest; a non-finite vertex no face
+    uses changes nothing (both raised ValueError)."""
+    pos, tri = torus_clip()
+    expected = cr.rasterize(pos, tri, (48, 64))
+    unused = torch.cat([pos, torch.tensor([[[float("nan"), 0.0, 0.0, 1.0]]])], 1)
+    got = cr.rasterize(unused, tri, (48, 64))
+    assert torch.equal(expected[0], got[0]) and torch.equal(expected[1], got[1])
+    front = int(expected[0].flatten().mode().values) - 1  # a face that covers pixels
+    bad = pos.clone()
+    bad[0, tri[front, 0], 3] = float("inf")
+    findices, _ = cr.rasterize(bad, tri, (48, 64))
+    touching = (tri == tri[front, 0]).any(1)
+    assert not bool(touching[(findices[findices > 0] - 1).long()].any())
+    assert bool((findices[~touching[(expected[0] - 1).clamp_min(0).long()] & (expected[0] > 0)] > 0).all())
+
+
+def test_batched_pos_takes_the_first(path):
+    """Hunyuan3D-2's wrapper passes pos[0] to its kernel, whatever the batch."""
+    pos, tri = torus_clip()
+    batch = torch.cat([pos, pos * torch.tensor([-1.0, 1, 1, 1])])
+    expected = cr.rasterize(pos, tri, (48, 64))
+    got = cr.rasterize(batch, tri, (48, 64))
+    assert torch.equal(expected[0], got[0]) and torch.equal(expected[1], got[1])
+
+
+@pytest.mark.parametrize("shape", [(47, 64), (48, 63), (0,), (1, 48, 32)])
+def test_an_undersized_clamp_depth_is_refused(path, shape):
+    """The kernel reads clamp_depth at every pixel: one smaller than H x W was read past its end by numba's
+    loop and the kernel, and raised IndexError on the torch path."""
+    pos, tri = torus_clip()
+    with pytest.raises(ValueError, match=r"clamp_depth: with use_depth_prior=1 it must hold H x W = 48 x 64 "):
+        cr.rasterize(pos, tri, (48, 64), clamp_depth=torch.zeros(shape), use_depth_prior=1)
+    cr.rasterize(pos, tri, (48, 64), clamp_depth=torch.zeros(shape), use_depth_prior=0)  # not read: not checked
+
+
+def test_float_faces_are_refused(path):
+    pos, tri = torus_clip()
+    with pytest.raises(ValueError, match="F: face indices must be integers"):
+        cr.rasterize(pos, tri.float(), (48, 64))
