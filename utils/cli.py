@@ -68,5 +68,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rasterkit plots: error: {error}", file=sys.stderr)
         return 2
     skipped = f", {len(index['errors'])} malformed rows skipped (see index.json)" if index["errors"] else ""
-    print(f"{index['images']} images in {len(index['shards'])} shards in {args.out}{skipped}")
+    shards = len(index["shards"])
+    print(f"{index['images']} images in {shards} shard{'s' * (shards != 1)} in {args.out}{skipped}")
     return 0

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -175,7 +176,8 @@ class _CsvTable(_Table):
             at = self._index(header, source.column)
             column, bad = np.empty(len(rows)), {}
             for i, r in enumerate(rows):
-                column[i], message = _to_floats([r[at] if at < len(r) else ""], f"line {self.lines[i]}")
+                value, message = _to_floats([r[at] if at < len(r) else ""], f"line {self.lines[i]}")
+                column[i] = value[0]
                 if message:
                     bad[i] = message
             self._windows(column, bad, labels)
@@ -322,6 +324,13 @@ def _sha256(data) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def _replace(tmp: Path, final: Path) -> None:
     """Rename tmp to final, replacing a stale final (a folder of PNGs cannot be replaced in one rename)."""
     if final.is_dir():
@@ -412,8 +421,7 @@ class Shards:
         self.out.mkdir(parents=True, exist_ok=True)
         name = job.name(shard)
         final, tmp = self.out / name, self.out / (name + ".tmp")
-        if tmp.is_dir():
-            shutil.rmtree(tmp)
+        _remove(tmp)  # a partial shard of an interrupted run
         if job.format == "npy":
             with open(tmp, "wb") as f:
                 np.save(f, images)
@@ -512,7 +520,7 @@ def _collect(future, metas, bar):
     metas[meta["shard"]] = meta
     bar.update(len(meta["rows"]) + len(meta["errors"]))
     for error in meta["errors"]:
-        bar.write(f"skipped {error['error']}")
+        bar.write(f"skipped {error['error']}", file=sys.stderr)
 
 
 class _RayShards:
