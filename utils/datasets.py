@@ -17,8 +17,10 @@ import json
 import math
 import os
 import shutil
+import struct
 import sys
 import tarfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -355,13 +357,29 @@ def shard_digest(path: Path, fmt: str) -> str:
     return _sha256("".join(_sha256(p.read_bytes()) for p in sorted(path.glob("*.png"))).encode())
 
 
-def _encode_png(image: np.ndarray, bilevel: bool) -> bytes:
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _png_1bit(rows: np.ndarray, width: int) -> bytes:
+    """A 1-bit greyscale PNG of one image's packed rows uint8 [H, ceil(W/8)], each row with its filter
+    byte (0) in front: a binary plot in 1/8 of the bytes to deflate (4x faster than OpenCV's bilevel
+    PNG, whose pixels it decodes to: 0 and 255)."""
+    header = struct.pack(">IIBBBBB", width, rows.shape[0], 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + \
+        _chunk(b"IEND", b"")
+
+
+def _encoder(images: np.ndarray, binary: bool):
+    """encode(i) -> PNG bytes of images[i] uint8 [n,H,W] or [n,H,W,3]; binary: only 0 and 255 in them."""
     import cv2
 
-    # aliased 1-channel plots hold only 0 and 255: a 1-bit PNG decodes to the same pixels, ~4x faster
-    flags = [cv2.IMWRITE_PNG_COMPRESSION, 1] + ([cv2.IMWRITE_PNG_BILEVEL, 1] if bilevel else [])
-    ok, data = cv2.imencode(".png", image[..., ::-1] if image.ndim == 3 else image, flags)
-    return data.tobytes()
+    if binary:
+        packed = np.packbits(images > 127, axis=-1)
+        rows = np.concatenate([np.zeros(packed.shape[:2] + (1,), np.uint8), packed], axis=-1)
+        return lambda i: _png_1bit(rows[i], images.shape[2])
+    flags = [cv2.IMWRITE_PNG_COMPRESSION, 1]
+    return lambda i: cv2.imencode(".png", images[i][..., ::-1] if images.ndim == 4 else images[i], flags)[1].tobytes()
 
 
 class Shards:
@@ -427,9 +445,11 @@ class Shards:
                 np.save(f, images)
             digests = [_sha256(image) for image in images]
         else:
-            bilevel = job.plot.mode == "aliased" and job.plot.channels == 1 and job.plot.color[3] == 1
-            encode = lambda image: _encode_png(image, bilevel)  # noqa: E731
-            pngs = list(self.pool.map(encode, images)) if self.pool else [encode(image) for image in images]
+            # aliased 1-channel plots of an opaque line hold only 0 and 255
+            binary = job.plot.mode == "aliased" and job.plot.channels == 1 and job.plot.color[3] == 1
+            encode = _encoder(images, binary)
+            indices = range(len(images))
+            pngs = list(self.pool.map(encode, indices)) if self.pool else list(map(encode, indices))
             digests = [_sha256(png) for png in pngs]
             self._write_pngs(tmp, rows, labels, pngs)
         _replace(tmp, final)
