@@ -141,15 +141,20 @@ def main():
         source = D.Source(str(path), "npy")
         wds = D.Job(source, str(work / "wds"), "wds", plot, shard_size=10_000)
         wds = _limited(wds, args.n)
-        took = seconds(lambda: D.run(wds, progress=True))
+        took = seconds(lambda: D.run(wds, progress=True, processes=os.cpu_count()))
         floor = write_floor(files(work / "wds"), work / "wds-floor")
         shards_mb = sum(p.stat().st_size for p in (work / "wds").glob("*.tar")) / 1e6
         row("floor: writing the same WebDataset tars", args.n, floor, peer)
-        row("RasterKit: WebDataset tars of 1-bit PNG", args.n, took, peer, floor)
+        row(f"RasterKit: WebDataset tars of 1-bit PNG, {os.cpu_count()} processes", args.n, took, peer, floor)
         notes.append(f"WebDataset shards: {shards_mb:,.0f} MB for {args.n:,} images "
                      f"({shards_mb * 1e3 / args.n:.2f} KB an image).")
         shutil.rmtree(work / "wds-floor")
-        single = took / args.n
+        pool = took / args.n
+        threads_n = args.ray_n or args.baseline_n
+        threads = _limited(D.Job(source, str(work / "threads"), "wds", plot, shard_size=10_000), threads_n)
+        row("RasterKit: the same, 1 process (drawing and encoding threads)", threads_n,
+            seconds(lambda: D.run(threads, progress=True)), peer)
+        shutil.rmtree(work / "threads")
 
         if args.ray_n:
             try:
@@ -166,18 +171,18 @@ def main():
                 took = seconds(lambda: D.run_ray(ray_job, cpus=1))
                 ray.shutdown()
                 row(f"RasterKit on Ray Data, local, {os.cpu_count()} workers of 1 CPU", args.ray_n, took, peer)
-                notes.append(f"Ray Data on this machine: {took / args.ray_n / single:.2f}x the single process's time "
-                             f"an image ({args.ray_n:,} images, start-up of {started:.1f} s not counted); one process "
-                             f"already uses every core (torch's and numba's threads), so Ray pays only overhead "
-                             f"here and is for more than one machine or GPU.")
+                notes.append(f"Ray Data on this machine: {took / args.ray_n / pool:.2f}x the time an image of "
+                             f"{os.cpu_count()} local processes ({args.ray_n:,} images, start-up of {started:.1f} s "
+                             f"not counted); on one "
+                             f"machine Ray adds only overhead; it is for more than one machine or GPU.")
         shutil.rmtree(work / "wds", ignore_errors=True)
         shutil.rmtree(work / "ray", ignore_errors=True)
 
         npy = _limited(D.Job(source, str(work / "npy"), "npy", plot, shard_size=1000), args.npy_n)
-        took = seconds(lambda: D.run(npy, progress=True))
+        took = seconds(lambda: D.run(npy, progress=True, processes=os.cpu_count()))
         floor = write_floor(files(work / "npy"), work / "npy-floor")
         row("floor: writing the same NPY shards", args.npy_n, floor, peer)
-        row("RasterKit: uint8 NPY shards", args.npy_n, took, peer, floor)
+        row(f"RasterKit: uint8 NPY shards, {os.cpu_count()} processes", args.npy_n, took, peer, floor)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -192,7 +192,8 @@ def test_interrupted_run_resumes_to_the_same_bytes(tmp_path, series, monkeypatch
     target.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))
 
     written.clear()
-    monkeypatch.setattr(D.Shards, "store", lambda self, shard, drawn: written.append(shard) or store(self, shard, drawn))
+    counting = lambda self, shard, drawn: written.append(shard) or store(self, shard, drawn)  # noqa: E731
+    monkeypatch.setattr(D.Shards, "store", counting)
     D.run(job(source, tmp_path / "resumed", format=fmt), progress=False)
     assert written == [1, 3, 4]  # 0 and 2 verified and skipped, 1 rewritten
     assert tree(tmp_path / "resumed") == tree(tmp_path / "whole")
@@ -217,3 +218,14 @@ def test_rgb_antialiased_png(tmp_path, series):
     want = render_polylines(torch.from_numpy(series[4:5]), SIZE, SIZE, mode="antialiased", line_width=2,
                             color=(1.0, 0.0, 0.0, 1.0), background=(0.0, 0.0, 1.0), channels=3, dtype=torch.uint8)
     np.testing.assert_array_equal(got, want[0].numpy())
+
+
+def test_worker_processes_write_the_same_bytes(tmp_path, series):
+    # utils.datasets, not the pack's rasterkit.utils: spawned workers import the job's module by name
+    from utils import datasets as U
+
+    np.save(tmp_path / "s.npy", series[:150])
+    source, plot = U.source_for(str(tmp_path / "s.npy")), U.Plot(width=SIZE, height=SIZE)
+    one, two = (U.Job(source, str(tmp_path / name), "wds", plot, shard_size=SHARD) for name in ("one", "two"))
+    assert U.run(two, progress=False, processes=2) == U.run(one, progress=False)
+    assert tree(tmp_path / "two") == tree(tmp_path / "one")

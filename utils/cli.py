@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .colors import parse_hex
 from .datasets import FORMATS, Job, Plot, run, run_ray, source_for
+from .device import torch_device
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     plots.add_argument("--shard-size", type=int, default=1000, help="images a shard (default 1000)")
     plots.add_argument("--batch-size", type=int, default=4096, help="images drawn at once (default 4096)")
     plots.add_argument("--device", help="torch device (default: CUDA, MPS, else CPU; or $RASTERKIT_DEVICE)")
+    plots.add_argument("--processes", type=int, help="worker processes writing shards (default: every core on a "
+                                                      "CPU, 1 with a GPU)")
     plots.add_argument("--on-error", choices=("skip", "stop"), default="skip",
                        help="a malformed row: skip it (listed in index.json) or stop with an error naming it")
     plots.add_argument("--ray", metavar="ADDRESS", help="run on Ray Data: 'auto' (a running cluster, else a local "
@@ -63,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.ray:
             index = run_ray(job, args.ray, cpus=args.ray_cpus, gpus=args.ray_gpus)
         else:
-            index = run(job, progress=not args.no_progress)
+            processes = args.processes or (os.cpu_count() if torch_device(args.device).type == "cpu" else 1)
+            index = run(job, progress=not args.no_progress, processes=processes)
     except (ValueError, OSError) as error:
         print(f"rasterkit plots: error: {error}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ import struct
 import sys
 import tarfile
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -142,7 +142,7 @@ class _NpyTable(_Table):
 
     def _read(self, start, stop):
         labels = [None] * (stop - start) if self.labels is None else self.labels[start:stop].tolist()
-        return np.asarray(self.array[start:stop], dtype=np.float32), labels, {}
+        return np.array(self.array[start:stop], dtype=np.float32), labels, {}  # a copy: torch wants it writable
 
 
 def _to_floats(cells, where):
@@ -370,12 +370,29 @@ def _png_1bit(rows: np.ndarray, width: int) -> bytes:
         _chunk(b"IEND", b"")
 
 
+class _Hashing:
+    """A file that hashes what is written to it, so that a shard's sha256 needs no second read."""
+
+    def __init__(self, file):
+        self.file, self.digest = file, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self.file.write(data)
+
+    def tell(self) -> int:
+        return self.file.tell()
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
 def _encoder(images: np.ndarray, binary: bool):
     """encode(i) -> PNG bytes of images[i] uint8 [n,H,W] or [n,H,W,3]; binary: only 0 and 255 in them."""
     import cv2
 
     if binary:
-        packed = np.packbits(images > 127, axis=-1)
+        packed = np.packbits(images, axis=-1)  # any non-zero pixel is a set bit
         rows = np.concatenate([np.zeros(packed.shape[:2] + (1,), np.uint8), packed], axis=-1)
         return lambda i: _png_1bit(rows[i], images.shape[2])
     flags = [cv2.IMWRITE_PNG_COMPRESSION, 1]
@@ -385,13 +402,13 @@ def _encoder(images: np.ndarray, binary: bool):
 class Shards:
     """Renders and writes shards of a job; `write(k)` returns shard k's sidecar (also on disk)."""
 
-    def __init__(self, job: Job, pool: ThreadPoolExecutor | None = None):
+    def __init__(self, job: Job):
         self.job = job
         self.table = job.source.open()
         self.out = Path(job.out)
         self.device = torch_device(job.device)
         self.key = job.fingerprint()
-        self.pool = pool
+        self.pool = None  # a ThreadPoolExecutor to encode PNGs on, if any
 
     @property
     def count(self) -> int:
@@ -429,7 +446,8 @@ class Shards:
             row = min(errors)
             raise ValueError(f"{errors[row]} (--on-error skip would leave it out and go on)")
         keep = [i for i in range(stop - start) if start + i not in errors]
-        images = self.render(values[keep]) if keep else np.empty((0, job.plot.height, job.plot.width), np.uint8)
+        shape = (0, job.plot.height, job.plot.width) + ((3,) if job.plot.channels == 3 else ())
+        images = self.render(values[keep]) if keep else np.empty(shape, np.uint8)
         return [start + i for i in keep], [labels[i] for i in keep], images, errors
 
     def store(self, shard: int, drawn) -> dict:
@@ -442,8 +460,9 @@ class Shards:
         _remove(tmp)  # a partial shard of an interrupted run
         if job.format == "npy":
             with open(tmp, "wb") as f:
-                np.save(f, images)
-            digests = [_sha256(image) for image in images]
+                hashed = _Hashing(f)
+                np.save(hashed, images)
+            digests, digest = [_sha256(image) for image in images], hashed.digest.hexdigest()
         else:
             # aliased 1-channel plots of an opaque line hold only 0 and 255
             binary = job.plot.mode == "aliased" and job.plot.channels == 1 and job.plot.color[3] == 1
@@ -451,9 +470,9 @@ class Shards:
             indices = range(len(images))
             pngs = list(self.pool.map(encode, indices)) if self.pool else list(map(encode, indices))
             digests = [_sha256(png) for png in pngs]
-            self._write_pngs(tmp, rows, labels, pngs)
+            digest = self._write_pngs(tmp, rows, labels, pngs, digests)
         _replace(tmp, final)
-        meta = {"job": self.key, "shard": shard, "file": name, "sha256": shard_digest(final, job.format),
+        meta = {"job": self.key, "shard": shard, "file": name, "sha256": digest,
                 "rows": rows, "labels": labels, "sha256s": digests,
                 "errors": [{"row": r, "error": errors[r]} for r in sorted(errors)]}
         _write_json(self.out / (name + ".json"), meta)
@@ -462,15 +481,17 @@ class Shards:
     def write(self, shard: int) -> dict:
         return self.store(shard, self.draw(shard))
 
-    def _write_pngs(self, tmp: Path, rows, labels, pngs) -> None:
+    def _write_pngs(self, tmp: Path, rows, labels, pngs, digests) -> str:
+        """Write the PNGs as a tar or a folder; returns the shard's sha256 (as shard_digest computes it)."""
         if self.job.format == "png":
             tmp.mkdir()
             for row, png in zip(rows, pngs):
                 (tmp / f"{row:09d}.png").write_bytes(png)
-            return
+            return _sha256("".join(digests).encode())
         import webdataset
 
-        with open(tmp, "wb") as f:
+        with open(tmp, "wb") as raw:
+            f = _Hashing(raw)
             # mtime 0, fixed owner: the same tar bytes on every run and machine
             writer = webdataset.TarWriter(f, user="rasterkit", group="rasterkit", mtime=0, format=tarfile.USTAR_FORMAT)
             for row, label, png in zip(rows, labels, pngs):
@@ -479,6 +500,7 @@ class Shards:
                     sample["cls" if isinstance(label, int) else "txt"] = str(label)
                 writer.write(sample)
             writer.close()
+        return f.digest.hexdigest()
 
 
 def finish(job: Job, metas: list[dict]) -> dict:
@@ -504,35 +526,58 @@ def finish(job: Job, metas: list[dict]) -> dict:
     return index
 
 
-def run(job: Job, progress: bool = True, workers: int | None = None) -> dict:
-    """The job in this process: shards already done are skipped, the others written in order, the
-    writing of one overlapping the drawing of the next. Returns index.json's contents."""
+def run(job: Job, progress: bool = True, processes: int = 1) -> dict:
+    """The job on this machine: shards already done are skipped, the others written. One process: the
+    writing of each shard overlaps the drawing of the next. `processes` > 1: that many worker processes
+    (spawned, one torch thread each) write whole shards, as Ray's workers do; the encoding and tar
+    writing is Python, so on a CPU this uses every core where one process's threads contend for the GIL.
+    Returns index.json's contents."""
     from tqdm import tqdm
 
-    with ThreadPoolExecutor(workers or os.cpu_count()) as pool, ThreadPoolExecutor(1) as writer:
-        shards = Shards(job, pool)
-        metas = {}
-        todo = []
-        for k in range(shards.count):
-            meta = shards.done(k)
-            if meta is None:
-                todo.append(k)
-            else:
-                metas[k] = meta
-        bar = tqdm(total=shards.table.count, unit="img", unit_scale=True, disable=not progress,
-                   initial=sum(len(m["rows"]) + len(m["errors"]) for m in metas.values()))
-        pending = None
-        try:
-            for k in todo:
-                drawn = shards.draw(k)  # on torch's threads, while the writer thread stores shard k-1
+    shards = Shards(job)
+    metas = {k: m for k in range(shards.count) if (m := shards.done(k)) is not None}
+    todo = [k for k in range(shards.count) if k not in metas]
+    bar = tqdm(total=shards.table.count, unit="img", unit_scale=True, disable=not progress,
+               initial=sum(len(m["rows"]) + len(m["errors"]) for m in metas.values()))
+    try:
+        if processes > 1 and len(todo) > 1:
+            import multiprocessing
+
+            context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
+            with ProcessPoolExecutor(processes, context, initializer=_worker_start, initargs=(job,)) as pool:
+                futures = [pool.submit(_worker_write, k) for k in todo]
+                try:
+                    for future in as_completed(futures):
+                        _collect(future, metas, bar)
+                finally:
+                    for future in futures:
+                        future.cancel()
+        else:
+            with ThreadPoolExecutor(os.cpu_count()) as encoders, ThreadPoolExecutor(1) as writer:
+                shards.pool = encoders
+                pending = None
+                for k in todo:
+                    drawn = shards.draw(k)  # on torch's threads, while the writer thread stores shard k-1
+                    if pending is not None:
+                        _collect(pending, metas, bar)
+                    pending = writer.submit(shards.store, k, drawn)
                 if pending is not None:
                     _collect(pending, metas, bar)
-                pending = writer.submit(shards.store, k, drawn)
-            if pending is not None:
-                _collect(pending, metas, bar)
-        finally:
-            bar.close()
-        return finish(job, list(metas.values()))
+    finally:
+        bar.close()
+    return finish(job, list(metas.values()))
+
+
+_WORKER: dict = {}
+
+
+def _worker_start(job: Job) -> None:
+    torch.set_num_threads(1)
+    _WORKER["shards"] = Shards(job)
+
+
+def _worker_write(shard: int) -> dict:
+    return _WORKER["shards"].write(shard)
 
 
 def _collect(future, metas, bar):
@@ -562,6 +607,7 @@ def run_ray(job: Job, address: str | None = "auto", cpus: float = 1.0, gpus: flo
     address: "auto" (a running cluster, else a new local instance), or a Ray address; ignored when Ray
     is already initialised."""
     import ray
+    import ray.data
 
     if not ray.is_initialized():
         ray.init(address=None if address == "auto" else address, log_to_driver=False)
@@ -575,7 +621,7 @@ def run_ray(job: Job, address: str | None = "auto", cpus: float = 1.0, gpus: flo
             workers = max(1, min(len(todo), int(free)))
         dataset = ray.data.from_items([{"shard": k} for k in todo], override_num_blocks=len(todo))
         written = dataset.map_batches(_RayShards, fn_constructor_args=(job,), batch_size=1, num_cpus=cpus,
-                                      num_gpus=gpus, concurrency=workers)
+                                      num_gpus=gpus, compute=ray.data.ActorPoolStrategy(size=workers))
         for row in written.take_all():
             meta = json.loads(row["sidecar"])
             metas[meta["shard"]] = meta
