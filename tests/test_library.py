@@ -68,7 +68,8 @@ def test_console_script_and_module(installed, tmp_path):
                              "plots", "s.npy", "--out", "out", "--width", "16", "--height", "16", "--no-progress"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert "5 images in 1 shard" in result.stdout and np.load(tmp_path / "out" / "shard-000000.npy").shape == (5, 16, 16)
+    assert "5 images in 1 shard" in result.stdout
+    assert np.load(tmp_path / "out" / "shard-000000.npy").shape == (5, 16, 16)
     script = (site / "bin" / "rasterkit").read_text()
     assert "from rasterkit.cli import main" in script
     result = bare_python(site, "import runpy; sys.argv = ['rasterkit', '--help']; runpy.run_module('rasterkit', "
