@@ -185,6 +185,8 @@ def main():
         row(f"RasterKit: uint8 NPY shards, {os.cpu_count()} processes", args.npy_n, took, peer, floor)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    # other work on the machine slows every row, each by as much as it is running then
+    notes.append("Load average (1 min) at the end: {:.1f} on {} cores.".format(os.getloadavg()[0], os.cpu_count()))
 
     text = table(["pipeline (read, draw, write)", "images", "s", "images/s", "vs cv2 baseline", "vs write floor"],
                  rows)
