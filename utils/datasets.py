@@ -1,0 +1,628 @@
+"""Line-plot datasets: series read from NPY, Parquet or CSV, drawn in batches by render_polylines, written
+as sharded uint8 NPY, WebDataset tars of PNG, or folders of PNG; deterministic and resumable.
+
+Row i goes to shard i // shard_size, whatever the device, the batch size or the number of workers. A
+shard is written under a temporary name and renamed when complete, then its sidecar `NAME.json`
+(rows, labels, per-image sha256, the shard's sha256, errors) the same way. A rerun skips every shard
+whose sidecar belongs to the same job and whose bytes still hash to the sidecar's sha256; the index
+(index.csv, index.json) is rebuilt from the sidecars at the end. The same shard function runs in one
+process (`run`) or on Ray Data (`run_ray`), so both write the same bytes.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+import tarfile
+import zlib
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .device import torch_device
+from .gpu_rendering import render_polylines
+
+FORMATS = ("npy", "wds", "png")
+ON_ERROR = ("skip", "stop")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plot:
+    """How each series is drawn: render_polylines' options (channels 1: the line's coverage, 0..255)."""
+    width: int = 224
+    height: int = 224
+    mode: str = "aliased"
+    line_width: float = 1.0
+    channels: int = 1
+    color: tuple = (1.0, 1.0, 1.0, 1.0)
+    background: tuple = (0.0, 0.0, 0.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Where the series come from. kind "npy": a 2-D array [N,L], one series per row (labels: an
+    optional 1-D .npy of N). "parquet"/"csv": one series per row (the numeric columns, or the list
+    column `column`), or with `window` sliding windows of `window` values every `stride` rows over the
+    column `column` (labelled with `label_column` at the window's last row)."""
+    path: str
+    kind: str
+    column: str | None = None
+    label_column: str | None = None
+    labels: str | None = None
+    window: int | None = None
+    stride: int = 1
+    length: int | None = None
+
+    def open(self) -> _Table:
+        opener = {"npy": _NpyTable, "parquet": _ParquetTable, "csv": _CsvTable}.get(self.kind)
+        if opener is None:
+            raise ValueError(f"series: unknown format {self.kind!r} of {self.path}; expected .npy, .parquet or .csv")
+        if not Path(self.path).is_file():
+            raise ValueError(f"series: no file {self.path}")
+        if self.window is not None and (self.window < 2 or self.stride < 1 or self.column is None):
+            raise ValueError(f"--window {self.window} --stride {self.stride}: expected a window of at least 2 values, "
+                             f"a stride of at least 1 and a --column to slide over")
+        return opener(self)
+
+
+def source_for(path: str, **options) -> Source:
+    """A Source whose kind is told by the file's extension (.npy, .parquet/.pq, .csv/.txt)."""
+    suffix = Path(path).suffix.lower()
+    kind = {".npy": "npy", ".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".txt": "csv"}.get(suffix, suffix)
+    return Source(str(path), kind, **options)
+
+
+class _Table:
+    """A source opened: `count` series of `length` values; read(start, stop) gives float32 [n,L],
+    their labels (list, None where absent) and {row: message} for the malformed rows among them."""
+    count: int
+    length: int
+
+    def __init__(self, source: Source):
+        self.source = source
+
+    def read(self, start: int, stop: int):
+        values, labels, errors = self._read(start, stop)
+        finite = np.isfinite(values).any(axis=1) if values.shape[1] else np.zeros(len(values), bool)
+        for i in np.flatnonzero(~finite):
+            errors.setdefault(start + int(i), f"{self.where(start + int(i))}: no finite value (all NaN or empty)")
+        return values, labels, errors
+
+    def where(self, row: int) -> str:
+        return f"row {row} of {self.source.path}"
+
+    def _windows(self, column: np.ndarray, bad: dict, labels):
+        """Serve sliding windows over one long column float64 [R] (bad: {row: message} of its bad cells)."""
+        size, stride = self.source.window, self.source.stride
+        self.count = max(0, (len(column) - size) // stride + 1)
+        self.length = size
+        self._column, self._bad, self._labels = column, bad, labels
+
+    def _read_windows(self, start: int, stop: int):
+        size, stride = self.source.window, self.source.stride
+        first = np.arange(start, stop) * stride
+        values = np.lib.stride_tricks.sliding_window_view(self._column, size)[first].astype(np.float32)
+        labels = [None] * len(first) if self._labels is None else [self._labels[f + size - 1] for f in first]
+        errors = {}
+        if self._bad:
+            bad_rows = np.array(sorted(self._bad))
+            for w, f in zip(range(start, stop), first):
+                hit = bad_rows[(bad_rows >= f) & (bad_rows < f + size)]
+                if len(hit):
+                    errors[w] = f"window {w} (rows {f}..{f + size - 1} of column {self.source.column!r} of " \
+                                f"{self.source.path}): {self._bad[int(hit[0])]}"
+        return values, labels, errors
+
+
+class _NpyTable(_Table):
+    def __init__(self, source: Source):
+        super().__init__(source)
+        try:
+            self.array = np.load(source.path, mmap_mode="r", allow_pickle=False)
+        except ValueError as error:
+            raise ValueError(f"series: {source.path} is not a plain .npy array ({error})") from None
+        if self.array.ndim != 2 or not np.issubdtype(self.array.dtype, np.number):
+            raise ValueError(f"series: expected a numeric array [N,L] (one series per row) in {source.path}, got "
+                             f"{self.array.dtype} {self.array.shape}")
+        self.count, self.length = self.array.shape
+        self.labels = None
+        if source.labels:
+            self.labels = np.load(source.labels, mmap_mode="r", allow_pickle=False)
+            if self.labels.shape[:1] != (self.count,):
+                raise ValueError(f"--labels: expected {self.count} labels in {source.labels} (one per row of "
+                                 f"{source.path}), got shape {self.labels.shape}")
+
+    def _read(self, start, stop):
+        labels = [None] * (stop - start) if self.labels is None else self.labels[start:stop].tolist()
+        return np.array(self.array[start:stop], dtype=np.float32), labels, {}  # a copy: torch wants it writable
+
+
+def _to_floats(cells, where):
+    """A float64 array of `cells` (CSV text; empty is a gap, NaN) and the first bad cell's message."""
+    out = np.empty(len(cells))
+    for i, cell in enumerate(cells):
+        cell = cell.strip()
+        try:
+            out[i] = float(cell) if cell else math.nan
+        except ValueError:
+            return out, f"{where}: cell {i + 1} {cell[:40]!r} is not a number"
+    return out, None
+
+
+class _CsvTable(_Table):
+    """CSV: a header row is read when a column is named (--column, --label-column) or when no cell of
+    the first row is a number. One series per row: every cell but the label's; or windows over one column."""
+
+    def __init__(self, source: Source):
+        super().__init__(source)
+        with open(source.path, newline="") as f:
+            rows = list(csv.reader(f))
+        while rows and not rows[-1]:
+            rows.pop()
+        first = rows[0] if rows else []
+        header = None
+        if source.column or source.label_column or (first and all(_to_floats([c], "")[1] for c in first)):
+            header, rows = [c.strip() for c in first], rows[1:]
+        label_at = self._index(header, source.label_column)
+        self.lines = np.arange(len(rows)) + (2 if header is not None else 1)
+        labels = None if label_at is None else [r[label_at] if label_at < len(r) else None for r in rows]
+        if source.window is not None:
+            at = self._index(header, source.column)
+            column, bad = np.empty(len(rows)), {}
+            for i, r in enumerate(rows):
+                value, message = _to_floats([r[at] if at < len(r) else ""], f"line {self.lines[i]}")
+                column[i] = value[0]
+                if message:
+                    bad[i] = message
+            self._windows(column, bad, labels)
+            return
+        keep = [i for i, r in enumerate(rows) if r]  # blank lines are no series
+        rows, self.lines = [rows[i] for i in keep], self.lines[keep]
+        self.labels = None if labels is None else [labels[i] for i in keep]
+        self.rows = [[c for j, c in enumerate(r) if j != label_at] for r in rows]
+        self.count = len(self.rows)
+        self.length = source.length or (len(self.rows[0]) if self.rows else 0)
+
+    def _index(self, header, name):
+        if name is None:
+            return None
+        if header is None or name not in header:
+            raise ValueError(f"--column/--label-column: no column {name!r} in the header of {self.source.path} "
+                             f"(columns: {', '.join(header or [])})")
+        return header.index(name)
+
+    def where(self, row):
+        return f"row {row} (line {self.lines[row]} of {self.source.path})"
+
+    def _read(self, start, stop):
+        if self.source.window is not None:
+            return self._read_windows(start, stop)
+        values = np.full((stop - start, self.length), np.nan, np.float32)
+        errors = {}
+        for i in range(start, stop):
+            cells = self.rows[i]
+            if len(cells) != self.length:
+                errors[i] = f"{self.where(i)}: {len(cells)} values, expected {self.length}"
+                continue
+            values[i - start], message = _to_floats(cells, self.where(i))
+            if message:
+                errors[i] = message
+        labels = [None] * (stop - start) if self.labels is None else self.labels[start:stop]
+        return values, labels, errors
+
+
+class _ParquetTable(_Table):
+    """Parquet: row groups read as needed (one series per row: the numeric columns, or the list column
+    `column`); for windows the column is read whole."""
+
+    def __init__(self, source: Source):
+        super().__init__(source)
+        import pyarrow.parquet as pq
+        import pyarrow.types as pt
+
+        self.file = pq.ParquetFile(source.path)
+        schema = self.file.schema_arrow
+        for name in (source.column, source.label_column):
+            if name is not None and name not in schema.names:
+                raise ValueError(f"--column/--label-column: no column {name!r} in {source.path} "
+                                 f"(columns: {', '.join(schema.names)})")
+        labels = None
+        if source.label_column:
+            labels = self.file.read(columns=[source.label_column]).column(0).to_pylist()
+        if source.window is not None:
+            column = self.file.read(columns=[source.column]).column(0)
+            if not (pt.is_integer(column.type) or pt.is_floating(column.type)):
+                raise ValueError(f"--column: {source.column!r} of {source.path} holds {column.type}, not numbers")
+            self._windows(column.to_numpy(zero_copy_only=False).astype(np.float64), {}, labels)
+            return
+        self.labels = labels
+        if source.column is not None:
+            kind = schema.field(source.column).type
+            if not (pt.is_list(kind) or pt.is_large_list(kind) or pt.is_fixed_size_list(kind)):
+                raise ValueError(f"--column: {source.column!r} of {source.path} holds {kind}; one series per row "
+                                 f"needs a list column (or --window to slide over a column of numbers)")
+            self.columns = [source.column]
+        else:
+            self.columns = [f.name for f in schema if f.name != source.label_column
+                            and (pt.is_integer(f.type) or pt.is_floating(f.type))]
+        self.count = self.file.metadata.num_rows
+        self.starts = np.cumsum([0] + [self.file.metadata.row_group(g).num_rows
+                                       for g in range(self.file.num_row_groups)])
+        self.length = source.length or (len(self.columns) if source.column is None else self._first_length())
+
+    def _first_length(self):
+        if self.count == 0:
+            return 0
+        first = self.file.read_row_group(0, columns=self.columns).column(0)
+        lengths = first.combine_chunks().value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+        return int(lengths[0])
+
+    def _read(self, start, stop):
+        if self.source.window is not None:
+            return self._read_windows(start, stop)
+        groups = range(int(np.searchsorted(self.starts, start, "right")) - 1,
+                       int(np.searchsorted(self.starts, stop, "left")))
+        table = self.file.read_row_groups(list(groups), columns=self.columns)
+        table = table.slice(start - int(self.starts[groups.start]), stop - start)
+        labels = [None] * (stop - start) if self.labels is None else self.labels[start:stop]
+        errors = {}
+        if self.source.column is None:
+            values = np.stack([c.to_numpy(zero_copy_only=False).astype(np.float32) for c in table.columns], 1) \
+                if self.columns else np.empty((stop - start, 0), np.float32)
+            return values, labels, errors
+        lists = table.column(0).combine_chunks()
+        lengths = lists.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+        values = np.full((stop - start, self.length), np.nan, np.float32)
+        good = lengths == self.length
+        flat = lists.filter(good).flatten().to_numpy(zero_copy_only=False).astype(np.float32)
+        values[good] = flat.reshape(-1, self.length)
+        for i in np.flatnonzero(~good):
+            errors[start + int(i)] = f"{self.where(start + int(i))}: {lengths[i]} values, expected {self.length}"
+        return values, labels, errors
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One dataset: `source` drawn as `plot`, written in `format` to `out`, `shard_size` rows a shard."""
+    source: Source
+    out: str
+    format: str = "npy"
+    plot: Plot = Plot()
+    shard_size: int = 1000
+    batch_size: int = 4096
+    on_error: str = "skip"
+    device: str | None = None
+
+    def __post_init__(self):
+        if self.format not in FORMATS:
+            raise ValueError(f"--format: expected one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.on_error not in ON_ERROR:
+            raise ValueError(f"--on-error: expected skip or stop, got {self.on_error!r}")
+        if self.shard_size < 1 or self.batch_size < 1:
+            raise ValueError(f"--shard-size {self.shard_size} --batch-size {self.batch_size}: expected at least 1")
+
+    def fingerprint(self) -> str:
+        """What makes two runs' shards interchangeable: the source (path, size, reading options), the
+        plot, the format and the shard size; not the device, batch size or worker count."""
+        settings = dataclasses.asdict(self)
+        for name in ("out", "batch_size", "on_error", "device"):
+            settings.pop(name)
+        settings["source_bytes"] = os.path.getsize(self.source.path)
+        return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+    def name(self, shard: int) -> str:
+        return f"shard-{shard:06d}" + {"npy": ".npy", "wds": ".tar", "png": ""}[self.format]
+
+
+def _sha256(data) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _replace(tmp: Path, final: Path) -> None:
+    """Rename tmp to final, replacing a stale final (a folder of PNGs cannot be replaced in one rename)."""
+    if final.is_dir():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
+def _write_json(path: Path, data) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def shard_digest(path: Path, fmt: str) -> str:
+    """A shard's sha256: of the file (npy, wds); of its PNGs' sha256s in name order (png)."""
+    if fmt != "png":
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(1 << 22):
+                digest.update(block)
+        return digest.hexdigest()
+    return _sha256("".join(_sha256(p.read_bytes()) for p in sorted(path.glob("*.png"))).encode())
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _png_1bit(rows: np.ndarray, width: int) -> bytes:
+    """A 1-bit greyscale PNG of one image's packed rows uint8 [H, ceil(W/8)], each row with its filter
+    byte (0) in front: a binary plot in 1/8 of the bytes to deflate (4x faster than OpenCV's bilevel
+    PNG, whose pixels it decodes to: 0 and 255)."""
+    header = struct.pack(">IIBBBBB", width, rows.shape[0], 1, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + \
+        _chunk(b"IEND", b"")
+
+
+class _Hashing:
+    """A file that hashes what is written to it, so that a shard's sha256 needs no second read."""
+
+    def __init__(self, file):
+        self.file, self.digest = file, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self.file.write(data)
+
+    def tell(self) -> int:
+        return self.file.tell()
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
+def _encoder(images: np.ndarray, binary: bool):
+    """encode(i) -> PNG bytes of images[i] uint8 [n,H,W] or [n,H,W,3]; binary: only 0 and 255 in them."""
+    import cv2
+
+    if binary:
+        packed = np.packbits(images, axis=-1)  # any non-zero pixel is a set bit
+        rows = np.concatenate([np.zeros(packed.shape[:2] + (1,), np.uint8), packed], axis=-1)
+        return lambda i: _png_1bit(rows[i], images.shape[2])
+    flags = [cv2.IMWRITE_PNG_COMPRESSION, 1]
+    return lambda i: cv2.imencode(".png", images[i][..., ::-1] if images.ndim == 4 else images[i], flags)[1].tobytes()
+
+
+class Shards:
+    """Renders and writes shards of a job; `write(k)` returns shard k's sidecar (also on disk)."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.table = job.source.open()
+        self.out = Path(job.out)
+        self.device = torch_device(job.device)
+        self.key = job.fingerprint()
+        self.pool = None  # a ThreadPoolExecutor to encode PNGs on, if any
+
+    @property
+    def count(self) -> int:
+        return math.ceil(self.table.count / self.job.shard_size)
+
+    def done(self, shard: int) -> dict | None:
+        """The sidecar of shard k when the shard on disk is complete and belongs to this job, else None."""
+        sidecar = self.out / (self.job.name(shard) + ".json")
+        try:
+            meta = json.loads(sidecar.read_text())
+        except (OSError, ValueError):
+            return None
+        path = self.out / meta.get("file", "")
+        if meta.get("job") != self.key or not path.exists() or shard_digest(path, self.job.format) != meta["sha256"]:
+            return None
+        return meta
+
+    def render(self, values: np.ndarray) -> np.ndarray:
+        """uint8 [n,H,W] (channels 1) or [n,H,W,3] of values float32 [n,L], batch_size at a time."""
+        plot = self.job.plot
+        extra = {} if plot.channels == 1 else {"background": plot.background}
+        parts = [render_polylines(torch.from_numpy(values[i:i + self.job.batch_size]), plot.height, plot.width,
+                                  mode=plot.mode, line_width=plot.line_width, color=plot.color,
+                                  channels=plot.channels, dtype=torch.uint8, device=self.device, **extra).numpy()
+                 for i in range(0, len(values), self.job.batch_size)]
+        return np.concatenate(parts) if len(parts) != 1 else parts[0]
+
+    def draw(self, shard: int):
+        """Shard k's rows read and drawn: (rows, labels, images uint8, {row: message} of the malformed)."""
+        job = self.job
+        start = shard * job.shard_size
+        stop = min(start + job.shard_size, self.table.count)
+        values, labels, errors = self.table.read(start, stop)
+        if errors and job.on_error == "stop":
+            row = min(errors)
+            raise ValueError(f"{errors[row]} (--on-error skip would leave it out and go on)")
+        keep = [i for i in range(stop - start) if start + i not in errors]
+        shape = (0, job.plot.height, job.plot.width) + ((3,) if job.plot.channels == 3 else ())
+        images = self.render(values[keep]) if keep else np.empty(shape, np.uint8)
+        return [start + i for i in keep], [labels[i] for i in keep], images, errors
+
+    def store(self, shard: int, drawn) -> dict:
+        """Write a drawn shard under a temporary name, rename it, then write its sidecar; returns the sidecar."""
+        job = self.job
+        rows, labels, images, errors = drawn
+        self.out.mkdir(parents=True, exist_ok=True)
+        name = job.name(shard)
+        final, tmp = self.out / name, self.out / (name + ".tmp")
+        _remove(tmp)  # a partial shard of an interrupted run
+        if job.format == "npy":
+            with open(tmp, "wb") as f:
+                hashed = _Hashing(f)
+                np.save(hashed, images)
+            digests, digest = [_sha256(image) for image in images], hashed.digest.hexdigest()
+        else:
+            # aliased 1-channel plots of an opaque line hold only 0 and 255
+            binary = job.plot.mode == "aliased" and job.plot.channels == 1 and job.plot.color[3] == 1
+            encode = _encoder(images, binary)
+            indices = range(len(images))
+            pngs = list(self.pool.map(encode, indices)) if self.pool else list(map(encode, indices))
+            digests = [_sha256(png) for png in pngs]
+            digest = self._write_pngs(tmp, rows, labels, pngs, digests)
+        _replace(tmp, final)
+        meta = {"job": self.key, "shard": shard, "file": name, "sha256": digest,
+                "rows": rows, "labels": labels, "sha256s": digests,
+                "errors": [{"row": r, "error": errors[r]} for r in sorted(errors)]}
+        _write_json(self.out / (name + ".json"), meta)
+        return meta
+
+    def write(self, shard: int) -> dict:
+        return self.store(shard, self.draw(shard))
+
+    def _write_pngs(self, tmp: Path, rows, labels, pngs, digests) -> str:
+        """Write the PNGs as a tar or a folder; returns the shard's sha256 (as shard_digest computes it)."""
+        if self.job.format == "png":
+            tmp.mkdir()
+            for row, png in zip(rows, pngs):
+                (tmp / f"{row:09d}.png").write_bytes(png)
+            return _sha256("".join(digests).encode())
+        import webdataset
+
+        with open(tmp, "wb") as raw:
+            f = _Hashing(raw)
+            # mtime 0, fixed owner: the same tar bytes on every run and machine
+            writer = webdataset.TarWriter(f, user="rasterkit", group="rasterkit", mtime=0, format=tarfile.USTAR_FORMAT)
+            for row, label, png in zip(rows, labels, pngs):
+                sample = {"__key__": f"{row:09d}", "png": png}
+                if label is not None:
+                    sample["cls" if isinstance(label, int) else "txt"] = str(label)
+                writer.write(sample)
+            writer.close()
+        return f.digest.hexdigest()
+
+
+def finish(job: Job, metas: list[dict]) -> dict:
+    """Write index.csv (row, shard, offset, label, sha256) and index.json (the job, its shards with
+    their sha256, the malformed rows) from the shards' sidecars; returns index.json's contents."""
+    out = Path(job.out)
+    metas = sorted(metas, key=lambda m: m["shard"])
+    tmp = out / "index.csv.tmp"
+    with open(tmp, "w", newline="") as f:
+        table = csv.writer(f)
+        table.writerow(["row", "shard", "file", "offset", "label", "sha256"])
+        for meta in metas:
+            for offset, (row, label, digest) in enumerate(zip(meta["rows"], meta["labels"], meta["sha256s"])):
+                table.writerow([row, meta["shard"], meta["file"], offset, "" if label is None else label, digest])
+    os.replace(tmp, out / "index.csv")
+    settings = dataclasses.asdict(job)
+    settings.pop("out")
+    index = {"job": metas[0]["job"] if metas else job.fingerprint(), "settings": settings,
+             "images": sum(len(m["rows"]) for m in metas),
+             "shards": [{"file": m["file"], "images": len(m["rows"]), "sha256": m["sha256"]} for m in metas],
+             "errors": [e for m in metas for e in m["errors"]]}
+    _write_json(out / "index.json", index)
+    return index
+
+
+def run(job: Job, progress: bool = True, processes: int = 1) -> dict:
+    """The job on this machine: shards already done are skipped, the others written. One process: the
+    writing of each shard overlaps the drawing of the next. `processes` > 1: that many worker processes
+    (spawned, one torch thread each) write whole shards, as Ray's workers do; the encoding and tar
+    writing is Python, so on a CPU this uses every core where one process's threads contend for the GIL.
+    Returns index.json's contents."""
+    from tqdm import tqdm
+
+    shards = Shards(job)
+    metas = {k: m for k in range(shards.count) if (m := shards.done(k)) is not None}
+    todo = [k for k in range(shards.count) if k not in metas]
+    bar = tqdm(total=shards.table.count, unit="img", unit_scale=True, disable=not progress,
+               initial=sum(len(m["rows"]) + len(m["errors"]) for m in metas.values()))
+    try:
+        if processes > 1 and len(todo) > 1:
+            import multiprocessing
+
+            context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
+            with ProcessPoolExecutor(processes, context, initializer=_worker_start, initargs=(job,)) as pool:
+                futures = [pool.submit(_worker_write, k) for k in todo]
+                try:
+                    for future in as_completed(futures):
+                        _collect(future, metas, bar)
+                finally:
+                    for future in futures:
+                        future.cancel()
+        else:
+            with ThreadPoolExecutor(os.cpu_count()) as encoders, ThreadPoolExecutor(1) as writer:
+                shards.pool = encoders
+                pending = None
+                for k in todo:
+                    drawn = shards.draw(k)  # on torch's threads, while the writer thread stores shard k-1
+                    if pending is not None:
+                        _collect(pending, metas, bar)
+                    pending = writer.submit(shards.store, k, drawn)
+                if pending is not None:
+                    _collect(pending, metas, bar)
+    finally:
+        bar.close()
+    return finish(job, list(metas.values()))
+
+
+_WORKER: dict = {}
+
+
+def _worker_start(job: Job) -> None:
+    torch.set_num_threads(1)
+    _WORKER["shards"] = Shards(job)
+
+
+def _worker_write(shard: int) -> dict:
+    return _WORKER["shards"].write(shard)
+
+
+def _collect(future, metas, bar):
+    meta = future.result()
+    metas[meta["shard"]] = meta
+    bar.update(len(meta["rows"]) + len(meta["errors"]))
+    for error in meta["errors"]:
+        bar.write(f"skipped {error['error']}", file=sys.stderr)
+
+
+class _RayShards:
+    """Ray Data's callable class: one Shards per worker (the source opened and numba compiled once)."""
+
+    def __init__(self, job: Job):
+        self.shards = Shards(job)
+
+    def __call__(self, batch: dict) -> dict:
+        metas = [self.shards.write(int(k)) for k in batch["shard"]]
+        return {"sidecar": [json.dumps(m) for m in metas]}
+
+
+def run_ray(job: Job, address: str | None = "auto", cpus: float = 1.0, gpus: float = 0.0,
+            workers: int | None = None) -> dict:
+    """The job on Ray Data: one task a shard, map_batches over Shards.write on workers with `cpus` CPUs
+    or `gpus` GPUs each (`workers` of them, default as many as fit), the same shards as `run`. A
+    cluster needs `out` on storage that every node sees and rasterkit installed on every node.
+    address: "auto" (a running cluster, else a new local instance), or a Ray address; ignored when Ray
+    is already initialised."""
+    import ray
+    import ray.data
+
+    if not ray.is_initialized():
+        ray.init(address=None if address == "auto" else address, log_to_driver=False)
+    shards = Shards(job)
+    metas = {k: m for k in range(shards.count) if (m := shards.done(k)) is not None}
+    todo = [k for k in range(shards.count) if k not in metas]
+    if todo:
+        if workers is None:
+            available = ray.available_resources()
+            free = available.get("GPU", 0) / gpus if gpus else available.get("CPU", 1) / cpus
+            workers = max(1, min(len(todo), int(free)))
+        dataset = ray.data.from_items([{"shard": k} for k in todo], override_num_blocks=len(todo))
+        written = dataset.map_batches(_RayShards, fn_constructor_args=(job,), batch_size=1, num_cpus=cpus,
+                                      num_gpus=gpus, compute=ray.data.ActorPoolStrategy(size=workers))
+        for row in written.take_all():
+            meta = json.loads(row["sidecar"])
+            metas[meta["shard"]] = meta
+    return finish(job, list(metas.values()))
