@@ -33,9 +33,10 @@ LABEL_PLACES = ("top", "center")
 
 def _objects(images, masks, segs):
     batch, height, width, _ = images.shape
-    if (masks is None) == (segs is None):
-        raise ValueError("masks: connect one of masks (MASK) or segs (SEGS), got "
-                         + ("both" if masks is not None else "neither"))
+    if masks is not None and segs is not None:
+        raise ValueError("masks: connect one of masks (MASK) or segs (SEGS), not both")
+    if masks is None and segs is None:  # nothing connected: the frames pass through
+        masks = torch.zeros(0, height, width)
     if segs is not None:
         return mask_sources.from_segs(segs, batch, height, width)
     objects = mask_sources.from_masks(masks, batch)

@@ -159,9 +159,11 @@ def test_bad_masks_name_the_input(masks, message):
         MaskRenderer.run(torch.zeros(2, H, W, 3), masks=masks)
 
 
-def test_one_source_required():
+def test_one_source_at_most():
     with pytest.raises(ValueError, match="masks: connect one"):
-        MaskRenderer.run(torch.zeros(1, H, W, 3))
+        MaskRenderer.run(torch.zeros(1, H, W, 3), masks=blobs(1), segs=((H, W), []))
+    images = torch.rand(1, H, W, 3)
+    assert torch.equal(MaskRenderer.run(images)[0], images)  # nothing connected: the frames pass through
 
 
 def test_empty_zero_and_nan_masks():
