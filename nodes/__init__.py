@@ -1,10 +1,11 @@
 """One module per node family; NODE_CLASSES lists every node the pack registers."""
-from . import bake, boxes, links, mesh, primitives, series
+from . import bake, boxes, links, masks, mesh, primitives, series
 
 NODE_CLASSES = [
     *bake.NODES,
     *boxes.NODES,
     *links.NODES,
+    *masks.NODES,
     *mesh.NODES,
     *primitives.NODES,
     *series.NODES,

@@ -1,0 +1,101 @@
+"""Mask overlays: the Mask Renderer node against supervision's MaskAnnotator + PolygonAnnotator (and the
+OpenCV code they run), on the same 1080p frames with 20 objects, side by side in one run.
+
+Every path starts from what ComfyUI holds (float32 IMAGE frames, float32 MASK [frames * 20, H, W], SAM3
+Video Track's layout) and returns float32 frames: the peers convert the frames to uint8 and the masks to
+bool, annotate (fill blended at 0.5, 2 px outlines of each mask's contours) and convert back; the node
+also returns alpha and a straight-alpha layer. Timed in turns, medians.
+    .venv/bin/python bench/bench_masks.py [--quick]      (pip install -r bench/requirements.txt)
+"""
+from __future__ import annotations
+
+import sys
+
+import cv2
+import numpy as np
+import torch
+
+from _common import report, table, timed_together
+
+QUICK = "--quick" in sys.argv
+if "--threads" in sys.argv:  # torch threads, e.g. 1 on a machine shared with other work
+    torch.set_num_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
+HEIGHT, WIDTH, OBJECTS = 1080, 1920, 20
+OPACITY, THICKNESS = 0.5, 2
+
+
+def scene(frames: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """float32 images [F,H,W,3] and masks [F*OBJECTS,H,W]: wavy blobs 80..280 px across, moving."""
+    rng = np.random.default_rng(seed)
+    images = torch.rand(frames, HEIGHT, WIDTH, 3, generator=torch.Generator().manual_seed(seed))
+    yy, xx = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float32)
+    centre = rng.uniform([150, 150], [WIDTH - 150, HEIGHT - 150], (OBJECTS, 2))
+    radii = rng.uniform(40, 140, (OBJECTS, 2))
+    masks = np.zeros((frames, OBJECTS, HEIGHT, WIDTH), np.float32)
+    for f in range(frames):  # scene set-up, not timed
+        for k in range(OBJECTS):
+            cx, cy = centre[k] + 6 * f
+            masks[f, k] = (((xx - cx) / radii[k, 0]) ** 2 + ((yy - cy) / radii[k, 1]) ** 2
+                           + 0.3 * np.sin(xx / 17 + k) < 1)
+    return images, torch.from_numpy(masks.reshape(frames * OBJECTS, HEIGHT, WIDTH))
+
+
+def supervision_path(images: torch.Tensor, masks: torch.Tensor):
+    import supervision as sv
+
+    fill, outline = sv.MaskAnnotator(opacity=OPACITY), sv.PolygonAnnotator(thickness=THICKNESS)
+    out = []
+    bool_masks = masks.numpy().reshape(images.shape[0], OBJECTS, HEIGHT, WIDTH) > 0.5
+    for f in range(images.shape[0]):  # supervision annotates one frame at a time
+        frame = (images[f].numpy().clip(0, 1) * 255 + 0.5).astype(np.uint8)
+        detections = sv.Detections(xyxy=np.zeros((OBJECTS, 4)), mask=bool_masks[f], class_id=np.arange(OBJECTS))
+        frame = outline.annotate(fill.annotate(frame, detections), detections)
+        out.append(torch.from_numpy(frame.astype(np.float32) / 255))
+    return torch.stack(out)
+
+
+def opencv_path(images: torch.Tensor, masks: torch.Tensor):
+    """What those annotators do, in plain OpenCV: colour each mask on a copy, blend once with
+    addWeighted, then findContours and anti-aliased polylines per object."""
+    palette = (np.random.default_rng(1).uniform(0, 255, (OBJECTS, 3))).astype(np.uint8)
+    out = []
+    bool_masks = masks.numpy().reshape(images.shape[0], OBJECTS, HEIGHT, WIDTH) > 0.5
+    for f in range(images.shape[0]):
+        frame = (images[f].numpy().clip(0, 1) * 255 + 0.5).astype(np.uint8)
+        coloured = frame.copy()
+        for k in range(OBJECTS):
+            coloured[bool_masks[f, k]] = palette[k]
+        frame = cv2.addWeighted(coloured, OPACITY, frame, 1 - OPACITY, 0)
+        for k in range(OBJECTS):
+            contours, _ = cv2.findContours(bool_masks[f, k].astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+            cv2.polylines(frame, contours, True, palette[k].tolist(), THICKNESS, cv2.LINE_AA)
+        out.append(torch.from_numpy(frame.astype(np.float32) / 255))
+    return torch.stack(out)
+
+
+def main():
+    from demo import load_pack
+
+    node = load_pack().nodes.masks.MaskRenderer
+    repeat = 3 if QUICK else 5
+    rows = []
+    for frames in (1,) if QUICK else (1, 4):
+        images, masks = scene(frames)
+        run = lambda outputs="image, alpha and layer": node.run(images, masks=masks, opacity=OPACITY,  # noqa: E731
+                                                                outline_width=float(THICKNESS), outputs=outputs)
+        paths = [run, lambda: run("image only"), lambda: supervision_path(images, masks),
+                 lambda: opencv_path(images, masks)]
+        t_node, t_image, t_sv, t_cv = timed_together(paths, repeat)
+        per = 1e3 / frames
+        rows.append([f"{OBJECTS} objects, {frames} frame(s) {WIDTH}x{HEIGHT}", f"{t_node * per:.1f}",
+                     f"{t_image * per:.1f}", f"{t_sv * per:.1f}", f"{t_cv * per:.1f}", f"{t_sv / t_node:.2f}x",
+                     f"{t_sv / t_image:.2f}x"])
+    header = ["case", "node (3 outputs)", "node, image only", "supervision Mask+Polygon", "OpenCV equivalent",
+              "node's speed / supervision's", "image only: speed / supervision's"]
+    report("masks", "Mask overlays (MaskRenderer) against supervision",
+           [("Full paths on the CPU, float32 in and out, median ms per frame", table(header, rows))],
+           ".venv/bin/python bench/bench_masks.py  # pip install -r bench/requirements.txt")
+
+
+if __name__ == "__main__":
+    main()

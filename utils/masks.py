@@ -1,0 +1,379 @@
+"""Mask overlays: per-object masks of every frame as filled regions, anti-aliased outlines and halos.
+
+The masks are parsed into `MaskObjects`: source masks [M,H,W] as given (never copied whole) and, per
+object drawn, the source mask it shows, its frame and its slot (its index in its frame, the key that
+keeps its colour from frame to frame). Everything after that is batched over all objects and frames:
+
+  1. one pass over the masks: each 8x8 tile's maximum (max_pool2d); the tiles with mask in them, and
+     the tiles whose marching-squares cells cross the threshold, are listed as (source, tile) pairs;
+     only those tiles' pixels are read again (one gather, padded by one pixel up and left);
+  2. fill: each listed tile is an 8x8 sprite of the shared engine whose atlas value is the mask itself
+     (soft masks stay soft, NaN counts as 0), tinted by the object's colour at the fill opacity;
+  3. outline: marching squares on the threshold level, every cell of every listed tile at once, with
+     the crossing interpolated linearly along the cell's edges (sub-pixel); the pieces of one object are
+     one group of the engine's segments, so their coverages merge by maximum: one anti-aliased polyline
+     per contour, joints drawn once, and no chaining of pieces in Python;
+  4. halo: the mask averaged onto a grid of f x f pixels (f grows with the halo width), blurred by a
+     separable Gaussian, sampled bilinearly in the tiles it reaches, and cut by the mask: a smooth
+     falloff outside the object (sprites again).
+The result is one list of primitives (halos, fills, outlines) and the atlas its sprites index, drawn by
+`gpu_rendering.draw` in one call with any labels.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .gpu_rendering import SPRITE, Primitives, concat, empty, segments, sprites
+from .text_input import short
+
+TILE = 8  # tiles of the mask read, aligned with the engine's 8x8 tiles: each sprite is one tile pair
+
+# Marching squares: a cell's corners are top-left (bit 1), top-right (2), bottom-right (4), bottom-left
+# (8); its edges top (0), right (1), bottom (2), left (3). Each case lists up to two pieces, each joining
+# the crossings on two edges (-1: none). Cases 16 and 17 are the saddles 5 and 10 whose centre is inside.
+_CASES = [[(-1, -1), (-1, -1)], [(3, 0), (-1, -1)], [(0, 1), (-1, -1)], [(3, 1), (-1, -1)],
+          [(1, 2), (-1, -1)], [(3, 0), (1, 2)], [(0, 2), (-1, -1)], [(2, 3), (-1, -1)],
+          [(2, 3), (-1, -1)], [(0, 2), (-1, -1)], [(0, 1), (2, 3)], [(1, 2), (-1, -1)],
+          [(3, 1), (-1, -1)], [(0, 1), (-1, -1)], [(3, 0), (-1, -1)], [(-1, -1), (-1, -1)],
+          [(0, 1), (2, 3)], [(3, 0), (1, 2)]]
+HALO_REACH = 3.0  # the halo's Gaussian sigma is its width / HALO_REACH: 0.3% of its edge value at its width
+HALO_VISIBLE = 1 / 1024  # blurred values below this are left out (under half an 8-bit step)
+
+
+@dataclass
+class MaskObjects:
+    """K objects over a batch: masks float [M,H,W] (the sources, as given), source int64 [K] (the mask
+    each object shows), frame int64 [K], slot int64 [K] (its index within its frame: SAM3's object
+    index, a SEG's position), and per object label (str or None) and score (float or None)."""
+
+    masks: torch.Tensor
+    source: torch.Tensor
+    frame: torch.Tensor
+    slot: torch.Tensor
+    label: list = field(default_factory=list)
+    score: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.source.shape[0])
+
+
+def _as_masks(value, input_name: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{input_name}: expected a MASK tensor [N,H,W], got {short(value)}")
+    if value.ndim == 2:
+        value = value[None]
+    if value.ndim != 3 or min(value.shape[1:]) == 0:
+        raise ValueError(f"{input_name}: expected a MASK [N,H,W] or [H,W], got shape {tuple(value.shape)}")
+    if value.dtype == torch.bool or not value.is_floating_point():
+        value = value.float()  # a bool or integer mask: its values as coverage
+    return value if value.dtype == torch.float32 else value.float()
+
+
+def from_masks(masks, batch: int, input_name: str = "masks") -> MaskObjects:
+    """A MASK [M,H,W] (or [H,W]) for a batch of `batch` images: M == batch, one object per frame; M == 1,
+    one object on every frame; M == k * batch, k objects per frame, frame after frame (SAM3 Video Track's
+    [frames * objects] batch); batch == 1, M objects on the one image (SAM3 Detect's individual masks).
+    Anything else is a ValueError naming the input. An empty batch (M == 0) has no objects."""
+    masks = _as_masks(masks, input_name)
+    count = masks.shape[0]
+    if count == 0:
+        objects = torch.zeros(0, dtype=torch.int64)
+        return MaskObjects(masks, objects, objects, objects)
+    if count == 1:
+        source = torch.zeros(batch, dtype=torch.int64)
+    elif count % batch == 0:
+        source = torch.arange(count)
+    else:
+        raise ValueError(f"{input_name}: {count} masks for {batch} images; expected 1 (for every frame), "
+                         f"{batch} (one per frame) or a multiple of {batch} (objects per frame, frame after frame)")
+    per_frame = max(1, count // batch)
+    frame = source // per_frame if count > 1 else torch.arange(batch)
+    slot = source % per_frame
+    return MaskObjects(masks, source, frame, slot, [None] * len(source), [None] * len(source))
+
+
+def from_segs(segs, batch: int, height: int, width: int, input_name: str = "segs") -> MaskObjects:
+    """Impact Pack SEGS ((H, W), [SEG, ...]): each SEG's .cropped_mask [h,w] placed at its .crop_region
+    (x1, y1, x2, y2) in a frame of (height, width) (resized to the region when their sizes differ), with
+    its .label and .confidence; the same objects on every frame."""
+    try:
+        shape, items = segs
+        shape = (int(shape[0]), int(shape[1]))
+        items = list(items)
+    except (TypeError, ValueError, IndexError):
+        raise ValueError(f"{input_name}: expected SEGS ((height, width), [SEG, ...]), got {short(segs)}") from None
+    if shape != (height, width):
+        raise ValueError(f"{input_name}: SEGS of a {shape[1]}x{shape[0]} image for images of {width}x{height}")
+    masks = torch.zeros(len(items), height, width)
+    labels, scores = [], []
+    for i, seg in enumerate(items):  # each SEG is a Python object with its own array: placed one by one
+        try:
+            crop = torch.as_tensor(np.asarray(seg.cropped_mask, dtype=np.float32))
+            x1, y1, x2, y2 = (int(v) for v in seg.crop_region)
+        except (AttributeError, TypeError, ValueError):
+            raise ValueError(f"{input_name}: SEG {i} lacks a .cropped_mask array and a .crop_region "
+                             f"(x1, y1, x2, y2), got {short(seg)}") from None
+        if crop.ndim != 2 or x2 <= x1 or y2 <= y1:
+            raise ValueError(f"{input_name}: SEG {i}: a cropped_mask [h,w] and a non-empty crop_region expected, "
+                             f"got shape {tuple(crop.shape)} and region {(x1, y1, x2, y2)}")
+        if crop.shape != (y2 - y1, x2 - x1):
+            crop = F.interpolate(crop[None, None], size=(y2 - y1, x2 - x1), mode="bilinear", align_corners=False)[0, 0]
+        top, left = max(y1, 0), max(x1, 0)
+        bottom, right = min(y2, height), min(x2, width)
+        if bottom > top and right > left:
+            masks[i, top:bottom, left:right] = crop[top - y1:bottom - y1, left - x1:right - x1]
+        labels.append(None if getattr(seg, "label", None) is None else str(seg.label))
+        confidence = getattr(seg, "confidence", None)
+        scores.append(None if confidence is None else float(np.asarray(confidence, dtype=np.float32).reshape(-1)[0]))
+    count = len(items)
+    source = torch.arange(count).repeat(batch)
+    frame = torch.arange(batch).repeat_interleave(count)
+    return MaskObjects(masks, source, frame, source.clone(), labels * batch, scores * batch)
+
+
+# -- tiles ------------------------------------------------------------------------------------------
+
+@dataclass
+class _Tiles:
+    """The listed (source, tile) pairs: source, ty, tx int64 [P]; values float [P,T+1,T+1]: the mask from
+    pixel (ty*T - 1, tx*T - 1) on (0 outside the frame, NaN as 0, clamped to 0..1); fill bool [P]: the
+    tile has mask in it; cells bool [P]: its cells may cross the threshold."""
+
+    source: torch.Tensor
+    ty: torch.Tensor
+    tx: torch.Tensor
+    values: torch.Tensor
+    fill: torch.Tensor
+    cells: torch.Tensor
+
+
+def _list_tiles(masks: torch.Tensor, threshold: float, outlines: bool) -> _Tiles:
+    count, height, width = masks.shape
+    grid_y, grid_x = height // TILE + 1, width // TILE + 1  # one more: the cells on the bottom and right edges
+    peak = F.max_pool2d(masks[:, None], TILE, ceil_mode=True)[:, 0]  # the one pass over every pixel
+    peak = F.pad(peak, (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1]))
+    unknown = torch.isnan(peak)  # NaN wins max_pool: such a tile is read to see what else it holds
+    fill = unknown | (peak > 0)
+    cells = torch.zeros_like(fill)
+    if outlines:
+        above = unknown | (peak > threshold)
+        # a tile's cells start one pixel up and left: they reach the tiles above and to the left
+        cells = above | F.pad(above, (0, 0, 1, 0))[:, :-1] | F.pad(above, (1, 0))[:, :, :-1]
+        cells = cells | F.pad(above, (1, 0, 1, 0))[:, :-1, :-1]
+    source, ty, tx = torch.nonzero(fill | cells, as_tuple=True)
+    offsets = torch.arange(TILE + 1, device=masks.device) - 1
+    y = (ty * TILE)[:, None] + offsets  # [P,T+1]
+    x = (tx * TILE)[:, None] + offsets
+    inside = ((y >= 0) & (y < height))[:, :, None] & ((x >= 0) & (x < width))[:, None, :]
+    flat = (source * height)[:, None, None] + y.clamp(0, height - 1)[:, :, None]
+    values = masks.reshape(count * height, width)[flat, x.clamp(0, width - 1)[:, None, :]]
+    values = torch.nan_to_num(values, nan=0.0, posinf=1.0, neginf=0.0).clamp_(0, 1) * inside
+    return _Tiles(source, ty, tx, values, fill[source, ty, tx], cells[source, ty, tx])
+
+
+def _per_object(objects: MaskObjects, pair_source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For pairs listed per source (sorted by source), the pairs of every object in object order:
+    (object int64 [Q], pair int64 [Q]). A source shown by several objects (one mask on every frame)
+    gives its pairs to each of them: they are listed once and drawn in each frame."""
+    sources = objects.masks.shape[0]
+    counts = torch.bincount(pair_source, minlength=sources)
+    start = torch.cumsum(counts, 0) - counts
+    reps = counts[objects.source]
+    obj = torch.repeat_interleave(torch.arange(len(objects), device=reps.device), reps)
+    offset = torch.arange(int(reps.sum()), device=reps.device) - torch.repeat_interleave(torch.cumsum(reps, 0) - reps, reps)
+    return obj, start[objects.source][obj] + offset
+
+
+def _tile_sprites(frame, ty, tx, planes: torch.Tensor, row0: int, height: int, width: int, color) -> Primitives:
+    """One sprite per tile: planes [P,T,T] lie in the atlas from row `row0`, plane p at row row0 + p*T."""
+    count = planes.shape[0]
+    x0, y0 = tx * TILE, ty * TILE
+    rect = torch.stack([torch.zeros_like(x0), row0 + torch.arange(count, device=x0.device) * TILE,
+                        (width - x0).clamp(max=TILE), (height - y0).clamp(max=TILE)], 1)
+    return sprites(frame, torch.stack([x0, y0], 1), rect, color)
+
+
+# -- outlines ---------------------------------------------------------------------------------------
+
+def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Marching squares on every cell of the tiles with cells: (pair int64 [S], a float [S,2], b float
+    [S,2]), the pieces of the threshold level in pixel coordinates, pair after pair."""
+    keep = torch.nonzero(tiles.cells).squeeze(1)
+    v = tiles.values[keep]
+    c00, c01, c10, c11 = v[:, :-1, :-1], v[:, :-1, 1:], v[:, 1:, :-1], v[:, 1:, 1:]
+    case = ((c00 > threshold).long() + 2 * (c01 > threshold) + 4 * (c11 > threshold) + 8 * (c10 > threshold))
+    centre = (c00 + c01 + c10 + c11) / 4 > threshold
+    case = torch.where(((case == 5) | (case == 10)) & centre, case // 5 + 15, case)  # saddles: 16, 17
+    pair, cy, cx = torch.nonzero((case > 0) & (case < 15) | (case > 15), as_tuple=True)
+    a00, a01, a10, a11 = (c[pair, cy, cx] for c in (c00, c01, c10, c11))
+
+    def cross(lo, hi):  # where the level crosses an edge from lo to hi, 0..1 along it
+        return ((threshold - lo) / torch.where(hi == lo, torch.ones_like(hi), hi - lo)).clamp(0, 1)
+
+    x = (tiles.tx[keep][pair] * TILE - 1 + cx).float() + 0.5  # the cell's top-left pixel centre
+    y = (tiles.ty[keep][pair] * TILE - 1 + cy).float() + 0.5
+    edges = torch.stack([torch.stack([x + cross(a00, a01), y], 1), torch.stack([x + 1, y + cross(a01, a11)], 1),
+                         torch.stack([x + cross(a10, a11), y + 1], 1), torch.stack([x, y + cross(a00, a10)], 1)], 1)
+    table = torch.tensor(_CASES, device=edges.device)[case[pair, cy, cx]]  # [S,2 pieces,2 edges]
+    has = table[:, :, 0] >= 0
+    ends = torch.gather(edges, 1, table.clamp_min(0).reshape(-1, 4, 1).expand(-1, 4, 2)).reshape(-1, 2, 2, 2)
+    owner = keep[pair][:, None].expand(-1, 2)[has]
+    return owner, ends[:, :, 0][has], ends[:, :, 1][has]
+
+
+# -- halos ------------------------------------------------------------------------------------------
+
+def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_width: float):
+    """The halo of each source: (source, ty, tx int64 [P'], planes float [P',T,T]) in the tiles it reaches:
+    min(1, 2 g) * (1 - mask), g the mask averaged on f x f pixels and blurred by a Gaussian of sigma
+    halo_width / HALO_REACH, sampled bilinearly at the pixel centres."""
+    device = tiles.values.device
+    f = max(s for s in (1, 2, 4, 8) if s <= max(1.0, halo_width / 6))  # >= 6 grid cells across the halo
+    per_tile = TILE // f
+    grid_y, grid_x = height // TILE + 1, width // TILE + 1
+    sigma = halo_width / HALO_REACH / f
+    radius = max(1, math.ceil(3 * sigma))
+    margin = -(-radius // per_tile)  # in tiles: the halo reaches past the frame's tiles' edge by this many
+    filled = torch.nonzero(tiles.fill).squeeze(1)
+    inner = tiles.values[filled, 1:, 1:]
+    grid = torch.zeros(sources, grid_y + 2 * margin, per_tile, grid_x + 2 * margin, per_tile, device=device)
+    grid[tiles.source[filled], tiles.ty[filled] + margin, :, tiles.tx[filled] + margin, :] = (
+        inner.reshape(-1, per_tile, f, per_tile, f).mean((2, 4)))
+    grid = grid.reshape(sources, 1, (grid_y + 2 * margin) * per_tile, (grid_x + 2 * margin) * per_tile)
+    taps = torch.exp(-0.5 * (torch.arange(-radius, radius + 1, device=device, dtype=torch.float32) / sigma) ** 2)
+    taps = taps / taps.sum()
+    grid = F.conv2d(F.conv2d(grid, taps.view(1, 1, 1, -1), padding=(0, radius)), taps.view(1, 1, -1, 1),
+                    padding=(radius, 0))[:, 0]
+    # the tiles the halo reaches (bilinear sampling reads one grid cell beyond a tile's own)
+    reach = F.max_pool2d(grid[:, None], per_tile)[:, 0] > HALO_VISIBLE
+    reach = F.max_pool2d(reach[:, None].float(), 3, stride=1, padding=1)[:, 0] > 0
+    reach = reach[:, margin:margin + grid_y, margin:margin + grid_x]
+    reach[:, (height + TILE - 1) // TILE:] = False
+    reach[:, :, (width + TILE - 1) // TILE:] = False
+    source, ty, tx = torch.nonzero(reach, as_tuple=True)
+    g = torch.arange(TILE, device=device, dtype=torch.float32)
+    # grid coordinates of the pixel centres: cell i spans pixels i*f .. (i+1)*f, its centre at (i + 0.5) f
+    gy = ((ty + margin) * TILE)[:, None] + g  # pixels from the grid's origin
+    gx = ((tx + margin) * TILE)[:, None] + g
+    fy, fx = (gy + 0.5) / f - 0.5, (gx + 0.5) / f - 0.5
+    y0, x0 = fy.floor().long(), fx.floor().long()
+    wy, wx = (fy - y0)[:, :, None], (fx - x0)[:, None, :]
+    rows, cols = grid.shape[1], grid.shape[2]
+    flat = grid.reshape(-1)
+
+    def at(yy, xx):
+        return flat[(source * rows)[:, None, None] * cols + (yy.clamp(0, rows - 1) * cols)[:, :, None]
+                    + xx.clamp(0, cols - 1)[:, None, :]]
+
+    blurred = ((at(y0, x0) * (1 - wx) + at(y0, x0 + 1) * wx) * (1 - wy)
+               + (at(y0 + 1, x0) * (1 - wx) + at(y0 + 1, x0 + 1) * wx) * wy)
+    # the mask under each halo tile, from the listed fill tiles (0 where none is listed)
+    lookup = torch.full((sources, grid_y, grid_x), -1, dtype=torch.int64, device=device)
+    lookup[tiles.source[filled], tiles.ty[filled], tiles.tx[filled]] = torch.arange(len(filled), device=device)
+    under = lookup[source, ty, tx]
+    mask = torch.where((under >= 0)[:, None, None], inner[under.clamp_min(0)], torch.zeros((), device=device))
+    return source, ty, tx, (2 * blurred).clamp_(0, 1) * (1 - mask)
+
+
+# -- the overlay ------------------------------------------------------------------------------------
+
+@dataclass
+class Overlay:
+    """What `overlay` returns: the primitives and the atlas their sprites index (float [Ha,T]); per
+    object, bounds float [K,4] (x1, y1, x2, y2 of its pixels above the threshold), centroid float [K,2]
+    (mask-weighted, of those pixels) and present bool [K] (any pixel above the threshold)."""
+
+    prims: Primitives
+    atlas: torch.Tensor
+    bounds: torch.Tensor
+    centroid: torch.Tensor
+    present: torch.Tensor
+
+
+def overlay(objects: MaskObjects, height: int, width: int, colors: torch.Tensor, opacity: float = 0.5,
+            outline_width: float = 2.0, outline_opacity: float = 1.0, halo_width: float = 0.0,
+            halo_opacity: float = 0.6, threshold: float = 0.5) -> Overlay:
+    """The overlay of K objects whose source masks are [M,H,W] (height x width), colors float [K,3]:
+    halos (halo_width > 0), fills (mask * opacity) and outlines (outline_width > 0, on the threshold
+    level), each part for every object in object order. Everything is on the masks' device."""
+    masks = objects.masks
+    device = masks.device
+    count = len(objects)
+    colors = colors.to(device).float().reshape(count, 3)
+    outlines = outline_width > 0 and outline_opacity > 0
+    if count == 0 or masks.shape[0] == 0:
+        none = torch.zeros(count, 4, device=device)
+        return Overlay(empty(device), torch.zeros(1, TILE, device=device), none, none[:, :2],
+                       torch.zeros(count, dtype=torch.bool, device=device))
+    tiles = _list_tiles(masks, threshold, outlines)
+    frame = objects.frame.to(device)
+    parts, planes, rows = [], [], 0
+
+    if halo_width > 0 and halo_opacity > 0:
+        source, ty, tx, halo = _halo_planes(tiles, masks.shape[0], height, width, halo_width)
+        obj, pair = _per_object(objects, source)
+        color = F.pad(colors[obj], (0, 1), value=float(halo_opacity))
+        parts.append(_tile_sprites(frame[obj], ty[pair], tx[pair], halo[pair], rows, height, width, color))
+        planes.append(halo)
+        rows += halo.shape[0] * TILE
+
+    filled = torch.nonzero(tiles.fill).squeeze(1)
+    inner = tiles.values[filled, 1:, 1:]
+    obj, pair = _per_object(objects, tiles.source[filled])
+    if opacity > 0:
+        color = F.pad(colors[obj], (0, 1), value=float(opacity))
+        parts.append(_tile_sprites(frame[obj], tiles.ty[filled][pair], tiles.tx[filled][pair], inner[pair], rows,
+                                   height, width, color))
+        planes.append(inner)
+        rows += inner.shape[0] * TILE
+
+    if outlines:
+        owner, a, b = _contour_pieces(tiles, threshold)
+        obj_o, piece = _per_object(objects, tiles.source[owner])
+        color = F.pad(colors[obj_o], (0, 1), value=float(outline_opacity))
+        lines = segments(frame[obj_o], a[piece], b[piece], float(outline_width), color)
+        lines.group = obj_o  # an object's pieces are one shape: drawn once where they meet
+        parts.append(lines)
+
+    # the pixels above the threshold of each object: its bounds and its centroid
+    g = torch.arange(TILE, device=device)
+    ys = (tiles.ty[filled] * TILE)[:, None, None] + g[:, None]
+    xs = (tiles.tx[filled] * TILE)[:, None, None] + g[None, :]
+    above = inner > threshold
+    weight = inner * above
+    big = torch.tensor(float(max(height, width) + 1), device=device)
+    low = torch.stack([torch.where(above, xs.float(), big).amin((1, 2)), torch.where(above, ys.float(), big).amin((1, 2))], 1)
+    high = torch.stack([torch.where(above, xs + 1.0, -big).amax((1, 2)), torch.where(above, ys + 1.0, -big).amax((1, 2))], 1)
+    sums = torch.stack([weight.sum((1, 2)), (weight * (xs + 0.5)).sum((1, 2)), (weight * (ys + 0.5)).sum((1, 2))], 1)
+    sources = masks.shape[0]
+    src = tiles.source[filled]
+    low_s = torch.full((sources, 2), float(big), device=device).scatter_reduce(0, src[:, None].expand(-1, 2), low, "amin")
+    high_s = torch.full((sources, 2), -float(big), device=device).scatter_reduce(0, src[:, None].expand(-1, 2), high, "amax")
+    sums_s = torch.zeros(sources, 3, device=device).index_add_(0, src, sums)
+    source = objects.source.to(device)
+    present = sums_s[source, 0] > 0
+    centroid = sums_s[source, 1:] / sums_s[source, :1].clamp_min(1e-12)
+    bounds = torch.cat([low_s[source], high_s[source]], 1)
+    atlas = torch.cat([p.reshape(-1, TILE) for p in planes]) if planes else torch.zeros(1, TILE, device=device)
+    return Overlay(concat(*parts) if parts else empty(device), atlas, bounds, centroid, present)
+
+
+def with_labels(drawn: Overlay, tags: Primitives, label_atlas: torch.Tensor | None) -> tuple[Primitives, torch.Tensor]:
+    """The overlay's primitives then the labels' (`labels.label_primitives`), and one atlas for both:
+    the overlay's rows, then the label atlas below them (its sprites moved down to it)."""
+    if label_atlas is None or len(tags) == 0:
+        return drawn.prims, drawn.atlas
+    device = drawn.atlas.device
+    tags, label_atlas = tags.to(device), label_atlas.to(device).float()
+    wide = max(drawn.atlas.shape[1], label_atlas.shape[1])
+    atlas = torch.cat([F.pad(drawn.atlas, (0, wide - drawn.atlas.shape[1])),
+                       F.pad(label_atlas, (0, wide - label_atlas.shape[1]))])
+    params = tags.params.clone()
+    params[:, 5] += torch.where(tags.kind == SPRITE, float(drawn.atlas.shape[0]), 0.0)  # atlas row of a sprite
+    moved = Primitives(tags.frame, tags.kind, params, tags.color, tags.bounds, tags.group)
+    return concat(drawn.prims, moved), atlas
