@@ -6,6 +6,7 @@ import torch
 from ..utils import boxes as box_sources
 from ..utils import gpu_rendering as R
 from ..utils.colors import PALETTES, palette, palette_from_hex, parse_hex, stable_index
+from ..utils.device import check_memory
 from ..utils.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
 from ._comfy import (
     LAYER_ALPHA_MODES,
@@ -19,7 +20,6 @@ from ._comfy import (
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
-from ..utils.device import check_memory
 from ._validate import check_images, check_mask, draw_memory
 
 LABEL_MODES = ("none", "label", "label+score", "id", "label+id", "all")

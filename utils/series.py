@@ -288,14 +288,13 @@ def _bar_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, widt
     else:
         across = ((column + 0.5 >= left) & (column + 0.5 < right)).to(points.dtype)
     top = points[..., 1].gather(1, value)
+    # narrow bars (all of them computed: deciding on the host would be a sync)
     narrow = slot < 1
-    if bool(narrow.any()):  # one host sync, on plots of more values than pixels only
-        centre = ((torch.arange(points.shape[1], device=points.device) + 0.5) * slot).long().clamp_max(width - 1)
-        y = points[..., 1]
-        highest = torch.full((points.shape[0], width), math.inf, device=points.device).scatter_reduce_(
-            1, centre, y.nan_to_num(math.inf), "amin")  # the smallest y: the highest bar, inf over gaps
-        top = torch.where(narrow, highest.masked_fill_(highest == math.inf, math.nan), top)
-        across = torch.where(narrow, torch.ones_like(across), across)
+    centre = ((torch.arange(points.shape[1], device=points.device) + 0.5) * slot).long().clamp_max(width - 1)
+    highest = torch.full((points.shape[0], width), math.inf, device=points.device).scatter_reduce_(
+        1, centre, points[..., 1].nan_to_num(math.inf), "amin")  # the smallest y: the highest bar, inf over gaps
+    top = torch.where(narrow, highest.masked_fill_(highest == math.inf, math.nan), top)
+    across = torch.where(narrow, torch.ones_like(across), across)
     top = top[:, None]  # [N,1,W]; NaN over gaps
     row = torch.arange(height, device=points.device, dtype=points.dtype)[None, :, None]
     down = (row + 1 - top).clamp(0, 1) if antialiased else (row + 0.5 >= top).to(points.dtype)
