@@ -30,7 +30,7 @@ def check_mask(mask, images, input_name: str = "mask") -> None:
 # tests/test_memory_estimates.py): per pixel of a frame, per primitive, and per pixel of a primitive's
 # tile span on the path that sets up every (tile, primitive) pair of a chunk at once (the torch path)
 DRAW_PIXEL_BYTES = 4
-DRAW_PRIMITIVE_BYTES = 800
+DRAW_PRIMITIVE_BYTES = 500
 DRAW_PAIR_PIXEL_BYTES = 26
 DRAW_CHUNK_PIXELS = 32 << 20  # draw's chunks on the CPU, of frames
 

@@ -36,9 +36,9 @@ BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matri
 SEARCH_RING = 2           # cells searched on each side of a point's own
 CELL_OCCUPANCY = 0.25     # grid points per cell per neighbour sought (measured: ~0.05% fall back)
 RADIUS_BYTES_PER_POINT = 4000  # radius search memory, for ~40 candidates a point (more: run_chunked halves)
-# points searched in one chunk at most: ~0.5 s on a 2-core CPU, so that the optional on_chunk callback
+# points (x k) searched in one chunk at most: ~0.3 s on a 2-core CPU, so that the optional on_chunk callback
 # (interrupt checks) runs that often
-SEARCH_CHUNK_POINTS = 1 << 18
+SEARCH_CHUNK_POINTS = 1 << 16
 
 
 @dataclass
