@@ -182,7 +182,7 @@ def check_memory(estimate: int, what: str, device: torch.device) -> None:
     free = free_memory_bytes(device)
     if estimate > free * MEMORY_FRACTION:
         where = "this machine" if torch.device(device).type == "cpu" else str(device)
-        raise ValueError(f"{what} needs ~{estimate / 1e9:.2f} GB; {where} has {free / 1e9:.1f} GB free (a job may "
+        raise ValueError(f"{what} needs ~{estimate / 1e9:.1f} GB; {where} has {free / 1e9:.1f} GB free (a job may "
                          f"use {MEMORY_FRACTION:.0%} of it): use smaller inputs or split the work")
 
 
