@@ -260,12 +260,14 @@ def test_hysteresis_memory_grows_linearly_with_frames():
     assert window_entries(120) <= 1.2 * window_entries(30) + 1
 
 
-def test_op_budget():
+def test_op_budget(monkeypatch):
     """The GPU issue's budget, counted on the CPU: kNN (k = 3) of 1000 points in each of 60 frames.
     The edges add one host sync (packing), hysteresis one for its windows and one a window (distinct
-    edges; two windows here, which bound its memory), never one a frame."""
+    edges; two windows here, which bound its memory), never one a frame. Chunks as a GPU's (the CPU's
+    are bounded by work too, for interrupt checks)."""
     from opcount import OpCount
 
+    monkeypatch.setattr(gpu_graph, "SEARCH_CHUNK_POINTS", 1 << 40)
     torch.manual_seed(0)
     xy = torch.rand(60, 1000, 2) * torch.tensor([3840.0, 2160.0])
     visible = torch.ones(60, 1000, dtype=torch.bool)
@@ -549,12 +551,14 @@ def test_radius_needs_a_limit():
             radius_graph(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool), GraphOptions(max_distance=limit))
 
 
-def test_new_graphs_op_budget():
+def test_new_graphs_op_budget(monkeypatch):
     """60 frames of 1000 points, as the kNN budget: radius is batched over frames with one host sync
     for the candidate count and one for the packing (with hysteresis, one for its windows and one a
-    window: two here); Delaunay and the tree copy the points to the host once and pack once."""
+    window: two here); Delaunay and the tree copy the points to the host once and pack once. Chunks
+    as a GPU's."""
     from opcount import OpCount
 
+    monkeypatch.setattr(gpu_graph, "SEARCH_CHUNK_POINTS", 1 << 40)
     torch.manual_seed(0)
     xy = torch.rand(1, 1000, 2) * torch.tensor([3840.0, 2160.0]) + torch.randn(60, 1000, 2)
     visible = torch.ones(60, 1000, dtype=torch.bool)

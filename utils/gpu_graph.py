@@ -36,9 +36,15 @@ BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matri
 SEARCH_RING = 2           # cells searched on each side of a point's own
 CELL_OCCUPANCY = 0.25     # grid points per cell per neighbour sought (measured: ~0.05% fall back)
 RADIUS_BYTES_PER_POINT = 4000  # radius search memory, for ~40 candidates a point (more: run_chunked halves)
-# points (x k) searched in one chunk at most: ~0.3 s on a 2-core CPU, so that the optional on_chunk callback
-# (interrupt checks) runs that often
+# points (x k) searched in one chunk at most on the CPU: ~0.3 s on 2 cores, so that the optional on_chunk
+# callback (interrupt checks) runs that often; a GPU searches millions in milliseconds, in chunks sized
+# by memory alone (each chunk costs host syncs)
 SEARCH_CHUNK_POINTS = 1 << 16
+
+
+def _search_limit(device: torch.device, points: int) -> int | None:
+    """Frames a search chunk takes at most on `device`, for `points` (x k) a frame."""
+    return max(1, SEARCH_CHUNK_POINTS // points) if torch.device(device).type == "cpu" else None
 
 
 @dataclass
@@ -264,7 +270,7 @@ def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_
     Chunks of frames are searched at once, on xy's device, with at most two host syncs a chunk. (faiss,
     one index per frame, was measured slower than this for N >= 1000 on CPU: bench/bench_links.py.)
     on_chunk(done, total): called after every chunk of frames (interrupt checks; chunks of at most
-    SEARCH_CHUNK_POINTS points x k).
+    SEARCH_CHUNK_POINTS points x k on the CPU).
     """
     frames, n = visible.shape
     brute = n <= BRUTE_FORCE_POINTS
@@ -272,7 +278,7 @@ def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_
     parts = run_chunked(lambda start, stop, dev: search(
         xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), k, delta_y_cap, within),
         frames, n * (n * 40 if brute else 1200 * (k + 1)) + n * 200, xy.device, on_chunk,
-        limit=max(1, SEARCH_CHUNK_POINTS // (n * (k + 1))))
+        limit=_search_limit(xy.device, n * (k + 1)))
     if not parts:
         return torch.zeros(0, n, k, device=xy.device), torch.zeros(0, n, k, dtype=torch.long, device=xy.device)
     if len(parts) == 1:
@@ -317,13 +323,12 @@ def radius_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, within: float
     the cap): keys (frame * N + i) * N + j, int64 [M], in order, with T * N * N - 1 (no pair) in
     slots after each chunk's pairs. xy float [T,N,2], visible bool [T,N]. Chunks of frames are
     searched at once, on xy's device, with one host sync a chunk; on_chunk(done, total) after each
-    (interrupt checks; chunks of at most SEARCH_CHUNK_POINTS points)."""
+    (interrupt checks; chunks of at most SEARCH_CHUNK_POINTS points on the CPU)."""
     frames, n = visible.shape
     none = frames * n * n - 1
     parts = run_chunked(lambda start, stop, dev: _radius_keys(
         xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), within, delta_y_cap, start, none
-    ).to(xy.device), frames, n * RADIUS_BYTES_PER_POINT, xy.device, on_chunk,
-        limit=max(1, SEARCH_CHUNK_POINTS // n))
+    ).to(xy.device), frames, n * RADIUS_BYTES_PER_POINT, xy.device, on_chunk, limit=_search_limit(xy.device, n))
     return torch.cat(parts) if len(parts) != 1 else parts[0]
 
 
