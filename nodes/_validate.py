@@ -14,3 +14,40 @@ def check_images(images, input_name: str = "images") -> None:
     if not images.is_floating_point():
         raise ValueError(f"{input_name}: expected float values in 0..1, got dtype {images.dtype}")
 
+
+
+def check_mask(mask, images, input_name: str = "mask") -> None:
+    """A MASK [B,H,W] or [H,W] whose frames are the size of the images [B,H,W,C]: a box source drawn
+    on them (a mask of another size would put its boxes at the wrong scale)."""
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"{input_name}: expected a MASK tensor [B,H,W], got {type(mask).__name__}")
+    if mask.ndim not in (2, 3) or tuple(mask.shape[-2:]) != tuple(images.shape[1:3]):
+        raise ValueError(f"{input_name}: expected a MASK of the images' size [B,{images.shape[1]},{images.shape[2]}], "
+                         f"got shape {tuple(mask.shape)} (resize it to the images first)")
+
+
+# draw()'s memory beside its outputs (bytes, fitted to peaks measured on the CPU, within 2x of them:
+# tests/test_memory_estimates.py): per pixel of a frame, per primitive, and per pixel of a primitive's
+# tile span on the path that sets up every (tile, primitive) pair of a chunk at once (the torch path)
+DRAW_PIXEL_BYTES = 4
+DRAW_PRIMITIVE_BYTES = 500
+DRAW_PAIR_PIXEL_BYTES = 26
+DRAW_CHUNK_PIXELS = 32 << 20  # draw's chunks on the CPU, of frames
+
+
+def draw_memory(images: torch.Tensor, prims, atlas, image_only: bool, device) -> int:
+    """Estimated peak bytes of gpu_rendering.draw(images [B,H,W,C], prims, atlas) on `device`: its
+    outputs (image; alpha and layer unless image_only), the atlas, and the work of its largest chunk of
+    frames (without numba's or CUDA's loop: every tile pair of the busiest frames)."""
+    from ..utils.device import cupy_usable, numba_usable
+    from ..utils.gpu_rendering import TILE, tile_spans
+
+    batch, height, width, channels = images.shape
+    outputs = batch * height * width * (channels + (0 if image_only else 5)) * 4
+    chunk = max(1, min(batch, DRAW_CHUNK_PIXELS // (height * width)))
+    work = chunk * height * width * DRAW_PIXEL_BYTES + len(prims) * DRAW_PRIMITIVE_BYTES
+    if not (numba_usable(device) or cupy_usable(device)) and len(prims):
+        _span, sizes = tile_spans(prims.bounds.cpu(), height, width, TILE)
+        area = torch.zeros(batch, dtype=torch.float64).index_add_(0, prims.frame.cpu(), sizes.prod(1).double())
+        work += int(area.sort(descending=True).values[:chunk].sum()) * TILE * TILE * DRAW_PAIR_PIXEL_BYTES
+    return outputs + work + (atlas.numel() * 8 if atlas is not None else 0)

@@ -6,6 +6,7 @@ import torch
 from ..utils import boxes as box_sources
 from ..utils import gpu_rendering as R
 from ..utils.colors import PALETTES, palette, palette_from_hex, parse_hex, stable_index
+from ..utils.device import check_memory
 from ..utils.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
 from ._comfy import (
     LAYER_ALPHA_MODES,
@@ -19,7 +20,7 @@ from ._comfy import (
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
-from ._validate import check_images
+from ._validate import check_images, check_mask, draw_memory
 
 LABEL_MODES = ("none", "label", "label+score", "id", "label+id", "all")
 COLOR_BY = ("label", "id", "index")
@@ -39,6 +40,7 @@ def _box_table(images, boxes, bbox, segs, mask, bounding_box):
     if segs is not None:
         return box_sources.from_segs(segs, batch)
     if mask is not None:
+        check_mask(mask, images)
         return box_sources.from_mask(mask, batch)
     if bounding_box is not None:
         return box_sources.from_bounding_box(bounding_box, batch)
@@ -191,8 +193,11 @@ class BoundingBoxRenderer(RasterKitNode):
                                            height, width, label_size, font, label_anchor, label_padding, ink,
                                            label_max_width, priority)
             prims = R.concat(prims, tags)
-        return overlay_outputs(*R.draw(images, prims, atlas, device=render_device(), on_progress=Progress(batch),
-                                       layer_alpha=layer_alpha, image_only=outputs == "image only"))
+        device, image_only = render_device(), outputs == "image only"
+        check_memory(draw_memory(images, prims, atlas, image_only, device),
+                     f"boxes: {len(table):,} boxes on {batch} frames of {height} x {width}", device)
+        return overlay_outputs(*R.draw(images, prims, atlas, device=device, on_progress=Progress(batch),
+                                       layer_alpha=layer_alpha, image_only=image_only))
 
     @classmethod
     def preview(cls, inputs, outputs):

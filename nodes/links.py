@@ -12,6 +12,7 @@ from ..utils import gpu_rendering as R
 from ..utils import link_styles as styles
 from ..utils import tracks as track_sources
 from ..utils.colors import parse_hex
+from ..utils.device import check_memory
 from ..utils.gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
 from ..utils.gpu_graph import GRAPHS, GraphOptions, voronoi_graph
 from ..utils.labels import DEFAULT_FONT, text_atlas
@@ -22,12 +23,13 @@ from ._comfy import (
     OVERLAY_OUTPUTS,
     OVERLAY_OUTPUTS_TOOLTIP,
     Progress,
+    check_interrupt,
     frame_preview,
     overlay_outputs,
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
-from ._validate import check_images
+from ._validate import check_images, draw_memory
 
 POINT_LABELS = ("none", "id", "label")
 GRAPH_CHOICES = (*GRAPHS, "voronoi")
@@ -204,7 +206,8 @@ class LineLinkRenderer(RasterKitNode):
             pairs, frame = edges.flat()
             start, end = walls.flat()[0].unbind(1)
         else:
-            edges = GRAPHS[graph](xy, visible, options, device=device)
+            searched = {"on_chunk": lambda done, total: check_interrupt()} if graph in ("knn", "radius") else {}
+            edges = GRAPHS[graph](xy, visible, options, device=device, **searched)
             pairs, frame = edges.flat()
             start, end = xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
         by_distance = color.strip().lower() == "distance"
@@ -260,7 +263,11 @@ class LineLinkRenderer(RasterKitNode):
                 texts, atlas = _point_texts(xy_dev, at, index, labels, point_labels, text_size, point_radius + 2,
                                             (*(ink or dot_rgb), opacity))
                 layers.append(texts)
-        drawn = R.draw(images, R.concat(*layers), atlas, device=device, on_progress=Progress(images.shape[0]),
+        prims = R.concat(*layers)
+        check_memory(draw_memory(images, prims, atlas, outputs == "image only", device),
+                     f"tracks: {len(prims):,} lines and points on {images.shape[0]} frames of "
+                     f"{images.shape[1]} x {images.shape[2]}", device)
+        drawn = R.draw(images, prims, atlas, device=device, on_progress=Progress(images.shape[0]),
                        layer_alpha=layer_alpha, image_only=outputs == "image only")
         edges_json = json.dumps([e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist())])
         return (*overlay_outputs(*drawn), edges_json)

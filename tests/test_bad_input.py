@@ -181,3 +181,71 @@ def test_work_past_the_bounds_of_one_call_is_refused_or_reduced():
     envelope = from_audio({"waveform": clip, "sample_rate": 44100}, frames=2)
     assert envelope.values.shape == (2, MAX_SERIES_VALUES) and envelope.lengths.tolist() == [MAX_SERIES_VALUES] * 2
     assert envelope.values.amax() == clip.amax() and envelope.values.amin() == clip.amin()
+
+
+# -- issue 29: text limits, MASK sizes, values past float32, sub-pixel bars --------------------------
+
+def test_texts_past_their_limits_are_named_before_they_are_drawn():
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+    from rasterkit.nodes.links import LineLinkRenderer
+    from rasterkit.nodes.series import SeriesToImages
+    from rasterkit.utils.labels import label_primitives
+
+    images = torch.rand(1, 64, 64, 3)
+    newlines = '[{"x1": 0, "y1": 0, "x2": 9, "y2": 9, "label": "' + "\\n" * 15_000 + 'x"}]'  # was +2.2 GB
+    with pytest.raises(ValueError, match=r"^boxes: box 0 \(frame 0\) has a label of 15,001 characters"):
+        BoundingBoxRenderer.execute(images=images, boxes=newlines)
+    with pytest.raises(ValueError, match="^boxes: 1,000,014 characters; at most 1,000,000"):
+        BoundingBoxRenderer.execute(images=images, boxes="[[0, 0, 9, 9]" + " " * 1_000_000 + "]")
+    with pytest.raises(ValueError, match="^palette_colors: 4,200 characters; at most 4,096"):
+        BoundingBoxRenderer.execute(images=images, palette_colors="#FF0000," * 525)
+    with pytest.raises(ValueError, match="^colors: 4,200 characters; at most 4,096"):
+        SeriesToImages.execute(series="[[1, 2], [2, 1]]", overlay=True, colors="#FF0000," * 525)
+    with pytest.raises(ValueError, match="^tracks_json: track 0 point 0 label has 2,000 characters"):
+        LineLinkRenderer.execute(images=images, tracks_json='[[{"x": 1, "y": 2, "label": "' + "a" * 2000 + '"}]]')
+    with pytest.raises(ValueError, match="^labels: label 0 has 1,000,001 characters"):  # was Pillow's error
+        label_primitives(torch.zeros(1, dtype=torch.long), torch.tensor([[0.0, 0, 9, 9]]), ["x" * 1_000_001],
+                         torch.ones(1, 4), 64, 64, 16)
+
+
+def test_label_lines_below_the_frame_are_not_rendered():
+    from rasterkit.utils.labels import label_primitives
+
+    _prims, atlas = label_primitives(torch.zeros(1, dtype=torch.long), torch.tensor([[0.0, 0, 9, 9]]),
+                                     ["a\n" * 400], torch.ones(1, 4), 64, 64, 16)
+    assert atlas.shape[0] < 200  # lines that fit 64 px and one more, not 400 lines' height
+
+
+def test_mask_of_another_size_than_the_images_is_refused():
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+
+    mask = torch.zeros(1, 8, 8)
+    mask[0, 2:4, 2:4] = 1
+    with pytest.raises(ValueError, match=r"^mask: expected a MASK of the images' size \[B,64,64\], got shape \(1, 8, 8\)"):
+        BoundingBoxRenderer.execute(images=torch.rand(1, 64, 64, 3), mask=mask)
+    BoundingBoxRenderer.execute(images=torch.rand(1, 8, 8, 3), mask=mask)  # its own size: drawn
+
+
+@pytest.mark.parametrize("big", ["1e308", "1e39", "-1e308", "9" * 400])
+def test_series_values_past_float32_are_clipped_not_blank_or_gaps(big):
+    from rasterkit.nodes.series import SeriesToImages
+    from rasterkit.utils.batching import pack
+    from rasterkit.utils.series import render_series
+
+    _images, alpha = SeriesToImages.execute(series=f"[1, {big}, 3]", width=32, height=32)
+    assert (alpha[0].amax(0) > 0).all()  # every column drawn: no blank image, no gap
+    _images, alpha = render_series(pack([[1.0, 3e38, -3e38, 3.0]]), 32, 32)  # the engine, float32 values
+    assert (alpha[0].amax(0) > 0).all()
+
+
+@pytest.mark.parametrize("mode", ["antialiased", "aliased"])
+def test_bars_narrower_than_a_pixel_are_a_filled_area(mode):
+    from rasterkit.nodes.series import SeriesToImages
+
+    values = torch.linspace(0, 1, 65_536)
+    _images, alpha = SeriesToImages.execute(series=str(values.tolist()), width=64, height=64, style="bars",
+                                            mode=mode)
+    # the area under a rising line: half the plot, each column up to its highest bar
+    assert 0.4 < float(alpha.mean()) < 0.6 and float(alpha[0, :, -1].mean()) > 0.95
+    _images, alpha = SeriesToImages.execute(series="[1, 3, 2]", width=64, height=64, style="bars", mode=mode)
+    assert alpha[0, :, 0].max() == 0  # wide bars keep their gaps

@@ -7,8 +7,9 @@ import pytest
 import torch
 from scipy.spatial import cKDTree
 
-from rasterkit.utils.gpu_graph import (GraphOptions, delaunay_graph, knn_graph, nearest_neighbours, radius_graph,
-                                       spanning_tree_graph, voronoi_graph)
+from rasterkit.utils import gpu_graph
+from rasterkit.utils.gpu_graph import (GRAPHS, GraphOptions, delaunay_graph, knn_graph, nearest_neighbours,
+                                       radius_graph, spanning_tree_graph, voronoi_graph)
 
 
 def edge_sets(edges):
@@ -218,11 +219,55 @@ def test_hysteresis_with_degree_cap_equals_the_recurrence():
         assert edge_sets(knn_graph(xy, visible, options)) == held_and_capped(xy, visible, options)
 
 
-def test_op_budget():
+@pytest.mark.parametrize("degree_cap", [0, 2])
+@pytest.mark.parametrize("graph", ["knn", "radius"])
+def test_hysteresis_windows_give_the_whole_video_result(monkeypatch, graph, degree_cap):
+    """Hysteresis runs in windows of frames so that its memory grows linearly with them (it was
+    quadratic: every distinct edge of the video by every frame); windows of one frame, or of a few,
+    give the edges of the whole video at once (the former closed form and recurrence)."""
+    generator = torch.Generator().manual_seed(5)
+    xy = torch.rand(1, 80, 2, generator=generator) * 300 + torch.randn(12, 80, 2, generator=generator) * 6
+    visible = torch.rand(12, 80, generator=generator) > 0.1
+    options = GraphOptions(k=3, max_distance=60.0, degree_cap=degree_cap, hysteresis=1.5)
+    results = []
+    for entries in (1 << 40, 1, 3000):
+        monkeypatch.setattr(gpu_graph, "HYSTERESIS_ENTRIES", entries)
+        results.append(edge_sets(GRAPHS[graph](xy, visible, options)))
+    assert results[0] == results[1] == results[2] and any(results[0])
+
+
+def test_hysteresis_memory_grows_linearly_with_frames():
+    """The hysteresis state of 1000 points moving over 30 and 120 frames: 4x the frames cost at most
+    ~4x the memory (peak of its largest temporaries, counted by size), where it was ~16x."""
+    def window_entries(frames):
+        torch.manual_seed(0)
+        xy = torch.rand(1, 1000, 2) * 2000 + torch.randn(frames, 1000, 2).cumsum(0) * 3
+        sizes = []
+        original = gpu_graph._hysteresis_window
+
+        def spy(*args, **kwargs):
+            present, key = original(*args, **kwargs)
+            sizes.append(present.numel())
+            return present, key
+
+        gpu_graph._hysteresis_window = spy
+        try:
+            knn_graph(xy, torch.ones(frames, 1000, dtype=torch.bool), GraphOptions(k=3, hysteresis=1.5))
+        finally:
+            gpu_graph._hysteresis_window = original
+        return max(sizes)
+
+    assert window_entries(120) <= 1.2 * window_entries(30) + 1
+
+
+def test_op_budget(monkeypatch):
     """The GPU issue's budget, counted on the CPU: kNN (k = 3) of 1000 points in each of 60 frames.
-    The edges add one host sync (packing), hysteresis one more (distinct edges), never one a frame."""
+    The edges add one host sync (packing), hysteresis one for its windows and one a window (distinct
+    edges; two windows here, which bound its memory), never one a frame. Chunks as a GPU's (the CPU's
+    are bounded by work too, for interrupt checks)."""
     from opcount import OpCount
 
+    monkeypatch.setattr(gpu_graph, "SEARCH_CHUNK_POINTS", 1 << 40)
     torch.manual_seed(0)
     xy = torch.rand(60, 1000, 2) * torch.tensor([3840.0, 2160.0])
     visible = torch.ones(60, 1000, dtype=torch.bool)
@@ -231,7 +276,7 @@ def test_op_budget():
     assert (index >= 0).all() and torch.isfinite(distance).all()
     assert count.launches <= 150 and count.syncs <= 2 and count.float64 == 0, count.summary()
     tracks = xy[:1] + torch.randn(60, 1000, 2)
-    for options, syncs in ((GraphOptions(k=3, degree_cap=2), 3), (GraphOptions(k=3, degree_cap=2, hysteresis=1.5), 4)):
+    for options, syncs in ((GraphOptions(k=3, degree_cap=2), 3), (GraphOptions(k=3, degree_cap=2, hysteresis=1.5), 6)):
         with OpCount() as count:
             knn_graph(tracks, visible, options)
         assert count.syncs <= syncs and count.float64 == 0, count.summary()
@@ -506,17 +551,19 @@ def test_radius_needs_a_limit():
             radius_graph(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool), GraphOptions(max_distance=limit))
 
 
-def test_new_graphs_op_budget():
+def test_new_graphs_op_budget(monkeypatch):
     """60 frames of 1000 points, as the kNN budget: radius is batched over frames with one host sync
-    for the candidate count and one for the packing (one more with hysteresis); Delaunay and the
-    tree copy the points to the host once and pack once."""
+    for the candidate count and one for the packing (with hysteresis, one for its windows and one a
+    window: two here); Delaunay and the tree copy the points to the host once and pack once. Chunks
+    as a GPU's."""
     from opcount import OpCount
 
+    monkeypatch.setattr(gpu_graph, "SEARCH_CHUNK_POINTS", 1 << 40)
     torch.manual_seed(0)
     xy = torch.rand(1, 1000, 2) * torch.tensor([3840.0, 2160.0]) + torch.randn(60, 1000, 2)
     visible = torch.ones(60, 1000, dtype=torch.bool)
     cases = [(radius_graph, GraphOptions(max_distance=100.0, degree_cap=4), 2, 150),
-             (radius_graph, GraphOptions(max_distance=100.0, hysteresis=1.3), 3, 150),
+             (radius_graph, GraphOptions(max_distance=100.0, hysteresis=1.3), 5, 250),
              (delaunay_graph, GraphOptions(max_distance=200.0), 2, 60),
              (spanning_tree_graph, GraphOptions(), 2, 500)]
     for graph, options, syncs, launches in cases:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .text_input import coordinates, load_json, short
+from .text_input import coordinates, load_json, short, text_limit
 
 
 # Bounds on the work one call can ask for: the engine needs up to ~100 KB per box drawn at once (its tile
@@ -139,6 +139,9 @@ def _box_record(item, where: str, input_name: str) -> dict:
             raise ValueError(f"{input_name}: {where} has a non-integer id {record['id']!r}")
         if record["score"] is not None and not isinstance(record["score"], (int, float)):
             raise ValueError(f"{input_name}: {where} has a non-numeric score {record['score']!r}")
+        if record["label"] is not None and len(str(record["label"])) > text_limit("label"):
+            raise ValueError(f"{input_name}: {where} has a label of {len(str(record['label'])):,} characters "
+                             f"({short(record['label'], 40)}); at most {text_limit('label'):,} are drawn")
     else:
         xyxy = coordinates(item, where, input_name)
         record = {"xyxy": xyxy, "label": None, "id": None, "score": None, "color": None, "angle": 0.0}

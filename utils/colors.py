@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import zlib
 
-from .text_input import short
+from .text_input import check_size, short
 
 _HEX = re.compile(r"^#?([0-9a-fA-F]{6})([0-9a-fA-F]{2})?$")
 
@@ -39,6 +39,7 @@ def palette(name: str, input_name: str = "palette") -> list[tuple[float, float, 
 def palette_from_hex(text: str, input_name: str = "palette_colors") -> list[tuple[float, float, float, float]]:
     """A palette from hex colours separated by commas, semicolons or spaces ("#ff0000, #00ff00");
     ValueError naming the input for an empty list or a colour that is not hex."""
+    check_size(text, input_name)
     colours = [c for c in re.split(r"[\s,;]+", text.strip()) if c]
     if not colours:
         raise ValueError(f"{input_name}: expected hex colours like #ff0000, #00ff00, got {short(text)}")

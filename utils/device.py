@@ -17,8 +17,9 @@ import torch
 
 T = TypeVar("T")
 
-# Fraction of the free memory one chunk may use: the rest is headroom for temporaries that the
-# per-item estimate does not see and for other processes (ComfyUI keeps models resident).
+# Fraction of the free memory one job (and one chunk) may use: the rest is headroom for temporaries
+# that the estimates do not see and for other processes (ComfyUI keeps models resident). Jobs whose
+# estimated peak is above it are refused (check_memory) rather than left to the kernel's OOM killer.
 MEMORY_FRACTION = 0.5
 CPU_FALLBACK_BYTES = 4 << 30
 
@@ -169,13 +170,20 @@ def chunk_size(total: int, bytes_per_item: int, device: torch.device, limit: int
     return max(1, min(total, size))
 
 
+def memory_budget(device: torch.device) -> int:
+    """Bytes one job may use on `device`: MEMORY_FRACTION of what it has free."""
+    return int(free_memory_bytes(device) * MEMORY_FRACTION)
+
+
 def check_memory(estimate: int, what: str, device: torch.device) -> None:
-    """Refuse, before allocating anything, work whose estimated peak of `estimate` bytes exceeds what
-    `device` has free: a ValueError naming `what` (the inputs that set the size) and both figures."""
+    """Refuse, before allocating anything, work whose estimated peak of `estimate` bytes exceeds
+    MEMORY_FRACTION of what `device` has free: a ValueError naming `what` (the inputs that set the
+    size) and both figures."""
     free = free_memory_bytes(device)
-    if estimate > free:
+    if estimate > free * MEMORY_FRACTION:
         where = "this machine" if torch.device(device).type == "cpu" else str(device)
-        raise ValueError(f"{what} needs ~{estimate / 1e9:.1f} GB; {where} has {free / 1e9:.1f} GB free")
+        raise ValueError(f"{what} needs ~{estimate / 1e9:.1f} GB; {where} has {free / 1e9:.1f} GB free (a job may "
+                         f"use {MEMORY_FRACTION:.0%} of it): use smaller inputs or split the work")
 
 
 def is_out_of_memory(error: BaseException) -> bool:

@@ -36,6 +36,15 @@ BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matri
 SEARCH_RING = 2           # cells searched on each side of a point's own
 CELL_OCCUPANCY = 0.25     # grid points per cell per neighbour sought (measured: ~0.05% fall back)
 RADIUS_BYTES_PER_POINT = 4000  # radius search memory, for ~40 candidates a point (more: run_chunked halves)
+# points (x k) searched in one chunk at most on the CPU: ~0.3 s on 2 cores, so that the optional on_chunk
+# callback (interrupt checks) runs that often; a GPU searches millions in milliseconds, in chunks sized
+# by memory alone (each chunk costs host syncs)
+SEARCH_CHUNK_POINTS = 1 << 16
+
+
+def _search_limit(device: torch.device, points: int) -> int | None:
+    """Frames a search chunk takes at most on `device`, for `points` (x k) a frame."""
+    return max(1, SEARCH_CHUNK_POINTS // points) if torch.device(device).type == "cpu" else None
 
 
 @dataclass
@@ -253,20 +262,23 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
 
 
 def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_cap: float = INF,
-                       within: float = INF):
+                       within: float = INF, on_chunk=None):
     """The k nearest visible points of every point, |dy| within the cap, up to `within` pixels.
 
     xy float [T,N,2], visible bool [T,N] -> distance float32 [T,N,k] (inf where there are fewer)
     and index int64 [T,N,k] (-1 there), nearest first; equal distances go to the lower index.
     Chunks of frames are searched at once, on xy's device, with at most two host syncs a chunk. (faiss,
     one index per frame, was measured slower than this for N >= 1000 on CPU: bench/bench_links.py.)
+    on_chunk(done, total): called after every chunk of frames (interrupt checks; chunks of at most
+    SEARCH_CHUNK_POINTS points x k on the CPU).
     """
     frames, n = visible.shape
     brute = n <= BRUTE_FORCE_POINTS
     search = _brute_force_frames if brute else _grid_search
     parts = run_chunked(lambda start, stop, dev: search(
         xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), k, delta_y_cap, within),
-        frames, n * (n * 40 if brute else 1200 * (k + 1)) + n * 200, xy.device)
+        frames, n * (n * 40 if brute else 1200 * (k + 1)) + n * 200, xy.device, on_chunk,
+        limit=_search_limit(xy.device, n * (k + 1)))
     if not parts:
         return torch.zeros(0, n, k, device=xy.device), torch.zeros(0, n, k, dtype=torch.long, device=xy.device)
     if len(parts) == 1:
@@ -305,16 +317,18 @@ def _radius_keys(xy, visible, within, delta_y_cap, first_frame, none):
     return (low_end + first_frame * n).mul_(n).add_(high_end).masked_fill_(far, none).sort().values
 
 
-def radius_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, within: float, delta_y_cap: float = INF):
+def radius_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, within: float, delta_y_cap: float = INF,
+                          on_chunk=None):
     """All pairs i < j of visible points of each frame at most `within` pixels apart (|dy| within
     the cap): keys (frame * N + i) * N + j, int64 [M], in order, with T * N * N - 1 (no pair) in
     slots after each chunk's pairs. xy float [T,N,2], visible bool [T,N]. Chunks of frames are
-    searched at once, on xy's device, with one host sync a chunk."""
+    searched at once, on xy's device, with one host sync a chunk; on_chunk(done, total) after each
+    (interrupt checks; chunks of at most SEARCH_CHUNK_POINTS points on the CPU)."""
     frames, n = visible.shape
     none = frames * n * n - 1
     parts = run_chunked(lambda start, stop, dev: _radius_keys(
         xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), within, delta_y_cap, start, none
-    ).to(xy.device), frames, n * RADIUS_BYTES_PER_POINT, xy.device)
+    ).to(xy.device), frames, n * RADIUS_BYTES_PER_POINT, xy.device, on_chunk, limit=_search_limit(xy.device, n))
     return torch.cat(parts) if len(parts) != 1 else parts[0]
 
 
@@ -358,26 +372,66 @@ def _new_edges(index, distance, options: GraphOptions, n):
 
 
 def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, slack):
-    """Edges per frame with hysteresis: bool [T,U] presence of the U distinct edges (ends i_u, j_u).
+    """Edges per frame with hysteresis, listed as frame, i, j, keep [M'] in (frame, i, j) order.
 
     An edge is present in frame t when it is new there, or present in frame t-1 and still within
     the slack of its limits: both ends visible, length <= max_distance * slack, |dy| <=
     delta_y_cap * slack, and (unless reach is None) within reach [T,N] of one end, the distance of
     its ceil(k * slack)-th nearest (of both ends when mutual).
-    Without a degree cap this recurrence has a closed form (the last frame where the edge was new,
-    with no slack failure since), evaluated for all frames at once; with a cap, which edges survive
-    depends on the frame before, so only that keep/drop step runs frame by frame, on [U] vectors,
-    with no host sync.
+    Frames go in windows whose state ([frames, distinct edges]) holds about HYSTERESIS_ENTRIES, so
+    that memory grows linearly with the frames (distinct edges grow with them: the whole video at
+    once was quadratic); each window starts from the edges present at the end of the one before.
+    Without a degree cap the recurrence has a closed form within a window (the last frame where the
+    edge was new, or carried in, with no slack failure since), evaluated for all its frames at once;
+    with a cap, which edges survive depends on the frame before, so only that keep/drop step runs
+    frame by frame, on [U] vectors, with no host sync. Host syncs: one for the windows, and one a window.
     """
     frames, n = visible.shape
+    # per frame: where its new edges start in the lists, and how many there are (one host transfer)
+    starts = torch.searchsorted(frame, torch.arange(frames + 1, device=frame.device))
+    counts = torch.zeros(frames, dtype=torch.long, device=frame.device).index_add_(0, frame, keep.long())
+    host = torch.cat([starts, counts]).tolist()
+    starts, counts = host[:frames + 1], host[frames + 1:]
+    windows, first, edges = [], 0, 0  # [first, last) frames: frames x (their new edges) within the bound
+    for t in range(frames):
+        if t > first and (t + 1 - first) * (edges + counts[t]) > HYSTERESIS_ENTRIES:
+            windows.append((first, t))
+            first, edges = t, 0
+        edges += counts[t]
+    windows.append((first, frames))
+    carried = i.new_zeros(0)  # keys i * n + j of the edges present in the frame before the window
+    parts = []
+    for first, last in windows:  # the recurrence carries one frame's edges on
+        rows = slice(starts[first], starts[last])
+        present, key = _hysteresis_window(xy[first:last], visible[first:last],
+                                          None if reach is None else reach[first:last], frame[rows] - first,
+                                          (i[rows] * n + j[rows]).masked_fill_(~keep[rows], n * n), carried,
+                                          options, slack, n)
+        carried = key.masked_fill(~present[-1], n * n)  # n * n: none (no host sync)
+        parts.append((torch.arange(first, last, device=key.device)[:, None].expand_as(present).reshape(-1),
+                      (key // n).repeat(last - first), (key % n).repeat(last - first), present.view(-1)))
+    return tuple(torch.cat(column) for column in zip(*parts))
+
+
+# distinct edges x frames held at once by _hysteresis (~50 bytes each: ~100 MB a window)
+HYSTERESIS_ENTRIES = 1 << 21
+
+
+def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOptions, slack, n):
+    """_hysteresis over one window of W frames: xy [W,N,2], visible and reach [W,N], the new edges'
+    frame and key i * n + j [M] (n * n: no edge), carried int64 [C] (keys present in the frame
+    before, n * n: none). Returns present bool [W,U] and the U distinct keys, sorted."""
+    frames = visible.shape[0]
     # one more key than any edge's, always present, collects the slots with no edge
-    key, inverse = torch.unique(torch.cat([(i * n + j).masked_fill_(~keep, n * n), i.new_full((1,), n * n)]),
-                                return_inverse=True)
+    key, inverse = torch.unique(torch.cat([key, carried, key.new_full((1,), n * n)]), return_inverse=True)
     key, edges = key[:-1], key.numel() - 1
     ends_i, ends_j = key // n, key % n
     new = torch.zeros(frames, edges + 1, dtype=torch.bool, device=key.device)
-    new[frame, inverse[:-1]] = True
+    new[frame, inverse[:frame.numel()]] = True
     new = new[:, :edges]
+    before = torch.zeros(edges + 1, dtype=torch.bool, device=key.device)
+    before[inverse[frame.numel():-1]] = True
+    before = before[:edges]
     delta = xy[:, ends_j] - xy[:, ends_i]
     span = delta.norm(dim=-1)
     holds = (visible[:, ends_i] & visible[:, ends_j] & (span <= options.max_distance * slack)
@@ -387,17 +441,18 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
         holds &= (near_i & near_j) if options.mutual else (near_i | near_j)
     if options.degree_cap <= 0:
         time = torch.arange(frames, device=key.device)[:, None]
-        last_new = torch.cummax(torch.where(new, time, -1), 0).values
-        last_break = torch.cummax(torch.where(holds, -1, time), 0).values
-        return new | ((last_new >= 0) & (last_break <= last_new)), ends_i, ends_j
+        # carried edges count as new in the frame before the window (-1); -2: never new
+        last_new = torch.cummax(torch.where(new, time, -2), 0).values.maximum(torch.where(before, -1, -2))
+        last_break = torch.cummax(torch.where(holds, -2, time), 0).values
+        return new | ((last_new >= -1) & (last_break <= last_new)), key
     present = torch.zeros_like(new)
-    previous = torch.zeros(edges, dtype=torch.bool, device=key.device)
+    previous = before
     ends = torch.stack([ends_i, ends_j])
     for t in range(frames):  # the recurrence: a cap decides which held edges exist in frame t
         held = previous & holds[t]
         # held edges rank before new ones, so that a cap does not make links flicker
         previous = present[t] = _cap_degree(ends, new[t] | held, span[t], options.degree_cap, n, held)
-    return present, ends_i, ends_j
+    return present, key
 
 
 def _check(options: GraphOptions):
@@ -424,15 +479,13 @@ def _stable_edges(xy, visible, reach, frame, i, j, keep, options: GraphOptions) 
     _hysteresis), else the degree cap, packed."""
     frames = visible.shape[0]
     if options.hysteresis > 1:
-        present, ends_i, ends_j = _hysteresis(xy, visible, reach, frame, i, j, keep, options, float(options.hysteresis))
-        frame = torch.arange(frames, device=xy.device)[:, None].expand_as(present).reshape(-1)
-        i, j, keep = ends_i.repeat(frames), ends_j.repeat(frames), present.view(-1)
+        frame, i, j, keep = _hysteresis(xy, visible, reach, frame, i, j, keep, options, float(options.hysteresis))
     elif options.degree_cap > 0:
         keep = _capped_degree(xy, frame, i, j, keep, options.degree_cap)
     return _ragged_edges(frame, i, j, keep, frames)
 
 
-def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
+def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None, on_chunk=None) -> Ragged:
     """Undirected edges per frame: Ragged values int64 [T,E,2] (i < j, sorted) and lengths [T].
 
     xy float [T,N,2] pixels; visible bool [T,N]. Each point links to its k nearest visible points
@@ -440,7 +493,8 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
     degree cap keeps each point's shortest links. hysteresis > 1 keeps an edge of the previous
     frame while it stays within that slack of the limits (see _hysteresis). The neighbour search
     for all frames is one batched computation; so are the edges and caps. Host syncs: those of
-    nearest_neighbours, one for the packing, and with hysteresis one for the number of edges.
+    nearest_neighbours, one for the packing, and with hysteresis those of _hysteresis. on_chunk: see
+    nearest_neighbours.
     """
     _check(options)
     device = torch.device(device) if device is not None else xy.device
@@ -451,7 +505,7 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
     slack = float(options.hysteresis)
     reach_k = max(options.k, math.ceil(options.k * slack)) if slack > 1 else options.k
     distance, index = nearest_neighbours(xy, visible, min(reach_k, max(n - 1, 1)), options.delta_y_cap,
-                                         options.max_distance * slack)
+                                         options.max_distance * slack, on_chunk)
     frame, i, j, keep = _new_edges(index[..., :options.k], distance[..., :options.k], options, n)
     # the reach_k-th nearest bounds "still among the nearest"; inf when a frame has fewer points
     reach = None
@@ -471,13 +525,15 @@ def _split_keys(key, n):
     return key // (n * n), key // n % n, key % n
 
 
-def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None) -> Ragged:
+def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None,
+                 on_chunk=None) -> Ragged:
     """Undirected edges per frame, as knn_graph: every pair of visible points at most max_distance
     apart (no k limit; required finite and above 0), |dy| <= delta_y_cap, the degree cap keeping
     each point's shortest links. hysteresis > 1 keeps an edge of the previous frame while its
     length and |dy| stay within that slack of the limits (k and mutual have no part). Points with
     a non-finite coordinate are hidden. Host syncs: one a chunk of frames for the candidate count
-    (radius_neighbour_keys), one for the packing, and with hysteresis one for the number of edges.
+    (radius_neighbour_keys), one for the packing, and with hysteresis those of _hysteresis. on_chunk:
+    see radius_neighbour_keys.
     """
     _check(options)
     if not 0 < options.max_distance < INF:
@@ -488,7 +544,7 @@ def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions,
     frames, n = visible.shape
     if n < 2 or not frames:
         return _no_edges(frames, device)
-    key = radius_neighbour_keys(xy, visible, options.max_distance, options.delta_y_cap)
+    key = radius_neighbour_keys(xy, visible, options.max_distance, options.delta_y_cap, on_chunk)
     frame, i, j = _split_keys(key, n)
     return _stable_edges(xy, visible, None, frame, i, j, key != frames * n * n - 1, options)
 

@@ -35,7 +35,8 @@ import numpy as np
 import torch
 
 from . import gpu_rendering as R
-from .text_input import short
+from .device import check_memory
+from .text_input import short, text_limit
 
 PADDING = 3
 # supervision's Position names, in the order of a keypad
@@ -62,6 +63,9 @@ _LAST_RESORT_NAMES = frozenset(name.lower() for name in LAST_RESORT_FONTS)
 _EVERY_CODE_POINT_FONTS = frozenset(("lastresort.otf", "lastresorthe-regular.ttf"))
 _STYLE_WORDS = ("bold", "italic", "oblique", "light", "thin", "black", "heavy", "medium", "condensed", "mono")
 _ZWJ = "\u200d"
+# bytes per atlas pixel while it is made: Pillow's 8-bit canvas, numpy's float32 copy and its scaled
+# copy, and the float32 copy the renderer takes
+ATLAS_BYTES_PER_PIXEL = 13
 
 
 def _font_folders() -> list[tuple[str, tuple[str, ...]]]:
@@ -331,6 +335,8 @@ def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple
     sizes = [(max(1, r - l), max(1, b - t)) for _, (l, t, r, b) in layouts]
     width = max((w for w, _ in sizes), default=1)
     height = max(1, sum(h for _, h in sizes))
+    check_memory(width * height * ATLAS_BYTES_PER_PIXEL, f"labels ({len(strings):,} distinct texts at size {size}, "
+                 f"an atlas of {width:,} x {height:,} pixels)", torch.device("cpu"))
     canvas = Image.new("L", (width, height), 0)
     draw = ImageDraw.Draw(canvas)
     rects, y = [], 0
@@ -399,6 +405,15 @@ def _avoid_overlaps(frame: torch.Tensor, rects: torch.Tensor, priority: torch.Te
     return torch.from_numpy(tops)
 
 
+def check_labels(texts: list[str], input_name: str = "labels") -> None:
+    """ValueError naming the input and the label when a label is longer than text_limit("label")."""
+    limit = text_limit("label")
+    for i, text in enumerate(texts):
+        if len(text) > limit:
+            raise ValueError(f"{input_name}: label {i} has {len(text):,} characters ({short(text, 40)}); at most "
+                             f"{limit:,} are drawn")
+
+
 def label_primitives(frame: torch.Tensor, xyxy: torch.Tensor, texts: list[str], colors: torch.Tensor,
                      height: int, width: int, size: int, font: str = DEFAULT_FONT, anchor: str = "top_left",
                      padding: int = PADDING, text_color: tuple | None = None, max_width: int = 0,
@@ -413,13 +428,15 @@ def label_primitives(frame: torch.Tensor, xyxy: torch.Tensor, texts: list[str], 
     that overlap move, the lower priorities first (None: labels stay where their anchor puts them).
     Returns the primitives and the atlas they index (None when there is no label).
     """
+    check_labels(texts)
     keep = torch.tensor([bool(t) for t in texts], dtype=torch.bool)
     if not bool(keep.any()):
         return R.empty(), None
     kept = [t for t in texts if t]
     distinct = sorted(set(kept))
     rows = height // _line_pitch(size, font) + 1  # lines beyond these would lie below the frame
-    atlas, rects = text_atlas([wrap(t, size, font, max_width, rows) for t in distinct], size, font)
+    lines = [t if max_width > 0 else "\n".join(t.split("\n", rows)[:rows]) for t in distinct]
+    atlas, rects = text_atlas([wrap(t, size, font, max_width, rows) for t in lines], size, font)
     rect = rects[torch.tensor([distinct.index(t) for t in kept])]
     box, colour, frame = xyxy[keep], colors[keep], frame[keep]
     label_w = rect[:, 2].float() + 2 * padding

@@ -11,7 +11,7 @@ from fractions import Fraction
 import torch
 
 from .batching import Ragged, pack
-from .device import run_chunked
+from .device import check_memory, memory_budget, numba_usable, run_chunked
 from .gpu_rendering import fill_coverage, render_polylines, series_points, straight_alpha, value_range
 from .text_input import check_size, load_json
 
@@ -25,16 +25,36 @@ SPECTRUM_FLOOR_DB = -80.0
 SPECTRUM_LOWEST_HZ = 20.0
 # Bars fill their slot of the plot's width but for a gap of this fraction, so that neighbours stay apart.
 BAR_GAP = 0.2
+# Finite values are clipped to +-this: float32 holds it, and the range between two of them stays finite
+# (1e308 would become infinite in float32: a blank plot; 1e39 a gap).
+VALUE_LIMIT = 1e37
+# Memory model of render_series beside its outputs (bytes, fitted to peaks measured on the CPU: within
+# 2x of them, tests/test_memory_estimates.py): per pixel of an image and per layer drawn on it, per
+# pixel whatever its layers; and on the path that sets up every segment of a chunk at once (anti-aliased
+# lines without numba's loop: draw's tile pairs), per pixel and per series value; per value on every
+# path (points, segments).
+PIXEL_LAYER_BYTES = 8
+PIXEL_BYTES = 12
+SEGMENT_PIXEL_BYTES = 48
+VALUE_BYTES = 45_000
+STEP_BYTES = 400
+# Work of one chunk of images, in pixel-layers plus values weighted by VALUE_WORK: ~0.3 s on a 2-core
+# CPU, so that interrupts (checked between chunks) stop a job within a second or two.
+CHUNK_WORK = 1 << 23
+VALUE_WORK = 64
 
 
 def _number(value, where: str, input_name: str) -> float:
+    """A float clipped to +-VALUE_LIMIT (NaN kept: a gap); ValueError naming the input otherwise."""
     try:
         number = float(value)
+    except OverflowError:  # an integer past float range: finite, so clipped like the others
+        return VALUE_LIMIT if value > 0 else -VALUE_LIMIT
     except (TypeError, ValueError):
         raise ValueError(f"{input_name}: {where} is not a number: {value!r}") from None
     if math.isinf(number):
         raise ValueError(f"{input_name}: {where} is infinite; use null or NaN for a gap")
-    return number
+    return min(max(number, -VALUE_LIMIT), VALUE_LIMIT)
 
 
 def from_text(text: str, orientation: str = "rows", input_name: str = "series") -> Ragged:
@@ -255,7 +275,9 @@ def exponential_smoothing(values: torch.Tensor, factor: float) -> torch.Tensor:
 def _bar_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
                   antialiased: bool) -> torch.Tensor:
     """Coverage float [N,H,W] of bars (points [N,T,2] from series_points): value k of a series of n
-    fills slot [k W/n, (k+1) W/n) but for BAR_GAP of it, from its y up to the bottom edge."""
+    fills slot [k W/n, (k+1) W/n) but for BAR_GAP of it, from its y up to the bottom edge. Bars
+    narrower than a pixel (n > W) are a filled area instead: each column full up to the highest of
+    the bars whose slot centres fall in it."""
     slot = width / lengths.clamp_min(1)[:, None].to(points.dtype)  # [N,1]
     column = torch.arange(width, device=points.device, dtype=points.dtype)[None]
     value = ((column + 0.5) / slot).floor().long().clamp(0, points.shape[1] - 1)  # the bar at each column
@@ -265,7 +287,15 @@ def _bar_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, widt
         across = ((column + 1).minimum(right) - column.maximum(left)).clamp(0, 1)
     else:
         across = ((column + 0.5 >= left) & (column + 0.5 < right)).to(points.dtype)
-    top = points[..., 1].gather(1, value)[:, None]  # [N,1,W]; NaN over gaps
+    top = points[..., 1].gather(1, value)
+    # narrow bars (all of them computed: deciding on the host would be a sync)
+    narrow = slot < 1
+    centre = ((torch.arange(points.shape[1], device=points.device) + 0.5) * slot).long().clamp_max(width - 1)
+    highest = torch.full((points.shape[0], width), math.inf, device=points.device).scatter_reduce_(
+        1, centre, points[..., 1].nan_to_num(math.inf), "amin")  # the smallest y: the highest bar, inf over gaps
+    top = torch.where(narrow, highest.masked_fill_(highest == math.inf, math.nan), top)
+    across = torch.where(narrow, torch.ones_like(across), across)
+    top = top[:, None]  # [N,1,W]; NaN over gaps
     row = torch.arange(height, device=points.device, dtype=points.dtype)[None, :, None]
     down = (row + 1 - top).clamp(0, 1) if antialiased else (row + 0.5 >= top).to(points.dtype)
     return torch.nan_to_num(down * across[:, None], nan=0.0)
@@ -302,10 +332,6 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
     batch = count // per_image
     home = data.values.device
     device = torch.device(device) if device is not None else home
-    lengths = data.lengths.to(home)
-    values = data.values.float()
-    points = series_points(values, lengths, *value_range(values, lengths, scale, per_image), height, width)
-    antialiased = mode == "antialiased"
     for name, given in (("colors", colors), ("fill_colors", fill_colors)):
         if given is not None and len(given) != per_image:
             raise ValueError(f"{name}: expected {per_image} colours (one per series of an image), got {len(given)}")
@@ -313,6 +339,16 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
     if fill_colors is not None and style == "line":
         ink = [tuple(c) for c in fill_colors] + ink  # every area under every line
     opaque = background[3] >= 1
+    steps = data.values.shape[1]
+    values_drawn = style == "line" and mode == "antialiased" and not numba_usable(device)
+    least, _peak, limit = series_memory(batch, steps, height, width, per_image, len(ink), 3 if opaque else 4,
+                                        values_drawn, device)
+    check_memory(least, f"series: {batch:,} plots of {height} x {width} ({per_image * steps:,} values each)", device)
+    lengths = data.lengths.to(home)
+    values = data.values.float()
+    values = torch.where(values.isinf(), values, values.clamp(-VALUE_LIMIT, VALUE_LIMIT))  # finite stay finite
+    points = series_points(values, lengths, *value_range(values, lengths, scale, per_image), height, width)
+    antialiased = mode == "antialiased"
     # the layers' colours and the background's, moved to the device once: [M+1,4]
     palette = torch.tensor(ink + [tuple(background)], dtype=torch.float32, device=home)
     images = torch.empty(batch, height, width, 3 if opaque else 4, device=home)
@@ -323,8 +359,10 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
         on = lambda t: t[rows].to(dev)  # noqa: E731
         if style == "bars":
             coverage = _bar_coverage(on(points), on(lengths), height, width, antialiased)
-        else:  # pixel xy, scaled above over each image's series
-            coverage = render_polylines(on(points), height, width, on(lengths), mode=mode, line_width=line_width)
+        else:  # pixel xy, scaled above over each image's series; interrupts checked within its chunks too
+            inner = None if on_progress is None else (lambda done, total: on_progress(start, batch))
+            coverage = render_polylines(on(points), height, width, on(lengths), mode=mode, line_width=line_width,
+                                        on_progress=inner)
         coverage = coverage.view(stop - start, per_image, height, width)
         if len(ink) > per_image:
             under = fill_coverage(on(points), on(lengths), height, width, antialiased)
@@ -355,6 +393,21 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
             images[start:stop] = colour.to(home)
         alpha[start:stop] = covered.to(home)
 
-    run_chunked(composite, batch, height * width * 4 * (6 * len(ink) + 12 * per_image + 12), device,
-                on_progress)
+    run_chunked(composite, batch, 1, device, on_progress, limit=limit)  # limit: sized by memory and work
     return images, alpha
+
+
+def series_memory(batch: int, steps: int, height: int, width: int, per_image: int, layers: int, channels: int,
+                  values_drawn: bool, device) -> tuple[int, int, int]:
+    """render_series' memory in bytes, for `batch` images of height x width x channels (and their alpha)
+    of per_image series of `steps` values each, `layers` inks (lines and fills), values_drawn when every
+    segment of a chunk is set up at once (see VALUE_BYTES): (the least it can run in: the outputs and one
+    image's work, its expected peak, the images a chunk takes). Chunks hold about CHUNK_WORK and fit
+    beside the outputs in memory_budget(device)."""
+    outputs = batch * height * width * (channels + 1) * 4 + batch * per_image * steps * 16  # and the points
+    item = height * width * (PIXEL_LAYER_BYTES * layers + PIXEL_BYTES) + per_image * steps * STEP_BYTES
+    if values_drawn:
+        item += height * width * SEGMENT_PIXEL_BYTES + per_image * steps * VALUE_BYTES
+    work = per_image * (height * width * layers + (steps * VALUE_WORK if values_drawn else 0))
+    limit = max(1, min(batch, CHUNK_WORK // max(1, work), (memory_budget(device) - outputs) // item))
+    return outputs + item, outputs + limit * item, limit

@@ -10,6 +10,18 @@ import math
 # parsed Python objects take roughly 50x the text, so this bounds a parse near 200 MB.
 MAX_TEXT_CHARS = 4_000_000
 
+# Characters read from each text input, by input name (errors name it): far past any hand-made input,
+# and each bounds the objects parsed from it (roughly 50x the text) and what they make the engines
+# allocate (whose estimates then refuse what does not fit). Inputs not listed: MAX_TEXT_CHARS.
+TEXT_LIMITS = {
+    "boxes": 1_000_000,           # ~30k boxes
+    "tracks_json": MAX_TEXT_CHARS,  # Point Tracker's own output for long videos
+    "series": MAX_TEXT_CHARS,     # 20 series of 65,536 values at ~3 characters
+    "label": 1_000,               # one box's or track's label text
+    "colors": 4_096,              # ~500 hex colours
+    "palette_colors": 4_096,
+}
+
 # Coordinates are clipped to +-this many pixels: far outside any frame, and exact to 1/16 px in float32,
 # where 1e308 would become infinite.
 COORDINATE_LIMIT = 1e6
@@ -40,9 +52,16 @@ def short(value, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def check_size(text: str, input_name: str) -> None:
-    if len(text) > MAX_TEXT_CHARS:
-        raise ValueError(f"{input_name}: {len(text):,} characters; at most {MAX_TEXT_CHARS:,} are read "
+def text_limit(input_name: str) -> int:
+    """Characters read from the input `input_name` ("tracks_json: track 3" is tracks_json's)."""
+    return TEXT_LIMITS.get(input_name.split(":")[0].strip(), MAX_TEXT_CHARS)
+
+
+def check_size(text: str, input_name: str, limit: int | None = None) -> None:
+    """ValueError naming the input when `text` is longer than its limit (text_limit, or `limit`)."""
+    limit = text_limit(input_name) if limit is None else limit
+    if len(text) > limit:
+        raise ValueError(f"{input_name}: {len(text):,} characters; at most {limit:,} are read "
                          f"(split the data over several nodes or runs)")
 
 

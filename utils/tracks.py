@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from .batching import pack
-from .text_input import coordinates, load_json, short
+from .text_input import coordinates, load_json, short, text_limit
 
 
 @dataclass
@@ -45,6 +45,9 @@ def _label(item, where: str, input_name: str) -> str | None:
     label = item.get("label") if isinstance(item, dict) else None
     if label is not None and not isinstance(label, str):
         raise ValueError(f"{input_name}: {where} label should be a string, got {short(label)}")
+    if label is not None and len(label) > text_limit("label"):
+        raise ValueError(f"{input_name}: {where} label has {len(label):,} characters ({short(label, 40)}); at most "
+                         f"{text_limit('label'):,} are drawn")
     return label
 
 
@@ -141,6 +144,9 @@ def labelled_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[to
     for i, name in enumerate(names):
         if name is not None and not isinstance(name, str):
             raise ValueError(f"{input_name}: label {i} should be a string, got {short(name)}")
+        if name is not None and len(name) > text_limit("label"):
+            raise ValueError(f"{input_name}: label {i} has {len(name):,} characters; at most "
+                             f"{text_limit('label'):,} are drawn")
     return (*_fitted(xy, visible, frames), _held_labels([[name] for name in names], frames))
 
 

@@ -1,0 +1,168 @@
+"""Issue 29's memory model and interrupts: every job's estimated peak is within 2x of the peak measured
+(the process's resident memory high-water mark, reset before each run: robust for torch and numpy on
+the CPU), jobs past MEMORY_FRACTION of free memory are refused before allocating, and long loops call
+their callback (interrupt checks) often enough to stop within seconds."""
+import ctypes
+import gc
+import json
+import sys
+import time
+
+import pytest
+import torch
+
+from rasterkit.nodes import _validate
+from rasterkit.utils import device as device_module
+from rasterkit.utils import series as S
+from rasterkit.utils.batching import pack
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+
+def peak_bytes(fn) -> int:
+    """Resident memory that fn() adds at its peak: freed memory handed back to the system first
+    (malloc_trim), then the high-water mark reset (clear_refs 5) and read after the call."""
+    gc.collect()
+    ctypes.CDLL(None).malloc_trim(0)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = _status("VmRSS:")
+    result = fn()
+    peak = _status("VmHWM:") - base
+    del result
+    gc.collect()
+    return peak
+
+
+@pytest.fixture(params=["numba", "torch"])
+def path(request, monkeypatch):
+    if request.param == "torch":
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    return request.param
+
+
+@pytest.mark.parametrize("count, steps, size, style", [(4, 100, 512, "line"), (16, 100, 512, "line"),
+                                                       (64, 100, 224, "bars"), (1, 4096, 256, "line")])
+def test_series_estimate_is_within_2x_of_the_peak(path, count, steps, size, style):
+    data = pack(torch.rand(count, steps).tolist())
+    run = lambda: S.render_series(data, size, size, style=style)  # noqa: E731
+    run()  # compiled, caches warm
+    measured = peak_bytes(run)
+    values_drawn = style == "line" and not device_module.numba_usable(torch.device("cpu"))
+    _least, estimate, _chunk = S.series_memory(count, steps, size, size, 1, 1, 3, values_drawn, "cpu")
+    assert measured / 2 <= estimate <= 2 * measured, (measured, estimate)
+
+
+@pytest.mark.parametrize("frames, size, boxes, full", [(4, 256, 50, False), (16, 256, 50, False),
+                                                       (4, 64, 2000, True)])
+def test_box_draw_estimate_is_within_2x_of_the_peak(path, monkeypatch, frames, size, boxes, full):
+    from rasterkit.nodes import boxes as node
+
+    estimates = []
+    monkeypatch.setattr(node, "draw_memory", lambda *a: estimates.append(_validate.draw_memory(*a)) or estimates[-1])
+    corners = torch.rand(boxes, 2, generator=torch.Generator().manual_seed(0)) * size * 0.8
+    listed = [[0, 0, size, size]] * boxes if full else [[x, y, x + size / 5, y + size / 5] for x, y in corners.tolist()]
+    images = torch.rand(frames, size, size, 3)
+    run = lambda: node.BoundingBoxRenderer.execute(images=images, boxes=json.dumps(listed), labels="none")  # noqa: E731
+    run()
+    measured = peak_bytes(run)
+    assert measured / 2 <= estimates[-1] <= 2 * measured, (measured, estimates[-1])
+
+
+def test_link_draw_estimate_is_within_2x_of_the_peak(monkeypatch):
+    from rasterkit.nodes import links as node
+
+    estimates = []
+    monkeypatch.setattr(node, "draw_memory", lambda *a: estimates.append(_validate.draw_memory(*a)) or estimates[-1])
+    for frames in (4, 16):
+        xy = torch.rand(frames, 200, 2, generator=torch.Generator().manual_seed(1)) * 256
+        tracks = {"xy": xy, "visible": torch.ones(frames, 200, dtype=torch.bool)}
+        images = torch.rand(frames, 256, 256, 3)
+        run = lambda: node.LineLinkRenderer.execute(images=images, tracks=tracks)  # noqa: E731
+        run()
+        measured = peak_bytes(run)
+        assert measured / 2 <= estimates[-1] <= 2 * measured, (frames, measured, estimates[-1])
+
+
+def test_twenty_series_at_8192_are_refused_without_allocating(monkeypatch):
+    """The 2 KB prompt that got the server killed by the OOM killer at 23.6 GB."""
+    from rasterkit.nodes.series import SeriesToImages
+
+    monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 24 << 30)
+    series = json.dumps([[1, 2, 3]] * 20)
+    with pytest.raises(ValueError, match=r"^series: 20 plots of 8192 x 8192 \(3 values each\) needs ~2\d\.\d GB; "
+                                         r"this machine has 25.8 GB free"):
+        assert peak_bytes(lambda: SeriesToImages.execute(series=series, width=8192, height=8192)) < 50 << 20
+    with pytest.raises(ValueError, match="^series: 2 plots"):  # 2.8 GB of outputs: past half of 4 GB
+        monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 4 << 30)
+        SeriesToImages.execute(series=json.dumps([[1, 2, 3]] * 2), width=8192, height=8192)
+
+
+def test_a_long_series_without_numba_and_dense_boxes_are_refused(monkeypatch):
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+    from rasterkit.nodes.series import SeriesToImages
+
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 4 << 30)
+    with pytest.raises(ValueError, match=r"^series: 1 plots of 512 x 512 \(65,536 values each\) needs ~[2-9]\.\d GB"):
+        SeriesToImages.execute(series=json.dumps(list(range(65_536))), width=512, height=512)
+    monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 3 << 30)  # 1.5 GB a job
+    with pytest.raises(ValueError, match=r"^boxes: 10,000 boxes on 1 frames of 64 x 64 needs ~\d\.\d GB"):
+        BoundingBoxRenderer.execute(images=torch.rand(1, 64, 64, 3), boxes=json.dumps([[0, 0, 64, 64]] * 10_000),
+                                    labels="none")
+
+
+def test_point_ids_at_text_size_128_are_bounded(monkeypatch):
+    from rasterkit.nodes.links import LineLinkRenderer
+
+    monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 256 << 20)
+    xy = torch.rand(1, 2000, 2) * 64
+    with pytest.raises(ValueError, match=r"^labels \(2,000 distinct texts at size 128"):
+        LineLinkRenderer.execute(images=torch.rand(1, 64, 64, 3), tracks={"xy": xy, "visible": torch.ones(1, 2000) > 0},
+                                 point_labels="id", text_size=128, k=1)
+
+
+class Stop(Exception):
+    pass
+
+
+def stop_after(calls: int):
+    count = [0]
+
+    def callback(done, total):
+        count[0] += 1
+        if count[0] >= calls:
+            raise Stop
+    return callback, count
+
+
+def test_series_stop_within_a_second_of_the_callback():
+    """2,000 plots: chunks of about CHUNK_WORK, so that a job checks far more often than once per
+    ~1,170 images (62.5 s to interrupt a long one before)."""
+    data = pack(torch.rand(2000, 100).tolist())
+    S.render_series(pack(torch.rand(2, 100).tolist()), 224, 224)  # first-call costs (numba, allocator) apart
+    callback, count = stop_after(1)
+    start = time.monotonic()
+    with pytest.raises(Stop):
+        S.render_series(data, 224, 224, on_progress=callback)
+    assert time.monotonic() - start < 2.0 and count[0] == 1
+
+
+def test_neighbour_search_calls_back_between_bounded_chunks():
+    from rasterkit.utils.gpu_graph import SEARCH_CHUNK_POINTS, GraphOptions, knn_graph, radius_graph
+
+    xy = torch.rand(200, 2000, 2) * 1000
+    visible = torch.ones(200, 2000, dtype=torch.bool)
+    for graph, options in ((knn_graph, GraphOptions(k=3)), (radius_graph, GraphOptions(max_distance=20.0))):
+        graph(xy[:2], visible[:2], options)  # first-call costs apart
+        callback, count = stop_after(1)
+        start = time.monotonic()
+        with pytest.raises(Stop):
+            graph(xy, visible, options, on_chunk=callback)
+        assert time.monotonic() - start < 2.0 and count[0] == 1
+    assert 200 * 2000 * 4 > 2 * SEARCH_CHUNK_POINTS  # more than one chunk
