@@ -201,10 +201,13 @@ def warm_up_cpu_loops(nodes) -> None:
 
 
 def _waits_for_loops(run, name: str, families) -> classmethod:
+    from ..utils import warmup
+
     @functools.wraps(run)
     def waiting(cls, **inputs):
         wait_for_loops(name, families)
-        return run(**inputs)
+        with warmup.exclusive():
+            return run(**inputs)
     return classmethod(waiting)
 
 

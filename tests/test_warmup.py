@@ -186,7 +186,7 @@ def test_disabled_numba_skips_the_warm_up(monkeypatch):
 def fresh_warmup(monkeypatch):
     """utils/warmup's background state, new, with families that record their order; `gate` holds the
     first one until opened."""
-    state = types.SimpleNamespace(order=[], gate=threading.Event(), started=threading.Event())
+    state = types.SimpleNamespace(order=[], gate=threading.Event(), started=threading.Event(), layer="omp")
 
     def family(name):
         def warm():
@@ -203,6 +203,9 @@ def fresh_warmup(monkeypatch):
     monkeypatch.setattr(warmup, "_wanted", set())
     monkeypatch.setattr(warmup, "uncached", lambda: ["_composite"])
     monkeypatch.setattr(warmup, "cache_folder", lambda: "the cache")
+    monkeypatch.setattr(warmup, "_threading_layer", lambda: state.layer)
+    monkeypatch.setattr(warmup, "_running", threading.Lock())
+    monkeypatch.setattr(warmup, "_exclusive", False)
     return state
 
 
@@ -226,6 +229,26 @@ def test_a_node_waits_for_its_own_family_which_compiles_next(fresh_warmup, caplo
     assert messages[0] == "RasterKit: compiling CPU loops (first run only)"
     assert re.fullmatch(r"RasterKit: compiling CPU loops \(first run only\): done in \d+ s, cached in the cache",
                         messages[-1])
+
+
+@pytest.mark.parametrize("layer", ["omp", "workqueue"])
+def test_a_node_runs_beside_the_warm_up_only_where_numba_allows_it(fresh_warmup, layer):
+    """numba's workqueue layer aborts the process when parallel loops run in two threads at once: there a
+    node's run waits for the family under way (and the next waits for the node)."""
+    fresh_warmup.layer = layer
+    thread = warmup.start()
+    assert fresh_warmup.started.wait(30)
+    entered = threading.Event()
+
+    def node():
+        with warmup.exclusive():
+            entered.set()
+
+    threading.Thread(target=node, daemon=True).start()
+    assert entered.wait(0.5) == (layer != "workqueue")
+    fresh_warmup.gate.set()
+    assert entered.wait(30)
+    thread.join(30)
 
 
 def test_a_waiting_node_says_so_and_moves_its_progress_bar(monkeypatch, caplog):

@@ -1,5 +1,5 @@
 """numba's CPU loops compiled ahead of first use, so that no node sits silent while they compile (the
-first time only: tens of seconds per family on a small CPU; see bench/RESULTS.md).
+first time only: tens of seconds per family on a small CPU).
 
 Each family's warm-up runs the engine that owns its loops once on tiny CPU inputs, through the calls
 the nodes make, so numba compiles exactly the signatures the nodes use. numba keeps what it compiled
@@ -12,6 +12,7 @@ runs them in a daemon thread (ComfyUI's start), and `wait` lets a node wait for 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -110,12 +111,16 @@ def compile_all(report=None) -> dict[str, float]:
 
 
 # The background warm-up: families not started yet (in order), one Event per family (set when its
-# loops are ready, or failed), and those a waiting node asked for (compiled next).
+# loops are ready, or failed), and those a waiting node asked for (compiled next). Where numba's
+# threading layer is "workqueue" (no TBB or OpenMP on the machine), parallel loops running in two threads
+# at once abort the process: a family's warm-up and a node's run then hold `_running` (`_exclusive`).
 _lock = threading.Lock()
 _queue: list[str] = []
 _ready: dict[str, threading.Event] = {}
 _wanted: set[str] = set()
 _thread: threading.Thread | None = None
+_running = threading.Lock()
+_exclusive = False
 
 
 def start() -> threading.Thread | None:
@@ -143,10 +148,21 @@ def _next() -> str | None:
         return family
 
 
+def _threading_layer() -> str:
+    """The threading layer numba's parallel loops run on here (started now if they have not run yet)."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    parallel._launch_threads()
+    return numba.threading_layer()
+
+
 def _run() -> None:
+    global _exclusive
     start_time = time.perf_counter()
     try:
         missing = uncached()
+        _exclusive = _threading_layer() == "workqueue"
     except Exception as error:  # numba does not import after all: the nodes take the torch path
         log.warning("RasterKit: numba's CPU loops unavailable (%s: %s)", type(error).__name__, error)
         missing = []
@@ -154,7 +170,8 @@ def _run() -> None:
         log.info("RasterKit: compiling CPU loops (first run only)")
     while (family := _next()) is not None:
         try:
-            FAMILIES[family]()
+            with _running:
+                FAMILIES[family]()
         except Exception as error:  # a node using this family reports its own error or falls back
             log.warning("RasterKit: warming up the %s failed (%s: %s)", family, type(error).__name__, error)
         finally:
@@ -188,3 +205,14 @@ def wait(families, on_wait=None, interval: float = 0.5) -> float:
                 on_wait(time.perf_counter() - start_time)
     return time.perf_counter() - start_time
 
+
+
+@contextlib.contextmanager
+def exclusive():
+    """Around a node's run: where numba's loops may not run in two threads at once (`_exclusive`), keeps
+    the background warm-up from starting another family meanwhile (and waits for the one under way)."""
+    if _exclusive and _thread is not None and _thread.is_alive():
+        with _running:
+            yield
+    else:
+        yield
