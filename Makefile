@@ -2,11 +2,15 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# An index for torch alone, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu where the registry would
+# give a multi-GB CUDA build (Linux with PyPI); empty: torch comes from the registry like the rest
+TORCH_INDEX ?=
 
 .PHONY: demo test bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
+	$(if $(TORCH_INDEX),$(PY) -m pip install -q --index-url $(TORCH_INDEX) "$$(grep -m1 '^torch==' requirements-dev.txt)")
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 

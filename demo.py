@@ -1,4 +1,5 @@
-"""`make demo`: runs every node family on generated data and writes PNGs and an MP4 into output/.
+"""`make demo`: runs every node family on generated data and writes PNGs and MP4s into output/ (H.264,
+with AAC sound where the demo plays audio: PyAV, from requirements-dev.txt).
 
 The nodes are called as ComfyUI would call them (classmethod `run` with the node's inputs), without
 ComfyUI, on the CPU or on the GPU that torch finds.
@@ -42,16 +43,33 @@ def save_png(image, path: Path) -> None:
     Image.fromarray((np.clip(array, 0, 1) * 255 + 0.5).astype(np.uint8)).save(path)
 
 
-def save_mp4(frames, path: Path, fps: int = 24) -> None:
-    """frames: float [T,H,W,3] in 0..1."""
-    import cv2
+def save_mp4(frames, path: Path, fps: int = 24, audio: dict | None = None) -> None:
+    """frames: float [T,H,W,3] in 0..1, written as H.264 in yuv420p (what browsers play; an odd height or
+    width gets its last row or column repeated, as yuv420p needs even sizes). audio: ComfyUI's AUDIO
+    ({"waveform": float [1,C,S] in -1..1, "sample_rate": int}, C 1 or 2) muxed as AAC, cut to the video's
+    length."""
+    import av
     import numpy as np
 
     array = (np.clip(np.asarray(frames.cpu()), 0, 1) * 255 + 0.5).astype(np.uint8)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (array.shape[2], array.shape[1]))
-    for frame in array:
-        writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
-    writer.release()
+    _, height, width, _ = array.shape
+    array = np.pad(array, ((0, 0), (0, height % 2), (0, width % 2), (0, 0)), mode="edge")
+    with av.open(str(path), "w", options={"movflags": "+faststart"}) as container:  # playable while loading
+        video = container.add_stream("libx264", rate=fps, options={"crf": "18"})
+        video.height, video.width, video.pix_fmt = array.shape[1], array.shape[2], "yuv420p"
+        sound = None
+        if audio is not None:
+            rate = int(audio["sample_rate"])
+            waveform = np.asarray(audio["waveform"][0].cpu(), dtype=np.float32)[:, : len(array) * rate // fps]
+            sound = container.add_stream("aac", rate=rate, layout="stereo" if waveform.shape[0] == 2 else "mono")
+        for frame in array:
+            container.mux(video.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(video.encode())
+        if sound is not None:
+            samples = av.AudioFrame.from_ndarray(np.ascontiguousarray(waveform), format="fltp", layout=sound.layout)
+            samples.sample_rate = rate
+            container.mux(sound.encode(samples))
+            container.mux(sound.encode())
 
 
 def moving_scene(frames: int = 48, height: int = 360, width: int = 640):
@@ -118,11 +136,12 @@ def series_demo(pack, out: Path):
     grid = framed.reshape(4, 4, 166, 262, 3).permute(0, 2, 1, 3, 4).reshape(4 * 166, 4 * 262, 3)
     t = torch.linspace(0, 4, 4 * 24000)
     tone = torch.sin(2 * torch.pi * (220 + 110 * torch.sin(t)) * t) * (0.3 + 0.7 * torch.sin(t * 1.5).abs())
-    video = node.run(audio={"waveform": tone[None, None], "sample_rate": 24000}, frames=96, width=640, height=240,
-                     scale="shared", line_color="#FFB74D", line_width=1.5)[0]
+    audio = {"waveform": tone[None, None], "sample_rate": 24000}
+    video = node.run(audio=audio, frames=96, width=640, height=240, scale="shared", line_color="#FFB74D",
+                     line_width=1.5)[0]
     paths = [out / "series.png", out / "series_audio.mp4"]
     save_png(grid, paths[0])
-    save_mp4(video, paths[1])
+    save_mp4(video, paths[1], audio=audio)  # 96 frames at 24 fps: the tone's 4 s
     return paths
 
 
@@ -215,7 +234,7 @@ def spectrum_demo(pack, out: Path):
         overlay=True, colors="#FF7043, #4DD0E1", width=640, height=240, background="#101820")[0]
     paths = [out / "spectrum.png", out / "spectrum.mp4"]
     save_png(video[len(video) // 2], paths[0])
-    save_mp4(video, paths[1])
+    save_mp4(video, paths[1], audio=audio)
     return paths
 
 

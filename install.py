@@ -4,7 +4,8 @@ Everywhere, installs numba (the CPU loops of the overlays, line plots, mesh rast
 PrimitiveMesh's search) where it is missing, holding numpy at the version ComfyUI has: where no numba
 wheel fits that numpy or this Python, pip refuses and nothing changes (RASTERKIT_DISABLE_NUMBA set:
 skipped). It is not in requirements.txt because pip would otherwise be free to move ComfyUI's numpy,
-or fail the pack's whole install.
+or fail the pack's whole install. Then, where those loops will run (no GPU for torch), compiles them
+(utils/warmup.py) so that no first prompt waits for numba: once, about a minute on a small CPU, printed.
 
 On a machine whose torch is a CUDA build and sees an NVIDIA GPU, installs the CuPy wheel for torch's
 CUDA major version, so that the pack's CUDA kernels are used with no manual step. Does nothing on
@@ -17,6 +18,9 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
 
 CUPY_CUDA_MAJORS = (11, 12, 13)  # the cupy-cuda{major}x wheels on PyPI
 
@@ -47,6 +51,49 @@ def install_numba() -> None:
     pip_install(["numba", f"numpy=={numpy.__version__}"], "for the CPU loops (numpy held where it is)")
 
 
+# Run in a subprocess (a fresh import of a numba just installed; a crash cannot fail the install). The
+# pack is imported under the name ComfyUI gives it (nodes.load_custom_node: its folder's path with "."
+# as "_x_"), as numba's cache is kept per module name.
+_COMPILE = """
+import importlib, sys, types
+root = sys.argv[1]
+name = root.replace(".", "_x_")
+pack = types.ModuleType(name)
+pack.__path__ = [root]
+sys.modules[name] = pack
+warmup = importlib.import_module(name + ".utils.warmup")
+warmup.compile_all()
+missing = warmup.uncached()  # numba failed on this machine (the torch path serves): said on stdout
+if missing:
+    sys.exit("not compiled: " + ", ".join(missing))
+print(warmup.cache_folder())
+"""
+
+
+def compile_cpu_loops() -> None:
+    """Compile numba's CPU loops now, where they will run (numba imports, not disabled, torch sees no
+    GPU); a failure only means they compile in the background at ComfyUI's start instead."""
+    importlib.invalidate_caches()  # numba may have been installed a moment ago
+    if os.environ.get("RASTERKIT_DISABLE_NUMBA") or importlib.util.find_spec("numba") is None:
+        return
+    try:
+        import torch
+    except ImportError:
+        return
+    mps = getattr(torch.backends, "mps", None)
+    if torch.cuda.is_available() or (mps is not None and mps.is_available()):
+        return
+    print("RasterKit: compiling the CPU loops with numba (once, about a minute)", flush=True)
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", _COMPILE, ROOT], check=False, capture_output=True, text=True)
+    if result.returncode == 0:
+        print(f"RasterKit: CPU loops ready in {time.perf_counter() - start:.0f} s, numba's cache in "
+              f"{result.stdout.strip().splitlines()[-1]}")
+    else:
+        print(f"RasterKit: compiling the CPU loops failed ({result.stderr.strip()[-300:]}); they compile at "
+              f"ComfyUI's start instead")
+
+
 def install_cupy() -> None:
     if os.environ.get("RASTERKIT_DISABLE_CUPY") or importlib.util.find_spec("cupy") is not None:
         return
@@ -63,6 +110,7 @@ def install_cupy() -> None:
 
 def main() -> None:
     install_numba()
+    compile_cpu_loops()
     install_cupy()
 
 

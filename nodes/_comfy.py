@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import importlib
 import math
 import os
@@ -171,6 +172,69 @@ class Progress:
             return
         self._last_preview = time.monotonic()
         self._bar.update_absolute(done, total or self.total, ("JPEG", _picture(preview), self.PREVIEW_SIZE))
+
+
+# The numba loop families (utils/warmup.FAMILIES) each node runs on the CPU
+NODE_LOOPS = {
+    "RasterKit_BoundingBoxRenderer": ("overlay compositor",),
+    "RasterKit_LineLinkRenderer": ("overlay compositor",),
+    "RasterKit_SeriesToImages": ("overlay compositor", "line plots"),
+    "RasterKit_PrimitiveMesh": ("primitive search",),
+    "RasterKit_MeshRasterizer": ("mesh rasterizer",),
+    "RasterKit_UVMaps": ("mesh rasterizer",),
+    "RasterKit_BakeTexture": ("mesh rasterizer",),
+}
+
+
+def warm_up_cpu_loops(nodes) -> None:
+    """At ComfyUI's start on the CPU: numba's loops compile in a background thread (utils/warmup), and
+    each of `nodes` that runs before its own loop families are ready waits for those only."""
+    if _prompt_server() is None or render_device().type != "cpu":
+        return
+    from ..utils import warmup
+
+    if warmup.start() is None:  # numba's loops are off or not installed
+        return
+    for node in nodes:
+        if node.NODE_ID in NODE_LOOPS:
+            node.run = _waits_for_loops(node.run, node.DISPLAY_NAME, NODE_LOOPS[node.NODE_ID])
+
+
+def _waits_for_loops(run, name: str, families) -> classmethod:
+    from ..utils import warmup
+
+    @functools.wraps(run)
+    def waiting(cls, **inputs):
+        wait_for_loops(name, families)
+        with warmup.exclusive():
+            return run(**inputs)
+    return classmethod(waiting)
+
+
+LOOPS_TYPICAL_SECONDS = 30  # a family's first compile on a small CPU: paces the progress bar while waiting
+
+
+def wait_for_loops(name: str, families) -> None:
+    """Wait for the background compilation of `families` where it is not over, saying so in the log
+    and moving the node's progress bar meanwhile (it cannot know how long: it slows as it nears the end)."""
+    import logging
+
+    from ..utils import warmup
+
+    if not warmup.pending(families):
+        return
+    log = logging.getLogger("rasterkit")
+    log.info("RasterKit: %s waits for its CPU loops to compile (first run only)", name)
+    progress = Progress(100)
+    seconds = warmup.wait(families, lambda s: progress(int(99 * (1 - math.exp(-s / LOOPS_TYPICAL_SECONDS)))))
+    progress(100)
+    log.info("RasterKit: %s's CPU loops ready after %.0f s", name, seconds)
+
+
+def _prompt_server():
+    """ComfyUI's running server, or None (tests, the demo, a library user)."""
+    server = comfy_module("server", "PromptServer")
+    return getattr(server.PromptServer, "instance", None) if server is not None else None
 
 
 def register_routes() -> None:
