@@ -531,3 +531,35 @@ def test_straight_alpha_new_and_in_place():
     torch.testing.assert_close(new, expected, rtol=1e-6, atol=0)
     converted = layer.clone()
     assert R.straight_alpha(converted, in_place=True) is converted and torch.equal(converted, new)
+
+
+@pytest.mark.parametrize("path", ["numba", "torch"])
+def test_draw_refuses_images_it_cannot_composite(monkeypatch, path):
+    """1 or 2 channels, integers, or not [B,H,W,C]: a ValueError that names images (numba's loop wrote past
+    a 1-channel image's rows; the torch path resized its output)."""
+    if path == "torch":
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    prims = R.rounded_boxes(0, torch.tensor([[2.0, 2, 20, 12]]), 2.0, 3.0, (1, 0, 0, 1), (0, 1, 0, 0.5))
+    for images in (torch.rand(1, 16, 24, 1), torch.rand(1, 16, 24, 2), torch.zeros(1, 16, 24, 3, dtype=torch.uint8),
+                   torch.rand(16, 24, 3)):
+        with pytest.raises(ValueError, match="images"):
+            R.draw(images, prims)
+
+
+@pytest.mark.parametrize("path", ["numba", "torch"])
+def test_draw_takes_any_float_dtype_and_grad(monkeypatch, path):
+    """Rendered in float32, returned in the images' dtype; inputs that require grad are read detached."""
+    if path == "torch":
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    torch.manual_seed(0)
+    images = torch.rand(2, 17, 26, 4)
+    prims = R.concat(R.rounded_boxes(torch.tensor([0, 1]), torch.tensor([[2.0, 2, 20, 12], [5, 1, 25, 16]]), 2.0, 3.0,
+                                     (1, 0, 0, 1), (0, 1, 0, 0.5)), R.discs(1, torch.tensor([[9.0, 8]]), 6.0, (0, 0, 1, .7)))
+    expected = R.draw(images, prims)
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        got = R.draw(images.to(dtype), prims)
+        assert got[0].dtype == dtype and got[1].dtype == torch.float32
+        assert torch.equal(got[0], R.draw(images.to(dtype).float(), prims)[0].to(dtype))
+    prims.params.requires_grad_()
+    got = R.draw(images.clone().requires_grad_(), prims)
+    assert all(torch.equal(e, g) and not g.requires_grad for e, g in zip(expected, got))

@@ -742,20 +742,35 @@ def _rendering_cpu():
     return rendering_cpu
 
 
+def _checked_images(images) -> torch.Tensor:
+    """images as draw() takes them: a float tensor [B,H,W,C], C = 3 or 4 (any float dtype), detached."""
+    if not isinstance(images, torch.Tensor) or images.ndim != 4 or images.shape[-1] not in (3, 4):
+        got = f"shape {tuple(images.shape)}" if isinstance(images, torch.Tensor) else type(images).__name__
+        raise ValueError(f"images: expected a float tensor [B,H,W,C] with C = 3 or 4 channels, got {got}")
+    if not images.is_floating_point():
+        raise ValueError(f"images: expected float values in 0..1 (any float dtype), got dtype {images.dtype}")
+    return images.detach()
+
+
 def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = None, device=None,
          on_progress=None, tile: int | None = None, layer_alpha: str = "premultiplied", image_only: bool = False):
     """Render `prims` over `images` and return (image, alpha, layer) on the images' device.
 
-    images float [B,H,W,C], C = 3 or 4 (alpha is composited too); never modified.
+    images float [B,H,W,C] of any float dtype (rendered in float32), C = 3 or 4 (alpha is composited
+    too); never modified; a ValueError names anything else. Tensors that require grad are read detached
+    (the outputs carry no gradient).
     prims: primitives whose `frame` indexes the batch; atlas float [Ha,Wa] for SPRITE primitives.
     device: where to render (default: where the images are); frames move there one chunk at a
     time, each chunk in one transfer.
-    Returns image float [B,H,W,C] (composite), alpha float [B,H,W] and layer float [B,H,W,4]
-    (RGB premultiplied, or with layer_alpha="straight" straight as straight_alpha gives it; alpha);
-    with image_only, alpha and layer are None (on the CPU neither is made: 60% of the memory).
+    Returns image [B,H,W,C] in the images' dtype (composite), alpha float32 [B,H,W] and layer float32
+    [B,H,W,4] (RGB premultiplied, or with layer_alpha="straight" straight as straight_alpha gives it;
+    alpha); with image_only, alpha and layer are None (on the CPU neither is made: 60% of the memory).
     """
     if layer_alpha not in ("premultiplied", "straight"):
         raise ValueError(f"layer_alpha: 'premultiplied' or 'straight', got {layer_alpha!r}")
+    images = _checked_images(images)
+    prims = Primitives(*(t.detach() for t in prims.fields()))
+    atlas = atlas.detach() if atlas is not None else None
     batch, height, width, channels = images.shape
     home = images.device
     device = normalize(device) if device is not None else home
@@ -763,20 +778,23 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     image_out = on_huge_pages(torch.empty(images.shape, dtype=images.dtype, device=home))
     alpha_out = None if image_only else on_huge_pages(torch.empty(batch, height, width, device=home))
     layer_out = None if image_only else on_huge_pages(torch.empty(batch, height, width, 4, device=home))
+    if images.numel() == 0:  # no pixel to draw
+        return image_out, alpha_out, layer_out
     moved = {}  # the primitives and atlas on each device that renders: one transfer each
 
     def render_frames(start, stop, dev):
         if dev not in moved:
             moved[dev] = prims.to(dev), (atlas.to(dev).float() if atlas is not None else None)
         outputs = [out if out is None else out[start:stop] for out in (image_out, alpha_out, layer_out)]
-        if dev != home:  # a chunk goes there in one transfer and comes back in one
-            outputs = [out if out is None else torch.empty(out.shape, dtype=out.dtype, device=dev) for out in outputs]
+        # rendered in float32 on dev: an output elsewhere or of another dtype gets a float32 stand-in
+        staged = [out if out is None or (dev == home and out.dtype == torch.float32) else
+                  torch.empty(out.shape, device=dev) for out in outputs]
         on_device, sheet = moved[dev]
-        _render(images[start:stop].to(dev), *outputs, on_device, start, sheet, tile, layer_alpha == "straight")
-        if dev != home:
-            for out, result in zip((image_out, alpha_out, layer_out), outputs):
-                if out is not None:
-                    out[start:stop] = result.to(home)
+        # one transfer in the images' dtype, converted on the device
+        _render(images[start:stop].to(dev).float(), *staged, on_device, start, sheet, tile, layer_alpha == "straight")
+        for out, result in zip(outputs, staged):
+            if result is not out:  # one transfer back (and the conversion to the images' dtype)
+                out.copy_(result)
 
     # per frame pixel: the outputs and the pair temporaries (~8 pair pixels of ~40 bytes in a dense
     # scene); chunks of at most ~32 megapixels (256 on a GPU, where each chunk's fixed cost of ~3 ms is
@@ -794,6 +812,10 @@ def coverage(prims: Primitives, batch: int, height: int, width: int, atlas: torc
     only that is written (no image, no layer: an eighth of draw's writes); elsewhere draw over blank
     frames."""
     device = normalize(device) if device is not None else torch.device("cpu")
+    if min(batch, height, width) < 0:
+        raise ValueError(f"coverage: batch, height and width must be >= 0, got {batch}, {height}, {width}")
+    if batch * height * width == 0:
+        return torch.zeros(batch, height, width, device=device)
     if numba_usable(device):
         alpha = on_huge_pages(torch.empty(batch, height, width))
         if _rendering_cpu().render(torch.empty(batch, height, width, 0), None, alpha, None, prims.to(device), 0,
@@ -1268,13 +1290,19 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
 }
 
 extern "C" __global__ void composite_tiles(
-        const long long* tile_start, long long n_tiles,
-        const long long* primitive, const long long* kind, const float* params, const float* color,
-        const long long* group, const float* atlas, int atlas_h, int atlas_w, const float* source,
-        float* image, float* alpha, float* layer, int height, int width, int channels, int tiles_y, int tiles_x,
-        int tile) {
-    long long t = blockIdx.x;
+        const long long* tile_start, long long n_tiles, long long tile_offset, long long pair_begin,
+        long long pair_end, const long long* primitive, const long long* kind, const float* params,
+        const float* color, const long long* group, const float* atlas, int atlas_h, int atlas_w,
+        const float* source, float* image, float* alpha, float* layer, int height, int width, int channels,
+        int tiles_y, int tiles_x, int tile) {
+    long long t = tile_offset + blockIdx.x;
     if (t >= n_tiles) return;
+    // this launch draws the tile's pairs in [pair_begin, pair_end); the launch that holds the tile's last
+    // pair finishes it (the first launch, for a tile without pairs)
+    long long first = tile_start[t], last = tile_start[t + 1];
+    long long start = max(first, pair_begin), stop = min(last, pair_end);
+    bool finishes = last <= pair_end && (last > pair_begin || pair_begin == 0);
+    if (start >= stop && !finishes) return;
     int gx = threadIdx.x % tile, gy = threadIdx.x / tile;
     long long frame = t / ((long long)tiles_y * tiles_x);
     int rest = (int)(t % ((long long)tiles_y * tiles_x));
@@ -1283,39 +1311,56 @@ extern "C" __global__ void composite_tiles(
     if (x >= width || y >= height) return;
     float ox = (float)(column * tile) + 0.5f, oy = (float)(row * tile) + 0.5f;
     float tile_last = (float)(tile - 1);
+    long long pixel = (frame * height + y) * (long long)width + x;
 
     // premultiplied layer, built bottom to top; a group's pairs merge by maximum coverage first
     float lr = 0.0f, lg = 0.0f, lb = 0.0f, la = 0.0f;
     long long current = -1;
+    bool pending = false;  // a shape is open: current, merged and its colour
     float merged = 0.0f, cr = 0.0f, cg = 0.0f, cb = 0.0f, ca = 0.0f;
-    long long start = tile_start[t], count = tile_start[t + 1] - start;
-    for (long long k = 0; k <= count; ++k) {
+    if (first < start) {  // the tile goes on from the launch before: its layer so far, and an open shape's coverage
+        const float* so_far = layer + pixel * 4;
+        lr = so_far[0]; lg = so_far[1]; lb = so_far[2]; la = so_far[3];
+        long long p = primitive[start - 1];
+        if (group[primitive[start]] == group[p]) {
+            current = group[p];
+            pending = true;
+            merged = alpha[pixel];
+            cr = color[p * 4]; cg = color[p * 4 + 1]; cb = color[p * 4 + 2]; ca = color[p * 4 + 3];
+        }
+    }
+    for (long long k = start; k <= stop; ++k) {
         long long g = -2;
         float value = 0.0f;
         long long p = 0;
-        if (k < count) {
-            p = primitive[start + k];
+        if (k < stop) {
+            p = primitive[k];
             g = group[p];
             value = coverage(kind[p], params + p * 10, ox, oy, (float)gx, (float)gy, tile_last, atlas, atlas_h, atlas_w);
         }
-        if (k < count && g == current) {
+        if (k < stop && pending && g == current) {
             merged = fmaxf(merged, value);
             continue;
         }
-        if (k > 0) {  // the shape below is complete: source-over
+        if (k == stop && pending && stop < last && group[primitive[stop]] == current) {
+            alpha[pixel] = merged;  // the shape goes on in the next launch: its coverage so far waits in alpha
+            break;
+        }
+        if (pending) {  // the shape below is complete: source-over
             float a = merged * ca, keep = 1.0f - a;
             lr = a * cr + keep * lr; lg = a * cg + keep * lg; lb = a * cb + keep * lb; la = a + keep * la;
         }
-        if (k < count) {
+        if (k < stop) {
             current = g;
+            pending = true;
             merged = value;
             cr = color[p * 4]; cg = color[p * 4 + 1]; cb = color[p * 4 + 2]; ca = color[p * 4 + 3];
         }
     }
-    // every pixel of the frames is written: the layer, its alpha, and the layer over the source
-    long long pixel = (frame * height + y) * (long long)width + x;
     float* out = layer + pixel * 4;
     out[0] = lr; out[1] = lg; out[2] = lb; out[3] = la;
+    if (!finishes) return;
+    // every pixel of the frames is written: the layer, its alpha, and the layer over the source
     alpha[pixel] = la;
     const float* below = source + pixel * channels;
     float* composite = image + pixel * channels;
@@ -1326,23 +1371,62 @@ extern "C" __global__ void composite_tiles(
 """.replace("{ELLIPSE_STEPS}", str(ELLIPSE_STEPS))
 
 
+# Pairs per launch of composite_tiles: a block walks its tile's pairs one after another, so a launch's time
+# follows the most pairs of one tile in it; 2**17 pairs of the costliest kind (ellipses, ~700 cycles a pair
+# in one thread) take ~60 ms at 1.5 GHz, under a desktop GPU's watchdog (~2 s) with a wide margin.
+PAIRS_PER_LAUNCH = 1 << 17
+_GRID_LIMIT = (1 << 31) - 1  # CUDA's gridDim.x; also the kernel's int32 indices (pixel columns, tile of a frame)
+
+
+def _check_launch(frames, image, alpha, layer, pairs: _Pairs, tile: int) -> None:
+    """What composite_tiles reads and writes, checked on the host before a launch: float32 [b,H,W,C] frames
+    and image (C = 3 or 4), alpha [b,H,W] and layer [b,H,W,4], all contiguous on one device (the kernel
+    writes the outputs in place: a copy would hide its writes), and sizes within its grid and int32 indices."""
+    batch, height, width, channels = frames.shape
+    expected = {"frames": (frames, frames.shape), "image": (image, frames.shape), "alpha": (alpha, frames.shape[:3]),
+                "layer": (layer, (batch, height, width, 4))}
+    for name, (tensor, shape) in expected.items():
+        if tensor.dtype != torch.float32 or tuple(tensor.shape) != tuple(shape) or not tensor.is_contiguous() \
+                or tensor.device != frames.device:
+            raise ValueError(f"composite_tiles: {name} must be a contiguous float32 tensor {tuple(shape)} on "
+                             f"{frames.device}, got {tensor.dtype} {tuple(tensor.shape)} on {tensor.device}"
+                             f"{'' if tensor.is_contiguous() else ', not contiguous'}")
+    if channels not in (3, 4):
+        raise ValueError(f"composite_tiles: frames must have 3 or 4 channels, got {channels}")
+    if not 1 <= tile <= 32:
+        raise ValueError(f"composite_tiles: tile must be 1 to 32 pixels (one thread per pixel, 1024 a block), got {tile}")
+    if pairs.n_tiles >= _GRID_LIMIT or max(height, width, pairs.tiles_y * pairs.tiles_x * tile) >= _GRID_LIMIT:
+        raise ValueError(f"composite_tiles: {pairs.n_tiles} tiles of {height}x{width} frames exceed the kernel's "
+                         f"limits ({_GRID_LIMIT} blocks, int32 indices): draw fewer frames at once")
+
+
 def composite_tiles_cuda(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer: torch.Tensor,
                          pairs: _Pairs, prims: Primitives, atlas: torch.Tensor | None, tile: int) -> None:
-    """Composite the sorted pairs over frames float [b,H,W,C] into image float [b,H,W,C], alpha
-    float [b,H,W] and layer float [b,H,W,4] (contiguous, on frames' CUDA device), every pixel in one
-    pass: one block per tile, one thread per pixel."""
-    if not (image.is_contiguous() and alpha.is_contiguous() and layer.is_contiguous()):
-        raise ValueError("image, alpha and layer must be contiguous: the kernel writes them in place")
+    """Composite the sorted pairs over frames float32 [b,H,W,C] (C = 3 or 4) into image float32 [b,H,W,C],
+    alpha float32 [b,H,W] and layer float32 [b,H,W,4] (contiguous, on frames' CUDA device; anything else is
+    refused, see _check_launch), every pixel once: one block per tile, one thread per pixel, in launches of
+    at most PAIRS_PER_LAUNCH pairs (a tile with more goes on in the next launch from the layer it left)."""
+    _check_launch(frames, image, alpha, layer, pairs, tile)
     _, height, width, channels = frames.shape
     tile_start = torch.searchsorted(pairs.tile, torch.arange(pairs.n_tiles + 1, device=frames.device))
     if atlas is None:
         atlas = torch.zeros(1, 1, device=frames.device)
-    args = cuda.arrays(tile_start)
-    args.append(np.int64(pairs.n_tiles))
-    args += cuda.arrays(pairs.primitive, prims.kind.long(), prims.params.float(), prims.color.float(),
-                        prims.group.long(), atlas.float())
-    args += [np.int32(atlas.shape[0]), np.int32(atlas.shape[1])]
-    args += cuda.arrays(frames.float(), image, alpha, layer)
-    args += [np.int32(v) for v in (height, width, channels, pairs.tiles_y, pairs.tiles_x, tile)]
+    total = pairs.tile.numel()
+    launches = [(0, total, 0, pairs.n_tiles)]  # pair range, first tile and tile count of each launch
+    if total > PAIRS_PER_LAUNCH:  # the tiles that each range of pairs falls in: one read of the device
+        begins = torch.arange(0, total, PAIRS_PER_LAUNCH, device=frames.device)
+        found = _host(torch.cat([tile_start[-1:], torch.searchsorted(tile_start, begins, right=True) - 1]))
+        kept, first_tiles = found[0], [0] + found[2:]
+        launches = [(begin, total if begin + PAIRS_PER_LAUNCH >= kept else begin + PAIRS_PER_LAUNCH, first,
+                     (pairs.n_tiles if begin + PAIRS_PER_LAUNCH >= kept else first_tiles[i + 1] + 1) - first)
+                    for i, (begin, first) in enumerate(zip(range(0, kept, PAIRS_PER_LAUNCH), first_tiles))] or launches
+    # the tensors the kernel reads, detached (DLPack refuses tensors that require grad) and in its types
+    reads = cuda.arrays(*(t.detach() for t in (tile_start, pairs.primitive, prims.kind.long(), prims.params.float(),
+                                                prims.color.float(), prims.group.long(), atlas.float())))
+    pixels = cuda.arrays(frames.detach(), image, alpha, layer)
     with cuda.stream(frames.device):
-        cuda.kernel(_COMPOSITE_SOURCE, "composite_tiles")((pairs.n_tiles,), (tile * tile,), tuple(args))
+        for begin, end, first, count in launches:
+            args = [reads[0], np.int64(pairs.n_tiles), np.int64(first), np.int64(begin), np.int64(end), *reads[1:],
+                    np.int32(atlas.shape[0]), np.int32(atlas.shape[1]), *pixels]
+            args += [np.int32(v) for v in (height, width, channels, pairs.tiles_y, pairs.tiles_x, tile)]
+            cuda.kernel(_COMPOSITE_SOURCE, "composite_tiles")((count,), (tile * tile,), tuple(args))
