@@ -503,6 +503,21 @@ def test_draw_of_100_boxes_on_a_4k_frame_keeps_its_gpu_budget(monkeypatch):
     assert count.launches <= 200 and syncs <= 2 and count.float64 == 0, (count.summary(), syncs)
 
 
+def test_boxes_from_host_values_keep_the_draw_budget(monkeypatch):
+    """budget.py's "boxes" case: boxes as a node has them after parsing (a list made into one tensor: the one
+    upload), colours and sizes as Python numbers (filled in on the device, never uploaded), then draw:
+    <= 200 device ops, <= 2 host syncs, <= 1 upload (was 12: rounded_boxes made 9 tensors from host values,
+    draw 2)."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    torch.manual_seed(0)
+    height, width = 2160, 3840
+    images = torch.rand(1, height, width, 3)
+    xy = (torch.rand(100, 2) * torch.tensor([width - 300.0, height - 300.0])).tolist()
+    count, syncs = counted(monkeypatch, lambda: R.draw(images, R.rounded_boxes(
+        0, torch.tensor([[x, y, x + 120, y + 80] for x, y in xy]), 3.0, 12.0, (1, 0, 0, 1), (1, 0, 0, 0.25))))
+    assert count.launches <= 200 and syncs <= 2 and count.uploads <= 1 and count.float64 == 0, count.summary()
+
+
 def test_no_float64_for_any_kind(monkeypatch):
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")  # the torch path, which MPS and GPUs run
     g = torch.Generator().manual_seed(4)

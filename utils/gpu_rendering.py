@@ -96,19 +96,61 @@ def empty(device=None) -> Primitives:
 
 
 def _column(value, n: int, like: torch.Tensor) -> torch.Tensor:
-    """A per-primitive float [n] from a scalar or a tensor of n values (a view: read it, do not write)."""
-    return torch.as_tensor(value, dtype=torch.float32, device=like.device).expand(n)
+    """A per-primitive float [n] from a scalar or a tensor of n values (a view: read it, do not write).
+    A Python number is filled in on the device: no upload of host data."""
+    if isinstance(value, torch.Tensor):
+        return value.to(like.device, torch.float32).expand(n)
+    return like.new_full((), float(value), dtype=torch.float32).expand(n)
+
+
+def _constants(values, device, dtype=torch.float32) -> torch.Tensor:
+    """A tensor [k] of k Python numbers filled in on the device, with no upload of host data (on CUDA a
+    tensor made from a list is a pageable copy that waits for the stream): the most common value, then a
+    fill for each run of another value."""
+    base = max(values, key=values.count)
+    out = torch.full((len(values),), base, dtype=dtype, device=device)
+    start = 0
+    while start < len(values):
+        stop = start + 1
+        while stop < len(values) and values[stop] == values[start]:
+            stop += 1
+        if values[start] != base:
+            out[start:stop].fill_(values[start])
+        start = stop
+    return out
+
+
+def _rows(value, n: int, width: int, device) -> torch.Tensor:
+    """float32 [n,width] (a view) of a tensor [width] or [n,width], or of `width` Python numbers."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, torch.float32).expand(n, width)
+    return _constants([float(v) for v in value], device).expand(n, width)
+
+
+def _columns(values, n: int, like: torch.Tensor) -> list[torch.Tensor]:
+    """float32 [n] views of each of `values`: tensors as _column gives them, the Python numbers among them
+    filled in at once (one _constants)."""
+    numbers = [float(v) for v in values if not isinstance(v, torch.Tensor)]
+    filled = iter(_constants(numbers, like.device).unbind() if numbers else ())
+    return [_column(v, n, like) if isinstance(v, torch.Tensor) else next(filled).expand(n) for v in values]
 
 
 def _colors(color, n: int, like: torch.Tensor) -> torch.Tensor:
-    return torch.as_tensor(color, dtype=torch.float32, device=like.device).expand(n, 4).clone()
+    return _rows(color, n, 4, like.device).clone()
+
+
+def _frames(frame, device) -> torch.Tensor:
+    """int64 frame indices on the device from a tensor or a Python int (filled in: no upload)."""
+    if isinstance(frame, torch.Tensor):
+        return frame.to(device, torch.int64)
+    return torch.full((), int(frame), dtype=torch.int64, device=device)
 
 
 def _make(frame, kind: int, params: list[torch.Tensor], color, bounds) -> Primitives:
     n = bounds.shape[0]
     packed = torch.zeros(n, N_PARAMS, dtype=torch.float32, device=bounds.device)
     packed[:, : len(params)] = torch.stack(params, dim=1) if params else packed[:, :0]
-    frame = torch.as_tensor(frame, dtype=torch.int64, device=bounds.device).expand(n).clone()
+    frame = _frames(frame, bounds.device).expand(n).clone()
     return Primitives(frame, torch.full((n,), kind, dtype=torch.int64, device=bounds.device), packed,
                       _colors(color, n, bounds), bounds.float(), torch.arange(n, device=bounds.device))
 
@@ -199,11 +241,16 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
     xyxy = xyxy.float()
     low, high = torch.minimum(xyxy[:, :2], xyxy[:, 2:]), torch.maximum(xyxy[:, :2], xyxy[:, 2:])
     centre, half_size = (low + high) / 2, (high - low) / 2
-    r = torch.minimum(_column(radius, n, xyxy).clamp_min(0), half_size.amin(1))
-    stroke_half = _column(stroke_width, n, xyxy) / 2
-    zero = torch.zeros((), device=device).expand(n)
+    if isinstance(radius, torch.Tensor):
+        r = torch.minimum(_column(radius, n, xyxy).clamp_min(0), half_size.amin(1))
+    else:  # the same values in fewer ops
+        r = half_size.amin(1).clamp_max(max(float(radius), 0.0))
+    host_colours = not (isinstance(fill_color, torch.Tensor) or isinstance(stroke_color, torch.Tensor))
+    # stroke_width / 2: exact for a number and for a tensor
+    stroke_half, corner_length, zero, one, *colours = _columns(
+        [stroke_width / 2, corner_length, 0.0, 1.0, *((*fill_color, *stroke_color) if host_colours else ())], n, xyxy)
     if isinstance(angle, (int, float)) and angle == 0:
-        cos, sin = _column(1.0, n, xyxy), zero
+        cos, sin = one, zero
     else:
         cos, sin = _turn(angle, n, xyxy)
         # the turned box's bounds: its half extents along the axes less its half size
@@ -211,16 +258,21 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
         spread = spread - half_size
         low, high = low - spread, high + spread
     params = torch.stack([centre[:, 0], centre[:, 1], half_size[:, 0], half_size[:, 1], r, stroke_half,
-                          _column(corner_length, n, xyxy), zero, cos, sin], 1)
+                          corner_length, zero, cos, sin], 1)
     # the box grown by the anti-aliasing margin (fill), and by half the stroke too (stroke)
     grow = F.pad((stroke_half.clamp_min(0.5) + 1.0)[:, None], (1, 0), value=1.0)
-    bounds = torch.cat([low, high], 1)[:, None] + grow[..., None] * torch.tensor([-1.0, -1.0, 1.0, 1.0], device=device)
+    bounds = torch.cat([low[:, None] - grow[..., None], high[:, None] + grow[..., None]], 2)
     bounds[:, 1].masked_fill_((stroke_half <= 0)[:, None], -1.0)  # empty: no tile is listed
-    colors = torch.stack([torch.as_tensor(fill_color, dtype=torch.float32, device=device).expand(n, 4),
-                          torch.as_tensor(stroke_color, dtype=torch.float32, device=device).expand(n, 4)], 1)
-    frame = torch.as_tensor(frame, dtype=torch.int64, device=device)
-    return Primitives(frame.expand(n)[:, None].expand(n, 2).reshape(2 * n),
-                      torch.tensor([BOX_FILL, BOX_STROKE], device=device).repeat(n),
+    if host_colours:
+        colors = torch.stack(colours, 1)
+    else:
+        colors = torch.stack([_rows(fill_color, n, 4, device), _rows(stroke_color, n, 4, device)], 1)
+    if isinstance(frame, torch.Tensor):
+        frame = frame.to(device, torch.int64).expand(n)[:, None].expand(n, 2)
+    else:
+        frame = torch.full((2 * n,), int(frame), dtype=torch.int64, device=device)
+    return Primitives(frame.reshape(2 * n),
+                      torch.arange(BOX_FILL, BOX_STROKE + 1, device=device).repeat(n),
                       params[:, None].expand(n, 2, N_PARAMS).reshape(2 * n, N_PARAMS), colors.reshape(2 * n, 4),
                       bounds.reshape(2 * n, 4), torch.arange(2 * n, device=device))
 
@@ -591,10 +643,10 @@ def tile_spans(bounds: torch.Tensor, height: int, width: int, tile: int) -> tupl
     """First and last tile column and row int64 [P,4] of bounds float [P,4], clamped to the frame, and
     the span's columns and rows int64 [P,2] (0 for bounds past the frame, NaN or infinite)."""
     tiles_y, tiles_x = -(-height // tile), -(-width // tile)
-    limits = torch.tensor([[0, 0, -1, -1], [tiles_x, tiles_y, tiles_x - 1, tiles_y - 1]], dtype=torch.float32,
-                          device=bounds.device)
     span = torch.nan_to_num(bounds, nan=-1.0, posinf=-1.0, neginf=-1.0).div(tile).floor_()
-    span = span.clamp_(limits[0], limits[1]).long()
+    for column, (low, high) in enumerate(((0, tiles_x), (0, tiles_y), (-1, tiles_x - 1), (-1, tiles_y - 1))):
+        span[:, column].clamp_(low, high)  # Python bounds: no upload of host data
+    span = span.long()
     return span, (span[:, 2:] - span[:, :2] + 1).clamp_min_(0)
 
 
@@ -643,7 +695,7 @@ def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch
     `depth` entries. By doubling: once each entry holds the product over the next `step` entries of
     its tile, multiplying in the one `step` further on extends it to the next 2 * step."""
     above = torch.empty_like(alpha)
-    above[-1:] = 1.0
+    above[-1:].fill_(1.0)
     torch.sub(1.0, alpha[1:], out=above[:-1]).masked_fill_(changed[:, None], 1.0)
     one = torch.ones((), device=alpha.device)
     step, factor = 1, torch.empty_like(alpha)  # one buffer for every pass's factors
@@ -913,9 +965,9 @@ def _lines(points: torch.Tensor, height: int, width: int, inside: bool = False) 
     ends = points.floor()
     finite = _finite(ends[..., 0] + ends[..., 1])
     ok = finite[:, :-1] & finite[:, 1:]
-    size = torch.tensor([width, height], device=points.device, dtype=points.dtype)
     # the common case in float32 (exact: Bresenham's numerators stay below 2**24), else int64
-    flat = 2 * height * width <= 2**24 and (inside or bool(((ends >= 0) & (ends < size)).all(-1).logical_or_(~finite).all()))
+    flat = 2 * height * width <= 2**24 and (inside or bool(
+        ((ends >= 0).all(-1) & (ends[..., 0] < width) & (ends[..., 1] < height)).logical_or_(~finite).all()))
     ends = ends.nan_to_num(0.0, 0.0, 0.0)  # segments with a non-finite end get no step
     if not flat:  # far points clamped: exact within 2**29 px
         ends = ends.clamp(-2**29, 2**29).long()
@@ -932,9 +984,10 @@ def _lines(points: torch.Tensor, height: int, width: int, inside: bool = False) 
     major_step = unit * torch.stack([major_is_x, ~major_is_x], -1)
     minor_step = unit - major_step
     if flat:  # all inside the frame: flat indices within the image, strides 1 along x and W along y
-        strides = torch.tensor([1.0, width], device=points.device)
         first, last = torch.zeros_like(major), major
-        per_segment = [major_step @ strides, minor_step @ strides, a[..., 1] * width + a[..., 0]]
+        # x + width * y of the steps (whole numbers: exact in float32)
+        per_segment = [major_step[..., 0] + major_step[..., 1] * width, minor_step[..., 0] + minor_step[..., 1] * width,
+                       a[..., 1] * width + a[..., 0]]
     else:  # segments that leave the frame: only the steps whose major coordinate is inside it
         start = torch.where(major_is_x, a[..., 0], a[..., 1])
         direction = torch.where(major_is_x, unit[..., 0], unit[..., 1])
