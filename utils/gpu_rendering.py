@@ -174,21 +174,32 @@ def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) 
     a translucent polyline is drawn once where its segments overlap.
 
     frame int64 [L] (or scalar), points float [L, N, 2] padded, lengths int64 [L] (points used,
-    >= 2 to draw anything), width scalar or [L], color [4] or [L, 4].
-    Segments with a non-finite end are left out, so a NaN point makes a gap.
+    >= 2 to draw anything), width scalar or [L], color [4] or [L, 4] (a tensor or 4 numbers).
+    Returns the L * (N-1) segments, line after line. Segments past a length or with a non-finite end
+    get opacity 0, which draws nothing (no pair), so a NaN point makes a gap: no mask picks the others
+    (a host wait on a GPU).
     """
     n_lines, n_points = points.shape[:2]
     if n_points < 2:
         return empty(points.device)
+    device, n = points.device, n_lines * (n_points - 1)
     a, b = points[:, :-1], points[:, 1:]
-    steps = torch.arange(n_points - 1, device=points.device)
-    valid = (steps[None] < (lengths.to(points.device)[:, None] - 1)) & torch.isfinite(a).all(-1) & torch.isfinite(b).all(-1)
-    per_line = lambda t, *shape: torch.as_tensor(t, device=points.device).expand(n_lines, *shape)  # noqa: E731
-    per_segment = lambda t: t[:, None].expand(n_lines, n_points - 1, *t.shape[1:])[valid]  # noqa: E731
-    prims = segments(per_segment(per_line(frame)), a[valid], b[valid],
-                     per_segment(per_line(width).float()), per_segment(per_line(color, 4).float()))
-    prims.group = per_segment(torch.arange(n_lines, device=points.device))
-    return prims
+    finite = _finite(points).all(-1)
+    steps = torch.arange(n_points - 1, device=device)
+    valid = (steps < (lengths.to(device)[:, None] - 1)) & finite[:, :-1] & finite[:, 1:]
+    half = _column(width, n_lines, points)[:, None, None].expand(n_lines, n_points - 1, 1) / 2
+    reach = half.clamp_min(0.5) + 1.0
+    # params: ax, ay, bx, by, half width, then zeros (round caps)
+    params = torch.cat([a, b, half, points.new_zeros(()).expand(n_lines, n_points - 1, N_PARAMS - 5)], -1)
+    bounds = torch.cat([torch.minimum(a, b) - reach, torch.maximum(a, b) + reach], -1)
+    colour = _rows(color, n_lines, 4, device)[:, None].expand(n_lines, n_points - 1, 4)
+    colour = torch.cat([colour[..., :3], (colour[..., 3] * valid)[..., None]], -1)
+    if isinstance(frame, torch.Tensor):
+        frame = frame.to(device, torch.int64).expand(n_lines)[:, None].expand(n_lines, n_points - 1).reshape(n)
+    else:
+        frame = torch.full((n,), int(frame), dtype=torch.int64, device=device)
+    return Primitives(frame, torch.full((n,), SEGMENT, dtype=torch.int64, device=device), params.view(n, N_PARAMS),
+                      colour.view(n, 4), bounds.view(n, 4), torch.arange(n, device=device) // (n_points - 1))
 
 
 def _turn(angle, n: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -706,10 +717,10 @@ def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch
     return above
 
 
-def _composite_layer(layer: torch.Tensor, prims: Primitives, pairs: _Pairs, atlas, tile: int) -> None:
-    """Source-over of every tile's pairs at once (torch path), added into layer [b, tiles_y * T,
-    tiles_x * T, 4] (zeros)."""
-    device = layer.device
+def _composite_layer(tiles: torch.Tensor, prims: Primitives, pairs: _Pairs, atlas, tile: int) -> None:
+    """Source-over of every tile's pairs at once (torch path), added into tiles [n_tiles, T * T * 4]
+    (zeros; tile after tile, each its T rows of T premultiplied RGBA pixels)."""
+    device = tiles.device
     # what the host needs to size the work: pairs per class, shapes (a group's pairs in a tile merge
     # into one shape) and the most shapes in one tile
     classes, by_class = torch.sort(pairs.pair_class)
@@ -732,30 +743,38 @@ def _composite_layer(layer: torch.Tensor, prims: Primitives, pairs: _Pairs, atla
         shape = torch.cumsum(new_shape[:kept], 0) - 1
         coverage = torch.zeros(n_shapes, tile * tile, device=device).scatter_reduce_(
             0, shape[:, None].expand_as(coverage), coverage, "amax")
-        first = torch.zeros(n_shapes + 1, dtype=torch.int64, device=device).index_copy_(
-            0, shape.masked_fill_(~new_shape[:kept], n_shapes), torch.arange(kept, device=device))[:n_shapes]
-        colour, tile_id = colour[first], tile_id[first]
+        # a shape's pairs share its tile and colour (one group): whichever pair's write lands is the same
+        colour = colour.new_empty(n_shapes, 4).index_put_((shape,), colour)
+        tile_id = tile_id.new_empty(n_shapes).index_put_((shape,), tile_id)
         changed = tile_id[1:] != tile_id[:-1]
     alpha = coverage.mul_(colour[:, 3:])
     weight = alpha.mul_(_transmittance_above(alpha, tile_id, changed, depth))  # what reaches the viewer
-    # [frames * tile rows, T, tile columns, T, 4]: a tile is T runs of T * 4 contiguous values
-    layer.view(-1, tile, pairs.tiles_x, tile, 4).index_put_(
-        ((tile_id // pairs.tiles_x)[:, None], g[None], (tile_id % pairs.tiles_x)[:, None]),
-        weight.view(-1, tile, tile, 1) * F.pad(colour[:, :3], (0, 1), value=1.0)[:, None, None], accumulate=True)
+    added = (weight[..., None] * F.pad(colour[:, :3], (0, 1), value=1.0)[:, None]).view(-1, tile * tile * 4)
+    # a pixel's shapes summed in their order: index_add_ does that on the CPU, where index_put_ adds from
+    # several threads in any order (so that two draws differed in the last bit); on a GPU index_put_ sorts
+    # and sums in order, where index_add_ adds atomically in any order
+    if device.type == "cpu":
+        tiles.index_add_(0, tile_id, added)
+    else:
+        tiles.index_put_((tile_id,), added, accumulate=True)
 
 
 def _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile: int) -> None:
     """Layer [b,H,W,4] from the pairs (zero where none reaches), alpha [b,H,W] from it, and image
-    [b,H,W,C]: the layer over frames [b,H,W,C] (alpha composited too). Torch path."""
+    [b,H,W,C]: the layer over frames [b,H,W,C] (alpha composited too; image None: not wanted). Torch
+    path."""
     batch, height, width, channels = frames.shape
-    whole = height % tile == 0 and width % tile == 0
-    target = layer if whole else torch.empty(batch, pairs.tiles_y * tile, pairs.tiles_x * tile, 4, device=layer.device)
-    target.zero_()
+    tiles = torch.zeros(pairs.n_tiles, tile * tile * 4, device=layer.device)
     if pairs.tile.numel():
-        _composite_layer(target, prims, pairs, atlas, tile)
-    if not whole:
-        layer.copy_(target[:, :height, :width])
+        _composite_layer(tiles, prims, pairs, atlas, tile)
+    rows = tiles.view(batch, pairs.tiles_y, pairs.tiles_x, tile, tile, 4).transpose(2, 3)
+    if height == pairs.tiles_y * tile and width == pairs.tiles_x * tile:
+        layer.view(rows.shape).copy_(rows)
+    else:  # the frame ends inside its last tiles
+        layer.copy_(rows.reshape(batch, pairs.tiles_y * tile, pairs.tiles_x * tile, 4)[:, :height, :width])
     alpha.copy_(layer[..., 3])
+    if image is None:
+        return
     keep = 1 - alpha[..., None]
     for colour in (slice(0, 3), slice(3, 4))[: 1 + (channels == 4)]:
         torch.addcmul(layer[..., colour], frames[..., colour], keep, out=image[..., colour])
@@ -1192,10 +1211,10 @@ def _plot_lines(out, values, lengths, scale, color, device, limit, on_progress) 
 
 
 def _plot(out, points, lengths, mode, line_width, color, background, fill_color):
-    """Draw b plots of points [b,T,2] into out [b,H,W] or [b,H,W,3] (float 0..1 or uint8 0..255)."""
+    """Draw b plots of points [b,T,2] into out [b,H,W] or [b,H,W,3] (float 0..1 or uint8 0..255).
+    color, background and fill_color: numbers, used as scalars or filled in on the device (no upload)."""
     batch, height, width = out.shape[:3]
     device = points.device
-    color = torch.as_tensor(color, dtype=torch.float32, device=device)
     scale = 1.0 if out.dtype.is_floating_point else 255.0
     if mode == "aliased":
         line = torch.zeros(batch * height * width, device=device)
@@ -1208,15 +1227,15 @@ def _plot(out, points, lengths, mode, line_width, color, background, fill_color)
     line = line.mul_(color[3])  # a new tensor either way: scaled in place
     under = None
     if fill_color is not None:
-        fill = torch.as_tensor(fill_color, dtype=torch.float32, device=device)
-        under = fill_coverage(points, lengths, height, width, mode == "antialiased") * fill[3]
+        under = fill_coverage(points, lengths, height, width, mode == "antialiased") * fill_color[3]
     if out.ndim == 3:  # source-over of the line's coverage on the fill's
         result = line if under is None else line + under * (1 - line)
     else:
-        result = torch.as_tensor(background, dtype=torch.float32, device=device).expand(batch, height, width, 3)
+        rgb = _constants([float(v) for v in (*background[:3], *color[:3], *(fill_color or ())[:3])], device)
+        result = rgb[:3].expand(batch, height, width, 3)
         if under is not None:
-            result = torch.lerp(result, fill[:3].expand_as(result), under[..., None])
-        result = torch.lerp(result, color[:3].expand_as(result), line[..., None])
+            result = torch.lerp(result, rgb[6:9].expand_as(result), under[..., None])
+        result = torch.lerp(result, rgb[3:6].expand_as(result), line[..., None])
     out.copy_(result if scale == 1 else (result * scale).round_())
 
 
