@@ -121,7 +121,8 @@ def test_composite_kernel_refuses_what_it_cannot_write(kernel, device):
                                prims, None, R.TILE)
     with pytest.raises(ValueError, match="tile"):
         R.composite_tiles_cuda(frames, *outputs, pairs, prims, None, 64)
-    huge = R._Pairs(pairs.tile, pairs.primitive, pairs.pair_class, pairs.origin, pairs.per_kind, 1 << 20, 1 << 8, 1 << 8)
+    huge = R._Pairs(pairs.tile, pairs.primitive, pairs.pair_class, pairs.origin, pairs.per_kind, pairs.butt_caps,
+                     1 << 20, 1 << 8, 1 << 8)
     with pytest.raises(ValueError, match="limits"):
         R.composite_tiles_cuda(frames, *outputs, huge, prims, None, R.TILE)
 

@@ -364,20 +364,23 @@ def _pixels(origin: torch.Tensor, g: torch.Tensor):
     return origin[:, 0:1], origin[:, 1:2], g.repeat(tile)[None], g.repeat_interleave(tile)[None]
 
 
-def _segment_coverage(p, origin, g):
-    ox, oy, gx, gy = _pixels(origin, g)
+def _segment_coverage(p, origin, g, butt_caps: bool = True):
+    """butt_caps False: no segment has butt ends (their coverage is not computed)."""
+    _, _, gx, gy = _pixels(origin, g)
     half, weight = _thin(p[:, 4])
-    dx, dy = p[:, 2:3] - p[:, 0:1], p[:, 3:4] - p[:, 1:2]
-    length = torch.sqrt(dx * dx + dy * dy).clamp_min(1e-12)
-    ux, uy = dx / length, dy / length
-    px, py = (ox - p[:, 0:1]) + gx, (oy - p[:, 1:2]) + gy
-    along = px * ux + py * uy
-    across = (px * uy - py * ux).abs()
+    # the x and y columns at once: the same values as one at a time (a sum of two is one rounded addition)
+    d = p[:, 2:4] - p[:, 0:2]
+    length = torch.sqrt((d * d).sum(1, keepdim=True)).clamp_min(1e-12)
+    u = d / length
+    to = origin - p[:, 0:2]
+    px, py = to[:, 0:1] + gx, to[:, 1:2] + gy
+    along = px * u[:, 0:1] + py * u[:, 1:2]
+    across = (px * u[:, 1:2] - py * u[:, 0:1]).abs()
     beyond = torch.maximum(-along, along - length)
-    round_cap = _from_distance(torch.sqrt(beyond.clamp_min(0) ** 2 + across * across) - half)
-    # butt ends: the product of the side and end coverages is exact where edges meet at right angles
-    butt = _from_distance(across - half) * _from_distance(beyond)
-    return torch.where(p[:, 5:6] > 0, butt, round_cap) * weight
+    cap = _from_distance(torch.sqrt(beyond.clamp_min(0) ** 2 + across * across) - half)
+    if butt_caps:  # butt ends: the product of the side and end coverages is exact where edges meet at right angles
+        cap = torch.where(p[:, 5:6] > 0, _from_distance(across - half) * _from_distance(beyond), cap)
+    return cap * weight
 
 
 def _separable_box(offset: torch.Tensor, half_size: torch.Tensor) -> torch.Tensor:
@@ -518,15 +521,15 @@ def _sprite_coverage(p, origin, g, atlas):
     return atlas[ay, ax] * inside
 
 
-def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g) -> torch.Tensor:
+def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g, butt_caps: bool) -> torch.Tensor:
     """Coverage float [k, T*T] of k pairs in their order, one dense evaluation per class present;
     by_class [k]: the pairs in class order; class_counts: pairs per class (host ints); g int64 [T]:
-    0 .. T-1."""
+    0 .. T-1; butt_caps: some segments have butt ends."""
     several = sum(count > 0 for count in class_counts[:_MISSED]) > 1
     coverage = torch.empty(origin.shape[0], g.numel() ** 2, device=origin.device)
     start = 0
     for first, last, evaluate in (
-            (_SEGMENT, _SEGMENT, lambda p, o: _segment_coverage(p, o, g)),
+            (_SEGMENT, _SEGMENT, lambda p, o: _segment_coverage(p, o, g, butt_caps)),
             (_BOX_FILL, _BOX_FILL_CORNER, lambda p, o: _box_coverage(p, o, g, class_counts[_BOX_FILL:_TURNED_FILL])),
             (_TURNED_FILL, _TURNED_STROKE,
              lambda p, o: _turned_box_coverage(p, o, g, class_counts[_TURNED_FILL:_DISC])),
@@ -538,7 +541,7 @@ def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g) -
         if count == 0:
             continue
         if not several:
-            coverage[:] = 1.0 if evaluate is None else evaluate(prims.params[primitive], origin)
+            return coverage.fill_(1.0) if evaluate is None else evaluate(prims.params[primitive], origin)
         elif evaluate is None:  # a solid pair covers its whole tile
             coverage.index_fill_(0, by_class[start:start + count], 1.0)
         else:
@@ -562,13 +565,14 @@ class _Pairs:
 
     tile int64 [Q] (frame * tiles_y * tiles_x + row * tiles_x + column, frames of the chunk),
     primitive int64 [Q], pair_class int64 [Q], origin float32 [Q,2] (centre of the tile's first pixel),
-    per_kind: pairs per primitive kind (host ints)."""
+    per_kind: pairs per primitive kind (host ints); butt_caps: some segments have butt ends."""
 
     tile: torch.Tensor
     primitive: torch.Tensor
     pair_class: torch.Tensor
     origin: torch.Tensor
     per_kind: list
+    butt_caps: bool
     frames: int
     tiles_y: int
     tiles_x: int
@@ -669,11 +673,13 @@ def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: i
     span, sizes = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start if frame_start else prims.frame
     counts = sizes.prod(1) * ((frame == frame.clamp(0, frames - 1)) & (prims.color[:, 3] > 0))
-    # pairs per kind, those of turned primitives (sin != 0) apart
-    variant = torch.add(prims.kind, prims.params[:, 9] != 0, alpha=N_KINDS)
+    # pairs per kind, those of turned primitives (sin != 0) and of segments with butt ends apart
+    flag = torch.where(prims.kind == SEGMENT, prims.params[:, 5], prims.params[:, 9]) != 0
+    variant = torch.add(prims.kind, flag, alpha=N_KINDS)
     per_variant = _host(torch.zeros(2 * N_KINDS, dtype=torch.int64, device=device).index_add_(0, variant, counts))
     per_kind = [a + b for a, b in zip(per_variant[:N_KINDS], per_variant[N_KINDS:])]
     turned_boxes = per_variant[N_KINDS + BOX_FILL] + per_variant[N_KINDS + BOX_STROKE] > 0
+    butt_caps = per_variant[N_KINDS + SEGMENT] > 0
     primitive, rank = expand_counts(counts, sum(per_kind))
     first_tile = torch.stack([span[:, 0], span[:, 1], sizes[:, 0],
                               (frame * tiles_y + span[:, 1]) * tiles_x + span[:, 0]], 1)[primitive]
@@ -683,7 +689,8 @@ def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: i
     # sorted by tile, then drawing order (the stable sort keeps the primitives' order); missed pairs last
     tile_id = (first_tile[:, 3] + row * tiles_x + column).masked_fill_(pair_class == _MISSED, n_tiles)
     tile_id, order = torch.sort(tile_id, stable=True)
-    return _Pairs(tile_id, primitive[order], pair_class[order], origin[order], per_kind, frames, tiles_y, tiles_x)
+    return _Pairs(tile_id, primitive[order], pair_class[order], origin[order], per_kind, butt_caps, frames, tiles_y,
+                  tiles_x)
 
 
 def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int = TILE):
@@ -737,7 +744,8 @@ def _composite_layer(tiles: torch.Tensor, prims: Primitives, pairs: _Pairs, atla
         return
     tile_id, primitive = pairs.tile[:kept], pairs.primitive[:kept]
     g = torch.arange(tile, device=device)
-    coverage = _pair_coverage(prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g)
+    coverage = _pair_coverage(prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g,
+                              pairs.butt_caps)
     colour, changed = prims.color[primitive], changed[:kept - 1]
     if n_shapes < kept:  # a group's pairs in a tile merge by maximum coverage into one shape
         shape = torch.cumsum(new_shape[:kept], 0) - 1
