@@ -377,7 +377,7 @@ def test_polyline_draws_each_joint_once():
 def test_polyline_nan_point_makes_a_gap():
     points = torch.tensor([[[2.0, 5.0], [20.0, 5.0], [float("nan"), 0.0], [25.0, 30.0], [40.0, 30.0]]])
     prims = R.polylines(0, points, torch.tensor([5]), 2.0, (1, 1, 1, 1))
-    assert len(prims) == 2
+    assert len(prims) == 4 and prims.color[:, 3].tolist() == [1, 0, 0, 1]  # the segments at the NaN: opacity 0
     alpha = alpha_of(prims)
     assert alpha[5, 10] > 0.9 and alpha[30, 30] > 0.9 and alpha[17, 22] == 0
 

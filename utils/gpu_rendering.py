@@ -372,11 +372,14 @@ def _segment_coverage(p, origin, g, butt_caps: bool = True):
     d = p[:, 2:4] - p[:, 0:2]
     length = torch.sqrt((d * d).sum(1, keepdim=True)).clamp_min(1e-12)
     u = d / length
-    to = origin - p[:, 0:2]
-    px, py = to[:, 0:1] + gx, to[:, 1:2] + gy
-    along = px * u[:, 0:1] + py * u[:, 1:2]
-    across = (px * u[:, 1:2] - py * u[:, 0:1]).abs()
-    beyond = torch.maximum(-along, along - length)
+    to = origin[:, None] - p[:, 0:4].view(-1, 2, 2)  # [m,2,2]: from end a, from end b
+    px, py = to[..., 0:1] + gx, to[..., 1:2] + gy  # [m,2,T*T]
+    along = px * u[:, None, 0:1] + py * u[:, None, 1:2]
+    across = (px[:, 0] * u[:, 1:2] - py[:, 0] * u[:, 0:1]).abs()
+    # how far past the ends, measured from each end: (p - b).u, where (p - a).u - length loses the low bits
+    # of a long segment's length (the torch path, whose CPU sqrt is not correctly rounded, and the kernels
+    # then differed by ~ulp(length) at its far cap)
+    beyond = torch.maximum(-along[:, 0], along[:, 1])
     cap = _from_distance(torch.sqrt(beyond.clamp_min(0) ** 2 + across * across) - half)
     if butt_caps:  # butt ends: the product of the side and end coverages is exact where edges meet at right angles
         cap = torch.where(p[:, 5:6] > 0, _from_distance(across - half) * _from_distance(beyond), cap)
@@ -1302,9 +1305,10 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
         float length = fmaxf(sqrtf(dx * dx + dy * dy), 1e-12f);
         float ux = dx / length, uy = dy / length;
         float px = (ox - p[0]) + gx, py = (oy - p[1]) + gy;
+        float qx = (ox - p[2]) + gx, qy = (oy - p[3]) + gy;  // from the far end: see _segment_coverage
         float along = px * ux + py * uy;
         float across = fabsf(px * uy - py * ux);
-        float beyond = fmaxf(-along, along - length);
+        float beyond = fmaxf(-along, qx * ux + qy * uy);
         float value;
         if (p[5] > 0.0f) {
             value = from_distance(across - half) * from_distance(beyond);
