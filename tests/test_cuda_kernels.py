@@ -8,9 +8,13 @@ import torch
 from rasterkit.utils import gpu_rendering as R
 from rasterkit.utils import mesh_rasterizer as M
 
-# the CPU torch path rounds a little differently from the emulated kernel (its vector code may fuse
-# multiply-adds), so the emulator's tolerance is looser; on the GPU both sides run with FMA off
-TOLERANCE = {"cuda": 1e-5, "emulated": 1e-4}
+# The kernels (built with --fmad=false; the emulator with -ffp-contract=off) and the torch path round
+# differently, on values <= 1 (ulp 1.2e-7): the torch path composites by products of transmittances, the
+# kernel one shape at a time (~2 ulp a shape, <= ~10 shapes a pixel here: ~2.4e-6); torch's CPU sqrt is
+# not correctly rounded (1 ulp off: segment lengths, cap distances of a few px: ~1e-6); on a GPU torch's
+# own kernels contract a*b+c into FMAs (addcmul, lerp: 1 ulp each). About 4e-6 in all: 2.9e-6 measured on
+# every_kind's scenes (1.38e-5 before segment ends were measured from the nearer end), so 1e-5 both ways.
+TOLERANCE = {"cuda": 1e-5, "emulated": 1e-5}
 
 
 @pytest.fixture
@@ -68,6 +72,85 @@ def test_composite_kernel_on_a_dense_4k_frame(kernel, device, torch_path):
     expected = torch_path(R.draw, images, prims)
     got = R.draw(images, prims)
     assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected, got))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_composite_kernel_takes_any_float_dtype(kernel, device, torch_path, dtype):
+    """Rendered in float32 (one conversion on the device), returned in the images' dtype: the kernel never sees
+    another dtype (a float16 image was written past its end on the GPU)."""
+    images = torch.rand(2, 21, 30, 3, device=device).to(dtype)
+    prims = every_kind(2, 21, 30, 12, seed=5).to(device)
+    atlas = torch.rand(20, 24, device=device)
+    expected = torch_path(R.draw, images.float(), prims, atlas=atlas)
+    got = R.draw(images, prims, atlas=atlas)
+    assert got[0].dtype == dtype and got[1].dtype == got[2].dtype == torch.float32
+    # within the kernel's tolerance, rounded to the dtype (one unit in its last place)
+    assert (got[0].float() - expected[0]).abs().max() <= TOLERANCE[kernel] + torch.finfo(dtype).eps
+    assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected[1:], got[1:]))
+
+
+def test_composite_kernel_reads_tensors_that_require_grad(kernel, device, torch_path):
+    images = torch.rand(1, 16, 24, 4, device=device).requires_grad_()
+    prims = every_kind(1, 16, 24, 8, seed=6).to(device)
+    prims.params.requires_grad_()
+    atlas = torch.rand(20, 24, device=device, requires_grad=True)
+    expected = torch_path(R.draw, images.detach(), prims, atlas=atlas.detach())
+    got = R.draw(images, prims, atlas=atlas)
+    assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected, got))
+
+
+@pytest.mark.parametrize("shape", [(0, 16, 24, 3), (1, 0, 24, 3), (2, 16, 0, 4)])
+def test_composite_kernel_on_empty_images(kernel, device, shape):
+    prims = every_kind(1, 16, 24, 8, seed=7).to(device)
+    image, alpha, layer = R.draw(torch.rand(*shape, device=device), prims)
+    assert image.shape == shape and alpha.shape == shape[:3] and layer.shape == (*shape[:3], 4)
+    assert R.coverage(prims, *shape[:3], device=device).shape == shape[:3]
+
+
+def test_composite_kernel_refuses_what_it_cannot_write(kernel, device):
+    """The launcher passes the kernel only contiguous float32 buffers of the sizes it assumes, within its grid."""
+    frames = torch.rand(1, 16, 24, 3, device=device)
+    prims = every_kind(1, 16, 24, 8, seed=8).to(device)
+    pairs = R._bin(prims, 0, 1, 16, 24, R.TILE)
+    outputs = torch.empty_like(frames), torch.empty(1, 16, 24, device=device), torch.empty(1, 16, 24, 4, device=device)
+    bad = {"image": (torch.empty(1, 24, 16, 3, device=device).transpose(1, 2), *outputs[1:]),  # not contiguous
+           "layer": (outputs[0], outputs[1], torch.empty(1, 16, 24, 4, device=device, dtype=torch.float16))}
+    for name, (image, alpha, layer) in bad.items():
+        with pytest.raises(ValueError, match=name):
+            R.composite_tiles_cuda(frames, image, alpha, layer, pairs, prims, None, R.TILE)
+    with pytest.raises(ValueError, match="frames"):
+        R.composite_tiles_cuda(frames.half(), *outputs, pairs, prims, None, R.TILE)
+    with pytest.raises(ValueError, match="channels"):
+        R.composite_tiles_cuda(frames[..., :2].contiguous(), outputs[0][..., :2].contiguous(), *outputs[1:], pairs,
+                               prims, None, R.TILE)
+    with pytest.raises(ValueError, match="tile"):
+        R.composite_tiles_cuda(frames, *outputs, pairs, prims, None, 64)
+    huge = R._Pairs(pairs.tile, pairs.primitive, pairs.pair_class, pairs.origin, pairs.per_kind, pairs.butt_caps,
+                     1 << 20, 1 << 8, 1 << 8)
+    with pytest.raises(ValueError, match="limits"):
+        R.composite_tiles_cuda(frames, *outputs, huge, prims, None, R.TILE)
+
+
+@pytest.mark.parametrize("per_launch", [1, 5, 64])
+def test_composite_kernel_in_launches_of_few_pairs(kernel, device, monkeypatch, per_launch):
+    """Launches of at most PAIRS_PER_LAUNCH pairs (a tile's pairs, and one shape's, cut between launches) give
+    the pixels of one launch exactly."""
+    torch.manual_seed(1)
+    images = torch.rand(2, 19, 27, 4, device=device)
+    zigzag = torch.stack([torch.arange(40.0) % 2 * 5 + 10, torch.arange(40.0) % 3 * 3 + 10], 1)[None]  # in one tile
+    prims = R.concat(every_kind(2, 19, 27, 10, seed=9),
+                     R.polylines(1, zigzag, torch.tensor([40]), 2.5, (0.2, 0.9, 0.4, 0.6))).to(device)
+    atlas = torch.rand(20, 24, device=device)
+    expected = R.draw(images, prims, atlas=atlas)
+    launches = []
+    launch = R.cuda.kernel
+    monkeypatch.setattr(R.cuda, "kernel", lambda *a: lambda grid, *rest: launches.append(grid) or launch(*a)(grid, *rest))
+    monkeypatch.setattr(R, "PAIRS_PER_LAUNCH", per_launch)
+    got = R.draw(images, prims, atlas=atlas)
+    pairs = R._bin(prims, 0, 2, 19, 27, R.TILE)
+    kept = int((pairs.pair_class != R._MISSED).sum())
+    assert len(launches) == -(-kept // per_launch) and sum(g[0] for g in launches) <= pairs.n_tiles + len(launches)
+    assert all(torch.equal(e, g) for e, g in zip(expected, got))
 
 
 def random_views(device, seed, views=3, vertices=300, faces=600):

@@ -377,7 +377,7 @@ def test_polyline_draws_each_joint_once():
 def test_polyline_nan_point_makes_a_gap():
     points = torch.tensor([[[2.0, 5.0], [20.0, 5.0], [float("nan"), 0.0], [25.0, 30.0], [40.0, 30.0]]])
     prims = R.polylines(0, points, torch.tensor([5]), 2.0, (1, 1, 1, 1))
-    assert len(prims) == 2
+    assert len(prims) == 4 and prims.color[:, 3].tolist() == [1, 0, 0, 1]  # the segments at the NaN: opacity 0
     alpha = alpha_of(prims)
     assert alpha[5, 10] > 0.9 and alpha[30, 30] > 0.9 and alpha[17, 22] == 0
 
@@ -503,6 +503,21 @@ def test_draw_of_100_boxes_on_a_4k_frame_keeps_its_gpu_budget(monkeypatch):
     assert count.launches <= 200 and syncs <= 2 and count.float64 == 0, (count.summary(), syncs)
 
 
+def test_boxes_from_host_values_keep_the_draw_budget(monkeypatch):
+    """budget.py's "boxes" case: boxes as a node has them after parsing (a list made into one tensor: the one
+    upload), colours and sizes as Python numbers (filled in on the device, never uploaded), then draw:
+    <= 200 device ops, <= 2 host syncs, <= 1 upload (was 12: rounded_boxes made 9 tensors from host values,
+    draw 2)."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    torch.manual_seed(0)
+    height, width = 2160, 3840
+    images = torch.rand(1, height, width, 3)
+    xy = (torch.rand(100, 2) * torch.tensor([width - 300.0, height - 300.0])).tolist()
+    count, syncs = counted(monkeypatch, lambda: R.draw(images, R.rounded_boxes(
+        0, torch.tensor([[x, y, x + 120, y + 80] for x, y in xy]), 3.0, 12.0, (1, 0, 0, 1), (1, 0, 0, 0.25))))
+    assert count.launches <= 200 and syncs <= 2 and count.uploads <= 1 and count.float64 == 0, count.summary()
+
+
 def test_no_float64_for_any_kind(monkeypatch):
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")  # the torch path, which MPS and GPUs run
     g = torch.Generator().manual_seed(4)
@@ -531,3 +546,35 @@ def test_straight_alpha_new_and_in_place():
     torch.testing.assert_close(new, expected, rtol=1e-6, atol=0)
     converted = layer.clone()
     assert R.straight_alpha(converted, in_place=True) is converted and torch.equal(converted, new)
+
+
+@pytest.mark.parametrize("path", ["numba", "torch"])
+def test_draw_refuses_images_it_cannot_composite(monkeypatch, path):
+    """1 or 2 channels, integers, or not [B,H,W,C]: a ValueError that names images (numba's loop wrote past
+    a 1-channel image's rows; the torch path resized its output)."""
+    if path == "torch":
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    prims = R.rounded_boxes(0, torch.tensor([[2.0, 2, 20, 12]]), 2.0, 3.0, (1, 0, 0, 1), (0, 1, 0, 0.5))
+    for images in (torch.rand(1, 16, 24, 1), torch.rand(1, 16, 24, 2), torch.zeros(1, 16, 24, 3, dtype=torch.uint8),
+                   torch.rand(16, 24, 3)):
+        with pytest.raises(ValueError, match="images"):
+            R.draw(images, prims)
+
+
+@pytest.mark.parametrize("path", ["numba", "torch"])
+def test_draw_takes_any_float_dtype_and_grad(monkeypatch, path):
+    """Rendered in float32, returned in the images' dtype; inputs that require grad are read detached."""
+    if path == "torch":
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    torch.manual_seed(0)
+    images = torch.rand(2, 17, 26, 4)
+    prims = R.concat(R.rounded_boxes(torch.tensor([0, 1]), torch.tensor([[2.0, 2, 20, 12], [5, 1, 25, 16]]), 2.0, 3.0,
+                                     (1, 0, 0, 1), (0, 1, 0, 0.5)), R.discs(1, torch.tensor([[9.0, 8]]), 6.0, (0, 0, 1, .7)))
+    expected = R.draw(images, prims)
+    for dtype in (torch.float16, torch.bfloat16, torch.float64):
+        got = R.draw(images.to(dtype), prims)
+        assert got[0].dtype == dtype and got[1].dtype == torch.float32
+        assert torch.equal(got[0], R.draw(images.to(dtype).float(), prims)[0].to(dtype))
+    prims.params.requires_grad_()
+    got = R.draw(images.clone().requires_grad_(), prims)
+    assert all(torch.equal(e, g) and not g.requires_grad for e, g in zip(expected, got))

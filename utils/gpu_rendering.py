@@ -96,19 +96,61 @@ def empty(device=None) -> Primitives:
 
 
 def _column(value, n: int, like: torch.Tensor) -> torch.Tensor:
-    """A per-primitive float [n] from a scalar or a tensor of n values (a view: read it, do not write)."""
-    return torch.as_tensor(value, dtype=torch.float32, device=like.device).expand(n)
+    """A per-primitive float [n] from a scalar or a tensor of n values (a view: read it, do not write).
+    A Python number is filled in on the device: no upload of host data."""
+    if isinstance(value, torch.Tensor):
+        return value.to(like.device, torch.float32).expand(n)
+    return like.new_full((), float(value), dtype=torch.float32).expand(n)
+
+
+def _constants(values, device, dtype=torch.float32) -> torch.Tensor:
+    """A tensor [k] of k Python numbers filled in on the device, with no upload of host data (on CUDA a
+    tensor made from a list is a pageable copy that waits for the stream): the most common value, then a
+    fill for each run of another value."""
+    base = max(values, key=values.count)
+    out = torch.full((len(values),), base, dtype=dtype, device=device)
+    start = 0
+    while start < len(values):
+        stop = start + 1
+        while stop < len(values) and values[stop] == values[start]:
+            stop += 1
+        if values[start] != base:
+            out[start:stop].fill_(values[start])
+        start = stop
+    return out
+
+
+def _rows(value, n: int, width: int, device) -> torch.Tensor:
+    """float32 [n,width] (a view) of a tensor [width] or [n,width], or of `width` Python numbers."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, torch.float32).expand(n, width)
+    return _constants([float(v) for v in value], device).expand(n, width)
+
+
+def _columns(values, n: int, like: torch.Tensor) -> list[torch.Tensor]:
+    """float32 [n] views of each of `values`: tensors as _column gives them, the Python numbers among them
+    filled in at once (one _constants)."""
+    numbers = [float(v) for v in values if not isinstance(v, torch.Tensor)]
+    filled = iter(_constants(numbers, like.device).unbind() if numbers else ())
+    return [_column(v, n, like) if isinstance(v, torch.Tensor) else next(filled).expand(n) for v in values]
 
 
 def _colors(color, n: int, like: torch.Tensor) -> torch.Tensor:
-    return torch.as_tensor(color, dtype=torch.float32, device=like.device).expand(n, 4).clone()
+    return _rows(color, n, 4, like.device).clone()
+
+
+def _frames(frame, device) -> torch.Tensor:
+    """int64 frame indices on the device from a tensor or a Python int (filled in: no upload)."""
+    if isinstance(frame, torch.Tensor):
+        return frame.to(device, torch.int64)
+    return torch.full((), int(frame), dtype=torch.int64, device=device)
 
 
 def _make(frame, kind: int, params: list[torch.Tensor], color, bounds) -> Primitives:
     n = bounds.shape[0]
     packed = torch.zeros(n, N_PARAMS, dtype=torch.float32, device=bounds.device)
     packed[:, : len(params)] = torch.stack(params, dim=1) if params else packed[:, :0]
-    frame = torch.as_tensor(frame, dtype=torch.int64, device=bounds.device).expand(n).clone()
+    frame = _frames(frame, bounds.device).expand(n).clone()
     return Primitives(frame, torch.full((n,), kind, dtype=torch.int64, device=bounds.device), packed,
                       _colors(color, n, bounds), bounds.float(), torch.arange(n, device=bounds.device))
 
@@ -132,21 +174,32 @@ def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) 
     a translucent polyline is drawn once where its segments overlap.
 
     frame int64 [L] (or scalar), points float [L, N, 2] padded, lengths int64 [L] (points used,
-    >= 2 to draw anything), width scalar or [L], color [4] or [L, 4].
-    Segments with a non-finite end are left out, so a NaN point makes a gap.
+    >= 2 to draw anything), width scalar or [L], color [4] or [L, 4] (a tensor or 4 numbers).
+    Returns the L * (N-1) segments, line after line. Segments past a length or with a non-finite end
+    get opacity 0, which draws nothing (no pair), so a NaN point makes a gap: no mask picks the others
+    (a host wait on a GPU).
     """
     n_lines, n_points = points.shape[:2]
     if n_points < 2:
         return empty(points.device)
+    device, n = points.device, n_lines * (n_points - 1)
     a, b = points[:, :-1], points[:, 1:]
-    steps = torch.arange(n_points - 1, device=points.device)
-    valid = (steps[None] < (lengths.to(points.device)[:, None] - 1)) & torch.isfinite(a).all(-1) & torch.isfinite(b).all(-1)
-    per_line = lambda t, *shape: torch.as_tensor(t, device=points.device).expand(n_lines, *shape)  # noqa: E731
-    per_segment = lambda t: t[:, None].expand(n_lines, n_points - 1, *t.shape[1:])[valid]  # noqa: E731
-    prims = segments(per_segment(per_line(frame)), a[valid], b[valid],
-                     per_segment(per_line(width).float()), per_segment(per_line(color, 4).float()))
-    prims.group = per_segment(torch.arange(n_lines, device=points.device))
-    return prims
+    finite = _finite(points).all(-1)
+    steps = torch.arange(n_points - 1, device=device)
+    valid = (steps < (lengths.to(device)[:, None] - 1)) & finite[:, :-1] & finite[:, 1:]
+    half = _column(width, n_lines, points)[:, None, None].expand(n_lines, n_points - 1, 1) / 2
+    reach = half.clamp_min(0.5) + 1.0
+    # params: ax, ay, bx, by, half width, then zeros (round caps)
+    params = torch.cat([a, b, half, points.new_zeros(()).expand(n_lines, n_points - 1, N_PARAMS - 5)], -1)
+    bounds = torch.cat([torch.minimum(a, b) - reach, torch.maximum(a, b) + reach], -1)
+    colour = _rows(color, n_lines, 4, device)[:, None].expand(n_lines, n_points - 1, 4)
+    colour = torch.cat([colour[..., :3], (colour[..., 3] * valid)[..., None]], -1)
+    if isinstance(frame, torch.Tensor):
+        frame = frame.to(device, torch.int64).expand(n_lines)[:, None].expand(n_lines, n_points - 1).reshape(n)
+    else:
+        frame = torch.full((n,), int(frame), dtype=torch.int64, device=device)
+    return Primitives(frame, torch.full((n,), SEGMENT, dtype=torch.int64, device=device), params.view(n, N_PARAMS),
+                      colour.view(n, 4), bounds.view(n, 4), torch.arange(n, device=device) // (n_points - 1))
 
 
 def _turn(angle, n: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -199,11 +252,16 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
     xyxy = xyxy.float()
     low, high = torch.minimum(xyxy[:, :2], xyxy[:, 2:]), torch.maximum(xyxy[:, :2], xyxy[:, 2:])
     centre, half_size = (low + high) / 2, (high - low) / 2
-    r = torch.minimum(_column(radius, n, xyxy).clamp_min(0), half_size.amin(1))
-    stroke_half = _column(stroke_width, n, xyxy) / 2
-    zero = torch.zeros((), device=device).expand(n)
+    if isinstance(radius, torch.Tensor):
+        r = torch.minimum(_column(radius, n, xyxy).clamp_min(0), half_size.amin(1))
+    else:  # the same values in fewer ops
+        r = half_size.amin(1).clamp_max(max(float(radius), 0.0))
+    host_colours = not (isinstance(fill_color, torch.Tensor) or isinstance(stroke_color, torch.Tensor))
+    # stroke_width / 2: exact for a number and for a tensor
+    stroke_half, corner_length, zero, one, *colours = _columns(
+        [stroke_width / 2, corner_length, 0.0, 1.0, *((*fill_color, *stroke_color) if host_colours else ())], n, xyxy)
     if isinstance(angle, (int, float)) and angle == 0:
-        cos, sin = _column(1.0, n, xyxy), zero
+        cos, sin = one, zero
     else:
         cos, sin = _turn(angle, n, xyxy)
         # the turned box's bounds: its half extents along the axes less its half size
@@ -211,16 +269,21 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
         spread = spread - half_size
         low, high = low - spread, high + spread
     params = torch.stack([centre[:, 0], centre[:, 1], half_size[:, 0], half_size[:, 1], r, stroke_half,
-                          _column(corner_length, n, xyxy), zero, cos, sin], 1)
+                          corner_length, zero, cos, sin], 1)
     # the box grown by the anti-aliasing margin (fill), and by half the stroke too (stroke)
     grow = F.pad((stroke_half.clamp_min(0.5) + 1.0)[:, None], (1, 0), value=1.0)
-    bounds = torch.cat([low, high], 1)[:, None] + grow[..., None] * torch.tensor([-1.0, -1.0, 1.0, 1.0], device=device)
+    bounds = torch.cat([low[:, None] - grow[..., None], high[:, None] + grow[..., None]], 2)
     bounds[:, 1].masked_fill_((stroke_half <= 0)[:, None], -1.0)  # empty: no tile is listed
-    colors = torch.stack([torch.as_tensor(fill_color, dtype=torch.float32, device=device).expand(n, 4),
-                          torch.as_tensor(stroke_color, dtype=torch.float32, device=device).expand(n, 4)], 1)
-    frame = torch.as_tensor(frame, dtype=torch.int64, device=device)
-    return Primitives(frame.expand(n)[:, None].expand(n, 2).reshape(2 * n),
-                      torch.tensor([BOX_FILL, BOX_STROKE], device=device).repeat(n),
+    if host_colours:
+        colors = torch.stack(colours, 1)
+    else:
+        colors = torch.stack([_rows(fill_color, n, 4, device), _rows(stroke_color, n, 4, device)], 1)
+    if isinstance(frame, torch.Tensor):
+        frame = frame.to(device, torch.int64).expand(n)[:, None].expand(n, 2)
+    else:
+        frame = torch.full((2 * n,), int(frame), dtype=torch.int64, device=device)
+    return Primitives(frame.reshape(2 * n),
+                      torch.arange(BOX_FILL, BOX_STROKE + 1, device=device).repeat(n),
                       params[:, None].expand(n, 2, N_PARAMS).reshape(2 * n, N_PARAMS), colors.reshape(2 * n, 4),
                       bounds.reshape(2 * n, 4), torch.arange(2 * n, device=device))
 
@@ -301,20 +364,26 @@ def _pixels(origin: torch.Tensor, g: torch.Tensor):
     return origin[:, 0:1], origin[:, 1:2], g.repeat(tile)[None], g.repeat_interleave(tile)[None]
 
 
-def _segment_coverage(p, origin, g):
-    ox, oy, gx, gy = _pixels(origin, g)
+def _segment_coverage(p, origin, g, butt_caps: bool = True):
+    """butt_caps False: no segment has butt ends (their coverage is not computed)."""
+    _, _, gx, gy = _pixels(origin, g)
     half, weight = _thin(p[:, 4])
-    dx, dy = p[:, 2:3] - p[:, 0:1], p[:, 3:4] - p[:, 1:2]
-    length = torch.sqrt(dx * dx + dy * dy).clamp_min(1e-12)
-    ux, uy = dx / length, dy / length
-    px, py = (ox - p[:, 0:1]) + gx, (oy - p[:, 1:2]) + gy
-    along = px * ux + py * uy
-    across = (px * uy - py * ux).abs()
-    beyond = torch.maximum(-along, along - length)
-    round_cap = _from_distance(torch.sqrt(beyond.clamp_min(0) ** 2 + across * across) - half)
-    # butt ends: the product of the side and end coverages is exact where edges meet at right angles
-    butt = _from_distance(across - half) * _from_distance(beyond)
-    return torch.where(p[:, 5:6] > 0, butt, round_cap) * weight
+    # the x and y columns at once: the same values as one at a time (a sum of two is one rounded addition)
+    d = p[:, 2:4] - p[:, 0:2]
+    length = torch.sqrt((d * d).sum(1, keepdim=True)).clamp_min(1e-12)
+    u = d / length
+    to = origin[:, None] - p[:, 0:4].view(-1, 2, 2)  # [m,2,2]: from end a, from end b
+    px, py = to[..., 0:1] + gx, to[..., 1:2] + gy  # [m,2,T*T]
+    along = px * u[:, None, 0:1] + py * u[:, None, 1:2]
+    across = (px[:, 0] * u[:, 1:2] - py[:, 0] * u[:, 0:1]).abs()
+    # how far past the ends, measured from each end: (p - b).u, where (p - a).u - length loses the low bits
+    # of a long segment's length (the torch path, whose CPU sqrt is not correctly rounded, and the kernels
+    # then differed by ~ulp(length) at its far cap)
+    beyond = torch.maximum(-along[:, 0], along[:, 1])
+    cap = _from_distance(torch.sqrt(beyond.clamp_min(0) ** 2 + across * across) - half)
+    if butt_caps:  # butt ends: the product of the side and end coverages is exact where edges meet at right angles
+        cap = torch.where(p[:, 5:6] > 0, _from_distance(across - half) * _from_distance(beyond), cap)
+    return cap * weight
 
 
 def _separable_box(offset: torch.Tensor, half_size: torch.Tensor) -> torch.Tensor:
@@ -455,15 +524,15 @@ def _sprite_coverage(p, origin, g, atlas):
     return atlas[ay, ax] * inside
 
 
-def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g) -> torch.Tensor:
+def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g, butt_caps: bool) -> torch.Tensor:
     """Coverage float [k, T*T] of k pairs in their order, one dense evaluation per class present;
     by_class [k]: the pairs in class order; class_counts: pairs per class (host ints); g int64 [T]:
-    0 .. T-1."""
+    0 .. T-1; butt_caps: some segments have butt ends."""
     several = sum(count > 0 for count in class_counts[:_MISSED]) > 1
     coverage = torch.empty(origin.shape[0], g.numel() ** 2, device=origin.device)
     start = 0
     for first, last, evaluate in (
-            (_SEGMENT, _SEGMENT, lambda p, o: _segment_coverage(p, o, g)),
+            (_SEGMENT, _SEGMENT, lambda p, o: _segment_coverage(p, o, g, butt_caps)),
             (_BOX_FILL, _BOX_FILL_CORNER, lambda p, o: _box_coverage(p, o, g, class_counts[_BOX_FILL:_TURNED_FILL])),
             (_TURNED_FILL, _TURNED_STROKE,
              lambda p, o: _turned_box_coverage(p, o, g, class_counts[_TURNED_FILL:_DISC])),
@@ -475,7 +544,7 @@ def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g) -
         if count == 0:
             continue
         if not several:
-            coverage[:] = 1.0 if evaluate is None else evaluate(prims.params[primitive], origin)
+            return coverage.fill_(1.0) if evaluate is None else evaluate(prims.params[primitive], origin)
         elif evaluate is None:  # a solid pair covers its whole tile
             coverage.index_fill_(0, by_class[start:start + count], 1.0)
         else:
@@ -499,13 +568,14 @@ class _Pairs:
 
     tile int64 [Q] (frame * tiles_y * tiles_x + row * tiles_x + column, frames of the chunk),
     primitive int64 [Q], pair_class int64 [Q], origin float32 [Q,2] (centre of the tile's first pixel),
-    per_kind: pairs per primitive kind (host ints)."""
+    per_kind: pairs per primitive kind (host ints); butt_caps: some segments have butt ends."""
 
     tile: torch.Tensor
     primitive: torch.Tensor
     pair_class: torch.Tensor
     origin: torch.Tensor
     per_kind: list
+    butt_caps: bool
     frames: int
     tiles_y: int
     tiles_x: int
@@ -591,10 +661,10 @@ def tile_spans(bounds: torch.Tensor, height: int, width: int, tile: int) -> tupl
     """First and last tile column and row int64 [P,4] of bounds float [P,4], clamped to the frame, and
     the span's columns and rows int64 [P,2] (0 for bounds past the frame, NaN or infinite)."""
     tiles_y, tiles_x = -(-height // tile), -(-width // tile)
-    limits = torch.tensor([[0, 0, -1, -1], [tiles_x, tiles_y, tiles_x - 1, tiles_y - 1]], dtype=torch.float32,
-                          device=bounds.device)
     span = torch.nan_to_num(bounds, nan=-1.0, posinf=-1.0, neginf=-1.0).div(tile).floor_()
-    span = span.clamp_(limits[0], limits[1]).long()
+    for column, (low, high) in enumerate(((0, tiles_x), (0, tiles_y), (-1, tiles_x - 1), (-1, tiles_y - 1))):
+        span[:, column].clamp_(low, high)  # Python bounds: no upload of host data
+    span = span.long()
     return span, (span[:, 2:] - span[:, :2] + 1).clamp_min_(0)
 
 
@@ -606,11 +676,13 @@ def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: i
     span, sizes = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start if frame_start else prims.frame
     counts = sizes.prod(1) * ((frame == frame.clamp(0, frames - 1)) & (prims.color[:, 3] > 0))
-    # pairs per kind, those of turned primitives (sin != 0) apart
-    variant = torch.add(prims.kind, prims.params[:, 9] != 0, alpha=N_KINDS)
+    # pairs per kind, those of turned primitives (sin != 0) and of segments with butt ends apart
+    flag = torch.where(prims.kind == SEGMENT, prims.params[:, 5], prims.params[:, 9]) != 0
+    variant = torch.add(prims.kind, flag, alpha=N_KINDS)
     per_variant = _host(torch.zeros(2 * N_KINDS, dtype=torch.int64, device=device).index_add_(0, variant, counts))
     per_kind = [a + b for a, b in zip(per_variant[:N_KINDS], per_variant[N_KINDS:])]
     turned_boxes = per_variant[N_KINDS + BOX_FILL] + per_variant[N_KINDS + BOX_STROKE] > 0
+    butt_caps = per_variant[N_KINDS + SEGMENT] > 0
     primitive, rank = expand_counts(counts, sum(per_kind))
     first_tile = torch.stack([span[:, 0], span[:, 1], sizes[:, 0],
                               (frame * tiles_y + span[:, 1]) * tiles_x + span[:, 0]], 1)[primitive]
@@ -620,7 +692,8 @@ def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: i
     # sorted by tile, then drawing order (the stable sort keeps the primitives' order); missed pairs last
     tile_id = (first_tile[:, 3] + row * tiles_x + column).masked_fill_(pair_class == _MISSED, n_tiles)
     tile_id, order = torch.sort(tile_id, stable=True)
-    return _Pairs(tile_id, primitive[order], pair_class[order], origin[order], per_kind, frames, tiles_y, tiles_x)
+    return _Pairs(tile_id, primitive[order], pair_class[order], origin[order], per_kind, butt_caps, frames, tiles_y,
+                  tiles_x)
 
 
 def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int = TILE):
@@ -643,7 +716,7 @@ def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch
     `depth` entries. By doubling: once each entry holds the product over the next `step` entries of
     its tile, multiplying in the one `step` further on extends it to the next 2 * step."""
     above = torch.empty_like(alpha)
-    above[-1:] = 1.0
+    above[-1:].fill_(1.0)
     torch.sub(1.0, alpha[1:], out=above[:-1]).masked_fill_(changed[:, None], 1.0)
     one = torch.ones((), device=alpha.device)
     step, factor = 1, torch.empty_like(alpha)  # one buffer for every pass's factors
@@ -654,10 +727,10 @@ def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch
     return above
 
 
-def _composite_layer(layer: torch.Tensor, prims: Primitives, pairs: _Pairs, atlas, tile: int) -> None:
-    """Source-over of every tile's pairs at once (torch path), added into layer [b, tiles_y * T,
-    tiles_x * T, 4] (zeros)."""
-    device = layer.device
+def _composite_layer(tiles: torch.Tensor, prims: Primitives, pairs: _Pairs, atlas, tile: int) -> None:
+    """Source-over of every tile's pairs at once (torch path), added into tiles [n_tiles, T * T * 4]
+    (zeros; tile after tile, each its T rows of T premultiplied RGBA pixels)."""
+    device = tiles.device
     # what the host needs to size the work: pairs per class, shapes (a group's pairs in a tile merge
     # into one shape) and the most shapes in one tile
     classes, by_class = torch.sort(pairs.pair_class)
@@ -674,36 +747,45 @@ def _composite_layer(layer: torch.Tensor, prims: Primitives, pairs: _Pairs, atla
         return
     tile_id, primitive = pairs.tile[:kept], pairs.primitive[:kept]
     g = torch.arange(tile, device=device)
-    coverage = _pair_coverage(prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g)
+    coverage = _pair_coverage(prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g,
+                              pairs.butt_caps)
     colour, changed = prims.color[primitive], changed[:kept - 1]
     if n_shapes < kept:  # a group's pairs in a tile merge by maximum coverage into one shape
         shape = torch.cumsum(new_shape[:kept], 0) - 1
         coverage = torch.zeros(n_shapes, tile * tile, device=device).scatter_reduce_(
             0, shape[:, None].expand_as(coverage), coverage, "amax")
-        first = torch.zeros(n_shapes + 1, dtype=torch.int64, device=device).index_copy_(
-            0, shape.masked_fill_(~new_shape[:kept], n_shapes), torch.arange(kept, device=device))[:n_shapes]
-        colour, tile_id = colour[first], tile_id[first]
+        # a shape's pairs share its tile and colour (one group): whichever pair's write lands is the same
+        colour = colour.new_empty(n_shapes, 4).index_put_((shape,), colour)
+        tile_id = tile_id.new_empty(n_shapes).index_put_((shape,), tile_id)
         changed = tile_id[1:] != tile_id[:-1]
     alpha = coverage.mul_(colour[:, 3:])
     weight = alpha.mul_(_transmittance_above(alpha, tile_id, changed, depth))  # what reaches the viewer
-    # [frames * tile rows, T, tile columns, T, 4]: a tile is T runs of T * 4 contiguous values
-    layer.view(-1, tile, pairs.tiles_x, tile, 4).index_put_(
-        ((tile_id // pairs.tiles_x)[:, None], g[None], (tile_id % pairs.tiles_x)[:, None]),
-        weight.view(-1, tile, tile, 1) * F.pad(colour[:, :3], (0, 1), value=1.0)[:, None, None], accumulate=True)
+    added = (weight[..., None] * F.pad(colour[:, :3], (0, 1), value=1.0)[:, None]).view(-1, tile * tile * 4)
+    # a pixel's shapes summed in their order: index_add_ does that on the CPU, where index_put_ adds from
+    # several threads in any order (so that two draws differed in the last bit); on a GPU index_put_ sorts
+    # and sums in order, where index_add_ adds atomically in any order
+    if device.type == "cpu":
+        tiles.index_add_(0, tile_id, added)
+    else:
+        tiles.index_put_((tile_id,), added, accumulate=True)
 
 
 def _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile: int) -> None:
     """Layer [b,H,W,4] from the pairs (zero where none reaches), alpha [b,H,W] from it, and image
-    [b,H,W,C]: the layer over frames [b,H,W,C] (alpha composited too). Torch path."""
+    [b,H,W,C]: the layer over frames [b,H,W,C] (alpha composited too; image None: not wanted). Torch
+    path."""
     batch, height, width, channels = frames.shape
-    whole = height % tile == 0 and width % tile == 0
-    target = layer if whole else torch.empty(batch, pairs.tiles_y * tile, pairs.tiles_x * tile, 4, device=layer.device)
-    target.zero_()
+    tiles = torch.zeros(pairs.n_tiles, tile * tile * 4, device=layer.device)
     if pairs.tile.numel():
-        _composite_layer(target, prims, pairs, atlas, tile)
-    if not whole:
-        layer.copy_(target[:, :height, :width])
+        _composite_layer(tiles, prims, pairs, atlas, tile)
+    rows = tiles.view(batch, pairs.tiles_y, pairs.tiles_x, tile, tile, 4).transpose(2, 3)
+    if height == pairs.tiles_y * tile and width == pairs.tiles_x * tile:
+        layer.view(rows.shape).copy_(rows)
+    else:  # the frame ends inside its last tiles
+        layer.copy_(rows.reshape(batch, pairs.tiles_y * tile, pairs.tiles_x * tile, 4)[:, :height, :width])
     alpha.copy_(layer[..., 3])
+    if image is None:
+        return
     keep = 1 - alpha[..., None]
     for colour in (slice(0, 3), slice(3, 4))[: 1 + (channels == 4)]:
         torch.addcmul(layer[..., colour], frames[..., colour], keep, out=image[..., colour])
@@ -742,20 +824,35 @@ def _rendering_cpu():
     return rendering_cpu
 
 
+def _checked_images(images) -> torch.Tensor:
+    """images as draw() takes them: a float tensor [B,H,W,C], C = 3 or 4 (any float dtype), detached."""
+    if not isinstance(images, torch.Tensor) or images.ndim != 4 or images.shape[-1] not in (3, 4):
+        got = f"shape {tuple(images.shape)}" if isinstance(images, torch.Tensor) else type(images).__name__
+        raise ValueError(f"images: expected a float tensor [B,H,W,C] with C = 3 or 4 channels, got {got}")
+    if not images.is_floating_point():
+        raise ValueError(f"images: expected float values in 0..1 (any float dtype), got dtype {images.dtype}")
+    return images.detach()
+
+
 def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = None, device=None,
          on_progress=None, tile: int | None = None, layer_alpha: str = "premultiplied", image_only: bool = False):
     """Render `prims` over `images` and return (image, alpha, layer) on the images' device.
 
-    images float [B,H,W,C], C = 3 or 4 (alpha is composited too); never modified.
+    images float [B,H,W,C] of any float dtype (rendered in float32), C = 3 or 4 (alpha is composited
+    too); never modified; a ValueError names anything else. Tensors that require grad are read detached
+    (the outputs carry no gradient).
     prims: primitives whose `frame` indexes the batch; atlas float [Ha,Wa] for SPRITE primitives.
     device: where to render (default: where the images are); frames move there one chunk at a
     time, each chunk in one transfer.
-    Returns image float [B,H,W,C] (composite), alpha float [B,H,W] and layer float [B,H,W,4]
-    (RGB premultiplied, or with layer_alpha="straight" straight as straight_alpha gives it; alpha);
-    with image_only, alpha and layer are None (on the CPU neither is made: 60% of the memory).
+    Returns image [B,H,W,C] in the images' dtype (composite), alpha float32 [B,H,W] and layer float32
+    [B,H,W,4] (RGB premultiplied, or with layer_alpha="straight" straight as straight_alpha gives it;
+    alpha); with image_only, alpha and layer are None (on the CPU neither is made: 60% of the memory).
     """
     if layer_alpha not in ("premultiplied", "straight"):
         raise ValueError(f"layer_alpha: 'premultiplied' or 'straight', got {layer_alpha!r}")
+    images = _checked_images(images)
+    prims = Primitives(*(t.detach() for t in prims.fields()))
+    atlas = atlas.detach() if atlas is not None else None
     batch, height, width, channels = images.shape
     home = images.device
     device = normalize(device) if device is not None else home
@@ -763,20 +860,23 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     image_out = on_huge_pages(torch.empty(images.shape, dtype=images.dtype, device=home))
     alpha_out = None if image_only else on_huge_pages(torch.empty(batch, height, width, device=home))
     layer_out = None if image_only else on_huge_pages(torch.empty(batch, height, width, 4, device=home))
+    if images.numel() == 0:  # no pixel to draw
+        return image_out, alpha_out, layer_out
     moved = {}  # the primitives and atlas on each device that renders: one transfer each
 
     def render_frames(start, stop, dev):
         if dev not in moved:
             moved[dev] = prims.to(dev), (atlas.to(dev).float() if atlas is not None else None)
         outputs = [out if out is None else out[start:stop] for out in (image_out, alpha_out, layer_out)]
-        if dev != home:  # a chunk goes there in one transfer and comes back in one
-            outputs = [out if out is None else torch.empty(out.shape, dtype=out.dtype, device=dev) for out in outputs]
+        # rendered in float32 on dev: an output elsewhere or of another dtype gets a float32 stand-in
+        staged = [out if out is None or (dev == home and out.dtype == torch.float32) else
+                  torch.empty(out.shape, device=dev) for out in outputs]
         on_device, sheet = moved[dev]
-        _render(images[start:stop].to(dev), *outputs, on_device, start, sheet, tile, layer_alpha == "straight")
-        if dev != home:
-            for out, result in zip((image_out, alpha_out, layer_out), outputs):
-                if out is not None:
-                    out[start:stop] = result.to(home)
+        # one transfer in the images' dtype, converted on the device
+        _render(images[start:stop].to(dev).float(), *staged, on_device, start, sheet, tile, layer_alpha == "straight")
+        for out, result in zip(outputs, staged):
+            if result is not out:  # one transfer back (and the conversion to the images' dtype)
+                out.copy_(result)
 
     # per frame pixel: the outputs and the pair temporaries (~8 pair pixels of ~40 bytes in a dense
     # scene); chunks of at most ~32 megapixels (256 on a GPU, where each chunk's fixed cost of ~3 ms is
@@ -794,6 +894,10 @@ def coverage(prims: Primitives, batch: int, height: int, width: int, atlas: torc
     only that is written (no image, no layer: an eighth of draw's writes); elsewhere draw over blank
     frames."""
     device = normalize(device) if device is not None else torch.device("cpu")
+    if min(batch, height, width) < 0:
+        raise ValueError(f"coverage: batch, height and width must be >= 0, got {batch}, {height}, {width}")
+    if batch * height * width == 0:
+        return torch.zeros(batch, height, width, device=device)
     if numba_usable(device):
         alpha = on_huge_pages(torch.empty(batch, height, width))
         if _rendering_cpu().render(torch.empty(batch, height, width, 0), None, alpha, None, prims.to(device), 0,
@@ -891,9 +995,9 @@ def _lines(points: torch.Tensor, height: int, width: int, inside: bool = False) 
     ends = points.floor()
     finite = _finite(ends[..., 0] + ends[..., 1])
     ok = finite[:, :-1] & finite[:, 1:]
-    size = torch.tensor([width, height], device=points.device, dtype=points.dtype)
     # the common case in float32 (exact: Bresenham's numerators stay below 2**24), else int64
-    flat = 2 * height * width <= 2**24 and (inside or bool(((ends >= 0) & (ends < size)).all(-1).logical_or_(~finite).all()))
+    flat = 2 * height * width <= 2**24 and (inside or bool(
+        ((ends >= 0).all(-1) & (ends[..., 0] < width) & (ends[..., 1] < height)).logical_or_(~finite).all()))
     ends = ends.nan_to_num(0.0, 0.0, 0.0)  # segments with a non-finite end get no step
     if not flat:  # far points clamped: exact within 2**29 px
         ends = ends.clamp(-2**29, 2**29).long()
@@ -910,9 +1014,10 @@ def _lines(points: torch.Tensor, height: int, width: int, inside: bool = False) 
     major_step = unit * torch.stack([major_is_x, ~major_is_x], -1)
     minor_step = unit - major_step
     if flat:  # all inside the frame: flat indices within the image, strides 1 along x and W along y
-        strides = torch.tensor([1.0, width], device=points.device)
         first, last = torch.zeros_like(major), major
-        per_segment = [major_step @ strides, minor_step @ strides, a[..., 1] * width + a[..., 0]]
+        # x + width * y of the steps (whole numbers: exact in float32)
+        per_segment = [major_step[..., 0] + major_step[..., 1] * width, minor_step[..., 0] + minor_step[..., 1] * width,
+                       a[..., 1] * width + a[..., 0]]
     else:  # segments that leave the frame: only the steps whose major coordinate is inside it
         start = torch.where(major_is_x, a[..., 0], a[..., 1])
         direction = torch.where(major_is_x, unit[..., 0], unit[..., 1])
@@ -1117,10 +1222,10 @@ def _plot_lines(out, values, lengths, scale, color, device, limit, on_progress) 
 
 
 def _plot(out, points, lengths, mode, line_width, color, background, fill_color):
-    """Draw b plots of points [b,T,2] into out [b,H,W] or [b,H,W,3] (float 0..1 or uint8 0..255)."""
+    """Draw b plots of points [b,T,2] into out [b,H,W] or [b,H,W,3] (float 0..1 or uint8 0..255).
+    color, background and fill_color: numbers, used as scalars or filled in on the device (no upload)."""
     batch, height, width = out.shape[:3]
     device = points.device
-    color = torch.as_tensor(color, dtype=torch.float32, device=device)
     scale = 1.0 if out.dtype.is_floating_point else 255.0
     if mode == "aliased":
         line = torch.zeros(batch * height * width, device=device)
@@ -1133,15 +1238,15 @@ def _plot(out, points, lengths, mode, line_width, color, background, fill_color)
     line = line.mul_(color[3])  # a new tensor either way: scaled in place
     under = None
     if fill_color is not None:
-        fill = torch.as_tensor(fill_color, dtype=torch.float32, device=device)
-        under = fill_coverage(points, lengths, height, width, mode == "antialiased") * fill[3]
+        under = fill_coverage(points, lengths, height, width, mode == "antialiased") * fill_color[3]
     if out.ndim == 3:  # source-over of the line's coverage on the fill's
         result = line if under is None else line + under * (1 - line)
     else:
-        result = torch.as_tensor(background, dtype=torch.float32, device=device).expand(batch, height, width, 3)
+        rgb = _constants([float(v) for v in (*background[:3], *color[:3], *(fill_color or ())[:3])], device)
+        result = rgb[:3].expand(batch, height, width, 3)
         if under is not None:
-            result = torch.lerp(result, fill[:3].expand_as(result), under[..., None])
-        result = torch.lerp(result, color[:3].expand_as(result), line[..., None])
+            result = torch.lerp(result, rgb[6:9].expand_as(result), under[..., None])
+        result = torch.lerp(result, rgb[3:6].expand_as(result), line[..., None])
     out.copy_(result if scale == 1 else (result * scale).round_())
 
 
@@ -1200,9 +1305,10 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
         float length = fmaxf(sqrtf(dx * dx + dy * dy), 1e-12f);
         float ux = dx / length, uy = dy / length;
         float px = (ox - p[0]) + gx, py = (oy - p[1]) + gy;
+        float qx = (ox - p[2]) + gx, qy = (oy - p[3]) + gy;  // from the far end: see _segment_coverage
         float along = px * ux + py * uy;
         float across = fabsf(px * uy - py * ux);
-        float beyond = fmaxf(-along, along - length);
+        float beyond = fmaxf(-along, qx * ux + qy * uy);
         float value;
         if (p[5] > 0.0f) {
             value = from_distance(across - half) * from_distance(beyond);
@@ -1268,13 +1374,19 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
 }
 
 extern "C" __global__ void composite_tiles(
-        const long long* tile_start, long long n_tiles,
-        const long long* primitive, const long long* kind, const float* params, const float* color,
-        const long long* group, const float* atlas, int atlas_h, int atlas_w, const float* source,
-        float* image, float* alpha, float* layer, int height, int width, int channels, int tiles_y, int tiles_x,
-        int tile) {
-    long long t = blockIdx.x;
+        const long long* tile_start, long long n_tiles, long long tile_offset, long long pair_begin,
+        long long pair_end, const long long* primitive, const long long* kind, const float* params,
+        const float* color, const long long* group, const float* atlas, int atlas_h, int atlas_w,
+        const float* source, float* image, float* alpha, float* layer, int height, int width, int channels,
+        int tiles_y, int tiles_x, int tile) {
+    long long t = tile_offset + blockIdx.x;
     if (t >= n_tiles) return;
+    // this launch draws the tile's pairs in [pair_begin, pair_end); the launch that holds the tile's last
+    // pair finishes it (the first launch, for a tile without pairs)
+    long long first = tile_start[t], last = tile_start[t + 1];
+    long long start = max(first, pair_begin), stop = min(last, pair_end);
+    bool finishes = last <= pair_end && (last > pair_begin || pair_begin == 0);
+    if (start >= stop && !finishes) return;
     int gx = threadIdx.x % tile, gy = threadIdx.x / tile;
     long long frame = t / ((long long)tiles_y * tiles_x);
     int rest = (int)(t % ((long long)tiles_y * tiles_x));
@@ -1283,39 +1395,56 @@ extern "C" __global__ void composite_tiles(
     if (x >= width || y >= height) return;
     float ox = (float)(column * tile) + 0.5f, oy = (float)(row * tile) + 0.5f;
     float tile_last = (float)(tile - 1);
+    long long pixel = (frame * height + y) * (long long)width + x;
 
     // premultiplied layer, built bottom to top; a group's pairs merge by maximum coverage first
     float lr = 0.0f, lg = 0.0f, lb = 0.0f, la = 0.0f;
     long long current = -1;
+    bool pending = false;  // a shape is open: current, merged and its colour
     float merged = 0.0f, cr = 0.0f, cg = 0.0f, cb = 0.0f, ca = 0.0f;
-    long long start = tile_start[t], count = tile_start[t + 1] - start;
-    for (long long k = 0; k <= count; ++k) {
+    if (first < start) {  // the tile goes on from the launch before: its layer so far, and an open shape's coverage
+        const float* so_far = layer + pixel * 4;
+        lr = so_far[0]; lg = so_far[1]; lb = so_far[2]; la = so_far[3];
+        long long p = primitive[start - 1];
+        if (group[primitive[start]] == group[p]) {
+            current = group[p];
+            pending = true;
+            merged = alpha[pixel];
+            cr = color[p * 4]; cg = color[p * 4 + 1]; cb = color[p * 4 + 2]; ca = color[p * 4 + 3];
+        }
+    }
+    for (long long k = start; k <= stop; ++k) {
         long long g = -2;
         float value = 0.0f;
         long long p = 0;
-        if (k < count) {
-            p = primitive[start + k];
+        if (k < stop) {
+            p = primitive[k];
             g = group[p];
             value = coverage(kind[p], params + p * 10, ox, oy, (float)gx, (float)gy, tile_last, atlas, atlas_h, atlas_w);
         }
-        if (k < count && g == current) {
+        if (k < stop && pending && g == current) {
             merged = fmaxf(merged, value);
             continue;
         }
-        if (k > 0) {  // the shape below is complete: source-over
+        if (k == stop && pending && stop < last && group[primitive[stop]] == current) {
+            alpha[pixel] = merged;  // the shape goes on in the next launch: its coverage so far waits in alpha
+            break;
+        }
+        if (pending) {  // the shape below is complete: source-over
             float a = merged * ca, keep = 1.0f - a;
             lr = a * cr + keep * lr; lg = a * cg + keep * lg; lb = a * cb + keep * lb; la = a + keep * la;
         }
-        if (k < count) {
+        if (k < stop) {
             current = g;
+            pending = true;
             merged = value;
             cr = color[p * 4]; cg = color[p * 4 + 1]; cb = color[p * 4 + 2]; ca = color[p * 4 + 3];
         }
     }
-    // every pixel of the frames is written: the layer, its alpha, and the layer over the source
-    long long pixel = (frame * height + y) * (long long)width + x;
     float* out = layer + pixel * 4;
     out[0] = lr; out[1] = lg; out[2] = lb; out[3] = la;
+    if (!finishes) return;
+    // every pixel of the frames is written: the layer, its alpha, and the layer over the source
     alpha[pixel] = la;
     const float* below = source + pixel * channels;
     float* composite = image + pixel * channels;
@@ -1326,23 +1455,62 @@ extern "C" __global__ void composite_tiles(
 """.replace("{ELLIPSE_STEPS}", str(ELLIPSE_STEPS))
 
 
+# Pairs per launch of composite_tiles: a block walks its tile's pairs one after another, so a launch's time
+# follows the most pairs of one tile in it; 2**17 pairs of the costliest kind (ellipses, ~700 cycles a pair
+# in one thread) take ~60 ms at 1.5 GHz, under a desktop GPU's watchdog (~2 s) with a wide margin.
+PAIRS_PER_LAUNCH = 1 << 17
+_GRID_LIMIT = (1 << 31) - 1  # CUDA's gridDim.x; also the kernel's int32 indices (pixel columns, tile of a frame)
+
+
+def _check_launch(frames, image, alpha, layer, pairs: _Pairs, tile: int) -> None:
+    """What composite_tiles reads and writes, checked on the host before a launch: float32 [b,H,W,C] frames
+    and image (C = 3 or 4), alpha [b,H,W] and layer [b,H,W,4], all contiguous on one device (the kernel
+    writes the outputs in place: a copy would hide its writes), and sizes within its grid and int32 indices."""
+    batch, height, width, channels = frames.shape
+    expected = {"frames": (frames, frames.shape), "image": (image, frames.shape), "alpha": (alpha, frames.shape[:3]),
+                "layer": (layer, (batch, height, width, 4))}
+    for name, (tensor, shape) in expected.items():
+        if tensor.dtype != torch.float32 or tuple(tensor.shape) != tuple(shape) or not tensor.is_contiguous() \
+                or tensor.device != frames.device:
+            raise ValueError(f"composite_tiles: {name} must be a contiguous float32 tensor {tuple(shape)} on "
+                             f"{frames.device}, got {tensor.dtype} {tuple(tensor.shape)} on {tensor.device}"
+                             f"{'' if tensor.is_contiguous() else ', not contiguous'}")
+    if channels not in (3, 4):
+        raise ValueError(f"composite_tiles: frames must have 3 or 4 channels, got {channels}")
+    if not 1 <= tile <= 32:
+        raise ValueError(f"composite_tiles: tile must be 1 to 32 pixels (one thread per pixel, 1024 a block), got {tile}")
+    if pairs.n_tiles >= _GRID_LIMIT or max(height, width, pairs.tiles_y * pairs.tiles_x * tile) >= _GRID_LIMIT:
+        raise ValueError(f"composite_tiles: {pairs.n_tiles} tiles of {height}x{width} frames exceed the kernel's "
+                         f"limits ({_GRID_LIMIT} blocks, int32 indices): draw fewer frames at once")
+
+
 def composite_tiles_cuda(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer: torch.Tensor,
                          pairs: _Pairs, prims: Primitives, atlas: torch.Tensor | None, tile: int) -> None:
-    """Composite the sorted pairs over frames float [b,H,W,C] into image float [b,H,W,C], alpha
-    float [b,H,W] and layer float [b,H,W,4] (contiguous, on frames' CUDA device), every pixel in one
-    pass: one block per tile, one thread per pixel."""
-    if not (image.is_contiguous() and alpha.is_contiguous() and layer.is_contiguous()):
-        raise ValueError("image, alpha and layer must be contiguous: the kernel writes them in place")
+    """Composite the sorted pairs over frames float32 [b,H,W,C] (C = 3 or 4) into image float32 [b,H,W,C],
+    alpha float32 [b,H,W] and layer float32 [b,H,W,4] (contiguous, on frames' CUDA device; anything else is
+    refused, see _check_launch), every pixel once: one block per tile, one thread per pixel, in launches of
+    at most PAIRS_PER_LAUNCH pairs (a tile with more goes on in the next launch from the layer it left)."""
+    _check_launch(frames, image, alpha, layer, pairs, tile)
     _, height, width, channels = frames.shape
     tile_start = torch.searchsorted(pairs.tile, torch.arange(pairs.n_tiles + 1, device=frames.device))
     if atlas is None:
         atlas = torch.zeros(1, 1, device=frames.device)
-    args = cuda.arrays(tile_start)
-    args.append(np.int64(pairs.n_tiles))
-    args += cuda.arrays(pairs.primitive, prims.kind.long(), prims.params.float(), prims.color.float(),
-                        prims.group.long(), atlas.float())
-    args += [np.int32(atlas.shape[0]), np.int32(atlas.shape[1])]
-    args += cuda.arrays(frames.float(), image, alpha, layer)
-    args += [np.int32(v) for v in (height, width, channels, pairs.tiles_y, pairs.tiles_x, tile)]
+    total = pairs.tile.numel()
+    launches = [(0, total, 0, pairs.n_tiles)]  # pair range, first tile and tile count of each launch
+    if total > PAIRS_PER_LAUNCH:  # the tiles that each range of pairs falls in: one read of the device
+        begins = torch.arange(0, total, PAIRS_PER_LAUNCH, device=frames.device)
+        found = _host(torch.cat([tile_start[-1:], torch.searchsorted(tile_start, begins, right=True) - 1]))
+        kept, first_tiles = found[0], [0] + found[2:]
+        launches = [(begin, total if begin + PAIRS_PER_LAUNCH >= kept else begin + PAIRS_PER_LAUNCH, first,
+                     (pairs.n_tiles if begin + PAIRS_PER_LAUNCH >= kept else first_tiles[i + 1] + 1) - first)
+                    for i, (begin, first) in enumerate(zip(range(0, kept, PAIRS_PER_LAUNCH), first_tiles))] or launches
+    # the tensors the kernel reads, detached (DLPack refuses tensors that require grad) and in its types
+    reads = cuda.arrays(*(t.detach() for t in (tile_start, pairs.primitive, prims.kind.long(), prims.params.float(),
+                                                prims.color.float(), prims.group.long(), atlas.float())))
+    pixels = cuda.arrays(frames.detach(), image, alpha, layer)
     with cuda.stream(frames.device):
-        cuda.kernel(_COMPOSITE_SOURCE, "composite_tiles")((pairs.n_tiles,), (tile * tile,), tuple(args))
+        for begin, end, first, count in launches:
+            args = [reads[0], np.int64(pairs.n_tiles), np.int64(first), np.int64(begin), np.int64(end), *reads[1:],
+                    np.int32(atlas.shape[0]), np.int32(atlas.shape[1]), *pixels]
+            args += [np.int32(v) for v in (height, width, channels, pairs.tiles_y, pairs.tiles_x, tile)]
+            cuda.kernel(_COMPOSITE_SOURCE, "composite_tiles")((count,), (tile * tile,), tuple(args))

@@ -126,7 +126,8 @@ def _coverage(kind, pair_class, params, p, ox, oy, gx, gy, atlas):
         ux, uy = dx / length, dy / length
         along = x * ux + y * uy
         across = abs(x * uy - y * ux)
-        beyond = max(-along, along - length)
+        # from the far end (see gpu_rendering._segment_coverage)
+        beyond = max(-along, ((ox - params[p, 2]) + gx) * ux + ((oy - params[p, 3]) + gy) * uy)
         if params[p, 5] > 0.0:
             return _from_distance(across - half) * _from_distance(beyond) * weight
         b = max(beyond, np.float32(0.0))
