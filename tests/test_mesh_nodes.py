@@ -193,8 +193,8 @@ def test_a_render_that_cannot_fit_is_refused_before_allocating(monkeypatch):
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 2 << 30)
     mesh, _ = sphere_mesh()
-    with pytest.raises(ValueError, match=r"^width x height x views \(8192 x 8192 x 6\) needs ~\d+\.\d GB; "
-                                         r"this machine has 2.1 GB free"):
+    with pytest.raises(ValueError, match=r"^width x height x views \(8192 x 8192 x 6\) with a mesh of 642 vertices "
+                                         r"and 1,280 triangles needs ~\d+\.\d+ GB; this machine has 2.1 GB free"):
         MeshRasterizer.run(width=8192, height=8192, views="six", mesh=mesh)
 
 
@@ -203,10 +203,10 @@ def test_views_render_in_chunks_with_an_interrupt_check_between_them(monkeypatch
 
     checks = []
     monkeypatch.setattr(_comfy, "check_interrupt", lambda: checks.append(1))
-    monkeypatch.setattr(mesh_module, "CHUNK_PIXELS", 64 * 64 * 2)
+    monkeypatch.setattr(mesh_module, "CHUNK_WORK", 2 * (64 * 64 + 642 + 1280))  # two views a chunk
     mesh, _ = sphere_mesh()
     chunked = MeshRasterizer.run(width=64, height=64, views="six", mesh=mesh)
-    monkeypatch.setattr(mesh_module, "CHUNK_PIXELS", 1 << 30)
+    monkeypatch.setattr(mesh_module, "CHUNK_WORK", 1 << 30)
     whole = MeshRasterizer.run(width=64, height=64, views="six", mesh=mesh)
     assert len(checks) == 3 + 1
     for a, b in zip(chunked[:5], whole[:5]):
