@@ -187,8 +187,8 @@ def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, ver
     if images.ndim != 4 or not images.is_floating_point() or 0 in images.shape:
         raise ValueError(f"images: expected float images [N,H,W,C], got {images.dtype} {tuple(images.shape)}")
     count, height, width, _ = images.shape
-    view = _matrices(view, "view", count)
-    projection = _matrices(projection, "projection", count)
+    view = camera_matrices(view, "view", count)
+    projection = camera_matrices(projection, "projection", count)
     vertices = _points(vertices, "vertices", 3)
     faces = _faces(faces, "faces", len(vertices))
     position, normal = _tensor(position, "position"), _tensor(normal, "normal")
@@ -223,12 +223,17 @@ def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, ver
     return torch.cat(textures), torch.cat(totals)
 
 
-def _matrices(value, name: str, count: int) -> torch.Tensor:
-    """Finite float32 camera matrices [count,4,4] (or [4,4], one for all), else a ValueError naming them."""
+def camera_matrices(value, name: str, count: int | None = None) -> torch.Tensor:
+    """Finite float32 camera matrices [count,4,4] (or [4,4], one for all; count None: [N,4,4] of any N > 0),
+    else a ValueError naming them."""
     value = _tensor(value, name)
-    if value.shape not in ((4, 4), (count, 4, 4)) or not (value.is_floating_point() or integral(value)):
-        raise ValueError(f"{name}: expected matrices [{count},4,4] or [4,4], one per view, got {value.dtype} "
-                         f"{tuple(value.shape)}")
+    if count is None:
+        shape_ok = value.ndim == 3 and value.shape[1:] == (4, 4) and len(value) > 0
+    else:
+        shape_ok = value.shape in ((4, 4), (count, 4, 4))
+    if not shape_ok or not (value.is_floating_point() or integral(value)):
+        raise ValueError(f"{name}: expected camera matrices [{'N' if count is None else count},4,4]"
+                         f"{'' if count is None else ' or [4,4]'}, got {value.dtype} {tuple(value.shape)}")
     value = value.float()
     if not bool(torch.isfinite(value).all()):
         raise ValueError(f"{name}: the camera matrices contain NaN or infinite values; finite numbers are accepted")
