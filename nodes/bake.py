@@ -11,17 +11,17 @@ from ._schema import Float, Int, Output, RasterKitNode, Socket
 from ._validate import check_images
 from .mesh import _mesh_tensors, _vertex_normals, make_mesh
 
-# Peak memory of the UV maps per texel (the rasterizer's work: measured ~390 B at 1024^2 on the CPU), of
-# the seam padding (its maps, double-buffered), of a bake per texel and view in a chunk (projected
-# positions, screen coordinates, samples, weights and their temporaries: measured ~110 B with six views
-# at 1024^2), per pixel of the views (the images' copy, depth buffers, and the rasterizer's work on a
-# chunk of them) and per triangle of the mesh (its arrays and the rasterizer's set-up)
-MAPS_BYTES_PER_TEXEL = 400
-DILATE_BYTES_PER_TEXEL = 100
-BAKE_BYTES_PER_TEXEL_VIEW = 160
-BAKE_BYTES_PER_PIXEL = 40
-DEPTH_BYTES_PER_PIXEL = 300
-MESH_BYTES_PER_FACE = 600
+# Peak memory (measured on the CPU at three sizes each: tests/test_mesh_memory.py) of the UV maps per
+# texel (the rasterizer's work, the maps, their seam padding double-buffered: ~140-170 B), of a bake per
+# texel of its maps and padding, per texel and view in a chunk (projected positions, screen
+# coordinates, samples, weights and their temporaries: ~110 B), per pixel of the views (depth buffers)
+# and of a chunk of them being rasterized, and per triangle of the mesh
+MAPS_BYTES_PER_TEXEL = 200
+BAKE_BYTES_PER_TEXEL = 100
+BAKE_BYTES_PER_TEXEL_VIEW = 110
+BAKE_BYTES_PER_PIXEL = 8
+DEPTH_BYTES_PER_PIXEL = 80
+MESH_BYTES_PER_FACE = 100
 
 TEXTURE_SIZE = Int("texture_size", 1024, 2, 8192, tooltip="the texture's width and height in texels")
 DILATION = Int("dilation", 4, 0, 256, tooltip="seam padding: texels outside the UV islands within this many "
@@ -40,7 +40,7 @@ def _uv_mesh(mesh):
 
 def maps_bytes(texture_size: int, faces: int) -> int:
     """UV Maps' estimated peak in bytes: the maps, their seam padding and the mesh."""
-    return (MAPS_BYTES_PER_TEXEL + DILATE_BYTES_PER_TEXEL) * texture_size ** 2 + MESH_BYTES_PER_FACE * faces
+    return MAPS_BYTES_PER_TEXEL * texture_size ** 2 + MESH_BYTES_PER_FACE * faces
 
 
 def _uv_surface(vertices, faces, fields, texture_size: int, device: torch.device, progress):
@@ -158,14 +158,13 @@ def _cameras(raster: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | N
 
 def bake_bytes(texture_size: int, views: int, height: int, width: int, faces: int) -> int:
     """Bake Texture's estimated peak in bytes: the UV maps and their padding, a chunk of texel-views, the
-    views' images and depth buffers (and the rasterizer's work on a chunk of them) and the mesh."""
-    texels = texture_size ** 2
-    texel_views = min(texels * views, B.BAKE_CHUNK_TEXEL_VIEWS + texture_size * views)
+    views' depth buffers (and the rasterizer's work on a chunk of them) and the mesh."""
+    texel_views = min(texture_size ** 2 * views, B.BAKE_CHUNK_TEXEL_VIEWS + texture_size * views)
     pixels = height * width
     depth_chunk = min(views, max(1, B.CHUNK_WORK // (pixels + faces)))
-    return (maps_bytes(texture_size, faces) + BAKE_BYTES_PER_TEXEL_VIEW * texel_views
+    return (BAKE_BYTES_PER_TEXEL * texture_size ** 2 + BAKE_BYTES_PER_TEXEL_VIEW * texel_views
             + BAKE_BYTES_PER_PIXEL * pixels * views + DEPTH_BYTES_PER_PIXEL * pixels * depth_chunk
-            + MESH_BYTES_PER_FACE * faces * depth_chunk)
+            + MESH_BYTES_PER_FACE * faces * (1 + depth_chunk))
 
 
 NODES = [UVMaps, BakeTexture]

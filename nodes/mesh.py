@@ -30,9 +30,9 @@ SHADING_BYTES_PER_PIXEL = 100
 ANTIALIAS_BYTES_PER_PIXEL = 600
 # the rasterizer's set-up of each triangle and vertex of a view (screen corners, edge terms, boxes),
 # and the mesh's own arrays (faces, normals, edge partners) once
-WORK_BYTES_PER_FACE_VIEW = 300
+WORK_BYTES_PER_FACE_VIEW = 150
 WORK_BYTES_PER_VERTEX_VIEW = 80
-MESH_BYTES_PER_FACE = 400
+MESH_BYTES_PER_FACE = 200
 MESH_BYTES_PER_VERTEX = 100
 # LoadMesh's peak per declared vertex, triangle and texel (trimesh's arrays, ours, the decoded image
 # and its float copy: measured 160 B, 320 B and 39 B)
