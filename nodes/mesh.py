@@ -46,9 +46,10 @@ MAX_CAMERA_DISTANCE = 1000.0  # the distance widget's maximum
 MAX_COORDINATE = 1e18
 AMBIENT = 0.2
 SHADINGS = ("lambert", "none", "matcap", "vertex_color", "texture")
-# Work (pixels + faces + vertices) of the views rendered between two interrupt checks: about a second
-# on a 2-core CPU (a pixel or a face of a view costs ~2-4 us there)
-CHUNK_WORK = 1 << 18
+# Work (pixels + faces + vertices) of the views rendered between two interrupt checks: a pixel or a
+# triangle of a view costs ~2-4 us on a 2-core CPU (~15 us when it is busy), so a chunk takes well under
+# a second
+CHUNK_WORK = 1 << 16
 BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "example_workflows", "assets")
 
 
@@ -535,14 +536,14 @@ def _load3d_camera(info) -> tuple[torch.Tensor, float, float, str | None]:
     except (KeyError, TypeError, ValueError, AttributeError):
         raise ValueError(f"camera_info: expected Load3D's camera_info (position, target: x, y, z; zoom), "
                          f"got {short(info)}") from None
+    far = float(torch.cat([position, target]).abs().max())  # NaN where any is NaN
+    if far > MAX_CAMERA_DISTANCE:
+        raise ValueError(f"camera_info: the camera's position or target lies {far:.3g} from the origin; up to "
+                         f"{MAX_CAMERA_DISTANCE:g} (the distance input's range) is accepted, got {short(info)}")
     distance = float((position - target).norm())
     if not (math.isfinite(distance) and distance > 0 and math.isfinite(zoom) and zoom > 0):
         raise ValueError(f"camera_info: the camera needs a finite position away from its target and zoom > 0, "
                          f"got {short(info)}")
-    far = float(torch.cat([position, target]).abs().max())
-    if far > MAX_CAMERA_DISTANCE:
-        raise ValueError(f"camera_info: the camera's position or target lies {far:.3g} from the origin; up to "
-                         f"{MAX_CAMERA_DISTANCE:g} (the distance input's range) is accepted, got {short(info)}")
     forward = (target - position) / distance
     # looking straight up or down, "up" is the -z/+z axis instead of +y (as orbit_cameras)
     up = torch.tensor([0.0, 0.0, float(forward[1] > 0) * 2 - 1]) if abs(float(forward[1])) > 0.9999 else \

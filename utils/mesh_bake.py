@@ -138,8 +138,8 @@ def dilate(maps: torch.Tensor, mask: torch.Tensor, pixels: int, on_band=None) ->
 # screen coordinates, samples, weights), and a pair ~1.2 us on a 2-core CPU: a chunk peaks near 60 MB
 # and takes about half a second, so that an interrupt is seen within a second
 BAKE_CHUNK_TEXEL_VIEWS = 1 << 19
-# Pixels plus faces of the views view_depths rasterizes at once (about a second on a 2-core CPU)
-CHUNK_WORK = 1 << 18
+# Pixels plus faces of the views view_depths rasterizes at once (well under a second on a 2-core CPU)
+CHUNK_WORK = 1 << 16
 
 
 def view_depths(vertices: torch.Tensor, faces: torch.Tensor, view: torch.Tensor, projection: torch.Tensor,
