@@ -44,11 +44,15 @@ def image_size(data: bytes | str) -> tuple[int, int] | None:
     """(width, height) from an image's header (bytes or a path), without decoding it; None when not an image."""
     from PIL import Image, UnidentifiedImageError
 
+    # Pillow refuses to open images past twice its MAX_IMAGE_PIXELS: those are the sizes to report here
+    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
     try:
         with Image.open(io.BytesIO(data) if isinstance(data, bytes) else data) as image:
             return image.size
-    except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
+    except (OSError, UnidentifiedImageError, ValueError):
         return None
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
 
 
 def _beside(folder: str, name: str) -> str | None:
