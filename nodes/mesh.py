@@ -213,7 +213,7 @@ def _check_declared(path: str, name: str) -> None:
                              f"{MAX_TEXTURE_PIXELS:,} texels (8192 x 8192) are read")
     estimate = (LOAD_BYTES_PER_VERTEX * declared.vertices + LOAD_BYTES_PER_FACE * declared.faces
                 + LOAD_BYTES_PER_TEXEL * sum(width * height for width, height in declared.textures))
-    check_memory(estimate, f"mesh_file ({short(name)}: {declared.vertices:,} vertices, {declared.faces:,} "
+    check_memory(estimate, f"mesh_file: {short(name)} ({declared.vertices:,} vertices, {declared.faces:,} "
                            f"triangles, {len(declared.textures)} textures)", torch.device("cpu"))
 
 
@@ -285,8 +285,8 @@ def _mesh_tensors(mesh, trimesh_object):
         raise ValueError(f"mesh: faces should be triangles [F,3] with F > 0, got shape {tuple(faces.shape)}")
     if not (vertices.is_floating_point() or B.integral(vertices)):
         raise ValueError(f"mesh: vertices should be numbers, got dtype {vertices.dtype}")
+    largest = float(vertices.abs().max())  # in the given dtype (float64 may pass float32's range); NaN if any is
     vertices = vertices.float()
-    largest = float(vertices.abs().max())  # NaN where any is NaN
     if not math.isfinite(largest):
         raise ValueError("mesh: vertices contain NaN or infinite values; finite coordinates are accepted")
     if largest > MAX_COORDINATE:

@@ -309,10 +309,10 @@ def test_uv_maps_node_and_bake_node_stop_soon_after_an_interrupt(monkeypatch):
 
     from rasterkit.nodes import _comfy
     from rasterkit.nodes.bake import BakeTexture, UVMaps
-    from rasterkit.nodes.mesh import MeshRasterizer
 
     mesh, _ = _textured_quad_mesh()
-    raster = MeshRasterizer.run(mesh=mesh, width=512, height=512, views="six", cull_back_faces=False)[5]
+    raster = {"view": M.orbit_cameras([0.0, 90, 180, 270, 0, 180], [0.0, 0, 0, 0, 90, -90], 3.0),
+              "projection": M.perspective(40.0, 1.0, 0.1, 10.0)}
 
     def interrupt():
         raise Interrupted

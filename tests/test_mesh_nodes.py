@@ -387,7 +387,7 @@ def test_textures_and_meshes_are_checked_by_their_declared_sizes_before_decoding
             LoadMesh.run(name)
     monkeypatch.setattr(mesh_nodes, "MAX_TEXTURE_PIXELS", 8192 * 8192)
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 1000)
-    with pytest.raises(ValueError, match=r"^mesh_file \('3d/quad.glb': \d+ vertices, 2 triangles, 1 textures\) "
+    with pytest.raises(ValueError, match=r"^mesh_file: '3d/quad.glb' \(\d+ vertices, 2 triangles, 1 textures\) "
                                          r"needs ~0\.0\d* GB"):
         LoadMesh.run("3d/quad.glb")
 
@@ -430,10 +430,12 @@ def test_whole_float_and_any_integer_face_indices_render_alike():
 
 
 def test_vertices_beyond_float32_safe_range_are_named_as_such():
-    far = Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [3e38, 1, 0]]]), torch.tensor([[[0, 1, 2]]]))
-    with pytest.raises(ValueError, match=r"^mesh: vertices are finite but reach 3e\+38, beyond what float32 "
-                                         r"rendering can take; coordinates up to 1e\+18 are accepted"):
-        MeshRasterizer.execute(width=16, height=16, mesh=far)
+    for largest in (3e38, 1e300):  # float32's range, and past it in float64
+        far = Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [largest, 1, 0]]], dtype=torch.float64),
+                   torch.tensor([[[0, 1, 2]]]))
+        with pytest.raises(ValueError, match=rf"^mesh: vertices are finite but reach {largest:.0e}".replace("+", r"\+")
+                           + r", beyond what float32 rendering can take; coordinates up to 1e\+18 are accepted"):
+            MeshRasterizer.execute(width=16, height=16, mesh=far)
     nan = Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [float("nan"), 1, 0]]]), torch.tensor([[[0, 1, 2]]]))
     with pytest.raises(ValueError, match="^mesh: vertices contain NaN or infinite values"):
         MeshRasterizer.execute(width=16, height=16, mesh=nan)
