@@ -91,8 +91,10 @@ def _faces(value, name: str, vertex_count: int) -> torch.Tensor:
     if value.ndim != 2 or value.shape[1] != 3 or not integral(value):
         raise ValueError(f"{name}: expected integer vertex indices [F,3], got {value.dtype} {tuple(value.shape)}")
     value = value.long()
-    if len(value) and (int(value.min()) < 0 or int(value.max()) >= vertex_count):
-        raise ValueError(f"{name}: indices must lie in 0..{vertex_count - 1}, got {int(value.min())}..{int(value.max())}")
+    if len(value):
+        low, high = torch.stack([value.min(), value.max()]).tolist()  # one host sync
+        if low < 0 or high >= vertex_count:
+            raise ValueError(f"{name}: indices must lie in 0..{vertex_count - 1}, got {low}..{high}")
     return value
 
 
