@@ -1,6 +1,6 @@
 """The mesh nodes' memory estimates against the peak they reach (the process's peak RSS, reset before
-each call; glibc set to hand freed blocks back at once, so that RSS follows what is allocated), at three
-sizes each: within 2x either way. And the cases of issue 29 that a small prompt made huge."""
+each call; glibc set to hand freed blocks back at once, and its free heap pages returned before each
+call, so that RSS follows what is allocated), at three sizes each: within 2x either way."""
 import ctypes
 import gc
 import sys
@@ -35,6 +35,7 @@ def peak_rss():
 
     def peak(fn):
         gc.collect()
+        libc.malloc_trim(0)  # free pages of earlier tests' heap, which reuse would not count
         with open("/proc/self/clear_refs", "w") as clear:
             clear.write("5")
         before = _status("VmRSS:")
