@@ -11,11 +11,17 @@ from ._schema import Float, Int, Output, RasterKitNode, Socket
 from ._validate import check_images
 from .mesh import _mesh_tensors, _vertex_normals, make_mesh
 
-# Peak memory of the UV maps per texel (the rasterizer's work: measured ~390 B at 1024^2 on the CPU) and of
-# a bake per texel and view in a chunk (projected positions, screen coordinates, samples, weights and
-# their temporaries: measured ~110 B with six views at 1024^2)
-MAPS_BYTES_PER_TEXEL = 400
-BAKE_BYTES_PER_TEXEL_VIEW = 160
+# Peak memory (measured on the CPU at three sizes each: tests/test_mesh_memory.py) of the UV maps per
+# texel (the rasterizer's work, the maps, their seam padding double-buffered: ~140-170 B), of a bake per
+# texel of its maps and padding, per texel and view in a chunk (projected positions, screen
+# coordinates, samples, weights and their temporaries: ~110 B), per pixel of the views (depth buffers)
+# and of a chunk of them being rasterized, and per triangle of the mesh
+MAPS_BYTES_PER_TEXEL = 200
+BAKE_BYTES_PER_TEXEL = 100
+BAKE_BYTES_PER_TEXEL_VIEW = 110
+BAKE_BYTES_PER_PIXEL = 8
+DEPTH_BYTES_PER_PIXEL = 80
+MESH_BYTES_PER_FACE = 100
 
 TEXTURE_SIZE = Int("texture_size", 1024, 2, 8192, tooltip="the texture's width and height in texels")
 DILATION = Int("dilation", 4, 0, 256, tooltip="seam padding: texels outside the UV islands within this many "
@@ -23,17 +29,27 @@ DILATION = Int("dilation", 4, 0, 256, tooltip="seam padding: texels outside the 
                                              "bilinear and mipmapped lookups do not bleed in the background")
 
 
-def _uv_surface(mesh, texture_size: int, device: torch.device):
-    """vertices [V,3], faces [F,3], the other MESH fields, and uv_maps' position, normal, mask on device."""
+def _uv_mesh(mesh):
+    """vertices [V,3], faces [F,3] and the other MESH fields of a mesh with UVs."""
     vertices, faces, fields = _mesh_tensors(mesh, None)
     if "uvs" not in fields:
         raise ValueError("mesh: has no UVs (a texture layout); load a mesh with UVs (e.g. a textured .obj or "
                          ".glb) or unwrap it in a 3D tool first")
+    return vertices, faces, fields
+
+
+def maps_bytes(texture_size: int, faces: int) -> int:
+    """UV Maps' estimated peak in bytes: the maps, their seam padding and the mesh."""
+    return MAPS_BYTES_PER_TEXEL * texture_size ** 2 + MESH_BYTES_PER_FACE * faces
+
+
+def _uv_surface(vertices, faces, fields, texture_size: int, device: torch.device, progress):
+    """vertices, faces on device and uv_maps' position, normal, mask there."""
     normals = fields["normals"] if "normals" in fields else _vertex_normals(vertices, faces)
-    check_memory(MAPS_BYTES_PER_TEXEL * texture_size ** 2, f"texture_size ({texture_size})", device)
     vertices, faces = vertices.to(device), faces.to(device)
-    maps = B.uv_maps(vertices, normals.to(device), fields["uvs"].to(device), faces, faces, texture_size)
-    return vertices, faces, fields, maps
+    maps = B.uv_maps(vertices, normals.to(device), fields["uvs"].to(device), faces, faces, texture_size,
+                     on_band=progress)
+    return vertices, faces, maps
 
 
 class UVMaps(RasterKitNode):
@@ -52,11 +68,15 @@ class UVMaps(RasterKitNode):
     @classmethod
     def run(cls, mesh=None, texture_size=1024, dilation=4):
         device = render_device()
-        vertices, _, _, (position, normal, mask) = _uv_surface(mesh, texture_size, device)
+        vertices, faces, fields = _uv_mesh(mesh)
+        check_memory(maps_bytes(texture_size, len(faces)), f"texture_size ({texture_size}) with a mesh of "
+                                                           f"{len(faces):,} triangles", device)
+        progress = Progress(texture_size)
+        vertices, _, (position, normal, mask) = _uv_surface(vertices, faces, fields, texture_size, device, progress)
         low, high = vertices.amin(0), vertices.amax(0)
         scaled = torch.where(mask[..., None], (position - low) / (high - low).clamp_min(1e-12), 0.0)
         colours = torch.where(mask[..., None], normal * 0.5 + 0.5, torch.tensor([0.5, 0.5, 1.0], device=device))
-        padded, _ = B.dilate(torch.cat([scaled, colours], -1), mask, dilation)
+        padded, _ = B.dilate(torch.cat([scaled, colours], -1), mask, dilation, on_band=progress)
         out = intermediate_device()
         return padded[None, ..., :3].to(out), padded[None, ..., 3:].to(out), mask[None].float().to(out)
 
@@ -92,7 +112,7 @@ class BakeTexture(RasterKitNode):
         if not isinstance(raster, dict) or not {"view", "projection"} <= raster.keys():
             raise ValueError("raster: expected MeshRasterizer's raster output (with its view and projection "
                              "matrices)")
-        view = torch.as_tensor(raster["view"]).float()
+        view, projection, weights = _cameras(raster)
         findices = raster.get("findices")
         if len(images) != len(view):
             raise ValueError(f"images: {len(images)} images, but raster has {len(view)} views (one image per "
@@ -103,24 +123,48 @@ class BakeTexture(RasterKitNode):
                 raise ValueError(f"images: {images.shape[2]}x{images.shape[1]} has another aspect ratio than "
                                  f"raster's views ({raster_width}x{raster_height})")
         device = render_device()
-        # the bake works on the texture's rows in chunks of B.BAKE_CHUNK_TEXEL_VIEWS texel-views at most
-        texel_views = min(texture_size ** 2 * len(view), B.BAKE_CHUNK_TEXEL_VIEWS + texture_size * len(view))
-        check_memory(BAKE_BYTES_PER_TEXEL_VIEW * texel_views + MAPS_BYTES_PER_TEXEL * texture_size ** 2,
-                     f"texture_size x views ({texture_size}^2 x {len(view)})", device)
-        vertices, faces, fields, (position, normal, mask) = _uv_surface(mesh, texture_size, device)
-        weights = raster.get("view_weights")
-        texture, weight = B.bake(images[..., :3].to(device), view.to(device),
-                                 torch.as_tensor(raster["projection"]).float().to(device), vertices, faces,
-                                 position, normal, mask, None if weights is None else torch.as_tensor(weights),
-                                 exponent, depth_tolerance, on_chunk=Progress(texture_size))
+        vertices, faces, fields = _uv_mesh(mesh)
+        count, height, width = images.shape[:3]
+        check_memory(bake_bytes(texture_size, count, height, width, len(faces)),
+                     f"texture_size x views ({texture_size}^2 x {count} of {width}x{height}) with a mesh of "
+                     f"{len(faces):,} triangles", device)
+        progress = Progress(texture_size)
+        vertices, faces, (position, normal, mask) = _uv_surface(vertices, faces, fields, texture_size, device,
+                                                                progress)
+        texture, weight = B.bake(images[..., :3].to(device), view.to(device), projection.to(device), vertices,
+                                 faces, position, normal, mask, weights, exponent, depth_tolerance, on_chunk=progress)
         seen = weight > 0
-        texture, _ = B.dilate(texture, seen, dilation)
+        texture, _ = B.dilate(texture, seen, dilation, on_band=progress)
         out = intermediate_device()
         texture = texture.clamp(0, 1).to(out)
         fields["texture"] = texture
         baked = make_mesh(vertices[None].to(out), faces[None].to(out),
                           **{name: value[None].to(out) for name, value in fields.items()})
         return texture[None], seen[None].float().to(out), baked
+
+
+def _cameras(raster: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """view [N,4,4], projection [N,4,4] or [4,4] and view_weights [N] (or None) of a raster output, checked:
+    a ValueError naming raster (and the field) unless finite, of the right shapes, and weights >= 0."""
+    try:
+        view = B.camera_matrices(raster["view"], "view")
+        projection = B.camera_matrices(raster["projection"], "projection", len(view))
+        weights = raster.get("view_weights")
+        weights = None if weights is None else B.view_weights(weights, len(view), torch.device("cpu"))
+    except ValueError as error:
+        raise ValueError(f"raster: {error}") from None
+    return view, projection, weights
+
+
+def bake_bytes(texture_size: int, views: int, height: int, width: int, faces: int) -> int:
+    """Bake Texture's estimated peak in bytes: the UV maps and their padding, a chunk of texel-views, the
+    views' depth buffers (and the rasterizer's work on a chunk of them) and the mesh."""
+    texel_views = min(texture_size ** 2 * views, B.BAKE_CHUNK_TEXEL_VIEWS + texture_size * views)
+    pixels = height * width
+    depth_chunk = min(views, max(1, B.CHUNK_WORK // (pixels + faces)))
+    return (BAKE_BYTES_PER_TEXEL * texture_size ** 2 + BAKE_BYTES_PER_TEXEL_VIEW * texel_views
+            + BAKE_BYTES_PER_PIXEL * pixels * views + DEPTH_BYTES_PER_PIXEL * pixels * depth_chunk
+            + MESH_BYTES_PER_FACE * faces * (1 + depth_chunk))
 
 
 NODES = [UVMaps, BakeTexture]

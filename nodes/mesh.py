@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
+from struct import error as struct_error
 
 import torch
 
+from ..utils import mesh_bake as B
+from ..utils import mesh_files as mesh_files_module
 from ..utils import mesh_rasterizer as M
 from ..utils import mesh_shading as S
 from ..utils.device import check_memory, run_chunked
@@ -24,9 +28,28 @@ WORK_BYTES_PER_PIXEL = 200
 # the render's shading, and the antialias pass's temporaries (per direction, freed after it)
 SHADING_BYTES_PER_PIXEL = 100
 ANTIALIAS_BYTES_PER_PIXEL = 600
+# the rasterizer's set-up of each triangle and vertex of a view (screen corners, edge terms, boxes),
+# and the mesh's own arrays (faces, normals, edge partners) once
+WORK_BYTES_PER_FACE_VIEW = 150
+WORK_BYTES_PER_VERTEX_VIEW = 80
+MESH_BYTES_PER_FACE = 200
+MESH_BYTES_PER_VERTEX = 100
+# LoadMesh's peak per declared vertex, triangle and texel (trimesh's arrays, ours, the decoded image
+# and its float copy: measured 160 B, 320 B and 39 B)
+LOAD_BYTES_PER_VERTEX = 200
+LOAD_BYTES_PER_FACE = 400
+LOAD_BYTES_PER_TEXEL = 40
+MAX_TEXTURE_PIXELS = 8192 * 8192
+MAX_VIEWS = 4096
+MAX_CAMERA_DISTANCE = 1000.0  # the distance widget's maximum
+# Vertices beyond this magnitude overflow float32 in the cameras' products (clip space, screen areas)
+MAX_COORDINATE = 1e18
 AMBIENT = 0.2
 SHADINGS = ("lambert", "none", "matcap", "vertex_color", "texture")
-CHUNK_PIXELS = 4 << 20
+# Work (pixels + faces + vertices) of the views rendered between two interrupt checks: a pixel or a
+# triangle of a view costs ~2-4 us on a 2-core CPU (~15 us when it is busy), so a chunk takes well under
+# a second
+CHUNK_WORK = 1 << 16
 BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "example_workflows", "assets")
 
 
@@ -94,7 +117,9 @@ def mesh_files() -> list[str]:
             subfolders[:] = sorted(s for s in subfolders if not s.startswith("."))
             for file in files:
                 path = os.path.join(folder, file)
-                if file.lower().endswith(MESH_EXTENSIONS) and _inside(os.path.realpath(path), root):
+                # regular files only: a FIFO or a device named like a mesh would block or stream forever
+                if file.lower().endswith(MESH_EXTENSIONS) and _inside(os.path.realpath(path), root) \
+                        and os.path.isfile(path):
                     found.append(os.path.relpath(path, root).replace(os.sep, "/"))
         names.update(dict.fromkeys(sorted(found)))
     return list(names)
@@ -104,6 +129,9 @@ def resolve_mesh_file(name: str) -> str:
     """The real path of mesh file `name` (relative to ComfyUI's input folder, else bundled with the pack).
     Absolute names, `..` and symlinks that lead outside those folders are refused with the same error as
     a missing file, which names the input only by the name given, so errors tell nothing about the disk."""
+    if not isinstance(name, str):
+        raise ValueError(f"mesh_file: expected a file name (text), got {short(name)}")
+    name = name.strip()
     shown = name if len(name) <= 200 else name[:200] + "..."
     if not name.lower().endswith(MESH_EXTENSIONS):
         raise ValueError(f"mesh_file: {shown!r} is not one of {', '.join(MESH_EXTENSIONS)}")
@@ -145,7 +173,7 @@ class LoadMesh(RasterKitNode):
     def fingerprint(cls, mesh_file="", normalize=True):
         """The file's content hash, so that ComfyUI reruns the node when the file is edited."""
         try:
-            return _file_digest(resolve_mesh_file(mesh_file.strip()))
+            return _file_digest(resolve_mesh_file(mesh_file))
         except (ValueError, OSError):
             return ""  # run() names the problem
 
@@ -153,13 +181,14 @@ class LoadMesh(RasterKitNode):
     def run(cls, mesh_file="", normalize=True):
         import trimesh
 
-        path = resolve_mesh_file(mesh_file.strip())
+        path = resolve_mesh_file(mesh_file)
+        _check_declared(path, mesh_file)
         try:
             # trimesh >= 5.2 (requirements.txt) resolves textures and buffers inside the mesh's folder only
             # and fetches nothing remote
             loaded = trimesh.load(path, force="mesh", process=False)
         except Exception as error:  # trimesh raises many types for broken files
-            raise ValueError(f"mesh_file: could not read {mesh_file!r}: {type(error).__name__}") from None
+            raise ValueError(f"mesh_file: could not read {short(mesh_file)}: {_reason(error)}") from None
         if len(getattr(loaded, "faces", ())) == 0:
             raise ValueError(f"mesh_file: {mesh_file!r} has no triangles")
         vertices = torch.tensor(loaded.vertices, dtype=torch.float32)
@@ -169,6 +198,31 @@ class LoadMesh(RasterKitNode):
             vertices = (vertices - (low + high) / 2) * (2 / float((high - low).max().clamp_min(1e-12)))
             loaded = trimesh.Trimesh(vertices.numpy(), loaded.faces, visual=loaded.visual, process=False)
         return make_mesh(vertices[None], torch.tensor(loaded.faces, dtype=torch.int64)[None], **fields), loaded
+
+
+def _check_declared(path: str, name: str) -> None:
+    """Refuse, before decoding, a file whose header declares textures over MAX_TEXTURE_PIXELS or a mesh and
+    textures that would not fit in memory (utils/mesh_files reads the counts and image headers)."""
+    try:
+        declared = mesh_files_module.declared(path)
+    except (OSError, ValueError, struct_error):
+        return  # unreadable headers: trimesh names the problem
+    for width, height in declared.textures:
+        if width * height > MAX_TEXTURE_PIXELS:
+            raise ValueError(f"mesh_file: {short(name)} has a {width}x{height} texture; textures of up to "
+                             f"{MAX_TEXTURE_PIXELS:,} texels (8192 x 8192) are read")
+    estimate = (LOAD_BYTES_PER_VERTEX * declared.vertices + LOAD_BYTES_PER_FACE * declared.faces
+                + LOAD_BYTES_PER_TEXEL * sum(width * height for width, height in declared.textures))
+    check_memory(estimate, f"mesh_file: {short(name)} ({declared.vertices:,} vertices, {declared.faces:,} "
+                           f"triangles, {len(declared.textures)} textures)", torch.device("cpu"))
+
+
+def _reason(error: BaseException) -> str:
+    """What went wrong reading a file, for the UI: the exception's type and message, with paths left out
+    (they would tell where ComfyUI's folders are, or probe outside them)."""
+    text = re.sub(r"([A-Za-z]:)?([\\/][^\s'\"\\/]+)+[\\/]?", "<path>", str(error)).strip()
+    text = text if len(text) <= 200 else text[:200] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _mesh_fields(loaded) -> dict:
@@ -229,9 +283,17 @@ def _mesh_tensors(mesh, trimesh_object):
         raise ValueError(f"mesh: vertices should be [V,3] with V > 0, got shape {tuple(vertices.shape)}")
     if faces.ndim != 2 or faces.shape[-1] != 3 or faces.shape[0] == 0:
         raise ValueError(f"mesh: faces should be triangles [F,3] with F > 0, got shape {tuple(faces.shape)}")
-    if not bool(torch.isfinite(vertices).all()):
-        raise ValueError("mesh: vertices contain NaN or infinite values")
-    faces = faces.long()
+    if not (vertices.is_floating_point() or B.integral(vertices)):
+        raise ValueError(f"mesh: vertices should be numbers, got dtype {vertices.dtype}")
+    largest = float(vertices.abs().max())  # in the given dtype (float64 may pass float32's range); NaN if any is
+    vertices = vertices.float()
+    if not math.isfinite(largest):
+        raise ValueError("mesh: vertices contain NaN or infinite values; finite coordinates are accepted")
+    if largest > MAX_COORDINATE:
+        raise ValueError(f"mesh: vertices are finite but reach {largest:.3g}, beyond what float32 rendering can "
+                         f"take; coordinates up to {MAX_COORDINATE:g} are accepted (scale the mesh down, e.g. "
+                         f"LoadMesh's normalize)")
+    faces = _face_indices(faces)
     if int(faces.min()) < 0 or int(faces.max()) >= vertices.shape[0]:
         raise ValueError(f"mesh: face indices must lie in 0..{vertices.shape[0] - 1}, "
                          f"got {int(faces.min())}..{int(faces.max())}")
@@ -244,9 +306,23 @@ def _mesh_tensors(mesh, trimesh_object):
     texture = fields.get("texture")
     if texture is not None and (texture.ndim != 3 or texture.shape[-1] not in (3, 4) or 0 in texture.shape):
         raise ValueError(f"mesh: texture should be an image [H,W,3], got shape {tuple(texture.shape)}")
-    fields = {name: value.float()[..., :3] if name in ("colors", "texture") else value.float()
-              for name, value in fields.items()}
-    return vertices.float(), faces, fields
+    fields = {name: S.unit_float(value, f"mesh: {name}")[..., :3] if name in ("colors", "texture")
+              else value.float() for name, value in fields.items()}
+    return vertices, faces, fields
+
+
+def _face_indices(faces: torch.Tensor) -> torch.Tensor:
+    """int64 faces from a MESH's faces: integer dtypes as they are, floats only where whole numbers (a
+    float index would be truncated to another vertex)."""
+    if B.integral(faces):
+        return faces.long()
+    if not faces.is_floating_point():
+        raise ValueError(f"mesh: faces should be whole vertex indices, got dtype {faces.dtype}")
+    fractional = faces != faces.round()  # NaN too
+    if bool(fractional.any()):
+        raise ValueError(f"mesh: faces should be whole vertex indices, got {float(faces[fractional][0])} "
+                         f"({faces.dtype}); integer indices (or floats without a fraction) are accepted")
+    return faces.long()
 
 
 def _vertex_normals(vertices: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
@@ -374,31 +450,34 @@ class MeshRasterizer(RasterKitNode):
                 distance * torch.tan(torch.tensor(fov).deg2rad() / 2).item()
             proj = M.orthographic(half_height / zoom, aspect, near, far)
         homogeneous = torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
-        clip = torch.einsum("bij,nj->bni", proj @ view, homogeneous)
+        camera = proj @ view
         count, pixels = len(view), width * height
-        work_per_pixel = WORK_BYTES_PER_PIXEL + SHADING_BYTES_PER_PIXEL + ANTIALIAS_BYTES_PER_PIXEL * antialias
-        outputs, work = OUTPUT_BYTES_PER_PIXEL * pixels * count, work_per_pixel * pixels
-        what = f"width x height x views ({width} x {height} x {count})"
+        # views in chunks of about CHUNK_WORK pixels, faces and vertices, so that an interrupt is seen
+        # between them within a second
+        views_per_chunk = max(1, CHUNK_WORK // (pixels + len(faces) + len(vertices)))
+        outputs, per_view, mesh_bytes = render_bytes(width, height, count, len(vertices), len(faces), antialias)
+        work = per_view * min(count, views_per_chunk)
+        what = (f"width x height x views ({width} x {height} x {count}) with a mesh of {len(vertices):,} vertices "
+                f"and {len(faces):,} triangles")
         if device == intermediate_device():
-            check_memory(outputs + work, what, device)
+            check_memory(outputs + work + mesh_bytes, what, device)
         else:
-            check_memory(outputs, what, intermediate_device())
-            check_memory(work, what, device)
+            check_memory(outputs + mesh_bytes, what, intermediate_device())
+            check_memory(work + mesh_bytes, what, device)
         normals = _vertex_normals(vertices, faces)
         partners = S.edge_partners(faces, vertices) if antialias else None
         light = S.light_direction(light_azimuth, light_elevation)
         progress = Progress(count)
 
         def render(start, stop, on):
-            return _maps(clip[start:stop].to(on), view[start:stop].to(on), vertices.to(on), faces.to(on),
+            clip = torch.einsum("bij,nj->bni", camera[start:stop], homogeneous)
+            return _maps(clip.to(on), view[start:stop].to(on), vertices.to(on), faces.to(on),
                          normals.to(on), width, height, cull_back_faces, normal_space, depth_mode,
                          {name: value.to(on) for name, value in shade.items()},
                          light.to(on) if shading == "lambert" else None,
                          None if partners is None else partners.to(on))
 
-        # views in chunks of about CHUNK_PIXELS, so that an interrupt is seen between them
-        chunks = run_chunked(render, count, work_per_pixel * pixels, device, on_chunk=progress,
-                             limit=max(1, CHUNK_PIXELS // pixels))
+        chunks = run_chunked(render, count, per_view, device, on_chunk=progress, limit=views_per_chunk)
         # one chunk (the usual case) is returned as it is: a concatenation would copy every map
         normal, depth, position, mask, face_id, findices, barycentric, shaded, alpha = (
             torch.cat(maps) if len(maps) > 1 else maps[0] for maps in zip(*chunks))
@@ -408,12 +487,28 @@ class MeshRasterizer(RasterKitNode):
         return normal, depth, position, mask, face_id, raster, shaded, alpha
 
 
+def render_bytes(width: int, height: int, views: int, vertices: int, faces: int, antialias: bool
+                 ) -> tuple[int, int, int]:
+    """MeshRasterizer's estimated peak in bytes, in three parts: its outputs (every view), the work of one
+    view (its pixels, triangles and vertices; a chunk of views takes that many times it) and the mesh's
+    own arrays."""
+    pixels = width * height
+    per_view = (pixels * (WORK_BYTES_PER_PIXEL + SHADING_BYTES_PER_PIXEL + ANTIALIAS_BYTES_PER_PIXEL * antialias)
+                + faces * WORK_BYTES_PER_FACE_VIEW + vertices * WORK_BYTES_PER_VERTEX_VIEW)
+    return (OUTPUT_BYTES_PER_PIXEL * pixels * views, per_view, MESH_BYTES_PER_FACE * faces + MESH_BYTES_PER_VERTEX * vertices)
+
+
 def parse_view_list(text: str) -> tuple[list[float], list[float], list[float]]:
     """'azimuth,elevation[,weight]; ...' (degrees; weight 1 where left out) -> azimuths, elevations, weights."""
     azimuths, elevations, weights = [], [], []
-    for item in (part.strip() for part in str(text).replace("\n", ";").split(";")):
+    if not isinstance(text, str):
+        raise ValueError(f"view_list: expected text 'azimuth,elevation[,weight]; ...', got {short(text)}")
+    for item in (part.strip() for part in text.replace("\n", ";").split(";")):
         if not item:
             continue
+        if len(azimuths) == MAX_VIEWS:
+            raise ValueError(f"view_list: more than {MAX_VIEWS:,} views; at most {MAX_VIEWS:,} are rendered at once "
+                             f"(split the list over several nodes)")
         try:
             numbers = [float(number) for number in item.split(",")]
         except ValueError:
@@ -441,9 +536,13 @@ def _load3d_camera(info) -> tuple[torch.Tensor, float, float, str | None]:
     except (KeyError, TypeError, ValueError, AttributeError):
         raise ValueError(f"camera_info: expected Load3D's camera_info (position, target: x, y, z; zoom), "
                          f"got {short(info)}") from None
+    far = float(torch.cat([position, target]).abs().max())  # NaN where any is NaN
+    if far > MAX_CAMERA_DISTANCE:
+        raise ValueError(f"camera_info: the camera's position or target lies {far:.3g} from the origin; up to "
+                         f"{MAX_CAMERA_DISTANCE:g} (the distance input's range) is accepted, got {short(info)}")
     distance = float((position - target).norm())
     if not (math.isfinite(distance) and distance > 0 and math.isfinite(zoom) and zoom > 0):
-        raise ValueError(f"camera_info: the camera needs a position away from its target and zoom > 0, "
+        raise ValueError(f"camera_info: the camera needs a finite position away from its target and zoom > 0, "
                          f"got {short(info)}")
     forward = (target - position) / distance
     # looking straight up or down, "up" is the -z/+z axis instead of +y (as orbit_cameras)
@@ -469,11 +568,13 @@ def _shading_inputs(shading: str, fields: dict, matcap) -> dict:
     if shading == "matcap":
         if matcap is None:
             raise ValueError("matcap: connect a matcap image (shading=matcap)")
-        image = torch.as_tensor(matcap)
-        image = image[0] if image.ndim == 4 else image
-        if image.ndim != 3 or image.shape[-1] not in (3, 4) or 0 in image.shape:
-            raise ValueError(f"matcap: expected an IMAGE [B,H,W,3], got shape {tuple(torch.as_tensor(matcap).shape)}")
-        return {"matcap": image[..., :3].float()}
+        if not isinstance(matcap, torch.Tensor):
+            raise ValueError(f"matcap: expected an IMAGE [B,H,W,3], got {short(matcap)}")
+        if matcap.ndim not in (3, 4) or matcap.shape[-1] not in (3, 4) or 0 in matcap.shape:
+            raise ValueError(f"matcap: expected an IMAGE [B,H,W,3] (its first image is used), got shape "
+                             f"{tuple(matcap.shape)}")
+        image = matcap[0] if matcap.ndim == 4 else matcap
+        return {"matcap": S.unit_float(image, "matcap")[..., :3]}
     return {}
 
 

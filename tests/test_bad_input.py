@@ -3,11 +3,13 @@ works or raises a ValueError whose message starts with the name of an input of t
 another exception type (a traceback from deep inside torch), never a hang."""
 import math
 import random
+import re
 
 import pytest
 import torch
 
 from rasterkit.nodes import NODE_CLASSES
+from rasterkit.nodes.mesh import Mesh
 from test_contract import tiny_inputs
 
 NUMBERS = [spec for node in NODE_CLASSES for spec in node.INPUTS if spec.type in ("INT", "FLOAT")]
@@ -28,6 +30,16 @@ SOCKETS = {
               torch.zeros(0, 24, 32, 3), torch.rand(2, 24, 32), torch.rand(3, 1, 1, 3), "not an image"],
     "MASK": [torch.zeros(2, 24, 32), torch.ones(3, 24, 32), torch.full((24, 32), math.nan), torch.zeros(0, 4, 4),
              torch.rand(5, 7)],
+    "MESH": [Mesh(torch.rand(1, 3, 3), torch.tensor([[[0.0, 1.5, 2.0]]])),  # float indices with a fraction
+             Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [3e38, 1, 0]]]), torch.tensor([[[0, 1, 2]]])),
+             Mesh(torch.rand(1, 3, 3), torch.tensor([[[True, False, True]]])), Mesh("v", "f"), "junk", None, 42],
+    "RASTER": [{"view": torch.full((2, 4, 4), math.nan), "projection": torch.eye(4)},
+               {"view": torch.eye(4)[None], "projection": "perspective"},
+               {"view": torch.eye(4)[None], "projection": torch.eye(4), "view_weights": torch.tensor([-1.0])},
+               {"view": torch.eye(4)[None], "projection": torch.eye(4), "view_weights": torch.tensor([math.nan])},
+               {}, "junk", None],
+    "LOAD3D_CAMERA": [{"position": {"x": 0, "y": 0, "z": 1e30}, "target": {"x": 0, "y": 0, "z": 0}},
+                      {"position": {"x": math.nan, "y": 0, "z": 1}, "target": {"x": 0, "y": 0, "z": 0}}, "junk", 42],
 }
 
 
@@ -249,3 +261,49 @@ def test_bars_narrower_than_a_pixel_are_a_filled_area(mode):
     assert 0.4 < float(alpha.mean()) < 0.6 and float(alpha[0, :, -1].mean()) > 0.95
     _images, alpha = SeriesToImages.execute(series="[1, 3, 2]", width=64, height=64, style="bars", mode=mode)
     assert alpha[0, :, 0].max() == 0  # wide bars keep their gaps
+
+
+@pytest.mark.parametrize("mesh_file", [123, None, True, {"__value__": ["rasterkit_torus.obj"]}])
+def test_a_mesh_file_that_is_not_text_is_named(mesh_file):
+    from rasterkit.nodes.mesh import LoadMesh
+
+    with pytest.raises(ValueError, match="^mesh_file: expected a file name \\(text\\), got "):
+        LoadMesh.execute(mesh_file=mesh_file)
+
+
+def test_mesh_inputs_are_named_through_the_nodes_and_the_engines():
+    """The direct calls of issue 29 (each raised IndexError, AttributeError or TypeError, or named the
+    wrong input) through the node and through the engine function it calls."""
+    from rasterkit.nodes.bake import BakeTexture
+    from rasterkit.nodes.mesh import MeshRasterizer
+    from rasterkit.utils import mesh_bake, mesh_shading
+
+    mesh = Mesh(torch.tensor([[[-0.5, -0.5, 0.0], [0.5, -0.5, 0], [0, 0.5, 0]]]), torch.tensor([[[0, 1, 2]]]))
+    mesh.uvs = torch.tensor([[[0.0, 0.0], [1, 0], [0.5, 1]]])
+    images, normals = torch.rand(1, 16, 16, 3), torch.zeros(1, 4, 4, 3)
+    raster = MeshRasterizer.execute(mesh=mesh, width=16, height=16)[5]
+    node_cases = [
+        (lambda: MeshRasterizer.execute(mesh=mesh, width=16, height=16, shading="matcap",
+                                        matcap=torch.zeros(0, 8, 8, 3)), "matcap: expected an IMAGE"),
+        (lambda: BakeTexture.execute(mesh=mesh, images=images, raster={**raster, "projection": "perspective"},
+                                     texture_size=8), "raster: projection: expected a tensor"),
+        (lambda: BakeTexture.execute(mesh=mesh, images=images, raster={**raster, "view": raster["view"] * math.nan},
+                                     texture_size=8), "raster: view: the camera matrices contain NaN"),
+        (lambda: MeshRasterizer.execute(mesh=mesh, width=16, height=16, views="list", view_list="0,0;" * 5000),
+         "view_list: more than 4,096 views"),
+    ]
+    position, normal, mask = mesh_bake.uv_maps(mesh.vertices[0], mesh.vertices[0], mesh.uvs[0], mesh.faces[0],
+                                               mesh.faces[0], 8)
+    engine_cases = [
+        (lambda: mesh_shading.matcap(normals, torch.zeros(0, 8, 3), normals[..., 0] > 0), "matcap: expected an image"),
+        (lambda: mesh_bake.dilate(position, "mask", 2), "mask: expected a tensor"),
+        (lambda: mesh_bake.bake(images, raster["view"], "perspective", mesh.vertices[0], mesh.faces[0], position,
+                                normal, mask), "projection: expected a tensor"),
+        (lambda: mesh_bake.bake(images, raster["view"] * math.nan, raster["projection"], mesh.vertices[0],
+                                mesh.faces[0], position, normal, mask), "view: the camera matrices contain NaN"),
+        (lambda: mesh_bake.bake(images, raster["view"], raster["projection"], mesh.vertices[0], mesh.faces[0],
+                                position, normal, mask, torch.tensor([math.nan])), "view_weights: view 0 has weight"),
+    ]
+    for call, message in node_cases + engine_cases:
+        with pytest.raises(ValueError, match="^" + re.escape(message)):
+            call()

@@ -4,6 +4,7 @@ properties of seam padding."""
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from rasterkit.utils import mesh_bake as B
@@ -139,7 +140,8 @@ def test_bake_in_row_chunks_equals_one_pass():
     # 2 views x 40 texels a row: 7 rows a chunk, the last one shorter
     chunked = B.bake(images, view, projection, vertices, faces, position, normal, mask,
                      chunk_texel_views=2 * 40 * 7, on_chunk=lambda rows, total: done.append((rows, total)))
-    assert done == [(7, 40), (14, 40), (21, 40), (28, 40), (35, 40), (40, 40)]
+    # the two views' depth buffers (one chunk), then six chunks of rows
+    assert done == [(2, 8), (3, 8), (4, 8), (5, 8), (6, 8), (7, 8), (8, 8)]
     for a, b in zip(whole, chunked):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
 
@@ -260,3 +262,140 @@ def test_bake_node_names_bad_inputs():
         UVMaps.run(mesh=bare, texture_size=16)
     with pytest.raises(ValueError, match="mesh: has no UVs"):
         BakeTexture.run(mesh=bare, images=torch.rand(6, 32, 32, 3), raster=raster, texture_size=16)
+
+
+# -- issue 29: bounded, stoppable, no raw exceptions, nothing dropped silently ------------------------------
+
+class Interrupted(Exception):
+    pass
+
+
+def _interrupt(done, total):
+    raise Interrupted
+
+
+def test_dilate_in_bands_equals_one_pass(monkeypatch):
+    maps, mask = torch.rand(37, 29, 4), torch.rand(37, 29) > 0.93
+    whole = B.dilate(maps, mask, 5)
+    monkeypatch.setattr(B, "BAND_TEXELS", 29 * 4)  # four rows a band, the last one shorter
+    calls = []
+    banded = B.dilate(maps, mask, 5, on_band=lambda done, total: calls.append((done, total)))
+    assert torch.equal(whole[0], banded[0]) and torch.equal(whole[1], banded[1])
+    assert calls == [(i, 50) for i in range(1, 51)]
+
+
+def test_uv_maps_in_bands_equal_one_pass(monkeypatch):
+    vertices, faces, uvs, normals = _quad()
+    whole = B.uv_maps(vertices, normals, uvs, faces, faces, 40)
+    monkeypatch.setattr(B, "BAND_TEXELS", 40 * 7)
+    calls = []
+    banded = B.uv_maps(vertices, normals, uvs, faces, faces, 40, on_band=lambda *a: calls.append(a))
+    assert all(torch.equal(a, b) for a, b in zip(whole, banded))
+    assert calls == [(7, 40), (14, 40), (21, 40), (28, 40), (35, 40), (40, 40)]
+
+
+def test_long_padding_stops_at_the_first_band():
+    """A 2048^2 padding of 256 steps (minutes of work) stops within its first band."""
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(Interrupted):
+        B.dilate(torch.rand(2048, 2048, 3), torch.zeros(2048, 2048, dtype=torch.bool), 256, on_band=_interrupt)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_uv_maps_node_and_bake_node_stop_soon_after_an_interrupt(monkeypatch):
+    import time
+
+    from rasterkit.nodes import _comfy
+    from rasterkit.nodes.bake import BakeTexture, UVMaps
+
+    mesh, _ = _textured_quad_mesh()
+    raster = {"view": M.orbit_cameras([0.0, 90, 180, 270, 0, 180], [0.0, 0, 0, 0, 90, -90], 3.0),
+              "projection": M.perspective(40.0, 1.0, 0.1, 10.0)}
+
+    def interrupt():
+        raise Interrupted
+
+    monkeypatch.setattr(_comfy, "check_interrupt", interrupt)
+    for run in (lambda: UVMaps.run(mesh=mesh, texture_size=4096, dilation=256),
+                lambda: BakeTexture.run(mesh=mesh, images=torch.rand(6, 512, 512, 3), raster=raster,
+                                        texture_size=2048, dilation=256)):
+        start = time.perf_counter()
+        with pytest.raises(Interrupted):
+            run()
+        assert time.perf_counter() - start < 5.0
+
+
+def test_bake_stops_within_a_chunk():
+    """Six views of 512^2 into a 1024^2 texture was one chunk of ~7 s: now chunks of ~0.5 s."""
+    import time
+
+    vertices, faces, uvs, normals = _quad()
+    view = M.orbit_cameras([0.0, 90, 180, 270, 0, 180], [0.0, 0, 0, 0, 90, -90], 3.0)
+    position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 1024)
+    calls = []
+
+    def stop_at_the_blend(done, total):
+        calls.append(time.perf_counter())
+        if done > len(view):  # the first chunk of texels, after the views' depth buffers
+            raise Interrupted
+
+    start = time.perf_counter()
+    with pytest.raises(Interrupted):
+        B.bake(torch.rand(6, 512, 512, 3), view, M.perspective(40.0, 1.0, 0.1, 10.0), vertices, faces, position,
+               normal, mask, on_chunk=stop_at_the_blend)
+    assert calls[-1] - calls[-2] < 2.0 and time.perf_counter() - start < 5.0
+
+
+@pytest.mark.parametrize("weights,shown", [([float("nan"), 1.0], "view 0 has weight nan"),
+                                           ([1.0, -1.0], "view 1 has weight -1.0"),
+                                           ([1.0], "expected one weight per view \\(2\\), got 1")])
+def test_nan_or_negative_view_weights_are_refused(weights, shown):
+    from rasterkit.nodes.bake import BakeTexture
+    from rasterkit.nodes.mesh import MeshRasterizer
+
+    mesh, _ = _textured_quad_mesh()
+    raster = MeshRasterizer.run(mesh=mesh, width=32, height=32, views="list", view_list="0,0; 30,15")[5]
+    with pytest.raises(ValueError, match=f"^raster: view_weights: {shown}"):
+        BakeTexture.execute(mesh=mesh, images=torch.rand(2, 32, 32, 3), raster={**raster, "view_weights":
+                                                                                 torch.tensor(weights)},
+                            texture_size=16)
+    vertices, faces, uvs, normals = _quad()
+    position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 16)
+    with pytest.raises(ValueError, match=f"^view_weights: {shown}"):
+        B.bake(torch.rand(2, 32, 32, 3), raster["view"], raster["projection"], vertices, faces, position, normal,
+               mask, torch.tensor(weights))
+
+
+def test_bad_raster_cameras_are_named_by_the_node_and_the_engine():
+    from rasterkit.nodes.bake import BakeTexture
+    from rasterkit.nodes.mesh import MeshRasterizer
+
+    mesh, _ = _textured_quad_mesh()
+    raster = MeshRasterizer.run(mesh=mesh, width=32, height=32, views="list", view_list="0,0; 30,15")[5]
+    nan_view = raster["view"].clone()
+    nan_view[1, 0, 0] = float("nan")
+    cases = [({"view": nan_view}, "view: the camera matrices contain NaN or infinite values"),
+             ({"projection": "perspective"}, "projection: expected a tensor, got 'perspective'"),
+             ({"view": raster["view"][:, :3]}, r"view: expected camera matrices \[N,4,4\], got torch.float32 "
+                                               r"\(2, 3, 4\)")]
+    for change, message in cases:
+        with pytest.raises(ValueError, match=f"^raster: {message}"):
+            BakeTexture.execute(mesh=mesh, images=torch.rand(2, 32, 32, 3), raster={**raster, **change},
+                                texture_size=16)
+    vertices, faces, uvs, normals = _quad()
+    position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 16)
+    images = torch.rand(2, 32, 32, 3)
+    with pytest.raises(ValueError, match="^view: the camera matrices contain NaN"):
+        B.bake(images, nan_view, raster["projection"], vertices, faces, position, normal, mask)
+    with pytest.raises(ValueError, match="^projection: expected a tensor, got 'perspective'"):
+        B.bake(images, raster["view"], "perspective", vertices, faces, position, normal, mask)
+    with pytest.raises(ValueError, match="^mask: expected a tensor, got 'mask'"):
+        B.bake(images, raster["view"], raster["projection"], vertices, faces, position, normal, "mask")
+    with pytest.raises(ValueError, match="^mask: expected a tensor, got 'mask'"):
+        B.dilate(position, "mask", 2)
+    with pytest.raises(ValueError, match=r"^faces: expected integer vertex indices \[F,3\], got torch.float32"):
+        B.uv_maps(vertices, normals, uvs, faces.float() + 0.5, faces, 16)
+    with pytest.raises(ValueError, match="^size: a texture needs at least 2 x 2 texels"):
+        B.uv_maps(vertices, normals, uvs, faces, faces, "16")

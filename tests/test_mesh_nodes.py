@@ -193,8 +193,8 @@ def test_a_render_that_cannot_fit_is_refused_before_allocating(monkeypatch):
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 2 << 30)
     mesh, _ = sphere_mesh()
-    with pytest.raises(ValueError, match=r"^width x height x views \(8192 x 8192 x 6\) needs ~\d+\.\d GB; "
-                                         r"this machine has 2.1 GB free"):
+    with pytest.raises(ValueError, match=r"^width x height x views \(8192 x 8192 x 6\) with a mesh of 642 vertices "
+                                         r"and 1,280 triangles needs ~\d+\.\d+ GB; this machine has 2.1 GB free"):
         MeshRasterizer.run(width=8192, height=8192, views="six", mesh=mesh)
 
 
@@ -203,10 +203,10 @@ def test_views_render_in_chunks_with_an_interrupt_check_between_them(monkeypatch
 
     checks = []
     monkeypatch.setattr(_comfy, "check_interrupt", lambda: checks.append(1))
-    monkeypatch.setattr(mesh_module, "CHUNK_PIXELS", 64 * 64 * 2)
+    monkeypatch.setattr(mesh_module, "CHUNK_WORK", 2 * (64 * 64 + 642 + 1280))  # two views a chunk
     mesh, _ = sphere_mesh()
     chunked = MeshRasterizer.run(width=64, height=64, views="six", mesh=mesh)
-    monkeypatch.setattr(mesh_module, "CHUNK_PIXELS", 1 << 30)
+    monkeypatch.setattr(mesh_module, "CHUNK_WORK", 1 << 30)
     whole = MeshRasterizer.run(width=64, height=64, views="six", mesh=mesh)
     assert len(checks) == 3 + 1
     for a, b in zip(chunked[:5], whole[:5]):
@@ -332,3 +332,164 @@ def test_mesh_fields_in_and_out():
     bad = mesh_nodes.make_mesh(mesh.vertices, mesh.faces, uvs=torch.rand(1, 3, 2))
     with pytest.raises(ValueError, match=rf"mesh: uvs should be \[{count},2\] \(one per vertex\), got shape \(3, 2\)"):
         MeshRasterizer.run(width=16, height=16, mesh=bad)
+
+
+# -- issue 29: bad input named, nothing dropped silently, jobs bounded and stoppable -------------------------
+
+@pytest.mark.parametrize("name", [123, None, True, {"__value__": ["a.obj"]}, ["rasterkit_torus.obj"]])
+def test_a_mesh_file_that_is_not_text_is_named(name):
+    with pytest.raises(ValueError, match="^mesh_file: expected a file name \\(text\\), got "):
+        LoadMesh.execute(mesh_file=name)
+    with pytest.raises(ValueError, match="^mesh_file: expected a file name"):
+        mesh_nodes.resolve_mesh_file(name)
+    assert LoadMesh.fingerprint(name) == ""
+
+
+def test_only_regular_files_are_listed(input_folder):
+    import os
+
+    os.mkfifo(input_folder / "3d" / "pipe.obj")
+    assert "3d/pipe.obj" not in mesh_nodes.mesh_files() and "3d/cube.obj" in mesh_nodes.mesh_files()
+    with pytest.raises(ValueError, match="^mesh_file: no mesh file '3d/pipe.obj'"):
+        LoadMesh.run("3d/pipe.obj")
+
+
+@pytest.mark.parametrize("name,data", [
+    ("truncated.glb", b"glTF\x02\x00\x00\x00\xff\x00\x00\x00{\"asset\""),
+    ("notjson.gltf", b"{this is not json"),
+    ("garbage.stl", b"solid x\nfacet normal 0 0 1\nouter loop\nvertex a b c\n"),
+    ("badheader.ply", b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\nend_header\n\x00"),
+    ("indices.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n"),
+])
+def test_an_unreadable_file_is_named_with_the_reason_and_no_path(input_folder, name, data):
+    (input_folder / name).write_bytes(data)
+    with pytest.raises(ValueError, match=f"^mesh_file: (could not read '{name}': \\w+(Error|Exception)?\\b.|"
+                                         f"'{name}' has no triangles)") as error:
+        LoadMesh.run(name)
+    message = str(error.value)
+    assert str(input_folder) not in message and "/tmp" not in message
+    if "could not read" in message:  # the type and what it says, not the type alone
+        assert len(message.split(": ", 2)[2]) > len(message.split(": ", 2)[2].split(":")[0])
+
+
+def test_textures_and_meshes_are_checked_by_their_declared_sizes_before_decoding(input_folder, monkeypatch):
+    import trimesh
+
+    from rasterkit.utils import device
+
+    write_textured_obj(input_folder / "3d")
+    (input_folder / "3d" / "quad.glb").write_bytes(
+        trimesh.load(input_folder / "3d" / "quad.obj", force="mesh", process=False).export(file_type="glb"))
+    monkeypatch.setattr(trimesh, "load", lambda *a, **k: pytest.fail("decoded before the check"))
+    monkeypatch.setattr(mesh_nodes, "MAX_TEXTURE_PIXELS", 15)
+    for name in ("3d/quad.obj", "3d/quad.glb"):
+        with pytest.raises(ValueError, match=f"^mesh_file: '{name}' has a 4x4 texture; textures of up to 15 texels"):
+            LoadMesh.run(name)
+    monkeypatch.setattr(mesh_nodes, "MAX_TEXTURE_PIXELS", 8192 * 8192)
+    monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 1000)
+    with pytest.raises(ValueError, match=r"^mesh_file: '3d/quad.glb' \(\d+ vertices, 2 triangles, 1 textures\) "
+                                         r"needs ~0\.0\d* GB"):
+        LoadMesh.run("3d/quad.glb")
+
+
+def test_declared_counts_of_every_format(tmp_path):
+    import trimesh
+
+    from rasterkit.utils.mesh_files import declared
+
+    box = trimesh.creation.box()
+    for extension in ("obj", "glb", "ply", "stl", "off"):
+        box.export(str(tmp_path / f"box.{extension}"))
+        counts = declared(str(tmp_path / f"box.{extension}"))
+        assert counts.faces == 12 and counts.vertices == (36 if extension == "stl" else 8), extension
+    scene = trimesh.Scene()
+    for offset in range(3):  # one mesh placed three times: three copies once loaded
+        scene.add_geometry(box, node_name=f"n{offset}", geom_name="box",
+                           transform=trimesh.transformations.translation_matrix([offset, 0, 0]))
+    scene.export(str(tmp_path / "three.glb"))
+    assert declared(str(tmp_path / "three.glb")).faces == 36
+
+
+@pytest.mark.parametrize("faces,message", [
+    (torch.tensor([[[0.0, 1.5, 2.0]]]), r"^mesh: faces should be whole vertex indices, got 1.5 \(torch.float32\)"),
+    (torch.tensor([[[0.0, float("nan"), 2.0]]]), r"^mesh: faces should be whole vertex indices, got nan"),
+    (torch.tensor([[[True, False, True]]]), r"^mesh: faces should be whole vertex indices, got dtype torch.bool"),
+])
+def test_faces_that_are_not_whole_indices_are_named(faces, message):
+    mesh = Mesh(torch.rand(1, 4, 3), faces)
+    with pytest.raises(ValueError, match=message):
+        MeshRasterizer.execute(width=16, height=16, mesh=mesh)
+
+
+def test_whole_float_and_any_integer_face_indices_render_alike():
+    mesh, _ = sphere_mesh()
+    reference = MeshRasterizer.run(width=32, height=32, mesh=mesh)[5]["findices"]
+    for dtype in (torch.float32, torch.float64, torch.int32, torch.int16):
+        findices = MeshRasterizer.run(width=32, height=32, mesh=Mesh(mesh.vertices, mesh.faces.to(dtype)))[5]
+        assert torch.equal(findices["findices"], reference), dtype
+
+
+def test_vertices_beyond_float32_safe_range_are_named_as_such():
+    for largest in (3e38, 1e300):  # float32's range, and past it in float64
+        far = Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [largest, 1, 0]]], dtype=torch.float64),
+                   torch.tensor([[[0, 1, 2]]]))
+        with pytest.raises(ValueError, match=rf"^mesh: vertices are finite but reach {largest:.0e}".replace("+", r"\+")
+                           + r", beyond what float32 rendering can take; coordinates up to 1e\+18 are accepted"):
+            MeshRasterizer.execute(width=16, height=16, mesh=far)
+    nan = Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [float("nan"), 1, 0]]]), torch.tensor([[[0, 1, 2]]]))
+    with pytest.raises(ValueError, match="^mesh: vertices contain NaN or infinite values"):
+        MeshRasterizer.execute(width=16, height=16, mesh=nan)
+
+
+def test_a_camera_too_far_away_is_named():
+    mesh, _ = sphere_mesh()
+    info = {"position": {"x": 0, "y": 0, "z": 1e30}, "target": {"x": 0, "y": 0, "z": 0}}
+    with pytest.raises(ValueError, match=r"^camera_info: the camera's position or target lies 1e\+30 from the "
+                                         r"origin; up to 1000 \(the distance input's range\) is accepted"):
+        MeshRasterizer.execute(width=16, height=16, mesh=mesh, camera_info=info)
+
+
+def test_view_list_has_a_length_limit():
+    mesh, _ = sphere_mesh()
+    with pytest.raises(ValueError, match=r"^view_list: more than 4,096 views; at most 4,096"):
+        MeshRasterizer.execute(width=16, height=16, mesh=mesh, views="list", view_list="0,0;" * 1_000_000)
+
+
+def test_many_faces_in_small_views_are_counted_in_the_estimate(monkeypatch):
+    from rasterkit.utils import device
+
+    monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 200 << 20)
+    many = Mesh(torch.rand(1, 3, 3), torch.tensor([0, 1, 2]).expand(1, 1_000_000, 3))
+    with pytest.raises(ValueError, match=r"^width x height x views \(16 x 16 x 1\) with a mesh of 3 vertices and "
+                                         r"1,000,000 triangles needs ~0\.\d+ GB; this machine has 0.2 GB free"):
+        MeshRasterizer.execute(width=16, height=16, mesh=many)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_many_small_views_stop_soon_after_an_interrupt(monkeypatch):
+    """2,000 views of 16x16 of a 20K-triangle mesh (~100 s of work on a 2-core CPU) were one chunk: the
+    first interrupt check now comes after a chunk of two views."""
+    import time
+
+    import trimesh
+
+    from rasterkit.nodes import _comfy
+
+    rendered = []
+    maps = mesh_nodes._maps
+    monkeypatch.setattr(mesh_nodes, "_maps", lambda clip, *rest: rendered.append(len(clip)) or maps(clip, *rest))
+
+    def interrupt():
+        raise Interrupted
+
+    monkeypatch.setattr(_comfy, "check_interrupt", interrupt)
+    sphere = trimesh.creation.icosphere(subdivisions=5)
+    mesh = Mesh(torch.tensor(sphere.vertices, dtype=torch.float32)[None], torch.tensor(sphere.faces)[None])
+    start = time.perf_counter()
+    with pytest.raises(Interrupted):
+        MeshRasterizer.run(width=16, height=16, views="list", view_list="; ".join(f"{i},0" for i in range(2000)),
+                           mesh=mesh)
+    assert rendered == [2] and time.perf_counter() - start < 5.0

@@ -351,3 +351,36 @@ def test_the_render_path_op_budget(monkeypatch):
         MeshRasterizer.run(width=1024, height=1024, mesh=mesh, shading="texture")
     summary = count.summary()
     assert count.float64 == 0 and count.syncs == 5 and count.launches <= 1150, summary
+
+
+def test_a_matcap_or_colours_of_any_dtype_are_read_as_0_to_1():
+    """uint8 (0..255) and uint16 images render as their float (0..1) equivalents, converted once; a
+    uint8 matcap used to render values up to 238."""
+    ball = mesh_of(sphere(2))
+    levels = torch.randint(0, 256, (1, 16, 16, 3), generator=torch.Generator().manual_seed(2), dtype=torch.uint8)
+    reference = render(ball, shading="matcap", matcap=levels.float() / 255)["render"]
+    assert torch.allclose(render(ball, shading="matcap", matcap=levels)["render"], reference, atol=1e-6)
+    wide = levels.to(torch.int32) * 257  # the same levels in 16 bits
+    assert torch.allclose(render(ball, shading="matcap", matcap=wide.to(torch.uint16))["render"], reference, atol=1e-6)
+    covered = render(ball, shading="none")["mask"] > 0
+    assert torch.allclose(S.matcap(torch.zeros(1, 4, 4, 3), levels[0], torch.ones(1, 4, 4, dtype=torch.bool)),
+                          S.matcap(torch.zeros(1, 4, 4, 3), levels[0].float() / 255, torch.ones(1, 4, 4, dtype=torch.bool)))
+    colours = torch.randint(0, 256, (1, len(sphere(2).vertices), 3), dtype=torch.uint8)
+    as_bytes = render(mesh_of(sphere(2), colors=colours), shading="vertex_color")["render"]
+    as_floats = render(mesh_of(sphere(2), colors=colours.float() / 255), shading="vertex_color")["render"]
+    assert covered.any() and torch.allclose(as_bytes, as_floats, atol=1e-6)
+
+
+@pytest.mark.parametrize("matcap,message,image,engine_message", [
+    (torch.zeros(0, 16, 16, 3), r"^matcap: expected an IMAGE \[B,H,W,3\] \(its first image is used\), got shape "
+                                r"\(0, 16, 16, 3\)", torch.zeros(0, 16, 3), r"^matcap: expected an image \[H,W,C\]"),
+    ("matcap.png", r"^matcap: expected an IMAGE \[B,H,W,3\], got 'matcap.png'", "matcap.png",
+     "^matcap: expected a tensor of colours, got str"),
+    (torch.zeros(1, 16, 16, 3, dtype=torch.complex64), "^matcap: expected real colour values",
+     torch.zeros(16, 16, 3, dtype=torch.complex64), "^matcap: expected real colour values"),
+])
+def test_bad_matcaps_are_named_by_the_node_and_the_engine(matcap, message, image, engine_message):
+    with pytest.raises(ValueError, match=message):
+        MeshRasterizer.execute(mesh=mesh_of(sphere(1)), width=16, height=16, shading="matcap", matcap=matcap)
+    with pytest.raises(ValueError, match=engine_message):
+        S.matcap(torch.zeros(1, 4, 4, 3), image, torch.ones(1, 4, 4, dtype=torch.bool))

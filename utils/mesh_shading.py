@@ -105,10 +105,26 @@ def textured(texture: torch.Tensor, uvs: torch.Tensor, findices: torch.Tensor, b
     return sample_texture(texels, levels, uv, lod) * covered[..., None]
 
 
+def unit_float(image, name: str) -> torch.Tensor:
+    """An image or colours of any dtype as float32 0..1, converted once: integers span their type's range
+    (uint8 0..255, uint16 0..65535, ...), bools 0 or 1, floats as they are; a ValueError naming `name`
+    for anything else."""
+    if not isinstance(image, torch.Tensor):
+        raise ValueError(f"{name}: expected a tensor of colours, got {type(image).__name__}")
+    if image.dtype == torch.bool or image.is_floating_point():
+        return image.float()
+    if image.is_complex():
+        raise ValueError(f"{name}: expected real colour values, got dtype {image.dtype}")
+    return image.float() / float(torch.iinfo(image.dtype).max)
+
+
 def matcap(view_normals: torch.Tensor, image: torch.Tensor, covered: torch.Tensor) -> torch.Tensor:
-    """Matcap colours [B,H,W,C]: image float [Hm,Wm,C] looked up (bilinear) at n.xy * 0.5 + 0.5 of
-    view_normals float [B,H,W,3] (x right, y up: the image's top is up); 0 where covered [B,H,W] is
-    False."""
+    """Matcap colours [B,H,W,C]: image [Hm,Wm,C] (any dtype: unit_float) looked up (bilinear) at
+    n.xy * 0.5 + 0.5 of view_normals float [B,H,W,3] (x right, y up: the image's top is up); 0 where
+    covered [B,H,W] is False."""
+    image = unit_float(image, "matcap")
+    if image.ndim != 3 or 0 in image.shape:
+        raise ValueError(f"matcap: expected an image [H,W,C], got shape {tuple(image.shape)}")
     height, width = image.shape[:2]
     levels = torch.tensor([[0, width, height]], device=image.device)
     # within the outer texels' centres: no wrap to the opposite border
