@@ -152,19 +152,43 @@ class _Tiles:
     cells: torch.Tensor
 
 
+def _tile_extremes(masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The maximum and minimum of each T x T tile of masks [M,H,W]: float [M,ceil(H/T),ceil(W/T)] each (NaN
+    where a tile holds a NaN). Rows first: the eight rows of a tile reduce elementwise along contiguous
+    memory (the one pass over every pixel, 2x faster than max_pool2d on the CPU), then the narrow result."""
+    count, height, width = masks.shape
+    whole = height - height % TILE
+    out = []
+    for reduce in (torch.amax, torch.amin):
+        rows = [reduce(masks[:, :whole].reshape(count, whole // TILE, TILE, width), 2)] if whole else []
+        if whole < height:
+            rows.append(reduce(masks[:, whole:], 1, keepdim=True))
+        rows = torch.cat(rows, 1) if len(rows) > 1 else rows[0]
+        rows = F.pad(rows, (0, -width % TILE), mode="replicate") if width % TILE else rows
+        out.append(reduce(rows.reshape(count, rows.shape[1], -1, TILE), 3))
+    return out[0], out[1]
+
+
 def _list_tiles(masks: torch.Tensor, threshold: float, outlines: bool) -> _Tiles:
     count, height, width = masks.shape
     grid_y, grid_x = height // TILE + 1, width // TILE + 1  # one more: the cells on the bottom and right edges
-    peak = F.max_pool2d(masks[:, None], TILE, ceil_mode=True)[:, 0]  # the one pass over every pixel
-    peak = F.pad(peak, (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1]))
-    unknown = torch.isnan(peak)  # NaN wins max_pool: such a tile is read to see what else it holds
-    fill = unknown | (peak > 0)
+    peak, low = _tile_extremes(masks)
+    unknown = torch.isnan(peak)  # such a tile is read to see what else it holds
+    pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
+    fill = F.pad(unknown | (peak > 0), pad)
     cells = torch.zeros_like(fill)
     if outlines:
-        above = unknown | (peak > threshold)
-        # a tile's cells start one pixel up and left: they reach the tiles above and to the left
-        cells = above | F.pad(above, (0, 0, 1, 0))[:, :-1] | F.pad(above, (1, 0))[:, :, :-1]
-        cells = cells | F.pad(above, (1, 0, 1, 0))[:, :-1, :-1]
+        # a tile's cells start one pixel up and left: they reach the tiles above and to the left; a cell
+        # crosses the level where its window has values on both sides of it (outside the frame is 0)
+        above = F.pad(unknown | (peak > threshold), pad)
+        below = F.pad(unknown | (low <= threshold), pad, value=True)
+        below[:, height // TILE:] = True  # partial tiles (and those past the frame) read zeros beyond it
+        below[:, :, width // TILE:] = True
+        near = []
+        for side, edge in ((above, False), (below, True)):
+            near.append(side | F.pad(side, (0, 0, 1, 0), value=edge)[:, :-1] | F.pad(side, (1, 0), value=edge)[:, :, :-1]
+                        | F.pad(side, (1, 0, 1, 0), value=edge)[:, :-1, :-1])
+        cells = near[0] & near[1]
     source, ty, tx = torch.nonzero(fill | cells, as_tuple=True)
     offsets = torch.arange(TILE + 1, device=masks.device) - 1
     y = (ty * TILE)[:, None] + offsets  # [P,T+1]
