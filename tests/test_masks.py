@@ -71,6 +71,26 @@ def test_fill_is_the_mask_exactly():
     assert torch.allclose(layer[0, ..., 3], union, atol=1e-6)
 
 
+@pytest.mark.parametrize("layer_alpha", ["straight", "premultiplied"])
+def test_fills_lie_beneath_outlines_and_labels(layer_alpha):
+    """The fills (composited per tile apart from the draw) and the primitives drawn over them make the
+    outputs a single draw of both would: alpha and layer of the outlines over the fills', the image that
+    layer over the frames (their alpha channel too)."""
+    masks = blobs(soft=True)
+    images = torch.rand(1, H, W, 4)
+    kw = {"color": "", "labels": "id", "label_size": 8, "layer_alpha": "premultiplied"}
+    _, over, top = MaskRenderer.run(images, masks=masks, opacity=0.0, outline_width=2.0, **kw)
+    _, under, bottom = MaskRenderer.run(images, masks=masks, opacity=0.6, outline_width=0.0, **{**kw, "labels": "none"})
+    image, alpha, layer = MaskRenderer.run(images, masks=masks, opacity=0.6, outline_width=2.0,
+                                           **{**kw, "layer_alpha": layer_alpha})
+    expected = top + bottom * (1 - over[..., None])
+    assert float(over.max()) > 0.9 and float(under.max()) > 0.5
+    assert torch.allclose(alpha, expected[..., 3], atol=1e-5) and torch.allclose(layer[..., 3], alpha)
+    rgb = layer[..., :3] * alpha[..., None] if layer_alpha == "straight" else layer[..., :3]
+    assert torch.allclose(rgb, expected[..., :3], atol=1e-5)
+    assert torch.allclose(image, expected + images * (1 - alpha[..., None]), atol=1e-5)
+
+
 @pytest.mark.parametrize("width", [1.0, 2.0, 3.5])
 @pytest.mark.parametrize("soft", [False, True])
 def test_outline_against_supersampled_contour(width, soft):

@@ -152,20 +152,37 @@ class _Tiles:
     cells: torch.Tensor
 
 
+def _tile_peaks(masks: torch.Tensor) -> torch.Tensor:
+    """The maximum of each T x T tile of masks [M,H,W]: float [M,ceil(H/T),ceil(W/T)] (NaN where a tile holds
+    a NaN). Rows first: the T rows of a tile reduce elementwise along contiguous memory (the one pass over
+    every pixel, about 1.5x faster than max_pool2d on the CPU), then the T times narrower result."""
+    count, height, width = masks.shape
+    whole = height - height % TILE
+    rows = [masks[:, :whole].reshape(count, whole // TILE, TILE, width).amax(2)] if whole else []
+    if whole < height:
+        rows.append(masks[:, whole:].amax(1, keepdim=True))
+    rows = torch.cat(rows, 1) if len(rows) > 1 else rows[0]
+    rows = F.pad(rows, (0, -width % TILE), mode="replicate") if width % TILE else rows
+    return rows.reshape(count, rows.shape[1], -1, TILE).amax(3)
+
+
+def _near(side: torch.Tensor, edge: bool) -> torch.Tensor:
+    """side bool [M,Y,X] of the tile or of those above, to the left and above-left (`edge` beyond the grid):
+    the tiles a tile's cells reach (they start one pixel up and left)."""
+    return (side | F.pad(side, (0, 0, 1, 0), value=edge)[:, :-1] | F.pad(side, (1, 0), value=edge)[:, :, :-1]
+            | F.pad(side, (1, 0, 1, 0), value=edge)[:, :-1, :-1])
+
+
 def _list_tiles(masks: torch.Tensor, threshold: float, outlines: bool) -> _Tiles:
     count, height, width = masks.shape
     grid_y, grid_x = height // TILE + 1, width // TILE + 1  # one more: the cells on the bottom and right edges
-    peak = F.max_pool2d(masks[:, None], TILE, ceil_mode=True)[:, 0]  # the one pass over every pixel
-    peak = F.pad(peak, (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1]))
-    unknown = torch.isnan(peak)  # NaN wins max_pool: such a tile is read to see what else it holds
-    fill = unknown | (peak > 0)
-    cells = torch.zeros_like(fill)
-    if outlines:
-        above = unknown | (peak > threshold)
-        # a tile's cells start one pixel up and left: they reach the tiles above and to the left
-        cells = above | F.pad(above, (0, 0, 1, 0))[:, :-1] | F.pad(above, (1, 0))[:, :, :-1]
-        cells = cells | F.pad(above, (1, 0, 1, 0))[:, :-1, :-1]
-    source, ty, tx = torch.nonzero(fill | cells, as_tuple=True)
+    peak = _tile_peaks(masks)
+    unknown = torch.isnan(peak)  # NaN wins the maximum: such a tile is read to see what else it holds
+    pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
+    fill = F.pad(unknown | (peak > 0), pad)
+    above = F.pad(unknown | (peak > threshold), pad)
+    reach = _near(above, False) if outlines else torch.zeros_like(fill)
+    source, ty, tx = torch.nonzero(fill | reach, as_tuple=True)
     offsets = torch.arange(TILE + 1, device=masks.device) - 1
     y = (ty * TILE)[:, None] + offsets  # [P,T+1]
     x = (tx * TILE)[:, None] + offsets
@@ -173,7 +190,14 @@ def _list_tiles(masks: torch.Tensor, threshold: float, outlines: bool) -> _Tiles
     flat = (source * height)[:, None, None] + y.clamp(0, height - 1)[:, :, None]
     values = masks.reshape(count * height, width)[flat, x.clamp(0, width - 1)[:, None, :]]
     values = torch.nan_to_num(values, nan=0.0, posinf=1.0, neginf=0.0).clamp_(0, 1) * inside
-    return _Tiles(source, ty, tx, values, fill[source, ty, tx], cells[source, ty, tx])
+    cells = reach[source, ty, tx]
+    if outlines:
+        # a cell crosses the level only where its tiles hold values on both sides of it: not inside an
+        # object (the tiles not listed lie below it; partial tiles read zeros beyond the frame's edge)
+        below = torch.ones_like(fill)
+        below[source, ty, tx] = (values[:, 1:, 1:] <= threshold).flatten(1).any(1)
+        cells &= _near(below, True)[source, ty, tx]
+    return _Tiles(source, ty, tx, values, fill[source, ty, tx], cells)
 
 
 def _per_object(objects: MaskObjects, pair_source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
