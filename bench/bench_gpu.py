@@ -18,11 +18,11 @@ import torch
 
 from _common import ROOT, report, table, timed
 
-from utils import gpu_rendering as R  # noqa: E402  (_common puts the repository root on sys.path)
-from utils import mesh_rasterizer as M  # noqa: E402
-from utils.device import cupy_usable  # noqa: E402
+from utils.gpu_rendering import compositor as R  # noqa: E402  (_common puts the repository root on sys.path)
+from utils.mesh_rasterizer import raster as M  # noqa: E402
+from utils.core.device import cupy_usable  # noqa: E402
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
-from utils.gpu_graph import GraphOptions, knn_graph  # noqa: E402
+from utils.gpu_graph.graph import GraphOptions, knn_graph  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 CUDA = torch.device(sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cuda")
@@ -105,7 +105,7 @@ def bench_boxes():
         binning = gpu_seconds(lambda: R._bin(prims, 0, 1, 2160, 3840, R.TILE))
         only = "-"
         if cupy_usable(CUDA):
-            from utils.gpu_rendering import composite_tiles_cuda
+            from utils.gpu_rendering.compositor import composite_tiles_cuda
 
             only = ms(gpu_seconds(lambda: composite_tiles_cuda(images, *outputs, pairs, prims, None, R.TILE)))
         rows.append([f"{n} rounded boxes (stroke 3, radius 12, fill 0.25), 3840x2160", kernel, torch_path, ms(binning),

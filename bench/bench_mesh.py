@@ -18,8 +18,8 @@ import torch
 
 from _common import ROOT, peak_memory, report, table, timed
 
-from utils import mesh_rasterizer as M  # noqa: E402  (_common puts the repository root on sys.path)
-from utils.device import torch_device  # noqa: E402
+from utils.mesh_rasterizer import raster as M  # noqa: E402  (_common puts the repository root on sys.path)
+from utils.core.device import torch_device  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 SIZES = {"10K": (50, 50), "100K": (158, 158), "1M": (500, 500)}  # uv-sphere rows x columns: about 4 rc faces
@@ -61,7 +61,7 @@ def hunyuan_section(checkout: str) -> tuple[str, str]:
     semantics), medians of 3, with each call's peak memory."""
     import trimesh
 
-    from utils import custom_rasterizer as ours
+    from utils.mesh_rasterizer import custom_rasterizer as ours
     from verify_custom_rasterizer import load_hunyuan
 
     build = ROOT / "bench" / "peers" / "custom_rasterizer_build"

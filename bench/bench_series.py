@@ -15,8 +15,8 @@ import torch
 
 from _common import peak_memory, report, table, timed, timed_together
 
-from utils.device import on_huge_pages, torch_device  # noqa: E402  (_common puts the repository root on sys.path)
-from utils.gpu_rendering import render_polylines, series_points, value_range  # noqa: E402
+from utils.core.device import on_huge_pages, torch_device  # noqa: E402  (_common puts the repository root on sys.path)
+from utils.gpu_rendering.compositor import render_polylines, series_points, value_range  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 COUNT, STEPS, SIZE = (500 if QUICK else 5000), 100, 224

@@ -33,7 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from utils import custom_rasterizer as ours  # noqa: E402
+from utils.mesh_rasterizer import custom_rasterizer as ours  # noqa: E402
 
 KERNEL = "hy3dgen/texgen/custom_rasterizer/lib/custom_rasterizer_kernel"
 RENDER = "hy3dgen/texgen/custom_rasterizer/custom_rasterizer/render.py"

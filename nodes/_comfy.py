@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from ..utils.device import backend_description, torch_device
+from ..utils.core.device import backend_description, torch_device
 
 LAYER_ALPHA_MODES = ("straight", "premultiplied")
 LAYER_ALPHA_TOOLTIP = ("layer output: straight alpha (ComfyUI's IMAGE-with-alpha convention, what Save Image "
@@ -72,7 +72,7 @@ def register_custom_rasterizer() -> None:
     if os.environ.get("RASTERKIT_NO_CUSTOM_RASTERIZER"):
         return
     if comfy_module("custom_rasterizer", "rasterize", "interpolate") is None:  # e.g. its unbuilt source folder
-        from ..utils import custom_rasterizer
+        from ..utils.mesh_rasterizer import custom_rasterizer
 
         sys.modules["custom_rasterizer"] = custom_rasterizer
         logging.getLogger("rasterkit").info("RasterKit: custom_rasterizer (Hunyuan3D-2) served by RasterKit's "
@@ -248,7 +248,7 @@ def register_routes() -> None:
         return
     if getattr(PromptServer, "instance", None) is None:
         return
-    from ..utils.colors import PALETTES
+    from ..utils.inputs.colors import PALETTES
     from .mesh import MESH_EXTENSIONS
 
     @PromptServer.instance.routes.get("/rasterkit/palettes")

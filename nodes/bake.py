@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..utils import mesh_bake as B
-from ..utils.device import check_memory
+from ..utils.mesh_rasterizer import bake as B
+from ..utils.core.device import check_memory
 from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Float, Int, Output, RasterKitNode, Socket
 from ._validate import check_images

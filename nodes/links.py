@@ -8,14 +8,14 @@ import math
 import numpy as np
 import torch
 
-from ..utils import gpu_rendering as R
-from ..utils import link_styles as styles
-from ..utils import tracks as track_sources
-from ..utils.colors import parse_hex
-from ..utils.device import check_memory
+from ..utils.gpu_rendering import compositor as R
+from ..utils.gpu_rendering import link_styles as styles
+from ..utils.inputs import tracks as track_sources
+from ..utils.inputs.colors import parse_hex
+from ..utils.core.device import check_memory
 from ..utils.gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
-from ..utils.gpu_graph import GRAPHS, GraphOptions, voronoi_graph
-from ..utils.labels import DEFAULT_FONT, text_atlas
+from ..utils.gpu_graph.graph import GRAPHS, GraphOptions, voronoi_graph
+from ..utils.gpu_rendering.labels import DEFAULT_FONT, text_atlas
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,

@@ -10,12 +10,12 @@ from struct import error as struct_error
 
 import torch
 
-from ..utils import mesh_bake as B
-from ..utils import mesh_files as mesh_files_module
-from ..utils import mesh_rasterizer as M
-from ..utils import mesh_shading as S
-from ..utils.device import check_memory, run_chunked
-from ..utils.text_input import short
+from ..utils.mesh_rasterizer import bake as B
+from ..utils.inputs import mesh_files as mesh_files_module
+from ..utils.mesh_rasterizer import raster as M
+from ..utils.mesh_rasterizer import shading as S
+from ..utils.core.device import check_memory, run_chunked
+from ..utils.inputs.text import short
 from ._comfy import Progress, comfy_module, intermediate_device, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 

@@ -2,8 +2,8 @@
 IMAGE batch and the ink's alpha."""
 from __future__ import annotations
 
-from ..utils import series as sources
-from ..utils.colors import PALETTES, palette, palette_from_hex, parse_hex
+from ..utils.gpu_rendering import series as sources
+from ..utils.inputs.colors import PALETTES, palette, palette_from_hex, parse_hex
 from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 

@@ -14,7 +14,7 @@ from demo import load_pack  # noqa: E402
 PACK = load_pack()
 
 import cuda_emulator  # noqa: E402
-from rasterkit.utils.device import cupy_usable  # noqa: E402
+from rasterkit.utils.core.device import cupy_usable  # noqa: E402
 
 
 @pytest.fixture(scope="session")

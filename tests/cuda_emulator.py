@@ -358,7 +358,7 @@ def install(monkeypatch) -> None:
     import sys
 
     from rasterkit import utils
-    from rasterkit.utils import cuda
+    from rasterkit.utils.core import cuda
 
     def usable(device):
         return not os.environ.get("RASTERKIT_DISABLE_CUPY")

@@ -119,7 +119,7 @@ def test_huge_coordinates_are_clipped_not_dropped():
     """A box from -1e308 to 1e308 (finite in JSON, infinite in float32) covers the whole frame, and a
     track point at 1e400 (an integer) is far right, not an error."""
     from rasterkit.nodes.boxes import BoundingBoxRenderer
-    from rasterkit.utils.tracks import from_json
+    from rasterkit.utils.inputs.tracks import from_json
 
     image, alpha, _layer = BoundingBoxRenderer.execute(images=torch.zeros(1, 16, 16, 3), fill_opacity=0.5,
                                                        boxes="[[-1e308, -1e308, 1e308, 1e308]]", labels="none")
@@ -160,7 +160,7 @@ def test_empty_series_is_a_blank_image():
 
 def test_primitive_outputs_that_cannot_fit_are_refused_before_the_search(monkeypatch):
     from rasterkit.nodes.primitives import PrimitiveMesh
-    from rasterkit.utils import device
+    from rasterkit.utils.core import device
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 23 << 30)
     with pytest.raises(ValueError, match=r"^output_size 8192 with 50 build-up frames x 1 images needs ~1\d\d\.\d GB; "
@@ -169,7 +169,7 @@ def test_primitive_outputs_that_cannot_fit_are_refused_before_the_search(monkeyp
 
 
 def test_out_of_memory_is_recognised_on_every_backend():
-    from rasterkit.utils.device import is_out_of_memory
+    from rasterkit.utils.core.device import is_out_of_memory
 
     assert is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
                                          "allocate memory: you tried to allocate 145000000000 bytes."))
@@ -181,7 +181,7 @@ def test_out_of_memory_is_recognised_on_every_backend():
 def test_work_past_the_bounds_of_one_call_is_refused_or_reduced():
     from rasterkit.nodes.boxes import BoundingBoxRenderer
     from rasterkit.nodes.series import SeriesToImages
-    from rasterkit.utils.series import MAX_SERIES_VALUES, from_audio
+    from rasterkit.utils.gpu_rendering.series import MAX_SERIES_VALUES, from_audio
 
     with pytest.raises(ValueError, match="^boxes: 10,001 boxes in frame 0; at most 10,000 per frame"):
         BoundingBoxRenderer.execute(images=torch.rand(1, 8, 8, 3), boxes=str([[0, 0, 1, 1]] * 10_001))
@@ -201,7 +201,7 @@ def test_texts_past_their_limits_are_named_before_they_are_drawn():
     from rasterkit.nodes.boxes import BoundingBoxRenderer
     from rasterkit.nodes.links import LineLinkRenderer
     from rasterkit.nodes.series import SeriesToImages
-    from rasterkit.utils.labels import label_primitives
+    from rasterkit.utils.gpu_rendering.labels import label_primitives
 
     images = torch.rand(1, 64, 64, 3)
     newlines = '[{"x1": 0, "y1": 0, "x2": 9, "y2": 9, "label": "' + "\\n" * 15_000 + 'x"}]'  # was +2.2 GB
@@ -221,7 +221,7 @@ def test_texts_past_their_limits_are_named_before_they_are_drawn():
 
 
 def test_label_lines_below_the_frame_are_not_rendered():
-    from rasterkit.utils.labels import label_primitives
+    from rasterkit.utils.gpu_rendering.labels import label_primitives
 
     _prims, atlas = label_primitives(torch.zeros(1, dtype=torch.long), torch.tensor([[0.0, 0, 9, 9]]),
                                      ["a\n" * 400], torch.ones(1, 4), 64, 64, 16)
@@ -241,8 +241,8 @@ def test_mask_of_another_size_than_the_images_is_refused():
 @pytest.mark.parametrize("big", ["1e308", "1e39", "-1e308", "9" * 400])
 def test_series_values_past_float32_are_clipped_not_blank_or_gaps(big):
     from rasterkit.nodes.series import SeriesToImages
-    from rasterkit.utils.batching import pack
-    from rasterkit.utils.series import render_series
+    from rasterkit.utils.core.batching import pack
+    from rasterkit.utils.gpu_rendering.series import render_series
 
     _images, alpha = SeriesToImages.execute(series=f"[1, {big}, 3]", width=32, height=32)
     assert (alpha[0].amax(0) > 0).all()  # every column drawn: no blank image, no gap
@@ -276,7 +276,8 @@ def test_mesh_inputs_are_named_through_the_nodes_and_the_engines():
     wrong input) through the node and through the engine function it calls."""
     from rasterkit.nodes.bake import BakeTexture
     from rasterkit.nodes.mesh import MeshRasterizer
-    from rasterkit.utils import mesh_bake, mesh_shading
+    from rasterkit.utils.mesh_rasterizer import bake as mesh_bake
+    from rasterkit.utils.mesh_rasterizer import shading as mesh_shading
 
     mesh = Mesh(torch.tensor([[[-0.5, -0.5, 0.0], [0.5, -0.5, 0], [0, 0.5, 0]]]), torch.tensor([[[0, 1, 2]]]))
     mesh.uvs = torch.tensor([[[0.0, 0.0], [1, 0], [0.5, 1]]])

@@ -1,6 +1,6 @@
 import torch
 
-from rasterkit.utils.batching import Ragged, pack, unpack
+from rasterkit.utils.core.batching import Ragged, pack, unpack
 
 
 def test_pack_pads_and_records_lengths():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rasterkit.nodes.boxes import BoundingBoxRenderer as Node
-from rasterkit.utils import boxes as B
+from rasterkit.utils.inputs import boxes as B
 
 IMAGES = torch.full((2, 48, 64, 3), 0.25)
 
@@ -145,7 +145,7 @@ def test_empty_inputs_give_the_frames_back():
 
 
 def test_core_bounding_box_detections():
-    from rasterkit.utils.boxes import from_bounding_box
+    from rasterkit.utils.inputs.boxes import from_bounding_box
 
     detection = {"x": 10, "y": 20, "width": 30, "height": 40, "label": "cat", "score": 0.9}
     for value in ([detection], [[detection]]):  # one image's list serves every frame
@@ -216,7 +216,7 @@ def label_alpha(box=LABEL_BOX, size=(120, 160), **kw):
 @pytest.mark.parametrize("anchor", ["top_left", "top_center", "top_right", "center_left", "center", "center_right",
                                     "bottom_left", "bottom_center", "bottom_right"])
 def test_label_anchors_place_the_label_from_the_box(anchor):
-    from rasterkit.utils.labels import text_atlas
+    from rasterkit.utils.gpu_rendering.labels import text_atlas
 
     padding = 4
     _, rect = text_atlas(["cat"], 12)
@@ -229,7 +229,7 @@ def test_label_anchors_place_the_label_from_the_box(anchor):
 
 
 def test_labels_go_inside_the_box_without_room_outside():
-    from rasterkit.utils.labels import PADDING, text_atlas
+    from rasterkit.utils.gpu_rendering.labels import PADDING, text_atlas
 
     _, rect = text_atlas(["cat"], 12)
     h = rect[0, 3].item() + 2 * PADDING
@@ -278,7 +278,7 @@ def test_overlapping_labels_move_apart_highest_score_first():
 
 
 def test_avoid_overlaps_is_per_frame_and_bounded():
-    from rasterkit.utils.labels import AVOID_MAX_LABELS, AVOID_STEPS, _avoid_overlaps
+    from rasterkit.utils.gpu_rendering.labels import AVOID_MAX_LABELS, AVOID_STEPS, _avoid_overlaps
 
     rects = torch.tensor([[0.0, 10, 20, 10], [5, 12, 20, 10], [0, 10, 20, 10]])  # left, top, width, height
     tops = _avoid_overlaps(torch.tensor([0, 0, 1]), rects, torch.tensor([1.0, 0.5, 0.0]), 100)
@@ -341,7 +341,7 @@ def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opac
     """Around the box, out to `width`: opacity * (1 - m / k) in the m-th of k bands; the fill inside. On the
     pixels across the box's edge, where the rings' inner edges and the fill's edge coincide, their partial
     coverages compose source-over rather than add: those are held to the mean only."""
-    from rasterkit.utils.gpu_rendering import HALO_RINGS
+    from rasterkit.utils.gpu_rendering.compositor import HALO_RINGS
     from test_rendering import H, S, W, pixel_mean, rounded_box_distance, samples
 
     X, Y = samples()

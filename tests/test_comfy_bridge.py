@@ -48,7 +48,7 @@ def test_without_comfyui_everything_is_a_no_op():
 
 
 def test_long_batches_report_progress(fake_comfy, monkeypatch):
-    from rasterkit.utils import device
+    from rasterkit.utils.core import device
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 64 << 30)  # chunk size set by the limit only
     frames = torch.zeros(34, 1024, 1024, 3)  # chunks hold at most 32 megapixels

@@ -44,7 +44,7 @@ def test_a_sibling_comfy_folder_is_not_comfyui(sibling_folders):
 
 
 def test_an_unbuilt_custom_rasterizer_folder_is_served_by_the_pack(sibling_folders, monkeypatch):
-    from rasterkit.utils import custom_rasterizer
+    from rasterkit.utils.mesh_rasterizer import custom_rasterizer
 
     monkeypatch.delenv("RASTERKIT_NO_CUSTOM_RASTERIZER", raising=False)
     _comfy.register_custom_rasterizer()

@@ -7,8 +7,8 @@ path, which tests/test_rendering.py and test_polyline_images.py check against re
 import pytest
 import torch
 
-from rasterkit.utils import device as D
-from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils.core import device as D
+from rasterkit.utils.gpu_rendering import compositor as R
 
 ELSEWHERE = torch.device("cpu", 0)
 B, H, W = 5, 27, 38

@@ -5,8 +5,8 @@ skip, without a C++ compiler: a CI that silently stopped checking the kernels wo
 import pytest
 import torch
 
-from rasterkit.utils import gpu_rendering as R
-from rasterkit.utils import mesh_rasterizer as M
+from rasterkit.utils.gpu_rendering import compositor as R
+from rasterkit.utils.mesh_rasterizer import raster as M
 
 # The kernels (built with --fmad=false; the emulator with -ffp-contract=off) and the torch path round
 # differently, on values <= 1 (ulp 1.2e-7): the torch path composites by products of transmittances, the

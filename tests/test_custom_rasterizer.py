@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils import custom_rasterizer as cr
-from rasterkit.utils import mesh_rasterizer as M
+from rasterkit.utils.mesh_rasterizer import custom_rasterizer as cr
+from rasterkit.utils.mesh_rasterizer import raster as M
 
 
 def quad():

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils import device as D
+from rasterkit.utils.core import device as D
 
 
 def test_torch_device_honours_preference_and_environment(monkeypatch):
@@ -116,7 +116,7 @@ def test_install_adds_numba_holding_numpy_where_it_is(monkeypatch):
 
 
 def test_the_start_line_says_which_path_and_how_to_switch(monkeypatch):
-    from rasterkit.utils import device
+    from rasterkit.utils.core import device
 
     assert device.backend_description(torch.device("cpu")).startswith("RasterKit: numba's loops")
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")

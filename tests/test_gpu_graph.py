@@ -7,9 +7,8 @@ import pytest
 import torch
 from scipy.spatial import cKDTree
 
-from rasterkit.utils import gpu_graph
-from rasterkit.utils.gpu_graph import (GRAPHS, GraphOptions, delaunay_graph, knn_graph, nearest_neighbours,
-                                       radius_graph, spanning_tree_graph, voronoi_graph)
+from rasterkit.utils.gpu_graph import graph as gpu_graph
+from rasterkit.utils.gpu_graph.graph import GRAPHS, GraphOptions, delaunay_graph, knn_graph, nearest_neighbours, radius_graph, spanning_tree_graph, voronoi_graph
 
 
 def edge_sets(edges):
@@ -109,7 +108,7 @@ def test_hysteresis_with_degree_cap_is_stable_and_capped():
 
 
 def test_chunks_do_not_change_the_result(monkeypatch):
-    from rasterkit.utils import device
+    from rasterkit.utils.core import device
 
     xy = jittered(frames=9)
     visible = torch.ones(xy.shape[:2], dtype=torch.bool)
@@ -145,7 +144,7 @@ def grid_cases():
 @pytest.mark.parametrize("case", range(3))
 @pytest.mark.parametrize("k,delta_y_cap,within", [(3, math.inf, math.inf), (6, 20.0, math.inf), (4, math.inf, 15.0)])
 def test_grid_search_equals_brute_force(monkeypatch, case, k, delta_y_cap, within):
-    from rasterkit.utils import gpu_graph
+    from rasterkit.utils.gpu_graph import graph as gpu_graph
 
     xy, visible = grid_cases()[case]
     grid = nearest_neighbours(xy, visible, k, delta_y_cap, within)
@@ -166,7 +165,7 @@ def test_grid_search_equals_ckdtree_on_large_frames():
 def test_grid_search_equals_brute_force_on_awkward_frames(monkeypatch, case):
     """Extents far from square (the grid's cells per axis are bounded), many points at one spot
     (ties past the k + 1 nearest read: brute-force rows) and coordinates far from the origin."""
-    from rasterkit.utils import gpu_graph
+    from rasterkit.utils.gpu_graph import graph as gpu_graph
 
     generator = torch.Generator().manual_seed(3)
     xy = torch.rand(3, 800, 2, generator=generator)
@@ -351,7 +350,8 @@ def test_radius_graph_caps_and_hysteresis():
 
 
 def test_radius_chunks_do_not_change_the_result(monkeypatch):
-    from rasterkit.utils import device, gpu_graph
+    from rasterkit.utils.core import device
+    from rasterkit.utils.gpu_graph import graph as gpu_graph
 
     xy = jittered(frames=9)
     visible = torch.ones(xy.shape[:2], dtype=torch.bool)

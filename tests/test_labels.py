@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from rasterkit.nodes.boxes import BoundingBoxRenderer as Node
-from rasterkit.utils import labels as L
+from rasterkit.utils.gpu_rendering import labels as L
 
 NO_FONT_HAS = "\U0010fffd"  # private use: no font has it but a last-resort one
 

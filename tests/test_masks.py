@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rasterkit.nodes.masks import MaskRenderer
-from rasterkit.utils import masks as M
+from rasterkit.utils.gpu_rendering import masks as M
 
 H, W, S = 29, 37, 16  # not multiples of the tile size: partial tiles are exercised
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from rasterkit.nodes import _validate
-from rasterkit.utils import device as device_module
-from rasterkit.utils import series as S
-from rasterkit.utils.batching import pack
+from rasterkit.utils.core import device as device_module
+from rasterkit.utils.gpu_rendering import series as S
+from rasterkit.utils.core.batching import pack
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
 
@@ -154,7 +154,7 @@ def test_series_stop_within_a_second_of_the_callback():
 
 
 def test_neighbour_search_calls_back_between_bounded_chunks():
-    from rasterkit.utils.gpu_graph import SEARCH_CHUNK_POINTS, GraphOptions, knn_graph, radius_graph
+    from rasterkit.utils.gpu_graph.graph import SEARCH_CHUNK_POINTS, GraphOptions, knn_graph, radius_graph
 
     xy = torch.rand(200, 2000, 2) * 1000
     visible = torch.ones(200, 2000, dtype=torch.bool)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils import mesh_bake as B
-from rasterkit.utils import mesh_rasterizer as M
+from rasterkit.utils.mesh_rasterizer import bake as B
+from rasterkit.utils.mesh_rasterizer import raster as M
 
 
 def _quad():

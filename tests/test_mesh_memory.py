@@ -96,7 +96,7 @@ def test_uv_maps_estimate(peak_rss, texture_size, subdivisions):
 @pytest.mark.skipif(sys.platform != "linux", reason="peak RSS through /proc")
 @pytest.mark.parametrize("texture_size,views,side", [(256, 6, 512), (768, 4, 256), (512, 12, 256)])
 def test_bake_estimate(peak_rss, texture_size, views, side):
-    from rasterkit.utils import mesh_rasterizer as M
+    from rasterkit.utils.mesh_rasterizer import raster as M
 
     mesh = _sphere(4, uvs=True)
     raster = {"view": M.orbit_cameras([360 * i / views for i in range(views)], [(i % 5) * 15 - 30 for i in range(views)],
@@ -132,7 +132,7 @@ def _textured_box_glb(side: int, subdivisions: int = 1) -> bytes:
 @pytest.mark.skipif(sys.platform != "linux", reason="peak RSS through /proc")
 @pytest.mark.parametrize("name,side,subdivisions", [("a.glb", 1024, 1), ("b.glb", 2048, 1), ("c.glb", 64, 7)])
 def test_load_mesh_estimate(peak_rss, input_folder, name, side, subdivisions):
-    from rasterkit.utils.mesh_files import declared
+    from rasterkit.utils.inputs.mesh_files import declared
 
     (input_folder / name).write_bytes(_textured_box_glb(side, subdivisions))
     measured, outputs = peak_rss(lambda: LoadMesh.run(name))

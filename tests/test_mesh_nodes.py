@@ -189,7 +189,7 @@ def test_an_edited_file_changes_the_fingerprint(input_folder):
 
 
 def test_a_render_that_cannot_fit_is_refused_before_allocating(monkeypatch):
-    from rasterkit.utils import device
+    from rasterkit.utils.core import device
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 2 << 30)
     mesh, _ = sphere_mesh()
@@ -375,7 +375,7 @@ def test_an_unreadable_file_is_named_with_the_reason_and_no_path(input_folder, n
 def test_textures_and_meshes_are_checked_by_their_declared_sizes_before_decoding(input_folder, monkeypatch):
     import trimesh
 
-    from rasterkit.utils import device
+    from rasterkit.utils.core import device
 
     write_textured_obj(input_folder / "3d")
     (input_folder / "3d" / "quad.glb").write_bytes(
@@ -395,7 +395,7 @@ def test_textures_and_meshes_are_checked_by_their_declared_sizes_before_decoding
 def test_declared_counts_of_every_format(tmp_path):
     import trimesh
 
-    from rasterkit.utils.mesh_files import declared
+    from rasterkit.utils.inputs.mesh_files import declared
 
     box = trimesh.creation.box()
     for extension in ("obj", "glb", "ply", "stl", "off"):
@@ -456,7 +456,7 @@ def test_view_list_has_a_length_limit():
 
 
 def test_many_faces_in_small_views_are_counted_in_the_estimate(monkeypatch):
-    from rasterkit.utils import device
+    from rasterkit.utils.core import device
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 200 << 20)
     many = Mesh(torch.rand(1, 3, 3), torch.tensor([0, 1, 2]).expand(1, 1_000_000, 3))

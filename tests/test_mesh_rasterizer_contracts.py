@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import cuda_emulator
-from rasterkit.utils import cuda
-from rasterkit.utils import mesh_rasterizer as M
+from rasterkit.utils.core import cuda
+from rasterkit.utils.mesh_rasterizer import raster as M
 from test_cuda_kernels import random_views
 
 

@@ -4,8 +4,8 @@ meet the brute-force reference of test_mesh_rasterizer.py, which runs on the CPU
 numba's loops."""
 import pytest
 import torch
-from rasterkit.utils import mesh_rasterizer as M
-from rasterkit.utils import mesh_rasterizer_cpu
+from rasterkit.utils.mesh_rasterizer import raster as M
+from rasterkit.utils.mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
 from test_cuda_kernels import random_views
 
 
@@ -57,7 +57,7 @@ def test_the_loops_on_large_triangles_and_edges(torch_path):
 
 
 def test_custom_rasterizer_calls_take_the_loops(loops_used):
-    from rasterkit.utils import custom_rasterizer
+    from rasterkit.utils.mesh_rasterizer import custom_rasterizer
 
     V, F = random_views("cpu", 3, views=1)
     findices, barycentric = custom_rasterizer.rasterize(V, F.int(), (48, 40))

@@ -9,8 +9,8 @@ import torch
 
 from rasterkit.nodes import mesh as mesh_nodes
 from rasterkit.nodes.mesh import MeshRasterizer, make_mesh
-from rasterkit.utils import mesh_rasterizer as M
-from rasterkit.utils import mesh_shading as S
+from rasterkit.utils.mesh_rasterizer import raster as M
+from rasterkit.utils.mesh_rasterizer import shading as S
 
 
 def mesh_of(trimesh_object, **fields):

@@ -31,7 +31,7 @@ def cupy_options(arch: str) -> tuple[str, ...]:
     ours (--std given, so no default --std=c++17), the include paths (left out: no kernel includes a
     header, test_no_kernel_includes_a_header), -ftz=true, -arch=sm_XX (a cubin for the device's own
     architecture) and --device-as-default-execution-space."""
-    from rasterkit.utils import cuda
+    from rasterkit.utils.core import cuda
 
     return (*cuda.OPTIONS, "-ftz=true", f"-arch=sm_{arch}", "--device-as-default-execution-space")
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils.gpu_rendering import compositor as R
 
 
 def bresenham(x0, y0, x1, y1):
@@ -125,7 +125,7 @@ def test_ragged_lengths_ignore_the_padding():
 
 
 def test_ragged_object_uint8_and_opacity():
-    from rasterkit.utils.batching import pack
+    from rasterkit.utils.core.batching import pack
 
     ragged = pack([[1.0, 3.0, 2.0], [4.0, 1.0, 0.0, 2.0, 5.0], []])
     float_images = R.render_polylines(ragged.values, 16, 24, lengths=ragged.lengths, color=(1, 1, 1, 0.6))
@@ -229,7 +229,7 @@ def test_antialiased_plots_keep_their_gpu_budget(monkeypatch):
     host syncs), no tensors from host values (was 3 uploads), 238 -> ~200 device ops (the issue's 150 is not
     reached yet: draw() is ~140 of them)."""
     from opcount import OpCount
-    from rasterkit.utils import device
+    from rasterkit.utils.core import device
 
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")

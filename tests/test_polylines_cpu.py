@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils import gpu_rendering as R
-from rasterkit.utils import polylines_cpu
+from rasterkit.utils.gpu_rendering import compositor as R
+from rasterkit.utils.gpu_rendering import polylines_cpu
 
 from test_polyline_images import reference_mask
 
@@ -76,7 +76,7 @@ def test_output_is_overwritten_not_assumed_blank():
 @pytest.mark.parametrize("shape", [(3, 16384), (16384, 3)])
 def test_segments_of_the_longest_extent(monkeypatch, shape):
     """The loop's reciprocal division is exact up to MAX_EXTENT pixels; larger frames take the torch path."""
-    from rasterkit.utils import rendering_cpu
+    from rasterkit.utils.gpu_rendering import compositor_cpu as rendering_cpu
 
     height, width = shape
     across = torch.tensor([[[width - 0.5, height - 0.5], [0.5, 0.5]], [[0.5, height - 0.5], [width - 0.5, 1.7]]])

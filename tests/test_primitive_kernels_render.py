@@ -102,7 +102,7 @@ def test_render_kernel_op_budget(monkeypatch):
     kind and frames: two launches, two small torch ops (the scale and the outline's curve parameters),
     no host sync, no float64 (the torch path: ~4,300 ops and ~100 syncs)."""
     from opcount import OpCount
-    from rasterkit.utils import cuda
+    from rasterkit.utils.core import cuda
 
     launches = []
     monkeypatch.setattr(cuda, "kernel", lambda source, name: lambda grid, block, args: launches.append(name))

@@ -266,7 +266,7 @@ def test_no_frames_gives_the_final_image_as_the_build_up(node):
 
 def test_memory_estimate_counts_the_frames_asked_for(node, monkeypatch):
     """8192 x 8192 output pixels, 40 bytes each per frame and 140 more (the picture and the render)."""
-    from rasterkit.utils import device
+    from rasterkit.utils.core import device
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 4 << 30)
     square = picture(height=32, width=32)
@@ -348,7 +348,7 @@ def test_a_transparent_background_fits_the_transparency_too(node):
     """background #RRGGBBAA with AA < FF: the shapes fit colour and alpha (premultiplied, error over four
     channels, as fogleman/primitive does); image and frames are RGBA (straight alpha), and the SVG, with
     its clear background, draws the same picture."""
-    from rasterkit.utils.gpu_rendering import straight_alpha
+    from rasterkit.utils.gpu_rendering.compositor import straight_alpha
 
     y, x = torch.meshgrid(torch.arange(30) + 0.5, torch.arange(45) + 0.5, indexing="ij")
     disc = (((x - 22) ** 2 + (y - 15) ** 2) < 120).float()

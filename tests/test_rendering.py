@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils.gpu_rendering import compositor as R
 
 H, W, S = 37, 45, 16  # not multiples of the tile size: partial tiles are exercised too
 

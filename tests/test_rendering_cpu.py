@@ -3,8 +3,8 @@ ROCm and CUDA without CuPy run). Both are checked against brute-force references
 test_boxes.py and the links tests, which run on the CPU: there, through this loop."""
 import pytest
 import torch
-from rasterkit.utils import gpu_rendering as R
-from rasterkit.utils import rendering_cpu
+from rasterkit.utils.gpu_rendering import compositor as R
+from rasterkit.utils.gpu_rendering import compositor_cpu as rendering_cpu
 from test_cuda_kernels import every_kind
 
 TOLERANCE = 1e-4  # the torch path composites by products of transmittances, the loop one shape at a time
@@ -48,7 +48,7 @@ def test_the_loop_equals_the_torch_path(torch_path, loop_used, channels, tile):
 
 def test_the_loop_in_chunks_of_frames(torch_path, loop_used, monkeypatch):
     """Chunks of 2 of 5 frames: each chunk draws only its frames' primitives."""
-    from rasterkit.utils import device as D
+    from rasterkit.utils.core import device as D
 
     monkeypatch.setattr(R, "run_chunked", lambda fn, total, nbytes, dev, on_chunk=None, limit=None:
                         D.run_chunked(fn, total, nbytes, dev, on_chunk, limit=2))
@@ -137,8 +137,9 @@ def test_coverage_is_draws_alpha(loop_used, numba_loop):
 
 def test_a_loop_numba_cannot_compile_leaves_the_drawing_to_the_torch_path(torch_path, monkeypatch, capsys):
     import numba
-    from rasterkit.utils import mesh_rasterizer as M
-    from rasterkit.utils import mesh_rasterizer_cpu, polylines_cpu
+    from rasterkit.utils.mesh_rasterizer import raster as M
+    from rasterkit.utils.mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
+    from rasterkit.utils.gpu_rendering import polylines_cpu
     from test_cuda_kernels import random_views
 
     def broken(*args):

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from rasterkit.nodes.series import SeriesToImages as Node
-from rasterkit.utils.batching import Ragged
-from rasterkit.utils import series as S
+from rasterkit.utils.core.batching import Ragged
+from rasterkit.utils.gpu_rendering import series as S
 
 
 def run(**kw):
@@ -267,7 +267,7 @@ def test_bad_audio_and_colour_input_names_the_input(kw, message):
 def test_render_series_elsewhere_copies_every_chunk_back(monkeypatch, options):
     """torch.device("cpu", 0) is not the device of CPU tensors: the render-elsewhere branch, in chunks of
     one image (two series each), against the same call rendered where the data is."""
-    from rasterkit.utils import device as D
+    from rasterkit.utils.core import device as D
 
     elsewhere, chunks = torch.device("cpu", 0), []
 
@@ -311,7 +311,7 @@ def test_spectrum_bars_keep_a_gpu_budget(monkeypatch):
     for the spectrum, no float64."""
     from opcount import OpCount
 
-    from rasterkit.utils import polylines_cpu
+    from rasterkit.utils.gpu_rendering import polylines_cpu
 
     monkeypatch.setattr(polylines_cpu, "draw", lambda *a, **k: False)  # a GPU's path: the torch one
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils import tracks as T
+from rasterkit.utils.inputs import tracks as T
 
 
 def test_kjnodes_dicts_and_lists_hold_the_last_point():

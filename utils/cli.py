@@ -5,9 +5,9 @@ import argparse
 import os
 import sys
 
-from .colors import parse_hex
+from .inputs.colors import parse_hex
 from .datasets import FORMATS, Job, Plot, run, run_ray, source_for
-from .device import torch_device
+from .core.device import torch_device
 
 
 def _parser() -> argparse.ArgumentParser:

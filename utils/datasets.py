@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .device import torch_device
-from .gpu_rendering import render_polylines
+from .core.device import torch_device
+from .gpu_rendering.compositor import render_polylines
 
 FORMATS = ("npy", "wds", "png")
 ON_ERROR = ("skip", "stop")

@@ -19,8 +19,10 @@ import time
 
 import torch
 
-from . import color_optimizer, gpu_rendering, mesh_rasterizer
-from .device import numba_usable
+from . import color_optimizer
+from .gpu_rendering import compositor as gpu_rendering
+from .mesh_rasterizer import raster as mesh_rasterizer
+from .core.device import numba_usable
 
 log = logging.getLogger("rasterkit")
 
@@ -63,7 +65,8 @@ FAMILIES = {
 
 def loop_modules() -> list:
     """The modules that hold numba loops (importing them imports numba: slow, hence here)."""
-    from . import mesh_rasterizer_cpu, rendering_cpu
+    from .mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
+    from .gpu_rendering import compositor_cpu as rendering_cpu
     from .color_optimizer import search_cpu
 
     return [rendering_cpu, search_cpu, mesh_rasterizer_cpu]

@@ -46,9 +46,9 @@ from typing import NamedTuple
 
 import torch
 
-from ..batching import expand_counts
-from ..device import chunk_size, cupy_usable, numba_usable
-from ..text_input import short
+from ..core.batching import expand_counts
+from ..core.device import chunk_size, cupy_usable, numba_usable
+from ..inputs.text import short
 
 KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
          "polygon")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .. import cuda
+from ..core import cuda
 from . import SUBROWS, Approximation, render_curve_steps
 from .shapes_cuda import SHAPES_SOURCE
 

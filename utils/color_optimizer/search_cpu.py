@@ -12,7 +12,7 @@ import numba
 import numpy as np
 import torch
 
-from ..rendering_cpu import _jit, falls_back, torch_threads
+from ..gpu_rendering.compositor_cpu import _jit, falls_back, torch_threads
 
 
 @_jit(inline="always")

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import torch
 
-from .. import cuda
+from ..core import cuda
 from . import (CURVE_STEPS, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
                RANDOM_TRIANGLE, _GROUPS, PARENTS, Approximation, _Record, _role_tables, _terms)
 from .shapes_cuda import SHAPES_SOURCE

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import zlib
 
-from .text_input import check_size, short
+from .text import check_size, short
 
 _HEX = re.compile(r"^#?([0-9a-fA-F]{6})([0-9a-fA-F]{2})?$")
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .batching import pack
-from .text_input import coordinates, load_json, short, text_limit
+from ..core.batching import pack
+from .text import coordinates, load_json, short, text_limit
 
 
 @dataclass

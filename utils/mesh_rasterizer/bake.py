@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from . import mesh_rasterizer as M
-from .text_input import short
+from . import raster as M
+from ..inputs.text import short
 
 
 def uv_clip(uvs: torch.Tensor, size: int) -> torch.Tensor:

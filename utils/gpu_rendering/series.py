@@ -10,10 +10,10 @@ from fractions import Fraction
 
 import torch
 
-from .batching import Ragged, pack
-from .device import check_memory, memory_budget, numba_usable, run_chunked
-from .gpu_rendering import fill_coverage, render_polylines, series_points, straight_alpha, value_range
-from .text_input import check_size, load_json
+from ..core.batching import Ragged, pack
+from ..core.device import check_memory, memory_budget, numba_usable, run_chunked
+from .compositor import fill_coverage, render_polylines, series_points, straight_alpha, value_range
+from ..inputs.text import check_size, load_json
 
 
 # More values than this per plot cost memory (anti-aliased lines: ~40 KB per value) without a visible

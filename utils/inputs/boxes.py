@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .text_input import coordinates, load_json, short, text_limit
+from .text import coordinates, load_json, short, text_limit
 
 
 # Bounds on the work one call can ask for: the engine needs up to ~100 KB per box drawn at once (its tile

@@ -21,18 +21,7 @@ import numba
 import numpy as np
 import torch
 
-from .gpu_rendering import (
-    _MISSED,
-    _SOLID,
-    BOX_FILL,
-    BOX_STROKE,
-    DISC,
-    ELLIPSE,
-    ELLIPSE_STEPS,
-    SEGMENT,
-    SPRITE,
-    tile_spans,
-)
+from .compositor import _MISSED, _SOLID, BOX_FILL, BOX_STROKE, DISC, ELLIPSE, ELLIPSE_STEPS, SEGMENT, SPRITE, tile_spans
 
 
 def falls_back(fn):

@@ -12,9 +12,9 @@ import numba
 import numpy as np
 import torch
 
-from .device import on_huge_pages
-from .mesh_rasterizer import DEPTH_STEPS, EMPTY, FIXED, ID_BASE
-from .rendering_cpu import _jit, falls_back, torch_threads
+from ..core.device import on_huge_pages
+from .raster import DEPTH_STEPS, EMPTY, FIXED, ID_BASE
+from ..gpu_rendering.compositor_cpu import _jit, falls_back, torch_threads
 
 BANDS_PER_THREAD = 4  # bands of rows per thread: evens out meshes that fill part of the frame
 

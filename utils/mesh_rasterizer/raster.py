@@ -41,8 +41,8 @@ import math
 import numpy as np
 import torch
 
-from . import cuda
-from .device import cupy_usable, numba_usable, on_huge_pages, run_chunked
+from ..core import cuda
+from ..core.device import cupy_usable, numba_usable, on_huge_pages, run_chunked
 
 ID_BASE = 1 << 31  # z-buffer keys: quantised depth (saturated at 2^31) * ID_BASE + view * M + face
 EMPTY = (1 << 63) - ID_BASE  # the z-buffer's value where no fragment landed: above every key, triangle part 0
@@ -345,7 +345,7 @@ def _depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tenso
 def _mesh_rasterizer_cpu():
     """utils/mesh_rasterizer_cpu (numba's depth test), imported on first use: numba is slow to import,
     and that module takes its constants from this one."""
-    from . import mesh_rasterizer_cpu
+    from . import raster_cpu as mesh_rasterizer_cpu
     return mesh_rasterizer_cpu
 
 

@@ -34,9 +34,9 @@ import unicodedata
 import numpy as np
 import torch
 
-from . import gpu_rendering as R
-from .device import check_memory
-from .text_input import short, text_limit
+from . import compositor as R
+from ..core.device import check_memory
+from ..inputs.text import short, text_limit
 
 PADDING = 3
 # supervision's Position names, in the order of a keypad

@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import torch
 
-from .device import numba_usable
+from ..core.device import numba_usable
 
 # the dtypes numpy and OpenCV share
 NUMPY_DTYPES = {torch.uint8: np.uint8, torch.float16: np.float16, torch.float32: np.float32}
@@ -26,7 +26,7 @@ def series_points(values: torch.Tensor, lengths: torch.Tensor, scale: str, heigh
     5000 series of 100 values here, the loops 0.5 ms); None where those loops are not used."""
     if not numba_usable(values.device):
         return None
-    from . import rendering_cpu  # numba: imported on first use (slow to import)
+    from . import compositor_cpu as rendering_cpu  # numba: imported on first use (slow to import)
     points = rendering_cpu.series_points(values.float().contiguous().numpy(), lengths.long().contiguous().numpy(),
                                          scale, height, width)
     return None if points is None else torch.from_numpy(points)
@@ -45,7 +45,7 @@ def draw(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, value: 
     if out.device.type != "cpu" or out.dtype not in NUMPY_DTYPES or points.device.type != "cpu":
         return False
     if numba_usable(out.device) and out.dtype in (torch.uint8, torch.float32):
-        from . import rendering_cpu
+        from . import compositor_cpu as rendering_cpu
         return bool(rendering_cpu.polylines(out.numpy(), points.float().contiguous().numpy(),
                                             lengths.long().contiguous().numpy(), value, on_progress, chunk))
     batch, steps = points.shape[:2]

@@ -12,7 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .mesh_rasterizer import interpolate
+from .raster import interpolate
 
 
 def light_direction(azimuth: float, elevation: float) -> torch.Tensor:

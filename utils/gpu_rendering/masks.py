@@ -28,8 +28,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .gpu_rendering import SPRITE, Primitives, concat, empty, segments, sprites
-from .text_input import short
+from .compositor import SPRITE, Primitives, concat, empty, segments, sprites
+from ..inputs.text import short
 
 TILE = 8  # tiles of the mask read, aligned with the engine's 8x8 tiles: each sprite is one tile pair
 

@@ -30,9 +30,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import cuda, polylines_cpu
-from .batching import expand_counts
-from .device import cupy_usable, normalize, numba_usable, on_huge_pages, run_chunked
+from ..core import cuda
+from . import polylines_cpu
+from ..core.batching import expand_counts
+from ..core.device import cupy_usable, normalize, numba_usable, on_huge_pages, run_chunked
 
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
 SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE, ELLIPSE = range(6)
@@ -820,7 +821,7 @@ def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, at
 def _rendering_cpu():
     """utils/rendering_cpu, imported on the first CPU draw (numba takes a while to import, and that
     module takes its constants from this one)."""
-    from . import rendering_cpu
+    from . import compositor_cpu as rendering_cpu
     return rendering_cpu
 
 
@@ -1134,7 +1135,7 @@ def render_polylines(values, height: int, width: int, lengths: torch.Tensor | No
     Rendered on `device` (default: that of values) in memory-sized chunks of images, all segments
     of a chunk at once; the result is on the device of `values`.
     """
-    from .batching import Ragged
+    from ..core.batching import Ragged
 
     if isinstance(values, Ragged):
         values, lengths = values.values, values.lengths

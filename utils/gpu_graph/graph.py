@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .batching import Ragged, expand_counts
-from .device import run_chunked
+from ..core.batching import Ragged, expand_counts
+from ..core.device import run_chunked
 
 INF = float("inf")
 BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matrix beats the grid

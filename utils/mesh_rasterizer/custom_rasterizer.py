@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from . import mesh_rasterizer
+from . import raster as mesh_rasterizer
 
 
 def rasterize(pos: torch.Tensor, tri: torch.Tensor, resolution, clamp_depth: torch.Tensor = torch.zeros(0),
