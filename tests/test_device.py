@@ -94,6 +94,7 @@ def test_install_never_runs_pip_for_cupy_without_an_nvidia_gpu(monkeypatch):
 
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("pip must not run on this CPU machine"))
     monkeypatch.setattr(install.importlib.util, "find_spec", lambda name: object())  # numba is there
+    monkeypatch.setattr(install, "compile_cpu_loops", lambda: None)  # its own subprocess: tests/test_warmup.py
     install.main()
 
 
