@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from . import mesh_rasterizer as M
+from .mesh_inpaint import vertex_colors
 
 
 def uv_clip(uvs: torch.Tensor, size: int) -> torch.Tensor:
@@ -55,6 +56,30 @@ def dilate(maps: torch.Tensor, mask: torch.Tensor, pixels: int) -> tuple[torch.T
         values = torch.where(grows, sums / neighbours.clamp_min(1e-12), values)
         filled = torch.where(grows, 1.0, filled)
     return values[0].permute(1, 2, 0), filled[0, 0] > 0
+
+
+def inpaint_mesh(texture: torch.Tensor, seen: torch.Tensor, vertices: torch.Tensor, uvs: torch.Tensor,
+                 faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unseen texels inside the UV islands filled by colour propagation over the mesh (Hunyuan3D-2.1's
+    mesh inpainting, utils/mesh_inpaint.py's "smooth" rule): texture float [S,S,C], seen bool [S,S],
+    vertices float [V,3], uvs float [V,2] (per vertex), faces int [F,3] -> texture and the filled mask
+    bool [S,S]. A vertex takes the colour of the texel under its UV where that is seen; vertices are
+    welded by exact position (across UV seams) and the unseen ones take the distance-weighted mean of
+    their coloured neighbours, sweep after sweep; the UV triangles then interpolate the vertex colours
+    into the unseen texels they cover (over their coloured corners only)."""
+    size, channels = texture.shape[0], texture.shape[-1]
+    positions, welded = torch.unique(vertices, dim=0, return_inverse=True)
+    corner_uv = uvs.index_select(0, faces.reshape(-1).long())
+    column = (corner_uv[:, 0] * size).floor().clamp(0, size - 1).long()
+    row = ((1 - corner_uv[:, 1]) * size).floor().clamp(0, size - 1).long()
+    colours, state = vertex_colors(texture, seen, row * size + column, positions, welded[faces.long()])
+    known = (state > 0).float().index_select(0, welded)[:, None]
+    findices, barycentric = M.rasterize(uv_clip(uvs.float(), size), faces, size, size)
+    values = M.interpolate(torch.cat([colours.index_select(0, welded) * known, known], -1), findices, barycentric,
+                           faces)
+    fill = (findices > 0) & ~seen & (values[..., -1] > 1e-6)
+    filled = values[..., :channels] / values[..., -1:].clamp_min(1e-6)
+    return torch.where(fill[..., None], filled, texture), seen | fill
 
 
 def view_depths(vertices: torch.Tensor, faces: torch.Tensor, view: torch.Tensor, projection: torch.Tensor,
