@@ -170,7 +170,7 @@ def rasterize(glctx, pos: torch.Tensor, tri: torch.Tensor, resolution, ranges: t
 
 def _covered(rast: torch.Tensor):
     """Flat indices [P] of rast's covered pixels, their minibatch index [P] and triangle index [P]."""
-    ids = rast[..., 3].reshape(-1)
+    ids = rast[..., 3].detach().reshape(-1).round()  # exact integers in rasterize's output
     covered = (ids > 0).nonzero().squeeze(1)
     height, width = rast.shape[1:3]
     return covered, covered // (height * width), ids.index_select(0, covered).long() - 1
@@ -336,7 +336,7 @@ def antialias(color: torch.Tensor, rast: torch.Tensor, pos: torch.Tensor, tri: t
     views, height, width, channels = color.shape
     if pos_gradient_boost != 1.0:  # the same values, pos' gradient scaled
         pos = pos * pos_gradient_boost - (pos * (pos_gradient_boost - 1)).detach()
-    ids = rast[..., 3].detach().long() - 1
+    ids = rast[..., 3].detach().round().long() - 1
     depth = torch.where(ids >= 0, rast[..., 2].detach(), torch.inf)
     flat_color = color.reshape(-1, channels)
     delta = torch.zeros_like(flat_color)
