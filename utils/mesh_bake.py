@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from . import mesh_rasterizer as M
-from .mesh_inpaint import vertex_colors
+from .mesh_inpaint import propagate
 
 
 def uv_clip(uvs: torch.Tensor, size: int) -> torch.Tensor:
@@ -61,22 +61,33 @@ def dilate(maps: torch.Tensor, mask: torch.Tensor, pixels: int) -> tuple[torch.T
 def inpaint_mesh(texture: torch.Tensor, seen: torch.Tensor, vertices: torch.Tensor, uvs: torch.Tensor,
                  faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Unseen texels inside the UV islands filled by colour propagation over the mesh (Hunyuan3D-2.1's
-    mesh inpainting, utils/mesh_inpaint.py's "smooth" rule): texture float [S,S,C], seen bool [S,S],
-    vertices float [V,3], uvs float [V,2] (per vertex), faces int [F,3] -> texture and the filled mask
-    bool [S,S]. A vertex takes the colour of the texel under its UV where that is seen; vertices are
-    welded by exact position (across UV seams) and the unseen ones take the distance-weighted mean of
-    their coloured neighbours, sweep after sweep; the UV triangles then interpolate the vertex colours
-    into the unseen texels they cover (over their coloured corners only)."""
+    mesh inpainting, utils/mesh_inpaint.py's "smooth" rule, all vertices at once): texture float
+    [S,S,C], seen bool [S,S], vertices float [V,3], uvs float [V,2] (per vertex), faces int [F,3] ->
+    texture and the filled mask bool [S,S]. Vertices are welded by exact position (across UV seams); a
+    vertex's colour is that of the seen texel of its triangles nearest to it (the largest barycentric
+    weight; a UV corner's own texel often lies outside its island), the others take the
+    distance-weighted mean of their coloured neighbours, sweep after sweep; the UV triangles then
+    interpolate the vertex colours into the unseen texels they cover (over their coloured corners).
+    Texels of parts no view sees at all (no seen vertex in reach) stay as they are."""
     size, channels = texture.shape[0], texture.shape[-1]
     positions, welded = torch.unique(vertices, dim=0, return_inverse=True)
-    corner_uv = uvs.index_select(0, faces.reshape(-1).long())
-    column = (corner_uv[:, 0] * size).floor().clamp(0, size - 1).long()
-    row = ((1 - corner_uv[:, 1]) * size).floor().clamp(0, size - 1).long()
-    colours, state = vertex_colors(texture, seen, row * size + column, positions, welded[faces.long()])
-    known = (state > 0).float().index_select(0, welded)[:, None]
+    faces = faces.long()
+    pos_idx = welded[faces]
     findices, barycentric = M.rasterize(uv_clip(uvs.float(), size), faces, size, size)
-    values = M.interpolate(torch.cat([colours.index_select(0, welded) * known, known], -1), findices, barycentric,
-                           faces)
+    texel = (seen & (findices > 0)).view(-1).nonzero().squeeze(1)
+    corner = pos_idx[findices.view(-1).index_select(0, texel).long() - 1].view(-1)  # [T*3]
+    share = barycentric.view(-1, 3).index_select(0, texel).view(-1)
+    # each vertex takes the seen texel of its triangles nearest to it: the largest barycentric weight
+    best = torch.full((len(positions),), -1.0, device=texture.device).scatter_reduce(0, corner, share, "amax")
+    order = torch.arange(len(share), device=texture.device)
+    pick = torch.full((len(positions),), -1, dtype=torch.long, device=texture.device).scatter_reduce(
+        0, corner, torch.where(share == best.index_select(0, corner), order, -1), "amax")
+    known = pick >= 0
+    colours = texture.reshape(-1, channels).index_select(0, texel.index_select(0, pick.clamp_min(0) // 3))
+    colours, state = propagate(colours, known, ~known.index_select(0, pos_idx.view(-1)), positions, pos_idx)
+    coloured = (state > 0).float().index_select(0, welded)[:, None]
+    values = M.interpolate(torch.cat([colours.index_select(0, welded) * coloured, coloured], -1), findices,
+                           barycentric, faces)
     fill = (findices > 0) & ~seen & (values[..., -1] > 1e-6)
     filled = values[..., :channels] / values[..., -1:].clamp_min(1e-6)
     return torch.where(fill[..., None], filled, texture), seen | fill

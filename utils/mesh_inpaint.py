@@ -67,19 +67,29 @@ def vertex_colors(texture: torch.Tensor, known: torch.Tensor, corner_texel: torc
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Colours propagated over the mesh: texture float [H,W,C], known bool [H,W], corner_texel int64
     [F*3] (corner_texels), vtx_pos float [V,3], pos_idx int64 [F,3] -> colours float [V,C] and state
-    uint8 [V] (SEEN, FILLED or 0), by the module docstring's rule for `method`. sequential: "smooth"
+    uint8 [V] (SEEN, FILLED or 0), by the module docstring's rule for `method` (propagate)."""
+    channels = texture.shape[-1]
+    corners = pos_idx.reshape(-1)
+    corner_known = known.reshape(-1).index_select(0, corner_texel)
+    last = _last_per(corners, vtx_pos.shape[0], corner_known)
+    seen = last >= 0
+    colours = texture.reshape(-1, channels).index_select(0, corner_texel.index_select(0, last.clamp_min(0)))
+    colours = torch.where(seen[:, None], colours, 0.0)
+    return propagate(colours, seen, ~corner_known, vtx_pos, pos_idx, method, sequential)
+
+
+def propagate(colours: torch.Tensor, seen: torch.Tensor, listed: torch.Tensor, vtx_pos: torch.Tensor,
+              pos_idx: torch.Tensor, method: str = "smooth", sequential: bool = False
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """colours float [V,C] of the seen bool [V] vertices spread to the others over the mesh vtx_pos float
+    [V,3], pos_idx int64 [F,3]; listed bool [F*3]: the corners whose vertex "smooth" updates (once per
+    corner) -> colours float [V,C] and state uint8 [V] (SEEN, FILLED or 0). sequential: "smooth"
     updates the vertices one after another, as the extension does (numba's loop, on the CPU, where
     numba is usable; else all at once)."""
     if method not in ("smooth", "forward"):
         raise ValueError(f"method: expected 'smooth' or 'forward', got {method!r}")
-    device, count = texture.device, vtx_pos.shape[0]
-    channels = texture.shape[-1]
+    device, count, channels = colours.device, vtx_pos.shape[0], colours.shape[-1]
     corners = pos_idx.reshape(-1)
-    corner_known = known.reshape(-1).index_select(0, corner_texel)
-    last = _last_per(corners, count, corner_known)
-    seen = last >= 0
-    colours = texture.reshape(-1, channels).index_select(0, corner_texel.index_select(0, last.clamp_min(0)))
-    colours = torch.where(seen[:, None], colours, 0.0)
     source, target = corners, pos_idx.roll(-1, 1).reshape(-1)  # corner k points to corner k + 1 of its face
     distance = (vtx_pos.index_select(0, source) - vtx_pos.index_select(0, target)).norm(dim=-1)
     weight = 1 / distance.clamp_min(1e-4) ** 2
@@ -100,14 +110,13 @@ def vertex_colors(texture: torch.Tensor, known: torch.Tensor, corner_texel: torc
     if sequential and numba_usable(device):
         from .mesh_inpaint_cpu import smooth
 
-        listed = corners[~corner_known]
         order = source.argsort(stable=True)  # each vertex's neighbours in corner order, as the extension lists them
         start = torch.zeros(count + 1, dtype=torch.long).index_add_(0, source + 1, torch.ones_like(source)).cumsum(0)
-        result = smooth(listed.numpy(), start.numpy(), target[order].numpy(), weight[order].numpy(),
+        result = smooth(corners[listed].numpy(), start.numpy(), target[order].numpy(), weight[order].numpy(),
                         colours.numpy(), state.numpy())
         if result is not None:
             return torch.from_numpy(result[0]), torch.from_numpy(result[1])
-    listed = torch.zeros(count, dtype=torch.long, device=device).index_add(0, corners, (~corner_known).long())
+    listed = torch.zeros(count, dtype=torch.long, device=device).index_add(0, corners, listed.long())
     pending = listed > 0
     coloured = seen
     budget, last_left = 2, 0
