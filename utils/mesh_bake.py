@@ -61,7 +61,8 @@ def dilate(maps: torch.Tensor, mask: torch.Tensor, pixels: int) -> tuple[torch.T
 def inpaint_mesh(texture: torch.Tensor, seen: torch.Tensor, vertices: torch.Tensor, uvs: torch.Tensor,
                  faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Unseen texels inside the UV islands filled by colour propagation over the mesh (Hunyuan3D-2.1's
-    mesh inpainting, utils/mesh_inpaint.py's "smooth" rule, all vertices at once): texture float
+    mesh inpainting, utils/mesh_inpaint.py's "smooth" rule: in its order on the CPU with numba, all
+    vertices at once elsewhere, which colours the same texels a little differently): texture float
     [S,S,C], seen bool [S,S], vertices float [V,3], uvs float [V,2] (per vertex), faces int [F,3] ->
     texture and the filled mask bool [S,S]. Vertices are welded by exact position (across UV seams); a
     vertex's colour is that of the seen texel of its triangles nearest to it (the largest barycentric
@@ -84,7 +85,8 @@ def inpaint_mesh(texture: torch.Tensor, seen: torch.Tensor, vertices: torch.Tens
         0, corner, torch.where(share == best.index_select(0, corner), order, -1), "amax")
     known = pick >= 0
     colours = texture.reshape(-1, channels).index_select(0, texel.index_select(0, pick.clamp_min(0) // 3))
-    colours, state = propagate(colours, known, ~known.index_select(0, pos_idx.view(-1)), positions, pos_idx)
+    colours, state = propagate(colours, known, ~known.index_select(0, pos_idx.view(-1)), positions, pos_idx,
+                               sequential=True)
     coloured = (state > 0).float().index_select(0, welded)[:, None]
     values = M.interpolate(torch.cat([colours.index_select(0, welded) * coloured, coloured], -1), findices,
                            barycentric, faces)

@@ -48,11 +48,15 @@ def _array(value, dtype, name: str, shape_text: str, columns: int | None) -> tor
 
 def corner_texels(vtx_uv: torch.Tensor, uv_idx: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """Flat texel index int64 [F*3] of each face corner under the extension's rule: column round(u (W -
-    1)), row round((1 - v) (H - 1)) (halves away from zero), clamped to the texture."""
-    uv = vtx_uv.index_select(0, uv_idx.reshape(-1))
-    column = (uv[:, 0] * (width - 1) + 0.5).floor().clamp(0, width - 1).long()
-    row = ((1 - uv[:, 1]) * (height - 1) + 0.5).floor().clamp(0, height - 1).long()
-    return row * width + column
+    1)) with u (W - 1) in float32, row round((1 - v) (H - 1)) in double (its C++ types: which texel a
+    corner reads turns on that rounding, hence the host's float64 here), halves away from zero, clamped
+    to the texture. CPU tensors."""
+    uv = vtx_uv.index_select(0, uv_idx.reshape(-1)).numpy()
+    x = uv[:, 0] * np.float32(width - 1)
+    y = (1.0 - uv[:, 1].astype(np.float64)) * (height - 1)
+    column = np.clip(np.floor(x) + (x - np.floor(x) >= 0.5), 0, width - 1).astype(np.int64)
+    row = np.clip(np.floor(y) + (y - np.floor(y) >= 0.5), 0, height - 1).astype(np.int64)
+    return torch.from_numpy(row * width + column)
 
 
 def _last_per(target: torch.Tensor, size: int, valid: torch.Tensor) -> torch.Tensor:
@@ -83,9 +87,8 @@ def propagate(colours: torch.Tensor, seen: torch.Tensor, listed: torch.Tensor, v
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """colours float [V,C] of the seen bool [V] vertices spread to the others over the mesh vtx_pos float
     [V,3], pos_idx int64 [F,3]; listed bool [F*3]: the corners whose vertex "smooth" updates (once per
-    corner) -> colours float [V,C] and state uint8 [V] (SEEN, FILLED or 0). sequential: "smooth"
-    updates the vertices one after another, as the extension does (numba's loop, on the CPU, where
-    numba is usable; else all at once)."""
+    corner) -> colours float [V,C] and state uint8 [V] (SEEN, FILLED or 0). sequential: in the
+    extension's order (numba's loops, on the CPU, where numba is usable; else all at once)."""
     if method not in ("smooth", "forward"):
         raise ValueError(f"method: expected 'smooth' or 'forward', got {method!r}")
     device, count, channels = colours.device, vtx_pos.shape[0], colours.shape[-1]
@@ -94,6 +97,17 @@ def propagate(colours: torch.Tensor, seen: torch.Tensor, listed: torch.Tensor, v
     distance = (vtx_pos.index_select(0, source) - vtx_pos.index_select(0, target)).norm(dim=-1)
     weight = 1 / distance.clamp_min(1e-4) ** 2
     state = torch.where(seen, SEEN, 0).to(torch.uint8)
+    if sequential and numba_usable(device):
+        from . import mesh_inpaint_cpu
+
+        order = source.argsort(stable=True)  # each vertex's neighbours in corner order, as the extension lists them
+        start = torch.zeros(count + 1, dtype=torch.long).index_add_(0, source + 1, torch.ones_like(source)).cumsum(0)
+        first = (corners[listed] if method == "smooth" else seen.nonzero().squeeze(1)).numpy()
+        loop = mesh_inpaint_cpu.smooth if method == "smooth" else mesh_inpaint_cpu.forward
+        result = loop(first, start.numpy(), target[order].numpy(), weight[order].numpy(), colours.numpy(),
+                      state.numpy())
+        if result is not None:
+            return torch.from_numpy(result[0]), torch.from_numpy(result[1])
     if method == "forward":
         active, coloured = seen, seen
         while bool(active.any()):
@@ -106,16 +120,7 @@ def propagate(colours: torch.Tensor, seen: torch.Tensor, listed: torch.Tensor, v
             colours = torch.where(active[:, None], sums / total.clamp_min(1e-30)[:, None], colours)
             coloured = coloured | active
         return colours, torch.where(coloured & ~seen, FILLED, state).to(torch.uint8)
-    # "smooth": the vertices listed once per corner on an unknown texel
-    if sequential and numba_usable(device):
-        from .mesh_inpaint_cpu import smooth
-
-        order = source.argsort(stable=True)  # each vertex's neighbours in corner order, as the extension lists them
-        start = torch.zeros(count + 1, dtype=torch.long).index_add_(0, source + 1, torch.ones_like(source)).cumsum(0)
-        result = smooth(corners[listed].numpy(), start.numpy(), target[order].numpy(), weight[order].numpy(),
-                        colours.numpy(), state.numpy())
-        if result is not None:
-            return torch.from_numpy(result[0]), torch.from_numpy(result[1])
+    # "smooth": the vertices listed once per corner on an unknown texel, all at once
     listed = torch.zeros(count, dtype=torch.long, device=device).index_add(0, corners, listed.long())
     pending = listed > 0
     coloured = seen
