@@ -4,7 +4,8 @@ unmodified) renders the bundled spot.glb from six orthographic views: mask, posi
 texture and antialiased texture, each checked for NaN, its mask against RasterKit's own rasterizer (the
 same cameras; nvdiffrast's rows run bottom-up), and timed. The caller's code is not part of the pack:
 give its folder.
-    .venv/bin/python bench/run_nvdiffrast_caller.py PATH/TO/Gen_3D_Modules/MV_Adapter/mvadapter/utils/mesh_utils [OUT.png]
+    .venv/bin/python bench/run_nvdiffrast_caller.py MV_ADAPTER/mvadapter/utils/mesh_utils [OUT.png]
+(MV_ADAPTER: ComfyUI-3D-Pack's Gen_3D_Modules/MV_Adapter)
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def load_renderer(folder: Path):
     package = types.ModuleType("caller_mesh_utils")
     package.__path__ = [str(folder)]
     sys.modules["caller_mesh_utils"] = package
-    return [importlib.import_module(f"caller_mesh_utils.{name}") for name in ("camera", "mesh", "render")]
+    return [importlib.import_module(f"caller_mesh_utils.{name}") for name in ("camera", "mesh", "utils", "render")]
 
 
 def main():
@@ -37,7 +38,7 @@ def main():
     package = types.ModuleType("nvdiffrast")
     package.__path__, package.torch = [], nvdiffrast
     sys.modules["nvdiffrast"], sys.modules["nvdiffrast.torch"] = package, nvdiffrast  # as register_standins does
-    camera, mesh_module, render = load_renderer(folder)
+    camera, mesh_module, caller_utils, render = load_renderer(folder)
     mesh = mesh_module.load_mesh(str(ROOT / "example_workflows" / "assets" / "spot.glb"), rescale=True,
                                  move_to_center=True, device="cpu")
     cameras = camera.get_orthogonal_camera(elevation_deg=[0, 0, 0, 0, 89.99, -89.99], distance=[1.8] * 6,
@@ -52,9 +53,8 @@ def main():
         value = getattr(out, name)
         print(f"  {name}: shape {tuple(value.shape)}, finite {bool(torch.isfinite(value.float()).all())}, "
               f"range {float(value.float().min()):.3f}..{float(value.float().max()):.3f}")
-    clip = mesh_module.get_clip_space_position if hasattr(mesh_module, "get_clip_space_position") else None
-    clip = clip or importlib.import_module("caller_mesh_utils.utils").get_clip_space_position
-    findices, _ = M.rasterize_views(clip(mesh.v_pos, cameras.mvp_mtx), mesh.t_pos_idx, 512, 512)
+    clip = caller_utils.get_clip_space_position(mesh.v_pos, cameras.mvp_mtx)
+    findices, _ = M.rasterize_views(clip, mesh.t_pos_idx, 512, 512)
     ours = findices > 0  # the engine's rows also grow with NDC y; its pixel centres sit half a pixel apart
     agree = (ours == out.mask).float().mean().item()
     print(f"  mask agrees with RasterKit's rasterizer on {agree * 100:.2f}% of pixels "

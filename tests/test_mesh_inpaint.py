@@ -169,9 +169,8 @@ def _cube_mesh():
         base = 4 * side
         faces += [[base, base + 1, base + 2], [base, base + 2, base + 3]]
     vertices = torch.tensor(np.array(vertices), dtype=torch.float32)
-    colours = vertices + 0.5
-    return make_mesh(vertices[None], torch.tensor(faces)[None], uvs=torch.tensor(np.array(uvs), dtype=torch.float32)[None],
-                     colors=colours[None])
+    uvs = torch.tensor(np.array(uvs), dtype=torch.float32)
+    return make_mesh(vertices[None], torch.tensor(faces)[None], uvs=uvs[None], colors=(vertices + 0.5)[None])
 
 
 def test_bake_texture_inpaints_unseen_sides_over_the_mesh():

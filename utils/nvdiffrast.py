@@ -27,7 +27,6 @@ approximation of nvdiffrast's: see its docstring. DepthPeeler is not provided.
 """
 from __future__ import annotations
 
-import logging
 
 import torch
 
