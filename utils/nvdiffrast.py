@@ -140,8 +140,8 @@ def rasterize(glctx, pos: torch.Tensor, tri: torch.Tensor, resolution, ranges: t
         engine_faces = torch.arange(drawn.shape[1], device=device).view(-1, 3)
     # the engine samples pixel px at x_s = (x/w * 0.5 + 0.5) * (W' - 1) + 0.5 = px + 0.5; with W' = W + 1
     # and x/w shifted by -1/W that is nvdiffrast's centre (px + 0.5) / W * 2 - 1 (same for y)
-    shift = torch.tensor([-1.0 / width, -1.0 / height, 0.0, 0.0], device=device)
-    shifted = drawn + shift * drawn[..., 3:4]
+    w = drawn[..., 3:4]
+    shifted = torch.cat([drawn[..., :1] - w / width, drawn[..., 1:2] - w / height, drawn[..., 2:]], -1)
     findices, _ = rasterize_views(shifted, engine_faces, width + 1, height + 1)
     findices = findices[:, :height, :width].contiguous()
     views = findices.shape[0]
@@ -304,8 +304,7 @@ def antialias_construct_topology_hash(tri: torch.Tensor) -> torch.Tensor:
 def _screen(corners: torch.Tensor, width: int, height: int) -> torch.Tensor:
     """Pixel coordinates [...,3,2] of clip-space corners [...,3,4] (pixel X spans [X, X + 1])."""
     ndc = corners[..., :2] / corners[..., 3:4]
-    scale = torch.tensor([width / 2.0, height / 2.0], device=corners.device, dtype=corners.dtype)
-    return (ndc + 1) * scale
+    return torch.stack([(ndc[..., 0] + 1) * (width / 2.0), (ndc[..., 1] + 1) * (height / 2.0)], -1)
 
 
 def _edge_values(screen: torch.Tensor, point: torch.Tensor) -> torch.Tensor:
