@@ -6,12 +6,12 @@ WEB_DIRECTORY = "./web/js"
 # folder's name is not a Python name; there is nothing to register then.
 if __package__:
     from .nodes import NODE_CLASSES
-    from .nodes._comfy import log_backend, register_custom_rasterizer, register_routes, warm_up_cpu_loops
+    from .nodes._comfy import log_backend, register_routes, register_standins, warm_up_cpu_loops
     from .nodes._schema import v1_mappings, v3_extension
 
     register_routes()
     log_backend()
-    register_custom_rasterizer()
+    register_standins()
     warm_up_cpu_loops(NODE_CLASSES)  # in the background: ComfyUI starts at once
 
     try:

@@ -62,21 +62,76 @@ def log_backend() -> None:
     logging.getLogger("rasterkit").info(backend_description(render_device()))
 
 
-def register_custom_rasterizer() -> None:
-    """Serve `import custom_rasterizer` (Hunyuan3D-2's CUDA extension) from utils/custom_rasterizer.py
-    when the real one cannot be imported, so that texture pipelines written for it run without building
-    it; RASTERKIT_NO_CUSTOM_RASTERIZER=1 turns this off."""
+class _StandInFinder:
+    """A meta path finder, last on sys.meta_path, that serves `module`'s public names as any module whose
+    last name part is `leaf` (top-level or a package's submodule, the way callers import a compiled
+    extension built beside their code) when no other finder has it."""
+
+    def __init__(self, leaf: str, module):
+        self.leaf, self.module = leaf, module
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.rpartition(".")[2] != self.leaf or os.environ.get(STANDINS[self.leaf]):
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        import logging
+
+        module.__dict__.update({name: getattr(self.module, name) for name in self.module.__all__})
+        logging.getLogger("rasterkit").info(f"RasterKit: {module.__name__} served by {self.module.__name__}")
+
+
+# the compiled extensions the pack stands in for, and the environment switch that turns each off
+STANDINS = {"custom_rasterizer": "RASTERKIT_NO_CUSTOM_RASTERIZER", "nvdiffrast": "RASTERKIT_NO_NVDIFFRAST",
+            "mesh_inpaint_processor": "RASTERKIT_NO_MESH_INPAINT"}
+
+
+def register_standins() -> None:
+    """Serve the compiled 3D extensions texture pipelines import, from the pack's torch modules, where
+    the real ones cannot be imported, so that those pipelines run without building them (each logged;
+    STANDINS' variable set to 1 turns one off): `custom_rasterizer` (Hunyuan3D-2) from
+    utils/custom_rasterizer.py, `nvdiffrast` and `nvdiffrast.torch` from utils/nvdiffrast.py, and
+    `mesh_inpaint_processor` (Hunyuan3D-2.1, top-level or as a package's submodule) from
+    utils/mesh_inpaint.py."""
     import logging
     import sys
+    import types
 
-    if os.environ.get("RASTERKIT_NO_CUSTOM_RASTERIZER"):
-        return
-    if comfy_module("custom_rasterizer", "rasterize", "interpolate") is None:  # e.g. its unbuilt source folder
+    log = logging.getLogger("rasterkit")
+    if not os.environ.get(STANDINS["custom_rasterizer"]) and \
+            comfy_module("custom_rasterizer", "rasterize", "interpolate") is None:  # e.g. its unbuilt source folder
         from ..utils.mesh_rasterizer import custom_rasterizer
 
         sys.modules["custom_rasterizer"] = custom_rasterizer
-        logging.getLogger("rasterkit").info("RasterKit: custom_rasterizer (Hunyuan3D-2) served by RasterKit's "
-                                            "rasterizer (RASTERKIT_NO_CUSTOM_RASTERIZER=1 turns this off)")
+        log.info("RasterKit: custom_rasterizer (Hunyuan3D-2) served by RasterKit's rasterizer "
+                 "(RASTERKIT_NO_CUSTOM_RASTERIZER=1 turns this off)")
+    if not os.environ.get(STANDINS["nvdiffrast"]):
+        try:  # a failed build fails its import in many ways, not only ImportError
+            real = comfy_module("nvdiffrast.torch", "rasterize", "interpolate", "texture", "antialias")
+        except Exception:  # noqa: BLE001
+            real = None
+        if real is None:
+            from ..utils.mesh_rasterizer import nvdiffrast
+
+            package = types.ModuleType("nvdiffrast")
+            package.__path__ = []  # a package: `import nvdiffrast.torch` finds its submodule in sys.modules
+            package.torch = nvdiffrast
+            sys.modules["nvdiffrast"], sys.modules["nvdiffrast.torch"] = package, nvdiffrast
+            log.info("RasterKit: nvdiffrast.torch served by RasterKit's rasterizer (RASTERKIT_NO_NVDIFFRAST=1 "
+                     "turns this off)")
+    if not os.environ.get(STANDINS["mesh_inpaint_processor"]) and \
+            not any(isinstance(finder, _StandInFinder) for finder in sys.meta_path):
+        from ..utils.mesh_rasterizer import inpaint as mesh_inpaint
+
+        sys.meta_path.append(_StandInFinder("mesh_inpaint_processor", mesh_inpaint))
+        log.info("RasterKit: mesh_inpaint_processor (Hunyuan3D-2.1) served by RasterKit where it is not built "
+                 "(RASTERKIT_NO_MESH_INPAINT=1 turns this off)")
 
 
 def intermediate_device() -> torch.device:

@@ -7,7 +7,7 @@ import torch
 from ..utils.mesh_rasterizer import bake as B
 from ..utils.core.device import check_memory
 from ._comfy import Progress, intermediate_device, render_device
-from ._schema import Float, Int, Output, RasterKitNode, Socket
+from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket
 from ._validate import check_images
 from .mesh import _mesh_tensors, _vertex_normals, make_mesh
 
@@ -27,6 +27,10 @@ TEXTURE_SIZE = Int("texture_size", 1024, 2, 8192, tooltip="the texture's width a
 DILATION = Int("dilation", 4, 0, 256, tooltip="seam padding: texels outside the UV islands within this many "
                                              "texels are filled from the nearest inside ones, so that "
                                              "bilinear and mipmapped lookups do not bleed in the background")
+INPAINT_MODES = ("dilation", "mesh", "none")
+INPAINT_TOOLTIP = ("texels no view sees: dilation fills those within `dilation` texels of seen ones (and pads the "
+                   "islands); mesh fills every one inside the UV islands by propagating the seen colours over the "
+                   "mesh's surface (Hunyuan3D-2.1's mesh inpainting), then pads; none leaves them black, unpadded")
 
 
 def _uv_mesh(mesh):
@@ -99,7 +103,8 @@ class BakeTexture(RasterKitNode):
                             "camera) ^ exponent: higher favours the view that faces the surface most squarely"),
               Float("depth_tolerance", 0.01, 0.0001, 1.0, 0.001,
                     tooltip="a texel is seen by a view where its depth is within this fraction of the mesh's "
-                            "bounding-box diagonal of the view's depth buffer")]
+                            "bounding-box diagonal of the view's depth buffer"),
+              Combo("inpaint", INPAINT_MODES, "dilation", tooltip=INPAINT_TOOLTIP)]
     OUTPUTS = [Output("IMAGE", "texture", "the baked texture (row 0 is v = 1, OpenGL's UVs); black where no "
                                           "view sees the surface, beyond the padding"),
                Output("MASK", "mask", "1 on texels some view saw (before padding): inpaint the rest"),
@@ -107,8 +112,10 @@ class BakeTexture(RasterKitNode):
 
     @classmethod
     def run(cls, mesh=None, images=None, raster=None, texture_size=1024, dilation=4, exponent=4.0,
-            depth_tolerance=0.01):
+            depth_tolerance=0.01, inpaint="dilation"):
         check_images(images)
+        if inpaint not in INPAINT_MODES:
+            raise ValueError(f"inpaint: expected one of {', '.join(INPAINT_MODES)}, got {inpaint!r}")
         if not isinstance(raster, dict) or not {"view", "projection"} <= raster.keys():
             raise ValueError("raster: expected MeshRasterizer's raster output (with its view and projection "
                              "matrices)")
@@ -134,7 +141,11 @@ class BakeTexture(RasterKitNode):
         texture, weight = B.bake(images[..., :3].to(device), view.to(device), projection.to(device), vertices,
                                  faces, position, normal, mask, weights, exponent, depth_tolerance, on_chunk=progress)
         seen = weight > 0
-        texture, _ = B.dilate(texture, seen, dilation, on_band=progress)
+        filled = seen
+        if inpaint == "mesh":
+            texture, filled = B.inpaint_mesh(texture, seen, vertices, fields["uvs"].to(device), faces)
+        if inpaint != "none":
+            texture, _ = B.dilate(texture, filled, dilation, on_band=progress)
         out = intermediate_device()
         texture = texture.clamp(0, 1).to(out)
         fields["texture"] = texture

@@ -47,7 +47,7 @@ def test_an_unbuilt_custom_rasterizer_folder_is_served_by_the_pack(sibling_folde
     from rasterkit.utils.mesh_rasterizer import custom_rasterizer
 
     monkeypatch.delenv("RASTERKIT_NO_CUSTOM_RASTERIZER", raising=False)
-    _comfy.register_custom_rasterizer()
+    _comfy.register_standins()
     assert sys.modules["custom_rasterizer"] is custom_rasterizer
 
 

@@ -15,6 +15,7 @@ import torch
 
 from . import raster as M
 from ..inputs.text import short
+from .inpaint import propagate
 
 
 def uv_clip(uvs: torch.Tensor, size: int) -> torch.Tensor:
