@@ -137,7 +137,8 @@ def test_served_as_any_packages_mesh_inpaint_processor(tmp_path, monkeypatch):
     (tmp_path / "paintpkg").mkdir()
     (tmp_path / "paintpkg" / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, _comfy._StandInFinder)])
+    # every stand-in finder out, also one a second import of the pack (pytest's of the root folder) added
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if type(f).__name__ != "_StandInFinder"])
     monkeypatch.setenv("RASTERKIT_NO_CUSTOM_RASTERIZER", "1")
     monkeypatch.setenv("RASTERKIT_NO_NVDIFFRAST", "1")
     _comfy.register_standins()
@@ -199,9 +200,10 @@ def test_bake_texture_inpaints_unseen_sides_over_the_mesh():
     assert torch.equal(texture[seen], plain[0][seen])
     # the four sides next to the seen one continue its edge colours: each side's texels along the
     # shared edge are close to the seen texels nearest them in 3D (the seen side's own colours there)
-    from rasterkit.nodes.bake import _uv_surface
+    from rasterkit.nodes.bake import _uv_mesh, _uv_surface
 
-    _, _, _, (position, _, _) = _uv_surface(mesh, 48, torch.device("cpu"))
+    vertices, faces, fields = _uv_mesh(mesh)
+    _, _, (position, _, _) = _uv_surface(vertices, faces, fields, 48, torch.device("cpu"), None)
     seen_position, seen_colour = position[seen], texture[seen]
     near_edge = unseen & (torch.cdist(position.view(-1, 3), seen_position).amin(1).view(48, 48) < 0.12)
     nearest = torch.cdist(position[near_edge], seen_position).argmin(1)

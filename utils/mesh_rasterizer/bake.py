@@ -145,6 +145,43 @@ BAKE_CHUNK_TEXEL_VIEWS = 1 << 19
 CHUNK_WORK = 1 << 16
 
 
+def inpaint_mesh(texture: torch.Tensor, seen: torch.Tensor, vertices: torch.Tensor, uvs: torch.Tensor,
+                 faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unseen texels inside the UV islands filled by colour propagation over the mesh (Hunyuan3D-2.1's
+    mesh inpainting, utils/mesh_inpaint.py's "smooth" rule: in its order on the CPU with numba, all
+    vertices at once elsewhere, which colours the same texels a little differently): texture float
+    [S,S,C], seen bool [S,S], vertices float [V,3], uvs float [V,2] (per vertex), faces int [F,3] ->
+    texture and the filled mask bool [S,S]. Vertices are welded by exact position (across UV seams); a
+    vertex's colour is that of the seen texel of its triangles nearest to it (the largest barycentric
+    weight; a UV corner's own texel often lies outside its island), the others take the
+    distance-weighted mean of their coloured neighbours, sweep after sweep; the UV triangles then
+    interpolate the vertex colours into the unseen texels they cover (over their coloured corners).
+    Texels of parts no view sees at all (no seen vertex in reach) stay as they are."""
+    size, channels = texture.shape[0], texture.shape[-1]
+    positions, welded = torch.unique(vertices, dim=0, return_inverse=True)
+    faces = faces.long()
+    pos_idx = welded[faces]
+    findices, barycentric = M.rasterize(uv_clip(uvs.float(), size), faces, size, size)
+    texel = (seen & (findices > 0)).view(-1).nonzero().squeeze(1)
+    corner = pos_idx[findices.view(-1).index_select(0, texel).long() - 1].view(-1)  # [T*3]
+    share = barycentric.view(-1, 3).index_select(0, texel).view(-1)
+    # each vertex takes the seen texel of its triangles nearest to it: the largest barycentric weight
+    best = torch.full((len(positions),), -1.0, device=texture.device).scatter_reduce(0, corner, share, "amax")
+    order = torch.arange(len(share), device=texture.device)
+    pick = torch.full((len(positions),), -1, dtype=torch.long, device=texture.device).scatter_reduce(
+        0, corner, torch.where(share == best.index_select(0, corner), order, -1), "amax")
+    known = pick >= 0
+    colours = texture.reshape(-1, channels).index_select(0, texel.index_select(0, pick.clamp_min(0) // 3))
+    colours, state = propagate(colours, known, ~known.index_select(0, pos_idx.view(-1)), positions, pos_idx,
+                               sequential=True)
+    coloured = (state > 0).float().index_select(0, welded)[:, None]
+    values = M.interpolate(torch.cat([colours.index_select(0, welded) * coloured, coloured], -1), findices,
+                           barycentric, faces)
+    fill = (findices > 0) & ~seen & (values[..., -1] > 1e-6)
+    filled = values[..., :channels] / values[..., -1:].clamp_min(1e-6)
+    return torch.where(fill[..., None], filled, texture), seen | fill
+
+
 def view_depths(vertices: torch.Tensor, faces: torch.Tensor, view: torch.Tensor, projection: torch.Tensor,
                 width: int, height: int, on_chunk=None) -> tuple[torch.Tensor, torch.Tensor]:
     """The depth buffers of N views: vertices float [V,3], faces int [F,3], view float [N,4,4], projection
