@@ -160,6 +160,20 @@ def v1_mappings(nodes: list[type[RasterKitNode]]) -> tuple[dict, dict]:
     return {n.NODE_ID: n for n in nodes}, {n.NODE_ID: n.DISPLAY_NAME for n in nodes}
 
 
+# The socket types comfy_api.latest.io defines (ComfyUI 0.3.64, requires-comfyui in pyproject.toml), by
+# the name of their class there; the pack's own types (TRACKS, RASTER, TRIMESH, ...) are io.Custom
+CORE_TYPES = {
+    "INT": "Int", "FLOAT": "Float", "STRING": "String", "BOOLEAN": "Boolean", "COMBO": "Combo",
+    "IMAGE": "Image", "MASK": "Mask", "AUDIO": "Audio", "MESH": "Mesh", "SVG": "SVG", "BBOX": "BBOX",
+    "SEGS": "SEGS", "LOAD3D_CAMERA": "Load3DCamera",
+}
+
+
+def v3_type(type_name: str, io):
+    """The comfy_api ComfyType of a socket type: core's typed class, or io.Custom for the pack's own."""
+    return getattr(io, CORE_TYPES[type_name]) if type_name in CORE_TYPES else io.Custom(type_name)
+
+
 def _v3_input(spec: Input, io):
     common = dict(optional=spec.optional, tooltip=spec.tooltip)
     if spec.type == "INT":
@@ -172,7 +186,7 @@ def _v3_input(spec: Input, io):
         return io.Boolean.Input(spec.name, default=spec.default, **common)
     if spec.type == "COMBO":
         return io.Combo.Input(spec.name, options=combo_options(spec), default=spec.default, **common)
-    return io.Custom(spec.type).Input(spec.name, **common)
+    return v3_type(spec.type, io).Input(spec.name, **common)
 
 
 def to_v3(node: type[RasterKitNode], io):
@@ -186,7 +200,7 @@ def to_v3(node: type[RasterKitNode], io):
             category=node.CATEGORY,
             description=node.DESCRIPTION,
             inputs=[_v3_input(spec, io) for spec in node.INPUTS],
-            outputs=[io.Custom(o.type).Output(display_name=o.name, tooltip=o.tooltip) for o in node.OUTPUTS],
+            outputs=[v3_type(o.type, io).Output(display_name=o.name, tooltip=o.tooltip) for o in node.OUTPUTS],
             is_output_node=node.OUTPUT_NODE,
         )
 
@@ -200,12 +214,3 @@ def to_v3(node: type[RasterKitNode], io):
         members["fingerprint_inputs"] = classmethod(lambda cls, **inputs: node.fingerprint(**inputs))
     return type(node.__name__, (io.ComfyNode,), members)
 
-
-def v3_extension(nodes: list[type[RasterKitNode]], extension_base, io):
-    """An instance of a ComfyExtension subclass that lists the V3 forms of `nodes`."""
-    v3_nodes = [to_v3(n, io) for n in nodes]
-
-    async def get_node_list(self):
-        return v3_nodes
-
-    return type("RasterKitExtension", (extension_base,), {"get_node_list": get_node_list})()
