@@ -7,11 +7,13 @@ DESCRIPTION, INPUTS (a list of `Input`), OUTPUTS (a list of `Output`), a classme
 node must rerun with the same inputs, e.g. an edited input file).
 The subclass itself is the V1 node; `to_v3(node, io)` builds the V3 one.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from ..utils.inputs.text import short
 
@@ -163,9 +165,19 @@ def v1_mappings(nodes: list[type[RasterKitNode]]) -> tuple[dict, dict]:
 # The socket types comfy_api.latest.io defines (ComfyUI 0.3.64, requires-comfyui in pyproject.toml), by
 # the name of their class there; the pack's own types (TRACKS, RASTER, TRIMESH, ...) are io.Custom
 CORE_TYPES = {
-    "INT": "Int", "FLOAT": "Float", "STRING": "String", "BOOLEAN": "Boolean", "COMBO": "Combo",
-    "IMAGE": "Image", "MASK": "Mask", "AUDIO": "Audio", "MESH": "Mesh", "SVG": "SVG", "BBOX": "BBOX",
-    "SEGS": "SEGS", "LOAD3D_CAMERA": "Load3DCamera",
+    "INT": "Int",
+    "FLOAT": "Float",
+    "STRING": "String",
+    "BOOLEAN": "Boolean",
+    "COMBO": "Combo",
+    "IMAGE": "Image",
+    "MASK": "Mask",
+    "AUDIO": "Audio",
+    "MESH": "Mesh",
+    "SVG": "SVG",
+    "BBOX": "BBOX",
+    "SEGS": "SEGS",
+    "LOAD3D_CAMERA": "Load3DCamera",
 }
 
 
@@ -209,8 +221,11 @@ def to_v3(node: type[RasterKitNode], io):
         outputs = node.run(**inputs)
         return io.NodeOutput(*outputs, ui=node.preview(inputs, outputs))
 
-    members = {"define_schema": classmethod(define_schema), "execute": classmethod(execute), "__doc__": node.DESCRIPTION}
+    members = {
+        "define_schema": classmethod(define_schema),
+        "execute": classmethod(execute),
+        "__doc__": node.DESCRIPTION,
+    }
     if hasattr(node, "IS_CHANGED"):
         members["fingerprint_inputs"] = classmethod(lambda cls, **inputs: node.fingerprint(**inputs))
     return type(node.__name__, (io.ComfyNode,), members)
-

@@ -14,8 +14,11 @@ SAMPLES = {
 def tiny_mesh(uvs=False):
     from rasterkit.nodes.mesh import Mesh
 
-    return Mesh(torch.tensor([[[-1.0, -1, 0], [1, -1, 0], [0, 1, 0]]]), torch.tensor([[[0, 1, 2]]]),
-                uvs=torch.tensor([[[0.0, 0], [1, 0], [0.5, 1]]]) if uvs else None)
+    return Mesh(
+        torch.tensor([[[-1.0, -1, 0], [1, -1, 0], [0, 1, 0]]]),
+        torch.tensor([[[0, 1, 2]]]),
+        uvs=torch.tensor([[[0.0, 0], [1, 0], [0.5, 1]]]) if uvs else None,
+    )
 
 
 def tiny_raster():
@@ -30,10 +33,14 @@ NEEDED = {
     "RasterKit_LoadMesh": lambda: {"mesh_file": "rasterkit_torus.obj"},
     "RasterKit_MeshRasterizer": lambda: {"mesh": tiny_mesh(), "width": 16, "height": 16},
     "RasterKit_UVMaps": lambda: {"mesh": tiny_mesh(uvs=True), "texture_size": 8},
-    "RasterKit_BakeTexture": lambda: {"mesh": tiny_mesh(uvs=True), "texture_size": 8,
-                                      "raster": tiny_raster()},
-    "RasterKit_PrimitiveMesh": lambda: {"shapes": 5, "candidates": 50, "mutations": 10, "working_size": 32,
-                                        "output_size": 64},  # defaults take minutes
+    "RasterKit_BakeTexture": lambda: {"mesh": tiny_mesh(uvs=True), "texture_size": 8, "raster": tiny_raster()},
+    "RasterKit_PrimitiveMesh": lambda: {
+        "shapes": 5,
+        "candidates": 50,
+        "mutations": 10,
+        "working_size": 32,
+        "output_size": 64,
+    },  # defaults take minutes
 }
 
 
