@@ -17,8 +17,6 @@ from typing import Any, ClassVar
 
 from ..utils.inputs.text import short
 
-WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
-
 
 @dataclass(frozen=True)
 class Input:
@@ -124,24 +122,43 @@ def check_widgets(specs, inputs: dict) -> None:
     min..max (ComfyUI's own check lets NaN through: NaN < min is false), BOOLEAN a bool, STRING a
     string, a fixed COMBO one of its options. ValueError naming the input otherwise."""
     for spec in specs:
-        if spec.name not in inputs or spec.type not in WIDGET_TYPES:
-            continue
-        value = inputs[spec.name]
-        if spec.type in ("INT", "FLOAT"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{spec.name}: expected a number, got {short(value)}")
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{spec.name}: expected a finite number in {spec.min:g}..{spec.max:g}, got {value}")
-            if spec.type == "INT" and value != int(value):
-                raise ValueError(f"{spec.name}: expected a whole number, got {value}")
-            if not spec.min <= value <= spec.max:  # exact for integers of any size
-                raise ValueError(f"{spec.name}: {short(value)} is outside {spec.min:g}..{spec.max:g}")
-        elif spec.type == "BOOLEAN" and not isinstance(value, bool):
-            raise ValueError(f"{spec.name}: expected true or false, got {short(value)}")
-        elif spec.type == "STRING" and not isinstance(value, str):
-            raise ValueError(f"{spec.name}: expected text, got {short(value)}")
-        elif spec.type == "COMBO" and not callable(spec.options) and value not in spec.options:
-            raise ValueError(f"{spec.name}: {short(value)} is not one of {', '.join(map(str, spec.options))}")
+        if spec.name in inputs and spec.type in _WIDGET_CHECKS:
+            _WIDGET_CHECKS[spec.type](spec, inputs[spec.name])
+
+
+def _check_number(spec: Input, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{spec.name}: expected a number, got {short(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{spec.name}: expected a finite number in {spec.min:g}..{spec.max:g}, got {value}")
+    if spec.type == "INT" and value != int(value):
+        raise ValueError(f"{spec.name}: expected a whole number, got {value}")
+    if not spec.min <= value <= spec.max:  # exact for integers of any size
+        raise ValueError(f"{spec.name}: {short(value)} is outside {spec.min:g}..{spec.max:g}")
+
+
+def _check_boolean(spec: Input, value) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{spec.name}: expected true or false, got {short(value)}")
+
+
+def _check_string(spec: Input, value) -> None:
+    if not isinstance(value, str):
+        raise ValueError(f"{spec.name}: expected text, got {short(value)}")
+
+
+def _check_combo(spec: Input, value) -> None:
+    if not callable(spec.options) and value not in spec.options:
+        raise ValueError(f"{spec.name}: {short(value)} is not one of {', '.join(map(str, spec.options))}")
+
+
+_WIDGET_CHECKS = {
+    "INT": _check_number,
+    "FLOAT": _check_number,
+    "BOOLEAN": _check_boolean,
+    "STRING": _check_string,
+    "COMBO": _check_combo,
+}
 
 
 def _v1_entry(spec: Input) -> tuple:
