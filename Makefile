@@ -1,4 +1,5 @@
-# make demo: renders every node family into output/   make test: the test suite (what CI runs)
+# make demo: renders every node family into output/   make test: lint, then the test suite (what CI runs)
+# make lint: ruff's checks and formatting (pyproject.toml's [tool.ruff])
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -6,7 +7,7 @@ PY := $(VENV)/bin/python
 # give a multi-GB CUDA build (Linux with PyPI); empty: torch comes from the registry like the rest
 TORCH_INDEX ?=
 
-.PHONY: demo test bench clean
+.PHONY: demo lint test bench clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +18,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 demo: $(VENV)/.installed
 	$(PY) demo.py
 
-test: $(VENV)/.installed
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: lint
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed

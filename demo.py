@@ -4,6 +4,7 @@ with AAC sound where the demo plays audio: PyAV, from requirements-dev.txt).
 The nodes are called as ComfyUI would call them (classmethod `run` with the node's inputs), without
 ComfyUI, on the CPU or on the GPU that torch finds.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -31,6 +32,7 @@ def demo(name):
     def register(fn):
         DEMOS[name] = fn
         return fn
+
     return register
 
 
@@ -86,7 +88,7 @@ def moving_scene(frames: int = 48, height: int = 360, width: int = 640):
     for i, (cx, cy, rad) in enumerate([(160, 120, 50), (420, 220, 70), (520, 90, 35)]):
         px = cx + 40 * torch.sin(t / (9 + i))
         py = cy + 25 * torch.cos(t / (7 + i))
-        blob = torch.exp(-((x - px) ** 2 + (y - py) ** 2) / (2 * rad ** 2))[..., None]
+        blob = torch.exp(-((x - px) ** 2 + (y - py) ** 2) / (2 * rad**2))[..., None]
         frames_rgb = frames_rgb * (1 - 0.6 * blob) + 0.6 * blob * torch.tensor([0.9, 0.8 - 0.3 * i, 0.3 + 0.3 * i])
     return frames_rgb.clamp(0, 1).contiguous()
 
@@ -100,18 +102,42 @@ def boxes_demo(pack, out: Path):
     frames = moving_scene()
     per_frame = []
     for t in range(frames.shape[0]):
-        per_frame.append([
-            {"x1": 110 + 40 * math.sin(t / 9), "y1": 70 + 25 * math.cos(t / 7), "x2": 210 + 40 * math.sin(t / 9),
-             "y2": 170 + 25 * math.cos(t / 7), "label": "blob", "id": 1, "score": 0.9},
-            {"x1": 350 + 40 * math.sin(t / 10), "y1": 150 + 25 * math.cos(t / 8), "x2": 490 + 40 * math.sin(t / 10),
-             "y2": 290 + 25 * math.cos(t / 8), "label": "blob", "id": 2, "score": 0.8},
-            {"x1": 480, "y1": 40, "x2": 600, "y2": 140, "label": "region", "id": 3},
-        ])
+        per_frame.append(
+            [
+                {
+                    "x1": 110 + 40 * math.sin(t / 9),
+                    "y1": 70 + 25 * math.cos(t / 7),
+                    "x2": 210 + 40 * math.sin(t / 9),
+                    "y2": 170 + 25 * math.cos(t / 7),
+                    "label": "blob",
+                    "id": 1,
+                    "score": 0.9,
+                },
+                {
+                    "x1": 350 + 40 * math.sin(t / 10),
+                    "y1": 150 + 25 * math.cos(t / 8),
+                    "x2": 490 + 40 * math.sin(t / 10),
+                    "y2": 290 + 25 * math.cos(t / 8),
+                    "label": "blob",
+                    "id": 2,
+                    "score": 0.8,
+                },
+                {"x1": 480, "y1": 40, "x2": 600, "y2": 140, "label": "region", "id": 3},
+            ]
+        )
     node = pack.nodes.boxes.BoundingBoxRenderer
-    image, alpha, _ = node.run(frames, boxes=json.dumps(per_frame), labels="label+id", color_by="id",
-                               fill_opacity=0.2, corner_radius=12)
-    corners, _, _ = node.run(frames[:1], boxes=json.dumps(per_frame[0]), corner_length=18, stroke_width=4,
-                             fill_opacity=0.0, labels="all", palette="neon")
+    image, alpha, _ = node.run(
+        frames, boxes=json.dumps(per_frame), labels="label+id", color_by="id", fill_opacity=0.2, corner_radius=12
+    )
+    corners, _, _ = node.run(
+        frames[:1],
+        boxes=json.dumps(per_frame[0]),
+        corner_length=18,
+        stroke_width=4,
+        fill_opacity=0.0,
+        labels="all",
+        palette="neon",
+    )
     paths = [out / "boxes.png", out / "boxes_alpha.png", out / "boxes_corners.png", out / "boxes.mp4"]
     save_png(image[0], paths[0])
     save_png(alpha[0], paths[1])
@@ -130,15 +156,23 @@ def series_demo(pack, out: Path):
     node = pack.nodes.series.SeriesToImages
     import json
 
-    plots = node.run(series=json.dumps(walks.tolist()), width=256, height=160, line_color="#4FC3F7",
-                     background="#101820", fill=True, fill_color="#4FC3F740")[0]
+    plots = node.run(
+        series=json.dumps(walks.tolist()),
+        width=256,
+        height=160,
+        line_color="#4FC3F7",
+        background="#101820",
+        fill=True,
+        fill_color="#4FC3F740",
+    )[0]
     framed = torch.nn.functional.pad(plots, (0, 0, 3, 3, 3, 3), value=0.85)  # a light border per plot
     grid = framed.reshape(4, 4, 166, 262, 3).permute(0, 2, 1, 3, 4).reshape(4 * 166, 4 * 262, 3)
     t = torch.linspace(0, 4, 4 * 24000)
     tone = torch.sin(2 * torch.pi * (220 + 110 * torch.sin(t)) * t) * (0.3 + 0.7 * torch.sin(t * 1.5).abs())
     audio = {"waveform": tone[None, None], "sample_rate": 24000}
-    video = node.run(audio=audio, frames=96, width=640, height=240, scale="shared", line_color="#FFB74D",
-                     line_width=1.5)[0]
+    video = node.run(
+        audio=audio, frames=96, width=640, height=240, scale="shared", line_color="#FFB74D", line_width=1.5
+    )[0]
     paths = [out / "series.png", out / "series_audio.mp4"]
     save_png(grid, paths[0])
     save_mp4(video, paths[1], audio=audio)  # 96 frames at 24 fps: the tone's 4 s
@@ -153,7 +187,7 @@ def textured_pan(frames: int = 48, height: int = 360, width: int = 640):
     noise = torch.rand(1, 3, height // 4 + 40, width // 4 + 60, generator=generator)
     texture = torch.nn.functional.interpolate(noise, scale_factor=4, mode="bicubic", align_corners=False)[0]
     texture = (0.15 + 0.6 * texture.clamp(0, 1)).permute(1, 2, 0)
-    return torch.stack([texture[t * 2 // 3: t * 2 // 3 + height, t: t + width] for t in range(frames)]).contiguous()
+    return torch.stack([texture[t * 2 // 3 : t * 2 // 3 + height, t : t + width] for t in range(frames)]).contiguous()
 
 
 @demo("links")
@@ -162,8 +196,20 @@ def links_demo(pack, out: Path):
     frames = textured_pan()
     tracks, _ = pack.nodes.links.PointTracker.run(frames, max_points=160, min_distance=18)
     image, _, _, _ = pack.nodes.links.LineLinkRenderer.run(
-        frames * 0.6, tracks=tracks, tracks_json="", k=3, max_distance=110, degree_cap=4, hysteresis=1.4,
-        curve="bezier", curvature=0.18, width=1.6, opacity=0.9, color="distance", point_radius=2.5)
+        frames * 0.6,
+        tracks=tracks,
+        tracks_json="",
+        k=3,
+        max_distance=110,
+        degree_cap=4,
+        hysteresis=1.4,
+        curve="bezier",
+        curvature=0.18,
+        width=1.6,
+        opacity=0.9,
+        color="distance",
+        point_radius=2.5,
+    )
     paths = [out / "links.png", out / "links.mp4"]
     save_png(image[len(image) // 2], paths[0])
     save_mp4(image, paths[1])
@@ -179,14 +225,48 @@ def link_styles_demo(pack, out: Path):
     frames = textured_pan(frames=24)
     tracks, _ = pack.nodes.links.PointTracker.run(frames, max_points=90, min_distance=30)
     node = pack.nodes.links.LineLinkRenderer
-    styled = node.run(frames * 0.45, tracks=tracks, tracks_json="", k=2, max_distance=140, width=2.0, opacity=0.95,
-                      color="#FFD54F", end_color="#E040FB", line_style="dashed", dash_length=10, gap_length=6,
-                      dash_speed=2, glow=0.35, glow_scale=3, point_style="diamond", point_radius=5,
-                      trail_frames=12, trail_smooth=True)[0]
-    triangulated = node.run(frames * 0.45, tracks=tracks, tracks_json="", graph="delaunay", width=1.0, opacity=0.35,
-                            color="#80DEEA", point_radius=0)[0]
-    tree = node.run(triangulated, tracks=tracks, tracks_json="", graph="mst", width=2.5, opacity=1.0,
-                    color="#FF7043", point_style="ring", point_radius=4)[0]
+    styled = node.run(
+        frames * 0.45,
+        tracks=tracks,
+        tracks_json="",
+        k=2,
+        max_distance=140,
+        width=2.0,
+        opacity=0.95,
+        color="#FFD54F",
+        end_color="#E040FB",
+        line_style="dashed",
+        dash_length=10,
+        gap_length=6,
+        dash_speed=2,
+        glow=0.35,
+        glow_scale=3,
+        point_style="diamond",
+        point_radius=5,
+        trail_frames=12,
+        trail_smooth=True,
+    )[0]
+    triangulated = node.run(
+        frames * 0.45,
+        tracks=tracks,
+        tracks_json="",
+        graph="delaunay",
+        width=1.0,
+        opacity=0.35,
+        color="#80DEEA",
+        point_radius=0,
+    )[0]
+    tree = node.run(
+        triangulated,
+        tracks=tracks,
+        tracks_json="",
+        graph="mst",
+        width=2.5,
+        opacity=1.0,
+        color="#FF7043",
+        point_style="ring",
+        point_radius=4,
+    )[0]
     paths = [out / "link_styles.png", out / "link_styles.mp4"]
     save_png(torch.cat([styled[-1], tree[-1]], 1), paths[0])
     save_mp4(styled, paths[1], fps=12)
@@ -200,18 +280,30 @@ def box_styles_demo(pack, out: Path):
     import json
 
     frames = moving_scene(frames=1)
-    boxes = [{"x1": 60, "y1": 70, "x2": 220, "y2": 190, "angle": 25, "label": "oriented, ellipse", "score": 0.9},
-             {"x1": 250, "y1": 80, "x2": 400, "y2": 230, "label": "halo marker, label wrapped at 90 px", "score": 0.8},
-             {"x1": 430, "y1": 60, "x2": 590, "y2": 300, "label": "overlapping", "score": 0.7},
-             {"x1": 440, "y1": 70, "x2": 580, "y2": 290, "label": "moved below it", "score": 0.6}]
+    boxes = [
+        {"x1": 60, "y1": 70, "x2": 220, "y2": 190, "angle": 25, "label": "oriented, ellipse", "score": 0.9},
+        {"x1": 250, "y1": 80, "x2": 400, "y2": 230, "label": "halo marker, label wrapped at 90 px", "score": 0.8},
+        {"x1": 430, "y1": 60, "x2": 590, "y2": 300, "label": "overlapping", "score": 0.7},
+        {"x1": 440, "y1": 70, "x2": 580, "y2": 290, "label": "moved below it", "score": 0.6},
+    ]
     node = pack.nodes.boxes.BoundingBoxRenderer
     style = dict(labels="label", label_size=15, palette_colors="#FF7043, #4FC3F7, #AED581, #FFD54F")
-    image = node.run(frames, boxes=json.dumps(boxes[:1]), marker="ellipse", stroke_width=3, fill_opacity=0.25,
-                     **style)[0]
-    image = node.run(image, boxes=json.dumps(boxes[1:2]), marker="halo", marker_size=14, label_max_width=90,
-                     label_anchor="bottom_center", fill_opacity=0.15, **style)[0]
-    image = node.run(image, boxes=json.dumps(boxes[2:]), label_avoid_overlap=True, fill_opacity=0.0, stroke_width=2,
-                     **style)[0]
+    image = node.run(frames, boxes=json.dumps(boxes[:1]), marker="ellipse", stroke_width=3, fill_opacity=0.25, **style)[
+        0
+    ]
+    image = node.run(
+        image,
+        boxes=json.dumps(boxes[1:2]),
+        marker="halo",
+        marker_size=14,
+        label_max_width=90,
+        label_anchor="bottom_center",
+        fill_opacity=0.15,
+        **style,
+    )[0]
+    image = node.run(
+        image, boxes=json.dumps(boxes[2:]), label_avoid_overlap=True, fill_opacity=0.0, stroke_width=2, **style
+    )[0]
     paths = [out / "box_styles.png"]
     save_png(image[0], paths[0])
     return paths
@@ -230,8 +322,19 @@ def spectrum_demo(pack, out: Path):
         pcm = np.frombuffer(file.readframes(file.getnframes()), "<i2").reshape(-1, file.getnchannels())
         audio = {"waveform": torch.from_numpy(pcm.T / np.float32(32768))[None], "sample_rate": file.getframerate()}
     video = pack.nodes.series.SeriesToImages.run(
-        audio=audio, fps=24, audio_plot="spectrum", style="bars", bands=48, smoothing=0.6, scale="shared",
-        overlay=True, colors="#FF7043, #4DD0E1", width=640, height=240, background="#101820")[0]
+        audio=audio,
+        fps=24,
+        audio_plot="spectrum",
+        style="bars",
+        bands=48,
+        smoothing=0.6,
+        scale="shared",
+        overlay=True,
+        colors="#FF7043, #4DD0E1",
+        width=640,
+        height=240,
+        background="#101820",
+    )[0]
     paths = [out / "spectrum.png", out / "spectrum.mp4"]
     save_png(video[len(video) // 2], paths[0])
     save_mp4(video, paths[1], audio=audio)
@@ -246,7 +349,8 @@ def mesh_demo(pack, out: Path):
 
     mesh, _ = pack.nodes.mesh.LoadMesh.run("rasterkit_torus.obj")
     normal, depth, position, _, face_id, _, render, coverage = pack.nodes.mesh.MeshRasterizer.run(
-        width=256, height=256, views="six", mesh=mesh, antialias=True)
+        width=256, height=256, views="six", mesh=mesh, antialias=True
+    )
     shaded = render + 0.25 * (1 - coverage[..., None])  # premultiplied over grey
     rows = [torch.cat(list(maps), 1) for maps in (normal, depth, position, face_id, shaded)]
     single = pack.nodes.mesh.MeshRasterizer.run(width=512, height=512, azimuth=35, elevation=25, mesh=mesh)[0]
@@ -266,18 +370,28 @@ def bake_demo(pack, out: Path):
 
     mesh, _ = pack.nodes.mesh.LoadMesh.run("spot.glb")
     size = 256
-    maps = pack.nodes.mesh.MeshRasterizer.run(width=size, height=size, views="six", projection="orthographic",
-                                              mesh=mesh, shading="texture")
+    maps = pack.nodes.mesh.MeshRasterizer.run(
+        width=size, height=size, views="six", projection="orthographic", mesh=mesh, shading="texture"
+    )
     views, raster = maps[6], maps[5]
     edited = 1 - views
     position, _, _ = pack.nodes.bake.UVMaps.run(mesh, texture_size=size)
     texture, _, baked = pack.nodes.bake.BakeTexture.run(mesh, edited, raster, texture_size=1024)
-    again = pack.nodes.mesh.MeshRasterizer.run(width=size, height=size, views="list", mesh=baked,
-                                               shading="texture", antialias=True,
-                                               view_list="150,20; 210,20; 90,10; 330,30")[6]
+    again = pack.nodes.mesh.MeshRasterizer.run(
+        width=size,
+        height=size,
+        views="list",
+        mesh=baked,
+        shading="texture",
+        antialias=True,
+        view_list="150,20; 210,20; 90,10; 330,30",
+    )[6]
     texture = torch.nn.functional.interpolate(texture.permute(0, 3, 1, 2), size=(size, size), mode="area")
-    rows = [torch.cat(list(views), 1), torch.cat(list(edited), 1),
-            torch.cat([position[0], texture[0].permute(1, 2, 0), *again], 1)]
+    rows = [
+        torch.cat(list(views), 1),
+        torch.cat(list(edited), 1),
+        torch.cat([position[0], texture[0].permute(1, 2, 0), *again], 1),
+    ]
     paths = [out / "bake.png"]
     save_png(torch.cat(rows, 0), paths[0])
     return paths
@@ -287,9 +401,9 @@ def bake_demo(pack, out: Path):
 def primitive_demo(pack, out: Path):
     """A generated picture rebuilt from 80 triangles: the image, its SVG and the build-up as a video."""
     picture = moving_scene(frames=1)
-    image, frames, svg, _ = pack.nodes.primitives.PrimitiveMesh.run(picture, shapes=80, shape_type="triangle",
-                                                                    candidates=500,
-                                                                    working_size=192, output_size=640, seed=1)
+    image, frames, svg, _ = pack.nodes.primitives.PrimitiveMesh.run(
+        picture, shapes=80, shape_type="triangle", candidates=500, working_size=192, output_size=640, seed=1
+    )
     paths = [out / "primitive.png", out / "primitive.svg", out / "primitive.mp4"]
     save_png(image[0], paths[0])
     paths[1].write_text(svg)
@@ -306,7 +420,9 @@ def main(names=None) -> None:
             continue
         start = time.perf_counter()
         written = fn(pack, OUTPUT)
-        print(f"  {name:<12} {time.perf_counter() - start:6.2f} s  -> {', '.join(str(p.relative_to(ROOT)) for p in written)}")
+        seconds = time.perf_counter() - start
+        paths = ", ".join(str(p.relative_to(ROOT)) for p in written)
+        print(f"  {name:<12} {seconds:6.2f} s  -> {paths}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ CUDA major version, so that the pack's CUDA kernels are used with no manual step
 macOS, AMD (ROCm), CPU-only machines, when CuPy already imports, or with RASTERKIT_DISABLE_CUPY set;
 never fails the install: without CuPy or numba the same results come from the torch path.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -87,11 +88,15 @@ def compile_cpu_loops() -> None:
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", _COMPILE, ROOT], check=False, capture_output=True, text=True)
     if result.returncode == 0:
-        print(f"RasterKit: CPU loops ready in {time.perf_counter() - start:.0f} s, numba's cache in "
-              f"{result.stdout.strip().splitlines()[-1]}")
+        print(
+            f"RasterKit: CPU loops ready in {time.perf_counter() - start:.0f} s, numba's cache in "
+            f"{result.stdout.strip().splitlines()[-1]}"
+        )
     else:
-        print(f"RasterKit: compiling the CPU loops failed ({result.stderr.strip()[-300:]}); they compile at "
-              f"ComfyUI's start instead")
+        print(
+            f"RasterKit: compiling the CPU loops failed ({result.stderr.strip()[-300:]}); they compile at "
+            f"ComfyUI's start instead"
+        )
 
 
 def install_cupy() -> None:

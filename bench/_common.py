@@ -1,5 +1,6 @@
 """Timing and reporting shared by the benchmarks: median wall time, a markdown table, and the
 machine it ran on, written to bench/results/<family>.md (bench/run_all.py joins them)."""
+
 from __future__ import annotations
 
 import datetime
@@ -39,7 +40,7 @@ def timed_together(fns: list, repeat: int = 5, warmup: int = 1, sync=None) -> li
     so that a machine whose speed drifts during the run slows them alike."""
     times = [[] for _ in fns]
     for round_ in range(warmup + repeat):
-        for fn, spent in zip(fns, times):
+        for fn, spent in zip(fns, times, strict=True):
             if sync:
                 sync()
             start = time.perf_counter()

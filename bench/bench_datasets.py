@@ -10,6 +10,7 @@
 Series: random walks of 100 points, float32 .npy; plots 224x224, 1 px aliased lines, one channel.
     .venv/bin/python bench/bench_datasets.py [--n 1000000] [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,6 @@ import cv2
 import numpy as np
 
 from _common import report, table
-
 from utils import datasets as D  # noqa: E402  (_common puts the repository root on sys.path)
 
 SIZE, STEPS = 224, 100
@@ -57,6 +57,7 @@ def write_floor(contents: dict[Path, bytes], folder: Path) -> float:
         for name, data in contents.items():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
+
     return seconds(write)
 
 
@@ -98,6 +99,7 @@ def matplotlib_baseline(path: Path, count: int, out: Path) -> float:
             axes.plot(v, color="white", linewidth=1)
             figure.savefig(out / f"{i:09d}.png", facecolor="black")
         plt.close(figure)
+
     return seconds(draw)
 
 
@@ -117,8 +119,16 @@ def main():
 
     def row(name, count, took, peer=None, floor=None):
         rate = count / took
-        rows.append([name, f"{count:,}", f"{took:.1f}", f"{rate:,.0f}",
-                     f"{rate / peer:.1f}x" if peer else "", f"{took / floor:.2f}x" if floor else ""])
+        rows.append(
+            [
+                name,
+                f"{count:,}",
+                f"{took:.1f}",
+                f"{rate:,.0f}",
+                f"{rate / peer:.1f}x" if peer else "",
+                f"{took / floor:.2f}x" if floor else "",
+            ]
+        )
         return rate
 
     try:
@@ -133,8 +143,12 @@ def main():
         peer = row(f"baseline: cv2.polylines + PNG files, Pool({os.cpu_count()})", args.baseline_n, took)
         shutil.rmtree(work / "baseline")
         matplotlib_count = min(300, args.baseline_n)
-        row("baseline: matplotlib figure + PNG files, 1 process", matplotlib_count,
-            matplotlib_baseline(path, matplotlib_count, work / "matplotlib"), peer)
+        row(
+            "baseline: matplotlib figure + PNG files, 1 process",
+            matplotlib_count,
+            matplotlib_baseline(path, matplotlib_count, work / "matplotlib"),
+            peer,
+        )
         shutil.rmtree(work / "matplotlib")
         cv2.setNumThreads(0)
 
@@ -146,14 +160,20 @@ def main():
         shards_mb = sum(p.stat().st_size for p in (work / "wds").glob("*.tar")) / 1e6
         row("floor: writing the same WebDataset tars", args.n, floor, peer)
         row(f"RasterKit: WebDataset tars of 1-bit PNG, {os.cpu_count()} processes", args.n, took, peer, floor)
-        notes.append(f"WebDataset shards: {shards_mb:,.0f} MB for {args.n:,} images "
-                     f"({shards_mb * 1e3 / args.n:.2f} KB an image).")
+        notes.append(
+            f"WebDataset shards: {shards_mb:,.0f} MB for {args.n:,} images "
+            f"({shards_mb * 1e3 / args.n:.2f} KB an image)."
+        )
         shutil.rmtree(work / "wds-floor")
         pool = took / args.n
         threads_n = args.ray_n or args.baseline_n
         threads = _limited(D.Job(source, str(work / "threads"), "wds", plot, shard_size=10_000), threads_n)
-        row("RasterKit: the same, 1 process (drawing and encoding threads)", threads_n,
-            seconds(lambda: D.run(threads, progress=True)), peer)
+        row(
+            "RasterKit: the same, 1 process (drawing and encoding threads)",
+            threads_n,
+            seconds(lambda: D.run(threads, progress=True)),
+            peer,
+        )
         shutil.rmtree(work / "threads")
 
         if args.ray_n:
@@ -165,16 +185,22 @@ def main():
                 ray_job = _limited(D.Job(source, str(work / "ray"), "wds", plot, shard_size=10_000), args.ray_n)
                 start = time.perf_counter()
                 # the workers import the job's module, utils.datasets, from the repository root
-                ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                         runtime_env={"env_vars": {"PYTHONPATH": str(Path(D.__file__).parents[1])}})
+                ray.init(
+                    num_cpus=os.cpu_count(),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    runtime_env={"env_vars": {"PYTHONPATH": str(Path(D.__file__).parents[1])}},
+                )
                 started = time.perf_counter() - start
                 took = seconds(lambda: D.run_ray(ray_job, cpus=1))
                 ray.shutdown()
                 row(f"RasterKit on Ray Data, local, {os.cpu_count()} workers of 1 CPU", args.ray_n, took, peer)
-                notes.append(f"Ray Data on this machine: {took / args.ray_n / pool:.2f}x the time an image of "
-                             f"{os.cpu_count()} local processes ({args.ray_n:,} images, start-up of {started:.1f} s "
-                             f"not counted); on one "
-                             f"machine Ray adds only overhead; it is for more than one machine or GPU.")
+                notes.append(
+                    f"Ray Data on this machine: {took / args.ray_n / pool:.2f}x the time an image of "
+                    f"{os.cpu_count()} local processes ({args.ray_n:,} images, start-up of {started:.1f} s "
+                    f"not counted); on one "
+                    f"machine Ray adds only overhead; it is for more than one machine or GPU."
+                )
         shutil.rmtree(work / "wds", ignore_errors=True)
         shutil.rmtree(work / "ray", ignore_errors=True)
 
@@ -186,14 +212,20 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     # other work on the machine slows every row, each by as much as it is running then
-    notes.append("Load average (1 min) at the end: {:.1f} on {} cores.".format(os.getloadavg()[0], os.cpu_count()))
+    notes.append(f"Load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.")
 
-    text = table(["pipeline (read, draw, write)", "images", "s", "images/s", "vs cv2 baseline", "vs write floor"],
-                 rows)
-    report("datasets", "Line-plot datasets end to end: RasterKit's CLI job against the write floor and a user's "
-           "cv2 + Pool script", [("224x224 plots of 100-point series, written to local disk", text + "\n\n" +
-                                  "\n".join(f"- {n}" for n in notes))],
-           "bench/bench_datasets.py" + (" --quick" if args.quick else f" --n {args.n}"))
+    text = table(["pipeline (read, draw, write)", "images", "s", "images/s", "vs cv2 baseline", "vs write floor"], rows)
+    report(
+        "datasets",
+        "Line-plot datasets end to end: RasterKit's CLI job against the write floor and a user's cv2 + Pool script",
+        [
+            (
+                "224x224 plots of 100-point series, written to local disk",
+                text + "\n\n" + "\n".join(f"- {n}" for n in notes),
+            )
+        ],
+        "bench/bench_datasets.py" + (" --quick" if args.quick else f" --n {args.n}"),
+    )
 
 
 def _limited(job: D.Job, count: int) -> D.Job:

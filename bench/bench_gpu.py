@@ -6,6 +6,7 @@ Times are medians of 5 runs after one warm-up, measured with CUDA events on the 
 writes nothing. Issue 28's targets are printed beside their figures and listed at the end as pass/fail
 (tools/gpu_check.sh keeps that list in its summary).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,12 +18,11 @@ import numpy as np
 import torch
 
 from _common import ROOT, report, table, timed
-
-from utils.gpu_rendering import compositor as R  # noqa: E402  (_common puts the repository root on sys.path)
-from utils.mesh_rasterizer import raster as M  # noqa: E402
 from utils.core.device import cupy_usable  # noqa: E402
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
 from utils.gpu_graph.graph import GraphOptions, knn_graph  # noqa: E402
+from utils.gpu_rendering import compositor as R  # noqa: E402  (_common puts the repository root on sys.path)
+from utils.mesh_rasterizer import raster as M  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 CUDA = torch.device(sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cuda")
@@ -100,23 +100,29 @@ def bench_boxes():
         kernel = target(kernel, 0.3 if n == 100 else 0.5, f"draw() 4K, {n} boxes, kernel path, ms")
         # the compositing kernel alone, on pairs binned beforehand (it writes image, alpha and layer)
         pairs = R._bin(prims, 0, 1, 2160, 3840, R.TILE)
-        outputs = torch.empty_like(images), torch.empty(1, 2160, 3840, device=CUDA), \
-            torch.empty(1, 2160, 3840, 4, device=CUDA)
+        outputs = (
+            torch.empty_like(images),
+            torch.empty(1, 2160, 3840, device=CUDA),
+            torch.empty(1, 2160, 3840, 4, device=CUDA),
+        )
         binning = gpu_seconds(lambda: R._bin(prims, 0, 1, 2160, 3840, R.TILE))
         only = "-"
         if cupy_usable(CUDA):
             from utils.gpu_rendering.compositor import composite_tiles_cuda
 
             only = ms(gpu_seconds(lambda: composite_tiles_cuda(images, *outputs, pairs, prims, None, R.TILE)))
-        rows.append([f"{n} rounded boxes (stroke 3, radius 12, fill 0.25), 3840x2160", kernel, torch_path, ms(binning),
-                     only])
+        rows.append(
+            [f"{n} rounded boxes (stroke 3, radius 12, fill 0.25), 3840x2160", kernel, torch_path, ms(binning), only]
+        )
     a = torch.rand(500, 2, device=CUDA) * torch.tensor([3840.0, 2160.0], device=CUDA)
     prims = R.segments(0, a, a + torch.randn(500, 2, device=CUDA) * 150, 2.0, (1, 1, 1, 0.8))
     rows.append(["500 segments 2 px, 3840x2160", *paths(lambda: R.draw(images, prims)), "", ""])
     clone = gpu_seconds(lambda: images.clone())
-    return table(["case", "draw, CuPy kernel", "draw, torch path", "binning", "compositing kernel alone"], rows) + \
-        f"\n\nimages.clone() of the same frame: {ms(clone)} ms. draw() returns image, alpha and layer (a new " \
+    return (
+        table(["case", "draw, CuPy kernel", "draw, torch path", "binning", "compositing kernel alone"], rows)
+        + f"\n\nimages.clone() of the same frame: {ms(clone)} ms. draw() returns image, alpha and layer (a new "
         "frame, a mask and an RGBA layer), so it writes 2.7x the bytes of a clone."
+    )
 
 
 def bench_links():
@@ -138,25 +144,35 @@ def bench_links():
         pairs, frame = edges.flat()
         start, end = xy[frame, pairs[:, 0]], xy[frame, pairs[:, 1]]
         points, lengths = bezier_polylines(start, end, 0.2, alternating_sign(pairs[:, 0], pairs[:, 1]))
-        prims = R.concat(R.rounded_boxes(box_frame, boxes, 3.0, 12.0, (0, 1, 0, 1), (0, 1, 0, 0.2)),
-                         R.polylines(frame, points, lengths, 2.0, (1, 1, 1, 0.8)),
-                         R.discs(torch.arange(frames, device=CUDA).repeat_interleave(100), xy.reshape(-1, 2), 3.0,
-                                 (1, 1, 1, 0.8)))
+        prims = R.concat(
+            R.rounded_boxes(box_frame, boxes, 3.0, 12.0, (0, 1, 0, 1), (0, 1, 0, 0.2)),
+            R.polylines(frame, points, lengths, 2.0, (1, 1, 1, 0.8)),
+            R.discs(torch.arange(frames, device=CUDA).repeat_interleave(100), xy.reshape(-1, 2), 3.0, (1, 1, 1, 0.8)),
+        )
         edge_count.append(pairs.shape[0] / frames)
         return R.draw(images, prims)
 
     kernel, torch_path = paths(pipeline)
     per_frame = lambda text: "-" if text == "-" else f"{float(text) / frames:.2f}"  # noqa: E731
-    rows = [[f"{frames} frames 3840x2160: 100 points, {edge_count[-1]:.0f} Bezier links per frame, 100 boxes",
-             target(per_frame(kernel), 1.0, "4K links frame, kernel path, ms per frame"), per_frame(torch_path)]]
+    rows = [
+        [
+            f"{frames} frames 3840x2160: 100 points, {edge_count[-1]:.0f} Bezier links per frame, 100 boxes",
+            target(per_frame(kernel), 1.0, "4K links frame, kernel path, ms per frame"),
+            per_frame(torch_path),
+        ]
+    ]
     knn_rows = []
     for n in (100, 1000, 5000):
         points = torch.rand(60, n, 2, device=CUDA) * 1000
         shown = torch.ones(60, n, dtype=torch.bool, device=CUDA)
-        knn_rows.append([f"N = {n}, 60 frames", ms(gpu_seconds(lambda: knn_graph(points, shown, GraphOptions(k=3),
-                                                                                   device=CUDA)))])
-    return (table(["case", "ms per frame, CuPy kernel", "ms per frame, torch path"], rows) + "\n\n"
-            + table(["kNN graph (k=3) over all frames", "ms"], knn_rows))
+        knn_rows.append(
+            [f"N = {n}, 60 frames", ms(gpu_seconds(lambda: knn_graph(points, shown, GraphOptions(k=3), device=CUDA)))]
+        )
+    return (
+        table(["case", "ms per frame, CuPy kernel", "ms per frame, torch path"], rows)
+        + "\n\n"
+        + table(["kNN graph (k=3) over all frames", "ms"], knn_rows)
+    )
 
 
 def bench_series():
@@ -165,9 +181,18 @@ def bench_series():
         values = torch.cumsum(torch.randn(count, 100, device=CUDA), 1)
         for dtype in (torch.uint8, torch.float32):
             seconds = gpu_seconds(lambda: R.render_polylines(values, 224, 224, mode="aliased", dtype=dtype))
-            rows.append([f"{count} images 224x224, aliased, {str(dtype)[6:]}", ms(seconds),
-                         target(f"{count / seconds:.0f}", 1e6, f"line plots, {count} aliased {str(dtype)[6:]}, images/s",
-                                above=True)])
+            rows.append(
+                [
+                    f"{count} images 224x224, aliased, {str(dtype)[6:]}",
+                    ms(seconds),
+                    target(
+                        f"{count / seconds:.0f}",
+                        1e6,
+                        f"line plots, {count} aliased {str(dtype)[6:]}, images/s",
+                        above=True,
+                    ),
+                ]
+            )
     values = torch.cumsum(torch.randn(5000, 100, device=CUDA), 1)
     seconds = gpu_seconds(lambda: R.render_polylines(values, 224, 224, mode="antialiased", line_width=2.0))
     rows.append(["5000 images 224x224, anti-aliased 2 px, float32", ms(seconds), f"{5000 / seconds:,.0f}"])
@@ -178,15 +203,23 @@ def uv_sphere(rows, columns):
     """A closed sphere of 2 * columns * (rows - 1) triangles: rows - 1 rings of quads, a fan at each pole."""
     theta = torch.linspace(0, math.pi, rows + 1)[1:-1]
     phi = torch.linspace(0, 2 * math.pi, columns + 1)[:-1]
-    ring = torch.stack([torch.sin(theta)[:, None] * torch.cos(phi), torch.cos(theta)[:, None].expand(-1, columns),
-                        torch.sin(theta)[:, None] * torch.sin(phi)], -1).reshape(-1, 3)
+    ring = torch.stack(
+        [
+            torch.sin(theta)[:, None] * torch.cos(phi),
+            torch.cos(theta)[:, None].expand(-1, columns),
+            torch.sin(theta)[:, None] * torch.sin(phi),
+        ],
+        -1,
+    ).reshape(-1, 3)
     vertices = torch.cat([torch.tensor([[0.0, 1, 0]]), ring, torch.tensor([[0.0, -1, 0]])])
     index = lambda r, c: 1 + r * columns + c % columns  # noqa: E731
     c = torch.arange(columns)
     faces = [torch.stack([torch.zeros_like(c), index(0, c + 1), index(0, c)], 1)]
     for r in range(rows - 2):
-        faces += [torch.stack([index(r, c), index(r, c + 1), index(r + 1, c)], 1),
-                  torch.stack([index(r, c + 1), index(r + 1, c + 1), index(r + 1, c)], 1)]
+        faces += [
+            torch.stack([index(r, c), index(r, c + 1), index(r + 1, c)], 1),
+            torch.stack([index(r, c + 1), index(r + 1, c + 1), index(r + 1, c)], 1),
+        ]
     last = len(vertices) - 1
     faces.append(torch.stack([torch.full_like(c, last), index(rows - 2, c), index(rows - 2, c + 1)], 1))
     return vertices, torch.cat(faces)
@@ -227,24 +260,42 @@ def bench_primitive():
         picture.thumbnail((256, 256), Image.BILINEAR)
         image = torch.from_numpy(np.asarray(picture).astype(np.float32) / 255)[None]
         for shape_type, shapes in (("triangle", 100), ("combo", 100)):
-            run = lambda: node.run(image, shapes=shapes, shape_type=shape_type, alpha=128, candidates=1000,  # noqa: E731
-                                   mutations=100, working_size=256, output_size=1024, seed=0)
+
+            def run():
+                return node.run(
+                    image,
+                    shapes=shapes,
+                    shape_type=shape_type,
+                    alpha=128,
+                    candidates=1000,
+                    mutations=100,
+                    working_size=256,
+                    output_size=1024,
+                    seed=0,
+                )
 
             def measured(repeat=REPEAT, warmup=WARMUP):
                 result, *_ = run()
-                small = torch.nn.functional.interpolate(result.permute(0, 3, 1, 2), size=image.shape[1:3],
-                                                        mode="area")
+                small = torch.nn.functional.interpolate(result.permute(0, 3, 1, 2), size=image.shape[1:3], mode="area")
                 error = ((small[0].permute(1, 2, 0).cpu().numpy() * 255 - np.asarray(picture)) ** 2).mean() ** 0.5
                 return f"{gpu_seconds(run, repeat, warmup):.3f}", f"{error:.2f}"
 
             kernel = measured() if cupy_usable(CUDA) else ("-", "-")
-            kernel = (target(kernel[0], 0.5 if shape_type == "triangle" else 1.0,
-                             f"PrimitiveMesh {photo_path.stem} 100 {shape_type}s 256 px -> 1024 px, kernels, s"), kernel[1])
+            kernel = (
+                target(
+                    kernel[0],
+                    0.5 if shape_type == "triangle" else 1.0,
+                    f"PrimitiveMesh {photo_path.stem} 100 {shape_type}s 256 px -> 1024 px, kernels, s",
+                ),
+                kernel[1],
+            )
             # seconds a run on the torch path: one timed run after the one that measured its error
             torch_path = _with_env({"RASTERKIT_DISABLE_CUPY": "1"}, lambda: measured(1, 0))
             rows.append([photo_path.stem, shape_type, shapes, *kernel, *torch_path])
-    return table(["photo", "shape_type", "shapes", "s, CuPy kernels", "RMSE, CuPy kernels", "s, torch path",
-                  "RMSE, torch path"], rows)
+    return table(
+        ["photo", "shape_type", "shapes", "s, CuPy kernels", "RMSE, CuPy kernels", "s, torch path", "RMSE, torch path"],
+        rows,
+    )
 
 
 def main():
@@ -252,11 +303,13 @@ def main():
         print("no CUDA device: bench_gpu.py measures GPU targets and writes nothing here")
         return
     sections = []
-    for title, fn in (("Rounded boxes and segments (draw, GPU-resident frame), ms", bench_boxes),
-                      ("Line links on 4K video, GPU-resident frames", bench_links),
-                      ("Batch line plots (render_polylines, GPU-resident series and images)", bench_series),
-                      ("Mesh rasterization (rasterize; sphere seen from one camera), ms", bench_mesh),
-                      ("PrimitiveMesh node, 256 px working size, 1000 candidates, mutations 100", bench_primitive)):
+    for title, fn in (
+        ("Rounded boxes and segments (draw, GPU-resident frame), ms", bench_boxes),
+        ("Line links on 4K video, GPU-resident frames", bench_links),
+        ("Batch line plots (render_polylines, GPU-resident series and images)", bench_series),
+        ("Mesh rasterization (rasterize; sphere seen from one camera), ms", bench_mesh),
+        ("PrimitiveMesh node, 256 px working size, 1000 candidates, mutations 100", bench_primitive),
+    ):
         print(f"== {title}", flush=True)
         sections.append((title, fn()))
         print(sections[-1][1], flush=True)

@@ -2,6 +2,7 @@
 LineLinkRenderer against OpenCV drawing the same links, one run.
     .venv/bin/python bench/bench_links.py [--quick]
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ import numpy as np
 import torch
 
 from _common import output_floor, peak_memory, report, table, timed, timed_together
-
 from utils.core.device import faiss_usable, torch_device  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
 from utils.gpu_graph.graph import GraphOptions, knn_graph  # noqa: E402
@@ -40,7 +40,7 @@ def faiss_knn(points, k):
 def opencv_links(frames, polylines_per_frame):
     """The peer's full path: float -> uint8, cv2.polylines with LINE_AA per frame, blend, -> float."""
     out = []
-    for frame, lines in zip(frames, polylines_per_frame):
+    for frame, lines in zip(frames, polylines_per_frame, strict=True):
         image = (np.clip(frame, 0, 1) * 255 + 0.5).astype(np.uint8)
         overlay = image.copy()
         cv2.polylines(overlay, lines, False, (255, 255, 255), 2, cv2.LINE_AA)
@@ -71,53 +71,113 @@ def main():
     base = torch.rand(1, 300, 2, generator=generator) * torch.tensor([1920.0, 1080.0])
     xy = base + torch.cumsum(torch.randn(FRAMES, 300, 2, generator=generator) * 2, 0)
     tracks = {"xy": xy, "visible": torch.ones(FRAMES, 300, dtype=torch.bool)}
-    options = dict(tracks_json="", tracks=tracks, k=3, curve="bezier", curvature=0.2, width=2.0, opacity=0.8,
-                   point_radius=0.0, hysteresis=1.0)
+    options = dict(
+        tracks_json="",
+        tracks=tracks,
+        k=3,
+        curve="bezier",
+        curvature=0.2,
+        width=2.0,
+        opacity=0.8,
+        point_radius=0.0,
+        hysteresis=1.0,
+    )
     # the same curves, flattened the same way, for OpenCV
     _, _, _, edges_json = node.run(frames, **options)
     lines = []
     for t, edges in enumerate(json.loads(edges_json)):
         pairs = torch.tensor(edges).reshape(-1, 2)
-        points, lengths = bezier_polylines(xy[t, pairs[:, 0]], xy[t, pairs[:, 1]], 0.2,
-                                           alternating_sign(pairs[:, 0], pairs[:, 1]))
-        lines.append([p[:n].round().int().numpy() for p, n in zip(points, lengths.tolist())])
+        points, lengths = bezier_polylines(
+            xy[t, pairs[:, 0]], xy[t, pairs[:, 1]], 0.2, alternating_sign(pairs[:, 0], pairs[:, 1])
+        )
+        lines.append([p[:n].round().int().numpy() for p, n in zip(points, lengths.tolist(), strict=True)])
     frames_np = frames.numpy()
     node_fn = lambda: node.run(frames, **options)  # noqa: E731
     image_only_fn = lambda: node.run(frames, **options, outputs="image only")  # noqa: E731
     peer_fn = lambda: opencv_links(frames_np, lines)  # noqa: E731
     ours, image_only, peer, floor, image_floor = timed_together(
         [node_fn, image_only_fn, peer_fn, lambda: output_floor(frames), lambda: output_floor(frames, True)],
-        2 if QUICK else 5)
+        2 if QUICK else 5,
+    )
     # each path on its own, calls back to back: the memory a call frees is written again by the next
     # before this VM's host takes it back (see the note below)
     in_a_row = [timed(fn, 2 if QUICK else 5) for fn in (node_fn, image_only_fn, peer_fn)]
     memory = [peak_memory(fn, device)[1] for fn in (node_fn, image_only_fn, peer_fn)]
     case = f"{FRAMES} frames 1920x1080, 300 points, k=3, Bezier links"
-    row_rows = [[case, outputs, f"{seconds * 1e3:.0f}", f"{in_a_row[2] * 1e3:.0f}", f"{in_a_row[2] / seconds:.2f}x"]
-                for outputs, seconds in (("image, alpha and layer", in_a_row[0]), ("image only", in_a_row[1]))]
-    node_rows = [[case, "image, alpha and layer", f"{ours * 1e3:.0f} ({memory[0]})", f"{peer * 1e3:.0f} ({memory[2]})",
-                  f"{floor * 1e3:.0f}", f"{ours / floor:.2f}x", f"{peer / ours:.2f}x"],
-                 [case, "image only", f"{image_only * 1e3:.0f} ({memory[1]})", "", f"{image_floor * 1e3:.0f}",
-                  f"{image_only / image_floor:.2f}x", f"{peer / image_only:.2f}x"]]
+    row_rows = [
+        [case, outputs, f"{seconds * 1e3:.0f}", f"{in_a_row[2] * 1e3:.0f}", f"{in_a_row[2] / seconds:.2f}x"]
+        for outputs, seconds in (("image, alpha and layer", in_a_row[0]), ("image only", in_a_row[1]))
+    ]
+    node_rows = [
+        [
+            case,
+            "image, alpha and layer",
+            f"{ours * 1e3:.0f} ({memory[0]})",
+            f"{peer * 1e3:.0f} ({memory[2]})",
+            f"{floor * 1e3:.0f}",
+            f"{ours / floor:.2f}x",
+            f"{peer / ours:.2f}x",
+        ],
+        [
+            case,
+            "image only",
+            f"{image_only * 1e3:.0f} ({memory[1]})",
+            "",
+            f"{image_floor * 1e3:.0f}",
+            f"{image_only / image_floor:.2f}x",
+            f"{peer / image_only:.2f}x",
+        ],
+    ]
 
-    report("links", "Line links: kNN graphs and the LineLinkRenderer", [
-        (f"kNN (k=3) over all frames, median ms (RasterKit on {device})",
-         table(["case", "RasterKit batched", "cKDTree per frame", "faiss-cpu per frame"], knn_rows)),
-        ("Whole node vs OpenCV drawing the same links (float in and out), median ms (peak memory), in turns",
-         table(["case", "node outputs", "RasterKit node", "OpenCV LINE_AA path (links given)",
-                "floor: those outputs written once", "node / floor", "node's speed / OpenCV's"],
-               node_rows)),
-        ("The same, each path called 5 times in a row, median ms",
-         table(["case", "node outputs", "RasterKit node", "OpenCV LINE_AA path (links given)",
-                "node's speed / OpenCV's"], row_rows)),
-        ("Notes", "This VM reports the memory a process frees to its host (virtio-balloon free page reporting), "
-                  "which takes it back about 2 s later: the next first touch of that memory faults on the host "
-                  "too, 4 GiB in 3.7-4.7 s against 0.3 s when written again at once (measured here). Physical "
-                  "machines have no such cost. In turns, each path's memory has been taken back before its next "
-                  "call; OpenCV's path keeps most of its memory in its heap between calls, RasterKit's 4 GB of "
-                  "outputs are fresh. In a row, a call can reuse memory the last one freed before the host takes "
-                  "it back."),
-    ], "make bench  # or .venv/bin/python bench/bench_links.py")
+    report(
+        "links",
+        "Line links: kNN graphs and the LineLinkRenderer",
+        [
+            (
+                f"kNN (k=3) over all frames, median ms (RasterKit on {device})",
+                table(["case", "RasterKit batched", "cKDTree per frame", "faiss-cpu per frame"], knn_rows),
+            ),
+            (
+                "Whole node vs OpenCV drawing the same links (float in and out), median ms (peak memory), in turns",
+                table(
+                    [
+                        "case",
+                        "node outputs",
+                        "RasterKit node",
+                        "OpenCV LINE_AA path (links given)",
+                        "floor: those outputs written once",
+                        "node / floor",
+                        "node's speed / OpenCV's",
+                    ],
+                    node_rows,
+                ),
+            ),
+            (
+                "The same, each path called 5 times in a row, median ms",
+                table(
+                    [
+                        "case",
+                        "node outputs",
+                        "RasterKit node",
+                        "OpenCV LINE_AA path (links given)",
+                        "node's speed / OpenCV's",
+                    ],
+                    row_rows,
+                ),
+            ),
+            (
+                "Notes",
+                "This VM reports the memory a process frees to its host (virtio-balloon free page reporting), "
+                "which takes it back about 2 s later: the next first touch of that memory faults on the host "
+                "too, 4 GiB in 3.7-4.7 s against 0.3 s when written again at once (measured here). Physical "
+                "machines have no such cost. In turns, each path's memory has been taken back before its next "
+                "call; OpenCV's path keeps most of its memory in its heap between calls, RasterKit's 4 GB of "
+                "outputs are fresh. In a row, a call can reuse memory the last one freed before the host takes "
+                "it back.",
+            ),
+        ],
+        "make bench  # or .venv/bin/python bench/bench_links.py",
+    )
 
 
 if __name__ == "__main__":

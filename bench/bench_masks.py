@@ -7,6 +7,7 @@ bool, annotate (fill blended at 0.5, 2 px outlines of each mask's contours) and 
 also returns alpha and a straight-alpha layer. Timed in turns, medians.
     .venv/bin/python bench/bench_masks.py [--quick]      (pip install -r bench/requirements.txt)
 """
+
 from __future__ import annotations
 
 import sys
@@ -35,8 +36,9 @@ def scene(frames: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     for f in range(frames):  # scene set-up, not timed
         for k in range(OBJECTS):
             cx, cy = centre[k] + 6 * f
-            masks[f, k] = (((xx - cx) / radii[k, 0]) ** 2 + ((yy - cy) / radii[k, 1]) ** 2
-                           + 0.3 * np.sin(xx / 17 + k) < 1)
+            masks[f, k] = ((xx - cx) / radii[k, 0]) ** 2 + ((yy - cy) / radii[k, 1]) ** 2 + 0.3 * np.sin(
+                xx / 17 + k
+            ) < 1
     return images, torch.from_numpy(masks.reshape(frames * OBJECTS, HEIGHT, WIDTH))
 
 
@@ -67,7 +69,9 @@ def opencv_path(images: torch.Tensor, masks: torch.Tensor):
             coloured[bool_masks[f, k]] = palette[k]
         frame = cv2.addWeighted(coloured, OPACITY, frame, 1 - OPACITY, 0)
         for k in range(OBJECTS):
-            contours, _ = cv2.findContours(bool_masks[f, k].astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+            contours, _ = cv2.findContours(
+                bool_masks[f, k].astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE
+            )
             cv2.polylines(frame, contours, True, palette[k].tolist(), THICKNESS, cv2.LINE_AA)
         out.append(torch.from_numpy(frame.astype(np.float32) / 255))
     return torch.stack(out)
@@ -81,20 +85,44 @@ def main():
     rows = []
     for frames in (1,) if QUICK else (1, 4):
         images, masks = scene(frames)
-        run = lambda outputs="image, alpha and layer": node.run(images, masks=masks, opacity=OPACITY,  # noqa: E731
-                                                                outline_width=float(THICKNESS), outputs=outputs)
-        paths = [run, lambda: run("image only"), lambda: supervision_path(images, masks),
-                 lambda: opencv_path(images, masks)]
+
+        def run(outputs="image, alpha and layer"):
+            return node.run(images, masks=masks, opacity=OPACITY, outline_width=float(THICKNESS), outputs=outputs)
+
+        paths = [
+            run,
+            lambda: run("image only"),
+            lambda: supervision_path(images, masks),
+            lambda: opencv_path(images, masks),
+        ]
         t_node, t_image, t_sv, t_cv = timed_together(paths, repeat)
         per = 1e3 / frames
-        rows.append([f"{OBJECTS} objects, {frames} frame(s) {WIDTH}x{HEIGHT}", f"{t_node * per:.1f}",
-                     f"{t_image * per:.1f}", f"{t_sv * per:.1f}", f"{t_cv * per:.1f}", f"{t_sv / t_node:.2f}x",
-                     f"{t_sv / t_image:.2f}x"])
-    header = ["case", "node (3 outputs)", "node, image only", "supervision Mask+Polygon", "OpenCV equivalent",
-              "node's speed / supervision's", "image only: speed / supervision's"]
-    report("masks", "Mask overlays (MaskRenderer) against supervision",
-           [("Full paths on the CPU, float32 in and out, median ms per frame", table(header, rows))],
-           ".venv/bin/python bench/bench_masks.py  # pip install -r bench/requirements.txt")
+        rows.append(
+            [
+                f"{OBJECTS} objects, {frames} frame(s) {WIDTH}x{HEIGHT}",
+                f"{t_node * per:.1f}",
+                f"{t_image * per:.1f}",
+                f"{t_sv * per:.1f}",
+                f"{t_cv * per:.1f}",
+                f"{t_sv / t_node:.2f}x",
+                f"{t_sv / t_image:.2f}x",
+            ]
+        )
+    header = [
+        "case",
+        "node (3 outputs)",
+        "node, image only",
+        "supervision Mask+Polygon",
+        "OpenCV equivalent",
+        "node's speed / supervision's",
+        "image only: speed / supervision's",
+    ]
+    report(
+        "masks",
+        "Mask overlays (MaskRenderer) against supervision",
+        [("Full paths on the CPU, float32 in and out, median ms per frame", table(header, rows))],
+        ".venv/bin/python bench/bench_masks.py  # pip install -r bench/requirements.txt",
+    )
 
 
 if __name__ == "__main__":

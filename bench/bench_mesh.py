@@ -8,6 +8,7 @@ kept in bench/peers/custom_rasterizer_build, git-ignored, never shipped), agains
 custom_rasterizer on one thread (the kernel is single-threaded) and on torch's threads, on spheres
 and Hunyuan3D-2's assets/1.glb at 1024x1024 and 2048x2048, with peak memory.
 """
+
 from __future__ import annotations
 
 import sys
@@ -17,9 +18,8 @@ import numpy as np
 import torch
 
 from _common import ROOT, peak_memory, report, table, timed
-
-from utils.mesh_rasterizer import raster as M  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.core.device import torch_device  # noqa: E402
+from utils.mesh_rasterizer import raster as M  # noqa: E402  (_common puts the repository root on sys.path)
 
 QUICK = "--quick" in sys.argv
 SIZES = {"10K": (50, 50), "100K": (158, 158), "1M": (500, 500)}  # uv-sphere rows x columns: about 4 rc faces
@@ -42,8 +42,13 @@ def trimesh_rays(mesh, resolution):
     """The peer: one ray per pixel through trimesh's ray-triangle intersector (first hit)."""
     from trimesh.ray.ray_triangle import RayMeshIntersector
 
-    eye = np.array([2.6 * np.cos(np.radians(20)) * np.sin(np.radians(30)), 2.6 * np.sin(np.radians(20)),
-                    2.6 * np.cos(np.radians(20)) * np.cos(np.radians(30))])
+    eye = np.array(
+        [
+            2.6 * np.cos(np.radians(20)) * np.sin(np.radians(30)),
+            2.6 * np.sin(np.radians(20)),
+            2.6 * np.cos(np.radians(20)) * np.cos(np.radians(30)),
+        ]
+    )
     forward = -eye / np.linalg.norm(eye)
     right = np.cross(forward, [0, 1, 0])
     right /= np.linalg.norm(right)
@@ -70,13 +75,17 @@ def hunyuan_section(checkout: str) -> tuple[str, str]:
     demo = trimesh.load(Path(checkout) / "assets" / "1.glb", force="mesh")
     vertices = np.asarray(demo.vertices, dtype=np.float32)
     vertices = (vertices - (vertices.max(0) + vertices.min(0)) / 2) / (vertices.max(0) - vertices.min(0)).max() * 2
-    meshes = [("sphere", sphere(SIZES["10K"])), ("sphere", sphere(SIZES["100K"])),
-              ("Hunyuan3D-2 assets/1.glb", trimesh.Trimesh(vertices, demo.faces, process=False))]
+    meshes = [
+        ("sphere", sphere(SIZES["10K"])),
+        ("sphere", sphere(SIZES["100K"])),
+        ("Hunyuan3D-2 assets/1.glb", trimesh.Trimesh(vertices, demo.faces, process=False)),
+    ]
     threads = torch.get_num_threads()
     rows = []
     for name, mesh in meshes:
         clip, faces = clip_space(mesh, torch.device("cpu"))
         for resolution in (1024, 2048):
+
             def peer():
                 return real.rasterize(clip[None], faces.int(), (resolution, resolution))
 
@@ -90,14 +99,23 @@ def hunyuan_section(checkout: str) -> tuple[str, str]:
                 figures[label] = (timed(fn, 3), memory)
             torch.set_num_threads(threads)
             peer_ms = figures["peer"][0] * 1e3
-            rows.append([f"{name}, {len(mesh.faces):,} triangles, {resolution}x{resolution}",
-                         f"{peer_ms:.0f} ({figures['peer'][1]})"] +
-                        [f"{figures[k][0] * 1e3:.0f} ({figures[k][1]}), {peer_ms / (figures[k][0] * 1e3):.2f}x"
-                         for k in ("one", "all")])
-    return ("custom_rasterizer.rasterize: Hunyuan3D-2's CPU kernel (g++ -O3) against RasterKit, median ms "
-            "(peak memory), RasterKit's speed as a multiple of the kernel's",
-            table(["case", "Hunyuan3D-2 CPU kernel (1 thread)", "RasterKit, 1 thread", f"RasterKit, {threads} threads"],
-                  rows))
+            rows.append(
+                [
+                    f"{name}, {len(mesh.faces):,} triangles, {resolution}x{resolution}",
+                    f"{peer_ms:.0f} ({figures['peer'][1]})",
+                ]
+                + [
+                    f"{figures[k][0] * 1e3:.0f} ({figures[k][1]}), {peer_ms / (figures[k][0] * 1e3):.2f}x"
+                    for k in ("one", "all")
+                ]
+            )
+    return (
+        "custom_rasterizer.rasterize: Hunyuan3D-2's CPU kernel (g++ -O3) against RasterKit, median ms "
+        "(peak memory), RasterKit's speed as a multiple of the kernel's",
+        table(
+            ["case", "Hunyuan3D-2 CPU kernel (1 thread)", "RasterKit, 1 thread", f"RasterKit, {threads} threads"], rows
+        ),
+    )
 
 
 def main():
@@ -110,10 +128,19 @@ def main():
         clip, faces = clip_space(mesh, device)
         repeat = 3 if name != "1M" else 2
         full = timed(lambda: M.rasterize(clip, faces.int(), resolution, resolution), repeat, sync=sync)
-        culled = timed(lambda: M.rasterize_views(clip[None], faces, resolution, resolution, cull_back_faces=True),
-                       repeat, sync=sync)
-        rows.append([f"{len(mesh.faces):,} triangles, {resolution}x{resolution}", f"{full * 1e3:.0f}",
-                     f"{culled * 1e3:.0f}", ""])
+        culled = timed(
+            lambda: M.rasterize_views(clip[None], faces, resolution, resolution, cull_back_faces=True),
+            repeat,
+            sync=sync,
+        )
+        rows.append(
+            [
+                f"{len(mesh.faces):,} triangles, {resolution}x{resolution}",
+                f"{full * 1e3:.0f}",
+                f"{culled * 1e3:.0f}",
+                "",
+            ]
+        )
 
     # trimesh tests every ray against every triangle its bounding box meets, which for rays through
     # the whole scene is all of them: its memory grows with rays x triangles, so only a 64x64 image
@@ -122,8 +149,14 @@ def main():
     ours = timed(lambda: M.rasterize(clip, faces.int(), 64, 64), 3, sync=sync)
     ours_culled = timed(lambda: M.rasterize_views(clip[None], faces, 64, 64, cull_back_faces=True), 3, sync=sync)
     peer = timed(lambda: trimesh_rays(mesh, 64), 1, 0)
-    rows.append([f"{len(mesh.faces):,} triangles, 64x64", f"{ours * 1e3:.0f}", f"{ours_culled * 1e3:.0f}",
-                 f"trimesh rays {peer * 1e3:.0f}"])
+    rows.append(
+        [
+            f"{len(mesh.faces):,} triangles, 64x64",
+            f"{ours * 1e3:.0f}",
+            f"{ours_culled * 1e3:.0f}",
+            f"trimesh rays {peer * 1e3:.0f}",
+        ]
+    )
 
     # the brute-force reference of the tests (numpy, per triangle) on a small case
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "tests"))
@@ -137,16 +170,36 @@ def main():
     clip, faces = clip_space(mesh, torch.device("cpu"))
     ours = timed(lambda: M.rasterize(clip, faces.int(), 256, 256), 3)
     brute = timed(lambda: reference(clip, faces.int(), 256, 256), 1, 0)
-    rows.append([f"{len(mesh.faces):,} triangles, 256x256 (vs brute-force numpy)", f"{ours * 1e3:.0f}", "",
-                 f"brute force {brute * 1e3:.0f}"])
+    rows.append(
+        [
+            f"{len(mesh.faces):,} triangles, 256x256 (vs brute-force numpy)",
+            f"{ours * 1e3:.0f}",
+            "",
+            f"brute force {brute * 1e3:.0f}",
+        ]
+    )
     sections = [
-        (f"Median ms (RasterKit on {device}); the peer is trimesh's ray-triangle intersector, one ray per pixel",
-         table(["case", "RasterKit rasterize (no culling, custom_rasterizer semantics)", "RasterKit, back faces culled",
-                "peer"], rows))]
+        (
+            f"Median ms (RasterKit on {device}); the peer is trimesh's ray-triangle intersector, one ray per pixel",
+            table(
+                [
+                    "case",
+                    "RasterKit rasterize (no culling, custom_rasterizer semantics)",
+                    "RasterKit, back faces culled",
+                    "peer",
+                ],
+                rows,
+            ),
+        )
+    ]
     if "--hunyuan" in sys.argv:
         sections.append(hunyuan_section(sys.argv[sys.argv.index("--hunyuan") + 1]))
-    report("mesh", "Mesh rasterization (MeshRasterizer engine)", sections,
-           "make bench  # or .venv/bin/python bench/bench_mesh.py [--hunyuan <Hunyuan3D-2 checkout>]")
+    report(
+        "mesh",
+        "Mesh rasterization (MeshRasterizer engine)",
+        sections,
+        "make bench  # or .venv/bin/python bench/bench_mesh.py [--hunyuan <Hunyuan3D-2 checkout>]",
+    )
 
 
 if __name__ == "__main__":

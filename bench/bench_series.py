@@ -5,6 +5,7 @@ into uint8 arrays, as the fastest Python pipelines do; RasterKit draws the whole
 float32 (what an IMAGE holds) and into uint8 (like for like with the peers).
     .venv/bin/python bench/bench_series.py [--quick]
 """
+
 from __future__ import annotations
 
 import sys
@@ -14,7 +15,6 @@ import numpy as np
 import torch
 
 from _common import peak_memory, report, table, timed, timed_together
-
 from utils.core.device import on_huge_pages, torch_device  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.gpu_rendering.compositor import render_polylines, series_points, value_range  # noqa: E402
 
@@ -31,7 +31,7 @@ def opencv(points):
 def opencv_batch(points):
     """Like for like with RasterKit: the plots kept, in one new [N,H,W] uint8 batch."""
     out = np.zeros((len(points), SIZE, SIZE), np.uint8)
-    for image, p in zip(out, points):
+    for image, p in zip(out, points, strict=True):
         cv2.polylines(image, [p], False, 255, 1)
     return out
 
@@ -76,22 +76,32 @@ def main():
     # its plots in a new batch as RasterKit does
     ours_u8 = lambda: render_polylines(values, SIZE, SIZE, mode="aliased", dtype=torch.uint8, device=device)  # noqa: E731
     ours_f32 = lambda: render_polylines(values, SIZE, SIZE, mode="aliased", dtype=torch.float32, device=device)  # noqa: E731
-    times = timed_together([ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int),
-                            lambda: output_floor(torch.uint8)], 9, sync=sync)
+    times = timed_together(
+        [ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int), lambda: output_floor(torch.uint8)],
+        9,
+        sync=sync,
+    )
     peer = times[2]
-    memory = [peak_memory(fn, device)[1]
-              for fn in (ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int))]
+    memory = [
+        peak_memory(fn, device)[1] for fn in (ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int))
+    ]
     row(f"RasterKit aliased (Bresenham), uint8 ({memory[0]})", times[0], peer=peer)
     row(f"RasterKit aliased (Bresenham), float32 ({memory[1]})", times[1], peer=peer)
     row(f"OpenCV polylines, 1 px, uint8 ({memory[2]})", peer, peer=peer)
-    row(f"OpenCV polylines, 1 px, uint8, into one new batch (the plots kept, as RasterKit's) ({memory[3]})",
-        times[3], peer=peer)
+    row(
+        f"OpenCV polylines, 1 px, uint8, into one new batch (the plots kept, as RasterKit's) ({memory[3]})",
+        times[3],
+        peer=peer,
+    )
     row("floor: RasterKit's uint8 batch allocated and written once", times[4], peer=peer)
     row("Pillow ImageDraw.line, 1 px, uint8", timed(lambda: pillow(as_tuples), repeat), peer=peer)
     aa_count = COUNT // 10
     peer_aa = timed(lambda: opencv_aa(as_int[:aa_count]), repeat)
-    ours_aa = timed(lambda: render_polylines(values[:aa_count], SIZE, SIZE, mode="antialiased", line_width=2.0,
-                                             device=device), repeat, sync=sync)
+    ours_aa = timed(
+        lambda: render_polylines(values[:aa_count], SIZE, SIZE, mode="antialiased", line_width=2.0, device=device),
+        repeat,
+        sync=sync,
+    )
     row(f"RasterKit anti-aliased 2 px, float32 ({aa_count} images)", ours_aa, aa_count, peer_aa)
     row(f"OpenCV polylines LINE_AA 2 px, uint8 ({aa_count} images)", peer_aa, aa_count, peer_aa)
     if device.type == "cuda":
@@ -101,18 +111,28 @@ def main():
             row(f"RasterKit aliased, GPU-resident series and images, {str(dtype)[6:]}", gpu, peer=peer)
         gpu_aa = timed(lambda: render_polylines(resident, SIZE, SIZE, mode="antialiased", line_width=2.0), 5, 1, sync)
         row("RasterKit anti-aliased 2 px, GPU-resident, float32", gpu_aa, peer=peer_aa)
-    report("series", f"Batch line plots: {COUNT} images of {SIZE}x{SIZE}, {STEPS}-point series", [
-        (f"Median wall time, peak memory in brackets (RasterKit on {device})",
-         table(["renderer", "ms", "images/s", "vs OpenCV"], rows)),
-        ("Notes", "vs OpenCV: images/s over OpenCV's in the same mode (1 px or LINE_AA). A fresh output batch is "
-                  "page-faulted on first touch (5000 x 224 x 224 uint8 = 250 MB, float32 = 1 GB): on the CPU that "
-                  "is part of RasterKit's time and none of the peers', which reuse a 50 KB image in cache; the "
-                  "OpenCV row 'into one new batch' keeps its plots as RasterKit does. On the CPU RasterKit's aliased "
-                  "plots are numba's Bresenham loop over the images in parallel (utils/rendering_cpu.py; OpenCV's "
-                  "polylines without numba), with the torch path's pixels: all walk a segment from its end with "
-                  "the larger x; its output batch is on transparent huge pages where Linux offers them. The first "
-                  "five rows ran in turns, 9 rounds."),
-    ], "make bench  # or .venv/bin/python bench/bench_series.py")
+    report(
+        "series",
+        f"Batch line plots: {COUNT} images of {SIZE}x{SIZE}, {STEPS}-point series",
+        [
+            (
+                f"Median wall time, peak memory in brackets (RasterKit on {device})",
+                table(["renderer", "ms", "images/s", "vs OpenCV"], rows),
+            ),
+            (
+                "Notes",
+                "vs OpenCV: images/s over OpenCV's in the same mode (1 px or LINE_AA). A fresh output batch is "
+                "page-faulted on first touch (5000 x 224 x 224 uint8 = 250 MB, float32 = 1 GB): on the CPU that "
+                "is part of RasterKit's time and none of the peers', which reuse a 50 KB image in cache; the "
+                "OpenCV row 'into one new batch' keeps its plots as RasterKit does. On the CPU RasterKit's aliased "
+                "plots are numba's Bresenham loop over the images in parallel (utils/rendering_cpu.py; OpenCV's "
+                "polylines without numba), with the torch path's pixels: all walk a segment from its end with "
+                "the larger x; its output batch is on transparent huge pages where Linux offers them. The first "
+                "five rows ran in turns, 9 rounds.",
+            ),
+        ],
+        "make bench  # or .venv/bin/python bench/bench_series.py",
+    )
 
 
 if __name__ == "__main__":

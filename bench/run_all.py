@@ -1,5 +1,6 @@
 """Runs every bench/bench_*.py (or only joins, with --join) and writes bench/results/*.md into
 bench/RESULTS.md. Other arguments (--quick) go to each benchmark."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ if __name__ == "__main__":
             print(f"== {script.name}", flush=True)
             subprocess.run([sys.executable, str(script), *extra], check=False)
     parts = [p.read_text() for p in sorted((BENCH / "results").glob("*.md"))]
-    (BENCH / "RESULTS.md").write_text("# Benchmark results\n\nEach section says the machine, the date and the "
-                                       "command that produced it.\n\n" + "\n\n".join(parts))
+    (BENCH / "RESULTS.md").write_text(
+        "# Benchmark results\n\nEach section says the machine, the date and the "
+        "command that produced it.\n\n" + "\n\n".join(parts)
+    )
     print(f"wrote {BENCH / 'RESULTS.md'}")

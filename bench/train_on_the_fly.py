@@ -4,6 +4,7 @@ GPU in the training step when there is one. Prints images/s of the loader alone 
 CNN with it (docs/library.md, "Training on the fly").
     .venv/bin/python bench/train_on_the_fly.py [--batches 50] [--batch-size 256] [--workers 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,21 @@ def main():
     dataset = Series(args.batches * args.batch_size)
     on_gpu = device.type == "cuda"
     # on a GPU the loader hands series and the training step draws them there; on the CPU its workers draw
-    loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-                        collate_fn=None if on_gpu else draw_batch, persistent_workers=args.workers > 0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 5, stride=4), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(4),
-                                torch.nn.Flatten(), torch.nn.Linear(128, 2)).to(device)
+    loader = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_workers=args.workers,
+        collate_fn=None if on_gpu else draw_batch,
+        persistent_workers=args.workers > 0,
+    )
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 5, stride=4),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(4),
+        torch.nn.Flatten(),
+        torch.nn.Linear(128, 2),
+    ).to(device)
     optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def images(batch):
@@ -78,8 +90,10 @@ def main():
             torch.cuda.synchronize()
         rate = len(dataset) / (time.perf_counter() - start)
         what = "training step (draw + small CNN)" if train else "loader alone (draw)"
-        print(f"{what}: {rate:,.0f} images/s, {len(dataset):,} images of {SIZE}x{SIZE} on {device}, "
-              f"{args.workers} workers")
+        print(
+            f"{what}: {rate:,.0f} images/s, {len(dataset):,} images of {SIZE}x{SIZE} on {device}, "
+            f"{args.workers} workers"
+        )
 
 
 if __name__ == "__main__":

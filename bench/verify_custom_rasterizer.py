@@ -17,6 +17,7 @@ mean error <= 1e-5. --cflags "-O3 -mfma -ffp-contract=fast" builds the kernel wi
 as nvcc builds its CUDA twin by default (and g++ on aarch64): a view of the kernel's own spread, not of
 ours (the pack follows the unfused source arithmetic).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,10 +98,12 @@ def public_meshes(checkout: Path, quick: bool) -> dict:
     """trimesh's procedural meshes, a UV-mapped torus and Hunyuan3D-2's demo mesh assets/1.glb."""
     import trimesh
 
-    meshes = {"icosphere(4)": trimesh.creation.icosphere(subdivisions=4),
-              "torus": trimesh.creation.torus(1.0, 0.4, 64, 32),
-              "box": trimesh.creation.box(),
-              "uv torus": uv_torus()}
+    meshes = {
+        "icosphere(4)": trimesh.creation.icosphere(subdivisions=4),
+        "torus": trimesh.creation.torus(1.0, 0.4, 64, 32),
+        "box": trimesh.creation.box(),
+        "uv torus": uv_torus(),
+    }
     if not quick:
         meshes["capsule"] = trimesh.creation.capsule(height=1.0, radius=0.4, count=[32, 32])
     demo = checkout / "assets/1.glb"
@@ -115,8 +118,12 @@ def compare(real_rast: torch.Tensor, our_rast: torch.Tensor) -> dict:
     covered = (real_faces > 0) | (our_faces > 0)
     agree = covered & (real_faces == our_faces)
     error = (real_rast[0, ..., :3] - our_rast[0, ..., :3]).abs()[agree]
-    return {"covered": int(covered.sum()), "differ": int((covered & ~agree).sum()),
-            "mean": float(error.mean()) if error.numel() else 0.0, "max": float(error.max()) if error.numel() else 0.0}
+    return {
+        "covered": int(covered.sum()),
+        "differ": int((covered & ~agree).sum()),
+        "mean": float(error.mean()) if error.numel() else 0.0,
+        "max": float(error.max()) if error.numel() else 0.0,
+    }
 
 
 def image_difference(real_image: torch.Tensor, our_image: torch.Tensor) -> str:
@@ -128,8 +135,7 @@ def mesh_renders(MeshRender, modules: dict, mesh, camera: str, height: int, widt
     renderers = {}
     for label, module in modules.items():
         sys.modules["custom_rasterizer"] = module  # what MeshRender.__init__ imports
-        renderer = MeshRender(default_resolution=(height, width), texture_size=height, camera_type=camera,
-                              device="cpu")
+        renderer = MeshRender(default_resolution=(height, width), texture_size=height, camera_type=camera, device="cpu")
         renderer.load_mesh(mesh)
         renderers[label] = renderer
     return renderers
@@ -141,8 +147,14 @@ def compare_view(renderers: dict, elev: float, azim: float, height: int, width: 
     for label, renderer in renderers.items():
         _, clip = renderer.get_pos_from_mvp(elev, azim, None, None)
         rast[label], _ = renderer.raster_rasterize(clip, renderer.pos_idx, (height, width))
-        images[label] = torch.cat([renderer.render_normal(elev, azim), renderer.render_position(elev, azim),
-                                   renderer.render_depth(elev, azim)], -1)
+        images[label] = torch.cat(
+            [
+                renderer.render_normal(elev, azim),
+                renderer.render_position(elev, azim),
+                renderer.render_depth(elev, azim),
+            ],
+            -1,
+        )
     return compare(rast["real"], rast["ours"]), image_difference(images["real"], images["ours"])
 
 
@@ -177,8 +189,11 @@ def main() -> int:
     parser.add_argument("checkout", type=Path, help="a Hunyuan3D-2 checkout (git clone of Tencent-Hunyuan/Hunyuan3D-2)")
     parser.add_argument("--quick", action="store_true", help="fewer meshes, views and resolutions")
     parser.add_argument("--build-dir", type=Path, help="where to build the kernel (kept); a temporary folder if absent")
-    parser.add_argument("--cflags", default="-O3", help="g++ flags of the kernel's build, e.g. '-O3 -mfma' for fused "
-                                                        "multiply-adds (default: -O3)")
+    parser.add_argument(
+        "--cflags",
+        default="-O3",
+        help="g++ flags of the kernel's build, e.g. '-O3 -mfma' for fused multiply-adds (default: -O3)",
+    )
     args = parser.parse_args()
     if not (args.checkout / KERNEL / "rasterizer.cpp").is_file():
         parser.error(f"checkout: {args.checkout} has no {KERNEL}/rasterizer.cpp; expected a Hunyuan3D-2 checkout")
@@ -186,8 +201,10 @@ def main() -> int:
     build_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     real, MeshRender = load_hunyuan(args.checkout.resolve(), build_dir, args.cflags.split())
-    print(f"Hunyuan3D-2 custom_rasterizer_kernel (CPU, {args.cflags}) built in {build_dir} "
-          f"({time.perf_counter() - start:.0f} s)")
+    print(
+        f"Hunyuan3D-2 custom_rasterizer_kernel (CPU, {args.cflags}) built in {build_dir} "
+        f"({time.perf_counter() - start:.0f} s)"
+    )
 
     views = [(0, 0), (20, 45)] if args.quick else [(0, 0), (20, 45), (-30, 200), (60, 130)]
     resolutions = [512] if args.quick else [512, 1024, (480, 640)]
@@ -198,12 +215,24 @@ def main() -> int:
         share = 1 - figures["differ"] / max(figures["covered"], 1)
         ok = share >= AGREEMENT and figures["mean"] <= BARYCENTRIC_MEAN
         failures += not ok
-        rows.append(case + [f"{figures['covered']:,}", f"{figures['differ']:,}", f"{100 * share:.4f}",
-                            f"{figures['mean']:.1e}", f"{figures['max']:.1e}", images, "" if ok else "FAIL"])
+        rows.append(
+            case
+            + [
+                f"{figures['covered']:,}",
+                f"{figures['differ']:,}",
+                f"{100 * share:.4f}",
+                f"{figures['mean']:.1e}",
+                f"{figures['max']:.1e}",
+                images,
+                "" if ok else "FAIL",
+            ]
+        )
         print(" | ".join(rows[-1]), flush=True)
 
-    print("mesh | faces | camera | elev, azim | H x W | covered px | face ids differ | agree % | bary mean err | "
-          "bary max err | MeshRender images max diff")
+    print(
+        "mesh | faces | camera | elev, azim | H x W | covered px | face ids differ | agree % | bary mean err | "
+        "bary max err | MeshRender images max diff"
+    )
     for name, mesh in public_meshes(args.checkout, args.quick).items():
         faces = f"{len(mesh.faces):,}"
         for camera in ("orth", "perspective"):
@@ -211,20 +240,26 @@ def main() -> int:
                 height, width = (resolution, resolution) if isinstance(resolution, int) else resolution
                 renderers = mesh_renders(MeshRender, {"real": real, "ours": ours}, mesh, camera, height, width)
                 for elev, azim in views:
-                    record([name, faces, camera, f"{elev}, {azim}", f"{height} x {width}"],
-                           *compare_view(renderers, elev, azim, height, width))
+                    record(
+                        [name, faces, camera, f"{elev}, {azim}", f"{height} x {width}"],
+                        *compare_view(renderers, elev, azim, height, width),
+                    )
                 if camera == "orth" and renderers["real"].vtx_uv is not None:
                     record([name, faces, "uv layout", "-", f"{height} x {height}"], *compare_uv_layout(renderers))
                 if camera == "orth" and name == "torus":
-                    record([name, faces, "orth, depth prior", "20, 45", f"{height} x {width}"],
-                           compare_depth_prior(real, renderers["real"], 20, 45, height, width))
+                    record(
+                        [name, faces, "orth, depth prior", "20, 45", f"{height} x {width}"],
+                        compare_depth_prior(real, renderers["real"], 20, 45, height, width),
+                    )
 
     covered = sum(int(row[5].replace(",", "")) for row in rows)
     differ = sum(int(row[6].replace(",", "")) for row in rows)
-    print(f"\n{len(rows)} cases, {covered:,} covered pixels, face ids differ on {differ:,} "
-          f"({100 * (1 - differ / max(covered, 1)):.5f}% agree); {failures} below the bar "
-          f"(>= {100 * AGREEMENT:.2f}% face ids, barycentric mean error <= {BARYCENTRIC_MEAN:g}); "
-          f"{time.perf_counter() - start:.0f} s")
+    print(
+        f"\n{len(rows)} cases, {covered:,} covered pixels, face ids differ on {differ:,} "
+        f"({100 * (1 - differ / max(covered, 1)):.5f}% agree); {failures} below the bar "
+        f"(>= {100 * AGREEMENT:.2f}% face ids, barycentric mean error <= {BARYCENTRIC_MEAN:g}); "
+        f"{time.perf_counter() - start:.0f} s"
+    )
     return 1 if failures else 0
 
 

@@ -1,4 +1,5 @@
 """One module per node family; NODE_CLASSES lists every node the pack registers."""
+
 from . import bake, boxes, links, masks, mesh, primitives, series
 
 NODE_CLASSES = [

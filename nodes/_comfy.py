@@ -1,4 +1,5 @@
 """ComfyUI services every node uses, imported lazily; no-ops when ComfyUI is absent (tests, demo)."""
+
 from __future__ import annotations
 
 import collections
@@ -14,12 +15,16 @@ import torch
 from ..utils.core.device import backend_description, torch_device
 
 LAYER_ALPHA_MODES = ("straight", "premultiplied")
-LAYER_ALPHA_TOOLTIP = ("layer output: straight alpha (ComfyUI's IMAGE-with-alpha convention, what Save Image "
-                       "stores) or premultiplied RGB (for compositing tools that expect it)")
+LAYER_ALPHA_TOOLTIP = (
+    "layer output: straight alpha (ComfyUI's IMAGE-with-alpha convention, what Save Image "
+    "stores) or premultiplied RGB (for compositing tools that expect it)"
+)
 LAYER_TOOLTIP = "RGBA: the overlay alone, straight alpha (or premultiplied, see layer_alpha)"
 OVERLAY_OUTPUTS = ("image, alpha and layer", "image only")
-OVERLAY_OUTPUTS_TOOLTIP = ("image only: the alpha and layer outputs are not made (1x1 blanks come out there), which "
-                           "saves 60% of the memory and much of the time on long videos on the CPU")
+OVERLAY_OUTPUTS_TOOLTIP = (
+    "image only: the alpha and layer outputs are not made (1x1 blanks come out there), which "
+    "saves 60% of the memory and much of the time on long videos on the CPU"
+)
 
 
 def overlay_outputs(image: torch.Tensor, alpha, layer) -> tuple:
@@ -45,8 +50,9 @@ def comfy_module(name: str, *needed: str):
 
 
 def _model_management():
-    return comfy_module("comfy.model_management", "get_torch_device", "intermediate_device",
-                         "throw_exception_if_processing_interrupted")
+    return comfy_module(
+        "comfy.model_management", "get_torch_device", "intermediate_device", "throw_exception_if_processing_interrupted"
+    )
 
 
 def render_device() -> torch.device:
@@ -204,7 +210,7 @@ class Progress:
     preview image on the node while it runs (ComfyUI's live previews, as samplers send them)."""
 
     PREVIEW_INTERVAL = 0.5  # seconds between previews at least: a few a second are enough to watch
-    PREVIEW_SIZE = 512      # longer side of a preview, at most
+    PREVIEW_SIZE = 512  # longer side of a preview, at most
 
     def __init__(self, total: int):
         self.total = max(1, int(total))
@@ -263,6 +269,7 @@ def _waits_for_loops(run, name: str, families) -> classmethod:
         wait_for_loops(name, families)
         with warmup.exclusive():
             return run(**inputs)
+
     return classmethod(waiting)
 
 

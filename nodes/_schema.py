@@ -7,15 +7,15 @@ DESCRIPTION, INPUTS (a list of `Input`), OUTPUTS (a list of `Output`), a classme
 node must rerun with the same inputs, e.g. an edited input file).
 The subclass itself is the V1 node; `to_v3(node, io)` builds the V3 one.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from ..utils.inputs.text import short
-
-WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
 
 
 @dataclass(frozen=True)
@@ -122,24 +122,43 @@ def check_widgets(specs, inputs: dict) -> None:
     min..max (ComfyUI's own check lets NaN through: NaN < min is false), BOOLEAN a bool, STRING a
     string, a fixed COMBO one of its options. ValueError naming the input otherwise."""
     for spec in specs:
-        if spec.name not in inputs or spec.type not in WIDGET_TYPES:
-            continue
-        value = inputs[spec.name]
-        if spec.type in ("INT", "FLOAT"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{spec.name}: expected a number, got {short(value)}")
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{spec.name}: expected a finite number in {spec.min:g}..{spec.max:g}, got {value}")
-            if spec.type == "INT" and value != int(value):
-                raise ValueError(f"{spec.name}: expected a whole number, got {value}")
-            if not spec.min <= value <= spec.max:  # exact for integers of any size
-                raise ValueError(f"{spec.name}: {short(value)} is outside {spec.min:g}..{spec.max:g}")
-        elif spec.type == "BOOLEAN" and not isinstance(value, bool):
-            raise ValueError(f"{spec.name}: expected true or false, got {short(value)}")
-        elif spec.type == "STRING" and not isinstance(value, str):
-            raise ValueError(f"{spec.name}: expected text, got {short(value)}")
-        elif spec.type == "COMBO" and not callable(spec.options) and value not in spec.options:
-            raise ValueError(f"{spec.name}: {short(value)} is not one of {', '.join(map(str, spec.options))}")
+        if spec.name in inputs and spec.type in _WIDGET_CHECKS:
+            _WIDGET_CHECKS[spec.type](spec, inputs[spec.name])
+
+
+def _check_number(spec: Input, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{spec.name}: expected a number, got {short(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{spec.name}: expected a finite number in {spec.min:g}..{spec.max:g}, got {value}")
+    if spec.type == "INT" and value != int(value):
+        raise ValueError(f"{spec.name}: expected a whole number, got {value}")
+    if not spec.min <= value <= spec.max:  # exact for integers of any size
+        raise ValueError(f"{spec.name}: {short(value)} is outside {spec.min:g}..{spec.max:g}")
+
+
+def _check_boolean(spec: Input, value) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{spec.name}: expected true or false, got {short(value)}")
+
+
+def _check_string(spec: Input, value) -> None:
+    if not isinstance(value, str):
+        raise ValueError(f"{spec.name}: expected text, got {short(value)}")
+
+
+def _check_combo(spec: Input, value) -> None:
+    if not callable(spec.options) and value not in spec.options:
+        raise ValueError(f"{spec.name}: {short(value)} is not one of {', '.join(map(str, spec.options))}")
+
+
+_WIDGET_CHECKS = {
+    "INT": _check_number,
+    "FLOAT": _check_number,
+    "BOOLEAN": _check_boolean,
+    "STRING": _check_string,
+    "COMBO": _check_combo,
+}
 
 
 def _v1_entry(spec: Input) -> tuple:
@@ -160,6 +179,30 @@ def v1_mappings(nodes: list[type[RasterKitNode]]) -> tuple[dict, dict]:
     return {n.NODE_ID: n for n in nodes}, {n.NODE_ID: n.DISPLAY_NAME for n in nodes}
 
 
+# The socket types comfy_api.latest.io defines (ComfyUI 0.3.64, requires-comfyui in pyproject.toml), by
+# the name of their class there; the pack's own types (TRACKS, RASTER, TRIMESH, ...) are io.Custom
+CORE_TYPES = {
+    "INT": "Int",
+    "FLOAT": "Float",
+    "STRING": "String",
+    "BOOLEAN": "Boolean",
+    "COMBO": "Combo",
+    "IMAGE": "Image",
+    "MASK": "Mask",
+    "AUDIO": "Audio",
+    "MESH": "Mesh",
+    "SVG": "SVG",
+    "BBOX": "BBOX",
+    "SEGS": "SEGS",
+    "LOAD3D_CAMERA": "Load3DCamera",
+}
+
+
+def v3_type(type_name: str, io):
+    """The comfy_api ComfyType of a socket type: core's typed class, or io.Custom for the pack's own."""
+    return getattr(io, CORE_TYPES[type_name]) if type_name in CORE_TYPES else io.Custom(type_name)
+
+
 def _v3_input(spec: Input, io):
     common = dict(optional=spec.optional, tooltip=spec.tooltip)
     if spec.type == "INT":
@@ -172,7 +215,7 @@ def _v3_input(spec: Input, io):
         return io.Boolean.Input(spec.name, default=spec.default, **common)
     if spec.type == "COMBO":
         return io.Combo.Input(spec.name, options=combo_options(spec), default=spec.default, **common)
-    return io.Custom(spec.type).Input(spec.name, **common)
+    return v3_type(spec.type, io).Input(spec.name, **common)
 
 
 def to_v3(node: type[RasterKitNode], io):
@@ -186,7 +229,7 @@ def to_v3(node: type[RasterKitNode], io):
             category=node.CATEGORY,
             description=node.DESCRIPTION,
             inputs=[_v3_input(spec, io) for spec in node.INPUTS],
-            outputs=[io.Custom(o.type).Output(display_name=o.name, tooltip=o.tooltip) for o in node.OUTPUTS],
+            outputs=[v3_type(o.type, io).Output(display_name=o.name, tooltip=o.tooltip) for o in node.OUTPUTS],
             is_output_node=node.OUTPUT_NODE,
         )
 
@@ -195,17 +238,11 @@ def to_v3(node: type[RasterKitNode], io):
         outputs = node.run(**inputs)
         return io.NodeOutput(*outputs, ui=node.preview(inputs, outputs))
 
-    members = {"define_schema": classmethod(define_schema), "execute": classmethod(execute), "__doc__": node.DESCRIPTION}
+    members = {
+        "define_schema": classmethod(define_schema),
+        "execute": classmethod(execute),
+        "__doc__": node.DESCRIPTION,
+    }
     if hasattr(node, "IS_CHANGED"):
         members["fingerprint_inputs"] = classmethod(lambda cls, **inputs: node.fingerprint(**inputs))
     return type(node.__name__, (io.ComfyNode,), members)
-
-
-def v3_extension(nodes: list[type[RasterKitNode]], extension_base, io):
-    """An instance of a ComfyExtension subclass that lists the V3 forms of `nodes`."""
-    v3_nodes = [to_v3(n, io) for n in nodes]
-
-    async def get_node_list(self):
-        return v3_nodes
-
-    return type("RasterKitExtension", (extension_base,), {"get_node_list": get_node_list})()

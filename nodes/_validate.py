@@ -1,4 +1,5 @@
 """Input checks shared by the nodes: errors name the input and show what was received."""
+
 from __future__ import annotations
 
 import torch
@@ -9,11 +10,12 @@ def check_images(images, input_name: str = "images") -> None:
     if not isinstance(images, torch.Tensor):
         raise ValueError(f"{input_name}: expected an IMAGE tensor [B,H,W,C], got {type(images).__name__}")
     if images.ndim != 4 or images.shape[-1] not in (3, 4) or min(images.shape[:3]) == 0:
-        raise ValueError(f"{input_name}: expected an IMAGE [B,H,W,C] with C = 3 or 4 and no empty dimension, "
-                         f"got shape {tuple(images.shape)}")
+        raise ValueError(
+            f"{input_name}: expected an IMAGE [B,H,W,C] with C = 3 or 4 and no empty dimension, "
+            f"got shape {tuple(images.shape)}"
+        )
     if not images.is_floating_point():
         raise ValueError(f"{input_name}: expected float values in 0..1, got dtype {images.dtype}")
-
 
 
 def check_mask(mask, images, input_name: str = "mask") -> None:
@@ -22,8 +24,10 @@ def check_mask(mask, images, input_name: str = "mask") -> None:
     if not isinstance(mask, torch.Tensor):
         raise ValueError(f"{input_name}: expected a MASK tensor [B,H,W], got {type(mask).__name__}")
     if mask.ndim not in (2, 3) or tuple(mask.shape[-2:]) != tuple(images.shape[1:3]):
-        raise ValueError(f"{input_name}: expected a MASK of the images' size [B,{images.shape[1]},{images.shape[2]}], "
-                         f"got shape {tuple(mask.shape)} (resize it to the images first)")
+        raise ValueError(
+            f"{input_name}: expected a MASK of the images' size [B,{images.shape[1]},{images.shape[2]}], "
+            f"got shape {tuple(mask.shape)} (resize it to the images first)"
+        )
 
 
 # draw()'s memory beside its outputs (bytes, fitted to peaks measured on the CPU, within 2x of them:

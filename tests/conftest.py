@@ -1,5 +1,9 @@
 """Shared fixtures. The pack is imported as the package `rasterkit` (ComfyUI imports it by its
-folder name, which a clone may not have), and utils/ is importable on its own from the root."""
+folder name, which a clone may not have), and utils/ is importable on its own from the root.
+
+The tests mirror the packages (tests/nodes/, tests/live/, ...) and are imported by their file names
+(pytest's default import mode), so no two test files may share a name; what several test files use
+lives in a helper module here in tests/, never in a test file."""
 import sys
 from pathlib import Path
 
@@ -8,6 +12,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# tests/'s helper modules (opcount, cuda_emulator, node_inputs) for the tests in its subfolders too
+sys.path.insert(0, str(ROOT / "tests"))
 
 from demo import load_pack  # noqa: E402
 

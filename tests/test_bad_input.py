@@ -10,7 +10,7 @@ import torch
 
 from rasterkit.nodes import NODE_CLASSES
 from rasterkit.nodes.mesh import Mesh
-from test_contract import tiny_inputs
+from node_inputs import tiny_inputs
 
 NUMBERS = [spec for node in NODE_CLASSES for spec in node.INPUTS if spec.type in ("INT", "FLOAT")]
 HOSTILE_TEXT = [

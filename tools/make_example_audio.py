@@ -6,6 +6,7 @@
 440 Hz) struck on every beat at 120 bpm, the right one a sweep from 110 Hz to 7 kHz whose pitch
 rises evenly on a log frequency axis. Deterministic: the same bytes on every run.
 """
+
 from __future__ import annotations
 
 import wave

@@ -7,6 +7,7 @@ tests/workflows/<name>.api.json, against a live server:
 The API files stay the source of truth (the live tests send them to /prompt); the UI files are
 derived from them with the server's /object_info, which says each node's widget order.
 """
+
 from __future__ import annotations
 
 import io
@@ -83,17 +84,37 @@ def to_ui(prompt, object_info):
                 inputs.append({"name": name, "type": kind, "link": None})
         row = column_rows.get(columns[node_id], 0)
         column_rows[columns[node_id]] = row + 1
-        nodes.append({"id": int(node_id), "type": entry["class_type"], "pos": [60 + 420 * columns[node_id], 80 + 420 * row],
-                      "size": [380, 120 + 26 * len(widgets)], "flags": {}, "order": order, "mode": 0,
-                      "inputs": inputs, "outputs": [], "properties": {"Node name for S&R": entry["class_type"]},
-                      "widgets_values": widgets})
+        nodes.append(
+            {
+                "id": int(node_id),
+                "type": entry["class_type"],
+                "pos": [60 + 420 * columns[node_id], 80 + 420 * row],
+                "size": [380, 120 + 26 * len(widgets)],
+                "flags": {},
+                "order": order,
+                "mode": 0,
+                "inputs": inputs,
+                "outputs": [],
+                "properties": {"Node name for S&R": entry["class_type"]},
+                "widgets_values": widgets,
+            }
+        )
     for node in nodes:
         info = object_info[node["type"]]
-        node["outputs"] = [{"name": name, "type": kind, "links": outputs[str(node["id"])].get(slot, []),
-                            "slot_index": slot}
-                           for slot, (name, kind) in enumerate(zip(info["output_name"], info["output"]))]
-    return {"last_node_id": max(n["id"] for n in nodes), "last_link_id": len(links), "nodes": nodes, "links": links,
-            "groups": [], "config": {}, "extra": {}, "version": 0.4}
+        node["outputs"] = [
+            {"name": name, "type": kind, "links": outputs[str(node["id"])].get(slot, []), "slot_index": slot}
+            for slot, (name, kind) in enumerate(zip(info["output_name"], info["output"], strict=True))
+        ]
+    return {
+        "last_node_id": max(n["id"] for n in nodes),
+        "last_link_id": len(links),
+        "nodes": nodes,
+        "links": links,
+        "groups": [],
+        "config": {},
+        "extra": {},
+        "version": 0.4,
+    }
 
 
 def run_and_fetch_image(prompt):

@@ -4,6 +4,7 @@ every run executes every node instead of answering from ComfyUI's cache:
 
     COMFYUI_URL=http://127.0.0.1:8188 .venv/bin/python tools/soak_live.py 100
 """
+
 import json
 import os
 import sys

@@ -1,4 +1,5 @@
 """Progress bars and interrupts reach ComfyUI; without ComfyUI they are no-ops."""
+
 import sys
 import types
 
@@ -31,7 +32,9 @@ def fake_comfy(monkeypatch):
 
     management = types.SimpleNamespace(
         throw_exception_if_processing_interrupted=throw_exception_if_processing_interrupted,
-        get_torch_device=lambda: torch.device("cpu"), intermediate_device=lambda: torch.device("cpu"))
+        get_torch_device=lambda: torch.device("cpu"),
+        intermediate_device=lambda: torch.device("cpu"),
+    )
     comfy = types.ModuleType("comfy")
     comfy.utils = types.SimpleNamespace(ProgressBar=ProgressBar)
     comfy.model_management = management

@@ -1,5 +1,6 @@
 """Every node against its V1 and V3 schemas, without ComfyUI: the V3 form is built against a
 stand-in for comfy_api.latest.io that records what the node declares."""
+
 import json
 import re
 import types
@@ -9,76 +10,89 @@ import pytest
 import torch
 
 import rasterkit as PACK  # loaded by conftest.py
-
+from node_inputs import WIDGETS, tiny_inputs
 from rasterkit.nodes import NODE_CLASSES
 from rasterkit.nodes._schema import combo_options, to_v3, v1_mappings
 
-WIDGETS = {"INT", "FLOAT", "STRING", "BOOLEAN"}
+# comfy_api.latest.io's typed socket classes in ComfyUI 0.3.64 (pyproject's requires-comfyui), by class
+# name: what a node should declare its sockets with; io.Custom(name) is for the types core lacks
+CORE_IO = {
+    "Boolean": "BOOLEAN",
+    "Int": "INT",
+    "Float": "FLOAT",
+    "String": "STRING",
+    "Combo": "COMBO",
+    "Image": "IMAGE",
+    "WanCameraEmbedding": "WAN_CAMERA_EMBEDDING",
+    "Webcam": "WEBCAM",
+    "Mask": "MASK",
+    "Latent": "LATENT",
+    "Conditioning": "CONDITIONING",
+    "Sampler": "SAMPLER",
+    "Sigmas": "SIGMAS",
+    "Noise": "NOISE",
+    "Guider": "GUIDER",
+    "Clip": "CLIP",
+    "ControlNet": "CONTROL_NET",
+    "Vae": "VAE",
+    "Model": "MODEL",
+    "ClipVision": "CLIP_VISION",
+    "ClipVisionOutput": "CLIP_VISION_OUTPUT",
+    "StyleModel": "STYLE_MODEL",
+    "Gligen": "GLIGEN",
+    "UpscaleModel": "UPSCALE_MODEL",
+    "Audio": "AUDIO",
+    "Video": "VIDEO",
+    "SVG": "SVG",
+    "LoraModel": "LORA_MODEL",
+    "LossMap": "LOSS_MAP",
+    "Voxel": "VOXEL",
+    "Mesh": "MESH",
+    "Hooks": "HOOKS",
+    "HookKeyframes": "HOOK_KEYFRAMES",
+    "TimestepsRange": "TIMESTEPS_RANGE",
+    "LatentOperation": "LATENT_OPERATION",
+    "FlowControl": "FLOW_CONTROL",
+    "Accumulation": "ACCUMULATION",
+    "Load3DCamera": "LOAD3D_CAMERA",
+    "Load3D": "LOAD_3D",
+    "Load3DAnimation": "LOAD_3D_ANIMATION",
+    "Photomaker": "PHOTOMAKER",
+    "Point": "POINT",
+    "FaceAnalysis": "FACE_ANALYSIS",
+    "BBOX": "BBOX",
+    "SEGS": "SEGS",
+    "MODEL_PATCH": "MODEL_PATCH",
+    "AudioEncoder": "AUDIO_ENCODER",
+    "AudioEncoderOutput": "AUDIO_ENCODER_OUTPUT",
+}
 
 
 def fake_io():
-    """The parts of comfy_api.latest.io that nodes/_schema.py uses, recording their arguments."""
+    """The parts of comfy_api.latest.io that nodes/_schema.py uses, recording their arguments and which
+    class made each socket (`comfy_type`: core's class name, or "Custom")."""
 
     class Recorded:
         def __init__(self, *args, **kwargs):
             self.args, self.kwargs = args, kwargs
 
-    def comfy_type(io_type):
-        return types.SimpleNamespace(io_type=io_type,
-                                     Input=type("Input", (Recorded,), {"io_type": io_type}),
-                                     Output=type("Output", (Recorded,), {"io_type": io_type}))
+    def comfy_type(io_type, name="Custom"):
+        members = {"io_type": io_type, "comfy_type": name}
+        return types.SimpleNamespace(
+            io_type=io_type, Input=type("Input", (Recorded,), members), Output=type("Output", (Recorded,), members)
+        )
 
-    io = types.SimpleNamespace(Int=comfy_type("INT"), Float=comfy_type("FLOAT"), String=comfy_type("STRING"),
-                               Boolean=comfy_type("BOOLEAN"), Combo=comfy_type("COMBO"), Custom=comfy_type,
-                               Schema=Recorded, NodeOutput=Recorded, ComfyNode=object)
-    return io
+    return types.SimpleNamespace(
+        **{name: comfy_type(io_type, name) for name, io_type in CORE_IO.items()},
+        Custom=comfy_type,
+        Schema=Recorded,
+        NodeOutput=Recorded,
+        ComfyNode=object,
+    )
 
 
-SAMPLES = {
-    "IMAGE": lambda: torch.rand(2, 24, 32, 3),
-    "MASK": lambda: torch.zeros(2, 24, 32),
-}
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "example_workflows" / "assets"
-
-
-def tiny_mesh(uvs=False):
-    from rasterkit.nodes.mesh import Mesh
-
-    return Mesh(torch.tensor([[[-1.0, -1, 0], [1, -1, 0], [0, 1, 0]]]), torch.tensor([[[0, 1, 2]]]),
-                uvs=torch.tensor([[[0.0, 0], [1, 0], [0.5, 1]]]) if uvs else None)
-
-
-def tiny_raster():
-    """The raster of two 24x32 views of tiny_mesh (the IMAGE sample's batch and size)."""
-    from rasterkit.nodes.mesh import MeshRasterizer
-
-    return MeshRasterizer.run(mesh=tiny_mesh(), width=32, height=24, views="list", view_list="0,0; 30,10")[5]
-
-
-# inputs without which a node has nothing to work on (their defaults are empty on purpose)
-NEEDED = {
-    "RasterKit_LoadMesh": lambda: {"mesh_file": "rasterkit_torus.obj"},
-    "RasterKit_MeshRasterizer": lambda: {"mesh": tiny_mesh(), "width": 16, "height": 16},
-    "RasterKit_UVMaps": lambda: {"mesh": tiny_mesh(uvs=True), "texture_size": 8},
-    "RasterKit_BakeTexture": lambda: {"mesh": tiny_mesh(uvs=True), "texture_size": 8,
-                                      "raster": tiny_raster()},
-    "RasterKit_PrimitiveMesh": lambda: {"shapes": 5, "candidates": 50, "mutations": 10, "working_size": 32,
-                                        "output_size": 64},  # defaults take minutes
-}
-
-
-def tiny_inputs(node):
-    inputs = NEEDED[node.NODE_ID]() if node.NODE_ID in NEEDED else {}
-    for spec in node.INPUTS:
-        if spec.optional or spec.name in inputs:
-            continue
-        if spec.type in WIDGETS or spec.type == "COMBO":
-            inputs[spec.name] = spec.default
-        else:
-            assert spec.type in SAMPLES, f"{node.NODE_ID}: add a sample {spec.type} for input {spec.name}"
-            inputs[spec.name] = SAMPLES[spec.type]()
-    return inputs
 
 
 def check_output(value, declared, node_id, name):
@@ -146,22 +160,28 @@ def readme_node_table() -> dict[str, tuple[list[str], list[str]]]:
         match = re.fullmatch(r"\| [^|]*\(`(RasterKit_\w+)`\) \| ([^|]*) \| ([^|]*) \|", line)
         if match:
             inputs, outputs = (re.sub(r"\([^()]*(\([^()]*\)[^()]*)*\)", "", cell) for cell in match.groups()[1:])
-            rows[match[1]] = ([name.strip() for name in re.split(r";|,| or ", inputs) if name.strip()],
-                              [name.strip() for name in outputs.split(",")])
+            rows[match[1]] = (
+                [name.strip() for name in re.split(r";|,| or ", inputs) if name.strip()],
+                [name.strip() for name in outputs.split(",")],
+            )
     return rows
 
 
 @pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
 def test_readme_node_table_lists_every_input_and_output(node):
     inputs, outputs = readme_node_table()[node.NODE_ID]
-    assert len(inputs) == len(set(inputs)) and set(inputs) == {s.name for s in node.INPUTS}, \
-        f"README's node table, {node.NODE_ID}: missing {sorted({s.name for s in node.INPUTS} - set(inputs))}, " \
+    assert len(inputs) == len(set(inputs)) and set(inputs) == {s.name for s in node.INPUTS}, (
+        f"README's node table, {node.NODE_ID}: missing {sorted({s.name for s in node.INPUTS} - set(inputs))}, "
         f"not inputs {sorted(set(inputs) - {s.name for s in node.INPUTS})}"
+    )
     assert outputs == [o.name for o in node.OUTPUTS], node.NODE_ID
 
 
-@pytest.mark.parametrize("api_file", sorted((ROOT / "tests" / "workflows").glob("*.api.json")),
-                         ids=lambda path: path.name.removesuffix(".api.json"))
+@pytest.mark.parametrize(
+    "api_file",
+    sorted((ROOT / "tests" / "workflows").glob("*.api.json")),
+    ids=lambda path: path.name.removesuffix(".api.json"),
+)
 def test_example_workflows_give_the_pack_nodes_every_input_they_declare_today(api_file):
     """What the live tests check against a server, for this pack's nodes and without one: the API prompt
     names every required input, and the UI workflow holds one widget value per widget (in the order the
@@ -193,8 +213,9 @@ def test_v1_schema(node):
     assert set(schema) <= {"required", "optional"}
     names = [spec.name for spec in node.INPUTS]
     assert len(names) == len(set(names))
-    assert list(schema["required"]) + list(schema.get("optional", {})) == \
-        [s.name for s in node.INPUTS if not s.optional] + [s.name for s in node.INPUTS if s.optional]
+    assert list(schema["required"]) + list(schema.get("optional", {})) == [
+        s.name for s in node.INPUTS if not s.optional
+    ] + [s.name for s in node.INPUTS if s.optional]
     for spec in node.INPUTS:
         kind, options = (schema["optional"] if spec.optional else schema["required"])[spec.name]
         if spec.type == "COMBO":
@@ -228,12 +249,18 @@ def test_run_defaults_are_the_widgets_defaults(node):
     import inspect
 
     parameters = inspect.signature(node.run).parameters
-    settings = [spec for spec in node.INPUTS
-                if spec.type in ("INT", "FLOAT", "BOOLEAN") or (spec.type == "COMBO" and not callable(spec.options))]
-    differ = {spec.name: (parameters[spec.name].default, spec.default) for spec in settings
-              if spec.name in parameters
-              and parameters[spec.name].default is not inspect.Parameter.empty
-              and parameters[spec.name].default != spec.default}
+    settings = [
+        spec
+        for spec in node.INPUTS
+        if spec.type in ("INT", "FLOAT", "BOOLEAN") or (spec.type == "COMBO" and not callable(spec.options))
+    ]
+    differ = {
+        spec.name: (parameters[spec.name].default, spec.default)
+        for spec in settings
+        if spec.name in parameters
+        and parameters[spec.name].default is not inspect.Parameter.empty
+        and parameters[spec.name].default != spec.default
+    }
     assert not differ, f"{node.NODE_ID}: run default vs widget default: {differ}"
 
 
@@ -245,7 +272,7 @@ def test_v3_schema_matches_v1(node):
     assert schema.kwargs["node_id"] == node.NODE_ID
     inputs = schema.kwargs["inputs"]
     assert [i.args[0] for i in inputs] == [s.name for s in node.INPUTS]
-    for recorded, spec in zip(inputs, node.INPUTS):
+    for recorded, spec in zip(inputs, node.INPUTS, strict=True):
         assert recorded.io_type == spec.type
         assert recorded.kwargs["optional"] == spec.optional
         if spec.type in WIDGETS | {"COMBO"}:
@@ -257,9 +284,51 @@ def test_v3_schema_matches_v1(node):
 def test_outputs_have_declared_types_on_tiny_input(node):
     outputs = node.run(**tiny_inputs(node))
     assert isinstance(outputs, tuple) and len(outputs) == len(node.OUTPUTS)
-    for value, declared in zip(outputs, node.OUTPUTS):
+    for value, declared in zip(outputs, node.OUTPUTS, strict=True):
         check_output(value, declared.type, node.NODE_ID, declared.name)
     result = to_v3(node, fake_io()).execute(**tiny_inputs(node))
     assert len(result.args) == len(node.OUTPUTS)
     v1 = getattr(node(), node.FUNCTION)(**tiny_inputs(node))  # without ComfyUI there is no preview
     assert isinstance(v1, tuple) and len(v1) == len(node.OUTPUTS)
+
+
+@pytest.mark.parametrize("node", NODE_CLASSES, ids=lambda n: n.NODE_ID)
+def test_v3_sockets_of_core_types_use_the_typed_classes(node):
+    """IMAGE, MASK, AUDIO, MESH, ... through io.Image, io.Mask, ... (ComfyUI checks and documents them
+    by their class); io.Custom only for the pack's own types (TRACKS, RASTER, TRIMESH, ...)."""
+    schema = to_v3(node, fake_io()).define_schema()
+    core = {io_type: name for name, io_type in CORE_IO.items()}
+    for recorded in schema.kwargs["inputs"] + schema.kwargs["outputs"]:
+        assert recorded.comfy_type == core.get(recorded.io_type, "Custom"), (node.NODE_ID, recorded.io_type)
+
+
+def test_v3_entrypoint_gives_a_named_extension_listing_every_node(monkeypatch):
+    """Under ComfyUI with the V3 API the pack defines comfy_entrypoint (and no NODE_CLASS_MAPPINGS), which
+    gives a RasterKitExtension whose node list is every node's V3 form. The pack is loaded anew, as
+    rasterkit_v3, beside a stand-in comfy_api."""
+    import abc
+    import asyncio
+    import sys
+
+    from demo import load_pack
+
+    class ComfyExtension(abc.ABC):
+        @abc.abstractmethod
+        async def get_node_list(self): ...
+
+    latest = types.ModuleType("comfy_api.latest")
+    latest.ComfyExtension, latest.io = ComfyExtension, fake_io()
+    comfy_api = types.ModuleType("comfy_api")
+    comfy_api.latest = latest
+    monkeypatch.setitem(sys.modules, "comfy_api", comfy_api)
+    monkeypatch.setitem(sys.modules, "comfy_api.latest", latest)
+    try:
+        pack = load_pack("rasterkit_v3")
+        extension = asyncio.run(pack.comfy_entrypoint())
+        v3_nodes = asyncio.run(extension.get_node_list())
+    finally:
+        for name in [name for name in sys.modules if name.split(".")[0] == "rasterkit_v3"]:
+            del sys.modules[name]
+    assert not hasattr(pack, "NODE_CLASS_MAPPINGS")
+    assert type(extension).__name__ == "RasterKitExtension" and isinstance(extension, ComfyExtension)
+    assert [n.define_schema().kwargs["node_id"] for n in v3_nodes] == [n.NODE_ID for n in NODE_CLASSES]

@@ -19,10 +19,10 @@ import pytest
 from rasterkit.nodes import NODE_CLASSES
 
 URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
-WORKFLOWS = sorted((Path(__file__).parent / "workflows").glob("*.api.json"))  # named as the templates are titled
-BOXES = Path(__file__).parent / "workflows" / "Bounding boxes with labels.api.json"
-MESH = Path(__file__).parent / "workflows" / "Mesh maps from six views.api.json"
-ASSETS = Path(__file__).parents[1] / "example_workflows" / "assets"
+WORKFLOWS = sorted((Path(__file__).parents[1] / "workflows").glob("*.api.json"))  # named as the templates are titled
+BOXES = Path(__file__).parents[1] / "workflows" / "Bounding boxes with labels.api.json"
+MESH = Path(__file__).parents[1] / "workflows" / "Mesh maps from six views.api.json"
+ASSETS = Path(__file__).parents[2] / "example_workflows" / "assets"
 AUDIO = (".wav", ".flac")  # bundled files that core Load Audio reads from the input folder (the README says so)
 # what each example's saving nodes write: frames of an image batch or an animation; a video file counts one
 SAVED_FRAMES = {
@@ -209,7 +209,7 @@ def test_template_browser_lists_the_ui_workflow(object_info, path):
     prompt = json.loads(path.read_text())
     skip_without_core_nodes(prompt, object_info)
     assert ui_to_api(ui, object_info) == prompt
-    assert (Path(__file__).parents[1] / "example_workflows" / f"{name}.jpg").is_file()
+    assert (Path(__file__).parents[2] / "example_workflows" / f"{name}.jpg").is_file()
 
 
 def upload(name, data, subfolder="3d"):
@@ -246,7 +246,7 @@ def outcome(prompt):
 def test_load_mesh_reads_only_the_input_folder(object_info):
     """An uploaded mesh is listed and loads; absolute paths, .. and links out of the input folder do not
     load, and the answer does not tell an existing outside file from a missing one."""
-    torus = (Path(__file__).parents[1] / "example_workflows" / "assets" / "rasterkit_torus.obj").read_bytes()
+    torus = (Path(__file__).parents[2] / "example_workflows" / "assets" / "rasterkit_torus.obj").read_bytes()
     assert get("/rasterkit/mesh_extensions")[0] == ".obj"
     stored = upload("live_upload.obj", torus)
     name = f"{stored['subfolder']}/{stored['name']}"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from test_live_comfyui import VIDEO, skip_without_core_nodes, upload_example_assets
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 WORKFLOWS = sorted((ROOT / "example_workflows").glob("*.json"))
