@@ -22,7 +22,7 @@ from utils.gpu_rendering import compositor as R  # noqa: E402  (_common puts the
 from utils.mesh_rasterizer import raster as M  # noqa: E402
 from utils.core.device import cupy_usable  # noqa: E402
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
-from utils.gpu_graph.graph import GraphOptions, knn_graph  # noqa: E402
+from utils.gpu_graph import GraphOptions, knn_graph  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 CUDA = torch.device(sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cuda")

@@ -14,7 +14,7 @@ from ..utils.inputs import tracks as track_sources
 from ..utils.inputs.colors import parse_hex
 from ..utils.core.device import check_memory
 from ..utils.gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
-from ..utils.gpu_graph.graph import GRAPHS, GraphOptions, voronoi_graph
+from ..utils.gpu_graph import GRAPHS, GraphOptions, voronoi_graph
 from ..utils.gpu_rendering.labels import DEFAULT_FONT, text_atlas
 from ._comfy import (
     LAYER_ALPHA_MODES,
