@@ -15,7 +15,7 @@ import torch
 from _common import output_floor, peak_memory, report, table, timed, timed_together
 from utils.core.device import faiss_usable, torch_device  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
-from utils.gpu_graph.graph import GraphOptions, knn_graph  # noqa: E402
+from utils.gpu_graph import GraphOptions, knn_graph  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 FRAMES = 10 if QUICK else 60

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
 import torch
 
 from ..utils.gpu_rendering import compositor as R
@@ -14,7 +13,7 @@ from ..utils.inputs import tracks as track_sources
 from ..utils.inputs.colors import parse_hex
 from ..utils.core.device import check_memory
 from ..utils.gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
-from ..utils.gpu_graph.graph import GRAPHS, GraphOptions, voronoi_graph
+from ..utils.gpu_graph import GRAPHS, GraphOptions, track_points, voronoi_graph
 from ..utils.gpu_rendering.labels import DEFAULT_FONT, text_atlas
 from ._comfy import (
     LAYER_ALPHA_MODES,
@@ -277,11 +276,6 @@ class LineLinkRenderer(RasterKitNode):
         return frame_preview(inputs["images"])  # the tracks editor draws over the first input frame
 
 
-def _gray(images: torch.Tensor) -> np.ndarray:
-    luminance = images[..., :3] @ torch.tensor([0.299, 0.587, 0.114], dtype=images.dtype)
-    return (luminance.clamp(0, 1) * 255 + 0.5).to(torch.uint8).cpu().numpy()
-
-
 class PointTracker(RasterKitNode):
     NODE_ID = "RasterKit_PointTracker"
     DISPLAY_NAME = "Point Tracker (RasterKit)"
@@ -303,46 +297,10 @@ class PointTracker(RasterKitNode):
 
     @classmethod
     def run(cls, images, max_points=200, quality=0.01, min_distance=10.0, max_error=1.0):
-        import cv2
-
         check_images(images, "images")
-        gray = _gray(images)
-        frames = len(gray)
-        flow = dict(winSize=(21, 21), maxLevel=3, criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 30, 0.01))
-        progress = Progress(frames)
-        positions, ids = [], []  # per frame: points float [n,2] and their track ids int [n]
-        points = np.zeros((0, 2), np.float32)
-        track_ids = np.zeros(0, np.int64)
-        next_id = 0
-        for t in range(frames):  # optical flow is a recurrence over frames; each call handles all points
-            if t > 0 and len(points):
-                moved, ok, _ = cv2.calcOpticalFlowPyrLK(gray[t - 1], gray[t], points[:, None], None, **flow)
-                back, ok_back, _ = cv2.calcOpticalFlowPyrLK(gray[t], gray[t - 1], moved, None, **flow)
-                error = np.abs(back[:, 0] - points).max(1)
-                inside = (moved[:, 0] >= 0).all(1) & (moved[:, 0, 0] < gray.shape[2]) & (moved[:, 0, 1] < gray.shape[1])
-                good = ok[:, 0].astype(bool) & ok_back[:, 0].astype(bool) & (error < max_error) & inside
-                points, track_ids = moved[good, 0], track_ids[good]
-            if len(points) < max_points:
-                found = cv2.goodFeaturesToTrack(gray[t], max_points, quality, min_distance)
-                if found is not None:
-                    found = found[:, 0]
-                    if len(points):  # only corners away from the points already tracked
-                        near = np.linalg.norm(found[:, None] - points[None], axis=-1).min(1) < min_distance
-                        found = found[~near]
-                    found = found[: max_points - len(points)]
-                    points = np.concatenate([points, found]).astype(np.float32)
-                    track_ids = np.concatenate([track_ids, np.arange(next_id, next_id + len(found))])
-                    next_id += len(found)
-            positions.append(points.copy())
-            ids.append(track_ids.copy())
-            progress(t + 1)
-        xy = torch.full((frames, next_id, 2), -1.0)
-        visible = torch.zeros(frames, next_id, dtype=torch.bool)
-        frame_index = torch.from_numpy(np.repeat(np.arange(frames), [len(i) for i in ids]))
-        track_index = torch.from_numpy(np.concatenate(ids)) if ids else torch.zeros(0, dtype=torch.long)
-        xy[frame_index, track_index] = torch.from_numpy(np.concatenate(positions)) if positions else xy[:0, 0]
-        visible[frame_index, track_index] = True
-        return {"xy": xy, "visible": visible}, track_sources.to_json(xy, visible)
+        xy, visible, text = track_points(images, max_points, quality, min_distance, max_error,
+                                         on_frame=Progress(images.shape[0]))
+        return {"xy": xy, "visible": visible}, text
 
 
 NODES = [PointTracker, LineLinkRenderer]

@@ -154,7 +154,8 @@ def test_series_stop_within_a_second_of_the_callback():
 
 
 def test_neighbour_search_calls_back_between_bounded_chunks():
-    from rasterkit.utils.gpu_graph.graph import SEARCH_CHUNK_POINTS, GraphOptions, knn_graph, radius_graph
+    from rasterkit.utils.gpu_graph import GraphOptions, knn_graph, radius_graph
+    from rasterkit.utils.gpu_graph.neighbours import SEARCH_CHUNK_POINTS
 
     xy = torch.rand(200, 2000, 2) * 1000
     visible = torch.ones(200, 2000, dtype=torch.bool)

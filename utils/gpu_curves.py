@@ -1,4 +1,5 @@
-"""Bezier links (quadratic, or cubic S-curves) for all edges of all frames, flattened into polylines in one batch."""
+"""The design card's Bezier flattening: links as quadratic Beziers or cubic S-curves, for all edges of all
+frames, flattened into polylines in one batch. Used by nodes/links.py (RasterKit_LineLinkRenderer's curves)."""
 from __future__ import annotations
 
 import math

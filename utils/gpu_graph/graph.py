@@ -3,48 +3,20 @@ neighbours (knn_graph), all pairs within a radius (radius_graph), the Delaunay t
 (delaunay_graph) and the Euclidean minimum spanning tree (spanning_tree_graph); GRAPHS names them.
 voronoi_graph gives the walls of the Voronoi cells instead of links, one for each Delaunay pair.
 
-Points are padded [T,N,2] with visibility [T,N]. Neighbours of every point of every frame come
-from one batched search whose sizes the host fixes: a uniform grid over all frames (points sorted
-by frame and cell), where every point reads the runs of sorted points that cover the block of
-(2 SEARCH_RING + 1)^2 cells around its own, all rows padded to one width, with an exact check
-that nothing outside the block can be nearer. The width is one host decision (the first sync);
-the few points that fail the check, or whose blocks hold more points than the width, search a
-brute-force row (the second). Small frames use brute-force distances directly. Edges are
-undirected (i < j). Equal distances are broken by point index everywhere, so results do not
-depend on the search path or the device.
-
-The radius search reads the same grid, with cells at least the radius wide. The Delaunay
-triangulation has no batched form in torch: OpenCV triangulates each frame on the host. The
-minimum spanning tree is a subgraph of it, found for all frames at once by Boruvka's algorithm.
-The Voronoi walls come from the same OpenCV calls' triangles (their circumcentres bound each
-pair's bisector), for all frames at once.
+Points are padded [T,N,2] with visibility [T,N]; the searches are neighbours.py's, the
+triangulations triangulation.py's. Edges are undirected (i < j), listed per frame as a Ragged.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from ..core.batching import Ragged, expand_counts
-from ..core.device import run_chunked
-
-INF = float("inf")
-BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matrix beats the grid
-SEARCH_RING = 2           # cells searched on each side of a point's own
-CELL_OCCUPANCY = 0.25     # grid points per cell per neighbour sought (measured: ~0.05% fall back)
-RADIUS_BYTES_PER_POINT = 4000  # radius search memory, for ~40 candidates a point (more: run_chunked halves)
-# points (x k) searched in one chunk at most on the CPU: ~0.3 s on 2 cores, so that the optional on_chunk
-# callback (interrupt checks) runs that often; a GPU searches millions in milliseconds, in chunks sized
-# by memory alone (each chunk costs host syncs)
-SEARCH_CHUNK_POINTS = 1 << 16
-
-
-def _search_limit(device: torch.device, points: int) -> int | None:
-    """Frames a search chunk takes at most on `device`, for `points` (x k) a frame."""
-    return max(1, SEARCH_CHUNK_POINTS // points) if torch.device(device).type == "cpu" else None
+from ..core.batching import Ragged
+from .constants import INF, split_keys
+from .neighbours import nearest_neighbours, radius_neighbour_keys
+from .triangulation import delaunay_neighbour_keys, spanning_forest, voronoi_segments
 
 
 @dataclass
@@ -55,281 +27,6 @@ class GraphOptions:
     degree_cap: int = 0             # most edges per point, shortest kept (0: no cap)
     mutual: bool = False            # an edge needs each end among the other's k nearest
     hysteresis: float = 1.0         # >1: an edge of the previous frame stays within this slack
-
-
-# -- neighbour search ------------------------------------------------------------------------------
-
-def _sort_pairs(d2: torch.Tensor, ids: torch.Tensor):
-    """d2, ids [R,K] with every row sorted by (distance, id)."""
-    ids, by_id = ids.sort(1)
-    d2, by_distance = d2.gather(1, by_id).sort(dim=1, stable=True)
-    return d2, ids.gather(1, by_distance)
-
-
-def _select(d2: torch.Tensor, ids: torch.Tensor, k: int):
-    """The k smallest of d2 [R,C] (inf = no candidate) by (distance, id), nearest first: d2 [R,k]
-    and ids [R,k]. ids float32 [R,C] or [C]: point indices (exact in float32).
-
-    Without a host sync: the k-th distance first, then every nearer candidate and, at exactly that
-    distance, the lowest ids."""
-    rows, width = d2.shape
-    if width < k:
-        d2 = torch.cat([d2, d2.new_full((rows, k - width), INF)], 1)
-        ids = torch.cat([ids.expand(rows, width), ids.new_zeros(rows, k - width)], 1)
-    kth = d2.topk(k, 1, largest=False).values[:, k - 1:]
-    key = ids.masked_fill(d2 != kth, INF).masked_fill_(d2 < kth, -1.0)
-    slot = key.topk(k, 1, largest=False).indices
-    return _sort_pairs(d2.gather(1, slot), ids.expand_as(d2).gather(1, slot))
-
-
-def _masked_d2(dx, dy, outside, delta_y_cap: float, within: float) -> torch.Tensor:
-    """Squared lengths dx^2 + dy^2 (candidate minus point), inf where outside (None: nowhere) or
-    beyond the caps; dx and dy are overwritten. Every search path uses this one formula, so equal
-    distances compare equal across paths."""
-    if math.isfinite(delta_y_cap):
-        beyond = dy.abs() > delta_y_cap
-        outside = beyond if outside is None else outside | beyond
-    d2 = dx.mul_(dx).add_(dy.mul_(dy))
-    if math.isfinite(within):
-        beyond = d2 > within * within
-        outside = beyond if outside is None else outside | beyond
-    return d2 if outside is None else d2.masked_fill_(outside, INF)
-
-
-def _neighbour_ids(d2: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """ids float [...] -> int64, -1 where d2 is inf."""
-    return ids.masked_fill(d2 == INF, -1.0).long()
-
-
-def _brute_force_frames(xy, visible, k, delta_y_cap, within):
-    """Neighbours of every point among all points of its frame, as one [T*N,N] distance matrix."""
-    frames, n = visible.shape
-    hidden = ~visible
-    outside = hidden[:, None, :] | hidden[:, :, None] | torch.eye(n, dtype=torch.bool, device=xy.device)
-    x, y = xy.unbind(-1)
-    d2 = _masked_d2(x[:, None, :] - x[:, :, None], y[:, None, :] - y[:, :, None], outside, delta_y_cap, within)
-    d2, ids = _select(d2.view(-1, n), torch.arange(n, dtype=torch.float32, device=xy.device), k)
-    return d2.sqrt().view(frames, n, k), _neighbour_ids(d2, ids).view(frames, n, k)
-
-
-def _brute_force_rows(flat_x, flat_y, flat_hidden, n, rows, k, delta_y_cap, within):
-    """Neighbours of the flat points `rows` [R] (frame * n + i) among all points of their frame:
-    d2 [R,k], ids float [R,k]."""
-    index = torch.arange(n, device=rows.device)
-    candidate = (rows - rows % n)[:, None] + index
-    outside = flat_hidden[candidate] | (candidate == rows[:, None])
-    d2 = _masked_d2(flat_x[candidate] - flat_x[rows, None], flat_y[candidate] - flat_y[rows, None], outside,
-                    delta_y_cap, within)
-    return _select(d2, index.float(), k)
-
-
-def _grid_width(total: torch.Tensor, n: int, k: int) -> int:
-    """The candidate row width that costs least: every row padded to it, plus a brute-force row
-    (n wide) for each point whose block holds more candidates. total int64 [P]. One host sync."""
-    widths = total.sort().values
-    # padding all P rows to the i-th smallest total leaves at most P - 1 - i for brute force:
-    # P * width + (P - 1 - i) * n, less a constant, over P
-    cost = torch.add(widths, torch.arange(widths.numel(), dtype=torch.float32, device=total.device),
-                     alpha=-n / widths.numel())
-    return max(k + 2, int(widths[cost.argmin()[None]]))
-
-
-def _grid_rows(sorted_xy, sorted_ids, xy, own, first, count, total, width, k, delta_y_cap, within):
-    """The k nearest of the points xy [2,R] (sorted positions own [R]) among the sorted points
-    sorted_xy [2,P+W] (then W at infinity) of their runs (first, count [R,B]: one run per cell row
-    of the block; total [R]), `width` candidates a point: d2 [R,k], ids float [R,k], and whether
-    the k-th distance is tied by a point beyond the k + 1 nearest read, which may have a lower id.
-    Candidates run down the columns ([W,R]: vectorised scans over points), and large temporaries
-    are int32 and updated in place (fresh memory costs more than arithmetic on a CPU)."""
-    rows = count.shape[0]
-    column = torch.arange(width, dtype=torch.int32, device=xy.device)[:, None]
-    # sorted position of every candidate: its column plus its run's offset, a step function of
-    # the column that a cumulative sum of the steps at the run starts builds. Past its total a
-    # row reads the points at infinity, which need no mask.
-    run_start = count.cumsum(1) - count
-    offset = torch.cat([first - run_start, (sorted_ids.numel() - total)[:, None]], 1)
-    run_start = torch.cat([run_start, total[:, None]], 1)
-    steps = torch.zeros(width + 1, rows, dtype=torch.int32, device=xy.device)
-    steps.scatter_add_(0, run_start.clamp_max(width).T, torch.cat([offset[:, :1], offset.diff(dim=1)], 1).T.int())
-    position = steps.cumsum_(0, dtype=torch.int32)[:width].add_(column).view(-1)
-    dx, dy = (sorted_xy[axis].index_select(0, position).view(width, rows).sub_(xy[axis]) for axis in (0, 1))
-    d2 = _masked_d2(dx, dy, None, delta_y_cap, within)
-    # the point itself is among them, at distance 0: read one more, then drop it
-    d2, slot = d2.topk(k + 2, 0, largest=False, sorted=False)
-    chosen = position.view(width, rows).gather(0, slot)
-    ids = sorted_ids[chosen.clamp_max(sorted_ids.numel() - 1)]  # any id at infinity
-    d2, ids = _sort_pairs(d2.masked_fill_(chosen == own, INF).T, ids.T)
-    tied = (d2[:, k] == d2[:, k - 1]) & (d2[:, k - 1] < INF)
-    return d2[:, :k], ids[:, :k], tied
-
-
-def _flat_points(xy, visible):
-    """Points of all frames in one list: flat_xy [P,2] (hidden points at 0: finite, searching
-    nothing), flat_visible [P] and hidden [P], and the low corner [2] and extent [2] of the visible
-    points over all frames."""
-    flat_visible = visible.reshape(-1)
-    hidden = ~flat_visible
-    flat_xy = xy.reshape(-1, 2).masked_fill(hidden[:, None], 0.0)
-    low = flat_xy.masked_fill(hidden[:, None], INF).amin(0)
-    extent = flat_xy.masked_fill(hidden[:, None], -INF).amax(0) - low
-    return flat_xy, flat_visible, hidden, low, extent
-
-
-def _cell_table(flat_xy, flat_visible, hidden, index, n, low, cell, span, ring):
-    """The points of all frames sorted by frame and grid cell. flat_xy [P,2] (frame after frame, n
-    each; hidden ones finite), flat_visible [P], its negation hidden and index [P] (arange). Cells
-    are `cell` wide from `low`, `span` along each axis (the caller sizes `cell` so that every
-    visible point falls inside), with `ring` empty cells around each frame's grid so that a block
-    of (2 ring + 1)^2 cells never leaves its frame. Returns position [P,2] and cell_xy [P,2] (in
-    cells, float), side (cells a grid row), hidden_cell (where hidden points go: past the last
-    frame's cells, with blocks inside the table), counts [C] (visible points a cell), cell_end [C]
-    (sorted position past each cell's run), sorted_id [P] and order [P] (each sorted point's cell
-    and flat index)."""
-    position = (flat_xy - low) / cell
-    cell_xy = position.floor()
-    side = span + 2 * ring
-    hidden_cell = flat_visible.numel() // n * side * side + ring * side + ring
-    column, row = cell_xy.long().unbind(1)
-    cell_id = torch.add(column, row, alpha=side).add_(index // n, alpha=side * side).add_(ring * (side + 1))
-    cell_id.masked_fill_(hidden, hidden_cell)
-    # cell ends in sorted order, counting visible points only: hidden ones sort last, in no run
-    counts = torch.zeros(hidden_cell + ring * side + ring + 1, dtype=torch.long, device=flat_xy.device)
-    cell_end = counts.index_add_(0, cell_id, flat_visible.long()).cumsum(0)
-    sorted_id, order = cell_id.sort()
-    return position, cell_xy, side, hidden_cell, counts, cell_end, sorted_id, order
-
-
-def _grid_search(xy, visible, k, delta_y_cap, within):
-    """nearest_neighbours of one chunk of frames through the grid."""
-    frames, n = visible.shape
-    ring = SEARCH_RING
-    flat_xy, flat_visible, hidden, low, extent = _flat_points(xy, visible)
-    points = flat_visible.numel()
-    # about CELL_OCCUPANCY * (k + 1) points a cell in an average frame, sized on the device, and
-    # at most `span` cells along an axis: a grid of a size known here
-    span = math.ceil(2 * math.sqrt(n / (CELL_OCCUPANCY * (k + 1)))) + 1
-    area = extent.clamp_min(1.0).prod() / flat_visible.sum()  # of a frame per point, over frames
-    cell = (area * (frames * CELL_OCCUPANCY * (k + 1))).sqrt()
-    if math.isfinite(within):  # cells just wider than within / ring: every search is exact at once
-        cell = cell.clamp_max(within / ring * 1.01 + 1e-3)
-    cell = torch.maximum(cell, extent.amax() / (span - 0.5))
-    index = torch.arange(points, device=xy.device)
-    position, cell_xy, side, hidden_cell, counts, cell_end, sorted_id, order = _cell_table(
-        flat_xy, flat_visible, hidden, index, n, low, cell, span, ring)
-    flat_x, flat_y = flat_xy.unbind(1)
-    sorted_xy, sorted_ids = flat_xy.T.index_select(1, order), (order % n).float()  # [2,P]
-    sorted_visible = sorted_id < hidden_cell
-    # points are searched in sorted order, so that neighbouring searches read neighbouring memory.
-    # Their blocks: one run of sorted points per cell row, from `ring` cells left to `ring` right
-    run_first_cell = sorted_id[:, None] + torch.arange(-ring * (side + 1), ring * side - ring + 1, side,
-                                                       device=xy.device)
-    first = (cell_end - counts)[run_first_cell]
-    count = cell_end[2 * ring:][run_first_cell] - first
-    total = count.sum(1)
-
-    width = _grid_width(total, n, k)
-    if width >= n:  # crowded blocks: brute-force rows cost less
-        d2 = torch.full((points, k), INF, device=xy.device)
-        ids = torch.zeros(points, k, device=xy.device)
-        pending = sorted_visible
-    else:
-        padded = torch.cat([sorted_xy, sorted_xy.new_full((2, width), INF)], 1)
-        parts = run_chunked(lambda start, stop, dev: _grid_rows(
-            padded, sorted_ids, sorted_xy[:, start:stop], index[start:stop], first[start:stop], count[start:stop],
-            total[start:stop], width, k, delta_y_cap, within), points, width * 64, xy.device)
-        d2, ids, tied = (torch.cat(part) if len(parts) > 1 else part[0] for part in zip(*parts))
-        # exact when the k-th is nearer than the nearest side of the block with points beyond it
-        fraction = position - cell_xy  # in cells
-        margin = torch.minimum((fraction + ring).masked_fill_(cell_xy <= ring, INF),
-                               (ring + 1 - fraction).masked_fill_(cell_xy > extent / cell - (ring + 1), INF))
-        if math.isfinite(delta_y_cap):  # points beyond in y are beyond the cap anyway
-            margin[:, 1].masked_fill_(margin[:, 1] * cell > delta_y_cap, INF)
-        # float rounding may put a point a hair outside the cell it was sorted into: positions
-        # are within span * 2^-23 cells of exact
-        radius = ((margin.amin(1) - span * 1e-6) * cell)[order]
-        inexact = d2[:, k - 1] >= radius * radius
-        if math.isfinite(within):
-            inexact &= within >= radius
-        pending = (inexact | tied | (total > width)) & sorted_visible
-    pending = pending.nonzero().squeeze(1)
-    if pending.numel():
-        def rows_chunk(start, stop, dev):
-            rows = pending[start:stop]
-            d2[rows], ids[rows] = _brute_force_rows(flat_x, flat_y, hidden, n, order[rows], k, delta_y_cap, within)
-        run_chunked(rows_chunk, pending.numel(), n * 64, xy.device)
-    d2, ids = torch.empty_like(d2).index_put_((order,), d2), torch.empty_like(ids).index_put_((order,), ids)
-    return d2.sqrt().view(frames, n, k), _neighbour_ids(d2, ids).view(frames, n, k)  # in the points' order
-
-
-def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_cap: float = INF,
-                       within: float = INF, on_chunk=None):
-    """The k nearest visible points of every point, |dy| within the cap, up to `within` pixels.
-
-    xy float [T,N,2], visible bool [T,N] -> distance float32 [T,N,k] (inf where there are fewer)
-    and index int64 [T,N,k] (-1 there), nearest first; equal distances go to the lower index.
-    Chunks of frames are searched at once, on xy's device, with at most two host syncs a chunk. (faiss,
-    one index per frame, was measured slower than this for N >= 1000 on CPU: bench/bench_links.py.)
-    on_chunk(done, total): called after every chunk of frames (interrupt checks; chunks of at most
-    SEARCH_CHUNK_POINTS points x k on the CPU).
-    """
-    frames, n = visible.shape
-    brute = n <= BRUTE_FORCE_POINTS
-    search = _brute_force_frames if brute else _grid_search
-    parts = run_chunked(lambda start, stop, dev: search(
-        xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), k, delta_y_cap, within),
-        frames, n * (n * 40 if brute else 1200 * (k + 1)) + n * 200, xy.device, on_chunk,
-        limit=_search_limit(xy.device, n * (k + 1)))
-    if not parts:
-        return torch.zeros(0, n, k, device=xy.device), torch.zeros(0, n, k, dtype=torch.long, device=xy.device)
-    if len(parts) == 1:
-        return parts[0][0].to(xy.device), parts[0][1].to(xy.device)
-    return torch.cat([p[0].to(xy.device) for p in parts]), torch.cat([p[1].to(xy.device) for p in parts])
-
-
-def _radius_keys(xy, visible, within, delta_y_cap, first_frame, none):
-    """The pairs i < j of visible points of each frame (xy float [T,N,2], visible bool [T,N]) at
-    most `within` apart, |dy| within the cap, as sorted keys ((first_frame + frame) * N + i) * N + j,
-    with `none` in the slots of candidates that are no pair: int64 [M].
-
-    A grid of cells at least `within` wide holds every pair in neighbouring cells. Each point reads
-    the points after it in its own cell and the next one in its row (one run of sorted points), and
-    the three cells of the next row (another run): every pair of neighbouring cells once. M, the
-    candidates read, is the one host sync; the candidate lists are sized from the cell counts."""
-    n = visible.shape[1]
-    flat_xy, flat_visible, hidden, low, extent = _flat_points(xy, visible)
-    span = math.ceil(2 * math.sqrt(n)) + 1  # cells along an axis: about 4 a point at most
-    # a hair wider than `within`: float rounding moves positions by up to span * 2^-23 cells
-    cell = torch.clamp(extent.amax() / (span - 0.5), min=within * 1.01)
-    index = torch.arange(flat_visible.numel(), device=xy.device)
-    _, _, side, _, _, cell_end, sorted_id, order = _cell_table(flat_xy, flat_visible, hidden, index, n, low, cell,
-                                                               span, 1)
-    # hidden points sort last, past every run: they read nothing
-    count_own = (cell_end[sorted_id + 1] - 1 - index).clamp_min_(0)
-    start_next = cell_end[sorted_id + side - 2]
-    count = (cell_end[sorted_id + side + 1] - start_next).add_(count_own)
-    owner, rank = expand_counts(count, int(count.sum()))
-    position = rank + torch.where(rank < count_own[owner], owner + 1, (start_next - count_own)[owner])
-    sorted_xy = flat_xy.T.index_select(1, order)  # [2,P]
-    dx, dy = (sorted_xy[axis].index_select(0, position).sub_(sorted_xy[axis].index_select(0, owner)) for axis in (0, 1))
-    far = _masked_d2(dx, dy, None, delta_y_cap, within) == INF
-    a, b = order[owner], order[position]  # flat indices frame * n + i, in the same frame
-    low_end, high_end = torch.minimum(a, b), torch.maximum(a, b) % n
-    return (low_end + first_frame * n).mul_(n).add_(high_end).masked_fill_(far, none).sort().values
-
-
-def radius_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, within: float, delta_y_cap: float = INF,
-                          on_chunk=None):
-    """All pairs i < j of visible points of each frame at most `within` pixels apart (|dy| within
-    the cap): keys (frame * N + i) * N + j, int64 [M], in order, with T * N * N - 1 (no pair) in
-    slots after each chunk's pairs. xy float [T,N,2], visible bool [T,N]. Chunks of frames are
-    searched at once, on xy's device, with one host sync a chunk; on_chunk(done, total) after each
-    (interrupt checks; chunks of at most SEARCH_CHUNK_POINTS points on the CPU)."""
-    frames, n = visible.shape
-    none = frames * n * n - 1
-    parts = run_chunked(lambda start, stop, dev: _radius_keys(
-        xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), within, delta_y_cap, start, none
-    ).to(xy.device), frames, n * RADIUS_BYTES_PER_POINT, xy.device, on_chunk, limit=_search_limit(xy.device, n))
-    return torch.cat(parts) if len(parts) != 1 else parts[0]
 
 
 # -- edges, caps, hysteresis -----------------------------------------------------------------------
@@ -520,10 +217,6 @@ def _finite_points(xy, visible, device):
     return xy, visible.to(device) & torch.isfinite(xy).all(-1)
 
 
-def _split_keys(key, n):
-    """Keys (frame * n + i) * n + j [M] -> frame, i, j [M]."""
-    return key // (n * n), key // n % n, key % n
-
 
 def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None,
                  on_chunk=None) -> Ragged:
@@ -545,124 +238,8 @@ def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions,
     if n < 2 or not frames:
         return _no_edges(frames, device)
     key = radius_neighbour_keys(xy, visible, options.max_distance, options.delta_y_cap, on_chunk)
-    frame, i, j = _split_keys(key, n)
+    frame, i, j = split_keys(key, n)
     return _stable_edges(xy, visible, None, frame, i, j, key != frames * n * n - 1, options)
-
-
-DELAUNAY_RECT = 2 ** 29  # half-width of Subdiv2D's rectangle: its outer vertices ~2^32 away, as if at infinity
-
-
-def _delaunay_pairs(points: np.ndarray, triangles: bool = False):
-    """Edges i < j of the Delaunay triangulation of points float32 [n,2] (finite), as sorted keys
-    i * n + j, int64 [E]; with `triangles`, its triangles too, as point indices int64 [F,3].
-    Coincident points: the first stands for them all in the triangulation, and
-    the others link to it alone (edges of length 0, so that a spanning tree spans them). Collinear
-    points link in a chain.
-
-    OpenCV's Subdiv2D triangulates the points together with three outer vertices, and misses the
-    hull edges whose every empty circle reaches one of them, so the points are scaled by a power of
-    two (exact) to [1024, 2048) and the outer vertices sit ~2^32 away. Its tests have absolute
-    tolerances: at that scale, points closer than ~1e-4 of the frame's extent (0.4 px in 4K) may
-    link in a triangulation that is not exactly Delaunay, and points within ~1e-10 of it merge."""
-    import cv2
-
-    shifted = points - points.min(0, initial=INF)
-    extent = float(shifted.max(initial=0.0))
-    if extent > 0:
-        shifted *= np.float32(2.0 ** np.clip(10 - math.floor(math.log2(extent)), -100, 100))
-    key = np.ascontiguousarray(shifted).view(np.uint64)[:, 0]  # x and y bits: equal points, equal keys
-    distinct, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    own = first[inverse]
-    duplicate = np.flatnonzero(own != np.arange(len(points)))
-    pairs = [np.stack([own[duplicate], duplicate], 1)]
-    corners = np.zeros((0, 3), np.int64)
-    if len(distinct) > 1:
-        rect = (-DELAUNAY_RECT, -DELAUNAY_RECT, 2 * DELAUNAY_RECT + 2048, 2 * DELAUNAY_RECT + 2048)
-        subdiv = cv2.Subdiv2D(rect)
-        try:
-            subdiv.insert(shifted[first])
-        except cv2.error:  # its point location failed (nearly coincident points): again, one at a time
-            subdiv = cv2.Subdiv2D(rect)
-            for point in shifted[first].tolist():
-                with contextlib.suppress(cv2.error):  # a point it cannot place counts as merged
-                    subdiv.insert(tuple(point))
-        ends = np.ascontiguousarray(subdiv.getEdgeList(), np.float32).reshape(-1, 4).view(np.uint64)
-        at = np.searchsorted(distinct, ends).clip(max=len(distinct) - 1)
-        real = (distinct[at] == ends).all(1)  # the outer vertices are none of the points
-        pairs.append(np.sort(first[at[real]], 1))
-        # Subdiv2D merges a point within ~1e-7 of a vertex into it: such points link to the nearest
-        # point it kept, as coincident ones do (so do the few it fails to place)
-        kept = np.zeros(len(distinct), bool)
-        kept[at[real]] = True
-        lost, kept = first[~kept], first[kept]
-        if len(lost) and len(kept):
-            nearest = ((shifted[lost, None] - shifted[None, kept]) ** 2).sum(-1).argmin(1)
-            pairs.append(np.sort(np.stack([lost, kept[nearest]], 1), 1))
-        if triangles:  # those of the points alone, without the outer vertices
-            corner_xy = np.ascontiguousarray(subdiv.getTriangleList(), np.float32).reshape(-1, 3, 2)
-            vertices = corner_xy.view(np.uint64)[..., 0]
-            at = np.searchsorted(distinct, vertices).clip(max=len(distinct) - 1)
-            corners = first[at[(distinct[at] == vertices).all(1)]]
-    pairs = np.concatenate(pairs)
-    keys = np.unique(pairs[:, 0] * len(points) + pairs[:, 1])
-    return (keys, corners) if triangles else keys
-
-
-def delaunay_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, triangles: bool = False):
-    """The Delaunay triangulation's edges i < j of the visible points of each frame (see
-    _delaunay_pairs), as sorted keys (frame * N + i) * N + j: int64 [M], on xy's device. xy float
-    [T,N,2] finite where visible, visible bool [T,N]. With `triangles`, its triangles too: frame and
-    point indices int64 [F,4]. One copy to the host and one back."""
-    n = visible.shape[1]
-    host = xy.masked_fill(~visible[..., None], math.nan).cpu().numpy()
-    keys, corners = [np.zeros(0, np.int64)], [np.zeros((0, 4), np.int64)]
-    for frame, points in enumerate(host):  # no batched Delaunay exists in torch: one OpenCV call a frame
-        index = np.flatnonzero(np.isfinite(points[:, 0]))
-        if len(index) < 2:
-            continue
-        pairs = _delaunay_pairs(points[index], triangles)
-        if triangles:
-            pairs, local = pairs
-            corners.append(np.concatenate([np.full((len(local), 1), frame), index[local]], 1))
-        keys.append((frame * n + index[pairs // len(index)]) * n + index[pairs % len(index)])
-    keys = torch.from_numpy(np.concatenate(keys))
-    if not triangles:
-        return keys.to(xy.device)
-    both = torch.cat([keys, torch.from_numpy(np.concatenate(corners)).view(-1)]).to(xy.device)  # one transfer
-    return both[: keys.numel()], both[keys.numel():].view(-1, 4)
-
-
-def _spanning_forest(ends: torch.Tensor, weight: torch.Tensor, keep: torch.Tensor, nodes: int, size: int):
-    """bool [E]: the edges of the minimum spanning forest of the kept edges, ends int64 [2,E] (nodes
-    below `nodes`, in connected parts of at most `size`), weight float [E], equal weights ordered
-    by list position, so the forest is unique (Kruskal's, with a stable sort).
-
-    Boruvka's algorithm, with no host sync: every component takes its lightest edge to another,
-    and components hook onto the one across it (of two that took the same edge, the lower one
-    stays a root). Every component that can merge does, so ceil(log2 size) rounds are enough, and
-    pointer jumping flattens each round's hooks in ceil(log2 components) steps."""
-    edges = weight.numel()
-    order = weight.masked_fill(~keep, INF).sort(stable=True).indices
-    rank = torch.empty_like(order).scatter_(0, order, torch.arange(edges, device=ends.device))
-    rank.masked_fill_(~keep, edges)  # never taken
-    node = torch.arange(nodes, device=ends.device)
-    label = node  # the root of each node's component
-    chosen = torch.zeros(edges, dtype=torch.bool, device=ends.device)
-    components = size
-    while components > 1:  # the rounds: a fixed count, each batched over all edges and frames
-        a, b = label[ends[0]], label[ends[1]]
-        outgoing = rank.masked_fill(a == b, edges)
-        best = torch.full((nodes,), edges, device=ends.device).scatter_reduce_(0, a, outgoing, "amin")
-        best.scatter_reduce_(0, b, outgoing, "amin")
-        chosen |= ((best[a] == outgoing) | (best[b] == outgoing)) & (outgoing < edges)
-        taken = order[best.clamp_max(edges - 1)]
-        parent = torch.where(best < edges, a[taken] + b[taken] - node, node)  # the component across
-        parent = torch.where((parent[parent] == node) & (node < parent), node, parent)
-        components = (components + 1) // 2
-        for _ in range(math.ceil(math.log2(components)) + 1):
-            parent = parent[parent]
-        label = parent[label]
-    return chosen
 
 
 def _triangulated(xy, visible, options: GraphOptions, device, tree: bool = False, size=None):
@@ -675,16 +252,16 @@ def _triangulated(xy, visible, options: GraphOptions, device, tree: bool = False
         none = _no_edges(frames, device)
         return none if size is None else (none, Ragged(torch.zeros(frames, 0, 2, 2, device=device), none.lengths))
     if size is None:
-        frame, i, j = _split_keys(delaunay_neighbour_keys(xy, visible), n)
+        frame, i, j = split_keys(delaunay_neighbour_keys(xy, visible), n)
     else:
         keys, triangles = delaunay_neighbour_keys(xy, visible, triangles=True)
-        frame, i, j = _split_keys(keys, n)
+        frame, i, j = split_keys(keys, n)
     delta = xy[frame, j] - xy[frame, i]
     length = delta.norm(dim=-1)
     keep = (length <= options.max_distance) & (delta[:, 1].abs() <= options.delta_y_cap)
     ends = torch.stack([i, j]).add_(frame * n)  # the points' indices over all frames
     if tree and frame.numel():
-        keep = _spanning_forest(ends, length, keep, frames * n, n)
+        keep = spanning_forest(ends, length, keep, frames * n, n)
     if options.degree_cap > 0:
         keep = _cap_degree(ends, keep, length, options.degree_cap, frames * n)
     if size is None:
@@ -713,63 +290,6 @@ def spanning_tree_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphO
 
 
 GRAPHS = {"knn": knn_graph, "radius": radius_graph, "delaunay": delaunay_graph, "mst": spanning_tree_graph}
-
-
-def _circumcentres(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    """Centres float [F,2] of the circles through the triangles' corners a, b, c [F,2] (worked out
-    from a, so that float32 keeps the precision of the triangles' sizes); not finite for flat ones."""
-    b, c = b - a, c - a
-    bb, cc = (b * b).sum(1), (c * c).sum(1)
-    twice_area = 2 * (b[:, 0] * c[:, 1] - b[:, 1] * c[:, 0])
-    return a + torch.stack([c[:, 1] * bb - b[:, 1] * cc, b[:, 0] * cc - c[:, 0] * bb], 1) / twice_area[:, None]
-
-
-def voronoi_segments(xy: torch.Tensor, keys: torch.Tensor, triangles: torch.Tensor, size: tuple[int, int]):
-    """The Voronoi diagram's edges, one for each Delaunay edge: the part of the points' bisector that
-    both points' cells share, clipped to the frame [0, width] x [0, height] (size = (height, width)).
-
-    xy float [T,N,2]; keys int64 [M], the Delaunay edges (frame * N + i) * N + j, sorted; triangles
-    int64 [F,4], frame and corners (delaunay_neighbour_keys). On the bisector middle + s normal (the
-    edge's midpoint and unit normal), each triangle on the edge bounds s at its circumcentre, from the
-    side away from its third corner: two triangles give a segment, one a ray (an edge of the hull),
-    none a whole line (frames without triangles: collinear points). Edges of frames with triangles
-    that lie on none (points that OpenCV merged) and edges of coincident points are not drawn.
-    Returns segments float [M,2,2] and drawn bool [M] (a part longer than 1e-3 px lies in the frame)."""
-    frames, n = xy.shape[:2]
-    height, width = size
-    frame, i, j = _split_keys(keys, n)
-    a, b = xy[frame, i], xy[frame, j]
-    middle, along = (a + b) / 2, b - a
-    length = along.norm(dim=1)
-    normal = torch.stack([-along[:, 1], along[:, 0]], 1) / length.clamp_min(1e-30)[:, None]
-    # the triangles' three edges (u, v) with their third corners w, located among the keys
-    at, corner = triangles[:, 0], triangles[:, 1:]
-    count = corner.shape[0]
-    centre = _circumcentres(*(xy[at, corner[:, k]] for k in range(3)))[:, None].expand(count, 3, 2).reshape(-1, 2)
-    u, v, w = corner.reshape(-1), corner.roll(-1, 1).reshape(-1), corner.roll(-2, 1).reshape(-1)  # [F*3]
-    tri_frame = at[:, None].expand(count, 3).reshape(-1)
-    tri_key = (tri_frame * n + torch.minimum(u, v)) * n + torch.maximum(u, v)
-    edge = torch.searchsorted(keys, tri_key).clamp_max(max(keys.numel() - 1, 0))
-    found = keys[edge] == tri_key
-    s = ((centre - middle[edge]) * normal[edge]).sum(1)
-    side = ((xy[tri_frame, w] - middle[edge]) * normal[edge]).sum(1)
-    usable = found & torch.isfinite(s)
-    lower = torch.full_like(length, -INF).scatter_reduce_(0, edge, s.masked_fill(~usable | (side > 0), -INF), "amax")
-    upper = torch.full_like(length, INF).scatter_reduce_(0, edge, s.masked_fill(~usable | (side <= 0), INF), "amin")
-    on_triangle = torch.zeros_like(length).index_add_(0, edge, found.float()) > 0
-    has_triangles = torch.zeros(frames, dtype=torch.bool, device=xy.device).index_fill_(0, at, True)
-    # clipped to the frame, one axis at a time (Liang-Barsky)
-    for axis, extent in ((0, width), (1, height)):
-        step, start = normal[:, axis], middle[:, axis]
-        enter, leave = (0 - start) / step, (extent - start) / step
-        flat = step == 0
-        inside = (start >= 0) & (start <= extent)
-        lower = torch.maximum(lower, torch.where(flat, torch.where(inside, -INF, INF), torch.minimum(enter, leave)))
-        upper = torch.minimum(upper, torch.where(flat, torch.where(inside, INF, -INF), torch.maximum(enter, leave)))
-    drawn = (upper - lower > 1e-3) & (length > 0) & (on_triangle | ~has_triangles[frame])
-    lower, upper = lower.masked_fill(~drawn, 0.0), upper.masked_fill(~drawn, 0.0)
-    segments = torch.stack([middle + lower[:, None] * normal, middle + upper[:, None] * normal], 1)
-    return segments, drawn
 
 
 def voronoi_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, size: tuple[int, int],

@@ -7,8 +7,18 @@ import pytest
 import torch
 from scipy.spatial import cKDTree
 
+from rasterkit.utils.gpu_graph import (
+    GRAPHS,
+    GraphOptions,
+    delaunay_graph,
+    knn_graph,
+    nearest_neighbours,
+    radius_graph,
+    spanning_tree_graph,
+    voronoi_graph,
+)
 from rasterkit.utils.gpu_graph import graph as gpu_graph
-from rasterkit.utils.gpu_graph.graph import GRAPHS, GraphOptions, delaunay_graph, knn_graph, nearest_neighbours, radius_graph, spanning_tree_graph, voronoi_graph
+from rasterkit.utils.gpu_graph import neighbours
 
 
 def edge_sets(edges):
@@ -144,11 +154,9 @@ def grid_cases():
 @pytest.mark.parametrize("case", range(3))
 @pytest.mark.parametrize("k,delta_y_cap,within", [(3, math.inf, math.inf), (6, 20.0, math.inf), (4, math.inf, 15.0)])
 def test_grid_search_equals_brute_force(monkeypatch, case, k, delta_y_cap, within):
-    from rasterkit.utils.gpu_graph import graph as gpu_graph
-
     xy, visible = grid_cases()[case]
     grid = nearest_neighbours(xy, visible, k, delta_y_cap, within)
-    monkeypatch.setattr(gpu_graph, "BRUTE_FORCE_POINTS", 10**9)
+    monkeypatch.setattr(neighbours, "BRUTE_FORCE_POINTS", 10**9)
     brute = nearest_neighbours(xy, visible, k, delta_y_cap, within)
     assert torch.equal(grid[1], brute[1]) and torch.equal(grid[0], brute[0])
 
@@ -165,8 +173,6 @@ def test_grid_search_equals_ckdtree_on_large_frames():
 def test_grid_search_equals_brute_force_on_awkward_frames(monkeypatch, case):
     """Extents far from square (the grid's cells per axis are bounded), many points at one spot
     (ties past the k + 1 nearest read: brute-force rows) and coordinates far from the origin."""
-    from rasterkit.utils.gpu_graph import graph as gpu_graph
-
     generator = torch.Generator().manual_seed(3)
     xy = torch.rand(3, 800, 2, generator=generator)
     if case == "skinny":
@@ -178,7 +184,7 @@ def test_grid_search_equals_brute_force_on_awkward_frames(monkeypatch, case):
         xy = xy * 500 + 1e5
     visible = torch.rand(3, 800, generator=generator) > 0.1
     grid = nearest_neighbours(xy, visible, 4)
-    monkeypatch.setattr(gpu_graph, "BRUTE_FORCE_POINTS", 10**9)
+    monkeypatch.setattr(neighbours, "BRUTE_FORCE_POINTS", 10**9)
     brute = nearest_neighbours(xy, visible, 4)
     assert torch.equal(grid[1], brute[1]) and torch.equal(grid[0], brute[0])
 
@@ -266,7 +272,7 @@ def test_op_budget(monkeypatch):
     are bounded by work too, for interrupt checks)."""
     from opcount import OpCount
 
-    monkeypatch.setattr(gpu_graph, "SEARCH_CHUNK_POINTS", 1 << 40)
+    monkeypatch.setattr(neighbours, "SEARCH_CHUNK_POINTS", 1 << 40)
     torch.manual_seed(0)
     xy = torch.rand(60, 1000, 2) * torch.tensor([3840.0, 2160.0])
     visible = torch.ones(60, 1000, dtype=torch.bool)
@@ -351,14 +357,12 @@ def test_radius_graph_caps_and_hysteresis():
 
 def test_radius_chunks_do_not_change_the_result(monkeypatch):
     from rasterkit.utils.core import device
-    from rasterkit.utils.gpu_graph import graph as gpu_graph
-
     xy = jittered(frames=9)
     visible = torch.ones(xy.shape[:2], dtype=torch.bool)
     options = GraphOptions(max_distance=40.0, hysteresis=1.3)
     whole = radius_graph(xy, visible, options)
     monkeypatch.setattr(device, "free_memory_bytes",
-                        lambda d: 3 * 120 * gpu_graph.RADIUS_BYTES_PER_POINT / device.MEMORY_FRACTION)  # 3 a chunk
+                        lambda d: 3 * 120 * neighbours.RADIUS_BYTES_PER_POINT / device.MEMORY_FRACTION)  # 3 a chunk
     assert edge_sets(radius_graph(xy, visible, options)) == edge_sets(whole)
 
 
@@ -558,7 +562,7 @@ def test_new_graphs_op_budget(monkeypatch):
     as a GPU's."""
     from opcount import OpCount
 
-    monkeypatch.setattr(gpu_graph, "SEARCH_CHUNK_POINTS", 1 << 40)
+    monkeypatch.setattr(neighbours, "SEARCH_CHUNK_POINTS", 1 << 40)
     torch.manual_seed(0)
     xy = torch.rand(1, 1000, 2) * torch.tensor([3840.0, 2160.0]) + torch.randn(60, 1000, 2)
     visible = torch.ones(60, 1000, dtype=torch.bool)
