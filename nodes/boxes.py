@@ -7,7 +7,7 @@ from ..utils.core.device import check_memory
 from ..utils.gpu_rendering import compositor as R
 from ..utils.gpu_rendering.box_styles import MARKERS, box_markers
 from ..utils.gpu_rendering.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
-from ..utils.inputs.boxes import COLOR_BY, LABEL_MODES, box_colors, box_table, label_priority, label_texts
+from ..utils.inputs.boxes import COLOR_BY, LABEL_MODES, box_colors, box_label_texts, box_table, label_priority
 from ..utils.inputs.colors import PALETTES, parse_hex
 from ._comfy import (
     LAYER_ALPHA_MODES,
@@ -106,7 +106,7 @@ class BoundingBoxRenderer(RasterKitNode):
                             marker_size, rgb)
         atlas = None
         if labels != "none" and len(table):
-            texts = label_texts(table, labels)
+            texts = box_label_texts(table, labels)
             priority = label_priority(table) if label_avoid_overlap else None
             tags, atlas = label_primitives(table.frame, table.bounds(), texts, torch.cat([rgb, torch.ones(len(table), 1)], 1),
                                            height, width, label_size, font, label_anchor, label_padding, ink,

@@ -11,7 +11,7 @@ from ..utils.gpu_rendering import compositor as R
 from ..utils.gpu_rendering.labels import DEFAULT_FONT, font_chain, font_names
 from ..utils.gpu_rendering.masks import LABEL_PLACES, labelled, overlay
 from ..utils.inputs.colors import PALETTES
-from ..utils.inputs.masks import COLOR_BY, LABEL_MODES, label_texts, mask_objects, object_colors
+from ..utils.inputs.masks import COLOR_BY, LABEL_MODES, mask_objects, object_colors, object_label_texts
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
@@ -85,7 +85,7 @@ class MaskRenderer(RasterKitNode):
                         halo_opacity, mask_threshold)
         prims, atlas = drawn.prims, drawn.atlas
         if labels != "none" and len(objects):
-            texts = label_texts(objects, labels, drawn.present.cpu())
+            texts = object_label_texts(objects, labels, drawn.present.cpu())
             prims, atlas = labelled(drawn, objects.frame, texts, rgb, height, width, label_size, font, label_position)
         return overlay_outputs(*R.draw(images, prims, atlas, device=device, on_progress=Progress(batch),
                                        layer_alpha=layer_alpha, image_only=outputs == "image only"))

@@ -293,7 +293,7 @@ def _check_mask(mask, images, input_name: str = "mask") -> None:
                          f"got shape {tuple(mask.shape)} (resize it to the images first)")
 
 
-def label_texts(table: BoxTable, mode: str) -> list[str]:
+def box_label_texts(table: BoxTable, mode: str) -> list[str]:
     """Each box's label text in `mode` (one of LABEL_MODES but none): its class label, track id (#n)
     and/or score, as present."""
     return [_label_text(table, i, mode) for i in range(len(table))]

@@ -134,7 +134,7 @@ def object_colors(objects: MaskObjects, color: str, palette_name: str, palette_c
     return torch.tensor([colours[stable_index(key, len(colours))][:3] for key in keys], dtype=torch.float32).reshape(-1, 3)
 
 
-def label_texts(objects: MaskObjects, mode: str, present: torch.Tensor) -> list[str]:
+def object_label_texts(objects: MaskObjects, mode: str, present: torch.Tensor) -> list[str]:
     """Each object's label text in `mode` (LABEL_MODES but none): its slot (#n), its label (else its
     slot), with its slot or its score; "" where present (bool [K], on the host) is False."""
     return [_label_text(objects, i, mode) if present[i] else "" for i in range(len(objects))]
