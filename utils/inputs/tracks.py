@@ -192,7 +192,8 @@ def to_json(xy: torch.Tensor, visible: torch.Tensor) -> str:
     return json.dumps([[{"x": x, "y": y} for x, y in track] for track in points.transpose(0, 1).tolist()])
 
 
-def track_points(frames: int, tracks=None, ys_tracks=None, tracks_json: str = "") -> tuple[torch.Tensor, torch.Tensor, Labels]:
+def track_points(frames: int, tracks=None, ys_tracks=None,
+                 tracks_json: str = "") -> tuple[torch.Tensor, torch.Tensor, Labels]:
     """The Line Link Renderer's track source for `frames` frames as xy float [T,N,2], visible bool [T,N]
     and the tracks' Labels: the connected socket (RASTERKIT_TRACKS or core TRACKS on tracks, ys-vision-tools'
     TRACKS on ys_tracks), else the tracks_json text (a connected socket wins over the text, so that its
