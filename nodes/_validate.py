@@ -18,18 +18,6 @@ def check_images(images, input_name: str = "images") -> None:
         raise ValueError(f"{input_name}: expected float values in 0..1, got dtype {images.dtype}")
 
 
-def check_mask(mask, images, input_name: str = "mask") -> None:
-    """A MASK [B,H,W] or [H,W] whose frames are the size of the images [B,H,W,C]: a box source drawn
-    on them (a mask of another size would put its boxes at the wrong scale)."""
-    if not isinstance(mask, torch.Tensor):
-        raise ValueError(f"{input_name}: expected a MASK tensor [B,H,W], got {type(mask).__name__}")
-    if mask.ndim not in (2, 3) or tuple(mask.shape[-2:]) != tuple(images.shape[1:3]):
-        raise ValueError(
-            f"{input_name}: expected a MASK of the images' size [B,{images.shape[1]},{images.shape[2]}], "
-            f"got shape {tuple(mask.shape)} (resize it to the images first)"
-        )
-
-
 # draw()'s memory beside its outputs (bytes, fitted to peaks measured on the CPU, within 2x of them:
 # tests/test_memory_estimates.py): per pixel of a frame, per primitive, and per pixel of a primitive's
 # tile span on the path that sets up every (tile, primitive) pair of a chunk at once (the torch path)

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import torch
 
-from ..utils.inputs import boxes as box_sources
-from ..utils.gpu_rendering import compositor as R
-from ..utils.inputs.colors import PALETTES, palette, palette_from_hex, parse_hex, stable_index
 from ..utils.core.device import check_memory
+from ..utils.gpu_rendering import compositor as R
+from ..utils.gpu_rendering.box_styles import MARKERS, box_markers
 from ..utils.gpu_rendering.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
+from ..utils.inputs.boxes import COLOR_BY, LABEL_MODES, box_colors, box_label_texts, box_table, label_priority
+from ..utils.inputs.colors import PALETTES, parse_hex
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
@@ -20,87 +21,7 @@ from ._comfy import (
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
-from ._validate import check_images, check_mask, draw_memory
-
-LABEL_MODES = ("none", "label", "label+score", "id", "label+id", "all")
-COLOR_BY = ("label", "id", "index")
-MARKERS = ("box", "ellipse", "dot", "halo")
-
-
-def _box_table(images, boxes, bbox, segs, mask, bounding_box):
-    """The boxes of the one connected socket, else of the `boxes` text (a connected socket wins over the
-    text, so that its default never blocks a connection)."""
-    batch = images.shape[0]
-    sockets = {"bbox": bbox, "segs": segs, "mask": mask, "bounding_box": bounding_box}
-    given = [name for name, value in sockets.items() if value is not None]
-    if len(given) > 1:
-        raise ValueError(f"{given[0]}: connect one box source, got {', '.join(given)}")
-    if bbox is not None:
-        return box_sources.from_lists(bbox, batch, "bbox")
-    if segs is not None:
-        return box_sources.from_segs(segs, batch)
-    if mask is not None:
-        check_mask(mask, images)
-        return box_sources.from_mask(mask, batch)
-    if bounding_box is not None:
-        return box_sources.from_bounding_box(bounding_box, batch)
-    return box_sources.from_json(boxes, batch)
-
-
-def _label_text(table, index: int, mode: str) -> str:
-    label, track, score = table.label[index], table.id[index], table.score[index]
-    parts = []
-    if mode in ("label", "label+score", "label+id", "all") and label is not None:
-        parts.append(str(label))
-    if mode in ("id", "label+id", "all") and track is not None:
-        parts.append(f"#{track}")
-    if mode in ("label+score", "all") and score is not None:
-        parts.append(f"{score:.2f}")
-    return " ".join(parts)
-
-
-def _box_colors(table, color: str, palette_name: str, palette_colors: str, color_by: str) -> torch.Tensor:
-    """float [N,3]: a box's own colour, else the fixed colour, else the palette slot of its key (in the
-    palette of hex colours when there is one, else in the named palette)."""
-    fixed = parse_hex(color, "color")[:3] if color.strip() else None
-    colours = palette_from_hex(palette_colors) if palette_colors.strip() else palette(palette_name)
-    # a box's index within its frame, so that "index" (and boxes without a label or id) keep their colour
-    # from frame to frame; the table lists frames in order
-    first = torch.searchsorted(table.frame, table.frame, right=False)
-    in_frame = (torch.arange(len(table)) - first).tolist()
-    rows = []
-    for i in range(len(table)):
-        if table.color[i] is not None:
-            rows.append(parse_hex(table.color[i], f"boxes: box {i} color")[:3])
-        elif fixed is not None:
-            rows.append(fixed)
-        else:
-            key = {"label": table.label[i], "id": table.id[i], "index": in_frame[i]}[color_by]
-            rows.append(colours[stable_index(in_frame[i] if key is None else key, len(colours))][:3])
-    return torch.tensor(rows, dtype=torch.float32).reshape(-1, 3)
-
-
-def _markers(table, marker: str, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length,
-             marker_size, rgb: torch.Tensor) -> R.Primitives:
-    """The mark of each box, turned with it: its outline and fill (box), the inscribed ellipse's outline and
-    fill (ellipse), a disc of radius marker_size at its centre (dot), or its fill and a halo marker_size
-    wide around it (halo)."""
-    ones = torch.ones(len(table), 1)
-    stroke, fill = torch.cat([rgb, ones * stroke_opacity], 1), torch.cat([rgb, ones * fill_opacity], 1)
-    if marker == "box":
-        return R.rounded_boxes(table.frame, table.xyxy, stroke_width, corner_radius, stroke, fill, corner_length,
-                               table.angle)
-    low, high = torch.minimum(table.xyxy[:, :2], table.xyxy[:, 2:]), torch.maximum(table.xyxy[:, :2], table.xyxy[:, 2:])
-    centre = (low + high) / 2
-    drawn = torch.isfinite(centre).all(1) & torch.isfinite(high - low).all(1)  # host data: no device sync
-    if marker == "ellipse":
-        return R.ellipses(table.frame[drawn], centre[drawn], (high - low)[drawn] / 2, stroke_width, stroke[drawn],
-                          table.angle[drawn], fill[drawn])
-    if marker == "dot":
-        return R.discs(table.frame[drawn], centre[drawn], marker_size, stroke[drawn])
-    boxes = R.rounded_boxes(table.frame, table.xyxy, 0.0, corner_radius, stroke, fill, angle=table.angle)
-    return R.concat(boxes, R.halos(table.frame[drawn], table.xyxy[drawn], marker_size, corner_radius, stroke[drawn],
-                                   table.angle[drawn]))
+from ._validate import check_images, draw_memory
 
 
 def _text_color(text_color: str):
@@ -179,16 +100,14 @@ class BoundingBoxRenderer(RasterKitNode):
         font_chain(font)  # a font name that is not in the list is an error even without labels
         ink = _text_color(text_color)
         batch, height, width, _ = images.shape
-        table = _box_table(images, boxes, bbox, segs, mask, bounding_box)
-        rgb = _box_colors(table, color, palette, palette_colors, color_by)
-        prims = _markers(table, marker, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length,
-                         marker_size, rgb)
+        table = box_table(images, boxes, bbox, segs, mask, bounding_box)
+        rgb = box_colors(table, color, palette, palette_colors, color_by)
+        prims = box_markers(table, marker, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length,
+                            marker_size, rgb)
         atlas = None
         if labels != "none" and len(table):
-            texts = [_label_text(table, i, labels) for i in range(len(table))]
-            priority = None
-            if label_avoid_overlap:
-                priority = torch.tensor([float("-inf") if s is None else float(s) for s in table.score])
+            texts = box_label_texts(table, labels)
+            priority = label_priority(table) if label_avoid_overlap else None
             tags, atlas = label_primitives(table.frame, table.bounds(), texts, torch.cat([rgb, torch.ones(len(table), 1)], 1),
                                            height, width, label_size, font, label_anchor, label_padding, ink,
                                            label_max_width, priority)

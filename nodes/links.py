@@ -12,9 +12,8 @@ from ..utils.gpu_rendering import link_styles as styles
 from ..utils.inputs import tracks as track_sources
 from ..utils.inputs.colors import parse_hex
 from ..utils.core.device import check_memory
-from ..utils.gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
 from ..utils.gpu_graph import GRAPHS, GraphOptions, track_points, voronoi_graph
-from ..utils.gpu_rendering.labels import DEFAULT_FONT, text_atlas
+from ..utils.gpu_rendering.link_layers import POINT_LABELS, LinkStyle, link_layers
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
@@ -30,73 +29,22 @@ from ._comfy import (
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images, draw_memory
 
-POINT_LABELS = ("none", "id", "label")
 GRAPH_CHOICES = (*GRAPHS, "voronoi")
-# "distance" colouring: near links bright, far links dark (plasma-like stops)
-DISTANCE_STOPS = torch.tensor([[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]])
 
 
-def _gradient(t: torch.Tensor) -> torch.Tensor:
-    """float [E] in 0..1 -> RGB [E,3] along DISTANCE_STOPS."""
-    stops = DISTANCE_STOPS.to(t.device)
-    position = t.clamp(0, 1) * (len(stops) - 1)
-    low = position.floor().long().clamp(max=len(stops) - 2)
-    frac = (position - low)[:, None]
-    return stops[low] * (1 - frac) + stops[low + 1] * frac
-
-
-def _points(images, tracks, ys_tracks, tracks_json):
-    """The track source as xy [B,N,2], visible [B,N] and the tracks' Labels: the connected socket, else
-    the tracks_json text (a connected socket wins over the text, so that its default never blocks a
-    connection; empty text and no socket: no points)."""
-    frames = images.shape[0]
-    if tracks is not None and ys_tracks is not None:
-        raise ValueError("tracks: connect one of tracks and ys_tracks, got both")
-    if tracks is not None:
-        return track_sources.labelled_tracks(tracks, frames)
-    if ys_tracks is not None:
-        xy, visible = track_sources.from_ys_tracks(ys_tracks, frames)
-        return xy, visible, track_sources.Labels.none(frames, xy.shape[1])
-    return track_sources.labelled_json(tracks_json, frames)
-
-
-def _faded(colours: torch.Tensor | None, alpha_scale: float) -> torch.Tensor | None:
-    """RGBA colours [E,4] with their opacity scaled."""
-    if colours is None or alpha_scale == 1:
-        return colours
-    return colours * torch.tensor([1.0, 1.0, 1.0, alpha_scale], device=colours.device)
-
-
-def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
-    """Each visible point's path over its last `frames` frames (xy [T,N,2], visible [T,N]), fading from
-    opacity at the point to nothing at the oldest position."""
-    frame, points, lengths = styles.trail_paths(xy, visible, frames)
-    if smooth:
-        points, lengths = styles.catmull_rom(points, lengths)
-    head = torch.tensor([*rgb, opacity], device=xy.device).expand(len(frame), 4)
-    return styles.styled_polylines(frame, points, lengths, width, head, _faded(head, 0.0))
-
-
-def _point_texts(xy, at, index, labels, mode: str, size: int, offset: float, rgba):
-    """Text beside the visible points of xy float [T,N,2] (on the render device), frame at and point
-    index int64 [P] (on the host): each point's id, or with mode "label" its label (its id where it has
-    none; an empty label: no text), one sprite a point, its ink's lower left corner `offset` px right of
-    and above the point; the frame's edges cut what lies beyond them. Returns the sprites and the atlas
-    of the distinct strings drawn (None when there is no text)."""
-    strings = labels.names + [str(i) for i in range(xy.shape[1])]  # the labels, then the ids
-    string = len(labels.names) + index
-    if mode == "label":
-        named = labels.index[at, index]
-        string = torch.where(named >= 0, named, string)
-    keep = torch.tensor([bool(text) for text in strings], dtype=torch.bool)[string]  # host data: no sync
-    if not bool(keep.any()):
-        return R.empty(xy.device), None
-    used, string = torch.unique(string[keep], return_inverse=True)
-    atlas, rects = text_atlas([strings[i] for i in used.tolist()], size, DEFAULT_FONT)
-    moved = torch.cat([at[keep, None], index[keep, None], rects[string]], 1).to(xy.device)  # one transfer
-    frame, point, rect = moved[:, 0], moved[:, 1], moved[:, 2:]
-    corner = xy[frame, point] + torch.tensor([offset, -offset], device=xy.device)
-    return R.sprites(frame, torch.stack([corner[:, 0], corner[:, 1] - rect[:, 3]], 1), rect, rgba), atlas
+def _links(graph: str, xy, xy_dev, visible, options: GraphOptions, size, device):
+    """The graph's links of points xy float [T,N,2] (xy_dev: on the device), visible bool [T,N], in
+    frames of size (H, W): the edges (Ragged pairs per frame), and per link its frame int64 [E], its
+    pair int64 [E,2] and the ends drawn float [E,2] (the points, or with voronoi their cells' wall)."""
+    if graph == "voronoi":  # the wall between the cells of each Delaunay pair, in place of its link
+        edges, walls = voronoi_graph(xy, visible, options, size, device=device)
+        pairs, frame = edges.flat()
+        start, end = walls.flat()[0].unbind(1)
+        return edges, frame, pairs, start, end
+    searched = {"on_chunk": lambda done, total: check_interrupt()} if graph in ("knn", "radius") else {}
+    edges = GRAPHS[graph](xy, visible, options, device=device, **searched)
+    pairs, frame = edges.flat()
+    return edges, frame, pairs, xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
 
 
 class LineLinkRenderer(RasterKitNode):
@@ -197,72 +145,20 @@ class LineLinkRenderer(RasterKitNode):
                 raise ValueError(f"{name}: expected one of {', '.join(options)}, got {value!r}")
         ink = parse_hex(text_color, "text_color")[:3] if text_color.strip() else None
         device = render_device()
-        xy, visible, labels = _points(images, tracks, ys_tracks, tracks_json)
+        xy, visible, labels = track_sources.track_points(images.shape[0], tracks, ys_tracks, tracks_json)
         options = GraphOptions(k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis)
         xy_dev = xy.to(device)
-        if graph == "voronoi":  # the wall between the cells of each Delaunay pair, in place of its link
-            edges, walls = voronoi_graph(xy, visible, options, images.shape[1:3], device=device)
-            pairs, frame = edges.flat()
-            start, end = walls.flat()[0].unbind(1)
-        else:
-            searched = {"on_chunk": lambda done, total: check_interrupt()} if graph in ("knn", "radius") else {}
-            edges = GRAPHS[graph](xy, visible, options, device=device, **searched)
-            pairs, frame = edges.flat()
-            start, end = xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
+        edges, frame, pairs, start, end = _links(graph, xy, xy_dev, visible, options, images.shape[1:3], device)
         by_distance = color.strip().lower() == "distance"
-        dashes = line_style != "solid"
-        length = (end - start).norm(dim=-1) if by_distance or width_by_length != "none" or dashes else None
-        longest = 0.0  # the longest link (one sync): the scale without max_distance, the bound on dashes
-        if length is not None and length.numel() and (dashes or not max_distance):
-            longest = float(length.amax())
-        scale = (max_distance or longest) if length is not None and length.numel() else 1.0
-        if by_distance:
-            rgb = _gradient(length / max(scale, 1e-6))
-        else:
-            rgb = torch.tensor(parse_hex(color, "color")[:3], device=device).expand(len(frame), 3)
-        colours = torch.cat([rgb, torch.full((len(frame), 1), opacity, device=device)], 1)
-        end_colours = None
-        if end_color.strip():
-            end_colours = torch.tensor([*parse_hex(end_color, "end_color")[:3], opacity], device=device).expand_as(colours)
-        widths = width if length is None else styles.width_by_length(length, scale, width, width_by_length)
-        plain = curve == "straight" and line_style == "solid" and end_colours is None  # one segment per link
-        if curve != "straight":
-            points, lengths = bezier_polylines(start, end, curvature, alternating_sign(pairs[:, 0], pairs[:, 1]),
-                                               cubic=curve == "cubic")
-        elif not plain:
-            points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
-        phase = dash_phase + dash_speed * frame.float() if dashes else 0.0
-        max_length = longest * control_polygon_length(curve, curvature)
-
-        def strokes(stroke_width, alpha_scale):
-            """The links, stroke_width wide, at alpha_scale times their opacity (dots spaced as the line's)."""
-            if plain:
-                return R.segments(frame, start, end, stroke_width, _faded(colours, alpha_scale))
-            return styles.styled_polylines(frame, points, lengths, stroke_width, _faded(colours, alpha_scale),
-                                           _faded(end_colours, alpha_scale), line_style, dash_length, gap_length,
-                                           phase, max_length, pattern_width=widths)
-
-        dot_rgb = (1.0, 1.0, 1.0) if by_distance else parse_hex(color, "color")[:3]
-        layers = []
-        if glow > 0:
-            layers.append(strokes(widths * glow_scale, glow))
-        if trail_frames > 0 and images.shape[0] > 1:
-            layers.append(_trails(xy_dev, visible.to(device), trail_frames, trail_smooth, width, dot_rgb, opacity))
-        layers.append(strokes(widths, 1))
-        atlas = None
-        if (point_radius > 0 or point_labels != "none") and visible.any():
-            at, index = visible.cpu().nonzero(as_tuple=True)
-            if point_radius > 0:
-                frame_dev = at.to(device)
-                centre = xy_dev[frame_dev, index.to(device)]
-                if marker_glow and glow > 0:
-                    layers.append(R.discs(frame_dev, centre, point_radius * glow_scale, (*dot_rgb, opacity * glow)))
-                layers.append(styles.markers(frame_dev, centre, point_radius, (*dot_rgb, opacity), point_style, width))
-            if point_labels != "none":
-                texts, atlas = _point_texts(xy_dev, at, index, labels, point_labels, text_size, point_radius + 2,
-                                            (*(ink or dot_rgb), opacity))
-                layers.append(texts)
-        prims = R.concat(*layers)
+        style = LinkStyle(
+            rgb=None if by_distance else parse_hex(color, "color")[:3], opacity=opacity, width=width, curve=curve,
+            curvature=curvature, max_distance=max_distance, line_style=line_style, dash_length=dash_length,
+            gap_length=gap_length, dash_phase=dash_phase, dash_speed=dash_speed,
+            end_rgb=parse_hex(end_color, "end_color")[:3] if end_color.strip() else None, glow=glow,
+            glow_scale=glow_scale, width_by_length=width_by_length, point_radius=point_radius,
+            point_style=point_style, marker_glow=marker_glow, trail_frames=trail_frames, trail_smooth=trail_smooth,
+            point_labels=point_labels, text_size=text_size, text_rgb=ink)
+        prims, atlas = link_layers(xy_dev, visible, labels, frame, pairs, start, end, style)
         check_memory(draw_memory(images, prims, atlas, outputs == "image only", device),
                      f"tracks: {len(prims):,} lines and points on {images.shape[0]} frames of "
                      f"{images.shape[1]} x {images.shape[2]}", device)

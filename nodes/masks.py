@@ -7,12 +7,11 @@ would have to say which of them wins.
 """
 from __future__ import annotations
 
-import torch
-
 from ..utils.gpu_rendering import compositor as R
-from ..utils.gpu_rendering import masks as mask_sources
-from ..utils.inputs.colors import PALETTES, palette, palette_from_hex, parse_hex, stable_index
-from ..utils.gpu_rendering.labels import DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
+from ..utils.gpu_rendering.labels import DEFAULT_FONT, font_chain, font_names
+from ..utils.gpu_rendering.masks import LABEL_PLACES, labelled, overlay
+from ..utils.inputs.colors import PALETTES
+from ..utils.inputs.masks import COLOR_BY, LABEL_MODES, mask_objects, object_colors, object_label_texts
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
@@ -25,48 +24,6 @@ from ._comfy import (
 )
 from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
-
-LABEL_MODES = ("none", "id", "label", "label+score", "label+id")
-COLOR_BY = ("index", "label")
-LABEL_PLACES = ("top", "center")
-
-
-def _objects(images, masks, segs):
-    batch, height, width, _ = images.shape
-    if masks is not None and segs is not None:
-        raise ValueError("masks: connect one of masks (MASK) or segs (SEGS), not both")
-    if masks is None and segs is None:  # nothing connected: the frames pass through
-        masks = torch.zeros(0, height, width)
-    if segs is not None:
-        return mask_sources.from_segs(segs, batch, height, width)
-    objects = mask_sources.from_masks(masks, batch)
-    if tuple(objects.masks.shape[1:]) != (height, width):
-        raise ValueError(f"masks: masks of {objects.masks.shape[2]}x{objects.masks.shape[1]} for images of "
-                         f"{width}x{height}; resize the masks to the images (they are not resized here)")
-    return objects
-
-
-def _colors(objects, color: str, palette_name: str, palette_colors: str, color_by: str) -> torch.Tensor:
-    """float [K,3]: the fixed colour, else the palette slot of each object's index in its frame (or its
-    label, where it has one and color_by is label): the same object has the same colour in every frame."""
-    if color.strip():
-        return torch.tensor(parse_hex(color, "color")[:3]).expand(len(objects), 3)
-    colours = palette_from_hex(palette_colors) if palette_colors.strip() else palette(palette_name)
-    slots = objects.slot.tolist()
-    keys = [label if color_by == "label" and label is not None else slot for slot, label in zip(slots, objects.label)]
-    return torch.tensor([colours[stable_index(key, len(colours))][:3] for key in keys], dtype=torch.float32).reshape(-1, 3)
-
-
-def _label_text(objects, index: int, mode: str) -> str:
-    label, score, slot = objects.label[index], objects.score[index], int(objects.slot[index])
-    if mode == "id":
-        return f"#{slot}"
-    name = str(label) if label is not None else f"#{slot}"
-    if mode == "label+id" and label is not None:
-        return f"{name} #{slot}"
-    if mode == "label+score" and score is not None:
-        return f"{name} {score:.2f}"
-    return name
 
 
 class MaskRenderer(RasterKitNode):
@@ -120,24 +77,16 @@ class MaskRenderer(RasterKitNode):
         check_images(images, "images")
         font_chain(font)
         batch, height, width, _ = images.shape
-        objects = _objects(images, masks, segs)
-        rgb = _colors(objects, color, palette, palette_colors, color_by)
+        objects = mask_objects(masks, segs, batch, height, width)
+        rgb = object_colors(objects, color, palette, palette_colors, color_by)
         device = render_device()
         objects.masks = objects.masks.to(device)  # one transfer; the overlay is built where it is drawn
-        drawn = mask_sources.overlay(objects, height, width, rgb, opacity, outline_width, outline_opacity,
-                                     halo_width, halo_opacity, mask_threshold)
+        drawn = overlay(objects, height, width, rgb, opacity, outline_width, outline_opacity, halo_width,
+                        halo_opacity, mask_threshold)
         prims, atlas = drawn.prims, drawn.atlas
         if labels != "none" and len(objects):
-            present = drawn.present.cpu()
-            texts = [_label_text(objects, i, labels) if present[i] else "" for i in range(len(objects))]
-            if label_position == "center":
-                spot = drawn.centroid.cpu()
-                where, anchor = torch.cat([spot, spot], 1), "center"
-            else:
-                where, anchor = drawn.bounds.cpu(), "top_center"
-            tags, label_atlas = label_primitives(objects.frame, where, texts, torch.cat([rgb, torch.ones(len(objects), 1)], 1),
-                                                 height, width, label_size, font, anchor, PADDING)
-            prims, atlas = mask_sources.with_labels(drawn, tags, label_atlas)
+            texts = object_label_texts(objects, labels, drawn.present.cpu())
+            prims, atlas = labelled(drawn, objects.frame, texts, rgb, height, width, label_size, font, label_position)
         return overlay_outputs(*R.draw(images, prims, atlas, device=device, on_progress=Progress(batch),
                                        layer_alpha=layer_alpha, image_only=outputs == "image only"))
 

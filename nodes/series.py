@@ -2,17 +2,12 @@
 IMAGE batch and the ink's alpha."""
 from __future__ import annotations
 
-from ..utils.gpu_rendering import series as sources
-from ..utils.inputs.colors import PALETTES, palette, palette_from_hex, parse_hex
+from ..utils.gpu_rendering.series import render_series
+from ..utils.inputs.audio import from_audio, from_audio_spectrum
+from ..utils.inputs.colors import parse_hex
+from ..utils.inputs.series import from_text, series_colors
 from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
-
-
-def series_colors(text: str, count: int, input_name: str = "colors") -> list[tuple[float, float, float, float]]:
-    """`count` RGBA colours from a palette name or hex colours separated by commas or spaces, cycled."""
-    text = (text or "").strip()
-    choices = palette(text, input_name) if text in PALETTES else palette_from_hex(text, input_name)
-    return [choices[i % len(choices)] for i in range(count)]
 
 
 class SeriesToImages(RasterKitNode):
@@ -75,12 +70,11 @@ class SeriesToImages(RasterKitNode):
             frames=48, audio=None, fps=0.0, audio_plot="waveform", fft_size=2048, bands=64, magnitude="dB",
             smoothing=0.5, style="line", overlay=False, colors="tab10"):
         if audio is None:
-            data = sources.from_text(series, csv_series)
+            data = from_text(series, csv_series)
         elif audio_plot == "spectrum":
-            data = sources.from_audio_spectrum(audio, frames, fps, fft_size, bands, magnitude, smoothing,
-                                               channels=overlay)
+            data = from_audio_spectrum(audio, frames, fps, fft_size, bands, magnitude, smoothing, channels=overlay)
         else:
-            data = sources.from_audio(audio, frames, fps, channels=overlay)
+            data = from_audio(audio, frames, fps, channels=overlay)
         if not overlay:
             per_image, inks = 1, [parse_hex(line_color, "line_color")]
         else:
@@ -90,10 +84,10 @@ class SeriesToImages(RasterKitNode):
         if fill:
             fill_rgba = parse_hex(fill_color, "fill_color")
             fills = [fill_rgba] if not overlay else [ink[:3] + fill_rgba[3:] for ink in inks]
-        images, alpha = sources.render_series(data, height, width, per_image, style=style, mode=mode,
-                                              line_width=line_width, scale=scale, colors=inks, fill_colors=fills,
-                                              background=parse_hex(background, "background"),
-                                              device=render_device(), on_progress=Progress(data.batch // per_image))
+        images, alpha = render_series(data, height, width, per_image, style=style, mode=mode, line_width=line_width,
+                                      scale=scale, colors=inks, fill_colors=fills,
+                                      background=parse_hex(background, "background"),
+                                      device=render_device(), on_progress=Progress(data.batch // per_image))
         return images.to(intermediate_device()), alpha.to(intermediate_device())
 
 

@@ -1,6 +1,6 @@
 """Mask overlays: per-object masks of every frame as filled regions, anti-aliased outlines and halos.
 
-The masks are parsed into `MaskObjects`: source masks [M,H,W] as given (never copied whole) and, per
+The masks are parsed into `MaskObjects` (inputs.masks): source masks [M,H,W] as given (never copied whole) and, per
 object drawn, the source mask it shows, its frame and its slot (its index in its frame, the key that
 keeps its colour from frame to frame). Everything after that is batched over all objects and frames:
 
@@ -22,14 +22,14 @@ The result is one list of primitives (halos, fills, outlines) and the atlas its 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .compositor import SPRITE, Primitives, concat, empty, segments, sprites
-from ..inputs.text import short
+from ..inputs.masks import MaskObjects
+from .labels import PADDING, label_primitives
 
 TILE = 8  # tiles of the mask read, aligned with the engine's 8x8 tiles: each sprite is one tile pair
 
@@ -43,97 +43,7 @@ _CASES = [[(-1, -1), (-1, -1)], [(3, 0), (-1, -1)], [(0, 1), (-1, -1)], [(3, 1),
           [(0, 1), (2, 3)], [(3, 0), (1, 2)]]
 HALO_REACH = 3.0  # the halo's Gaussian sigma is its width / HALO_REACH: 0.3% of its edge value at its width
 HALO_VISIBLE = 1 / 1024  # blurred values below this are left out (under half an 8-bit step)
-
-
-@dataclass
-class MaskObjects:
-    """K objects over a batch: masks float [M,H,W] (the sources, as given), source int64 [K] (the mask
-    each object shows), frame int64 [K], slot int64 [K] (its index within its frame: SAM3's object
-    index, a SEG's position), and per object label (str or None) and score (float or None)."""
-
-    masks: torch.Tensor
-    source: torch.Tensor
-    frame: torch.Tensor
-    slot: torch.Tensor
-    label: list = field(default_factory=list)
-    score: list = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return int(self.source.shape[0])
-
-
-def _as_masks(value, input_name: str) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor):
-        raise ValueError(f"{input_name}: expected a MASK tensor [N,H,W], got {short(value)}")
-    if value.ndim == 2:
-        value = value[None]
-    if value.ndim != 3 or min(value.shape[1:]) == 0:
-        raise ValueError(f"{input_name}: expected a MASK [N,H,W] or [H,W], got shape {tuple(value.shape)}")
-    if value.dtype == torch.bool or not value.is_floating_point():
-        value = value.float()  # a bool or integer mask: its values as coverage
-    return value if value.dtype == torch.float32 else value.float()
-
-
-def from_masks(masks, batch: int, input_name: str = "masks") -> MaskObjects:
-    """A MASK [M,H,W] (or [H,W]) for a batch of `batch` images: M == batch, one object per frame; M == 1,
-    one object on every frame; M == k * batch, k objects per frame, frame after frame (SAM3 Video Track's
-    [frames * objects] batch); batch == 1, M objects on the one image (SAM3 Detect's individual masks).
-    Anything else is a ValueError naming the input. An empty batch (M == 0) has no objects."""
-    masks = _as_masks(masks, input_name)
-    count = masks.shape[0]
-    if count == 0:
-        objects = torch.zeros(0, dtype=torch.int64)
-        return MaskObjects(masks, objects, objects, objects)
-    if count == 1:
-        source = torch.zeros(batch, dtype=torch.int64)
-    elif count % batch == 0:
-        source = torch.arange(count)
-    else:
-        raise ValueError(f"{input_name}: {count} masks for {batch} images; expected 1 (for every frame), "
-                         f"{batch} (one per frame) or a multiple of {batch} (objects per frame, frame after frame)")
-    per_frame = max(1, count // batch)
-    frame = source // per_frame if count > 1 else torch.arange(batch)
-    slot = source % per_frame
-    return MaskObjects(masks, source, frame, slot, [None] * len(source), [None] * len(source))
-
-
-def from_segs(segs, batch: int, height: int, width: int, input_name: str = "segs") -> MaskObjects:
-    """Impact Pack SEGS ((H, W), [SEG, ...]): each SEG's .cropped_mask [h,w] placed at its .crop_region
-    (x1, y1, x2, y2) in a frame of (height, width) (resized to the region when their sizes differ), with
-    its .label and .confidence; the same objects on every frame."""
-    try:
-        shape, items = segs
-        shape = (int(shape[0]), int(shape[1]))
-        items = list(items)
-    except (TypeError, ValueError, IndexError):
-        raise ValueError(f"{input_name}: expected SEGS ((height, width), [SEG, ...]), got {short(segs)}") from None
-    if shape != (height, width):
-        raise ValueError(f"{input_name}: SEGS of a {shape[1]}x{shape[0]} image for images of {width}x{height}")
-    masks = torch.zeros(len(items), height, width)
-    labels, scores = [], []
-    for i, seg in enumerate(items):  # each SEG is a Python object with its own array: placed one by one
-        try:
-            crop = torch.as_tensor(np.asarray(seg.cropped_mask, dtype=np.float32))
-            x1, y1, x2, y2 = (int(v) for v in seg.crop_region)
-        except (AttributeError, TypeError, ValueError):
-            raise ValueError(f"{input_name}: SEG {i} lacks a .cropped_mask array and a .crop_region "
-                             f"(x1, y1, x2, y2), got {short(seg)}") from None
-        if crop.ndim != 2 or x2 <= x1 or y2 <= y1:
-            raise ValueError(f"{input_name}: SEG {i}: a cropped_mask [h,w] and a non-empty crop_region expected, "
-                             f"got shape {tuple(crop.shape)} and region {(x1, y1, x2, y2)}")
-        if crop.shape != (y2 - y1, x2 - x1):
-            crop = F.interpolate(crop[None, None], size=(y2 - y1, x2 - x1), mode="bilinear", align_corners=False)[0, 0]
-        top, left = max(y1, 0), max(x1, 0)
-        bottom, right = min(y2, height), min(x2, width)
-        if bottom > top and right > left:
-            masks[i, top:bottom, left:right] = crop[top - y1:bottom - y1, left - x1:right - x1]
-        labels.append(None if getattr(seg, "label", None) is None else str(seg.label))
-        confidence = getattr(seg, "confidence", None)
-        scores.append(None if confidence is None else float(np.asarray(confidence, dtype=np.float32).reshape(-1)[0]))
-    count = len(items)
-    source = torch.arange(count).repeat(batch)
-    frame = torch.arange(batch).repeat_interleave(count)
-    return MaskObjects(masks, source, frame, source.clone(), labels * batch, scores * batch)
+LABEL_PLACES = ("top", "center")  # above each object's bounds, or on its centroid
 
 
 # -- tiles ------------------------------------------------------------------------------------------
@@ -401,3 +311,18 @@ def with_labels(drawn: Overlay, tags: Primitives, label_atlas: torch.Tensor | No
     params[:, 5] += torch.where(tags.kind == SPRITE, float(drawn.atlas.shape[0]), 0.0)  # atlas row of a sprite
     moved = Primitives(tags.frame, tags.kind, params, tags.color, tags.bounds, tags.group)
     return concat(drawn.prims, moved), atlas
+
+
+def labelled(drawn: Overlay, frame: torch.Tensor, texts: list[str], colors: torch.Tensor, height: int, width: int,
+             size: int, font: str, place: str = "top") -> tuple[Primitives, torch.Tensor]:
+    """The overlay with a label per object (frame int64 [K] and colors float [K,3] on the host, texts K
+    strings, "" for none): centred above the object's bounds (place "top", inside the frame) or on its
+    centroid ("center"). Returns the primitives and the one atlas (`with_labels`)."""
+    if place == "center":
+        spot = drawn.centroid.cpu()
+        where, anchor = torch.cat([spot, spot], 1), "center"
+    else:
+        where, anchor = drawn.bounds.cpu(), "top_center"
+    tags, label_atlas = label_primitives(frame, where, texts, torch.cat([colors, torch.ones(len(texts), 1)], 1),
+                                         height, width, size, font, anchor, PADDING)
+    return with_labels(drawn, tags, label_atlas)

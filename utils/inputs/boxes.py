@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .colors import palette, palette_from_hex, parse_hex, stable_index
 from .text import coordinates, load_json, short, text_limit
 
 
@@ -22,6 +23,8 @@ from .text import coordinates, load_json, short, text_limit
 # pairs), and every box of every frame is a record here.
 MAX_BOXES_PER_FRAME = 10_000
 MAX_BOXES = 200_000
+LABEL_MODES = ("none", "label", "label+score", "id", "label+id", "all")
+COLOR_BY = ("label", "id", "index")
 
 
 @dataclass
@@ -258,3 +261,77 @@ def from_mask(mask: torch.Tensor, batch: int, input_name: str = "mask") -> BoxTa
         frames.append([{"xyxy": [float(x), float(y), float(x + w), float(y + h)], "label": None, "id": None,
                         "score": None, "color": None} for x, y, w, h, _area in stats[1:count]])
     return _table(frames)
+
+
+def box_table(images: torch.Tensor, boxes: str, bbox=None, segs=None, mask=None, bounding_box=None) -> BoxTable:
+    """The boxes for images [B,H,W,C] of the one connected socket, else of the `boxes` text (a connected
+    socket wins over the text, so that its default never blocks a connection)."""
+    batch = images.shape[0]
+    sockets = {"bbox": bbox, "segs": segs, "mask": mask, "bounding_box": bounding_box}
+    given = [name for name, value in sockets.items() if value is not None]
+    if len(given) > 1:
+        raise ValueError(f"{given[0]}: connect one box source, got {', '.join(given)}")
+    if bbox is not None:
+        return from_lists(bbox, batch, "bbox")
+    if segs is not None:
+        return from_segs(segs, batch)
+    if mask is not None:
+        _check_mask(mask, images)
+        return from_mask(mask, batch)
+    if bounding_box is not None:
+        return from_bounding_box(bounding_box, batch)
+    return from_json(boxes, batch)
+
+
+def _check_mask(mask, images, input_name: str = "mask") -> None:
+    """A MASK [B,H,W] or [H,W] whose frames are the size of the images [B,H,W,C]: a box source drawn
+    on them (a mask of another size would put its boxes at the wrong scale)."""
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"{input_name}: expected a MASK tensor [B,H,W], got {type(mask).__name__}")
+    if mask.ndim not in (2, 3) or tuple(mask.shape[-2:]) != tuple(images.shape[1:3]):
+        raise ValueError(f"{input_name}: expected a MASK of the images' size [B,{images.shape[1]},{images.shape[2]}], "
+                         f"got shape {tuple(mask.shape)} (resize it to the images first)")
+
+
+def box_label_texts(table: BoxTable, mode: str) -> list[str]:
+    """Each box's label text in `mode` (one of LABEL_MODES but none): its class label, track id (#n)
+    and/or score, as present."""
+    return [_label_text(table, i, mode) for i in range(len(table))]
+
+
+def _label_text(table: BoxTable, index: int, mode: str) -> str:
+    label, track, score = table.label[index], table.id[index], table.score[index]
+    parts = []
+    if mode in ("label", "label+score", "label+id", "all") and label is not None:
+        parts.append(str(label))
+    if mode in ("id", "label+id", "all") and track is not None:
+        parts.append(f"#{track}")
+    if mode in ("label+score", "all") and score is not None:
+        parts.append(f"{score:.2f}")
+    return " ".join(parts)
+
+
+def label_priority(table: BoxTable) -> torch.Tensor:
+    """float [N]: each box's score (-inf without one), the order in which overlapping labels keep their place."""
+    return torch.tensor([float("-inf") if s is None else float(s) for s in table.score])
+
+
+def box_colors(table: BoxTable, color: str, palette_name: str, palette_colors: str, color_by: str) -> torch.Tensor:
+    """float [N,3]: a box's own colour, else the fixed colour, else the palette slot of its key (in the
+    palette of hex colours when there is one, else in the named palette)."""
+    fixed = parse_hex(color, "color")[:3] if color.strip() else None
+    colours = palette_from_hex(palette_colors) if palette_colors.strip() else palette(palette_name)
+    # a box's index within its frame, so that "index" (and boxes without a label or id) keep their colour
+    # from frame to frame; the table lists frames in order
+    first = torch.searchsorted(table.frame, table.frame, right=False)
+    in_frame = (torch.arange(len(table)) - first).tolist()
+    rows = []
+    for i in range(len(table)):
+        if table.color[i] is not None:
+            rows.append(parse_hex(table.color[i], f"boxes: box {i} color")[:3])
+        elif fixed is not None:
+            rows.append(fixed)
+        else:
+            key = {"label": table.label[i], "id": table.id[i], "index": in_frame[i]}[color_by]
+            rows.append(colours[stable_index(in_frame[i] if key is None else key, len(colours))][:3])
+    return torch.tensor(rows, dtype=torch.float32).reshape(-1, 3)

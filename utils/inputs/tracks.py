@@ -190,3 +190,19 @@ def to_json(xy: torch.Tensor, visible: torch.Tensor) -> str:
     """tracks_json: one list per track of per-frame {"x","y"} (invisible points at -100, -100)."""
     points = torch.where(visible[..., None], xy, torch.tensor(-100.0)).round(decimals=2)
     return json.dumps([[{"x": x, "y": y} for x, y in track] for track in points.transpose(0, 1).tolist()])
+
+
+def track_points(frames: int, tracks=None, ys_tracks=None,
+                 tracks_json: str = "") -> tuple[torch.Tensor, torch.Tensor, Labels]:
+    """The Line Link Renderer's track source for `frames` frames as xy float [T,N,2], visible bool [T,N]
+    and the tracks' Labels: the connected socket (RASTERKIT_TRACKS or core TRACKS on tracks, ys-vision-tools'
+    TRACKS on ys_tracks), else the tracks_json text (a connected socket wins over the text, so that its
+    default never blocks a connection; empty text and no socket: no points)."""
+    if tracks is not None and ys_tracks is not None:
+        raise ValueError("tracks: connect one of tracks and ys_tracks, got both")
+    if tracks is not None:
+        return labelled_tracks(tracks, frames)
+    if ys_tracks is not None:
+        xy, visible = from_ys_tracks(ys_tracks, frames)
+        return xy, visible, Labels.none(frames, xy.shape[1])
+    return labelled_json(tracks_json, frames)

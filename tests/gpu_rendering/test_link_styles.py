@@ -416,3 +416,26 @@ def test_voronoi_walls_against_a_reference():
         wall = ((np.abs(along_link) <= 1.0) & on_wall) | (np.hypot(X - centre[0], Y - centre[1]) <= 1.0)
         uncovered *= 1 - pixel_mean(wall)
     assert_close(alpha[0].numpy(), 1 - uncovered)
+
+
+def test_link_layers_on_plain_tensors_are_what_the_node_draws(monkeypatch):
+    """The engine's link layers, called without the node on the points, links and a LinkStyle, give the
+    primitives and atlas the node draws (glow, links, marker glow, markers, text)."""
+    from rasterkit.nodes import links
+    from rasterkit.utils.gpu_rendering.link_layers import LinkStyle, link_layers
+    from rasterkit.utils.inputs.tracks import track_points
+
+    drawn = {}
+    real_draw = links.R.draw
+    monkeypatch.setattr(links.R, "draw", lambda images, prims, atlas=None, **kw: drawn.update(prims=prims, atlas=atlas)
+                        or real_draw(images, prims, atlas, **kw))
+    options = dict(line_style="dashed", end_color="#FF0000", glow=0.5, marker_glow=True, point_labels="id",
+                   point_style="ring", curve="bezier", curvature=0.3)
+    LineLinkRenderer.run(IMAGES, tracks_json=PAIR, k=1, **options)
+    xy, visible, labels = track_points(3, tracks_json=PAIR)
+    frame, pairs = torch.arange(3), torch.tensor([[0, 1]] * 3)
+    style = LinkStyle(end_rgb=(1.0, 0.0, 0.0), **{k: v for k, v in options.items() if k != "end_color"})
+    prims, atlas = link_layers(xy, visible, labels, frame, pairs, xy[:, 0], xy[:, 1], style)
+    for name in ("frame", "kind", "params", "color", "bounds", "group"):
+        assert torch.equal(getattr(prims, name), getattr(drawn["prims"], name)), name
+    assert torch.equal(atlas, drawn["atlas"])

@@ -7,6 +7,8 @@ import torch
 from rasterkit.nodes.series import SeriesToImages as Node
 from rasterkit.utils.core.batching import Ragged
 from rasterkit.utils.gpu_rendering import series as S
+from rasterkit.utils.inputs import audio as A
+from rasterkit.utils.inputs import series as P
 
 
 def run(**kw):
@@ -24,9 +26,9 @@ def test_json_and_csv_give_the_same_plots():
 
 
 def test_ragged_series_and_gaps():
-    table = S.from_text("[[1, 2, 3, 4], [1, null, 3]]")
+    table = P.from_text("[[1, 2, 3, 4], [1, null, 3]]")
     assert table.lengths.tolist() == [4, 3] and math.isnan(table.values[1, 1])
-    assert S.from_text("1,,3\n4,5,6").values[0, 1].isnan()
+    assert P.from_text("1,,3\n4,5,6").values[0, 1].isnan()
     images = run(series="[[1, 2, 3, 4], [1, 2, null, 3, 4]]", mode="aliased")
     assert images[1].sum() > 0
 
@@ -110,7 +112,7 @@ def test_spectrum_of_a_sine_peaks_at_its_band_as_numpy_computes_it(frequency):
     import numpy as np
 
     audio = tone(frequency)
-    spectrum = S.from_audio_spectrum(audio, frames=4, fft_size=2048, bands=48, magnitude="linear")
+    spectrum = A.from_audio_spectrum(audio, frames=4, fft_size=2048, bands=48, magnitude="linear")
     assert spectrum.values.shape == (4, 48) and spectrum.lengths.tolist() == [48] * 4
     centres, reference = numpy_bands(audio["waveform"][0, 0, 6000 - 1024:6000 + 1024].numpy().astype(np.float64),
                                      2048, 48)
@@ -120,12 +122,12 @@ def test_spectrum_of_a_sine_peaks_at_its_band_as_numpy_computes_it(frequency):
             assert value == pytest.approx(expected, rel=1e-3, abs=1e-5)
     peak = int(np.argmin(np.abs(np.log(centres / frequency))))
     assert abs(int(frame.argmax()) - peak) <= 1 and frame.max() == pytest.approx(1.0, abs=0.2)  # Hann scalloping
-    decibels = S.from_audio_spectrum(audio, frames=4, fft_size=2048, bands=48).values[0]
+    decibels = A.from_audio_spectrum(audio, frames=4, fft_size=2048, bands=48).values[0]
     assert torch.allclose(decibels, 20 * torch.from_numpy(frame).clamp_min(1e-4).log10(), atol=1e-4)
 
 
 def test_spectrum_image_draws_the_peak_at_its_x_position():
-    centres = S.spectrum_bands(RATE, 2048, 32)
+    centres = A.spectrum_bands(RATE, 2048, 32)
     peak = int((centres / 2000.0).log().abs().argmin())
     line = run(audio=tone(2000.0), frames=2, audio_plot="spectrum", bands=32, mode="aliased", width=320, height=60)
     top_row = (line[0].sum(-1) > 0).float().argmax(0)  # first ink row of each column
@@ -146,11 +148,11 @@ def test_spectrum_smoothing_is_an_exponential_moving_average_over_frames():
         expected = values.numpy().astype(np.float64).copy()
         for t in range(1, frames):
             expected[t] = factor * expected[t - 1] + (1 - factor) * expected[t]
-        assert np.allclose(S.exponential_smoothing(values, factor).numpy(), expected, atol=1e-5), (frames, factor)
+        assert np.allclose(A.exponential_smoothing(values, factor).numpy(), expected, atol=1e-5), (frames, factor)
     burst = torch.zeros(1, 1, RATE)
     burst[0, 0, : RATE // 4] = torch.sin(torch.arange(RATE // 4) * 0.3)  # sound, then silence
-    raw = S.from_audio_spectrum({"waveform": burst, "sample_rate": RATE}, 8, magnitude="linear").values
-    smooth = S.from_audio_spectrum({"waveform": burst, "sample_rate": RATE}, 8, magnitude="linear",
+    raw = A.from_audio_spectrum({"waveform": burst, "sample_rate": RATE}, 8, magnitude="linear").values
+    smooth = A.from_audio_spectrum({"waveform": burst, "sample_rate": RATE}, 8, magnitude="linear",
                                    smoothing=0.5).values
     assert torch.allclose(smooth[3], 0.5 * smooth[2] + 0.5 * raw[3], atol=1e-6) and smooth[5].max() > raw[5].max()
 
@@ -158,8 +160,8 @@ def test_spectrum_smoothing_is_an_exponential_moving_average_over_frames():
 @pytest.mark.parametrize("seconds,fps,frames", [(2.0, 24.0, 48), (2.0, 29.97, 60), (1.0, 12.5, 12), (0.01, 24.0, 1)])
 def test_fps_gives_duration_times_fps_frames(seconds, fps, frames):
     audio = tone(440.0, seconds)
-    assert S.from_audio(audio, 7, fps=fps).batch == frames
-    assert S.from_audio_spectrum(audio, 7, fps=fps, fft_size=256).batch == frames
+    assert A.from_audio(audio, 7, fps=fps).batch == frames
+    assert A.from_audio_spectrum(audio, 7, fps=fps, fft_size=256).batch == frames
     images, alpha = Node.run(audio=audio, fps=fps, audio_plot="spectrum", width=32, height=16)
     assert images.shape == (frames, 16, 32, 3) and alpha.shape == (frames, 16, 32)
 
@@ -168,13 +170,13 @@ def test_fps_windows_are_centred_on_their_frames():
     clicks = torch.zeros(1, 1, RATE)
     clicks[0, 0, [1000, 21700, 47999]] = 1.0
     audio = {"waveform": clicks, "sample_rate": RATE}
-    windows = S.from_audio(audio, 1, fps=10.0).values  # 4800 samples per frame
+    windows = A.from_audio(audio, 1, fps=10.0).values  # 4800 samples per frame
     assert windows.shape == (10, 4800)
     assert windows.nonzero().tolist() == [[0, 1000], [4, 21700 - 4 * 4800], [9, 47999 - 9 * 4800]]
-    spectrum = S.from_audio_spectrum(audio, 1, fps=10.0, fft_size=1024, magnitude="linear").values
+    spectrum = A.from_audio_spectrum(audio, 1, fps=10.0, fft_size=1024, magnitude="linear").values
     loud = spectrum.amax(1) > 0  # a click is heard by the window around it (frame centres at 2400 + 4800 i)
     assert loud.nonzero().flatten().tolist() == [4]
-    frames_mode = S.from_audio(tone(440.0, 0.1), 12).values
+    frames_mode = A.from_audio(tone(440.0, 0.1), 12).values
     assert torch.equal(frames_mode, tone(440.0, 0.1)["waveform"][0, 0, :4800].reshape(12, 400))  # as before fps
 
 
@@ -277,7 +279,7 @@ def test_render_series_elsewhere_copies_every_chunk_back(monkeypatch, options):
             return fn(start, stop, dev)
         return D.run_chunked(recorded, total, bytes_per_item, device, on_chunk, limit=1)
     monkeypatch.setattr(S, "run_chunked", run_chunked)
-    data = S.from_text("[[1, 5, 2, 8], [3, 3, 1], [9, 1, 9, 1, 9], [2, 4], [7, 1, 2, 6], [0, 0, 1]]")
+    data = P.from_text("[[1, 5, 2, 8], [3, 3, 1], [9, 1, 9, 1, 9], [2, 4], [7, 1, 2, 6], [0, 0, 1]]")
     kw = dict(colors=[(1, 0, 0, 1), (0, 0, 1, 0.75)], **options)
     expected = S.render_series(data, 20, 30, per_image=2, **kw)
     chunks.clear()

@@ -9,7 +9,7 @@ import torch
 
 from rasterkit.nodes.links import LineLinkRenderer, PointTracker
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 IMAGES = torch.full((3, 64, 80, 3), 0.1)
 TRIANGLE = '[[[10, 10]], [[60, 12]], [[30, 50]]]'

@@ -8,6 +8,7 @@ import torch
 
 from rasterkit.nodes.masks import MaskRenderer
 from rasterkit.utils.gpu_rendering import masks as M
+from rasterkit.utils.inputs import masks as I
 
 H, W, S = 29, 37, 16  # not multiples of the tile size: partial tiles are exercised
 
@@ -107,7 +108,7 @@ def test_outline_against_supersampled_contour(width, soft):
 
 def test_outline_pieces_match_the_reference():
     masks = blobs(2, soft=True)
-    objects = M.from_masks(masks, 1)
+    objects = I.from_masks(masks, 1)
     tiles = M._list_tiles(objects.masks, 0.5, True)
     _, a, b = M._contour_pieces(tiles, 0.5)
 
@@ -147,15 +148,15 @@ def test_colours_follow_the_object_across_frames():
 
 def test_sources():
     masks = blobs(2)
-    one = M.from_masks(masks[:1], 3)
+    one = I.from_masks(masks[:1], 3)
     assert one.source.tolist() == [0, 0, 0] and one.frame.tolist() == [0, 1, 2]
-    per_frame = M.from_masks(torch.cat([masks, masks, masks]), 3)
+    per_frame = I.from_masks(torch.cat([masks, masks, masks]), 3)
     assert per_frame.frame.tolist() == [0, 0, 1, 1, 2, 2] and per_frame.slot.tolist() == [0, 1] * 3
-    single = M.from_masks(masks, 1)
+    single = I.from_masks(masks, 1)
     assert single.frame.tolist() == [0, 0] and single.slot.tolist() == [0, 1]
     seg = SimpleNamespace(cropped_mask=np.ones((4, 5), np.float32), crop_region=(2, 3, 7, 7), bbox=(2, 3, 7, 7),
                           label="cat", confidence=np.float32(0.9))
-    segs = M.from_segs(((H, W), [seg]), 2, H, W)
+    segs = I.from_segs(((H, W), [seg]), 2, H, W)
     assert segs.frame.tolist() == [0, 1] and segs.label == ["cat", "cat"]
     assert float(segs.masks[0, 3:7, 2:7].min()) == 1 and float(segs.masks.sum()) == 20
 

@@ -181,7 +181,8 @@ def test_out_of_memory_is_recognised_on_every_backend():
 def test_work_past_the_bounds_of_one_call_is_refused_or_reduced():
     from rasterkit.nodes.boxes import BoundingBoxRenderer
     from rasterkit.nodes.series import SeriesToImages
-    from rasterkit.utils.gpu_rendering.series import MAX_SERIES_VALUES, from_audio
+    from rasterkit.utils.inputs.audio import from_audio
+    from rasterkit.utils.inputs.series import MAX_SERIES_VALUES
 
     with pytest.raises(ValueError, match="^boxes: 10,001 boxes in frame 0; at most 10,000 per frame"):
         BoundingBoxRenderer.execute(images=torch.rand(1, 8, 8, 3), boxes=str([[0, 0, 1, 1]] * 10_001))

@@ -1,0 +1,206 @@
+"""The layers of a link overlay (Line Link Renderer): the links of every frame as styled strokes (with a
+glow under them), the points' trails, markers (with a glow) and text, as one list of primitives and the
+atlas of its text, drawn by `draw` in one call.
+
+Links come as tensors (from a graph of gpu_graph): frame int64 [E], pairs int64 [E,2] (the points
+linked), start and end float [E,2] (the ends drawn: the points, or a Voronoi wall's ends), all on the
+render device; the points as xy float [T,N,2] (on the render device), visible bool [T,N] and their
+labels (inputs.tracks.Labels).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import compositor as R
+from . import link_styles as styles
+from ..gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
+from ..inputs.tracks import Labels
+from .labels import DEFAULT_FONT, text_atlas
+
+POINT_LABELS = ("none", "id", "label")
+# "distance" colouring: near links bright, far links dark (plasma-like stops)
+DISTANCE_STOPS = torch.tensor([[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]])
+
+
+@dataclass(frozen=True)
+class LinkStyle:
+    """How links and points are drawn. rgb: the links' and points' colour, None: links coloured by
+    length along DISTANCE_STOPS (points white); end_rgb: the colour at each link's far end (None: one
+    colour); max_distance: the length that scales colours and widths by length (0: the longest link);
+    curve: straight, bezier or cubic; line_style one of link_styles.LINE_STYLES, width_by_length one of
+    WIDTH_BY_LENGTH, point_style one of POINT_STYLES, point_labels one of POINT_LABELS; text_rgb: the
+    point text's colour (None: the points')."""
+
+    rgb: tuple | None = (1.0, 1.0, 1.0)
+    opacity: float = 0.8
+    width: float = 1.5
+    curve: str = "straight"
+    curvature: float = 0.2
+    max_distance: float = 0.0
+    line_style: str = "solid"
+    dash_length: float = 8.0
+    gap_length: float = 6.0
+    dash_phase: float = 0.0
+    dash_speed: float = 0.0
+    end_rgb: tuple | None = None
+    glow: float = 0.0
+    glow_scale: float = 4.0
+    width_by_length: str = "none"
+    point_radius: float = 3.0
+    point_style: str = "dot"
+    marker_glow: bool = False
+    trail_frames: int = 0
+    trail_smooth: bool = False
+    point_labels: str = "none"
+    text_size: int = 12
+    text_rgb: tuple | None = None
+
+    @property
+    def point_rgb(self) -> tuple:
+        return (1.0, 1.0, 1.0) if self.rgb is None else self.rgb
+
+
+def link_layers(xy: torch.Tensor, visible: torch.Tensor, labels: Labels, frame: torch.Tensor, pairs: torch.Tensor,
+                start: torch.Tensor, end: torch.Tensor, style: LinkStyle) -> tuple[R.Primitives, torch.Tensor | None]:
+    """The overlay's primitives, bottom first: the links' glow, the trails, the links, the markers' glow,
+    the markers, the point text; and the atlas of the text (None without text). Shapes in the module's
+    docstring."""
+    glow, links = link_strokes(frame, pairs, start, end, style)
+    layers = [glow] if glow is not None else []
+    if style.trail_frames > 0 and xy.shape[0] > 1:
+        layers.append(_trails(xy, visible.to(xy.device), style.trail_frames, style.trail_smooth, style.width,
+                              style.point_rgb, style.opacity))
+    layers.append(links)
+    points, atlas = point_layers(xy, visible, labels, style)
+    return R.concat(*layers, *points), atlas
+
+
+def link_strokes(frame: torch.Tensor, pairs: torch.Tensor, start: torch.Tensor, end: torch.Tensor,
+                 style: LinkStyle) -> tuple[R.Primitives | None, R.Primitives]:
+    """The links as strokes (E links, shapes in the module's docstring): (their glow, glow_scale times
+    as wide at glow times their opacity, or None; the links)."""
+    dashes = style.line_style != "solid"
+    length, longest, scale = _lengths(start, end, style)
+    colours, end_colours = _colours(len(frame), length, scale, style, start.device)
+    widths = style.width if length is None else styles.width_by_length(length, scale, style.width,
+                                                                        style.width_by_length)
+    plain = style.curve == "straight" and not dashes and end_colours is None  # one segment per link
+    if style.curve != "straight":
+        points, lengths = bezier_polylines(start, end, style.curvature, alternating_sign(pairs[:, 0], pairs[:, 1]),
+                                           cubic=style.curve == "cubic")
+    elif not plain:
+        points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
+    phase = style.dash_phase + style.dash_speed * frame.float() if dashes else 0.0
+    max_length = longest * control_polygon_length(style.curve, style.curvature)
+
+    def strokes(stroke_width, alpha_scale):
+        """The links, stroke_width wide, at alpha_scale times their opacity (dots spaced as the line's)."""
+        if plain:
+            return R.segments(frame, start, end, stroke_width, _faded(colours, alpha_scale))
+        return styles.styled_polylines(frame, points, lengths, stroke_width, _faded(colours, alpha_scale),
+                                       _faded(end_colours, alpha_scale), style.line_style, style.dash_length,
+                                       style.gap_length, phase, max_length, pattern_width=widths)
+
+    glow = strokes(widths * style.glow_scale, style.glow) if style.glow > 0 else None
+    return glow, strokes(widths, 1)
+
+
+def _lengths(start: torch.Tensor, end: torch.Tensor, style: LinkStyle):
+    """The links' lengths float [E] (None when no colour, width or dash pattern depends on them), the
+    longest (one sync, only where needed: the scale without max_distance, the bound on dashes; else 0)
+    and the length that scales colours and widths."""
+    dashes = style.line_style != "solid"
+    by_length = style.rgb is None or style.width_by_length != "none" or dashes
+    length = (end - start).norm(dim=-1) if by_length else None
+    longest = 0.0
+    if length is not None and length.numel() and (dashes or not style.max_distance):
+        longest = float(length.amax())
+    scale = (style.max_distance or longest) if length is not None and length.numel() else 1.0
+    return length, longest, scale
+
+
+def _colours(count: int, length: torch.Tensor | None, scale: float, style: LinkStyle, device):
+    """RGBA float [E,4] of the E = count links (by length along DISTANCE_STOPS when style.rgb is None),
+    and of their far ends (None: one colour), on the device."""
+    if style.rgb is None:
+        rgb = _gradient(length / max(scale, 1e-6))
+    else:
+        rgb = torch.tensor(style.rgb, device=device).expand(count, 3)
+    colours = torch.cat([rgb, torch.full((count, 1), style.opacity, device=device)], 1)
+    end_colours = None
+    if style.end_rgb is not None:
+        end_colours = torch.tensor([*style.end_rgb, style.opacity], device=device).expand_as(colours)
+    return colours, end_colours
+
+
+def point_layers(xy: torch.Tensor, visible: torch.Tensor, labels: Labels,
+                 style: LinkStyle) -> tuple[list[R.Primitives], torch.Tensor | None]:
+    """The visible points' layers, bottom first (markers' glow, markers, text), and the text's atlas (None
+    without text)."""
+    layers, atlas = [], None
+    if (style.point_radius <= 0 and style.point_labels == "none") or not visible.any():
+        return layers, atlas
+    device, rgb, opacity = xy.device, style.point_rgb, style.opacity
+    at, index = visible.cpu().nonzero(as_tuple=True)
+    if style.point_radius > 0:
+        frame = at.to(device)
+        centre = xy[frame, index.to(device)]
+        if style.marker_glow and style.glow > 0:
+            layers.append(R.discs(frame, centre, style.point_radius * style.glow_scale, (*rgb, opacity * style.glow)))
+        layers.append(styles.markers(frame, centre, style.point_radius, (*rgb, opacity), style.point_style,
+                                     style.width))
+    if style.point_labels != "none":
+        texts, atlas = point_texts(xy, at, index, labels, style.point_labels, style.text_size, style.point_radius + 2,
+                                   (*(style.text_rgb or rgb), opacity))
+        layers.append(texts)
+    return layers, atlas
+
+
+def _gradient(t: torch.Tensor) -> torch.Tensor:
+    """float [E] in 0..1 -> RGB [E,3] along DISTANCE_STOPS."""
+    stops = DISTANCE_STOPS.to(t.device)
+    position = t.clamp(0, 1) * (len(stops) - 1)
+    low = position.floor().long().clamp(max=len(stops) - 2)
+    frac = (position - low)[:, None]
+    return stops[low] * (1 - frac) + stops[low + 1] * frac
+
+
+def _faded(colours: torch.Tensor | None, alpha_scale: float) -> torch.Tensor | None:
+    """RGBA colours [E,4] with their opacity scaled."""
+    if colours is None or alpha_scale == 1:
+        return colours
+    return colours * torch.tensor([1.0, 1.0, 1.0, alpha_scale], device=colours.device)
+
+
+def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
+    """Each visible point's path over its last `frames` frames (xy [T,N,2], visible [T,N]), fading from
+    opacity at the point to nothing at the oldest position."""
+    frame, points, lengths = styles.trail_paths(xy, visible, frames)
+    if smooth:
+        points, lengths = styles.catmull_rom(points, lengths)
+    head = torch.tensor([*rgb, opacity], device=xy.device).expand(len(frame), 4)
+    return styles.styled_polylines(frame, points, lengths, width, head, _faded(head, 0.0))
+
+
+def point_texts(xy, at, index, labels: Labels, mode: str, size: int, offset: float, rgba):
+    """Text beside the visible points of xy float [T,N,2] (on the render device), frame at and point
+    index int64 [P] (on the host): each point's id, or with mode "label" its label (its id where it has
+    none; an empty label: no text), one sprite a point, its ink's lower left corner `offset` px right of
+    and above the point; the frame's edges cut what lies beyond them. Returns the sprites and the atlas
+    of the distinct strings drawn (None when there is no text)."""
+    strings = labels.names + [str(i) for i in range(xy.shape[1])]  # the labels, then the ids
+    string = len(labels.names) + index
+    if mode == "label":
+        named = labels.index[at, index]
+        string = torch.where(named >= 0, named, string)
+    keep = torch.tensor([bool(text) for text in strings], dtype=torch.bool)[string]  # host data: no sync
+    if not bool(keep.any()):
+        return R.empty(xy.device), None
+    used, string = torch.unique(string[keep], return_inverse=True)
+    atlas, rects = text_atlas([strings[i] for i in used.tolist()], size, DEFAULT_FONT)
+    moved = torch.cat([at[keep, None], index[keep, None], rects[string]], 1).to(xy.device)  # one transfer
+    frame, point, rect = moved[:, 0], moved[:, 1], moved[:, 2:]
+    corner = xy[frame, point] + torch.tensor([offset, -offset], device=xy.device)
+    return R.sprites(frame, torch.stack([corner[:, 0], corner[:, 1] - rect[:, 3]], 1), rect, rgba), atlas
