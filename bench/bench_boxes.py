@@ -18,7 +18,7 @@ import torch
 
 from _common import output_floor, peak_memory, report, table, timed, timed_together
 
-from utils.gpu_rendering import compositor as R  # noqa: E402  (_common puts the repository root on sys.path)
+from utils import gpu_rendering as R  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.core.device import torch_device  # noqa: E402
 
 QUICK = "--quick" in sys.argv

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..utils.inputs import boxes as box_sources
-from ..utils.gpu_rendering import compositor as R
+from ..utils import gpu_rendering as R
 from ..utils.inputs.colors import PALETTES, palette, palette_from_hex, parse_hex, stable_index
 from ..utils.core.device import check_memory
 from ..utils.gpu_rendering.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives

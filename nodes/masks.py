@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..utils.gpu_rendering import compositor as R
+from ..utils import gpu_rendering as R
 from ..utils.gpu_rendering import masks as mask_sources
 from ..utils.inputs.colors import PALETTES, palette, palette_from_hex, parse_hex, stable_index
 from ..utils.gpu_rendering.labels import DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives

@@ -28,7 +28,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .compositor import SPRITE, Primitives, concat, empty, segments, sprites
+from .constants import SPRITE
+from .primitives import Primitives, concat, empty, segments, sprites
 from ..inputs.text import short
 
 TILE = 8  # tiles of the mask read, aligned with the engine's 8x8 tiles: each sprite is one tile pair

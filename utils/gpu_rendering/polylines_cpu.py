@@ -1,69 +1,138 @@
-"""Aliased line plots on the CPU: numba's Bresenham loop (utils/rendering_cpu.py) where numba is
-installed, else OpenCV.
+"""The line plots' loops compiled for the CPU by numba: aliased polylines, Bresenham's algorithm as the
+torch path (polylines.py, and OpenCV) walks it, one image per iteration, and the plots' points,
+series_points' float32 arithmetic in one pass (bench/bench_series.py). polylines.py chooses them where
+numba runs.
 
-cv2.polylines draws 1-px lines with Bresenham's algorithm, walking each segment from its end with the
-larger x: the pixels of gpu_rendering's torch path, which follows the same convention (tested equal),
-and of the numba loop. Either, straight into the output batch, beats the torch path's pixel
-enumeration on the CPU (measured on 5000 plots of 224x224 from 100-point series: bench/bench_series.py);
-numba's loop also draws images in parallel without a Python call per image. OpenCV draws on one
-thread; nothing here starts others beyond torch's thread count.
+All run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
+Compiled on first use and cached beside this file.
 """
 from __future__ import annotations
 
-import cv2
+import numba
 import numpy as np
-import torch
 
-from ..core.device import numba_usable
-
-# the dtypes numpy and OpenCV share
-NUMPY_DTYPES = {torch.uint8: np.uint8, torch.float16: np.float16, torch.float32: np.float32}
+from ..core.numba import falls_back, jit, torch_threads
 
 
-def series_points(values: torch.Tensor, lengths: torch.Tensor, scale: str, height: int, width: int):
-    """gpu_rendering.series_points of y values [B,T] over gpu_rendering.value_range(values, lengths,
-    scale), the same points [B,T,2] from numba's loops in one pass each (the torch ops take 7 ms of
-    5000 series of 100 values here, the loops 0.5 ms); None where those loops are not used."""
-    if not numba_usable(values.device):
-        return None
-    from . import compositor_cpu as rendering_cpu  # numba: imported on first use (slow to import)
-    points = rendering_cpu.series_points(values.float().contiguous().numpy(), lengths.long().contiguous().numpy(),
-                                         scale, height, width)
-    return None if points is None else torch.from_numpy(points)
+@jit(parallel=True)
+def _value_range(values, counts):
+    """(low, high) float32 [B] of the finite values among the first counts[b] of each series values
+    [B,T]; (inf, -inf) where there are none (polylines.value_range's "per_image")."""
+    low = np.full(values.shape[0], np.inf, np.float32)
+    high = np.full(values.shape[0], -np.inf, np.float32)
+    for b in numba.prange(values.shape[0]):
+        for t in range(counts[b]):
+            v = values[b, t]
+            if np.isfinite(v):
+                low[b], high[b] = min(low[b], v), max(high[b], v)
+    return low, high
 
 
-def draw(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, value: float, on_progress=None,
-         chunk: int = 1024) -> bool:
-    """1-px aliased polylines into out [B,H,W] (overwritten), points float [B,T,2] (pixel xy),
-    lengths int [B]: pixel (i, j) holds the points in [i, i+1) x [j, j+1); a series of fewer than 2
-    points leaves its image blank. on_progress(done, total) after every `chunk` images (interrupt
-    checks). Draws with numba's loop (uint8 or float32 out, numba installed; a point not finite is a
-    gap, as on the torch path), else with OpenCV. Returns False, drawing nothing, where these would
-    not give the torch path's pixels: out or points not on the CPU, out of a dtype OpenCV does not draw
-    into, a finite point within its series' length outside the frame (OpenCV clips a segment that
-    leaves the frame before walking it, which can move its pixels), or for OpenCV one not finite."""
-    if out.device.type != "cpu" or out.dtype not in NUMPY_DTYPES or points.device.type != "cpu":
+@jit(parallel=True)
+def _series_points(values, counts, low, high, height, width):
+    """polylines.series_points of y values [B,T] with (low, high) [B], in its float32 arithmetic
+    and order of operations: the same points [B,T,2], NaN at padding and non-finite values."""
+    batch, steps = values.shape
+    points = np.empty((batch, steps, 2), np.float32)
+    top, rows = np.float32(height - 0.5), np.float32(height - 1)
+    biggest = np.float32(np.finfo(np.float32).max)
+    for b in numba.prange(batch):
+        spacing = np.float32(max(counts[b] - 1, 1))
+        span = high[b] - low[b]
+        for t in range(steps):
+            v = values[b, t]
+            if t < counts[b] and np.isfinite(v):
+                unit = (v - low[b]) / span
+                if np.isnan(unit):  # a flat series: 0 / 0, the middle row (nan_to_num_(0.5))
+                    unit = np.float32(0.5)
+                elif np.isinf(unit):
+                    unit = biggest if unit > 0 else -biggest
+                points[b, t, 0] = np.float32(0.5) + np.float32(t * (width - 1)) / spacing
+                points[b, t, 1] = top - unit * rows
+            else:
+                points[b, t, 0] = points[b, t, 1] = np.nan
+    return points
+
+
+@jit(parallel=True)
+def _inside(points, counts, height, width):
+    """Whether each of the first counts[b] points of each series is inside the frame or a gap (a
+    coordinate not finite)."""
+    inside = np.ones(points.shape[0], np.bool_)
+    for b in numba.prange(points.shape[0]):
+        for t in range(counts[b]):
+            x, y = points[b, t, 0], points[b, t, 1]
+            if np.isfinite(x) and np.isfinite(y) and not (x >= 0 and x < width and y >= 0 and y < height):
+                inside[b] = False
+                break
+    return inside
+
+
+# The minor coordinate of a segment's step i is (2 i minor + major) // (2 major) (Bresenham's error
+# term, as polylines._lines computes it), taken as a product with a rounded-up reciprocal: exact
+# while numerator x divisor < 2**_SHIFT, i.e. for segments up to MAX_EXTENT pixels long; independent
+# of the previous step, so no branch to mispredict (measured 1.5x the incremental error term)
+_SHIFT = 44
+MAX_EXTENT = 16384
+
+
+@jit(parallel=True)
+def _polylines(out, points, counts, value, start, stop):
+    height, width = out.shape[1], out.shape[2]
+    flat = out.reshape(out.shape[0], height * width)
+    for b in numba.prange(start, stop):
+        image = flat[b]
+        image[:] = 0  # cleared here, in cache, rather than as a separate pass over the batch
+        for t in range(counts[b] - 1):
+            if not (np.isfinite(points[b, t, 0] + points[b, t, 1])
+                    and np.isfinite(points[b, t + 1, 0] + points[b, t + 1, 1])):
+                continue  # a gap
+            # the pixels holding the ends, walked from the end with the larger x (see polylines._lines)
+            ax, ay = np.int64(np.floor(points[b, t, 0])), np.int64(np.floor(points[b, t, 1]))
+            bx, by = np.int64(np.floor(points[b, t + 1, 0])), np.int64(np.floor(points[b, t + 1, 1]))
+            if ax < bx:
+                ax, ay, bx, by = bx, by, ax, ay
+            dx, dy = bx - ax, by - ay
+            sx, sy = (dx > 0) - (dx < 0), (dy > 0) - (dy < 0)
+            if abs(dx) >= abs(dy):
+                major, minor, step, side = abs(dx), abs(dy), sx, sy * width
+            else:
+                major, minor, step, side = abs(dy), abs(dx), sy * width, sx
+            length = max(major, 1)
+            reciprocal = ((1 << _SHIFT) + 2 * length - 1) // (2 * length)
+            origin = ay * width + ax
+            for i in range(major + 1):
+                minor_steps = ((2 * minor * i + length) * reciprocal) >> _SHIFT
+                image[np.uint64(origin + i * step + minor_steps * side)] = value
+
+
+@falls_back
+def series_points(values: np.ndarray, counts: np.ndarray, scale: str, height: int, width: int):
+    """polylines.series_points of y values float32 [B,T] (counts int64 [B]) over the (low, high) of
+    polylines.value_range(scale): the same points float32 [B,T,2], in one pass each."""
+    torch_threads()
+    low, high = _value_range(values, counts)
+    if scale == "shared" and len(low):
+        low, high = np.full_like(low, low.min()), np.full_like(high, high.max())
+    return _series_points(values, counts, low, high, height, width)
+
+
+@falls_back
+def polylines(images: np.ndarray, points: np.ndarray, counts: np.ndarray, value: float, on_progress=None,
+              chunk: int = 1024) -> bool:
+    """1-px aliased polylines into images uint8 or float32 [B,H,W] (overwritten), points float32 [B,T,2]
+    (pixel xy; pixel (i, j) holds the points in [i, i+1) x [j, j+1); a point with a coordinate not
+    finite is a gap), counts int64 [B]: the torch path's pixels. Returns False, drawing nothing, if a
+    finite point within its series' count is outside the frame (the torch path clips those segments)
+    or the frame is over MAX_EXTENT pixels wide or high. on_progress(done, total) after every `chunk`
+    images."""
+    torch_threads()
+    batch, height, width = images.shape
+    if max(height, width) > MAX_EXTENT or not _inside(points, counts, height, width).all():
         return False
-    if numba_usable(out.device) and out.dtype in (torch.uint8, torch.float32):
-        from . import compositor_cpu as rendering_cpu
-        return bool(rendering_cpu.polylines(out.numpy(), points.float().contiguous().numpy(),
-                                            lengths.long().contiguous().numpy(), value, on_progress, chunk))
-    batch, steps = points.shape[:2]
-    height, width = out.shape[1:3]
-    xy, counts = points.numpy(), lengths.numpy()
-    valid = np.arange(steps)[None] < counts[:, None]
-    x, y = xy[..., 0][valid], xy[..., 1][valid]
-    with np.errstate(invalid="ignore"):  # NaN compares False: not usable
-        if not ((x >= 0) & (x < width) & (y >= 0) & (y < height)).all():
-            return False
-    ends = np.floor(np.nan_to_num(xy)).astype(np.int32)
-    images = out.numpy()
     for start in range(0, batch, chunk):
         stop = min(batch, start + chunk)
-        for index in range(start, stop):
-            images[index] = 0
-            if counts[index] > 1:
-                cv2.polylines(images[index], [ends[index, :counts[index]]], False, value, 1, cv2.LINE_8)
+        _polylines(images, points, counts, images.dtype.type(value), start, stop)
         if on_progress is not None:
             on_progress(stop, batch)
     return True

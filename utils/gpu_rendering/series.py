@@ -12,7 +12,8 @@ import torch
 
 from ..core.batching import Ragged, pack
 from ..core.device import check_memory, memory_budget, numba_usable, run_chunked
-from .compositor import fill_coverage, render_polylines, series_points, straight_alpha, value_range
+from .compositor import straight_alpha
+from .polylines import fill_coverage, render_polylines, series_points, value_range
 from ..inputs.text import check_size, load_json
 
 
