@@ -109,7 +109,7 @@ def main():
                   "is part of RasterKit's time and none of the peers', which reuse a 50 KB image in cache; the "
                   "OpenCV row 'into one new batch' keeps its plots as RasterKit does. On the CPU RasterKit's aliased "
                   "plots are numba's Bresenham loop over the images in parallel "
-                  "(utils/gpu_rendering/polylines_cpu.py; OpenCV's polylines without numba), with the torch path's "
+                  "(utils/gpu_rendering/line_plots_cpu.py; OpenCV's polylines without numba), with the torch path's "
                   "pixels: all walk a segment from its end with the larger x; its output batch is on transparent "
                   "huge pages where Linux offers them. The first five rows ran in turns, 9 rounds."),
     ], "make bench  # or .venv/bin/python bench/bench_series.py")

@@ -34,7 +34,7 @@ def overlay_compositor() -> None:
 
 
 def line_plots() -> None:
-    """The aliased line plots' loops (polylines_cpu.series_points and polylines), into float and 8-bit
+    """The aliased line plots' loops (line_plots_cpu.series_points and polylines), into float and 8-bit
     images (the two dtypes they draw into)."""
     values = torch.tensor([[0.0, 1.0, 0.5]])
     for dtype in (torch.float32, torch.uint8):

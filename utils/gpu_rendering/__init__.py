@@ -8,15 +8,15 @@ utils/datasets.py).
 
 Modules: constants (kinds, parameter columns, tile constants), primitives (the shapes), compositor
 (binning, the torch path, the choice of backend), compositor_cuda / compositor_cpu (the CUDA kernel,
-numba's loop), polylines / polylines_cpu (line plots), labels, link_styles, masks, series.
+numba's loop), line_plots / line_plots_cpu (line plots), labels, link_styles, masks, series.
 """
 from .compositor import composite, coverage, draw, straight_alpha
-from .constants import HALO_RINGS, TILE
+from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO_RINGS, SEGMENT, SPRITE, TILE
 from .labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives, text_atlas
 from .link_styles import (LINE_STYLES, POINT_STYLES, WIDTH_BY_LENGTH, catmull_rom, markers, styled_polylines,
                           trail_paths, width_by_length)
 from .masks import from_masks, from_segs, overlay, with_labels
-from .polylines import fill_coverage, render_polylines, series_points, value_range
+from .line_plots import fill_coverage, render_polylines, series_points, value_range
 from .primitives import (Primitives, concat, discs, ellipses, empty, halos, polylines, rounded_boxes, segments, sprites,
                          tile_spans)
 from .series import from_audio, from_audio_spectrum, from_text, render_series
@@ -25,16 +25,17 @@ from .series import from_audio, from_audio_spectrum, from_text, render_series
 def loop_modules() -> list:
     """The modules that hold this package's numba loops (utils/warmup.py compiles them ahead of use;
     importing them imports numba, which is slow)."""
-    from . import compositor_cpu, polylines_cpu
+    from . import compositor_cpu, line_plots_cpu
 
-    return [compositor_cpu, polylines_cpu]
+    return [compositor_cpu, line_plots_cpu]
 
 
 __all__ = [
-    "ANCHORS", "DEFAULT_FONT", "HALO_RINGS", "LINE_STYLES", "PADDING", "POINT_STYLES", "TILE", "WIDTH_BY_LENGTH",
-    "Primitives", "catmull_rom", "composite", "concat", "coverage", "discs", "draw", "ellipses", "empty",
-    "fill_coverage", "font_chain", "font_names", "from_audio", "from_audio_spectrum", "from_masks", "from_segs",
-    "from_text", "halos", "label_primitives", "loop_modules", "markers", "overlay", "polylines", "render_polylines", "render_series",
-    "rounded_boxes", "segments", "series_points", "sprites", "straight_alpha", "styled_polylines", "text_atlas",
-    "tile_spans", "trail_paths", "value_range", "width_by_length", "with_labels",
+    "ANCHORS", "BOX_FILL", "BOX_STROKE", "DEFAULT_FONT", "DISC", "ELLIPSE", "HALO_RINGS", "LINE_STYLES", "PADDING",
+    "POINT_STYLES", "SEGMENT", "SPRITE", "TILE", "WIDTH_BY_LENGTH", "Primitives", "catmull_rom", "composite", "concat",
+    "coverage", "discs", "draw", "ellipses", "empty", "fill_coverage", "font_chain", "font_names", "from_audio",
+    "from_audio_spectrum", "from_masks", "from_segs", "from_text", "halos", "label_primitives", "loop_modules",
+    "markers", "overlay", "polylines", "render_polylines", "render_series", "rounded_boxes", "segments",
+    "series_points", "sprites", "straight_alpha", "styled_polylines", "text_atlas", "tile_spans", "trail_paths",
+    "value_range", "width_by_length", "with_labels",
 ]

@@ -1,4 +1,4 @@
-"""The overlay compositor's CUDA kernel (a CuPy RawKernel) and its launcher: coverage per kind and
+"""The overlay compositor's CUDA kernel (compiled by core/cuda.py) and its launcher: coverage per kind and
 source-over compositing of the binned (tile, primitive) pairs, as the torch path (compositor.py)
 computes them. The kernel's #defines are every integer constant of constants.py (kinds, parameter
 columns, N_PARAMS, ELLIPSE_STEPS, ...), so the two never disagree.

@@ -13,7 +13,7 @@ import torch
 from ..core.batching import Ragged, pack
 from ..core.device import check_memory, memory_budget, numba_usable, run_chunked
 from .compositor import straight_alpha
-from .polylines import fill_coverage, render_polylines, series_points, value_range
+from .line_plots import fill_coverage, render_polylines, series_points, value_range
 from ..inputs.text import check_size, load_json
 
 

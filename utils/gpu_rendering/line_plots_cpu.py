@@ -1,6 +1,6 @@
 """The line plots' loops compiled for the CPU by numba: aliased polylines, Bresenham's algorithm as the
-torch path (polylines.py, and OpenCV) walks it, one image per iteration, and the plots' points,
-series_points' float32 arithmetic in one pass (bench/bench_series.py). polylines.py chooses them where
+torch path (line_plots.py, and OpenCV) walks it, one image per iteration, and the plots' points,
+series_points' float32 arithmetic in one pass (bench/bench_series.py). line_plots.py chooses them where
 numba runs.
 
 All run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
@@ -17,7 +17,7 @@ from ..core.numba import falls_back, jit, torch_threads
 @jit(parallel=True)
 def _value_range(values, counts):
     """(low, high) float32 [B] of the finite values among the first counts[b] of each series values
-    [B,T]; (inf, -inf) where there are none (polylines.value_range's "per_image")."""
+    [B,T]; (inf, -inf) where there are none (line_plots.value_range's "per_image")."""
     low = np.full(values.shape[0], np.inf, np.float32)
     high = np.full(values.shape[0], -np.inf, np.float32)
     for b in numba.prange(values.shape[0]):
@@ -30,7 +30,7 @@ def _value_range(values, counts):
 
 @jit(parallel=True)
 def _series_points(values, counts, low, high, height, width):
-    """polylines.series_points of y values [B,T] with (low, high) [B], in its float32 arithmetic
+    """line_plots.series_points of y values [B,T] with (low, high) [B], in its float32 arithmetic
     and order of operations: the same points [B,T,2], NaN at padding and non-finite values."""
     batch, steps = values.shape
     points = np.empty((batch, steps, 2), np.float32)
@@ -69,7 +69,7 @@ def _inside(points, counts, height, width):
 
 
 # The minor coordinate of a segment's step i is (2 i minor + major) // (2 major) (Bresenham's error
-# term, as polylines._lines computes it), taken as a product with a rounded-up reciprocal: exact
+# term, as line_plots._lines computes it), taken as a product with a rounded-up reciprocal: exact
 # while numerator x divisor < 2**_SHIFT, i.e. for segments up to MAX_EXTENT pixels long; independent
 # of the previous step, so no branch to mispredict (measured 1.5x the incremental error term)
 _SHIFT = 44
@@ -87,7 +87,7 @@ def _polylines(out, points, counts, value, start, stop):
             if not (np.isfinite(points[b, t, 0] + points[b, t, 1])
                     and np.isfinite(points[b, t + 1, 0] + points[b, t + 1, 1])):
                 continue  # a gap
-            # the pixels holding the ends, walked from the end with the larger x (see polylines._lines)
+            # the pixels holding the ends, walked from the end with the larger x (see line_plots._lines)
             ax, ay = np.int64(np.floor(points[b, t, 0])), np.int64(np.floor(points[b, t, 1]))
             bx, by = np.int64(np.floor(points[b, t + 1, 0])), np.int64(np.floor(points[b, t + 1, 1]))
             if ax < bx:
@@ -108,8 +108,8 @@ def _polylines(out, points, counts, value, start, stop):
 
 @falls_back
 def series_points(values: np.ndarray, counts: np.ndarray, scale: str, height: int, width: int):
-    """polylines.series_points of y values float32 [B,T] (counts int64 [B]) over the (low, high) of
-    polylines.value_range(scale): the same points float32 [B,T,2], in one pass each."""
+    """line_plots.series_points of y values float32 [B,T] (counts int64 [B]) over the (low, high) of
+    line_plots.value_range(scale): the same points float32 [B,T,2], in one pass each."""
     torch_threads()
     low, high = _value_range(values, counts)
     if scale == "shared" and len(low):

@@ -3,7 +3,7 @@
 polylines), with the area under the curve filled if asked.
 
 The aliased lines' torch path enumerates the pixels of every segment of a chunk of images at once (dense
-pieces of _PIECE steps, no per-pixel gathers); on the CPU, numba's loop (polylines_cpu.py) or else
+pieces of _PIECE steps, no per-pixel gathers); on the CPU, numba's loop (line_plots_cpu.py) or else
 OpenCV draws the same pixels straight into the output batch, faster (bench/bench_series.py).
 """
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _lines(points: torch.Tensor, height: int, width: int, inside: bool = False) 
     ok = usable[:, :-1] & usable[:, 1:]
     # the common case in float32 (exact: Bresenham's numerators stay below 2**24), else int64
     flat = 2 * height * width <= 2**24 and (inside or bool(
-        ((ends >= 0).all(-1) & (ends[..., 0] < width) & (ends[..., 1] < height)).logical_or_(~finite).all()))
+        ((ends >= 0).all(-1) & (ends[..., 0] < width) & (ends[..., 1] < height)).logical_or_(~usable).all()))
     ends = ends.nan_to_num(0.0, 0.0, 0.0)  # segments with a non-finite end get no step
     if not flat:  # far points clamped: exact within 2**29 px
         ends = ends.clamp(-2**29, 2**29).long()
@@ -264,7 +264,7 @@ def _output(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Ten
     return on_huge_pages(out) if device.type == "cpu" else out
 
 
-# -- aliased lines on the CPU: numba's Bresenham loop (polylines_cpu.py) where numba is installed, else
+# -- aliased lines on the CPU: numba's Bresenham loop (line_plots_cpu.py) where numba is installed, else
 # OpenCV. cv2.polylines draws 1-px lines with Bresenham's algorithm, walking each segment from its end with
 # the larger x: the torch path's pixels, which follows the same convention (tested equal), and the numba
 # loop's. Either, straight into the output batch, beats the torch path's pixel enumeration on the CPU
@@ -281,9 +281,9 @@ def _series_points_cpu(values: torch.Tensor, lengths: torch.Tensor, scale: str, 
     loops 0.5 ms); None where those loops are not used."""
     if not numba_usable(values.device):
         return None
-    from . import polylines_cpu  # numba: imported on first use (slow to import)
+    from . import line_plots_cpu  # numba: imported on first use (slow to import)
 
-    points = polylines_cpu.series_points(values.float().contiguous().numpy(), lengths.long().contiguous().numpy(),
+    points = line_plots_cpu.series_points(values.float().contiguous().numpy(), lengths.long().contiguous().numpy(),
                                          scale, height, width)
     return None if points is None else torch.from_numpy(points)
 
@@ -301,9 +301,9 @@ def _draw_cpu(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, va
     if out.device.type != "cpu" or out.dtype not in NUMPY_DTYPES or points.device.type != "cpu":
         return False
     if numba_usable(out.device) and out.dtype in (torch.uint8, torch.float32):
-        from . import polylines_cpu
+        from . import line_plots_cpu
 
-        return bool(polylines_cpu.polylines(out.numpy(), points.float().contiguous().numpy(),
+        return bool(line_plots_cpu.polylines(out.numpy(), points.float().contiguous().numpy(),
                                             lengths.long().contiguous().numpy(), value, on_progress, chunk))
     batch, steps = points.shape[:2]
     height, width = out.shape[1:3]
