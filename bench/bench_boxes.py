@@ -19,7 +19,7 @@ import torch
 
 from _common import output_floor, peak_memory, report, table, timed, timed_together
 from utils.core.device import torch_device  # noqa: E402
-from utils.gpu_rendering import compositor as R  # noqa: E402  (_common puts the repository root on sys.path)
+from utils import gpu_rendering as R  # noqa: E402  (_common puts the repository root on sys.path)
 
 QUICK = "--quick" in sys.argv
 STROKE, RADIUS, FILL = 3.0, 12.0, 0.25

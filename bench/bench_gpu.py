@@ -18,11 +18,12 @@ import numpy as np
 import torch
 
 from _common import ROOT, report, table, timed
+from utils import gpu_rendering as R  # noqa: E402  (_common puts the repository root on sys.path)
+from utils.gpu_rendering.compositor import _bin  # noqa: E402
+from utils.mesh_rasterizer import raster as M  # noqa: E402
 from utils.core.device import cupy_usable  # noqa: E402
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
 from utils.gpu_graph import GraphOptions, knn_graph  # noqa: E402
-from utils.gpu_rendering import compositor as R  # noqa: E402  (_common puts the repository root on sys.path)
-from utils.mesh_rasterizer import raster as M  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 CUDA = torch.device(sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cuda")
@@ -99,16 +100,13 @@ def bench_boxes():
         kernel, torch_path = paths(lambda: R.draw(images, prims))
         kernel = target(kernel, 0.3 if n == 100 else 0.5, f"draw() 4K, {n} boxes, kernel path, ms")
         # the compositing kernel alone, on pairs binned beforehand (it writes image, alpha and layer)
-        pairs = R._bin(prims, 0, 1, 2160, 3840, R.TILE)
-        outputs = (
-            torch.empty_like(images),
-            torch.empty(1, 2160, 3840, device=CUDA),
-            torch.empty(1, 2160, 3840, 4, device=CUDA),
-        )
-        binning = gpu_seconds(lambda: R._bin(prims, 0, 1, 2160, 3840, R.TILE))
+        pairs = _bin(prims, 0, 1, 2160, 3840, R.TILE)
+        outputs = torch.empty_like(images), torch.empty(1, 2160, 3840, device=CUDA), \
+            torch.empty(1, 2160, 3840, 4, device=CUDA)
+        binning = gpu_seconds(lambda: _bin(prims, 0, 1, 2160, 3840, R.TILE))
         only = "-"
         if cupy_usable(CUDA):
-            from utils.gpu_rendering.compositor import composite_tiles_cuda
+            from utils.gpu_rendering.compositor_cuda import composite_tiles_cuda
 
             only = ms(gpu_seconds(lambda: composite_tiles_cuda(images, *outputs, pairs, prims, None, R.TILE)))
         rows.append(

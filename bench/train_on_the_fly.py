@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import _common  # noqa: F401  (puts the repository root on sys.path; installed: from rasterkit.gpu_rendering ...)
-from utils.gpu_rendering.compositor import render_polylines
+from utils.gpu_rendering import render_polylines
 
 SIZE = 224
 

@@ -32,7 +32,7 @@ def draw_memory(images: torch.Tensor, prims, atlas, image_only: bool, device) ->
     outputs (image; alpha and layer unless image_only), the atlas, and the work of its largest chunk of
     frames (without numba's or CUDA's loop: every tile pair of the busiest frames)."""
     from ..utils.core.device import cupy_usable, numba_usable
-    from ..utils.gpu_rendering.compositor import TILE, tile_spans
+    from ..utils.gpu_rendering import TILE, tile_spans
 
     batch, height, width, channels = images.shape
     outputs = batch * height * width * (channels + (0 if image_only else 5)) * 4

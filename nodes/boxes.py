@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..utils.core.device import check_memory
-from ..utils.gpu_rendering import compositor as R
+from ..utils import gpu_rendering as R
 from ..utils.gpu_rendering.box_styles import MARKERS, box_markers
 from ..utils.gpu_rendering.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
 from ..utils.inputs.boxes import COLOR_BY, LABEL_MODES, box_colors, box_label_texts, box_table, label_priority

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from ..utils.gpu_rendering import compositor as R
+from ..utils import gpu_rendering as R
 from ..utils.gpu_rendering import link_styles as styles
 from ..utils.inputs import tracks as track_sources
 from ..utils.inputs.colors import parse_hex

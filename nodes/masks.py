@@ -7,7 +7,7 @@ would have to say which of them wins.
 """
 from __future__ import annotations
 
-from ..utils.gpu_rendering import compositor as R
+from ..utils import gpu_rendering as R
 from ..utils.gpu_rendering.labels import DEFAULT_FONT, font_chain, font_names
 from ..utils.gpu_rendering.masks import LABEL_PLACES, labelled, overlay
 from ..utils.inputs.colors import PALETTES

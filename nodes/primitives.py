@@ -10,7 +10,7 @@ import torch
 from ..utils import color_optimizer as engine
 from ..utils.inputs.colors import parse_hex
 from ..utils.core.device import check_memory
-from ..utils.gpu_rendering.compositor import straight_alpha
+from ..utils.gpu_rendering import straight_alpha
 from ._comfy import Progress, animation_preview, comfy_module, intermediate_device, render_device
 from ._schema import Combo, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images

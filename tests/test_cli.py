@@ -11,7 +11,7 @@ import torch
 
 from rasterkit.utils import datasets as D
 from rasterkit.utils.cli import main
-from rasterkit.utils.gpu_rendering.compositor import render_polylines
+from rasterkit.utils.gpu_rendering import render_polylines
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

@@ -3,12 +3,13 @@ differs from the inputs' device (a GPU rendering ComfyUI's CPU frames); torch.de
 unequal to the device of any CPU tensor, so asking for it takes those branches with CPU tensors. Frames
 are rendered two at a time, each frame different, so that a chunk copied to the wrong frames, or not
 copied back, shows; the expected values are the same calls rendering where the inputs are (the torch
-path, which tests/test_rendering.py and test_polyline_images.py check against references)."""
+path, which tests/gpu_rendering/test_compositor.py and test_line_plots.py check against references)."""
 import pytest
 import torch
 
 from rasterkit.utils.core import device as D
-from rasterkit.utils.gpu_rendering import compositor as R
+from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils.gpu_rendering import compositor, line_plots
 
 ELSEWHERE = torch.device("cpu", 0)
 B, H, W = 5, 27, 38
@@ -25,14 +26,15 @@ def two_frames_a_chunk(monkeypatch):
     The OpenCV path of aliased plots (CPU only, drawn where the output is) is off: these are the
     branches a GPU takes."""
     chunks = []
-    monkeypatch.setattr(R.polylines_cpu, "draw", lambda *args, **kwargs: False)
+    monkeypatch.setattr(line_plots, "_draw_cpu", lambda *args, **kwargs: False)
 
     def run_chunked(fn, total, bytes_per_item, device, on_chunk=None, limit=None):
         def recorded(start, stop, dev):
             chunks.append((start, stop, dev))
             return fn(start, stop, dev)
         return D.run_chunked(recorded, total, bytes_per_item, device, on_chunk, limit=2)
-    monkeypatch.setattr(R, "run_chunked", run_chunked)
+    monkeypatch.setattr(compositor, "run_chunked", run_chunked)
+    monkeypatch.setattr(line_plots, "run_chunked", run_chunked)
     return chunks
 
 
@@ -69,13 +71,13 @@ def test_draw_falls_back_to_the_cpu_when_one_frame_does_not_fit_elsewhere(two_fr
     images, prims = scene()
     expected = R.draw(images, prims)
     two_frames_a_chunk.clear()
-    render = R._render
+    render = compositor._render
 
     def out_of_memory_on_meta(frames, *args):
         if frames.device.type == "meta":
             raise torch.OutOfMemoryError("simulated")
         render(frames, *args)
-    monkeypatch.setattr(R, "_render", out_of_memory_on_meta)
+    monkeypatch.setattr(compositor, "_render", out_of_memory_on_meta)
     got = R.draw(images, prims, device="meta")
     cpu, meta = torch.device("cpu"), torch.device("meta")
     assert two_frames_a_chunk == [(0, 2, meta), (0, 1, meta), (0, 1, cpu), (1, 2, cpu), (2, 3, cpu), (3, 4, cpu),

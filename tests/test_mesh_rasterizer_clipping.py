@@ -103,7 +103,7 @@ def test_the_camera_inside_a_box(path):
 
 
 def test_clipping_leaves_meshes_in_front_of_the_eye_bit_for_bit(path):
-    from test_cuda_kernels import random_views
+    from test_raster_cuda import random_views
 
     V, F = random_views("cpu", 9, views=2)
     expected = M.rasterize_views(V, F, 64, 48, clip_near=False)

@@ -8,7 +8,7 @@ import torch
 import cuda_emulator
 from rasterkit.utils.core import cuda
 from rasterkit.utils.mesh_rasterizer import raster as M
-from test_cuda_kernels import random_views
+from test_raster_cuda import random_views
 
 
 @pytest.fixture(params=["torch", "numba", "kernel"])

@@ -6,7 +6,7 @@ import pytest
 import torch
 from rasterkit.utils.mesh_rasterizer import raster as M
 from rasterkit.utils.mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
-from test_cuda_kernels import random_views
+from test_raster_cuda import random_views
 
 
 @pytest.fixture

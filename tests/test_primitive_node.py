@@ -348,7 +348,7 @@ def test_a_transparent_background_fits_the_transparency_too(node):
     """background #RRGGBBAA with AA < FF: the shapes fit colour and alpha (premultiplied, error over four
     channels, as fogleman/primitive does); image and frames are RGBA (straight alpha), and the SVG, with
     its clear background, draws the same picture."""
-    from rasterkit.utils.gpu_rendering.compositor import straight_alpha
+    from rasterkit.utils.gpu_rendering import straight_alpha
 
     y, x = torch.meshgrid(torch.arange(30) + 0.5, torch.arange(45) + 0.5, indexing="ij")
     disc = (((x - 22) ** 2 + (y - 15) ** 2) < 120).float()

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .core.device import torch_device
-from .gpu_rendering.compositor import render_polylines
+from .gpu_rendering import render_polylines
 
 FORMATS = ("npy", "wds", "png")
 ON_ERROR = ("skip", "stop")

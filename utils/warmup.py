@@ -20,7 +20,7 @@ import time
 import torch
 
 from . import color_optimizer
-from .gpu_rendering import compositor as gpu_rendering
+from . import gpu_rendering
 from .mesh_rasterizer import raster as mesh_rasterizer
 from .core.device import numba_usable
 
@@ -28,13 +28,13 @@ log = logging.getLogger("rasterkit")
 
 
 def overlay_compositor() -> None:
-    """gpu_rendering's tile compositor (rendering_cpu.render): boxes, links, labels, antialiased plots."""
+    """gpu_rendering's tile compositor (compositor_cpu.render): boxes, links, labels, antialiased plots."""
     disc = gpu_rendering.discs(0, torch.tensor([[4.0, 4.0]]), 3.0, (1.0, 0.5, 0.0, 1.0))
     gpu_rendering.draw(torch.zeros(1, 8, 8, 3), disc, device="cpu")
 
 
 def line_plots() -> None:
-    """The aliased line plots' loops (rendering_cpu.series_points and polylines), into float and 8-bit
+    """The aliased line plots' loops (line_plots_cpu.series_points and polylines), into float and 8-bit
     images (the two dtypes they draw into)."""
     values = torch.tensor([[0.0, 1.0, 0.5]])
     for dtype in (torch.float32, torch.uint8):
@@ -66,10 +66,9 @@ FAMILIES = {
 def loop_modules() -> list:
     """The modules that hold numba loops (importing them imports numba: slow, hence here)."""
     from .mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
-    from .gpu_rendering import compositor_cpu as rendering_cpu
     from .color_optimizer import search_cpu
 
-    return [rendering_cpu, search_cpu, mesh_rasterizer_cpu]
+    return [*gpu_rendering.loop_modules(), search_cpu, mesh_rasterizer_cpu]
 
 
 def loops() -> list:

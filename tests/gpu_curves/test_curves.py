@@ -4,7 +4,7 @@ import pytest
 import torch
 from scipy.spatial import cKDTree
 
-from rasterkit.utils.gpu_rendering import compositor as R
+from rasterkit.utils import gpu_rendering as R
 from rasterkit.utils.gpu_curves import TOLERANCE, alternating_sign, bezier_polylines
 
 

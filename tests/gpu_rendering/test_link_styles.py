@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rasterkit.nodes.links import LineLinkRenderer
-from rasterkit.utils.gpu_rendering import compositor as R
+from rasterkit.utils import gpu_rendering as R
 from rasterkit.utils.gpu_rendering import link_styles as S
 
 H, W, SS = 40, 64, 16

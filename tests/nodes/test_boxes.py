@@ -303,7 +303,7 @@ def test_new_widgets_keep_todays_drawing_by_default():
 
 
 def marker_alpha(box, **kw):
-    from test_rendering import H, W
+    from sdf_reference import H, W
 
     boxes = "[[%g, %g, %g, %g]]" % box
     return Node.run(torch.zeros(1, H, W, 3), boxes=boxes, labels="none", **kw)[1][0].numpy()
@@ -314,7 +314,7 @@ def test_ellipse_marker_against_a_supersampled_ellipse(box, stroke):
     """The outline of the ellipse inscribed in the box: samples within stroke/2 of the curve (distance to a
     dense set of its points)."""
     from scipy.spatial import cKDTree
-    from test_rendering import assert_close, pixel_mean, samples
+    from sdf_reference import assert_close, pixel_mean, samples
 
     X, Y = samples()
     x1, y1, x2, y2 = box
@@ -327,7 +327,7 @@ def test_ellipse_marker_against_a_supersampled_ellipse(box, stroke):
 
 @pytest.mark.parametrize("box,radius", [((4.3, 5.1, 40.2, 30.7), 6.0), ((10, 3, 30, 34), 2.5)])
 def test_dot_marker_against_a_supersampled_disc(box, radius):
-    from test_rendering import assert_close, pixel_mean, samples
+    from sdf_reference import assert_close, pixel_mean, samples
 
     X, Y = samples()
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
@@ -341,8 +341,8 @@ def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opac
     """Around the box, out to `width`: opacity * (1 - m / k) in the m-th of k bands; the fill inside. On the
     pixels across the box's edge, where the rings' inner edges and the fill's edge coincide, their partial
     coverages compose source-over rather than add: those are held to the mean only."""
-    from rasterkit.utils.gpu_rendering.compositor import HALO_RINGS
-    from test_rendering import H, S, W, pixel_mean, rounded_box_distance, samples
+    from rasterkit.utils.gpu_rendering import HALO_RINGS
+    from sdf_reference import H, S, W, pixel_mean, rounded_box_distance, samples
 
     X, Y = samples()
     distance = rounded_box_distance(X, Y, box, radius)
@@ -386,7 +386,7 @@ def test_oriented_boxes_in_every_form_give_the_same_table():
 
 def turned_box_reference(box, degrees, radius, stroke):
     """Per-pixel coverage of a box turned about its centre (fill, outline) from 16x16 samples."""
-    from test_rendering import pixel_mean, rounded_box_distance, samples, turned
+    from sdf_reference import pixel_mean, rounded_box_distance, samples, turned
 
     X, Y = turned(*samples(), ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), degrees)
     d = rounded_box_distance(X, Y, box, min(radius, (box[2] - box[0]) / 2, (box[3] - box[1]) / 2))
@@ -395,7 +395,7 @@ def turned_box_reference(box, degrees, radius, stroke):
 
 @pytest.mark.parametrize("degrees", [0, 30, 90, 137])
 def test_oriented_box_marker_against_a_supersampled_box(degrees):
-    from test_rendering import assert_close
+    from sdf_reference import assert_close
 
     box, radius, stroke = (9.3, 12.1, 35.2, 26.7), 4.0, 2.5
     fill, outline = turned_box_reference(box, degrees, radius, stroke)
@@ -411,7 +411,7 @@ def test_oriented_box_marker_against_a_supersampled_box(degrees):
 @pytest.mark.parametrize("degrees", [0, 30, 90, 137])
 def test_oriented_ellipse_marker_is_filled_and_turned(degrees):
     """The inscribed ellipse, turned with its box: the fill in the box's fill colour under the outline."""
-    from test_rendering import assert_close, ellipse_inside, pixel_mean, samples
+    from sdf_reference import assert_close, ellipse_inside, pixel_mean, samples
 
     box, stroke, fill_opacity = (9.3, 10.1, 37.2, 26.7), 2.0, 0.4
     centre, radii = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), ((box[2] - box[0]) / 2, (box[3] - box[1]) / 2)

@@ -313,9 +313,9 @@ def test_spectrum_bars_keep_a_gpu_budget(monkeypatch):
     for the spectrum, no float64."""
     from opcount import OpCount
 
-    from rasterkit.utils.gpu_rendering import polylines_cpu
+    from rasterkit.utils.gpu_rendering import line_plots
 
-    monkeypatch.setattr(polylines_cpu, "draw", lambda *a, **k: False)  # a GPU's path: the torch one
+    monkeypatch.setattr(line_plots, "_draw_cpu", lambda *a, **k: False)  # a GPU's path: the torch one
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     audio = tone(440.0, 4.0, channels=2)
     with OpCount() as count:

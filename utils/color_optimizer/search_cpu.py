@@ -12,7 +12,8 @@ import numba
 import numpy as np
 import torch
 
-from ..gpu_rendering.compositor_cpu import _jit, falls_back, torch_threads
+from ..core.numba import falls_back, torch_threads
+from ..core.numba import jit as _jit
 
 
 @_jit(inline="always")

@@ -1,76 +1,39 @@
-"""gpu_rendering's loops compiled for the CPU by numba: the tile compositor, aliased polylines and
-the points of line plots.
+"""The overlay compositor's loop compiled for the CPU by numba: the CUDA kernel's loop (each pixel of a
+tile takes its primitives in drawing order) with the torch path's tile classes, in one pass that writes
+every pixel of the image, alpha and layer once. On the CPU the torch path's dense per-class evaluations
+and its compositing by doubling make many frame-sized temporaries; this loop makes none, so its cost is
+the outputs' first touch plus the covered pixels (bench/bench_boxes.py).
 
-The compositor is the CUDA kernel's loop (each pixel of a tile takes its primitives in drawing order)
-with the torch path's tile classes, in one pass that writes every pixel of the image, alpha and layer
-once. On the CPU the torch path's dense per-class evaluations and its compositing by doubling make
-many frame-sized temporaries; this loop makes none, so its cost is the outputs' first touch plus the
-covered pixels (bench/bench_boxes.py). Aliased polylines are Bresenham's algorithm as the torch path
-(and OpenCV) walk it, one image per iteration, and the plots' points are series_points' float32
-arithmetic in one pass (bench/bench_series.py).
-
-All run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
+It runs in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
 Compiled on first use and cached beside this file.
 """
 from __future__ import annotations
-
-import functools
-import zlib
 
 import numba
 import numpy as np
 import torch
 
-from .compositor import _MISSED, _SOLID, BOX_FILL, BOX_STROKE, DISC, ELLIPSE, ELLIPSE_STEPS, SEGMENT, SPRITE, tile_spans
+from ..core.numba import falls_back, jit, torch_threads
+from .constants import (ANCHOR_X, ANCHOR_Y, BOX_CORNER_LENGTH, BOX_COS, BOX_CX, BOX_CY, BOX_FILL, BOX_HALF_STROKE,
+                        BOX_HALF_X, BOX_HALF_Y, BOX_RADIUS, BOX_SIN, BOX_STROKE, DISC, DISC_RADIUS, DISC_RING_HALF,
+                        ELLIPSE, ELLIPSE_COS, ELLIPSE_RADIUS_X, ELLIPSE_RADIUS_Y, ELLIPSE_RING_HALF, ELLIPSE_SIN,
+                        ELLIPSE_STEPS, PAIR_MISSED, PAIR_SOLID, SEGMENT, SEGMENT_AX, SEGMENT_AY, SEGMENT_BUTT,
+                        SEGMENT_BX, SEGMENT_BY, SEGMENT_HALF_WIDTH, SPRITE, SPRITE_ATLAS_X, SPRITE_ATLAS_Y,
+                        SPRITE_HEIGHT, SPRITE_WIDTH, SPRITE_X0, SPRITE_Y0)
+from .primitives import tile_spans
 
 
-def falls_back(fn):
-    """fn, made to return None where numba cannot compile or run its loop on this machine (the caller
-    then takes the torch path, which gives the same pixels); the log says so once."""
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except numba.core.errors.NumbaError as error:
-            if not _failed:
-                _failed.append(error)
-                print(f"RasterKit: numba's CPU loop failed ({type(error).__name__}: {str(error)[:300]}); the torch "
-                      f"path draws instead (set RASTERKIT_DISABLE_NUMBA=1 to skip the attempt)")
-            return None
-    return call
-
-
-_failed: list = []
-
-
-def torch_threads() -> int:
-    """Sets numba's thread count to torch's (ComfyUI's and the user's setting: never more) and returns it."""
-    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-    numba.set_num_threads(threads)
-    return threads
-
-
-def _jit(**options):
-    """numba.njit with its on-disk cache, one cache per name this module is imported under: numba's
-    cached code imports its module again by name, and the pack is imported under its folder's path by
-    ComfyUI, as `rasterkit` by the tests and as `utils` by the benchmarks."""
-    def compile(fn):
-        fn.__qualname__ = f"{fn.__qualname__}_{zlib.crc32(__name__.encode()):08x}"  # a name for files
-        return numba.njit(cache=True, **options)(fn)
-    return compile
-
-
-@_jit(inline="always")
+@jit(inline="always")
 def _from_distance(d):
     return min(max(np.float32(0.5) - d, np.float32(0.0)), np.float32(1.0))
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _thin_weight(half):
     return min(max(np.float32(2.0) * half, np.float32(0.0)), np.float32(1.0))
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _box(ax, ay, hx, hy, r, rounded):
     """Coverage of a box at |offset from its centre| ax, ay along its axes (see _turned_box)."""
     if rounded and r >= 1.0:
@@ -80,9 +43,9 @@ def _box(ax, ay, hx, hy, r, rounded):
     return _from_distance(ax - hx) * _from_distance(ay - hy)
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _ellipse_distance(ax, ay, a, b):
-    """See gpu_rendering._ellipse_distance."""
+    """See compositor._ellipse_distance."""
     px, py = max(ax, np.float32(1e-3)), max(ay, np.float32(1e-3))
     tx = ty = np.float32(0.70710677)
     ab = a * a - b * b
@@ -101,42 +64,42 @@ def _ellipse_distance(ax, ay, a, b):
     return -distance if (px / a) * (px / a) + (py / b) * (py / b) <= 1.0 else distance
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _coverage(kind, pair_class, params, p, ox, oy, gx, gy, atlas):
     """Coverage of primitive p (params [P,10]) at the pixel centre ox + gx, oy + gy (its tile's first
     pixel centre, the pixel's place in the tile), each offset formed as the torch path forms it."""
-    if pair_class == _SOLID:
+    if pair_class == PAIR_SOLID:
         return np.float32(1.0)
-    x, y = (ox - params[p, 0]) + gx, (oy - params[p, 1]) + gy
+    x, y = (ox - params[p, ANCHOR_X]) + gx, (oy - params[p, ANCHOR_Y]) + gy
     if kind == SEGMENT:
-        half, weight = max(params[p, 4], np.float32(0.5)), _thin_weight(params[p, 4])
-        dx, dy = params[p, 2] - params[p, 0], params[p, 3] - params[p, 1]
+        half, weight = max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)), _thin_weight(params[p, SEGMENT_HALF_WIDTH])
+        dx, dy = params[p, SEGMENT_BX] - params[p, SEGMENT_AX], params[p, SEGMENT_BY] - params[p, SEGMENT_AY]
         length = max(np.sqrt(np.float32(dx * dx + dy * dy)), np.float32(1e-12))
         ux, uy = dx / length, dy / length
         along = x * ux + y * uy
         across = abs(x * uy - y * ux)
-        # from the far end (see gpu_rendering._segment_coverage)
-        beyond = max(-along, ((ox - params[p, 2]) + gx) * ux + ((oy - params[p, 3]) + gy) * uy)
-        if params[p, 5] > 0.0:
+        # from the far end (see compositor._segment_coverage)
+        beyond = max(-along, ((ox - params[p, SEGMENT_BX]) + gx) * ux + ((oy - params[p, SEGMENT_BY]) + gy) * uy)
+        if params[p, SEGMENT_BUTT] > 0.0:
             return _from_distance(across - half) * _from_distance(beyond) * weight
         b = max(beyond, np.float32(0.0))
         return _from_distance(np.sqrt(np.float32(b * b + across * across)) - half) * weight
     if kind == BOX_FILL or kind == BOX_STROKE:
-        cosine, sine = params[p, 8], params[p, 9]
+        cosine, sine = params[p, BOX_COS], params[p, BOX_SIN]
         turned = sine != 0.0
         ax = abs(cosine * x + sine * y) if turned else abs(x)
         ay = abs(cosine * y - sine * x) if turned else abs(y)
-        hx, hy, r = params[p, 2], params[p, 3], params[p, 4]
+        hx, hy, r = params[p, BOX_HALF_X], params[p, BOX_HALF_Y], params[p, BOX_RADIUS]
         rounded = turned or pair_class == _NEAR_CORNER
         if kind == BOX_FILL:
             return _box(ax, ay, hx, hy, r, rounded)
-        half, weight = max(params[p, 5], np.float32(0.5)), _thin_weight(params[p, 5])
+        half, weight = max(params[p, BOX_HALF_STROKE], np.float32(0.5)), _thin_weight(params[p, BOX_HALF_STROKE])
         inner = np.float32(0.0)
         if hx > half and hy > half:
             inner = _box(ax, ay, hx - half, hy - half, max(r - half, np.float32(0.0)), rounded)
         outer = _box(ax, ay, hx + half, hy + half, r + half, rounded)
         outline = max(outer - inner, np.float32(0.0)) * weight
-        arms = params[p, 6]
+        arms = params[p, BOX_CORNER_LENGTH]
         if arms > 0.0:
             keep_x = min(max((ax - (hx - arms)) + np.float32(0.5), np.float32(0.0)), np.float32(1.0))
             keep_y = min(max((ay - (hy - arms)) + np.float32(0.5), np.float32(0.0)), np.float32(1.0))
@@ -144,94 +107,96 @@ def _coverage(kind, pair_class, params, p, ox, oy, gx, gy, atlas):
         return outline
     if kind == DISC or kind == ELLIPSE:
         if kind == DISC:
-            distance, ring = np.sqrt(np.float32(x * x + y * y)) - params[p, 2], params[p, 3]
+            distance, ring = np.sqrt(np.float32(x * x + y * y)) - params[p, DISC_RADIUS], params[p, DISC_RING_HALF]
         else:
-            cosine, sine = params[p, 8], params[p, 9]
-            distance = _ellipse_distance(abs(cosine * x + sine * y), abs(cosine * y - sine * x), params[p, 2],
-                                         params[p, 3])
-            ring = params[p, 4]
+            cosine, sine = params[p, ELLIPSE_COS], params[p, ELLIPSE_SIN]
+            distance = _ellipse_distance(abs(cosine * x + sine * y), abs(cosine * y - sine * x),
+                                         params[p, ELLIPSE_RADIUS_X],
+                                         params[p, ELLIPSE_RADIUS_Y])
+            ring = params[p, ELLIPSE_RING_HALF]
         if ring > 0.0:
             return _from_distance(abs(distance) - max(ring, np.float32(0.5))) * _thin_weight(ring)
         return _from_distance(distance)
     if kind == SPRITE:
-        u = np.int64(np.rint(((ox - np.float32(0.5)) - params[p, 0]) + gx))  # half to even, as torch.round
-        v = np.int64(np.rint(((oy - np.float32(0.5)) - params[p, 1]) + gy))
-        if u < 0 or v < 0 or u >= np.int64(params[p, 2]) or v >= np.int64(params[p, 3]):
+        u = np.int64(np.rint(((ox - np.float32(0.5)) - params[p, SPRITE_X0]) + gx))  # half to even, as torch.round
+        v = np.int64(np.rint(((oy - np.float32(0.5)) - params[p, SPRITE_Y0]) + gy))
+        if u < 0 or v < 0 or u >= np.int64(params[p, SPRITE_WIDTH]) or v >= np.int64(params[p, SPRITE_HEIGHT]):
             return np.float32(0.0)
-        column = min(max(np.int64(params[p, 4]) + u, 0), atlas.shape[1] - 1)
-        row = min(max(np.int64(params[p, 5]) + v, 0), atlas.shape[0] - 1)
+        column = min(max(np.int64(params[p, SPRITE_ATLAS_X]) + u, 0), atlas.shape[1] - 1)
+        row = min(max(np.int64(params[p, SPRITE_ATLAS_Y]) + v, 0), atlas.shape[0] - 1)
         return atlas[row, column]
     return np.float32(0.0)
 
 
-_EVALUATE, _NEAR_CORNER = 0, 1  # the other classes a tile can have: _SOLID, _MISSED
+_EVALUATE, _NEAR_CORNER = 0, 1  # the other classes a tile can have: PAIR_SOLID, PAIR_MISSED
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _tile_class(kind, params, p, ox, oy, tile):
-    """How primitive p meets the tile whose first pixel centre is ox, oy, as gpu_rendering._classify
-    decides it (the same float32 arithmetic): _MISSED (no pixel covered), _SOLID (every pixel covered),
+    """How primitive p meets the tile whose first pixel centre is ox, oy, as compositor._classify
+    decides it (the same float32 arithmetic): PAIR_MISSED (no pixel covered), PAIR_SOLID (every pixel covered),
     _NEAR_CORNER (a box's tile near a rounded corner) or _EVALUATE."""
     spread = np.float32((tile - 1) / 2)
     reach = np.float32(tile * 0.7072 + 1)
-    tx, ty = (ox - params[p, 0]) + spread, (oy - params[p, 1]) + spread  # anchor to the tile's centre
+    tx, ty = (ox - params[p, ANCHOR_X]) + spread, (oy - params[p, ANCHOR_Y]) + spread  # anchor to the tile's centre
     if kind == SEGMENT:
-        dx, dy = params[p, 2] - params[p, 0], params[p, 3] - params[p, 1]
+        dx, dy = params[p, SEGMENT_BX] - params[p, SEGMENT_AX], params[p, SEGMENT_BY] - params[p, SEGMENT_AY]
         t = min(max((tx * dx + ty * dy) / max(dx * dx + dy * dy, np.float32(1e-12)), np.float32(0.0)),
                 np.float32(1.0))
         ex, ey = tx - t * dx, ty - t * dy
-        if np.sqrt(np.float32(ex * ex + ey * ey)) > max(params[p, 4], np.float32(0.5)) + reach:
-            return _MISSED
+        if np.sqrt(np.float32(ex * ex + ey * ey)) > max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)) + reach:
+            return PAIR_MISSED
         return _EVALUATE
     if kind == DISC or kind == ELLIPSE:
         distance = np.sqrt(np.float32(tx * tx + ty * ty))
         if kind == DISC:
-            ring, outer, inner = params[p, 3], params[p, 2], params[p, 2]
+            ring, outer, inner = params[p, DISC_RING_HALF], params[p, DISC_RADIUS], params[p, DISC_RADIUS]
         else:
-            ring, outer = params[p, 4], max(params[p, 2], params[p, 3])
-            inner = min(params[p, 2], params[p, 3])
+            ring, outer = params[p, ELLIPSE_RING_HALF], max(params[p, ELLIPSE_RADIUS_X], params[p, ELLIPSE_RADIUS_Y])
+            inner = min(params[p, ELLIPSE_RADIUS_X], params[p, ELLIPSE_RADIUS_Y])
         if distance > outer + max(ring, np.float32(0.5)) + reach:
-            return _MISSED
+            return PAIR_MISSED
         if ring > 0.0 and distance < inner - max(ring, np.float32(0.5)) - reach:
-            return _MISSED
+            return PAIR_MISSED
         if ring == 0.0 and distance + np.float32(tile * 0.7072) + np.float32(0.5) <= inner:
-            return _SOLID
+            return PAIR_SOLID
         return _EVALUATE
     if kind == BOX_FILL or kind == BOX_STROKE:
-        cosine, sine = params[p, 8], params[p, 9]
+        cosine, sine = params[p, BOX_COS], params[p, BOX_SIN]
         if sine != 0.0:  # measured in the box's frame
             tx, ty = cosine * tx + sine * ty, cosine * ty - sine * tx
             spread = spread * (abs(cosine) + abs(sine))
         tx, ty = abs(tx), abs(ty)
         stroke = np.float32(1.0) if kind == BOX_STROKE else np.float32(0.0)
-        hx, hy, r, half = params[p, 2], params[p, 3], params[p, 4], params[p, 5]
+        hx, hy, r = params[p, BOX_HALF_X], params[p, BOX_HALF_Y], params[p, BOX_RADIUS]
+        half = params[p, BOX_HALF_STROKE]
         if (tx - (spread + 1) > hx + max(half, np.float32(0.5)) * stroke
                 or ty - (spread + 1) > hy + max(half, np.float32(0.5)) * stroke):
-            return _MISSED
+            return PAIR_MISSED
         margin = (half + np.float32(0.5)) * stroke + (spread + 1)
         if tx + margin <= hx - r and ty + margin <= hy - r:  # inside the straight parts
-            return _MISSED if kind == BOX_STROKE else _SOLID
+            return PAIR_MISSED if kind == BOX_STROKE else PAIR_SOLID
         if tx + (spread + 1) >= hx - r and ty + (spread + 1) >= hy - r:
             return _NEAR_CORNER
         return _EVALUATE
     return _EVALUATE
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
     """Coverage of primitive p on the tile whose first pixel centre is ox, oy into out [T*T] (row-major),
     `found` its _tile_class. A box along the axes away from its corners is separable, as in the torch
     path: each side's coverage is found once per column and once per row (into sides [2,3,T])."""
-    if (kind == BOX_FILL or kind == BOX_STROKE) and params[p, 9] == 0.0 and found == _EVALUATE:
-        hx, hy, stroke = params[p, 2], params[p, 3], kind == BOX_STROKE
-        half = max(params[p, 5], np.float32(0.5)) if stroke else np.float32(0.0)
-        weight = _thin_weight(params[p, 5]) if stroke else np.float32(1.0)
-        arms = params[p, 6] if stroke and params[p, 6] > 0.0 else np.float32(np.inf)
+    if (kind == BOX_FILL or kind == BOX_STROKE) and params[p, BOX_SIN] == 0.0 and found == _EVALUATE:
+        hx, hy, stroke = params[p, BOX_HALF_X], params[p, BOX_HALF_Y], kind == BOX_STROKE
+        half = max(params[p, BOX_HALF_STROKE], np.float32(0.5)) if stroke else np.float32(0.0)
+        weight = _thin_weight(params[p, BOX_HALF_STROKE]) if stroke else np.float32(1.0)
+        arms = params[p, BOX_CORNER_LENGTH] if stroke and params[p, BOX_CORNER_LENGTH] > 0.0 else np.float32(np.inf)
         has_inner = stroke and hx > half and hy > half
         for axis in range(2):  # x, y: the outer box, the inner one and the corner arms' keep
             h = hx if axis == 0 else hy
             for g in range(tile):
-                a = abs(((ox - params[p, 0]) if axis == 0 else (oy - params[p, 1])) + np.float32(g))
+                a = abs(((ox - params[p, BOX_CX]) if axis == 0 else (oy - params[p, BOX_CY])) + np.float32(g))
                 sides[axis, 0, g] = _from_distance(a - (h + half))
                 sides[axis, 1, g] = _from_distance(a - (h - half)) if has_inner else np.float32(0.0)
                 sides[axis, 2, g] = min(max((a - (h - arms)) + np.float32(0.5), np.float32(0.0)), np.float32(1.0))
@@ -245,7 +210,7 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
             out[gy * tile + gx] = _coverage(kind, found, params, p, ox, oy, np.float32(gx), np.float32(gy), atlas)
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _over(layer, x0, coverage, tile, cr, cg, cb, ca):
     """Source-over of a shape of colour cr, cg, cb, opacity ca and coverage [T*T] onto a tile of
     layer [T, W, 4] (premultiplied) at column x0."""
@@ -260,7 +225,7 @@ def _over(layer, x0, coverage, tile, cr, cg, cb, ca):
             layer[gy, x, 3] = a + keep * layer[gy, x, 3]
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _over_solid(layer, x0, tile, cr, cg, cb, ca):
     """Source-over of colour cr, cg, cb at opacity ca over a whole tile of layer [T, W, 4]."""
     keep = np.float32(1.0) - ca
@@ -272,7 +237,7 @@ def _over_solid(layer, x0, tile, cr, cg, cb, ca):
             layer[gy, x, 3] = ca + keep * layer[gy, x, 3]
 
 
-@_jit()
+@jit()
 def _bands(span, frame, visible, frames, tiles_y):
     """The primitives that each band (a row of tiles of a frame: frame * tiles_y + row) may reach, in
     drawing order: start int64 [frames * tiles_y + 1] into listed int64 [...]. span int64 [P,4]: first
@@ -297,7 +262,7 @@ def _bands(span, frame, visible, frames, tiles_y):
 _ALL, _IMAGE_ONLY, _ALPHA_ONLY = range(3)  # the outputs _composite writes
 
 
-@_jit(parallel=True)
+@jit(parallel=True)
 def _composite(band_start, listed, span, kind, params, color, group, atlas, source, image, alpha, layer, tile,
                straight, written, parts):
     """Every band of every frame of source [b,H,W,C] into image, alpha and layer (see render), or those
@@ -326,16 +291,16 @@ def _composite(band_start, listed, span, kind, params, color, group, atlas, sour
                 for column in range(span[p, 0], span[p, 2] + 1):
                     ox = np.float32(column * tile) + np.float32(0.5)
                     found = _tile_class(kind[p], params, p, ox, oy, tile)
-                    if found == _MISSED:
+                    if found == PAIR_MISSED:
                         continue
                     if alone and not drawn[column]:
                         drawn[column] = True
                         band_layer[:, column * tile:(column + 1) * tile] = 0.0
-                    if alone and found == _SOLID:  # one opacity over the whole tile
+                    if alone and found == PAIR_SOLID:  # one opacity over the whole tile
                         _over_solid(band_layer, column * tile, tile, color[p, 0], color[p, 1], color[p, 2],
                                     color[p, 3])
                         continue
-                    if found == _SOLID:
+                    if found == PAIR_SOLID:
                         coverage[:] = 1.0
                     else:
                         _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides)
@@ -364,7 +329,7 @@ def _composite(band_start, listed, span, kind, params, color, group, atlas, sour
             _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, written)
 
 
-@_jit(inline="always")
+@jit(inline="always")
 def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, written):
     """Every pixel of a band written once, in the outputs `written` names: the layer over the source, the
     layer (straight alpha if `straight`) and its alpha; undrawn runs of tiles as flat copies and fills
@@ -412,7 +377,7 @@ def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile
                 continue
             for x in range(x0, x1):
                 la = band_layer[gy, x, 3]
-                # straight alpha as gpu_rendering.straight_alpha gives it: RGB / alpha in 0..1, 0 where
+                # straight alpha as compositor.straight_alpha gives it: RGB / alpha in 0..1, 0 where
                 # alpha is 0
                 scale = np.float32(1.0) / la if straight and la > 0.0 else np.float32(1.0)
                 for c in range(3):
@@ -458,126 +423,3 @@ def render(frames: torch.Tensor, image: torch.Tensor | None, alpha: torch.Tensor
                alpha.numpy(), layer.numpy(), tile, straight, written, threads)
     return True
 
-
-@_jit(parallel=True)
-def _value_range(values, counts):
-    """(low, high) float32 [B] of the finite values among the first counts[b] of each series values
-    [B,T]; (inf, -inf) where there are none (gpu_rendering.value_range's "per_image")."""
-    low = np.full(values.shape[0], np.inf, np.float32)
-    high = np.full(values.shape[0], -np.inf, np.float32)
-    for b in numba.prange(values.shape[0]):
-        for t in range(counts[b]):
-            v = values[b, t]
-            if np.isfinite(v):
-                low[b], high[b] = min(low[b], v), max(high[b], v)
-    return low, high
-
-
-@_jit(parallel=True)
-def _series_points(values, counts, low, high, height, width):
-    """gpu_rendering.series_points of y values [B,T] with (low, high) [B], in its float32 arithmetic
-    and order of operations: the same points [B,T,2], NaN at padding and non-finite values."""
-    batch, steps = values.shape
-    points = np.empty((batch, steps, 2), np.float32)
-    top, rows = np.float32(height - 0.5), np.float32(height - 1)
-    biggest = np.float32(np.finfo(np.float32).max)
-    for b in numba.prange(batch):
-        spacing = np.float32(max(counts[b] - 1, 1))
-        span = high[b] - low[b]
-        for t in range(steps):
-            v = values[b, t]
-            if t < counts[b] and np.isfinite(v):
-                unit = (v - low[b]) / span
-                if np.isnan(unit):  # a flat series: 0 / 0, the middle row (nan_to_num_(0.5))
-                    unit = np.float32(0.5)
-                elif np.isinf(unit):
-                    unit = biggest if unit > 0 else -biggest
-                points[b, t, 0] = np.float32(0.5) + np.float32(t * (width - 1)) / spacing
-                points[b, t, 1] = top - unit * rows
-            else:
-                points[b, t, 0] = points[b, t, 1] = np.nan
-    return points
-
-
-@_jit(parallel=True)
-def _inside(points, counts, height, width):
-    """Whether each of the first counts[b] points of each series is inside the frame or a gap (a
-    coordinate not finite)."""
-    inside = np.ones(points.shape[0], np.bool_)
-    for b in numba.prange(points.shape[0]):
-        for t in range(counts[b]):
-            x, y = points[b, t, 0], points[b, t, 1]
-            if np.isfinite(x) and np.isfinite(y) and not (x >= 0 and x < width and y >= 0 and y < height):
-                inside[b] = False
-                break
-    return inside
-
-
-# The minor coordinate of a segment's step i is (2 i minor + major) // (2 major) (Bresenham's error
-# term, as gpu_rendering._lines computes it), taken as a product with a rounded-up reciprocal: exact
-# while numerator x divisor < 2**_SHIFT, i.e. for segments up to MAX_EXTENT pixels long; independent
-# of the previous step, so no branch to mispredict (measured 1.5x the incremental error term)
-_SHIFT = 44
-MAX_EXTENT = 16384
-
-
-@_jit(parallel=True)
-def _polylines(out, points, counts, value, start, stop):
-    height, width = out.shape[1], out.shape[2]
-    flat = out.reshape(out.shape[0], height * width)
-    for b in numba.prange(start, stop):
-        image = flat[b]
-        image[:] = 0  # cleared here, in cache, rather than as a separate pass over the batch
-        for t in range(counts[b] - 1):
-            if not (np.isfinite(points[b, t, 0] + points[b, t, 1])
-                    and np.isfinite(points[b, t + 1, 0] + points[b, t + 1, 1])):
-                continue  # a gap
-            # the pixels holding the ends, walked from the end with the larger x (see gpu_rendering._lines)
-            ax, ay = np.int64(np.floor(points[b, t, 0])), np.int64(np.floor(points[b, t, 1]))
-            bx, by = np.int64(np.floor(points[b, t + 1, 0])), np.int64(np.floor(points[b, t + 1, 1]))
-            if ax < bx:
-                ax, ay, bx, by = bx, by, ax, ay
-            dx, dy = bx - ax, by - ay
-            sx, sy = (dx > 0) - (dx < 0), (dy > 0) - (dy < 0)
-            if abs(dx) >= abs(dy):
-                major, minor, step, side = abs(dx), abs(dy), sx, sy * width
-            else:
-                major, minor, step, side = abs(dy), abs(dx), sy * width, sx
-            length = max(major, 1)
-            reciprocal = ((1 << _SHIFT) + 2 * length - 1) // (2 * length)
-            origin = ay * width + ax
-            for i in range(major + 1):
-                minor_steps = ((2 * minor * i + length) * reciprocal) >> _SHIFT
-                image[np.uint64(origin + i * step + minor_steps * side)] = value
-
-
-@falls_back
-def series_points(values: np.ndarray, counts: np.ndarray, scale: str, height: int, width: int):
-    """gpu_rendering.series_points of y values float32 [B,T] (counts int64 [B]) over the (low, high) of
-    gpu_rendering.value_range(scale): the same points float32 [B,T,2], in one pass each."""
-    torch_threads()
-    low, high = _value_range(values, counts)
-    if scale == "shared" and len(low):
-        low, high = np.full_like(low, low.min()), np.full_like(high, high.max())
-    return _series_points(values, counts, low, high, height, width)
-
-
-@falls_back
-def polylines(images: np.ndarray, points: np.ndarray, counts: np.ndarray, value: float, on_progress=None,
-              chunk: int = 1024) -> bool:
-    """1-px aliased polylines into images uint8 or float32 [B,H,W] (overwritten), points float32 [B,T,2]
-    (pixel xy; pixel (i, j) holds the points in [i, i+1) x [j, j+1); a point with a coordinate not
-    finite is a gap), counts int64 [B]: the torch path's pixels. Returns False, drawing nothing, if a
-    finite point within its series' count is outside the frame (the torch path clips those segments)
-    or the frame is over MAX_EXTENT pixels wide or high. on_progress(done, total) after every `chunk`
-    images."""
-    torch_threads()
-    batch, height, width = images.shape
-    if max(height, width) > MAX_EXTENT or not _inside(points, counts, height, width).all():
-        return False
-    for start in range(0, batch, chunk):
-        stop = min(batch, start + chunk)
-        _polylines(images, points, counts, images.dtype.type(value), start, stop)
-        if on_progress is not None:
-            on_progress(stop, batch)
-    return True

@@ -34,7 +34,7 @@ import unicodedata
 import numpy as np
 import torch
 
-from . import compositor as R
+from . import primitives as R
 from ..core.device import check_memory
 from ..inputs.text import short, text_limit
 

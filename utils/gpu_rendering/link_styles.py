@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from . import compositor as R
+from . import primitives as R
 
 LINE_STYLES = ("solid", "dashed", "dotted")
 POINT_STYLES = ("dot", "ring", "cross", "square", "diamond")

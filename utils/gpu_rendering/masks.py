@@ -27,9 +27,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .compositor import SPRITE, Primitives, concat, empty, segments, sprites
 from ..inputs.masks import MaskObjects
+from .constants import SPRITE
 from .labels import PADDING, label_primitives
+from .primitives import Primitives, concat, empty, segments, sprites
 
 TILE = 8  # tiles of the mask read, aligned with the engine's 8x8 tiles: each sprite is one tile pair
 

@@ -9,8 +9,9 @@ import torch
 
 from ..core.batching import Ragged
 from ..core.device import check_memory, memory_budget, numba_usable, run_chunked
-from .compositor import fill_coverage, render_polylines, series_points, straight_alpha, value_range
 from ..inputs.series import VALUE_LIMIT
+from .compositor import straight_alpha
+from .line_plots import fill_coverage, render_polylines, series_points, value_range
 
 
 # Bars fill their slot of the plot's width but for a gap of this fraction, so that neighbours stay apart.

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..gpu_rendering.compositor_cpu import _jit, falls_back
+from ..core.numba import falls_back
+from ..core.numba import jit as _jit
 
 
 @_jit()

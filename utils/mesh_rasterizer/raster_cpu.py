@@ -14,7 +14,8 @@ import torch
 
 from ..core.device import on_huge_pages
 from .raster import DEPTH_STEPS, EMPTY, FIXED, ID_BASE
-from ..gpu_rendering.compositor_cpu import _jit, falls_back, torch_threads
+from ..core.numba import falls_back, torch_threads
+from ..core.numba import jit as _jit
 
 BANDS_PER_THREAD = 4  # bands of rows per thread: evens out meshes that fill part of the frame
 

@@ -1,11 +1,11 @@
-"""utils/rendering_cpu (numba's loop, what draw() runs on the CPU) against the torch path (what MPS,
-ROCm and CUDA without CuPy run). Both are checked against brute-force references by test_rendering.py,
+"""utils/gpu_rendering/compositor_cpu (numba's loop, what draw() runs on the CPU) against the torch path (what
+MPS, ROCm and CUDA without CuPy run). Both are checked against brute-force references by test_compositor.py,
 test_boxes.py and the links tests, which run on the CPU: there, through this loop."""
 import pytest
 import torch
-from rasterkit.utils.gpu_rendering import compositor as R
-from rasterkit.utils.gpu_rendering import compositor_cpu as rendering_cpu
-from test_cuda_kernels import every_kind
+from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils.gpu_rendering import compositor, compositor_cpu
+from test_compositor_cuda import every_kind
 
 TOLERANCE = 1e-4  # the torch path composites by products of transmittances, the loop one shape at a time
 
@@ -13,8 +13,8 @@ TOLERANCE = 1e-4  # the torch path composites by products of transmittances, the
 @pytest.fixture
 def loop_used(monkeypatch):
     """Records whether each draw went through the numba loop."""
-    used, render = [], rendering_cpu.render
-    monkeypatch.setattr(rendering_cpu, "render", lambda *a, **k: used.append(render(*a, **k)) or used[-1])
+    used, render = [], compositor_cpu.render
+    monkeypatch.setattr(compositor_cpu, "render", lambda *a, **k: used.append(render(*a, **k)) or used[-1])
     return used
 
 
@@ -50,7 +50,7 @@ def test_the_loop_in_chunks_of_frames(torch_path, loop_used, monkeypatch):
     """Chunks of 2 of 5 frames: each chunk draws only its frames' primitives."""
     from rasterkit.utils.core import device as D
 
-    monkeypatch.setattr(R, "run_chunked", lambda fn, total, nbytes, dev, on_chunk=None, limit=None:
+    monkeypatch.setattr(compositor, "run_chunked", lambda fn, total, nbytes, dev, on_chunk=None, limit=None:
                         D.run_chunked(fn, total, nbytes, dev, on_chunk, limit=2))
     images = torch.rand(5, 40, 50, 3)
     prims = every_kind(5, 40, 50, 30, seed=7)
@@ -139,24 +139,25 @@ def test_a_loop_numba_cannot_compile_leaves_the_drawing_to_the_torch_path(torch_
     import numba
     from rasterkit.utils.mesh_rasterizer import raster as M
     from rasterkit.utils.mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
-    from rasterkit.utils.gpu_rendering import polylines_cpu
-    from test_cuda_kernels import random_views
+    from rasterkit.utils.core import numba as core_numba
+    from rasterkit.utils.gpu_rendering import line_plots, line_plots_cpu
+    from test_raster_cuda import random_views
 
     def broken(*args):
         raise numba.core.errors.TypingError("no implementation on this machine")
 
-    monkeypatch.setattr(rendering_cpu, "_composite", broken)
-    monkeypatch.setattr(rendering_cpu, "_failed", [])
+    monkeypatch.setattr(compositor_cpu, "_composite", broken)
+    monkeypatch.setattr(core_numba, "_failed", [])
     images, prims = torch.rand(2, 30, 40, 3), every_kind(2, 30, 40, 15, seed=5)
     atlas = torch.ones(20, 24)
     assert_same(torch_path(R.draw, images, prims, atlas=atlas), R.draw(images, prims, atlas=atlas))
     assert "the torch path draws instead" in capsys.readouterr().out
 
-    monkeypatch.setattr(rendering_cpu, "_polylines", broken)
+    monkeypatch.setattr(line_plots_cpu, "_polylines", broken)
     values = torch.randn(4, 30)
     plots = R.render_polylines(values, 20, 30)
     with monkeypatch.context() as patch:
-        patch.setattr(polylines_cpu, "draw", lambda *a, **k: False)
+        patch.setattr(line_plots, "_draw_cpu", lambda *a, **k: False)
         assert torch.equal(plots, R.render_polylines(values, 20, 30))
 
     monkeypatch.setattr(mesh_rasterizer_cpu, "_depth_test", broken)

@@ -5,19 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils.gpu_rendering import compositor as R
+from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils.gpu_rendering.compositor import bin_tiles
 
-H, W, S = 37, 45, 16  # not multiples of the tile size: partial tiles are exercised too
-
-
-def samples():
-    ys = (np.arange(H * S) + 0.5) / S
-    xs = (np.arange(W * S) + 0.5) / S
-    return np.meshgrid(xs, ys)
-
-
-def pixel_mean(inside):
-    return inside.reshape(H, S, W, S).mean(axis=(1, 3))
+from sdf_reference import H, S, W, assert_close, ellipse_inside, pixel_mean, rounded_box_distance, samples, turned
 
 
 def capsule(X, Y, a, b, half):
@@ -35,22 +26,9 @@ def butt_segment(X, Y, a, b, half):
     return (along >= 0) & (along <= length) & (across <= half)
 
 
-def rounded_box_distance(X, Y, box, r):
-    x0, y0, x1, y1 = box
-    cx, cy, hx, hy = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2, (y1 - y0) / 2
-    qx, qy = np.abs(X - cx) - (hx - r), np.abs(Y - cy) - (hy - r)
-    return np.hypot(np.maximum(qx, 0), np.maximum(qy, 0)) + np.minimum(np.maximum(qx, qy), 0) - r
-
-
 def alpha_of(prims):
     _, alpha, _ = R.draw(torch.zeros(1, H, W, 3), prims)
     return alpha[0].numpy()
-
-
-def assert_close(alpha, reference):
-    error = np.abs(alpha - reference)
-    assert error.mean() < 0.01, error.mean()
-    assert error.max() < 0.1, error.max()
 
 
 @pytest.mark.parametrize("a,b,width", [((3.2, 30.7), (41.9, 5.1), 2.0), ((5, 5), (40, 5.5), 3.0),
@@ -85,14 +63,6 @@ def test_corner_only_outline():
     prims = R.rounded_boxes(0, torch.tensor([box]), stroke, 0.0, (1, 1, 1, 1), (0, 0, 0, 0), corner_length=length)
     assert_close(alpha_of(prims), pixel_mean((np.abs(d) <= stroke / 2) & near_corner))
 
-
-
-def turned(X, Y, centre, degrees):
-    """Sample coordinates in the frame of a shape centred on `centre` and turned `degrees` clockwise on
-    screen (x right, y down)."""
-    t = np.radians(degrees)
-    dx, dy = X - centre[0], Y - centre[1]
-    return centre[0] + dx * np.cos(t) + dy * np.sin(t), centre[1] - dx * np.sin(t) + dy * np.cos(t)
 
 
 @pytest.mark.parametrize("degrees", [0, 30, 90, 137, -12.5])
@@ -130,24 +100,6 @@ def test_boxes_at_angle_zero_are_drawn_as_before():
     for angle in (0.0, torch.zeros(2)):
         assert np.array_equal(alpha_of(R.rounded_boxes(0, xyxy, 3.0, 6.0, (1, 1, 1, 1), (1, 1, 1, 0.3), angle=angle)),
                               plain)
-
-
-def ellipse_inside(X, Y, centre, radii, degrees, reach):
-    """Samples inside the ellipse, and (by a dense polygon of its curve) their distance to it, up to
-    `reach` (inf farther). Only samples between the ellipse scaled by 1 -+ reach / (smaller radius) can be
-    that near: the ellipse holds the disc of radius reach around each point of the smaller one, and
-    the larger one around each point of the ellipse."""
-    from scipy.spatial import cKDTree
-
-    U, V = turned(X, Y, centre, degrees)
-    level = lambda scale: ((U - centre[0]) / radii[0]) ** 2 + ((V - centre[1]) / radii[1]) ** 2 <= scale ** 2  # noqa: E731
-    margin = reach / min(radii)
-    near = level(1 + margin) & ~level(1 - margin) if margin < 1 else level(1 + margin)
-    t = np.linspace(0, 2 * np.pi, 8000, endpoint=False)
-    curve = np.stack([centre[0] + radii[0] * np.cos(t), centre[1] + radii[1] * np.sin(t)], 1)
-    distance = np.full(X.shape, np.inf)
-    distance[near] = cKDTree(curve).query(np.stack([U[near], V[near]], 1), distance_upper_bound=reach)[0]
-    return level(1), distance
 
 
 def check_ellipse(centre, radii, stroke, degrees, check=None):
@@ -422,12 +374,12 @@ def test_sprites_copy_the_atlas():
 
 def test_binning_follows_covered_area():
     big = R.rounded_boxes(0, torch.tensor([[0.5, 0.5, 1000.0, 1000.0]]), 2.0, 0.0, (1, 1, 1, 1), (0, 0, 0, 0))
-    tile_id, _, _ = R.bin_tiles(big, 1, 1024, 1024)
+    tile_id, _, _ = bin_tiles(big, 1, 1024, 1024)
     assert tile_id.numel() <= 8 * 1000 / R.TILE + 16  # one or two tile rows along each side, none inside
     outside = R.discs(0, torch.tensor([[-50.0, -50.0], [2000.0, 10.0]]), 5.0, (1, 1, 1, 1))
-    assert R.bin_tiles(outside, 1, 64, 64)[0].numel() == 0
+    assert bin_tiles(outside, 1, 64, 64)[0].numel() == 0
     wrong_frame = R.discs(torch.tensor([3]), torch.tensor([[10.0, 10.0]]), 5.0, (1, 1, 1, 1))
-    assert R.bin_tiles(wrong_frame, 2, 64, 64)[0].numel() == 0
+    assert bin_tiles(wrong_frame, 2, 64, 64)[0].numel() == 0
 
 
 def test_batch_primitives_stay_on_their_frame():

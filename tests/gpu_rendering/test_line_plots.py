@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils.gpu_rendering import compositor as R
+from rasterkit.utils.gpu_rendering import line_plots as R
 
 
 def bresenham(x0, y0, x1, y1):
@@ -205,7 +205,7 @@ def test_batch_of_200_plots_keeps_its_gpu_budget(monkeypatch):
 
     values = torch.randn(200, 100).cumsum(1)
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")  # a GPU's path: the torch one
-    monkeypatch.setattr(R.polylines_cpu, "draw", lambda *a, **k: False)
+    monkeypatch.setattr(R, "_draw_cpu", lambda *a, **k: False)
     with OpCount() as count:
         R.render_polylines(values, 224, 224)
     assert count.launches <= 150 and count.syncs <= 2 and count.uploads == 0 and count.float64 == 0, count.summary()

@@ -1,18 +1,19 @@
-"""utils/polylines_cpu (numba's loop, else OpenCV) against the torch path of render_polylines and the
-brute-force Bresenham of test_polyline_images: the same pixels, so the CPU may take any of them."""
+"""The CPU's aliased lines (utils/gpu_rendering/line_plots_cpu.py, numba's loop, else OpenCV; chosen by
+line_plots._draw_cpu) against the torch path of render_polylines and the brute-force Bresenham of
+test_line_plots: the same pixels, so the CPU may take any of them."""
 import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils.gpu_rendering import compositor as R
-from rasterkit.utils.gpu_rendering import polylines_cpu
+from rasterkit.utils.gpu_rendering import line_plots as R
+from rasterkit.utils.gpu_rendering import line_plots_cpu
 
-from test_polyline_images import reference_mask
+from test_line_plots import reference_mask
 
 
 def torch_path(monkeypatch, *args, **kwargs):
     with monkeypatch.context() as patch:
-        patch.setattr(polylines_cpu, "draw", lambda *a, **k: False)
+        patch.setattr(R, "_draw_cpu", lambda *a, **k: False)
         return R.render_polylines(*args, **kwargs)
 
 
@@ -29,8 +30,8 @@ def test_the_cpu_paths_draw_the_torch_paths_pixels(monkeypatch, dtype, loop):
     lengths = torch.randint(2, 61, (40,), generator=g)
     lengths[3], lengths[4] = 2, 1
     used = []
-    draw = polylines_cpu.draw
-    monkeypatch.setattr(polylines_cpu, "draw", lambda *a, **k: used.append(draw(*a, **k)) or used[-1])
+    draw = R._draw_cpu
+    monkeypatch.setattr(R, "_draw_cpu", lambda *a, **k: used.append(draw(*a, **k)) or used[-1])
     ours = R.render_polylines(values, 37, 53, lengths=lengths, dtype=dtype, color=(1, 1, 1, 0.8))
     assert used == [True], "the CPU path was not taken"
     expected = torch_path(monkeypatch, values, 37, 53, lengths=lengths, dtype=dtype, color=(1, 1, 1, 0.8))
@@ -54,38 +55,36 @@ def test_gaps_and_points_outside(monkeypatch, loop):
     points = R.series_points(values, torch.full((3,), 20), *R.value_range(values, torch.full((3,), 20), "per_image"),
                              16, 16)
     out = torch.full((3, 16, 16), 7.0)
-    assert polylines_cpu.draw(out, points, torch.full((3,), 20), 1.0) == (loop == "numba")
+    assert R._draw_cpu(out, points, torch.full((3,), 20), 1.0) == (loop == "numba")
     if loop == "numba":
         assert torch.equal(out, torch_path(monkeypatch, values, 16, 16))
     else:
         assert bool((out == 7).all())  # untouched
     xy = torch.tensor([[[2.0, 3.0], [20.0, 5.0]]])
-    assert not polylines_cpu.draw(torch.zeros(1, 16, 16), xy, torch.tensor([2]), 1.0)
-    assert polylines_cpu.draw(torch.zeros(1, 16, 16), xy, torch.tensor([1]), 1.0)  # the point past the length
-    assert not polylines_cpu.draw(torch.zeros(1, 16, 16, dtype=torch.bfloat16), xy[:, :1], torch.tensor([1]), 1.0)
+    assert not R._draw_cpu(torch.zeros(1, 16, 16), xy, torch.tensor([2]), 1.0)
+    assert R._draw_cpu(torch.zeros(1, 16, 16), xy, torch.tensor([1]), 1.0)  # the point past the length
+    assert not R._draw_cpu(torch.zeros(1, 16, 16, dtype=torch.bfloat16), xy[:, :1], torch.tensor([1]), 1.0)
     assert torch.equal(R.render_polylines(values, 16, 16), torch_path(monkeypatch, values, 16, 16))
 
 
 def test_output_is_overwritten_not_assumed_blank():
     out = torch.full((2, 8, 8), 9, dtype=torch.uint8)
     points = torch.tensor([[0.5, 0.5], [7.5, 0.5]]).expand(2, 2, 2)
-    assert polylines_cpu.draw(out, points, torch.tensor([2, 1]), 255)
+    assert R._draw_cpu(out, points, torch.tensor([2, 1]), 255)
     assert bool((out[0, 0] == 255).all()) and not out[0, 1:].any() and not out[1].any()
 
 
 @pytest.mark.parametrize("shape", [(3, 16384), (16384, 3)])
 def test_segments_of_the_longest_extent(monkeypatch, shape):
     """The loop's reciprocal division is exact up to MAX_EXTENT pixels; larger frames take the torch path."""
-    from rasterkit.utils.gpu_rendering import compositor_cpu as rendering_cpu
-
     height, width = shape
     across = torch.tensor([[[width - 0.5, height - 0.5], [0.5, 0.5]], [[0.5, height - 0.5], [width - 0.5, 1.7]]])
     ours = torch.empty(2, height, width, dtype=torch.uint8)
-    assert polylines_cpu.draw(ours, across, torch.tensor([2, 2]), 255)
+    assert R._draw_cpu(ours, across, torch.tensor([2, 2]), 255)
     expected = torch_path(monkeypatch, across, height, width, dtype=torch.uint8)
     assert torch.equal(ours, expected)
-    assert rendering_cpu.MAX_EXTENT == 16384
-    assert not polylines_cpu.draw(torch.empty(1, 1, 16385, dtype=torch.uint8), across[:1] * 0, torch.tensor([2]), 255)
+    assert line_plots_cpu.MAX_EXTENT == 16384
+    assert not R._draw_cpu(torch.empty(1, 1, 16385, dtype=torch.uint8), across[:1] * 0, torch.tensor([2]), 255)
 
 
 @pytest.mark.parametrize("scale", ["per_image", "shared"])
@@ -101,7 +100,7 @@ def test_series_points_from_the_loops_equal_the_torch_ops(scale):
     lengths[5], lengths[6] = 0, 1
     for height, width in ((224, 224), (17, 9001), (1, 1)):
         expected = R.series_points(values, lengths, *R.value_range(values, lengths, scale), height, width)
-        ours = polylines_cpu.series_points(values, lengths, scale, height, width)
+        ours = R._series_points_cpu(values, lengths, scale, height, width)
         assert torch.equal(ours.isnan(), expected.isnan())
         assert torch.equal(ours.nan_to_num(), expected.nan_to_num())
 
@@ -110,6 +109,6 @@ def test_progress_and_interrupts_between_chunks():
     seen = []
     out = torch.zeros(5, 8, 8, dtype=torch.uint8)
     points = torch.tensor([[0.5, 0.5], [7.5, 7.5]]).expand(5, 2, 2)
-    assert polylines_cpu.draw(out, points, torch.full((5,), 2), 255,
-                              on_progress=lambda done, total: seen.append(done), chunk=2)
+    assert R._draw_cpu(out, points, torch.full((5,), 2), 255,
+                       on_progress=lambda done, total: seen.append(done), chunk=2)
     assert seen == [2, 4, 5] and bool((out.diagonal(dim1=1, dim2=2) == 255).all())

@@ -1,12 +1,16 @@
-"""The CUDA kernels of the engines (utils/gpu_rendering.py, utils/mesh_rasterizer.py) against their
-torch paths: on a real GPU (-m gpu; skipped without CUDA and CuPy) and on the CPU through
-tests/cuda_emulator.py, so that CI checks the kernels' logic too. The emulated runs fail, never
-skip, without a C++ compiler: a CI that silently stopped checking the kernels would look green."""
+"""The overlay compositor's CUDA kernel (utils/gpu_rendering/compositor_cuda.py) against its torch path: on a
+real GPU (-m gpu; skipped without CUDA and CuPy) and on the CPU through tests/cuda_emulator.py, so that
+CI checks the kernels' logic too. The emulated runs fail, never skip, without a C++ compiler: a CI that
+silently stopped checking the kernels would look green."""
 import pytest
 import torch
 
-from rasterkit.utils.gpu_rendering import compositor as R
-from rasterkit.utils.mesh_rasterizer import raster as M
+from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils.core import cuda
+from rasterkit.utils.gpu_rendering import compositor_cuda
+from rasterkit.utils.gpu_rendering.compositor_cuda import composite_tiles_cuda
+from rasterkit.utils.gpu_rendering.compositor import _bin, _Pairs
+from rasterkit.utils.gpu_rendering.constants import PAIR_MISSED
 
 # The kernels (built with --fmad=false; the emulator with -ffp-contract=off) and the torch path round
 # differently, on values <= 1 (ulp 1.2e-7): the torch path composites by products of transmittances, the
@@ -111,24 +115,24 @@ def test_composite_kernel_refuses_what_it_cannot_write(kernel, device):
     """The launcher passes the kernel only contiguous float32 buffers of the sizes it assumes, within its grid."""
     frames = torch.rand(1, 16, 24, 3, device=device)
     prims = every_kind(1, 16, 24, 8, seed=8).to(device)
-    pairs = R._bin(prims, 0, 1, 16, 24, R.TILE)
+    pairs = _bin(prims, 0, 1, 16, 24, R.TILE)
     outputs = torch.empty_like(frames), torch.empty(1, 16, 24, device=device), torch.empty(1, 16, 24, 4, device=device)
     bad = {"image": (torch.empty(1, 24, 16, 3, device=device).transpose(1, 2), *outputs[1:]),  # not contiguous
            "layer": (outputs[0], outputs[1], torch.empty(1, 16, 24, 4, device=device, dtype=torch.float16))}
     for name, (image, alpha, layer) in bad.items():
         with pytest.raises(ValueError, match=name):
-            R.composite_tiles_cuda(frames, image, alpha, layer, pairs, prims, None, R.TILE)
+            composite_tiles_cuda(frames, image, alpha, layer, pairs, prims, None, R.TILE)
     with pytest.raises(ValueError, match="frames"):
-        R.composite_tiles_cuda(frames.half(), *outputs, pairs, prims, None, R.TILE)
+        composite_tiles_cuda(frames.half(), *outputs, pairs, prims, None, R.TILE)
     with pytest.raises(ValueError, match="channels"):
-        R.composite_tiles_cuda(frames[..., :2].contiguous(), outputs[0][..., :2].contiguous(), *outputs[1:], pairs,
-                               prims, None, R.TILE)
+        composite_tiles_cuda(frames[..., :2].contiguous(), outputs[0][..., :2].contiguous(), *outputs[1:], pairs,
+                             prims, None, R.TILE)
     with pytest.raises(ValueError, match="tile"):
-        R.composite_tiles_cuda(frames, *outputs, pairs, prims, None, 64)
-    huge = R._Pairs(pairs.tile, pairs.primitive, pairs.pair_class, pairs.origin, pairs.per_kind, pairs.butt_caps,
-                     1 << 20, 1 << 8, 1 << 8)
+        composite_tiles_cuda(frames, *outputs, pairs, prims, None, 64)
+    huge = _Pairs(pairs.tile, pairs.primitive, pairs.pair_class, pairs.origin, pairs.per_kind, pairs.butt_caps,
+                  1 << 20, 1 << 8, 1 << 8)
     with pytest.raises(ValueError, match="limits"):
-        R.composite_tiles_cuda(frames, *outputs, huge, prims, None, R.TILE)
+        composite_tiles_cuda(frames, *outputs, huge, prims, None, R.TILE)
 
 
 @pytest.mark.parametrize("per_launch", [1, 5, 64])
@@ -143,67 +147,11 @@ def test_composite_kernel_in_launches_of_few_pairs(kernel, device, monkeypatch, 
     atlas = torch.rand(20, 24, device=device)
     expected = R.draw(images, prims, atlas=atlas)
     launches = []
-    launch = R.cuda.kernel
-    monkeypatch.setattr(R.cuda, "kernel", lambda *a: lambda grid, *rest: launches.append(grid) or launch(*a)(grid, *rest))
-    monkeypatch.setattr(R, "PAIRS_PER_LAUNCH", per_launch)
+    launch = cuda.kernel
+    monkeypatch.setattr(cuda, "kernel", lambda *a: lambda grid, *rest: launches.append(grid) or launch(*a)(grid, *rest))
+    monkeypatch.setattr(compositor_cuda, "PAIRS_PER_LAUNCH", per_launch)
     got = R.draw(images, prims, atlas=atlas)
-    pairs = R._bin(prims, 0, 2, 19, 27, R.TILE)
-    kept = int((pairs.pair_class != R._MISSED).sum())
+    pairs = _bin(prims, 0, 2, 19, 27, R.TILE)
+    kept = int((pairs.pair_class != PAIR_MISSED).sum())
     assert len(launches) == -(-kept // per_launch) and sum(g[0] for g in launches) <= pairs.n_tiles + len(launches)
     assert all(torch.equal(e, g) for e, g in zip(expected, got))
-
-
-def random_views(device, seed, views=3, vertices=300, faces=600):
-    g = torch.Generator().manual_seed(seed)
-    V = torch.rand(views, vertices, 4, generator=g) * 2 - 1
-    V[..., 3] = 0.5 + torch.rand(views, vertices, generator=g)
-    V[..., :3] *= V[..., 3:4]
-    F = torch.randint(0, vertices, (faces, 3), generator=g)
-    return V.to(device), F.to(device)
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_rasterize_kernel_equals_the_torch_path(kernel, device, torch_path, seed):
-    V, F = random_views(device, seed)
-    expected = torch_path(M.rasterize_views, V, F, 130, 97)
-    got = M.rasterize_views(V, F, 130, 97)
-    assert torch.equal(expected[0], got[0])
-    assert torch.allclose(expected[1], got[1], atol=1e-6)
-    culled = M.rasterize_views(V, F, 130, 97, cull_back_faces=True)
-    assert torch.equal(torch_path(M.rasterize_views, V, F, 130, 97, cull_back_faces=True)[0], culled[0])
-
-
-def test_rasterize_kernel_with_a_depth_prior(kernel, device, torch_path):
-    V, F = random_views(device, 7, views=1)
-    front, _ = M.rasterize_views(V, F, 64, 64)
-    prior = torch.rand(1, 64, 64, device=device) * 0.5
-    expected = torch_path(M.rasterize_views, V, F, 64, 64, prior)
-    got = M.rasterize_views(V, F, 64, 64, prior)
-    assert torch.equal(expected[0], got[0])
-    assert not torch.equal(front, got[0])
-
-
-def test_rasterize_kernel_keys_near_the_eye_and_far_behind(kernel, device, torch_path):
-    """Corners with w -> 0+ (NDC depth far below -1: dropped fragments) and far past the far plane
-    (quantised depth saturated): both paths build the same keys, none wraps around."""
-    V, F = random_views(device, 11, views=2, vertices=60, faces=150)
-    V[:, :20, 3] = 1e-6  # corners at the eye plane, NDC z ~ -1e6
-    V[:, 20:30, 2] = 3e4 * V[:, 20:30, 3]  # NDC z = 3e4: depth ~ 15000, past the 8192 where keys saturate
-    expected = torch_path(M.rasterize_views, V, F, 96, 64)
-    got = M.rasterize_views(V, F, 96, 64)
-    assert torch.equal(expected[0], got[0])
-    assert torch.allclose(expected[1], got[1], atol=1e-6)
-    assert got[0].unique().numel() > 20
-
-
-def test_rasterize_kernel_on_large_triangles(kernel, device, torch_path):
-    """Two triangles covering a 2048 x 2048 view: many 8x8 blocks per triangle."""
-    V = torch.tensor([[[-1.0, -1, 0, 1], [1, -1, 0, 1], [1, 1, 0, 1], [-1, 1, 0.5, 1]]], device=device)
-    F = torch.tensor([[0, 1, 2], [0, 2, 3]], device=device)
-    expected = torch_path(M.rasterize_views, V, F, 2048, 2048)
-    got = M.rasterize_views(V, F, 2048, 2048)
-    assert torch.equal(expected[0], got[0])
-    assert torch.allclose(expected[1], got[1], atol=1e-6)
-    # the first row and column lie on the quad's edges and are covered (the closed inside test); on
-    # the last ones float32 rounding decides, pixel by pixel, as in the kernel's arithmetic
-    assert bool((got[0][0, :-1, :-1] > 0).all())

@@ -1,0 +1,50 @@
+"""numba plumbing shared by the engines' CPU loops (each engine keeps its loops beside its torch path:
+gpu_rendering/compositor_cpu.py, mesh_rasterizer/raster_cpu.py, ...): the compile decorator with
+numba's on-disk cache, the fallback to the torch path where numba fails, and the thread count.
+
+Importing this module imports numba (slow): engines import their loop modules on first use, where
+`device.numba_usable` says they run.
+"""
+from __future__ import annotations
+
+import functools
+import zlib
+
+import numba
+import torch
+
+
+def falls_back(fn):
+    """fn, made to return None where numba cannot compile or run its loop on this machine (the caller
+    then takes the torch path, which gives the same pixels); the log says so once."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except numba.core.errors.NumbaError as error:
+            if not _failed:
+                _failed.append(error)
+                print(f"RasterKit: numba's CPU loop failed ({type(error).__name__}: {str(error)[:300]}); the torch "
+                      f"path draws instead (set RASTERKIT_DISABLE_NUMBA=1 to skip the attempt)")
+            return None
+    return call
+
+
+_failed: list = []
+
+
+def torch_threads() -> int:
+    """Sets numba's thread count to torch's (ComfyUI's and the user's setting: never more) and returns it."""
+    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(threads)
+    return threads
+
+
+def jit(**options):
+    """numba.njit with its on-disk cache, one cache per name the loop's module is imported under: numba's
+    cached code imports its module again by name, and the pack is imported under its folder's path by
+    ComfyUI, as `rasterkit` by the tests and as `utils` by the benchmarks."""
+    def compile(fn):
+        fn.__qualname__ = f"{fn.__qualname__}_{zlib.crc32(fn.__module__.encode()):08x}"  # a name for files
+        return numba.njit(cache=True, **options)(fn)
+    return compile

@@ -1,0 +1,393 @@
+"""Line plots: B series drawn as B images at once, 1-px aliased lines exactly as Bresenham's algorithm
+(and OpenCV) draws them, or anti-aliased lines of any width through the compositor (`draw`'s
+polylines), with the area under the curve filled if asked.
+
+The aliased lines' torch path enumerates the pixels of every segment of a chunk of images at once (dense
+pieces of _PIECE steps, no per-pixel gathers); on the CPU, numba's loop (line_plots_cpu.py) or else
+OpenCV draws the same pixels straight into the output batch, faster (bench/bench_series.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import torch
+
+from ..core.batching import Ragged, expand_counts
+from ..core.device import numba_usable, on_huge_pages, run_chunked
+from .compositor import coverage
+from .primitives import filled, finite, polylines
+
+
+def value_range(values: torch.Tensor, lengths: torch.Tensor, scale: str, per_image: int = 1):
+    """(low, high) float [B,1] of the finite y values within each length of values [B,T]: over the
+    per_image consecutive series of each image (scale "per_image"), or over all ("shared")."""
+    ignored = ~((torch.arange(values.shape[1], device=values.device)[None] < lengths[:, None]) & finite(values))
+    low = values.masked_fill(ignored, float("inf")).amin(1, keepdim=True)
+    high = values.masked_fill(ignored, -float("inf")).amax(1, keepdim=True)
+    if scale == "shared":
+        low, high = low.amin(0, keepdim=True).expand_as(low), high.amax(0, keepdim=True).expand_as(high)
+    elif per_image > 1:  # the series of an image share its range
+        low = low.view(-1, per_image).amin(1, keepdim=True).expand(-1, per_image).reshape(-1, 1)
+        high = high.view(-1, per_image).amax(1, keepdim=True).expand(-1, per_image).reshape(-1, 1)
+    return low, high
+
+
+def series_points(values: torch.Tensor, lengths: torch.Tensor, low, high, height: int, width: int):
+    """Pixel-space points [B,T,2] of B series: y values [B,T] at evenly spaced x, or xy [B,T,2].
+
+    y values are mapped low -> bottom row centre, high -> top row centre (a flat series: the
+    middle row); xy are taken as pixel coordinates. Padding and non-finite values become NaN (gaps)."""
+    batch, steps = values.shape[:2]
+    valid = torch.arange(steps, device=values.device)[None] < lengths[:, None]
+    if values.ndim == 3:
+        return values.masked_fill(~(valid[..., None] & finite(values)), float("nan"))
+    unit = ((values - low) / (high - low)).nan_to_num_(0.5)  # a flat series: 0 / 0
+    y = (height - 0.5) - unit * (height - 1)
+    x = 0.5 + torch.arange(steps, device=values.device)[None] * (width - 1) / (lengths[:, None] - 1).clamp_min(1)
+    return torch.stack([x.expand(batch, -1), y], -1).masked_fill_(~(valid & finite(values))[..., None], float("nan"))
+
+
+_PIECE = 8  # Bresenham steps per piece: dense [piece, pieces] operations, no per-pixel gathers
+
+
+@dataclass
+class _Lines:
+    """Bresenham's algorithm for every segment of B polylines, up to the enumeration of its pixels.
+
+    columns [k,S]: per segment (S = B * (T-1), image after image) the major extent (>= 1) and twice
+    it, twice the minor one, the first and last step, then the values a step's pixel is computed from
+    (see _line_pixels), all float32 when exact (`flat`: every point inside a frame of at most 2**23
+    pixels), else int64. segment, rank int64 [P]: the pieces of _PIECE steps, each with its segment
+    and its rank in it; piece_start: the first piece of each image and the number of pieces (host
+    ints)."""
+
+    columns: torch.Tensor
+    segment: torch.Tensor
+    rank: torch.Tensor
+    piece_start: list
+    flat: bool
+
+
+def _lines(points: torch.Tensor, height: int, width: int, inside: bool = False) -> _Lines:
+    """The segments of B polylines, points float [B,T,2] (NaN = gap, T >= 2): pixel (i, j) spans
+    [i, i+1) x [j, j+1), so a segment joins the pixels that hold its ends. inside: every finite point
+    is known to lie in the frame (else a host sync checks). Waits for the device once for the sizes."""
+    batch, steps = points.shape[:2]
+    ends = points.floor()
+    usable = finite(ends[..., 0] + ends[..., 1])
+    ok = usable[:, :-1] & usable[:, 1:]
+    # the common case in float32 (exact: Bresenham's numerators stay below 2**24), else int64
+    flat = 2 * height * width <= 2**24 and (inside or bool(
+        ((ends >= 0).all(-1) & (ends[..., 0] < width) & (ends[..., 1] < height)).logical_or_(~usable).all()))
+    ends = ends.nan_to_num(0.0, 0.0, 0.0)  # segments with a non-finite end get no step
+    if not flat:  # far points clamped: exact within 2**29 px
+        ends = ends.clamp(-2**29, 2**29).long()
+    # each segment walked from its end with the larger x, as OpenCV's line iterator walks it: where a
+    # step falls exactly halfway between two rows (or columns), it takes the one nearer to that end
+    a, b = ends[:, :-1], ends[:, 1:]
+    from_b = a[..., :1] < b[..., :1]
+    a, delta = torch.where(from_b, b, a), torch.where(from_b, a - b, b - a)
+    size_of = delta.abs()
+    major_is_x = size_of[..., 0] >= size_of[..., 1]
+    major, minor = size_of.amax(-1), size_of.amin(-1)
+    unit = delta.sign()
+    # x and y moved by one step along the longer axis of each segment, and by one along the shorter
+    major_step = unit * torch.stack([major_is_x, ~major_is_x], -1)
+    minor_step = unit - major_step
+    if flat:  # all inside the frame: flat indices within the image, strides 1 along x and W along y
+        first, last = torch.zeros_like(major), major
+        # x + width * y of the steps (whole numbers: exact in float32)
+        per_segment = [major_step[..., 0] + major_step[..., 1] * width, minor_step[..., 0] + minor_step[..., 1] * width,
+                       a[..., 1] * width + a[..., 0]]
+    else:  # segments that leave the frame: only the steps whose major coordinate is inside it
+        start = torch.where(major_is_x, a[..., 0], a[..., 1])
+        direction = torch.where(major_is_x, unit[..., 0], unit[..., 1])
+        extent = torch.where(major_is_x, width, height)
+        # steps s with start + direction * s in [0, extent); a one-pixel segment (direction 0) has step 0
+        first = torch.where(direction > 0, -start, start - (extent - 1))
+        last = torch.where(direction > 0, extent - 1 - start, start)
+        point_inside = (start >= 0) & (start < extent)
+        first = torch.where(direction == 0, (~point_inside).long(), first.clamp_min(0))
+        last = torch.where(direction == 0, 0, torch.minimum(last, major))
+        per_segment = [a[..., 0], a[..., 1], *major_step.unbind(-1), *minor_step.unbind(-1)]
+    pieces = torch.div(last - first, _PIECE, rounding_mode="floor").long().add_(1).clamp_min_(0).mul_(ok)
+    length = major.clamp_min(1)
+    columns = torch.stack([length, 2 * length, 2 * minor, first, last, *per_segment]).view(5 + len(per_segment), -1)
+    piece_start = [0] + np.cumsum(pieces.sum(1).tolist()).tolist()  # the one wait for the device
+    segment, rank = expand_counts(pieces.view(-1), piece_start[-1])
+    return _Lines(columns, segment, rank, piece_start, flat)
+
+
+def _line_pixels(lines: _Lines, start: int, stop: int, height: int, width: int) -> torch.Tensor:
+    """Flat indices int64 [N] (within images start .. stop-1: (b - start)*H*W + y*W + x) of the pixels
+    that Bresenham's algorithm draws for their segments, image after image; where segments meet, a
+    pixel is listed twice. Steps outside the frame are listed as (stop - start)*H*W, past the last
+    pixel, when the lines leave the frame (not lines.flat)."""
+    pieces = slice(lines.piece_start[start], lines.piece_start[stop])
+    segment = lines.segment[pieces]
+    step, offset, rest = _dda_steps(lines.columns, segment, lines.rank[pieces])
+    per_image = lines.columns.shape[1] // (len(lines.piece_start) - 1)
+    image = segment // per_image - start
+    if lines.flat:
+        along, across, base = rest
+        local = offset.mul_(across).addcmul_(step, along).add_(base).long()
+        return local.add_(image * (height * width)).T.reshape(-1)
+    x0, y0, major_x, major_y, minor_x, minor_y = rest
+    x = x0 + step * major_x + offset * minor_x
+    y = y0 + step * major_y + offset * minor_y
+    pixel = (image * height + y) * width + x
+    outside = (x < 0) | (x >= width) | (y < 0) | (y >= height)
+    return pixel.masked_fill_(outside, (stop - start) * height * width).T.reshape(-1)
+
+
+def _bresenham(points: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """Flat indices (b*H*W + y*W + x) int64 [N] of the pixels that Bresenham's algorithm draws for
+    every segment of every polyline (points float [B,T,2], NaN = gap), all segments at once. Pixels
+    outside the frame are left out."""
+    if points.shape[1] < 2:
+        return torch.zeros(0, dtype=torch.int64, device=points.device)
+    lines = _lines(points, height, width)
+    pixel = _line_pixels(lines, 0, points.shape[0], height, width)
+    return pixel if lines.flat else pixel[pixel < points.shape[0] * height * width]
+
+
+def _dda_steps(columns: torch.Tensor, segment: torch.Tensor, rank: torch.Tensor, piece: int = _PIECE):
+    """Bresenham's steps of pieces of `piece` steps of segments (columns [5+k,S] as _Lines holds them:
+    the major extent (>= 1), twice it, twice the minor extent, first and last step, then k values),
+    the pieces given by segment and rank int64 [P], so that per pixel there are only dense [piece, P]
+    operations and no gathers. Returns step [piece,P] (steps along the major axis; the last one
+    repeated to fill the last piece), offset [piece,P] (the step along the minor axis that Bresenham
+    picks: step * minor / major rounded half up), and the k values as [1,P] rows."""
+    # one gather for every per-segment value a piece needs
+    length, double_length, twice_minor, first, last, *rest = columns.index_select(1, segment)[:, None]  # [1, P]
+    # [piece, P]: long rows of P make fast elementwise loops (rows of `piece` would not)
+    step = torch.minimum(first + rank * piece + torch.arange(piece, device=columns.device)[:, None], last)
+    if columns.dtype.is_floating_point:
+        # (2 step minor + major) // (2 major), in floating point: numerator and denominator are whole
+        # numbers held exactly, and a correctly rounded quotient is a whole number only if it is exact
+        offset = torch.addcmul(length, step, twice_minor).div_(double_length).floor_()
+    else:
+        offset = torch.addcmul(length, step, twice_minor).div_(double_length, rounding_mode="floor")
+    return step, offset, rest
+
+
+def fill_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
+                   antialiased: bool) -> torch.Tensor:
+    """Coverage float [B,H,W] of the area under evenly spaced series (points [B,T,2] from
+    series_points, lengths [B]): the rows below the curve, whose height at each pixel column is
+    linearly interpolated between points; columns over a gap are left empty."""
+    steps = points.shape[1]
+    # the index (fractional) of the series point at each column centre: x_i = 0.5 + i (W-1) / (n-1)
+    column = torch.arange(width, device=points.device, dtype=points.dtype)
+    position = column[None] * ((lengths[:, None] - 1).clamp_min(0) / max(width - 1, 1))
+    left = position.floor().long().clamp(0, max(steps - 2, 0))
+    t = position - left
+    y0 = points[..., 1].gather(1, left)
+    y1 = points[..., 1].gather(1, (left + 1).clamp(max=steps - 1))
+    curve = torch.where(lengths[:, None] > 1, y0 + (y1 - y0) * t, float("nan"))  # [B,W]; NaN over gaps
+    row = torch.arange(height, device=points.device, dtype=points.dtype)[None, :, None]
+    if antialiased:
+        coverage = (row + 1 - curve[:, None, :]).clamp(0, 1)
+    else:
+        coverage = (row + 0.5 >= curve[:, None, :]).to(points.dtype)
+    return torch.nan_to_num(coverage, nan=0.0)
+
+
+def render_polylines(values, height: int, width: int, lengths: torch.Tensor | None = None,
+                     mode: str = "aliased", line_width: float = 1.0, scale: str = "per_image",
+                     color=(1.0, 1.0, 1.0, 1.0), background=(0.0, 0.0, 0.0), fill_color=None,
+                     channels: int = 1, dtype: torch.dtype = torch.float32, device=None,
+                     on_progress=None) -> torch.Tensor:
+    """B line plots at once: [B,H,W] (channels 1: coverage times the line's opacity) or [B,H,W,3].
+
+    values: y float [B,T] at evenly spaced x (the first at the left pixel centre, the last at the
+    right one), or pixel xy float [B,T,2]; or a Ragged of either. lengths int [B] for ragged series
+    (points past a length are ignored; default all T). NaN or infinite values leave a gap (the
+    segments to and from them are not drawn); a series of fewer than 2 points gives a blank image.
+    mode: "aliased" draws 1-px lines exactly as Bresenham's algorithm would (8-connected, one pixel
+    per step along the longer axis, pixel (i, j) holds the points in [i, i+1) x [j, j+1));
+    "antialiased" draws `line_width` px lines with round joins and caps through `draw`.
+    scale: y values min-max scaled "per_image" or "shared" by all, the lowest to the bottom row
+    centre, the highest to the top one (a flat series: the middle row).
+    color RGBA, background RGB (channels 3), fill_color RGBA or None (y values only): the area
+    under the curve, drawn under the line.
+    dtype: a floating type (values 0..1) or torch.uint8 (0..255, as image pipelines store them).
+    Rendered on `device` (default: that of values) in memory-sized chunks of images, all segments
+    of a chunk at once; the result is on the device of `values`.
+    """
+    if isinstance(values, Ragged):
+        values, lengths = values.values, values.lengths
+    if mode not in ("aliased", "antialiased"):
+        raise ValueError(f"mode: expected 'aliased' or 'antialiased', got {mode!r}")
+    if scale not in ("per_image", "shared"):
+        raise ValueError(f"scale: expected 'per_image' or 'shared', got {scale!r}")
+    if values.ndim not in (2, 3) or (values.ndim == 3 and values.shape[2] != 2):
+        raise ValueError(f"values: expected y values [B,T] or xy points [B,T,2], got shape {tuple(values.shape)}")
+    if fill_color is not None and values.ndim == 3:
+        raise ValueError("fill_color: filling under the curve needs y values, not xy points")
+    if channels not in (1, 3):
+        raise ValueError(f"channels: expected 1 or 3, got {channels!r}")
+    if not (dtype.is_floating_point or dtype == torch.uint8):
+        raise ValueError(f"dtype: expected a floating type or torch.uint8, got {dtype}")
+    home = values.device
+    device = torch.device(device) if device is not None else home
+    batch, steps = values.shape[:2]
+    lengths = torch.full((batch,), steps, dtype=torch.long) if lengths is None else lengths.long().clamp(0, steps)
+    out = _output((batch, height, width) + ((3,) if channels == 3 else ()), dtype, home)
+    # CPU chunks of 4 M pixels keep the per-pixel temporaries in a 1 MB L2 cache: measured 2x faster
+    # per image than 16 M or 64 M on a 2-core EPYC
+    limit = max(1, ((4 << 20) if device.type == "cpu" else (256 << 20)) // (height * width))
+    if mode == "aliased" and channels == 1 and fill_color is None:
+        _plot_lines(out, values, lengths, scale, color, device, limit, on_progress)
+        return out
+    low, high = value_range(values.float(), lengths.to(home), scale) if values.ndim == 2 else (None, None)
+
+    def plot(start, stop, dev):
+        chunk = slice(start, stop)
+        on = lambda t: None if t is None else t[chunk].to(dev)  # noqa: E731
+        points = series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
+        target = out[chunk] if dev == home else torch.empty(out[chunk].shape, dtype=dtype, device=dev)
+        _plot(target, points, on(lengths), mode, line_width, color, background, fill_color)
+        if dev != home:
+            out[chunk] = target.to(home)
+
+    run_chunked(plot, batch, height * width * 4 * 12, device, on_progress, limit=limit)
+    return out
+
+
+def _output(shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The output batch of render_polylines, uninitialised: every path writes every pixel (the CPU
+    loops clear each image just before drawing it, while it is in cache); on the CPU on huge pages."""
+    out = torch.empty(shape, dtype=dtype, device=device)
+    return on_huge_pages(out) if device.type == "cpu" else out
+
+
+# -- aliased lines on the CPU: numba's Bresenham loop (line_plots_cpu.py) where numba is installed, else
+# OpenCV. cv2.polylines draws 1-px lines with Bresenham's algorithm, walking each segment from its end with
+# the larger x: the torch path's pixels, which follows the same convention (tested equal), and the numba
+# loop's. Either, straight into the output batch, beats the torch path's pixel enumeration on the CPU
+# (5000 plots of 224x224 from 100-point series: bench/bench_series.py); numba's loop also draws images in
+# parallel without a Python call per image. OpenCV draws on one thread.
+
+# the dtypes numpy and OpenCV share
+NUMPY_DTYPES = {torch.uint8: np.uint8, torch.float16: np.float16, torch.float32: np.float32}
+
+
+def _series_points_cpu(values: torch.Tensor, lengths: torch.Tensor, scale: str, height: int, width: int):
+    """series_points of y values [B,T] over value_range(values, lengths, scale), the same points [B,T,2]
+    from numba's loops in one pass each (the torch ops take 7 ms of 5000 series of 100 values here, the
+    loops 0.5 ms); None where those loops are not used."""
+    if not numba_usable(values.device):
+        return None
+    from . import line_plots_cpu  # numba: imported on first use (slow to import)
+
+    points = line_plots_cpu.series_points(values.float().contiguous().numpy(), lengths.long().contiguous().numpy(),
+                                         scale, height, width)
+    return None if points is None else torch.from_numpy(points)
+
+
+def _draw_cpu(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, value: float, on_progress=None,
+              chunk: int = 1024) -> bool:
+    """1-px aliased polylines into out [B,H,W] (overwritten), points float [B,T,2] (pixel xy),
+    lengths int [B]: pixel (i, j) holds the points in [i, i+1) x [j, j+1); a series of fewer than 2
+    points leaves its image blank. on_progress(done, total) after every `chunk` images (interrupt
+    checks). Draws with numba's loop (uint8 or float32 out, numba installed; a point not finite is a
+    gap, as on the torch path), else with OpenCV. Returns False, drawing nothing, where these would
+    not give the torch path's pixels: out or points not on the CPU, out of a dtype OpenCV does not draw
+    into, a finite point within its series' length outside the frame (OpenCV clips a segment that
+    leaves the frame before walking it, which can move its pixels), or for OpenCV one not finite."""
+    if out.device.type != "cpu" or out.dtype not in NUMPY_DTYPES or points.device.type != "cpu":
+        return False
+    if numba_usable(out.device) and out.dtype in (torch.uint8, torch.float32):
+        from . import line_plots_cpu
+
+        return bool(line_plots_cpu.polylines(out.numpy(), points.float().contiguous().numpy(),
+                                            lengths.long().contiguous().numpy(), value, on_progress, chunk))
+    batch, steps = points.shape[:2]
+    height, width = out.shape[1:3]
+    xy, counts = points.numpy(), lengths.numpy()
+    valid = np.arange(steps)[None] < counts[:, None]
+    x, y = xy[..., 0][valid], xy[..., 1][valid]
+    with np.errstate(invalid="ignore"):  # NaN compares False: not usable
+        if not ((x >= 0) & (x < width) & (y >= 0) & (y < height)).all():
+            return False
+    ends = np.floor(np.nan_to_num(xy)).astype(np.int32)
+    images = out.numpy()
+    for start in range(0, batch, chunk):
+        stop = min(batch, start + chunk)
+        for index in range(start, stop):
+            images[index] = 0
+            if counts[index] > 1:
+                cv2.polylines(images[index], [ends[index, :counts[index]]], False, value, 1, cv2.LINE_8)
+        if on_progress is not None:
+            on_progress(stop, batch)
+    return True
+
+
+def _plot_lines(out, values, lengths, scale, color, device, limit, on_progress) -> None:
+    """The fast path of render_polylines: 1-px aliased lines into out [B,H,W] (float 0..1 or uint8),
+    pixels written once each, straight into the output. On the CPU numba's loop or OpenCV draws them
+    where either gives the same pixels (_draw_cpu); else the segments of the whole batch are set
+    up at once (one transfer, one host sync for their sizes) and chunks of images enumerate their
+    pixels."""
+    batch, height, width = out.shape
+    home = out.device
+    levels = 1.0 if out.dtype.is_floating_point else 255.0
+    value = float(color[3]) * levels
+    value = value if levels == 1 else round(value)
+    on = lambda t: None if t is None else t.to(device)  # noqa: E731
+    points = None
+    if device.type == "cpu" and values.ndim == 2:  # series_points: None unless numba runs where values are
+        points = _series_points_cpu(values, lengths, scale, height, width)
+    if points is None:
+        low, high = value_range(values.float(), lengths.to(home), scale) if values.ndim == 2 else (None, None)
+        points = series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
+    if device.type == "cpu" and _draw_cpu(out, points, lengths, value, on_progress):
+        return
+    lines = _lines(points, height, width, inside=values.ndim == 2) if values.shape[1] > 1 else None
+
+    def plot(start, stop, dev):
+        target = out[start:stop] if dev == home else torch.empty(out[start:stop].shape, dtype=out.dtype, device=dev)
+        target.zero_()
+        if lines is not None:
+            pixels = _line_pixels(lines, start, stop, height, width).to(dev)
+            if lines.flat:
+                target.view(-1).index_fill_(0, pixels, value)
+            else:  # steps outside the frame land one past its last pixel
+                canvas = torch.zeros(target.numel() + 1, dtype=out.dtype, device=dev).index_fill_(0, pixels, value)
+                target.copy_(canvas[:-1].view_as(target))
+        if dev != home:
+            out[start:stop] = target.to(home)
+
+    run_chunked(plot, batch, height * width * 4 * 12, device, on_progress, limit=limit)
+
+
+def _plot(out, points, lengths, mode, line_width, color, background, fill_color):
+    """Draw b plots of points [b,T,2] into out [b,H,W] or [b,H,W,3] (float 0..1 or uint8 0..255).
+    color, background and fill_color: numbers, used as scalars or filled in on the device (no upload)."""
+    batch, height, width = out.shape[:3]
+    device = points.device
+    scale = 1.0 if out.dtype.is_floating_point else 255.0
+    if mode == "aliased":
+        line = torch.zeros(batch * height * width, device=device)
+        if points.shape[1] > 1:
+            line.index_fill_(0, _bresenham(points, height, width), 1.0)
+        line = line.view(batch, height, width)
+    else:
+        prims = polylines(torch.arange(batch, device=device), points, lengths, line_width, (1.0, 1.0, 1.0, 1.0))
+        line = coverage(prims, batch, height, width, device=device)
+    line = line.mul_(color[3])  # a new tensor either way: scaled in place
+    under = None
+    if fill_color is not None:
+        under = fill_coverage(points, lengths, height, width, mode == "antialiased") * fill_color[3]
+    if out.ndim == 3:  # source-over of the line's coverage on the fill's
+        result = line if under is None else line + under * (1 - line)
+    else:
+        rgb = filled([float(v) for v in (*background[:3], *color[:3], *(fill_color or ())[:3])], device)
+        result = rgb[:3].expand(batch, height, width, 3)
+        if under is not None:
+            result = torch.lerp(result, rgb[6:9].expand_as(result), under[..., None])
+        result = torch.lerp(result, rgb[3:6].expand_as(result), line[..., None])
+    out.copy_(result if scale == 1 else (result * scale).round_())
