@@ -19,7 +19,7 @@ import torch
 from _common import ROOT, report, table, timed
 
 from utils.gpu_rendering import compositor as R  # noqa: E402  (_common puts the repository root on sys.path)
-from utils.mesh_rasterizer import raster as M  # noqa: E402
+from utils import mesh_rasterizer as M  # noqa: E402
 from utils.core.device import cupy_usable  # noqa: E402
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
 from utils.gpu_graph.graph import GraphOptions, knn_graph  # noqa: E402

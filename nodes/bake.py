@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from ..utils.mesh_rasterizer import bake as B
 from ..utils.core.device import check_memory
+from ..utils.inputs.mesh import mesh_tensors
+from ..utils.mesh_rasterizer import bake as B
+from ..utils.mesh_rasterizer import vertex_normals
 from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Float, Int, Output, RasterKitNode, Socket
 from ._validate import check_images
-from .mesh import _mesh_tensors, _vertex_normals, make_mesh
+from .mesh import make_mesh
 
 # Peak memory (measured on the CPU at three sizes each: tests/test_mesh_memory.py) of the UV maps per
 # texel (the rasterizer's work, the maps, their seam padding double-buffered: ~140-170 B), of a bake per
@@ -31,7 +33,7 @@ DILATION = Int("dilation", 4, 0, 256, tooltip="seam padding: texels outside the 
 
 def _uv_mesh(mesh):
     """vertices [V,3], faces [F,3] and the other MESH fields of a mesh with UVs."""
-    vertices, faces, fields = _mesh_tensors(mesh, None)
+    vertices, faces, fields = mesh_tensors(mesh, None)
     if "uvs" not in fields:
         raise ValueError("mesh: has no UVs (a texture layout); load a mesh with UVs (e.g. a textured .obj or "
                          ".glb) or unwrap it in a 3D tool first")
@@ -45,7 +47,7 @@ def maps_bytes(texture_size: int, faces: int) -> int:
 
 def _uv_surface(vertices, faces, fields, texture_size: int, device: torch.device, progress):
     """vertices, faces on device and uv_maps' position, normal, mask there."""
-    normals = fields["normals"] if "normals" in fields else _vertex_normals(vertices, faces)
+    normals = fields["normals"] if "normals" in fields else vertex_normals(vertices, faces)
     vertices, faces = vertices.to(device), faces.to(device)
     maps = B.uv_maps(vertices, normals.to(device), fields["uvs"].to(device), faces, faces, texture_size,
                      on_band=progress)

@@ -21,7 +21,7 @@ import torch
 
 from . import color_optimizer
 from .gpu_rendering import compositor as gpu_rendering
-from .mesh_rasterizer import raster as mesh_rasterizer
+from . import mesh_rasterizer
 from .core.device import numba_usable
 
 log = logging.getLogger("rasterkit")
@@ -42,7 +42,7 @@ def line_plots() -> None:
 
 
 def mesh_rasterizer_loops() -> None:
-    """The mesh rasterizer's depth test and resolve (mesh_rasterizer_cpu): Mesh Rasterizer, UV Maps, Bake."""
+    """The mesh rasterizer's depth test and resolve (mesh_rasterizer.raster_cpu): Mesh Rasterizer, UV Maps, Bake."""
     corners = torch.tensor([[[-0.5, -0.5, 0.0, 1.0], [0.5, -0.5, 0.0, 1.0], [0.0, 0.5, 0.0, 1.0]]])
     mesh_rasterizer.rasterize_views(corners, torch.tensor([[0, 1, 2]]), 8, 8)
 
@@ -65,11 +65,10 @@ FAMILIES = {
 
 def loop_modules() -> list:
     """The modules that hold numba loops (importing them imports numba: slow, hence here)."""
-    from .mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
     from .gpu_rendering import compositor_cpu as rendering_cpu
     from .color_optimizer import search_cpu
 
-    return [rendering_cpu, search_cpu, mesh_rasterizer_cpu]
+    return [rendering_cpu, search_cpu, mesh_rasterizer.cpu_loops()]
 
 
 def loops() -> list:

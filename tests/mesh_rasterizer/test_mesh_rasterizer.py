@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from opcount import OpCount
-from rasterkit.utils.mesh_rasterizer import raster as M
+from rasterkit.utils import mesh_rasterizer as M
 
 f32 = np.float32
 
