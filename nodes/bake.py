@@ -13,7 +13,7 @@ from ._schema import Float, Int, Output, RasterKitNode, Socket
 from ._validate import check_images
 from .mesh import make_mesh
 
-# Peak memory (measured on the CPU at three sizes each: tests/test_mesh_memory.py) of the UV maps per
+# Peak memory (measured on the CPU at three sizes each: tests/nodes/test_mesh_memory.py) of the UV maps per
 # texel (the rasterizer's work, the maps, their seam padding double-buffered: ~140-170 B), of a bake per
 # texel of its maps and padding, per texel and view in a chunk (projected positions, screen
 # coordinates, samples, weights and their temporaries: ~110 B), per pixel of the views (depth buffers)
