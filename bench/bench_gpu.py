@@ -19,8 +19,8 @@ import torch
 
 from _common import ROOT, report, table, timed
 from utils import gpu_rendering as R  # noqa: E402  (_common puts the repository root on sys.path)
+from utils import mesh_rasterizer as M  # noqa: E402
 from utils.gpu_rendering.compositor import _bin  # noqa: E402
-from utils.mesh_rasterizer import raster as M  # noqa: E402
 from utils.core.device import cupy_usable  # noqa: E402
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
 from utils.gpu_graph import GraphOptions, knn_graph  # noqa: E402

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from _common import ROOT, peak_memory, report, table, timed
+from utils import mesh_rasterizer as M  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.core.device import torch_device  # noqa: E402
 from utils.mesh_rasterizer import raster as M  # noqa: E402  (_common puts the repository root on sys.path)
 
@@ -159,7 +160,8 @@ def main():
     )
 
     # the brute-force reference of the tests (numpy, per triangle) on a small case
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "tests"))
+    tests = __import__("pathlib").Path(__file__).resolve().parents[1] / "tests"
+    sys.path[:0] = [str(tests / "mesh_rasterizer"), str(tests)]
     import importlib
 
     from demo import load_pack

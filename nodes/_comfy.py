@@ -311,7 +311,7 @@ def register_routes() -> None:
     if getattr(PromptServer, "instance", None) is None:
         return
     from ..utils.inputs.colors import PALETTES
-    from .mesh import MESH_EXTENSIONS
+    from ..utils.inputs.mesh_files import MESH_EXTENSIONS
 
     @PromptServer.instance.routes.get("/rasterkit/palettes")
     async def palettes(request):

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from ..utils.mesh_rasterizer import bake as B
 from ..utils.core.device import check_memory
+from ..utils.inputs.mesh import mesh_tensors
+from ..utils.mesh_rasterizer import bake as B
+from ..utils.mesh_rasterizer import vertex_normals
 from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket
 from ._validate import check_images
-from .mesh import _mesh_tensors, _vertex_normals, make_mesh
+from .mesh import make_mesh
 
-# Peak memory (measured on the CPU at three sizes each: tests/test_mesh_memory.py) of the UV maps per
+# Peak memory (measured on the CPU at three sizes each: tests/nodes/test_mesh_memory.py) of the UV maps per
 # texel (the rasterizer's work, the maps, their seam padding double-buffered: ~140-170 B), of a bake per
 # texel of its maps and padding, per texel and view in a chunk (projected positions, screen
 # coordinates, samples, weights and their temporaries: ~110 B), per pixel of the views (depth buffers)
@@ -35,7 +37,7 @@ INPAINT_TOOLTIP = ("texels no view sees: dilation fills those within `dilation` 
 
 def _uv_mesh(mesh):
     """vertices [V,3], faces [F,3] and the other MESH fields of a mesh with UVs."""
-    vertices, faces, fields = _mesh_tensors(mesh, None)
+    vertices, faces, fields = mesh_tensors(mesh, None)
     if "uvs" not in fields:
         raise ValueError("mesh: has no UVs (a texture layout); load a mesh with UVs (e.g. a textured .obj or "
                          ".glb) or unwrap it in a 3D tool first")
@@ -49,7 +51,7 @@ def maps_bytes(texture_size: int, faces: int) -> int:
 
 def _uv_surface(vertices, faces, fields, texture_size: int, device: torch.device, progress):
     """vertices, faces on device and uv_maps' position, normal, mask there."""
-    normals = fields["normals"] if "normals" in fields else _vertex_normals(vertices, faces)
+    normals = fields["normals"] if "normals" in fields else vertex_normals(vertices, faces)
     vertices, faces = vertices.to(device), faces.to(device)
     maps = B.uv_maps(vertices, normals.to(device), fields["uvs"].to(device), faces, faces, texture_size,
                      on_band=progress)

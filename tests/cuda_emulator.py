@@ -364,7 +364,8 @@ def install(monkeypatch) -> None:
         return not os.environ.get("RASTERKIT_DISABLE_CUPY")
 
     for module in pkgutil.walk_packages(utils.__path__, "rasterkit.utils."):
-        importlib.import_module(module.name)
+        if not module.name.endswith(".__main__"):  # the CLI's entry point runs the CLI when imported
+            importlib.import_module(module.name)
     monkeypatch.setattr(cuda, "kernel", functools.cache(EmulatedKernel))
     monkeypatch.setattr(cuda, "stream", contextlib.nullcontext)
     # .numpy() shares memory with a contiguous CPU tensor, so in-place writes land in the tensor

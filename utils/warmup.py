@@ -20,8 +20,7 @@ import time
 import torch
 
 from . import color_optimizer
-from . import gpu_rendering
-from .mesh_rasterizer import raster as mesh_rasterizer
+from . import gpu_rendering, mesh_rasterizer
 from .core.device import numba_usable
 
 log = logging.getLogger("rasterkit")
@@ -42,7 +41,7 @@ def line_plots() -> None:
 
 
 def mesh_rasterizer_loops() -> None:
-    """The mesh rasterizer's depth test and resolve (mesh_rasterizer_cpu): Mesh Rasterizer, UV Maps, Bake."""
+    """The mesh rasterizer's depth test and resolve (mesh_rasterizer.raster_cpu): Mesh Rasterizer, UV Maps, Bake."""
     corners = torch.tensor([[[-0.5, -0.5, 0.0, 1.0], [0.5, -0.5, 0.0, 1.0], [0.0, 0.5, 0.0, 1.0]]])
     mesh_rasterizer.rasterize_views(corners, torch.tensor([[0, 1, 2]]), 8, 8)
 
@@ -65,10 +64,9 @@ FAMILIES = {
 
 def loop_modules() -> list:
     """The modules that hold numba loops (importing them imports numba: slow, hence here)."""
-    from .mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
     from .color_optimizer import search_cpu
 
-    return [*gpu_rendering.loop_modules(), search_cpu, mesh_rasterizer_cpu]
+    return [*gpu_rendering.loop_modules(), search_cpu, mesh_rasterizer.cpu_loops()]
 
 
 def loops() -> list:

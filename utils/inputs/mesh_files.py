@@ -6,6 +6,10 @@ Formats: glTF (.gltf, .glb: accessor counts times the scene's instances, image h
 views, data URIs or files beside it), OBJ (vertex and face lines, the textures its MTL files name),
 PLY (element counts), STL (binary count, else facet lines) and OFF (header counts). What a broken
 header does not say counts as nothing: trimesh names the problem afterwards.
+
+Also Load Mesh's files: the mesh files of a list of folders (ComfyUI's input folder and the pack's
+bundled assets, passed in by the node), a name resolved inside them and nowhere else, and a file loaded
+with trimesh after its declared sizes are checked.
 """
 from __future__ import annotations
 
@@ -16,7 +20,21 @@ import os
 import re
 import struct
 from dataclasses import dataclass, field
+from struct import error as struct_error
 
+import torch
+
+from ..core.device import check_memory
+from .mesh import mesh_fields
+from .text import short
+
+MESH_EXTENSIONS = (".obj", ".glb", ".gltf", ".ply", ".stl", ".off")
+# Load Mesh's peak per declared vertex, triangle and texel (trimesh's arrays, ours, the decoded image
+# and its float copy: measured 160 B, 320 B and 39 B)
+LOAD_BYTES_PER_VERTEX = 200
+LOAD_BYTES_PER_FACE = 400
+LOAD_BYTES_PER_TEXEL = 40
+MAX_TEXTURE_PIXELS = 8192 * 8192
 # Scene-graph visits counted at most while summing a glTF's instances (cycles, or an absurd scene)
 MAX_NODE_VISITS = 1 << 20
 # Bytes of a glTF's JSON read at most
@@ -229,3 +247,102 @@ def _off(file, folder: str) -> Declared:
     if len(numbers) == 2 and all(number.isdigit() for number in numbers):
         return Declared(vertices=int(numbers[0]), faces=int(numbers[1]))
     return Declared()
+
+
+def _roots(folders) -> list[str]:
+    """The folders of `folders` (None or missing ones left out) that meshes are read from, symlinks resolved."""
+    return [os.path.realpath(folder) for folder in folders if folder and os.path.isdir(folder)]
+
+
+def _inside(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # another drive on Windows
+        return False
+
+
+def mesh_files(folders) -> list[str]:
+    """Mesh files of the folders and their subfolders ("/"-separated names relative to the folder), the
+    first folder's first, then those of each next folder that the ones before do not shadow; links that
+    lead outside are left out."""
+    names: dict[str, None] = {}  # an ordered set: the first folder's names first
+    for root in _roots(folders):
+        found = []
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = sorted(s for s in subfolders if not s.startswith("."))
+            for file in files:
+                path = os.path.join(folder, file)
+                # regular files only: a FIFO or a device named like a mesh would block or stream forever
+                if file.lower().endswith(MESH_EXTENSIONS) and _inside(os.path.realpath(path), root) \
+                        and os.path.isfile(path):
+                    found.append(os.path.relpath(path, root).replace(os.sep, "/"))
+        names.update(dict.fromkeys(sorted(found)))
+    return list(names)
+
+
+def resolve_mesh_file(name: str, folders) -> str:
+    """The real path of mesh file `name` (relative to the first of `folders` that has it). Absolute names,
+    `..` and symlinks that lead outside those folders are refused with the same error as a missing file,
+    which names the input only by the name given, so errors tell nothing about the disk."""
+    if not isinstance(name, str):
+        raise ValueError(f"mesh_file: expected a file name (text), got {short(name)}")
+    name = name.strip()
+    shown = name if len(name) <= 200 else name[:200] + "..."
+    if not name.lower().endswith(MESH_EXTENSIONS):
+        raise ValueError(f"mesh_file: {shown!r} is not one of {', '.join(MESH_EXTENSIONS)}")
+    if not os.path.isabs(name) and "\0" not in name:
+        for root in _roots(folders):
+            path = os.path.realpath(os.path.join(root, name))
+            if _inside(path, root) and os.path.isfile(path):
+                return path
+    raise ValueError(f"mesh_file: no mesh file {shown!r} in ComfyUI's input folder (choose one from the list, "
+                     f"or upload one with the node's button)")
+
+
+def load_mesh_file(path: str, name: str, normalize: bool):
+    """The mesh at `path` (resolve_mesh_file's; `name` as the user gave it, for errors): vertices float32
+    [1,V,3] (centred and scaled to fit the cube [-1, 1] where normalize), faces int64 [1,F,3], the optional
+    MESH fields (mesh_fields) and the trimesh.Trimesh. Declared sizes are checked before decoding."""
+    import trimesh
+
+    check_declared(path, name)
+    try:
+        # trimesh >= 5.2 (requirements.txt) resolves textures and buffers inside the mesh's folder only
+        # and fetches nothing remote
+        loaded = trimesh.load(path, force="mesh", process=False)
+    except Exception as error:  # trimesh raises many types for broken files
+        raise ValueError(f"mesh_file: could not read {short(name)}: {_reason(error)}") from None
+    if len(getattr(loaded, "faces", ())) == 0:
+        raise ValueError(f"mesh_file: {name!r} has no triangles")
+    vertices = torch.tensor(loaded.vertices, dtype=torch.float32)
+    fields = mesh_fields(loaded)
+    if normalize:  # a translation and a uniform scale: the normals stay
+        low, high = vertices.amin(0), vertices.amax(0)
+        vertices = (vertices - (low + high) / 2) * (2 / float((high - low).max().clamp_min(1e-12)))
+        loaded = trimesh.Trimesh(vertices.numpy(), loaded.faces, visual=loaded.visual, process=False)
+    return vertices[None], torch.tensor(loaded.faces, dtype=torch.int64)[None], fields, loaded
+
+
+def check_declared(path: str, name: str) -> None:
+    """Refuse, before decoding, a file whose header declares textures over MAX_TEXTURE_PIXELS or a mesh and
+    textures that would not fit in memory (`declared` reads the counts and image headers)."""
+    try:
+        counts = declared(path)
+    except (OSError, ValueError, struct_error):
+        return  # unreadable headers: trimesh names the problem
+    for width, height in counts.textures:
+        if width * height > MAX_TEXTURE_PIXELS:
+            raise ValueError(f"mesh_file: {short(name)} has a {width}x{height} texture; textures of up to "
+                             f"{MAX_TEXTURE_PIXELS:,} texels (8192 x 8192) are read")
+    estimate = (LOAD_BYTES_PER_VERTEX * counts.vertices + LOAD_BYTES_PER_FACE * counts.faces
+                + LOAD_BYTES_PER_TEXEL * sum(width * height for width, height in counts.textures))
+    check_memory(estimate, f"mesh_file: {short(name)} ({counts.vertices:,} vertices, {counts.faces:,} "
+                           f"triangles, {len(counts.textures)} textures)", torch.device("cpu"))
+
+
+def _reason(error: BaseException) -> str:
+    """What went wrong reading a file, for the UI: the exception's type and message, with paths left out
+    (they would tell where ComfyUI's folders are, or probe outside them)."""
+    text = re.sub(r"([A-Za-z]:)?([\\/][^\s'\"\\/]+)+[\\/]?", "<path>", str(error)).strip()
+    text = text if len(text) <= 200 else text[:200] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from . import raster as M
+from ..inputs.mesh import integral
 from ..inputs.text import short
+from . import raster as M
 from .inpaint import propagate
 
 
@@ -79,11 +80,6 @@ def _points(value, name: str, channels: int, count: int | None = None) -> torch.
     if not bool(torch.isfinite(value).all()):
         raise ValueError(f"{name}: contains NaN or infinite values; finite numbers are accepted")
     return value
-
-
-def integral(value: torch.Tensor) -> bool:
-    """Whether a tensor holds integers (any integer dtype; not bool)."""
-    return not value.is_floating_point() and not value.is_complex() and value.dtype != torch.bool
 
 
 def _faces(value, name: str, vertex_count: int) -> torch.Tensor:

@@ -2,7 +2,7 @@
 MeshRender, ComfyUI-Hunyuan3DWrapper) runs without building that CUDA extension. The pack registers this
 module as `custom_rasterizer` when the real one cannot be imported (RASTERKIT_NO_CUSTOM_RASTERIZER=1
 turns that off). Same arguments, shapes and results as the extension: its screen mapping, pixel centres,
-float32 edge functions, depth quantisation, depth prior and tie rule (see mesh_rasterizer.py). Checked
+float32 edge functions, depth quantisation, depth prior and tie rule (see raster.py). Checked
 bit for bit against its CPU kernel built from source, through Hunyuan3D-2's MeshRender, by
 bench/verify_custom_rasterizer.py. Its call-level behaviour too: pos [B,N,4] draws pos[0] as its
 wrapper does, a pos in an autograd graph is read as it is, a face with a NaN or infinite corner is

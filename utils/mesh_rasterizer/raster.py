@@ -1,7 +1,8 @@
-"""A compile-free triangle rasterizer in plain torch (CUDA kernels and numba loops where they are
-usable), with the arithmetic of Hunyuan3D-2's custom_rasterizer kernel, plus attribute interpolation
-and cameras. The call-compatible module is custom_rasterizer.py (that extension's exact signature);
-`rasterize` here is the engine's own form of the same call.
+"""The triangle rasterizer's torch path and its choice of backend: rasterize, rasterize_views and
+interpolate, with the arithmetic of Hunyuan3D-2's custom_rasterizer kernel. The CUDA kernels are in
+raster_cuda.py, numba's loops in raster_cpu.py, the constants all three share in constants.py; the
+call-compatible module is custom_rasterizer.py (that extension's exact signature); `rasterize` here is
+the engine's own form of the same call.
 
 The conventions and arithmetic of that rasterizer's kernel, kept here: V is clip space [N,4]; a vertex
 lands on the screen at x_s = (x/w * 0.5 + 0.5) * (width - 1) + 0.5 and y_s = (y/w * 0.5 + 0.5) *
@@ -36,25 +37,12 @@ field, which bounds views x faces below 2^31 (checked).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
-from ..core import cuda
 from ..core.device import cupy_usable, numba_usable, on_huge_pages, run_chunked
-
-ID_BASE = 1 << 31  # z-buffer keys: quantised depth (saturated at 2^31) * ID_BASE + view * M + face
-EMPTY = (1 << 63) - ID_BASE  # the z-buffer's value where no fragment landed: above every key, triangle part 0
-DEPTH_STEPS = 1 << 18
-FIXED = 1 << 52  # alpha = 1 - beta - gamma in this fixed point: exact in int64, one rounding to float32
-TILE_ROWS = TILE_COLUMNS = 4  # the torch path's tile of candidate pixels (square: _triangles counts tiles so)
-TILE_CANDIDATES = 1 << 23  # candidates per torch pass: about 40 bytes each in the temporaries
-CUDA_BLOCK = 8  # the depth-test kernel's block: pixels per side that one thread tests
-# the most threads of one launch: the depth test's threads test up to CUDA_BLOCK^2 pixels each (at most
-# 6.7e7 tests and atomics, a few ms on a mid-range GPU), the resolve's one pixel each (a 4096^2 view)
-LAUNCH_BLOCKS = 1 << 20
-LAUNCH_PIXELS = 1 << 24
+from .constants import CUDA_BLOCK, DEPTH_STEPS, EMPTY, FIXED, ID_BASE, TILE_CANDIDATES, TILE_COLUMNS, TILE_ROWS
+from .raster_cuda import rasterize_triangles_cuda, resolve_pixels_cuda
 
 
 def _pair(x: int, y: int, like: torch.Tensor) -> torch.Tensor:
@@ -343,10 +331,10 @@ def _depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tenso
 
 
 def _mesh_rasterizer_cpu():
-    """utils/mesh_rasterizer_cpu (numba's depth test), imported on first use: numba is slow to import,
-    and that module takes its constants from this one."""
-    from . import raster_cpu as mesh_rasterizer_cpu
-    return mesh_rasterizer_cpu
+    """raster_cpu (numba's depth test and resolve), imported on first use: numba is slow to import."""
+    from . import raster_cpu
+
+    return raster_cpu
 
 
 def _resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, width: int, height: int):
@@ -378,195 +366,3 @@ def interpolate(attributes: torch.Tensor, findices: torch.Tensor, barycentric: t
         corner_values = attributes[batch[..., None], faces[face]]
     values = (barycentric[..., None] * corner_values).sum(-2)
     return values * (findices > 0)[..., None]
-
-
-# -- cameras ---------------------------------------------------------------------------------------------
-
-STANDARD_VIEWS = ((0.0, 0.0), (90.0, 0.0), (180.0, 0.0), (270.0, 0.0), (0.0, 90.0), (180.0, -90.0))
-
-
-def look_at(eye: torch.Tensor, target: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """World-to-view matrices [B,4,4] (OpenGL: the camera looks down -z, y up); eye, target, up [B,3]."""
-    forward = torch.nn.functional.normalize(target - eye, dim=-1)
-    right = torch.nn.functional.normalize(torch.cross(forward, up, dim=-1), dim=-1)
-    true_up = torch.cross(right, forward, dim=-1)
-    view = torch.zeros(eye.shape[0], 4, 4, dtype=eye.dtype, device=eye.device)
-    view[:, 0, :3], view[:, 1, :3], view[:, 2, :3] = right, true_up, -forward
-    view[:, :3, 3] = -torch.einsum("bij,bj->bi", view[:, :3, :3], eye)
-    view[:, 3, 3] = 1
-    return view
-
-
-def perspective(fov_degrees: float, aspect: float, near: float, far: float) -> torch.Tensor:
-    """OpenGL perspective projection [4,4]; fov is vertical."""
-    f = 1.0 / math.tan(math.radians(fov_degrees) / 2)
-    return torch.tensor([[f / aspect, 0, 0, 0], [0, f, 0, 0],
-                         [0, 0, (far + near) / (near - far), 2 * far * near / (near - far)], [0, 0, -1, 0]])
-
-
-def orthographic(half_height: float, aspect: float, near: float, far: float) -> torch.Tensor:
-    """OpenGL orthographic projection [4,4] of a view half_height tall (in world units)."""
-    return torch.tensor([[1 / (half_height * aspect), 0, 0, 0], [0, 1 / half_height, 0, 0],
-                         [0, 0, -2 / (far - near), -(far + near) / (far - near)], [0, 0, 0, 1]])
-
-
-def orbit_cameras(azimuths, elevations, distance: float) -> torch.Tensor:
-    """View matrices [B,4,4] of cameras on a sphere around the origin looking at it; azimuth 0 looks
-    from +z, 90 from +x; elevation 90 from above (+y)."""
-    azimuth = torch.tensor(azimuths, dtype=torch.float32).deg2rad()
-    elevation = torch.tensor(elevations, dtype=torch.float32).deg2rad()
-    eye = torch.stack([torch.cos(elevation) * torch.sin(azimuth), torch.sin(elevation),
-                       torch.cos(elevation) * torch.cos(azimuth)], -1) * distance
-    # looking straight up or down, "up" is the -z/+z axis instead of +y
-    up = torch.where((elevation.abs() > math.radians(89.9))[:, None], torch.tensor([0.0, 0.0, -1.0]) *
-                     torch.sign(elevation)[:, None], torch.tensor([0.0, 1.0, 0.0]))
-    return look_at(eye, torch.zeros_like(eye), up)
-
-
-# The CUDA path of rasterize_views: the set-up of a triangle (screen corners, edge terms, reciprocal of
-# the area) is recomputed from V and F by each thread that needs it, with the torch path's float32
-# arithmetic in the same order, so both paths give the same findices and barycentrics.
-_RASTERIZE_SOURCE = r"""
-struct Triangle { float ax, ay, acx, acy, abx, aby, inverse_area, z[3], w[3]; };
-
-// triangle k = view * face_count + face of V float [B,N,4], faces int64 [M,3]
-__device__ Triangle set_up(const float* V, const long long* faces, long long k, long long vertex_count,
-                           long long face_count, int width, int height) {
-    Triangle t;
-    float x[3], y[3];
-    long long view = k / face_count, face = k % face_count;
-    for (int i = 0; i < 3; ++i) {
-        const float* v = V + (view * vertex_count + faces[face * 3 + i]) * 4;
-        x[i] = (v[0] / v[3] * 0.5f + 0.5f) * (float)(width - 1) + 0.5f;
-        y[i] = (v[1] / v[3] * 0.5f + 0.5f) * (float)(height - 1) + 0.5f;
-        t.z[i] = v[2] / v[3] * 0.49999f + 0.5f;
-        t.w[i] = v[3];
-    }
-    t.ax = x[0]; t.ay = y[0];
-    t.acx = x[2] - x[0]; t.acy = y[2] - y[0]; t.abx = x[1] - x[0]; t.aby = y[1] - y[0];
-    t.inverse_area = 1.0f / (t.acx * t.aby - t.abx * t.acy);
-    return t;
-}
-
-// 1 - beta - gamma rounded once, through an exact int64 fixed point (mesh_rasterizer._alpha)
-__device__ float alpha_of(float beta, float gamma, long long fixed_one) {
-    long long fixed = (long long)(beta * (float)fixed_one) + (long long)(gamma * (float)fixed_one);
-    return (float)(fixed_one - fixed) / (float)fixed_one;
-}
-
-// one thread per (triangle, block x block pixels of its box); packed (depth, triangle) keys meet in
-// the z-buffer through a 64-bit atomicMin
-extern "C" __global__ void rasterize_triangles(
-        const float* V, const long long* faces, long long vertex_count, long long face_count,
-        const long long* box, const long long* block_end, long long triangle_count, long long first_block,
-        long long stop_block, const float* prior, int has_prior, long long* zbuffer, int width, int height,
-        int block, int depth_steps, long long id_base, long long fixed_one) {
-    long long q = first_block + (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (q >= stop_block) return;
-    long long low = 0, high = triangle_count - 1;  // the triangle of block q: first k with block_end[k] > q
-    while (low < high) {
-        long long middle = (low + high) / 2;
-        if (block_end[middle] > q) high = middle; else low = middle + 1;
-    }
-    long long k = low, rank = q - (k > 0 ? block_end[k - 1] : 0);
-    Triangle t = set_up(V, faces, k, vertex_count, face_count, width, height);
-    // box [4,K]: first column, first row, last column, last row
-    long long first_x = box[k], first_y = box[triangle_count + k];
-    long long last_x = box[2 * triangle_count + k], last_y = box[3 * triangle_count + k];
-    long long blocks_x = (last_x - first_x) / block + 1;
-    long long x0 = first_x + rank % blocks_x * block, y0 = first_y + rank / blocks_x * block;
-    long long x_end = min(x0 + block - 1, last_x), y_end = min(y0 + block - 1, last_y);
-    long long view_base = k / face_count * height * width;
-    for (long long y = y0; y <= y_end; ++y) {
-        float dy = ((float)y + 0.5f) - t.ay;
-        float row_c = t.acx * dy, row_b = t.abx * dy;
-        for (long long x = x0; x <= x_end; ++x) {
-            float dx = ((float)x + 0.5f) - t.ax;
-            float beta = (row_c - dx * t.acy) * t.inverse_area;
-            float gamma = (dx * t.aby - row_b) * t.inverse_area;
-            if (!(beta >= 0.0f && gamma >= 0.0f && beta <= 1.0f && gamma <= 1.0f)) continue;
-            float alpha = alpha_of(beta, gamma, fixed_one);
-            if (!(alpha >= 0.0f)) continue;
-            float depth = (alpha * t.z[0] + beta * t.z[1]) + gamma * t.z[2];
-            float scaled = depth * (float)depth_steps;
-            long long pixel = view_base + y * width + x;
-            if (has_prior ? !(depth >= prior[pixel] && scaled > -1.0f) : !(depth >= 0.0f)) continue;
-            long long quantised = (long long)fminf(scaled, 2147483648.0f);
-            atomicMin(zbuffer + pixel, quantised * id_base + k);
-        }
-    }
-}
-
-// findices and perspective-correct barycentrics of every pixel from the z-buffer's winners
-extern "C" __global__ void resolve_pixels(
-        const long long* zbuffer, long long first_pixel, long long stop_pixel, long long empty, const float* V,
-        const long long* faces, long long vertex_count, long long face_count, int width, int height,
-        long long id_base, long long fixed_one, int* findices, float* barycentric) {
-    long long i = first_pixel + (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= stop_pixel) return;
-    long long z = zbuffer[i];
-    if (z == empty) {
-        findices[i] = 0;
-        barycentric[i * 3] = 0.0f; barycentric[i * 3 + 1] = 0.0f; barycentric[i * 3 + 2] = 0.0f;
-        return;
-    }
-    long long k = z % id_base;
-    findices[i] = (int)(k % face_count + 1);
-    Triangle t = set_up(V, faces, k, vertex_count, face_count, width, height);
-    float dx = ((float)(i % width) + 0.5f) - t.ax, dy = ((float)(i / width % height) + 0.5f) - t.ay;
-    float beta = (t.acx * dy - dx * t.acy) * t.inverse_area;
-    float gamma = (dx * t.aby - t.abx * dy) * t.inverse_area;
-    float w0 = alpha_of(beta, gamma, fixed_one) / t.w[0], w1 = beta / t.w[1], w2 = gamma / t.w[2];
-    float inverse_total = 1.0f / ((w0 + w1) + w2);
-    barycentric[i * 3] = w0 * inverse_total;
-    barycentric[i * 3 + 1] = w1 * inverse_total;
-    barycentric[i * 3 + 2] = w2 * inverse_total;
-}
-"""
-
-
-def rasterize_triangles_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torch.Tensor, box: torch.Tensor,
-                             block_end: torch.Tensor, total: int, prior: torch.Tensor | None, width: int,
-                             height: int) -> None:
-    """Depth-test the triangles of V float32 [B,N,4], faces int64 [M,3] into zbuffer int64 [B*H*W]
-    (contiguous), in place, with the torch path's keys: box int64 [4,B*M] (first and last candidate
-    column and row), block_end int64 [B*M] (running total of CUDA_BLOCK^2 blocks over the boxes,
-    `total` at the end), prior float32 [B*H*W] (depth threshold) or None. All contiguous (the kernel
-    reads them as flat arrays). Launches of at most LAUNCH_BLOCKS threads, one after another."""
-    for name, tensor in (("zbuffer", zbuffer), ("V", V), ("faces", faces), ("box", box), ("block_end", block_end),
-                         ("prior", prior)):
-        if tensor is not None and not tensor.is_contiguous():
-            raise ValueError(f"{name} must be contiguous: the kernel reads it as a flat array")
-    has_prior = prior is not None
-    prior = prior if has_prior else torch.zeros(1, device=zbuffer.device)
-    head = cuda.arrays(V, faces) + [np.int64(V.shape[1]), np.int64(faces.shape[0])]
-    head += cuda.arrays(box, block_end) + [np.int64(block_end.numel())]
-    tail = cuda.arrays(prior) + [np.int32(has_prior), *cuda.arrays(zbuffer), np.int32(width), np.int32(height),
-                                 np.int32(CUDA_BLOCK), np.int32(DEPTH_STEPS), np.int64(ID_BASE), np.int64(FIXED)]
-    threads = 128
-    launch = cuda.kernel(_RASTERIZE_SOURCE, "rasterize_triangles")
-    with cuda.stream(zbuffer.device):
-        for first in range(0, total, LAUNCH_BLOCKS):
-            stop = min(total, first + LAUNCH_BLOCKS)
-            launch(((stop - first + threads - 1) // threads,), (threads,),
-                   tuple(head + [np.int64(first), np.int64(stop)] + tail))
-
-
-def resolve_pixels_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torch.Tensor, width: int, height: int):
-    """findices int32 [B*H*W] (face + 1, 0 where zbuffer holds EMPTY) and barycentric float32
-    [B*H*W,3] from the z-buffer of rasterize_triangles_cuda, for V float32 [B,N,4], faces int64 [M,3]
-    (all contiguous). Launches of at most LAUNCH_PIXELS threads, one after another."""
-    n = zbuffer.numel()
-    findices = torch.empty(n, dtype=torch.int32, device=zbuffer.device)
-    barycentric = torch.empty(n, 3, dtype=torch.float32, device=zbuffer.device)
-    tail = [np.int64(EMPTY), *cuda.arrays(V, faces), np.int64(V.shape[1]), np.int64(faces.shape[0]),
-            np.int32(width), np.int32(height), np.int64(ID_BASE), np.int64(FIXED), *cuda.arrays(findices, barycentric)]
-    head = cuda.arrays(zbuffer)
-    threads = 256
-    launch = cuda.kernel(_RASTERIZE_SOURCE, "resolve_pixels")
-    with cuda.stream(zbuffer.device):
-        for first in range(0, n, LAUNCH_PIXELS):
-            stop = min(n, first + LAUNCH_PIXELS)
-            launch(((stop - first + threads - 1) // threads,), (threads,),
-                   tuple(head + [np.int64(first), np.int64(stop)] + tail))
-    return findices, barycentric

@@ -1,4 +1,4 @@
-"""The depth test and resolve of mesh_rasterizer on the CPU, compiled by numba: each triangle's
+"""The depth test and resolve of raster.py on the CPU, compiled by numba: each triangle's
 candidate pixels walked one by one with the torch path's float32 arithmetic (the same values bit for
 bit, so the same winners), the nearest key kept in the z-buffer; then each pixel's winner gives its
 face index and perspective-correct barycentrics, again as the torch path computes them, with no
@@ -13,16 +13,16 @@ import numpy as np
 import torch
 
 from ..core.device import on_huge_pages
-from .raster import DEPTH_STEPS, EMPTY, FIXED, ID_BASE
 from ..core.numba import falls_back, torch_threads
 from ..core.numba import jit as _jit
+from .constants import DEPTH_STEPS, EMPTY, FIXED, ID_BASE
 
 BANDS_PER_THREAD = 4  # bands of rows per thread: evens out meshes that fill part of the frame
 
 
 @_jit(parallel=True)
 def _depth_test(zbuffer, triangles, box, drawn, prior, has_prior, face_count, width, height, bands):
-    """The drawn triangles' fragments (see mesh_rasterizer._depth_test) into zbuffer, `bands` bands of
+    """The drawn triangles' fragments (see raster._depth_test) into zbuffer, `bands` bands of
     rows in parallel."""
     pixels = height * width
     for band in numba.prange(bands):
@@ -64,7 +64,7 @@ def _depth_test(zbuffer, triangles, box, drawn, prior, has_prior, face_count, wi
 
 @_jit(parallel=True)
 def _resolve(zbuffer, triangles, face_count, width, height, findices, barycentric):
-    """Each pixel's winner to its face index + 1 and barycentrics (see mesh_rasterizer._resolve)."""
+    """Each pixel's winner to its face index + 1 and barycentrics (see raster._resolve)."""
     for row in numba.prange(zbuffer.shape[0] // width):
         y = row % height
         for x in range(width):
@@ -89,7 +89,7 @@ def _resolve(zbuffer, triangles, face_count, width, height, findices, barycentri
 @falls_back
 def rasterize(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor, counts: torch.Tensor,
               prior: torch.Tensor | None, face_count: int, width: int, height: int):
-    """mesh_rasterizer's depth test into zbuffer int64 [B*H*W] (CPU, filled with EMPTY), from the
+    """raster's depth test into zbuffer int64 [B*H*W] (CPU, filled with EMPTY), from the
     triangles' set-up float32 [14,K], box int64 [4,K] and counts [K] (0: not drawn), prior float32
     [B*H*W] or None; then its resolve: findices int32 [B*H*W], barycentric float32 [B*H*W,3]. None
     where numba failed (see rendering_cpu.falls_back)."""
@@ -98,7 +98,7 @@ def rasterize(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor,
 
 
 def resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, width: int, height: int):
-    """mesh_rasterizer._resolve on the CPU: findices int32 [B*H*W], barycentric float32 [B*H*W,3]."""
+    """raster._resolve on the CPU: findices int32 [B*H*W], barycentric float32 [B*H*W,3]."""
     torch_threads()
     findices = on_huge_pages(torch.empty(zbuffer.shape[0], dtype=torch.int32))
     barycentric = on_huge_pages(torch.empty(zbuffer.shape[0], 3))
@@ -109,7 +109,7 @@ def resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, wid
 
 def depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor, counts: torch.Tensor,
                prior: torch.Tensor | None, face_count: int, width: int, height: int) -> None:
-    """mesh_rasterizer._depth_test's result into zbuffer int64 [B*H*W] (CPU), from the triangles'
+    """raster._depth_test's result into zbuffer int64 [B*H*W] (CPU), from the triangles'
     set-up float32 [14,K], box int64 [4,K] and counts [K] (0: not drawn); prior float32 [B*H*W] or None."""
     threads = torch_threads()
     drawn = torch.nonzero(counts).squeeze(1).numpy()

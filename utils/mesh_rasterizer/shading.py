@@ -12,6 +12,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..inputs.mesh import unit_float
 from .raster import interpolate
 
 
@@ -103,19 +104,6 @@ def textured(texture: torch.Tensor, uvs: torch.Tensor, findices: torch.Tensor, b
     texels, levels = mip_pyramid(texture)
     lod = uv_level_of_detail(uv, covered, (texture.shape[1], texture.shape[0]))
     return sample_texture(texels, levels, uv, lod) * covered[..., None]
-
-
-def unit_float(image, name: str) -> torch.Tensor:
-    """An image or colours of any dtype as float32 0..1, converted once: integers span their type's range
-    (uint8 0..255, uint16 0..65535, ...), bools 0 or 1, floats as they are; a ValueError naming `name`
-    for anything else."""
-    if not isinstance(image, torch.Tensor):
-        raise ValueError(f"{name}: expected a tensor of colours, got {type(image).__name__}")
-    if image.dtype == torch.bool or image.is_floating_point():
-        return image.float()
-    if image.is_complex():
-        raise ValueError(f"{name}: expected real colour values, got dtype {image.dtype}")
-    return image.float() / float(torch.iinfo(image.dtype).max)
 
 
 def matcap(view_normals: torch.Tensor, image: torch.Tensor, covered: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from opcount import OpCount
-from rasterkit.utils.mesh_rasterizer import raster as M
+from rasterkit.utils import mesh_rasterizer as M
 
 f32 = np.float32
 
@@ -284,7 +284,7 @@ def test_interpolate_and_cameras():
 def test_op_budget(monkeypatch):
     """The GPU issue's budget (<= 200 ops, <= 2 syncs, <= 1 upload), counted on the CPU: a 20,480-triangle
     icosphere at 1024 x 1024, on the torch path a GPU takes (on the CPU numba's loops rasterize instead:
-    tests/test_mesh_rasterizer_cpu.py). Measured: 195 ops, 2 syncs, 0 uploads."""
+    tests/mesh_rasterizer/test_mesh_rasterizer_cpu.py). Measured: 195 ops, 2 syncs, 0 uploads."""
     import trimesh
 
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import cuda_emulator
-from rasterkit.utils.mesh_rasterizer import raster as M
+from rasterkit.utils import mesh_rasterizer as M
 
 NEAR, FOV = 0.1, 70.0
 

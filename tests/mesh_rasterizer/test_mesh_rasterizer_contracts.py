@@ -8,6 +8,7 @@ import torch
 import cuda_emulator
 from rasterkit.utils.core import cuda
 from rasterkit.utils.mesh_rasterizer import raster as M
+from rasterkit.utils.mesh_rasterizer import raster_cuda
 from test_raster_cuda import random_views
 
 
@@ -151,8 +152,8 @@ def test_kernel_launches_are_bounded(kernel, torch_path, monkeypatch):
         return lambda grid, block, args: grids.append((name, grid[0] * block[0])) or run(grid, block, args)
 
     monkeypatch.setattr(cuda, "kernel", counted)
-    monkeypatch.setattr(M, "LAUNCH_BLOCKS", 128)
-    monkeypatch.setattr(M, "LAUNCH_PIXELS", 1000)
+    monkeypatch.setattr(raster_cuda, "LAUNCH_BLOCKS", 128)
+    monkeypatch.setattr(raster_cuda, "LAUNCH_PIXELS", 1000)
     assert_same(expected, M.rasterize_views(V, F, 100, 70))
     threads = {name: [count for launched, count in grids if launched == name] for name, _ in grids}
     assert len(threads["rasterize_triangles"]) > 3 and max(threads["rasterize_triangles"]) <= 128

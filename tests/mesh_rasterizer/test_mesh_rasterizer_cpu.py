@@ -1,4 +1,4 @@
-"""utils/mesh_rasterizer_cpu (numba's depth test and resolve, what the CPU runs) against the torch path
+"""utils/mesh_rasterizer/raster_cpu (numba's depth test and resolve, what the CPU runs) against the torch path
 (what MPS, ROCm and CUDA without CuPy run): the same face indices and barycentrics, bit for bit. Both
 meet the brute-force reference of test_mesh_rasterizer.py, which runs on the CPU: there, through
 numba's loops."""

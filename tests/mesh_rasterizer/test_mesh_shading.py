@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from rasterkit.nodes import mesh as mesh_nodes
 from rasterkit.nodes.mesh import MeshRasterizer, make_mesh
-from rasterkit.utils.mesh_rasterizer import raster as M
+from rasterkit.utils import mesh_rasterizer as M
 from rasterkit.utils.mesh_rasterizer import shading as S
+from rasterkit.utils.mesh_rasterizer.maps import AMBIENT
 
 
 def mesh_of(trimesh_object, **fields):
@@ -102,7 +102,7 @@ def test_lambert_against_ray_casting(light):
     a, e = map(math.radians, light)
     light_view = np.array([math.cos(e) * math.sin(a), math.sin(e), math.cos(e) * math.cos(a)])
     view = M.orbit_cameras([VIEW["azimuth"]], [VIEW["elevation"]], VIEW["distance"])[0, :3, :3].double().numpy()
-    expected = mesh_nodes.AMBIENT + (1 - mesh_nodes.AMBIENT) * np.clip((normals @ view.T) @ light_view, 0, None)
+    expected = AMBIENT + (1 - AMBIENT) * np.clip((normals @ view.T) @ light_view, 0, None)
     out = render(mesh_of(ball), light_azimuth=light[0], light_elevation=light[1])
     inner = interior(faces)
     error = np.abs(out["render"][0, ..., 0].numpy() - expected)[inner]

@@ -12,6 +12,7 @@ from rasterkit.nodes import bake as bake_nodes
 from rasterkit.nodes import mesh as mesh_nodes
 from rasterkit.nodes.bake import BakeTexture, UVMaps
 from rasterkit.nodes.mesh import LoadMesh, Mesh, MeshRasterizer, make_mesh
+from rasterkit.utils.inputs import mesh_files
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 
@@ -96,7 +97,7 @@ def test_uv_maps_estimate(peak_rss, texture_size, subdivisions):
 @pytest.mark.skipif(sys.platform != "linux", reason="peak RSS through /proc")
 @pytest.mark.parametrize("texture_size,views,side", [(256, 6, 512), (768, 4, 256), (512, 12, 256)])
 def test_bake_estimate(peak_rss, texture_size, views, side):
-    from rasterkit.utils.mesh_rasterizer import raster as M
+    from rasterkit.utils import mesh_rasterizer as M
 
     mesh = _sphere(4, uvs=True)
     raster = {"view": M.orbit_cameras([360 * i / views for i in range(views)], [(i % 5) * 15 - 30 for i in range(views)],
@@ -139,6 +140,6 @@ def test_load_mesh_estimate(peak_rss, input_folder, name, side, subdivisions):
     del outputs
     counts = declared(str(input_folder / name))
     assert counts.textures == [(side, side)]
-    estimate = (mesh_nodes.LOAD_BYTES_PER_VERTEX * counts.vertices + mesh_nodes.LOAD_BYTES_PER_FACE * counts.faces
-                + mesh_nodes.LOAD_BYTES_PER_TEXEL * side * side)
+    estimate = (mesh_files.LOAD_BYTES_PER_VERTEX * counts.vertices + mesh_files.LOAD_BYTES_PER_FACE * counts.faces
+                + mesh_files.LOAD_BYTES_PER_TEXEL * side * side)
     _within_twice(estimate, measured, name)

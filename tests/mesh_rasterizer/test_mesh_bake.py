@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rasterkit.utils.mesh_rasterizer import bake as B
-from rasterkit.utils.mesh_rasterizer import raster as M
+from rasterkit.utils import mesh_rasterizer as M
 
 
 def _quad():

@@ -6,8 +6,10 @@ import torch
 
 from rasterkit.nodes import mesh as mesh_nodes
 from rasterkit.nodes.mesh import LoadMesh, Mesh, MeshRasterizer
+from rasterkit.utils.inputs import mesh_files
+from rasterkit.utils.inputs.mesh import mesh_tensors
 
-ASSET = Path(__file__).resolve().parents[1] / "example_workflows" / "assets" / "rasterkit_torus.obj"
+ASSET = Path(__file__).resolve().parents[2] / "example_workflows" / "assets" / "rasterkit_torus.obj"
 
 
 def sphere_mesh():
@@ -326,7 +328,7 @@ def test_mesh_fields_in_and_out():
                                   torch.cat([mesh.faces, torch.zeros(1, 2, 3, dtype=torch.long)], 1),
                                   uvs=torch.rand(1, count + 5, 2), colors=torch.rand(1, count + 5, 4),
                                   vertex_counts=torch.tensor([count]), face_counts=torch.tensor([mesh.faces.shape[1]]))
-    vertices, faces, fields = mesh_nodes._mesh_tensors(padded, None)
+    vertices, faces, fields = mesh_tensors(padded, None)
     assert torch.equal(vertices, mesh.vertices[0]) and torch.equal(faces, mesh.faces[0])
     assert fields["uvs"].shape == (count, 2) and fields["colors"].shape == (count, 3)
     bad = mesh_nodes.make_mesh(mesh.vertices, mesh.faces, uvs=torch.rand(1, 3, 2))
@@ -381,11 +383,11 @@ def test_textures_and_meshes_are_checked_by_their_declared_sizes_before_decoding
     (input_folder / "3d" / "quad.glb").write_bytes(
         trimesh.load(input_folder / "3d" / "quad.obj", force="mesh", process=False).export(file_type="glb"))
     monkeypatch.setattr(trimesh, "load", lambda *a, **k: pytest.fail("decoded before the check"))
-    monkeypatch.setattr(mesh_nodes, "MAX_TEXTURE_PIXELS", 15)
+    monkeypatch.setattr(mesh_files, "MAX_TEXTURE_PIXELS", 15)
     for name in ("3d/quad.obj", "3d/quad.glb"):
         with pytest.raises(ValueError, match=f"^mesh_file: '{name}' has a 4x4 texture; textures of up to 15 texels"):
             LoadMesh.run(name)
-    monkeypatch.setattr(mesh_nodes, "MAX_TEXTURE_PIXELS", 8192 * 8192)
+    monkeypatch.setattr(mesh_files, "MAX_TEXTURE_PIXELS", 8192 * 8192)
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 1000)
     with pytest.raises(ValueError, match=r"^mesh_file: '3d/quad.glb' \(\d+ vertices, 2 triangles, 1 textures\) "
                                          r"needs ~0\.0\d* GB"):
@@ -479,8 +481,9 @@ def test_many_small_views_stop_soon_after_an_interrupt(monkeypatch):
     from rasterkit.nodes import _comfy
 
     rendered = []
-    maps = mesh_nodes._maps
-    monkeypatch.setattr(mesh_nodes, "_maps", lambda clip, *rest: rendered.append(len(clip)) or maps(clip, *rest))
+    maps = mesh_nodes.M.render_maps
+    monkeypatch.setattr(mesh_nodes.M, "render_maps",
+                        lambda clip, *rest: rendered.append(len(clip)) or maps(clip, *rest))
 
     def interrupt():
         raise Interrupted
