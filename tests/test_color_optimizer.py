@@ -365,6 +365,22 @@ def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, si
     assert count.float64 == 0, count.summary()
 
 
+@pytest.mark.parametrize("shape_type", ["triangle", pytest.param("combo", marks=pytest.mark.xfail(
+    strict=True, reason="combo: ~7,100 ops per shape (each family climbs on its own, ~100 ops per family and round)"))])
+def test_search_per_shape_budget_on_the_torch_path(shape_type, monkeypatch):
+    """Issue 28's budget per shape, measured as ../shared/tools/budget.py does (128 px, 10 shapes, 200
+    candidates, 32 mutations): <= 2,000 device ops, <= 1 host sync, no upload of host data, no float64."""
+    from opcount import OpCount
+
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    target = torch.rand(1, 128, 128, 3, generator=torch.Generator().manual_seed(0))
+    with OpCount() as count:
+        co.approximate(target, 10, co.kind_codes(shape_type), candidates=200, mutations=32,
+                       generator=torch.Generator().manual_seed(1))
+    assert count.uploads == 0 and count.syncs <= 10 and count.float64 == 0, count.summary()
+    assert count.launches <= 10 * 2000, count.summary()
+
+
 def test_a_search_with_few_row_slots_still_improves_every_shape(monkeypatch):
     target = scene()
     start = co._Schedule.__init__

@@ -39,6 +39,7 @@ Shape parameters, float [.., 8] (unused entries 0; angles in degrees, clockwise 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -139,6 +140,18 @@ class Approximation:
     width: int
 
 
+@functools.lru_cache(maxsize=128)
+def _constant(values: tuple, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """A small table of numbers [len(values)] as a tensor on `device`, made once per process by
+    device fills: a tensor made from host data is an upload that waits for the stream on a GPU."""
+    return torch.stack([torch.full((), v, dtype=dtype, device=device) for v in values])
+
+
+def _family_of(kind):
+    """The family code [K] of each kind [K] (int64)."""
+    return _constant(_FAMILY, kind.device).index_select(0, kind)
+
+
 # -- geometry: where shapes cross rows ---------------------------------------------------------------
 
 def _rotation(angle_degrees):
@@ -148,15 +161,16 @@ def _rotation(angle_degrees):
 
 def _rotated_rectangle(p):
     cos, sin = _rotation(p[:, 4])
-    corner_x = torch.tensor([-0.5, 0.5, 0.5, -0.5], device=p.device) * p[:, 2:3]
-    corner_y = torch.tensor([-0.5, -0.5, 0.5, 0.5], device=p.device) * p[:, 3:4]
+    corner_x = _constant((-0.5, 0.5, 0.5, -0.5), p.device, torch.float32) * p[:, 2:3]
+    corner_y = _constant((-0.5, -0.5, 0.5, 0.5), p.device, torch.float32) * p[:, 3:4]
     return torch.stack([p[:, 0:1] + corner_x * cos[:, None] - corner_y * sin[:, None],
                         p[:, 1:2] + corner_x * sin[:, None] + corner_y * cos[:, None]], 2)
 
 
 _VERTICES = {
-    TRIANGLE: lambda p: p[:, [0, 1, 2, 3, 4, 5, 4, 5]].view(-1, 4, 2),  # last vertex repeated: a null edge
-    RECTANGLE: lambda p: p[:, [0, 1, 2, 1, 2, 3, 0, 3]].view(-1, 4, 2),
+    TRIANGLE: lambda p: torch.cat([p[:, :6], p[:, 4:6]], 1).view(-1, 4, 2),  # last vertex repeated: a null edge
+    RECTANGLE: lambda p: torch.stack([p[:, 0], p[:, 1], p[:, 2], p[:, 1], p[:, 2], p[:, 3], p[:, 0], p[:, 3]],
+                                     1).view(-1, 4, 2),
     ROTATED_RECTANGLE: _rotated_rectangle,
     POLYGON: lambda p: p.reshape(-1, 4, 2),
 }
@@ -227,7 +241,7 @@ def _convex_crossings(vertices, y):
     left = torch.where(crosses, x, float("inf")).amin(1)
     right = torch.where(crosses, x, -float("inf")).amax(1)
     hit = crosses.any(1).to(torch.int8)[:, None]
-    return torch.stack([left, right], 1), torch.tensor([1, -1], dtype=torch.int8, device=y.device) * hit
+    return torch.stack([left, right], 1), _constant((1, -1), y.device, torch.int8) * hit
 
 
 def _polygon_crossings(vertices, y):
@@ -250,7 +264,7 @@ def _ellipse_crossings(form, y):
     root = torch.sqrt(discriminant.clamp_min(0))
     x = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
     hit = (discriminant > 0).to(torch.int8)[:, None]
-    return x, torch.tensor([1, -1], dtype=torch.int8, device=y.device) * hit
+    return x, _constant((1, -1), y.device, torch.int8) * hit
 
 
 def _family_crossings(family: int, kind, params, rows: int, sub: int, kinds, curve_steps: int):
@@ -275,7 +289,7 @@ def _crossings(kind, params, rows: int, sub: int, kinds, curve_steps: int = CURV
         shape, sample, x, s = _family_crossings(families[0], kind, params, rows, sub, kinds, curve_steps)
         yield slice(None), shape, shape, sample, x, s
         return
-    family = torch.tensor(_FAMILY, device=kind.device)[kind]
+    family = _family_of(kind)
     for code in families:  # at most four
         members = (family == code).nonzero().squeeze(1)
         shape, sample, x, s = _family_crossings(code, kind[members], params[members], rows, sub, kinds, curve_steps)
@@ -354,7 +368,7 @@ def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
     last = torch.floor(y_max - 0.5).clamp(-1, height - 1).long()
     count = (last - first + 1).clamp_min(0)
     if len(_families(kinds)) > 1:
-        count = torch.where(torch.tensor(_FAMILY, device=kind.device)[kind] == family, count, 0)
+        count = torch.where(_family_of(kind) == family, count, 0)
     return geometry, first, count if live is None else torch.where(live, count, 0)
 
 
@@ -531,17 +545,23 @@ def _role_tables(height: int, width: int, device):
           _SIZE: float(max(height, width)), _ANGLE: math.inf, _WIDTH: max(1.0, 16 * scale)}
     sigma = {_VX: 16 * scale, _VY: 16 * scale, _CX: 16 * scale, _CY: 16 * scale, _SIZE: 16 * scale, _ANGLE: 32.0,
              _WIDTH: max(0.5, scale)}
-    bounds = [[[table.get(r, 0.0) for r in roles] for table in (lo, hi)] for roles in _ROLES]
-    steps = [[sigma.get(r, 0.0) if i in members else 0.0 for i, r in enumerate(roles)]
-             for roles, groups in zip(_ROLES, _GROUPS) for members in groups + ((),) * (4 - len(groups))]
-    return torch.tensor(bounds, device=device), torch.tensor(steps, device=device)
+    device = torch.device(device)
+    # per-role values looked up by the role tables, all made on the device (no upload)
+    value = lambda table: _constant(tuple(table.get(r, 0.0) for r in range(len(_ROLES))), device,  # noqa: E731
+                                    torch.float32)
+    roles = _constant(sum(_ROLES, ()), device)
+    bounds = torch.stack([value(lo).index_select(0, roles), value(hi).index_select(0, roles)]).view(2, -1, N_PARAMS)
+    member = _constant(tuple(int(i in members) for groups in _GROUPS for members in groups + ((),) * (4 - len(groups))
+                             for i in range(N_PARAMS)), device, torch.float32).view(-1, 4, N_PARAMS)
+    steps = value(sigma).index_select(0, roles).view(-1, 1, N_PARAMS) * member
+    return bounds.transpose(0, 1).contiguous(), steps.view(-1, N_PARAMS)
 
 
 def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, generator, device):
     """`count` random shapes drawn as primitive draws them (small, anywhere): kind [count], params [count,8]."""
     scale = max(height, width) / 256
     choice = torch.randint(len(kinds), (count,), generator=generator, device=device)
-    kind = torch.tensor(kinds, device=device)[choice]
+    kind = _constant(tuple(kinds), torch.device(device)).index_select(0, choice)
     u = torch.rand(count, N_PARAMS, generator=generator, device=device)
     anchor_x, anchor_y = u[:, 0] * width, u[:, 1] * height
     spread = lambda i, reach: (u[:, i] * 2 - 1) * reach * scale  # noqa: E731
@@ -581,7 +601,7 @@ def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
         group = kinds[0] * 4 + (pick * len(_GROUPS[kinds[0]])).long()
         low, high = bounds[kinds[0]]
     else:
-        n_groups = torch.tensor([len(g) for g in _GROUPS], device=device)
+        n_groups = _constant(tuple(len(g) for g in _GROUPS), device)
         group = kind * 4 + (pick * n_groups.index_select(0, kind)).long()
         low, high = bounds.index_select(0, kind).unbind(1)
     moved = torch.minimum(torch.maximum(params + step * steps.index_select(0, group), low), high)
@@ -601,7 +621,7 @@ def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
         owner, row, used, _, _, _, _ = _slots(first, rows, batch * height)
         column, s = _slot_columns(family, geometry, owner, row, used, width)
         if s is None:  # a span: +1 at its left column, -1 at its right (an empty one cancels)
-            s = torch.tensor([1, -1], device=column.device).expand_as(column)
+            s = _constant((1, -1), column.device).expand_as(column)
         at = ((owner * height + row.clamp(0, height - 1)) * (width + 1))[:, None] + column
         edges.index_put_((at.reshape(-1),), s.reshape(-1).to(torch.int32), accumulate=True)
     return torch.cumsum(edges.view(batch, height, width + 1), 2)[..., :width] > 0
@@ -692,8 +712,7 @@ class _Schedule:
 
     def family_counts(self, parent_kind):
         """How many parents [B*P] (their kinds) are of each family, int64 [F], on the device."""
-        family = torch.tensor(_FAMILY, device=parent_kind.device)[parent_kind]
-        return (family[:, None] == torch.tensor(self.families, device=family.device)).sum(0)
+        return (_family_of(parent_kind)[:, None] == _constant(tuple(self.families), parent_kind.device)).sum(0)
 
     def set_parents(self, counts: list[int]) -> None:
         self.parents = dict(zip(self.families, counts))
@@ -885,7 +904,7 @@ def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mut
     capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
     members = {family: n for family, n in schedule.parents.items() if n > 0}
     if len(schedule.families) > 1:  # parents in family order, and back after the climbs
-        order = torch.argsort(torch.tensor(_FAMILY, device=device)[kind], stable=True)
+        order = torch.argsort(_family_of(kind), stable=True)
         kind, params, alpha, change, image = (x.index_select(0, order) for x in (kind, params, alpha, change, image))
     parts, cuts, rounds, needed = [], [], [], {}
     start = 0
@@ -965,7 +984,7 @@ def render_curve_steps(height: int, width: int) -> int:
 def _y_extent(kind, params, kinds, curve_steps: int):
     """Top and bottom y [K] of K shapes' outlines, as _family_crossings samples them."""
     low, high = torch.zeros_like(params[:, 0]), torch.zeros_like(params[:, 0])
-    family_of = torch.tensor(_FAMILY, device=kind.device)[kind]
+    family_of = _family_of(kind)
     for family in _families(kinds):
         if family == _ELLIPTIC:
             _, cy, _, _, _, half = _ellipse_form(kind, params)
