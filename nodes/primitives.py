@@ -11,7 +11,7 @@ from ..utils import color_optimizer as engine
 from ..utils.colors import parse_hex
 from ..utils.device import check_memory
 from ..utils.gpu_rendering import straight_alpha
-from ._comfy import Progress, animation_preview, comfy_module, intermediate_device, render_device
+from ._comfy import Progress, animation_preview, check_interrupt, comfy_module, intermediate_device, render_device
 from ._schema import Combo, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
@@ -94,7 +94,8 @@ class PrimitiveMesh(RasterKitNode):
         result = engine.approximate(target, shapes, kinds, alpha=alpha, candidates=candidates, mutations=mutations,
                                     background=fill, generator=generator,
                                     on_shape=lambda done, _, canvas: progress(
-                                        done, preview=canvas[0] if progress.preview_due() else None))
+                                        done, preview=canvas[0] if progress.preview_due() else None),
+                                    on_round=check_interrupt)  # a shape at large `mutations` takes minutes
         scale = output_size / max(work_h, work_w)
         picture, build_up = engine.render(result, out_h, out_w, scale, frame_every=every)
         progress(shapes + 1)

@@ -381,6 +381,27 @@ def test_search_per_shape_budget_on_the_torch_path(shape_type, monkeypatch):
     assert count.launches <= 10 * 2000, count.summary()
 
 
+@pytest.mark.parametrize("shape_type", ["triangle", "combo"])
+def test_a_raising_round_callback_stops_the_search_within_a_round(shape_type):
+    """Issue 29: one shape at mutations 10000 took minutes between interrupt checks. on_round is called
+    after the random candidates and after every climbing round; what it raises stops the search there."""
+    import time
+
+    calls = []
+
+    def stop():
+        calls.append(time.perf_counter())
+        if len(calls) == 3:
+            raise InterruptedError
+
+    start = time.perf_counter()
+    with pytest.raises(InterruptedError):
+        co.approximate(scene(), 3, co.kind_codes(shape_type), candidates=200, mutations=10000, on_round=stop,
+                       generator=torch.Generator().manual_seed(0))
+    assert len(calls) == 3
+    assert time.perf_counter() - start < 30  # two climbing rounds of 16 x 10,000 moves at 56 px (~1 s each)
+
+
 def test_a_search_with_few_row_slots_still_improves_every_shape(monkeypatch):
     target = scene()
     start = co._Schedule.__init__

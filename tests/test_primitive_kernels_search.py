@@ -112,6 +112,40 @@ def test_commit_paints_the_torch_paths_mask_and_rebuilds_the_prefix_sums(device,
     assert torch.allclose(s.error[:, 1], s.error[:, 0] + s.climb_quantised[best])
 
 
+@pytest.mark.parametrize("channels, alpha", [(3, 128), (4, 0)])
+def test_climbs_split_over_launches_end_where_one_launch_ends(device, channels, alpha, monkeypatch):
+    """Climbs 6 to a launch, or 3 rounds a launch (a small LAUNCH_ROWS), carry their state and random
+    streams from launch to launch: the same climbs, bit for bit, as one launch."""
+    whole = search(device, channels, alpha, mutations=20)
+    climbs, per_round = whole.climb_kind.shape[0], 20 * 24  # rows of one climb's round: mutations x height
+    assert (whole.launch_climbs, whole.launch_rounds) == (climbs, co.MAX_ROUNDS)
+    whole.random(0)
+    whole.climb(0)
+    for budget, groups in [(6 * per_round, (6, 1)), (climbs * per_round * 3, (climbs, 3))]:
+        monkeypatch.setattr(K, "LAUNCH_ROWS", budget)
+        split = search(device, channels, alpha, mutations=20)
+        assert (split.launch_climbs, split.launch_rounds) == groups
+        rounds = []
+        split.random(0)
+        split.climb(0, on_round=lambda: rounds.append(1))
+        assert len(rounds) == -(-co.MAX_ROUNDS // groups[1])
+        for name in ("climb_kind", "climb_params", "climb_alpha", "climb_color", "climb_change", "climb_quantised",
+                     "climb_count"):
+            assert torch.equal(getattr(split, name), getattr(whole, name)), (name, groups)
+
+
+def test_a_raising_round_callback_stops_a_kernel_search(device):
+    calls = []
+
+    def stop():
+        calls.append(1)
+        raise InterruptedError
+
+    with pytest.raises(InterruptedError):
+        co.approximate(images(3, device), 5, ALL, candidates=16, mutations=4, on_round=stop)
+    assert len(calls) == 1
+
+
 def squared_error(result, target):
     image, _ = co.render(result, result.height, result.width, 1.0)
     return ((image - target) ** 2).mean().item()

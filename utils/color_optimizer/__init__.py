@@ -645,7 +645,7 @@ def _one_cpu_thread(device: torch.device):
 
 def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha: int = 128,
                 candidates: int = 1000, mutations: int = 100, background: torch.Tensor | None = None,
-                generator: torch.Generator | None = None, on_shape=None) -> Approximation:
+                generator: torch.Generator | None = None, on_shape=None, on_round=None) -> Approximation:
     """Approximate each image of target [B,H,W,C] (0..1; C = 3 RGB, or 4 premultiplied RGBA: a fit
     of the colours and the transparency) with `shapes` shapes of `kinds`.
 
@@ -655,7 +655,10 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     the mean colour of each image). generator: a torch.Generator on target's device (seeded:
     deterministic). on_shape(done, total, canvas): called after each shape (progress, interrupts,
     previews) with the images drawn so far, canvas float [B,H,W,C] on the device (reading it is a
-    host transfer: a caller does it only when it needs it).
+    host transfer: a caller does it only when it needs it). on_round(): called between the steps of a
+    shape's search (after its random candidates and after each climbing round; with the CUDA kernels
+    after each launch of climbing rounds), for interrupt checks: an exception it raises stops the
+    search there and reaches the caller.
     An image stops early when no candidate lowers its error any more.
 
     On the torch path the host reads the device once per shape (`_Schedule`): a shape runs as a
@@ -666,9 +669,10 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
         from . import search_kernels
 
         return search_kernels.approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator,
-                                          on_shape)
+                                          on_shape, on_round)
     with _one_cpu_thread(target.device):
-        return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape)
+        return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape,
+                            on_round or (lambda: None))
 
 
 class _Schedule:
@@ -813,7 +817,7 @@ class _Record:
                              height, width)
 
 
-def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape):
+def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round):
     record = _Record(target, shapes, alpha, background, generator)
     batch, height, width, _ = target.shape
     device = target.device
@@ -824,7 +828,7 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     status = None  # the last shape's report, read with the next shape's parents
     for index in range(shapes):
         shape = _next_shape(record.target, current, active, kinds, record.start_alpha, record.searched, candidates,
-                            parents, mutations, tables, record.generator, schedule, status)
+                            parents, mutations, tables, record.generator, schedule, status, on_round)
         if shape is None:  # the last shape improved no image
             record.stopped_after(index - 1)
             break
@@ -849,7 +853,7 @@ def _quantised(background):
 
 
 def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations, tables,
-                generator, schedule, status):
+                generator, schedule, status, on_round):
     """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
     which reads the last shape's `status` and this shape's parents' families (one host read, none for
     the first shape of one family): returns the new current images and the shape, and its report
@@ -862,6 +866,7 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
     shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)
     image = torch.arange(batch * candidates, device=device) // candidates
     change, _, needed = score(terms, image, kind, params, shape_alpha, kinds, schedule.capacity("random"))
+    on_round()
     best = torch.topk(-change.view(batch, candidates), parents, dim=1).indices
     chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
     kind, params, shape_alpha, change = kind[chosen], params[chosen], shape_alpha[chosen], change[chosen]
@@ -875,7 +880,7 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
             schedule.set_parents(read[len(read) - len(schedule.families):])
     kind, params, shape_alpha, change, cut, climbed, climb_needed = _climb_families(
         terms, kind, params, shape_alpha, change, chosen // candidates, search_alpha, mutations, tables, generator,
-        kinds, schedule, batch)
+        kinds, schedule, batch, on_round)
     needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
     # the best climb of each image becomes its next shape, coloured in 8 bits
     shape_alpha = (shape_alpha * 255).round() / 255
@@ -894,7 +899,7 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
 
 
 def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
-                    schedule, batch: int):
+                    schedule, batch: int, on_round):
     """Hill-climb the parents of every image (kind [B*P] among `kinds`, params [B*P,8], alpha, change
     [B*P], image [B*P] int64), each family's parents on their own (`_hill_climb`), and pick each
     image's best climb: kind [B], params [B,8], alpha [B], change [B]; whether a climb was cut by
@@ -914,7 +919,7 @@ def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mut
         family_kinds = tuple(k for k in kinds if _FAMILY[k] == family)
         _, *ends, cut, climbed, rows = _hill_climb(
             terms, kind[part], params[part], alpha[part], change[part], image[part], search_alpha, mutations, tables,
-            generator, family_kinds, [None if c is None else {family: c[family]} for c in capacities])
+            generator, family_kinds, [None if c is None else {family: c[family]} for c in capacities], on_round)
         parts.append(ends)
         cuts.append(cut)
         rounds.append(climbed)
@@ -929,14 +934,14 @@ def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mut
 
 
 def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
-                capacities: list):
+                capacities: list, on_round):
     """Hill-climb parents side by side (kind [K], params [K,8], alpha, change [K], image [K] int64).
     Each round, every parent still climbing makes `mutations` mutations and takes the best one if it
     lowers the error; a parent stops after a round in which none did. That is primitive's rule (stop
     when `mutations` moves from the same state fail in a row), with the moves tried side by side and
     the best success kept, not the first. There is a round per entry of `capacities` (the row slots
     of each family that round, or None: every row), each of a size fixed on the host (stopped
-    parents' moves cost no rows and are ignored): no host reads.
+    parents' moves cost no rows and are ignored): no host reads. on_round() after each round.
 
     Returns each climb's end (kind, params, alpha, change), whether a climb was cut by the last round
     (), the rounds until every climb had stopped (), and the row slots each family needed each round
@@ -960,6 +965,7 @@ def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutatio
         alpha = torch.where(climbing, moved_alpha[pick], alpha)
         change = torch.where(climbing, best_change, change)
         climbed = climbed + climbing.any()
+        on_round()
         for family, total in rows.items():
             needed.setdefault(family, []).append(total)
     return (kind, params, alpha, change, climbing.any(), climbed,
