@@ -1,8 +1,8 @@
 """PrimitiveMesh's anti-aliased render (`render`) as CUDA kernels: one thread per shape computes
 its geometry at the output scale, then one thread per output pixel walks its image's shapes in
 drawing order, computes each one's coverage of the pixel from the shape's row crossings and
-composites it source-over, writing the build-up frames on the way. Two launches and two small
-torch ops per call, no host sync.
+composites it source-over, writing the build-up frames on the way. A launch for the geometry and
+one per band of rows (LAUNCH_ITERATIONS), two small torch ops per call, no host sync.
 
 The geometry is the torch path's, operation for operation in float32: `scale_params`, the 4-gons
 of `_polygon4`, `_stroke_outline` (at its `t` from torch.linspace) and `_ellipse_form`. The coverage
@@ -31,6 +31,11 @@ from .shapes_cuda import SHAPES_SOURCE
 # family's form: the 4-gon's vertices [4,2], the ellipse's cx, cy, A, B, C, or the stroke outline
 # [2*(steps+1),2] (shapes_cuda.shape_outline).
 _FORM_AT = 4
+# Pixel x shape iterations per render launch (a display GPU's launch is reset after ~2 s: Windows TDR):
+# ~20 instructions where the bounds test rejects the shape, ~300 where it covers the pixel (8 sample rows
+# of its edges), so 2e9 take 6 to 95 ms on a mid-range GPU (~6e12 instructions a second). At the node's
+# maxima (5000 shapes, 8192 px) a band is 48 rows, 171 launches an image.
+LAUNCH_ITERATIONS = 2 * 10 ** 9
 _RENDER_SOURCE = SHAPES_SOURCE + f"""
 #define FORM_AT {_FORM_AT}
 """ + r"""
@@ -143,16 +148,19 @@ __device__ float coverage(long long kind, const float* g, int outline_vertices, 
     }
     return fminf(fmaxf(total / (float)subrows, 0.0f), 1.0f);
 }
-// One thread per pixel of image [B,H,W,C]: the background, then each shape of its image source-over
-// (premultiplied; with 4 channels a shape paints alpha 1), a frame [B,F,H,W,C] after every
-// frame_every shapes and the last (frame_every 0: none); what is written is clamped to 0..1.
+// One thread per pixel of image [B,H,W,C], `pixels` of them from first_pixel on (a band of rows): the
+// background, then each shape of its image source-over (premultiplied; with 4 channels a shape paints
+// alpha 1), a frame [B,F,H,W,C] after every frame_every shapes and the last (frame_every 0: none); what
+// is written is clamped to 0..1.
 extern "C" __global__ void render_shapes(
         const long long* kind, const float* alpha, const float* color, const float* geometry, int stride,
         int outline_vertices, const float* background, long long batch, int shapes, int height, int width,
-        int channels, int subrows, int frame_every, float* image, float* frames) {
-    long long pixel = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+        int channels, int subrows, int frame_every, long long first_pixel, long long pixels, float* image,
+        float* frames) {
+    long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= pixels) return;
+    long long pixel = first_pixel + id;
     long long per_image = (long long)height * width;
-    if (pixel >= batch * per_image) return;
     long long b = pixel / per_image, at = pixel % per_image;
     int row = (int)(at / width), column = (int)(at % width);
     float out[4];
@@ -181,7 +189,7 @@ extern "C" __global__ void render_shapes(
 
 
 def render_cuda(result: Approximation, height: int, width: int, scale: float, frame_every: int = 0):
-    """`render` in two CUDA kernel launches (no host sync): the shapes drawn anti-aliased on a
+    """`render` in CUDA kernel launches (no host sync): the shapes drawn anti-aliased on a
     height x width canvas, coordinates times `scale`, on result's CUDA device (callers check
     `device.cupy_usable` first).
 
@@ -212,6 +220,11 @@ def render_cuda(result: Approximation, height: int, width: int, scale: float, fr
             args += [np.int32(geometry.shape[1]), np.int32(2 * (steps + 1)), *cuda.arrays(result.background.float()),
                      np.int64(batch)]
             args += [np.int32(v) for v in (total, height, width, channels, SUBROWS, frame_every)]
-            args += cuda.arrays(image, image if frames is None else frames)  # without frames, none is written
-            cuda.kernel(_RENDER_SOURCE, "render_shapes")(((pixels + 255) // 256,), (256,), tuple(args))
+            outputs = cuda.arrays(image, image if frames is None else frames)  # without frames, none is written
+            # bands of whole rows, each at most LAUNCH_ITERATIONS pixel x shape iterations
+            band = max(1, LAUNCH_ITERATIONS // max(1, total * width)) * width
+            for first in range(0, pixels, band):
+                count = min(band, pixels - first)
+                cuda.kernel(_RENDER_SOURCE, "render_shapes")(((count + 255) // 256,), (256,),
+                                                             tuple(args + [np.int64(first), np.int64(count)] + outputs))
     return image, frames
