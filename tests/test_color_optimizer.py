@@ -402,6 +402,21 @@ def test_a_raising_round_callback_stops_the_search_within_a_round(shape_type):
     assert time.perf_counter() - start < 30  # two climbing rounds of 16 x 10,000 moves at 56 px (~1 s each)
 
 
+def test_any_float_target_is_searched_as_float32_and_bad_targets_are_named():
+    target = scene(16, 20)
+    run = lambda t: co.approximate(t, 3, (co.TRIANGLE,), candidates=30, mutations=6,  # noqa: E731
+                                   generator=torch.Generator().manual_seed(2))
+    reference = run(target)
+    for variant in (target.double(), target.clone().requires_grad_(True)):
+        assert torch.equal(run(variant).params, reference.params)
+    assert run(target.half()).params.dtype == torch.float32
+    for bad in (target[..., :2], target[:0], (target * 255).to(torch.uint8), target[0], "image"):
+        with pytest.raises(ValueError, match="^target: expected"):
+            run(bad)
+    with pytest.raises(ValueError, match="^mutations: expected an integer >= 1, got 0"):
+        co.approximate(target, 3, (co.TRIANGLE,), mutations=0)
+
+
 def test_a_search_with_few_row_slots_still_improves_every_shape(monkeypatch):
     target = scene()
     start = co._Schedule.__init__

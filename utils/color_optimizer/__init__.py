@@ -665,6 +665,10 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     fixed sequence of operations whose sizes were chosen on the host before it (row slots, climbing
     rounds). Where CuPy kernels run (`cupy_usable`), search_kernels.approximate does the search.
     """
+    target = _checked_target(target)
+    for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
+        if not isinstance(value, int) or value < least:
+            raise ValueError(f"{name}: expected an integer >= {least}, got {short(value)}")
     if cupy_usable(target.device):
         from . import search_kernels
 
@@ -673,6 +677,18 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     with _one_cpu_thread(target.device):
         return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape,
                             on_round or (lambda: None))
+
+
+def _checked_target(target) -> torch.Tensor:
+    """The search's target as float32 [B,H,W,C], C 3 or 4, detached (any float dtype converted once on
+    its device), or a ValueError that names it."""
+    if not isinstance(target, torch.Tensor) or target.dim() != 4 or not target.is_floating_point():
+        got = f"{tuple(target.shape)} {target.dtype}" if isinstance(target, torch.Tensor) else type(target).__name__
+        raise ValueError(f"target: expected a float tensor [B,H,W,C], got {got}")
+    if target.shape[-1] not in (3, 4) or 0 in target.shape:
+        raise ValueError(f"target: expected 3 (RGB) or 4 (premultiplied RGBA) channels and no empty dimension, "
+                         f"got shape {tuple(target.shape)}")
+    return target.detach().to(torch.float32)
 
 
 class _Schedule:
