@@ -422,6 +422,106 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
     return _pixel_index(x, width), inside - before
 
 
+def _mixed_geometry(kind, params, kinds):
+    """Geometry of K shapes of several families in one form: polygon edges [K,V,4] as `_edges` (every
+    polygon's vertices padded to the longest outline by repeating its last one: null edges; an
+    ellipse's edges cross no row), the ellipse form [K,5] (cx, cy, A, B, C), whether each shape is an
+    ellipse [K], and the y extent of each shape's rows, y_min and y_max [K]."""
+    elliptic = _family_of(kind) == _ELLIPTIC
+    vertices = _polygon4(kind, params, kinds) if set(_VERTICES) & set(kinds) else None
+    if QUADRATIC in kinds:
+        outline = _stroke_outline(params)
+        vertices = outline if vertices is None else torch.where(
+            (kind == QUADRATIC)[:, None, None], outline,
+            torch.cat([vertices, vertices[:, 3:].expand(-1, outline.shape[1] - 4, 2)], 1))
+    cx, cy, a, b, c, half = _ellipse_form(kind, params)
+    y_min, y_max = cy - half, cy + half
+    if vertices is not None:
+        y_min = torch.where(elliptic, y_min, vertices[..., 1].amin(1))
+        y_max = torch.where(elliptic, y_max, vertices[..., 1].amax(1))
+        vertices = vertices.masked_fill(elliptic[:, None, None], float("nan"))  # NaN edges cross no row
+    else:
+        vertices = torch.full((kind.shape[0], 1, 2), float("nan"), device=params.device)
+    return _edges(vertices), torch.stack([cx, cy, a, b, c], 1), elliptic, y_min, y_max
+
+
+def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
+    """`_slot_columns` for slots of shapes of several families (`_mixed_geometry`): columns [C,V+2]
+    and transitions s [C,V+2], the polygon crossings sorted with their nonzero-winding transitions,
+    then an ellipse's two roots (+1, -1; transitions 0 where the slot is not an ellipse's)."""
+    y0, y1, x0, slope = edges.index_select(0, owner).unbind(-1)
+    y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
+    crosses = (y0 <= y) != (y1 <= y)
+    x = (y - y0).mul_(slope).add_(x0)
+    direction = torch.where(crosses, torch.where(y1 > y0, 1, -1), 0)
+    x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
+    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
+    before = torch.nn.functional.pad(inside[:, :-1], (1, 0))
+    cx, cy, a, b, c = form.index_select(0, owner).t()
+    dy = y[:, 0] - cy
+    discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
+    root = torch.sqrt(discriminant.clamp_min(0))
+    roots = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
+    hit = (elliptic.index_select(0, owner) & used)[:, None]
+    column = torch.cat([_pixel_index(x, width), torch.where(hit, _pixel_index(roots, width), 0)], 1)
+    return column, torch.cat([inside - before, _constant((1, -1), hit.device, torch.int8) * hit], 1)
+
+
+def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: int, live=None):
+    """`_slots` and `_slot_columns` for K shapes of several families at once: the shapes in family
+    order (order [K]: the shapes by family, stable), each family's rows in its own region of one slot
+    array (regions: slots per family), so that what fits is what the family's own slots would hold,
+    and the crossings of every family in one pass (`_mixed_columns`). Returns order, owner [C] (an
+    index into order), row [C], start and end [K] of each ordered shape's slots, whether all its rows
+    fit [K] (ordered), the rows each family needed int64 [F], and column, s [C,V+2]."""
+    device = kind.device
+    families = _families(kinds)
+    rank_of = _constant(tuple(families.index(f) if f in families else 0 for f in _FAMILY), device)
+    order = torch.argsort(rank_of.index_select(0, kind), stable=True)
+    kind, params = kind.index_select(0, order), params.index_select(0, order)
+    rank = rank_of.index_select(0, kind)
+    edges, form, elliptic, y_min, y_max = _mixed_geometry(kind, params, kinds)
+    first = torch.ceil(y_min - 0.5).clamp(0, height).long()
+    count = (torch.floor(y_max - 0.5).clamp(-1, height - 1).long() - first + 1).clamp_min(0)
+    if live is not None:
+        count = torch.where(live.index_select(0, order), count, 0)
+    # each shape's rows within its family's region (a running count per family), then the region's place
+    ends = torch.cumsum((rank[:, None] == torch.arange(len(families), device=device)) * count[:, None], 0)
+    end = ends.gather(1, rank[:, None]).squeeze(1)
+    limit = _constant(tuple(regions), device).index_select(0, rank)
+    fits = (end <= limit) | (count == 0)
+    offset = _constant(tuple(sum(regions[:i]) for i in range(len(regions))), device).index_select(0, rank)
+    start, end = offset + end - count, offset + end.clamp_max(limit)
+    start = start.clamp_max(end)
+    slots = sum(regions)
+    # a slot's owner is the last shape starting at or before it (shapes in family order: starts ascend)
+    starts = torch.zeros(slots + 1, dtype=torch.int64, device=device)
+    starts.index_put_((start,), torch.ones_like(start), accumulate=True)
+    owner = (torch.cumsum(starts[:slots], 0) - 1).clamp_min(0)
+    slot = torch.arange(slots, device=device)
+    used = (slot >= start.index_select(0, owner)) & (slot < end.index_select(0, owner))
+    row = (first - start).index_select(0, owner) + slot
+    column, s = _mixed_columns(edges, form, elliptic, owner, row, used, width)
+    return order, owner, row, start, end, fits, ends[-1], column, s
+
+
+def _mixed_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None, live):
+    """`_coverage_sums` of shapes of several families at once (`_mixed_slots`)."""
+    families = _families(kinds)
+    regions = [kind.shape[0] * terms.height if capacity is None else capacity[f] for f in families]
+    order, owner, row, start, end, fits, needed, column, s = _mixed_slots(kind, params, kinds, regions, terms.height,
+                                                                          terms.width, live)
+    image = image.index_select(0, order)
+    at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * \
+        (terms.width + 1) + column
+    values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
+    per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
+    running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
+    sums = (running.index_select(1, end) - running.index_select(1, start)).t()
+    unsorted = lambda x: torch.empty_like(x).index_copy_(0, order, x)  # noqa: E731
+    return unsorted(sums), unsorted(fits), dict(zip(families, needed.unbind()))
+
+
 def _search_cpu():
     """color_optimizer/search_cpu (numba's coverage sums), imported on first use: numba is slow to import."""
     from . import search_cpu
@@ -440,6 +540,8 @@ def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | No
     Each family of shapes among `kinds` lays its rows out in capacity[family] slots (default K*H,
     always enough). Also returns which shapes' rows all fit [K] (the sums of the others are
     partial) and the slots each family needed {family: () int64}."""
+    if len(_families(kinds)) > 1 and not numba_usable(kind.device):  # one pass for every family
+        return _mixed_sums(terms, image, kind, params, kinds, capacity, live)
     needed = {}
     sums, fits = 0, True
     for family in _families(kinds):
@@ -695,10 +797,10 @@ class _Schedule:
     """What the host decides for a shape: the row slots of each scoring stage and family, and the
     climbing rounds. It reads the device once per shape, after the shape's random candidates are
     scored and its parents chosen: the status of the shape before (`status`) and how many of this
-    shape's parents are of each family (`set_parents`). The climbs of each family then run on that
-    family's parents alone, and families without parents cost nothing (measured on combo shapes:
-    half the families, and most of the work, were idle when every family climbed every parent's
-    mutations).
+    shape's parents are of each family (`set_parents`). All families climb in the same rounds, each
+    family's rows in its own slots sized by its parents: a family without parents gets one slot
+    (measured on combo shapes: half the families, and most of the work, were idle when every family
+    climbed every parent's mutations).
 
     The random candidates get the slots the shape before the last needed, to the next level up. The
     climbs run the rounds the last shape's took and two more (half as many again when they were
@@ -917,36 +1019,18 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
 def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
                     schedule, batch: int, on_round):
     """Hill-climb the parents of every image (kind [B*P] among `kinds`, params [B*P,8], alpha, change
-    [B*P], image [B*P] int64), each family's parents on their own (`_hill_climb`), and pick each
-    image's best climb: kind [B], params [B,8], alpha [B], change [B]; whether a climb was cut by
-    the last round (), the rounds until every climb had stopped (), and the row slots each family
-    with parents needed each round {family: int64 [R]}."""
+    [B*P], image [B*P] int64) side by side, every family in the same rounds (`_hill_climb`; each
+    family's rows in its own slots), and pick each image's best climb: kind [B], params [B,8], alpha
+    [B], change [B]; whether a climb was cut by the last round (), the rounds until every climb had
+    stopped (), and the row slots each family with parents needed each round {family: int64 [R]}."""
     count, device = kind.shape[0], kind.device
     capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
-    members = {family: n for family, n in schedule.parents.items() if n > 0}
-    if len(schedule.families) > 1:  # parents in family order, and back after the climbs
-        order = torch.argsort(_family_of(kind), stable=True)
-        kind, params, alpha, change, image = (x.index_select(0, order) for x in (kind, params, alpha, change, image))
-    parts, cuts, rounds, needed = [], [], [], {}
-    start = 0
-    for family, n in members.items():
-        part = slice(start, start + n)
-        start += n
-        family_kinds = tuple(k for k in kinds if _FAMILY[k] == family)
-        _, *ends, cut, climbed, rows = _hill_climb(
-            terms, kind[part], params[part], alpha[part], change[part], image[part], search_alpha, mutations, tables,
-            generator, family_kinds, [None if c is None else {family: c[family]} for c in capacities], on_round)
-        parts.append(ends)
-        cuts.append(cut)
-        rounds.append(climbed)
-        needed[family] = rows[family]
-    params, alpha, change = (torch.cat(pieces) for pieces in zip(*parts))
-    if len(schedule.families) > 1:
-        params, alpha, change = (torch.empty_like(x).index_copy_(0, order, x) for x in (params, alpha, change))
-        kind = torch.empty_like(kind).index_copy_(0, order, kind)
+    kind, params, alpha, change, cut, climbed, needed = _hill_climb(
+        terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds, capacities,
+        on_round)
+    needed = {family: rows for family, rows in needed.items() if schedule.parents[family] > 0}
     winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
-    return kind[winner], params[winner], alpha[winner], change[winner], torch.stack(cuts).any(), \
-        torch.stack(rounds).amax(), needed
+    return kind[winner], params[winner], alpha[winner], change[winner], cut, climbed, needed
 
 
 def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
