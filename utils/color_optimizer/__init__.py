@@ -48,7 +48,7 @@ from typing import NamedTuple
 import torch
 
 from ..batching import expand_counts
-from ..device import chunk_size, cupy_usable, numba_usable
+from ..device import MEMORY_FRACTION, cupy_usable, free_memory_bytes, numba_usable
 from ..text_input import short
 
 KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
@@ -211,37 +211,15 @@ def _ellipse_form(kind, p):
     return p[:, 0], p[:, 1], *form, half_height
 
 
-def _rows(y_min, y_max, rows: int, sub: int):
-    """Sample rows of each shape: those whose sample y (pixel row + (j + 0.5) / sub) lies in
-    [y_min, y_max] of its shape. Returns shape index [Q], sample index [Q] (0 .. rows*sub-1) and
-    sample y [Q]; rows of one shape are consecutive."""
-    first = torch.ceil(y_min * sub - 0.5).clamp(0, rows * sub).long()
-    last = torch.floor(y_max * sub - 0.5).clamp(-1, rows * sub - 1).long()
-    counts = (last - first + 1).clamp_min(0)
-    shape, rank = expand_counts(counts)
-    sample = first[shape] + rank
-    return shape, sample, (sample.to(y_min.dtype) + 0.5) / sub
-
-
 def _edge_crossings(vertices, y):
     """Where rows y [Q] cross the edges of closed polygons vertices [Q,V,2] (half-open in y, so a
     row through a vertex counts it once): crosses bool [Q,V], x [Q,V], y1 > y0 [Q,V]."""
     x0, y0 = vertices[..., 0], vertices[..., 1]
-    x1, y1 = x0.roll(-1, 1), y0.roll(-1, 1)
+    x1, y1 = vertices.roll(-1, 1).unbind(-1)
     y = y[:, None]
     crosses = (y0 <= y) != (y1 <= y)
     t = (y - y0) / torch.where(crosses, y1 - y0, torch.ones_like(y0))
     return crosses, x0 + t * (x1 - x0), y1 > y0
-
-
-def _convex_crossings(vertices, y):
-    """Rows y [Q] across convex polygons [Q,V,2] enter at the leftmost crossing and leave at the
-    rightmost: x [Q,2], s [Q,2]."""
-    crosses, x, _ = _edge_crossings(vertices, y)
-    left = torch.where(crosses, x, float("inf")).amin(1)
-    right = torch.where(crosses, x, -float("inf")).amax(1)
-    hit = crosses.any(1).to(torch.int8)[:, None]
-    return torch.stack([left, right], 1), _constant((1, -1), y.device, torch.int8) * hit
 
 
 def _polygon_crossings(vertices, y):
@@ -252,8 +230,7 @@ def _polygon_crossings(vertices, y):
     x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
     winding = torch.cumsum(direction.gather(1, order), 1)
     inside = (winding != 0).to(torch.int8)
-    before = torch.cat([torch.zeros_like(inside[:, :1]), inside[:, :-1]], 1)
-    return x, inside - before
+    return x, inside - torch.nn.functional.pad(inside[:, :-1], (1, 0))
 
 
 def _ellipse_crossings(form, y):
@@ -265,35 +242,6 @@ def _ellipse_crossings(form, y):
     x = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
     hit = (discriminant > 0).to(torch.int8)[:, None]
     return x, _constant((1, -1), y.device, torch.int8) * hit
-
-
-def _family_crossings(family: int, kind, params, rows: int, sub: int, kinds, curve_steps: int):
-    """Sample rows of shapes of one family and their crossings: shape index [Q], sample [Q], x [Q,C], s [Q,C]."""
-    if family == _ELLIPTIC:
-        cx, cy, a, b, c, half = _ellipse_form(kind, params)
-        shape, sample, y = _rows(cy - half, cy + half, rows, sub)
-        x, s = _ellipse_crossings((cx[shape], cy[shape], a[shape], b[shape], c[shape]), y)
-        return shape, sample, x, s
-    vertices = _stroke_outline(params, curve_steps) if family == _STROKE else _polygon4(kind, params, kinds)
-    shape, sample, y = _rows(vertices[..., 1].amin(1), vertices[..., 1].amax(1), rows, sub)
-    x, s = (_convex_crossings if family == _CONVEX else _polygon_crossings)(vertices[shape], y)
-    return shape, sample, x, s
-
-
-def _crossings(kind, params, rows: int, sub: int, kinds, curve_steps: int = CURVE_STEPS):
-    """Per family of shapes among `kinds` (the kind codes that `kind` may hold), yield the family's
-    members (a slice or indices), and for each sample row crossed: the shape's index among the
-    members [Q] and among all [Q], the sample index [Q], crossings x [Q,C] and transitions s [Q,C]."""
-    families = sorted({_FAMILY[k] for k in kinds})
-    if len(families) == 1:  # no split needed: the common case
-        shape, sample, x, s = _family_crossings(families[0], kind, params, rows, sub, kinds, curve_steps)
-        yield slice(None), shape, shape, sample, x, s
-        return
-    family = _family_of(kind)
-    for code in families:  # at most four
-        members = (family == code).nonzero().squeeze(1)
-        shape, sample, x, s = _family_crossings(code, kind[members], params[members], rows, sub, kinds, curve_steps)
-        yield members, shape, members[shape], sample, x, s
 
 
 # -- scoring -----------------------------------------------------------------------------------------
@@ -1087,59 +1035,177 @@ def render_curve_steps(height: int, width: int) -> int:
     return max(16, 8 * int(math.sqrt(max(height, width) / 64)))
 
 
-def _y_extent(kind, params, kinds, curve_steps: int):
-    """Top and bottom y [K] of K shapes' outlines, as _family_crossings samples them."""
-    low, high = torch.zeros_like(params[:, 0]), torch.zeros_like(params[:, 0])
-    family_of = _family_of(kind)
-    for family in _families(kinds):
-        if family == _ELLIPTIC:
-            _, cy, _, _, _, half = _ellipse_form(kind, params)
-            top, bottom = cy - half, cy + half
-        else:
-            vertices = _stroke_outline(params, curve_steps) if family == _STROKE else _polygon4(kind, params, kinds)
-            top, bottom = vertices[..., 1].amin(1), vertices[..., 1].amax(1)
-        member = family_of == family
-        low, high = torch.where(member, top, low), torch.where(member, bottom, high)
-    return low, high
+class _Outlines(NamedTuple):
+    """S shapes (the B*N of a result, image after image) at the output scale, in the forms whose
+    crossings with the sample rows `render` needs: 4-gon vertices [S,4,2] (triangles with their last
+    vertex repeated, rectangles, 4-gons), stroke outlines [S,2*(steps+1),2], ellipse forms [S,5]
+    (cx, cy, A, B, C), the family [S], and the sample rows (SUBROWS per pixel row) whose y lies in
+    the shape's y extent: the first int64 [S] and the count int64 [S] (0 for shapes not drawn)."""
+
+    polygon: torch.Tensor
+    outline: torch.Tensor
+    ellipse: torch.Tensor
+    family: torch.Tensor
+    first: torch.Tensor
+    count: torch.Tensor
 
 
-def _coverage(kind, params, height: int, width: int, sub: int = SUBROWS, band: tuple[int, int] | None = None):
-    """Anti-aliased coverage [K,H',W] of K shapes in the pixel rows band = (first, count) (None: all
-    H rows; the parts of shapes outside it are left out): per sample row, each crossing x adds its
-    transition s as a ramp over the pixel it falls in (exact box-filter coverage along x); SUBROWS
-    sample rows per pixel row are averaged."""
-    count = kind.shape[0]
-    first, rows = (0, height) if band is None else band
-    edges = torch.zeros(count * rows * (width + 2), device=params.device)
-    steps = render_curve_steps(height, width)
-    kinds = tuple(torch.unique(kind).tolist())
-    for _, _, shape, sample, x, s in _crossings(kind, params, height, sub, kinds, steps):
-        x = x.clamp(-1, width + 1)
-        column = x.floor()
-        fraction = x - column
-        row = sample // sub - first
-        base = ((shape * rows + row.clamp(0, rows - 1)) * (width + 2))[:, None]
-        left = base + (column.long() + 1).clamp(0, width + 1)
-        right = base + (column.long() + 2).clamp(0, width + 1)
-        weight = torch.where(((row >= 0) & (row < rows))[:, None], s.float() / sub, 0.0)
-        edges.index_put_((left.reshape(-1),), (weight * (1 - fraction)).reshape(-1), accumulate=True)
-        edges.index_put_((right.reshape(-1),), (weight * fraction).reshape(-1), accumulate=True)
+def _outlines(kind, params, alpha, height: int, width: int) -> _Outlines:
+    """`_Outlines` of shapes kind [S], params [S,8] (output pixels) and opacities alpha [S], on a
+    height x width canvas: every form of every shape, made on the device (no host read)."""
+    polygon = _polygon4(kind, params, tuple(_VERTICES))
+    outline = _stroke_outline(params, render_curve_steps(height, width))
+    cx, cy, a, b, c, half = _ellipse_form(kind, params)
+    family = _family_of(kind)
+    stroke, elliptic = family == _STROKE, family == _ELLIPTIC
+    top = torch.where(elliptic, cy - half, torch.where(stroke, outline[..., 1].amin(1), polygon[..., 1].amin(1)))
+    bottom = torch.where(elliptic, cy + half, torch.where(stroke, outline[..., 1].amax(1), polygon[..., 1].amax(1)))
+    samples = height * SUBROWS
+    first = torch.ceil(top * SUBROWS - 0.5).clamp(0, samples).long()
+    last = torch.floor(bottom * SUBROWS - 0.5).clamp(-1, samples - 1).long()
+    count = (last - first + 1).clamp_min(0) * (alpha > 0)
+    return _Outlines(polygon, outline, torch.stack([cx, cy, a, b, c], 1), family, first, count)
+
+
+def _row_crossings(shapes: _Outlines, owner, y, families: set):
+    """Crossings of sample rows y [Q] with their shapes (owner [Q]: an index into `shapes`, whose
+    families among `families`): x [Q,V] and the change of inside-ness s int8 [Q,V] at each, 0 for
+    padding. Polygons (4-gons, stroke outlines) by nonzero winding over their sorted crossings (a
+    convex polygon's row: +1 at its leftmost crossing, -1 at its rightmost), then an ellipse's two
+    roots, +1 and -1 where the row meets it."""
+    xs, ss = [], []
+    if families - {_ELLIPTIC}:
+        if _STROKE not in families:
+            vertices = shapes.polygon
+        elif families <= {_STROKE, _ELLIPTIC}:
+            vertices = shapes.outline
+        else:  # 4-gons padded to the outline's length by repeating their last vertex: null edges
+            padded = torch.cat([shapes.polygon, shapes.polygon[:, 3:].expand(-1, shapes.outline.shape[1] - 4, 2)], 1)
+            vertices = torch.where((shapes.family == _STROKE)[:, None, None], shapes.outline, padded)
+        if _ELLIPTIC in families:  # an ellipse's edges cross no row
+            vertices = vertices.masked_fill((shapes.family == _ELLIPTIC)[:, None, None], float("nan"))
+        x, s = _polygon_crossings(vertices.index_select(0, owner), y)
+        xs.append(x)
+        ss.append(s)
+    if _ELLIPTIC in families:
+        x, s = _ellipse_crossings(shapes.ellipse.index_select(0, owner).unbind(1), y)
+        xs.append(x)
+        ss.append(s if families == {_ELLIPTIC} else s * (shapes.family.index_select(0, owner) == _ELLIPTIC)[:, None])
+    return (xs[0], ss[0]) if len(xs) == 1 else (torch.cat(xs, 1), torch.cat(ss, 1))
+
+
+def _layer_coverage(shapes: _Outlines, layer, start, count, samples: int, families: set, layers: int,
+                    band: tuple[int, int], width: int):
+    """Anti-aliased coverage float32 [L,R,W] of shapes on `layers` layers (layer [S]: each shape's, -1
+    for none) in the pixel rows band = (first, R), from the sample rows start .. start+count-1 [S] of
+    each shape (within the band; `samples` of them in all, a host figure: no sync), its families among
+    `families`. Per sample row, each crossing x adds its transition s as a ramp over the pixel it falls
+    in (exact box-filter coverage along x), averaged over the SUBROWS sample rows of a pixel row and
+    clamped to 0..1."""
+    first, rows = band
+    owner, rank = expand_counts(count * (layer >= 0), samples)
+    sample = start.index_select(0, owner) + rank
+    x, s = _row_crossings(shapes, owner, (sample.float() + 0.5) / SUBROWS, families)
+    x = x.clamp(-1, width + 1)
+    column = x.floor()
+    fraction = x - column
+    base = ((layer.index_select(0, owner) * rows + sample // SUBROWS - first) * (width + 2))[:, None]
+    column = column.long()
+    weight = s.float() / SUBROWS
+    edges = torch.zeros(layers * rows * (width + 2), device=x.device)
+    edges.index_put_(((base + (column + 1).clamp(0, width + 1)).view(-1),), (weight * (1 - fraction)).view(-1),
+                     accumulate=True)
+    edges.index_put_(((base + (column + 2).clamp(0, width + 1)).view(-1),), (weight * fraction).view(-1),
+                     accumulate=True)
     # pixel j gets the ramps of crossings in pixels < j fully and of pixel j by the covered part
-    return torch.cumsum(edges.view(count, rows, width + 2), 2)[..., 1:width + 1].clamp(0, 1)
+    return torch.cumsum(edges.view(layers, rows, width + 2), 2)[..., 1:width + 1].clamp(0, 1)
 
 
-def _row_bands(result: Approximation, params, height: int, width: int) -> list[list[int]]:
-    """Per shape (all images), the first pixel row its anti-aliased coverage can touch and the row
-    after its last, [N][2] on the host (one read): no rows for shapes not drawn."""
-    batch, total = result.kind.shape
-    kinds = tuple(range(len(KINDS)))
-    top, bottom = _y_extent(result.kind.reshape(-1), params.reshape(-1, N_PARAMS), kinds,
-                            render_curve_steps(height, width))
-    drawn = (result.alpha > 0).reshape(-1)
-    # a row's samples lie within it: rows floor(top) .. floor(bottom), and one more each side for rounding
-    first = torch.where(drawn, torch.floor(top).clamp(0, height) - 1, height).clamp(0, height)
-    stop = torch.where(drawn, torch.floor(bottom).clamp(-1, height - 1) + 2, 0).clamp(0, height)
-    return torch.stack([first.view(batch, total).amin(0), stop.view(batch, total).amax(0)], 1).long().tolist()
+# Bytes `render` holds per layer pixel (coverage with its ramps, opacities, transmittances: float32),
+# per crossing of a sample row (its x, transition, sort order, indices and weights) and per pixel of a
+# group's scan (its paint and transmittance, and the scan's temporaries): upper bounds, measured.
+_LAYER_PIXEL_BYTES = 16
+_CROSSING_BYTES = 64
+
+
+class _Chunk(NamedTuple):
+    """Shapes start..stop-1 of every image composited at once: `groups` groups of `per_group` layers
+    (the shapes between two build-up frames, or all of them), the first frame they end (None: none),
+    the pixel row blocks drawn [(first row, rows, sample rows crossed)] and the families present."""
+
+    start: int
+    stop: int
+    per_group: int
+    groups: int
+    frame: int | None
+    blocks: list
+    families: set
+
+
+def _render_plan(first: list, count: list, family: list, batch: int, total: int, height: int, width: int,
+                 channels: int, frame_every: int, outline: int, budget: float) -> list[_Chunk]:
+    """`render`'s chunks, planned on the host from each shape's sample rows (first, count) and family
+    (lists [B*N], image after image): as many shapes at once as `budget` bytes hold, whole groups of
+    frame_every shapes where they fit, and pixel row blocks where one shape's layers do not."""
+    rows, top, bottom = [0] * total, [height] * total, [0] * total
+    families = [set() for _ in range(total)]
+    for i, (start, samples, code) in enumerate(zip(first, count, family)):
+        if samples:
+            n = i % total
+            rows[n] += samples
+            top[n] = min(top[n], start // SUBROWS)
+            bottom[n] = max(bottom[n], (start + samples - 1) // SUBROWS + 1)
+            families[n].add(code)
+
+    def cost(layers: int, groups: int, band: int, samples: int, kinds: set) -> int:
+        crossings = (outline if _STROKE in kinds else 4) + (2 if _ELLIPTIC in kinds else 0)
+        pixels = batch * band * width
+        return (layers * pixels * _LAYER_PIXEL_BYTES + groups * pixels * 8 * (channels + 1) +
+                samples * crossings * _CROSSING_BYTES)
+
+    chunks, start = [], 0
+    while start < total:
+        stop, low, high, samples, kinds = start, height, 0, 0, set()
+        while stop < total:  # grow the chunk while it fits (one shape at least)
+            grown = (min(low, top[stop]), max(high, bottom[stop]), samples + rows[stop], kinds | families[stop])
+            size = stop + 1 - start
+            groups = -(-size // frame_every) if frame_every else 1
+            if stop > start and cost(size, groups, max(0, grown[1] - grown[0]), grown[2], grown[3]) > budget:
+                break
+            low, high, samples, kinds = grown
+            stop += 1
+        if frame_every:  # whole groups of frames, or a part of one group
+            boundary = (start // frame_every + 1) * frame_every
+            if start % frame_every or stop < boundary:
+                stop = min(stop, boundary)
+            elif stop < total:
+                stop -= stop % frame_every
+        size = stop - start
+        if frame_every and start % frame_every == 0 and (stop % frame_every == 0 or stop == total):
+            per_group, groups, frame = frame_every, -(-size // frame_every), start // frame_every
+        else:
+            per_group, groups = size, 1
+            frame = (stop - 1) // frame_every if frame_every and (stop % frame_every == 0 or stop == total) else None
+        low = min(top[start:stop])
+        band = max(0, max(bottom[start:stop]) - low)
+        kinds = set().union(*families[start:stop])
+        samples = sum(rows[start:stop])
+        blocks = []
+        if band:
+            full = cost(batch * groups * per_group, groups, band, samples, kinds)
+            step = band if full <= budget else max(1, int(band * budget / full))
+            for row in range(low, low + band, step):
+                block = min(step, low + band - row)
+                if block == band:
+                    crossed = samples
+                else:  # the sample rows of the chunk's shapes within the block
+                    lo, hi = row * SUBROWS, (row + block) * SUBROWS
+                    crossed = sum(max(0, min(first[i] + count[i], hi) - max(first[i], lo))
+                                  for b in range(batch) for i in range(b * total + start, b * total + stop))
+                blocks.append((row, block, crossed))
+        chunks.append(_Chunk(start, stop, per_group, groups, frame, blocks, kinds))
+        start = stop
+    return chunks
 
 
 def render(result: Approximation, height: int, width: int, scale: float, frame_every: int = 0, on_chunk=None):
@@ -1147,10 +1213,14 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
 
     Returns image float [B,H,W,C] (C as the background: RGB, or premultiplied RGBA) and, with
     frame_every > 0, the build-up frames float [B,F,H,W,C] after every `frame_every` shapes
-    (F = ceil(N / frame_every); the last frame is the image).
-    Shapes are composited source-over in order, a chunk of them at a time over the rows they touch:
-    the chunk's layers are combined with a cumulative product of their transmittances. Where CuPy
-    kernels run, one kernel does it all (render_kernel.py).
+    (F = ceil(N / frame_every); the last frame is the image). on_chunk(done, total) after each chunk.
+
+    The shapes' rows are read on the host once; then chunks of shapes (as many as free memory holds)
+    are composited source-over, each over the rows its shapes touch: within a group of the shapes
+    between two frames, each layer's paint is weighted by the transmittance of the layers above it
+    (a cumulative product), and the groups' (transmittance, paint) pairs are chained by a parallel
+    scan, which gives every frame of the chunk at once. Where CuPy kernels run, one kernel does it
+    all (render_kernel.py).
     """
     if cupy_usable(result.params.device):
         from . import render_kernel
@@ -1167,34 +1237,51 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     frames = (torch.empty(batch, math.ceil(total / frame_every), height, width, channels, device=device)
               if frame_every else None)
     params = scale_params(result.kind, result.params, scale)
-    bands = _row_bands(result, params, height, width)
-    # shapes composited at once: on the CPU one, whose temporaries stay small (100 shapes at 1024 px:
-    # 0.7 s, against 3.4 s in chunks of 64); on GPUs 64, whose launches are the cost
-    per_chunk = chunk_size(total, batch * height * width * 4 * 8, device, limit=1 if device.type == "cpu" else 64)
-    start = 0
-    while start < total:
-        stop = min(total, start + per_chunk)
-        if frame_every:
-            stop = min(stop, (start // frame_every + 1) * frame_every)
-        chunk = slice(start, stop)
-        depth = stop - start
-        # the rows the chunk's shapes touch: the rest of the canvas stays as it is
-        first = min(band[0] for band in bands[chunk])
-        rows = max(band[1] for band in bands[chunk]) - first
-        if rows > 0:
-            coverage = _coverage(result.kind[:, chunk].reshape(-1), params[:, chunk].reshape(-1, N_PARAMS), height,
-                                 width, band=(first, rows))
-            a = coverage.view(batch, depth, rows, width) * result.alpha[:, chunk, None, None]
-            clear = torch.cumprod((1 - a).flip(1), 1).flip(1)  # transmittance of each layer and those above
-            above = torch.cat([clear[:, 1:], torch.ones_like(clear[:, :1])], 1)
-            painted = image[:, first:first + rows] * clear[:, 0, ..., None] + \
-                torch.einsum("bkhw,bkc->bhwc", a * above, paint[:, chunk])
-            image[:, first:first + rows] = painted
-        if frame_every and (stop % frame_every == 0 or stop == total):
-            frames[:, math.ceil(stop / frame_every) - 1] = image
+    shapes = _outlines(result.kind.reshape(-1), params.reshape(-1, N_PARAMS), result.alpha.reshape(-1), height, width)
+    first, count, family = torch.stack([shapes.first, shapes.count, shapes.family]).tolist()  # the one host read
+    plan = _render_plan(first, count, family, batch, total, height, width, channels, frame_every,
+                        shapes.outline.shape[1], free_memory_bytes(device) * MEMORY_FRACTION)
+    index = torch.arange(batch * total, device=device)
+    image_of, shape_of = index // max(1, total), index % max(1, total)
+    for chunk in plan:
+        groups, per_group, size = chunk.groups, chunk.per_group, chunk.stop - chunk.start
+        # each shape's layer: within a group the last drawn first, so that cumulative products run
+        # from the top layer down; -1 for shapes of other chunks
+        k = shape_of - chunk.start
+        layer = torch.where((k >= 0) & (k < size),
+                            (image_of * groups + k // per_group) * per_group + per_group - 1 - k % per_group, -1)
+        padding = groups * per_group - size
+        opacity = torch.nn.functional.pad(result.alpha[:, chunk.start:chunk.stop], (0, padding))
+        opacity = opacity.view(batch * groups, per_group).flip(1)
+        colour = torch.nn.functional.pad(paint[:, chunk.start:chunk.stop], (0, 0, 0, padding))
+        colour = colour.view(batch * groups, per_group, channels).flip(1)
+        framed = slice(chunk.frame, chunk.frame + groups) if chunk.frame is not None else None
+        if framed is not None and sum(block[1] for block in chunk.blocks) < height:
+            frames[:, framed] = image[:, None]  # the rows that the chunk leaves as they are
+        for row, rows, samples in chunk.blocks:
+            start, count = shapes.first, shapes.count
+            if len(chunk.blocks) > 1:  # the sample rows within the block
+                start = start.clamp_min(row * SUBROWS)
+                count = ((shapes.first + count).clamp_max((row + rows) * SUBROWS) - start).clamp_min(0)
+            coverage = _layer_coverage(shapes, layer, start, count, samples, chunk.families,
+                                       batch * groups * per_group, (row, rows), width)
+            a = coverage.view(batch * groups, per_group, rows, width).mul_(opacity[..., None, None])
+            clear = torch.cumprod(1 - a, 1)  # transmittance of each layer and those above it in its group
+            a[:, 1:] *= clear[:, :-1]  # each layer's paint shows through the layers above it
+            add = torch.bmm(a.view(batch * groups, per_group, rows * width).transpose(1, 2), colour)
+            add = add.view(batch, groups, rows, width, channels)
+            keep = clear[:, -1].view(batch, groups, rows, width)
+            step = 1
+            while step < groups:  # a group after the others: inclusive scan of x -> keep * x + add
+                add[:, step:] += add[:, :-step] * keep[:, step:, ..., None]
+                keep[:, step:] = keep[:, step:] * keep[:, :-step]
+                step *= 2
+            painted = add.addcmul_(image[:, None, row:row + rows], keep[..., None])
+            if framed is not None:
+                frames[:, framed, row:row + rows] = painted
+            image[:, row:row + rows] = painted[:, -1]
         if on_chunk is not None:
-            on_chunk(stop, total)
-        start = stop
+            on_chunk(chunk.stop, total)
     return image.clamp(0, 1), (frames.clamp_(0, 1) if frames is not None else None)
 
 

@@ -6,9 +6,9 @@ one per band of rows (LAUNCH_ITERATIONS), two small torch ops per call, no host 
 
 The geometry is the torch path's, operation for operation in float32: `scale_params`, the 4-gons
 of `_polygon4`, `_stroke_outline` (at its `t` from torch.linspace) and `_ellipse_form`. The coverage
-is `_coverage`'s, pixel by pixel: per sample row (SUBROWS per pixel row, as `_rows` picks them),
+is `_layer_coverage`'s, pixel by pixel: per sample row (SUBROWS per pixel row, as `_outlines` picks them),
 each crossing x with transition s adds s * clamp(j + 1 - x, 0, 1) to pixel j, and the average over
-the sample rows is clamped to 0..1. Crossings follow `_crossings`: convex polygons enter at the
+the sample rows is clamped to 0..1. Crossings follow `_row_crossings`: convex polygons enter at the
 leftmost and leave at the rightmost, 4-gons and stroke outlines by nonzero winding, ellipses at the
 two roots where the discriminant is positive. On CUDA, torch's sqrt, cos and sin are the same CUDA
 maths as the kernel's; on the CPU (tests/cuda_emulator.py) torch's vector code may round them an
@@ -26,7 +26,7 @@ from .. import cuda
 from . import SUBROWS, Approximation, render_curve_steps
 from .shapes_cuda import SHAPES_SOURCE
 
-# Per shape, float32 [4 + 4*(steps+1)]: bounds x_min, y_min, x_max, y_max (y exact, as `_rows` takes
+# Per shape, float32 [4 + 4*(steps+1)]: bounds x_min, y_min, x_max, y_max (y exact, as `_outlines` takes
 # them; x may reach past the shape: a pixel tests them with a pixel's margin), then from FORM_AT the
 # family's form: the 4-gon's vertices [4,2], the ellipse's cx, cy, A, B, C, or the stroke outline
 # [2*(steps+1),2] (shapes_cuda.shape_outline).
@@ -131,7 +131,7 @@ __device__ float ellipse_row(const float* e, float y, float right) {
 __device__ float coverage(long long kind, const float* g, int outline_vertices, int row, int column, int subrows) {
     float left = (float)column, right = (float)(column + 1);
     if (g[2] < left - 1.0f || g[0] > right + 1.0f) return 0.0f;
-    // the sample rows the shape spans, as _rows: ceil(y_min * subrows - 0.5) .. floor(y_max * subrows - 0.5)
+    // the sample rows the shape spans, as _outlines: ceil(y_min * subrows - 0.5) .. floor(y_max * subrows - 0.5)
     float first = ceilf(g[1] * (float)subrows - 0.5f), last = floorf(g[3] * (float)subrows - 0.5f);
     float first_here = (float)(row * subrows), last_here = (float)(row * subrows + subrows - 1);
     if (last < first_here || first > last_here) return 0.0f;
