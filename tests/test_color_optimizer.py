@@ -484,6 +484,69 @@ def test_render_plan_splits_rows_where_one_shape_does_not_fit():
             assert samples == expected
 
 
+def with_fields(result, **fields):
+    return co.Approximation(**{**result.__dict__, **fields})
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_render_takes_any_float_dtype_grad_and_strides(dtype, monkeypatch):
+    """Issue 28: the result's tensors of any float dtype (converted once), requiring grad (detached),
+    or strided, render as their float32 values do."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    result = random_result(tuple(range(8)), 2, 6, 24, channels=4)
+    odd = {name: getattr(result, name).to(dtype) for name in ("params", "color", "alpha", "background")}
+    odd["params"] = odd["params"].transpose(0, 1).contiguous().transpose(0, 1).requires_grad_()
+    odd["kind"] = result.kind.to(torch.int32)
+    expected = co.render(with_fields(result, **{k: v.detach().float() for k, v in odd.items() if k != "kind"}),
+                         30, 30, 1.5, 2)
+    got = co.render(with_fields(result, **odd), 30, 30, 1.5, 2)
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+    assert not got[0].requires_grad
+
+
+def refusals(result):
+    """(arguments of render, the input its ValueError must name) for bad inputs."""
+    batch, shapes = result.kind.shape
+    return [
+        ((with_fields(result, background=torch.zeros(batch, 2)), 8, 8, 1.0), "result.background"),
+        ((with_fields(result, params=torch.zeros(batch, shapes, 7)), 8, 8, 1.0), "result.params"),
+        ((with_fields(result, color=torch.zeros(batch, shapes, 3, dtype=torch.uint8)), 8, 8, 1.0), "result.color"),
+        ((with_fields(result, alpha=torch.zeros(batch + 1, shapes)), 8, 8, 1.0), "result.alpha"),
+        ((with_fields(result, kind=result.kind.float()), 8, 8, 1.0), "result.kind"),
+        ((object(), 8, 8, 1.0), "result"),
+        ((result, 0, 8, 1.0), "height"),
+        ((result, 8, 2 ** 31, 1.0), "width"),
+        ((result, 8, 8, float("nan")), "scale"),
+        ((result, 8, 8, 1.0, -1), "frame_every"),
+    ]
+
+
+def test_render_refuses_bad_inputs_naming_them(monkeypatch):
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    result = random_result((co.TRIANGLE,), 1, 3, 16)
+    for args, name in refusals(result) + [((with_fields(result, kind=result.kind + 8), 8, 8, 1.0), "result.kind")]:
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            co.render(*args)
+
+
+def test_render_of_no_shapes_or_no_images(monkeypatch):
+    """Zero sizes: no shapes give the background (and no frames), no images empty outputs."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    result = random_result((co.TRIANGLE,), 2, 3, 16)
+    empty = with_fields(result, **{name: getattr(result, name)[:, :0] for name in ("kind", "params", "color", "alpha")})
+    image, frames = co.render(empty, 8, 6, 1.0, 2)
+    assert torch.equal(image, result.background[:, None, None].expand(2, 8, 6, 3)) and frames.shape == (2, 0, 8, 6, 3)
+    nothing = with_fields(result, **{name: getattr(result, name)[:0] for name in
+                                     ("kind", "params", "color", "alpha", "background")})
+    image, frames = co.render(nothing, 8, 6, 1.0, 2)
+    assert image.shape == (0, 8, 6, 3) and frames.shape == (0, 2, 8, 6, 3)
+
+
+def test_a_background_of_another_shape_is_named():
+    with pytest.raises(ValueError, match=r"^background: expected a float tensor \[1,3\]"):
+        co.approximate(scene(), 1, (co.TRIANGLE,), background=torch.zeros(1, 4))
+
+
 @pytest.mark.parametrize("shape_type", ["triangle", "combo"])
 def test_a_raising_round_callback_stops_the_search_within_a_round(shape_type):
     """Issue 29: one shape at mutations 10000 took minutes between interrupt checks. on_round is called

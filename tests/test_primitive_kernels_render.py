@@ -133,3 +133,31 @@ def test_render_kernel_op_budget(monkeypatch):
         render_kernel.render_cuda(result, 1024, 1024, 4.0, frame_every=10)
     assert launches == ["shape_geometry", "render_shapes"]  # 1024 px x 100 shapes: one band
     assert count.launches <= 2 and count.syncs == 0 and count.float64 == 0, count.summary()
+
+
+def test_render_kernel_takes_any_float_dtype_grad_and_strides(kernel, device):
+    """Issue 28: a float16 or float64 result (written through float* before), one requiring grad
+    (DLPack refused it) or strided, renders as its float32 values do; unknown kind codes are not
+    drawn (their family was read past its table) and bad inputs are named as the torch path names them."""
+    from test_color_optimizer import refusals
+
+    result = every_kind(24, 32, 4, seed=2)
+    result = co.Approximation(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(result).items()})
+    expected = render_kernel.render_cuda(result, 24, 32, 1.0, 5)
+    for dtype in (torch.float16, torch.float64):
+        odd = {name: getattr(result, name).to(dtype) for name in ("params", "color", "alpha", "background")}
+        odd["params"] = odd["params"].transpose(0, 1).contiguous().transpose(0, 1).requires_grad_()
+        got = render_kernel.render_cuda(co.Approximation(**{**vars(result), **odd}), 24, 32, 1.0, 5)
+        plain = render_kernel.render_cuda(co.Approximation(**{**vars(result), **{
+            k: v.detach().float() for k, v in odd.items()}}), 24, 32, 1.0, 5)
+        assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
+    unknown = result.kind.clone()
+    unknown[:, 3] = 99
+    alpha = result.alpha.clone()
+    alpha[:, 3] = 0
+    got = render_kernel.render_cuda(co.Approximation(**{**vars(result), "kind": unknown}), 24, 32, 1.0, 5)
+    undrawn = render_kernel.render_cuda(co.Approximation(**{**vars(result), "alpha": alpha}), 24, 32, 1.0, 5)
+    assert torch.equal(got[0], undrawn[0]) and not torch.equal(got[0], expected[0])
+    for args, name in refusals(result):
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            render_kernel.render_cuda(*args)

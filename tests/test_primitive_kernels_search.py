@@ -183,6 +183,32 @@ def test_a_flat_image_gets_no_shapes_and_stops(device, monkeypatch):
     assert len(commits) == K.STATUS_EVERY  # stopped at the first read of the device
 
 
+def test_a_kernel_search_takes_any_float_dtype_and_grad(device):
+    """Issue 28: a float16 target that requires grad (DLPack refused it) searches as its float32
+    values do; a background of another shape is named."""
+    target = images(3, device, batch=1, height=16, width=20)
+    run = lambda image: K.approximate(image, 2, ALL, 128, 16, 4, None,  # noqa: E731
+                                      torch.Generator(device=device).manual_seed(0), None)
+    half = target.half().requires_grad_()
+    assert torch.equal(run(half).params, run(half.detach().float()).params)
+    with pytest.raises(ValueError, match="^background: "):
+        K.approximate(target, 2, ALL, 128, 16, 4, torch.zeros(1, 4, device=device), None, None)
+
+
+def test_launches_refuse_strided_tensors_and_ints_past_int32(monkeypatch):
+    """What a kernel writes through a strided tensor would land in a copy; an int past int32 would wrap."""
+    launched = []
+    monkeypatch.setattr(K.cuda, "kernel", lambda source, name: lambda grid, block, args: launched.append(name))
+    buffer = torch.zeros(4, 6)
+    with pytest.raises(ValueError, match="^climb: argument 1 must be contiguous"):
+        K._launch("climb", 32, 1, buffer, buffer.t())
+    with pytest.raises(ValueError, match="^climb: argument 1 must fit the kernel's int32"):
+        K._launch("climb", 32, 1, buffer, 2 ** 31)
+    with pytest.raises(ValueError, match="^climb: blocks: "):
+        K._launch("climb", 32, 2 ** 31, buffer)
+    assert launched == []
+
+
 def test_the_node_runs_on_the_kernels(device, pack):
     image = images(3, "cpu", batch=2, height=30, width=40)
     picture, frames, svg, _ = pack.nodes.primitives.PrimitiveMesh.run(

@@ -60,6 +60,7 @@ N_PARAMS = 8
 # seeds; fogleman/primitive 27.1), triangles 26.7 against 27.3, for a third more time.
 PARENTS = 16
 MAX_ROUNDS = 1000
+INT32_MAX = 2 ** 31 - 1  # the CUDA kernels' int (sizes, indices) and grid x limit
 SUBROWS = 8      # anti-aliasing samples per pixel along y in `render`
 CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while searching (render: more)
 # Random shapes, in pixels of a 256 px image (scaled with it): a triangle's vertices within RANDOM_TRIANGLE
@@ -716,6 +717,7 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     rounds). Where CuPy kernels run (`cupy_usable`), search_kernels.approximate does the search.
     """
     target = _checked_target(target)
+    background = _checked_background(background, target)
     for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
         if not isinstance(value, int) or value < least:
             raise ValueError(f"{name}: expected an integer >= {least}, got {short(value)}")
@@ -739,6 +741,63 @@ def _checked_target(target) -> torch.Tensor:
         raise ValueError(f"target: expected 3 (RGB) or 4 (premultiplied RGBA) channels and no empty dimension, "
                          f"got shape {tuple(target.shape)}")
     return target.detach().to(torch.float32)
+
+
+def _checked_background(background, target) -> torch.Tensor | None:
+    """The search's background as float32 [B,C] on the target's device (C and B the target's; any float
+    dtype, detached), None for the default, or a ValueError that names it."""
+    if background is None:
+        return None
+    batch, channels = target.shape[0], target.shape[-1]
+    if not isinstance(background, torch.Tensor) or not background.is_floating_point() or \
+            tuple(background.shape) != (batch, channels):
+        raise ValueError(f"background: expected a float tensor [{batch},{channels}] (the target's images and "
+                         f"channels), got {_described(background)}")
+    return background.detach().to(target.device, torch.float32)
+
+
+def _described(value) -> str:
+    return f"{list(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else short(value)
+
+
+def check_int32(name: str, value: int, least: int = 0) -> int:
+    """value as a CUDA kernel's int (or grid size) takes it: least .. 2**31 - 1, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= INT32_MAX:
+        raise ValueError(f"{name}: expected an integer in {least}..{INT32_MAX}, got {short(value)}")
+    return value
+
+
+def _checked_result(result, height, width, scale, frame_every) -> Approximation:
+    """`render`'s inputs checked, before anything is allocated: the result's tensors as float32 and
+    int64 (any float or integer dtype, converted once on their device), detached and contiguous; the
+    canvas sizes, scale and frame_every in range. A ValueError naming the input otherwise."""
+    if not isinstance(result, Approximation):
+        raise ValueError(f"result: expected an Approximation (from approximate), got {type(result).__name__}")
+    check_int32("height", height, 1)
+    check_int32("width", width, 1)
+    check_int32("frame_every", frame_every)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+        raise ValueError(f"scale: expected a finite number > 0, got {short(scale)}")
+    kind = result.kind
+    if not isinstance(kind, torch.Tensor) or kind.dim() != 2 or kind.is_floating_point() or kind.is_complex() or \
+            kind.dtype == torch.bool:
+        raise ValueError(f"result.kind: expected an integer tensor [B,N], got {_described(kind)}")
+    batch, total = kind.shape
+    fields = {"kind": kind.detach().to(torch.int64).contiguous()}
+    for name, shape in (("params", [batch, total, N_PARAMS]), ("color", [batch, total, 3]), ("alpha", [batch, total]),
+                        ("background", [batch, "3 or 4"])):
+        value = getattr(result, name)
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dim() != len(shape) or \
+                list(value.shape[:-1]) != shape[:-1] or value.shape[-1] not in ((3, 4) if name == "background"
+                                                                                 else (shape[-1],)):
+            what = "3 (RGB) or 4 (premultiplied RGBA) channels" if name == "background" else "float tensor"
+            raise ValueError(f"result.{name}: expected a {what} {shape}, got {_described(value)}")
+        if value.device != kind.device:
+            raise ValueError(f"result.{name}: expected on {kind.device} (as result.kind), got {value.device}")
+        fields[name] = value.detach().to(torch.float32).contiguous()
+    if batch * total > INT32_MAX:
+        raise ValueError(f"result: expected at most {INT32_MAX} shapes in all, got {batch} x {total}")
+    return Approximation(**fields, count=result.count, error=result.error, height=result.height, width=result.width)
 
 
 class _Schedule:
@@ -1056,7 +1115,7 @@ def _outlines(kind, params, alpha, height: int, width: int) -> _Outlines:
     polygon = _polygon4(kind, params, tuple(_VERTICES))
     outline = _stroke_outline(params, render_curve_steps(height, width))
     cx, cy, a, b, c, half = _ellipse_form(kind, params)
-    family = _family_of(kind)
+    family = _family_of(kind.clamp(0, len(KINDS) - 1))  # codes out of range are refused after the read
     stroke, elliptic = family == _STROKE, family == _ELLIPTIC
     top = torch.where(elliptic, cy - half, torch.where(stroke, outline[..., 1].amin(1), polygon[..., 1].amin(1)))
     bottom = torch.where(elliptic, cy + half, torch.where(stroke, outline[..., 1].amax(1), polygon[..., 1].amax(1)))
@@ -1222,6 +1281,7 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     scan, which gives every frame of the chunk at once. Where CuPy kernels run, one kernel does it
     all (render_kernel.py).
     """
+    result = _checked_result(result, height, width, scale, frame_every)
     if cupy_usable(result.params.device):
         from . import render_kernel
 
@@ -1237,8 +1297,11 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     frames = (torch.empty(batch, math.ceil(total / frame_every), height, width, channels, device=device)
               if frame_every else None)
     params = scale_params(result.kind, result.params, scale)
-    shapes = _outlines(result.kind.reshape(-1), params.reshape(-1, N_PARAMS), result.alpha.reshape(-1), height, width)
-    first, count, family = torch.stack([shapes.first, shapes.count, shapes.family]).tolist()  # the one host read
+    kind = result.kind.reshape(-1)
+    shapes = _outlines(kind, params.reshape(-1, N_PARAMS), result.alpha.reshape(-1), height, width)
+    first, count, family, kind = torch.stack([shapes.first, shapes.count, shapes.family, kind]).tolist()  # one read
+    if kind and not 0 <= min(kind) <= max(kind) < len(KINDS):
+        raise ValueError(f"result.kind: expected kind codes 0..{len(KINDS) - 1}, got {min(kind)}..{max(kind)}")
     plan = _render_plan(first, count, family, batch, total, height, width, channels, frame_every,
                         shapes.outline.shape[1], free_memory_bytes(device) * MEMORY_FRACTION)
     index = torch.arange(batch * total, device=device)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from .. import cuda
-from . import SUBROWS, Approximation, render_curve_steps
+from . import KINDS, SUBROWS, Approximation, _checked_result, render_curve_steps
 from .shapes_cuda import SHAPES_SOURCE
 
 # Per shape, float32 [4 + 4*(steps+1)]: bounds x_min, y_min, x_max, y_max (y exact, as `_outlines` takes
@@ -38,6 +38,7 @@ _FORM_AT = 4
 LAUNCH_ITERATIONS = 2 * 10 ** 9
 _RENDER_SOURCE = SHAPES_SOURCE + f"""
 #define FORM_AT {_FORM_AT}
+#define KIND_COUNT {len(KINDS)}
 """ + r"""
 // One thread per shape: its parameters times `scale` (angles kept), then its bounds and form.
 // along [steps+1]: the curve parameters of the stroke outline's vertices (t in _stroke_outline).
@@ -170,7 +171,7 @@ extern "C" __global__ void render_shapes(
     for (int n = 0; n < shapes; ++n) {
         long long s = b * shapes + n;
         float a = alpha[s];
-        if (a > 0.0f) {  // padding shapes have opacity 0
+        if (a > 0.0f && kind[s] >= 0 && kind[s] < KIND_COUNT) {  // padding shapes have opacity 0; no unknown kind
             a *= coverage(kind[s], geometry + s * stride, outline_vertices, row, column, subrows);
             if (a > 0.0f) {
                 float keep = 1.0f - a;
@@ -191,12 +192,15 @@ extern "C" __global__ void render_shapes(
 def render_cuda(result: Approximation, height: int, width: int, scale: float, frame_every: int = 0):
     """`render` in CUDA kernel launches (no host sync): the shapes drawn anti-aliased on a
     height x width canvas, coordinates times `scale`, on result's CUDA device (callers check
-    `device.cupy_usable` first).
+    `device.cupy_usable` first). The inputs are checked as `render` checks them (ValueErrors naming
+    them; any float dtype, detached, contiguous); shapes of unknown kind codes are not drawn (the torch
+    path refuses them after its host read, which this path does without).
 
     Returns image float32 [B,H,W,C] (C as the background: RGB, or premultiplied RGBA) and, with
     frame_every > 0, the build-up frames float32 [B,F,H,W,C] after every `frame_every` shapes
     (F = ceil(N / frame_every); the last frame is the image), else None.
     """
+    result = _checked_result(result, height, width, scale, frame_every)
     batch, total = result.kind.shape
     device = result.params.device
     channels = result.background.shape[1]
@@ -206,18 +210,18 @@ def render_cuda(result: Approximation, height: int, width: int, scale: float, fr
     image = torch.empty(batch, height, width, channels, dtype=torch.float32, device=device)
     frame_count = -(-total // frame_every) if frame_every else 0
     frames = torch.empty(batch, frame_count, height, width, channels, dtype=torch.float32,
-                         device=device) if frame_count else None
-    kind = result.kind.long()
+                         device=device) if frame_every else None
+    kind = result.kind
     with cuda.stream(device):
         if count:
-            args = cuda.arrays(kind, result.params.float()) + [np.int64(count)]
+            args = cuda.arrays(kind, result.params) + [np.int64(count)]
             args += cuda.arrays(torch.full((1,), scale, dtype=torch.float32, device=device),
                                 torch.linspace(0, 1, steps + 1, dtype=torch.float32, device=device))
             args += [np.int32(steps), np.int32(geometry.shape[1]), *cuda.arrays(geometry)]
             cuda.kernel(_RENDER_SOURCE, "shape_geometry")(((count + 127) // 128,), (128,), tuple(args))
         if pixels:
-            args = cuda.arrays(kind, result.alpha.float(), result.color.float(), geometry)
-            args += [np.int32(geometry.shape[1]), np.int32(2 * (steps + 1)), *cuda.arrays(result.background.float()),
+            args = cuda.arrays(kind, result.alpha, result.color, geometry)
+            args += [np.int32(geometry.shape[1]), np.int32(2 * (steps + 1)), *cuda.arrays(result.background),
                      np.int64(batch)]
             args += [np.int32(v) for v in (total, height, width, channels, SUBROWS, frame_every)]
             outputs = cuda.arrays(image, image if frames is None else frames)  # without frames, none is written

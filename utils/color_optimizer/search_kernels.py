@@ -27,8 +27,9 @@ import numpy as np
 import torch
 
 from .. import cuda
-from . import (CURVE_STEPS, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
-               RANDOM_TRIANGLE, _GROUPS, PARENTS, Approximation, _Record, _role_tables, _terms)
+from . import (CURVE_STEPS, INT32_MAX, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
+               RANDOM_TRIANGLE, _GROUPS, PARENTS, Approximation, _checked_background, _checked_target, _Record,
+               _role_tables, _terms, check_int32)
 from .shapes_cuda import SHAPES_SOURCE
 
 STATUS_EVERY = 8       # shapes between host reads of whether an image is still improving
@@ -504,7 +505,15 @@ extern "C" __global__ void commit_rows(
 
 def _launch(name: str, threads: int, blocks: int, *args) -> None:
     """One kernel launch on the first tensor's device and torch's current stream there: tensors as
-    zero-copy arrays, ints as int32."""
+    zero-copy arrays (contiguous: a copy would lose what the kernel writes), ints as int32 (a
+    ValueError naming the kernel where one, or the grid, is out of range)."""
+    check_int32(f"{name}: blocks", blocks, 1)
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and not a.is_contiguous():
+            raise ValueError(f"{name}: argument {i} must be contiguous (the kernel writes through it), "
+                             f"got strides {a.stride()}")
+        if not isinstance(a, torch.Tensor) and not -INT32_MAX - 1 <= a <= INT32_MAX:
+            raise ValueError(f"{name}: argument {i} must fit the kernel's int32, got {a}")
     values = [cuda.arrays(a)[0] if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
     with cuda.stream(args[0].device):
         cuda.kernel(SOURCE, name)((blocks,), (threads,), tuple(values))
@@ -590,6 +599,10 @@ def approximate(target, shapes: int, kinds: tuple[int, ...], alpha: int, candida
                 background, generator, on_shape, on_round=None) -> Approximation:
     """The package's `approximate` (same arguments and result) with the search as CUDA kernels: three
     launches per shape, and a host read every STATUS_EVERY shapes."""
+    target = _checked_target(target)
+    background = _checked_background(background, target)
+    for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
+        check_int32(name, value, least)  # the kernels' ints (their products are 64-bit there)
     search = Search(target, shapes, kinds, alpha, candidates, mutations, background, generator)
     for index in range(shapes):
         search.random(index)
