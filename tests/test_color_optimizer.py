@@ -324,6 +324,13 @@ def test_unknown_shape_type_names_the_input():
             co.kind_codes(text, "shape_kinds")
 
 
+def test_kind_names_have_a_length_limit():
+    with pytest.raises(ValueError, match=r"^shape_kinds: .*at most 256 characters, got 300 characters"):
+        co.kind_codes("circle, " * 37 + "ring", "shape_kinds")
+    with pytest.raises(ValueError, match=r"^shape_type: .*got None"):
+        co.kind_codes(None)
+
+
 def test_kinds_are_one_all_or_any_subset():
     assert co.kind_codes("circle") == (co.CIRCLE,)
     assert co.kind_codes("combo") == tuple(range(8))

@@ -60,6 +60,7 @@ N_PARAMS = 8
 # seeds; fogleman/primitive 27.1), triangles 26.7 against 27.3, for a third more time.
 PARENTS = 16
 MAX_ROUNDS = 1000
+MAX_KINDS_TEXT = 256  # every kind named once, with room for spaces, repeats and "combo"
 INT32_MAX = 2 ** 31 - 1  # the CUDA kernels' int (sizes, indices) and grid x limit
 SUBROWS = 8      # anti-aliasing samples per pixel along y in `render`
 CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while searching (render: more)
@@ -100,8 +101,13 @@ _GROUPS = (
 
 def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
     """The kind codes a search draws from, ascending: one kind, all of them for "combo", or any
-    subset written as kind names separated by commas or spaces (e.g. "triangle, ellipse"). A
-    ValueError that starts with `name` (the input it came from) for anything else."""
+    subset written as kind names separated by commas or spaces (e.g. "triangle, ellipse"), at most
+    MAX_KINDS_TEXT characters. A ValueError that starts with `name` (the input it came from) for
+    anything else."""
+    if not isinstance(shape_type, str) or len(shape_type) > MAX_KINDS_TEXT:
+        got = f"{len(shape_type)} characters" if isinstance(shape_type, str) else short(shape_type)
+        raise ValueError(f"{name}: expected kind names separated by commas, at most {MAX_KINDS_TEXT} characters, "
+                         f"got {got}")
     names = [part for part in re.split(r"[\s,]+", str(shape_type).strip().lower()) if part]
     unknown = [part for part in names if part not in KINDS + ("combo",)]
     if not names or unknown:
@@ -743,6 +749,34 @@ def _checked_target(target) -> torch.Tensor:
     return target.detach().to(torch.float32)
 
 
+# Bytes per row slot of the torch path's scoring (the slots' geometry, crossings, gathered prefix sums
+# and running sums), measured by peak RSS at 192 px: one family of convex polygons or ellipses ~190, of
+# 4-gons ~510, of stroked Beziers ~2,000; several families in one pass ~790, ~2,100 with Beziers.
+_SLOT_BYTES = {_CONVEX: 240, _ELLIPTIC: 240, _POLY4: 600, _STROKE: 2400}
+_MIXED_SLOT_BYTES = (1000, 2600)  # without, with Beziers
+
+
+def search_memory(batch: int, height: int, width: int, channels: int, kinds, alpha: int, candidates: int,
+                  mutations: int, device) -> int:
+    """Estimated peak bytes of `approximate` on target [B,H,W,C]: the images and their prefix sums, and
+    on the torch path the row slots of the first shape, which has no shape before it to size them by
+    (every row of every candidate, of every mutation of its climbs; numba's loops and the CUDA
+    kernels score convex polygons and ellipses without slots, the kernels everything)."""
+    terms = (2 * channels + 3) if alpha == 0 else channels + 2
+    images = batch * height * width * (4 * channels * 4 + terms * 16)
+    if cupy_usable(device):
+        return images
+    families = _families(kinds)
+    share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds)) for family in families}
+    climb = batch * min(PARENTS, candidates) * mutations * height
+    if len(families) > 1 and not numba_usable(device):  # one pass for every family: regions of one slot array
+        rows = max(sum(share.values()) * batch * candidates * height, climb)
+        return int(images + rows * _MIXED_SLOT_BYTES[_STROKE in families])
+    # each family's slots (the climbs' shared out as the random kinds are: which family wins is the image's)
+    slotted = [f for f in families if not (numba_usable(device) and f in (_CONVEX, _ELLIPTIC))]
+    return int(images + sum(share[f] * max(batch * candidates * height, climb) * _SLOT_BYTES[f] for f in slotted))
+
+
 def _checked_background(background, target) -> torch.Tensor | None:
     """The search's background as float32 [B,C] on the target's device (C and B the target's; any float
     dtype, detached), None for the default, or a ValueError that names it."""
@@ -1180,11 +1214,33 @@ def _layer_coverage(shapes: _Outlines, layer, start, count, samples: int, famili
     return torch.cumsum(edges.view(layers, rows, width + 2), 2)[..., 1:width + 1].clamp(0, 1)
 
 
-# Bytes `render` holds per layer pixel (coverage with its ramps, opacities, transmittances: float32),
-# per crossing of a sample row (its x, transition, sort order, indices and weights) and per pixel of a
-# group's scan (its paint and transmittance, and the scan's temporaries): upper bounds, measured.
-_LAYER_PIXEL_BYTES = 16
+# Bytes `render` holds per layer pixel (coverage with its ramps, opacities, transmittances: float32,
+# three at once), per pixel of a group between frames (its paint and transmittance: 4 (C + 1)) and per
+# crossing of a sample row (its x, transition, sort order, indices and weights). Measured by peak RSS
+# (tests/test_primitive_memory.py): 12 bytes per layer pixel at 512 and 768 px.
+_LAYER_PIXEL_BYTES = 12
 _CROSSING_BYTES = 64
+
+
+def _render_outputs(batch: int, shapes: int, height: int, width: int, channels: int, frame_every: int) -> int:
+    """Bytes of `render`'s outputs: the image, its clamped copy and the frames."""
+    frames = -(-shapes // frame_every) if frame_every else 0
+    return batch * height * width * channels * 4 * (frames + 2)
+
+
+def render_memory(batch: int, shapes: int, height: int, width: int, channels: int, frame_every: int,
+                  budget: float) -> int:
+    """Estimated peak bytes of `render` of `shapes` shapes per image (B of them) on a height x width
+    canvas of `channels` with frames every `frame_every`, where `budget` bytes may be used: its outputs,
+    and its chunks' work (every shape over the whole canvas, its sample rows crossing a 4-gon and an
+    ellipse), which `render` cuts into chunks of what the budget leaves (one shape's row at least)."""
+    outputs = _render_outputs(batch, shapes, height, width, channels, frame_every)
+    groups = -(-shapes // frame_every) if frame_every else 1
+    pixels = batch * height * width
+    work = (shapes * pixels * _LAYER_PIXEL_BYTES + groups * pixels * 4 * (channels + 1) +
+            batch * shapes * height * SUBROWS * 6 * _CROSSING_BYTES)
+    least = batch * width * (_LAYER_PIXEL_BYTES + 4 * (channels + 1)) + batch * SUBROWS * 6 * _CROSSING_BYTES
+    return int(outputs + min(work, max(budget - outputs, least)))
 
 
 class _Chunk(NamedTuple):
@@ -1219,7 +1275,7 @@ def _render_plan(first: list, count: list, family: list, batch: int, total: int,
     def cost(layers: int, groups: int, band: int, samples: int, kinds: set) -> int:
         crossings = (outline if _STROKE in kinds else 4) + (2 if _ELLIPTIC in kinds else 0)
         pixels = batch * band * width
-        return (layers * pixels * _LAYER_PIXEL_BYTES + groups * pixels * 8 * (channels + 1) +
+        return (layers * pixels * _LAYER_PIXEL_BYTES + groups * pixels * 4 * (channels + 1) +
                 samples * crossings * _CROSSING_BYTES)
 
     chunks, start = [], 0
@@ -1303,7 +1359,8 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     if kind and not 0 <= min(kind) <= max(kind) < len(KINDS):
         raise ValueError(f"result.kind: expected kind codes 0..{len(KINDS) - 1}, got {min(kind)}..{max(kind)}")
     plan = _render_plan(first, count, family, batch, total, height, width, channels, frame_every,
-                        shapes.outline.shape[1], free_memory_bytes(device) * MEMORY_FRACTION)
+                        shapes.outline.shape[1], free_memory_bytes(device) * MEMORY_FRACTION -
+                        _render_outputs(batch, total, height, width, channels, frame_every))
     index = torch.arange(batch * total, device=device)
     image_of, shape_of = index // max(1, total), index % max(1, total)
     for chunk in plan:
