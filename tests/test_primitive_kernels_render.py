@@ -97,6 +97,22 @@ def test_render_kernel_equals_the_torch_path_on_a_search_result(kernel, device, 
     assert_renders_alike(kernel, torch_path, result, 48, 64, 2.0, 5)
 
 
+def test_render_in_row_bands_equals_one_launch(kernel, device, monkeypatch):
+    """Bands of 3 rows (a small LAUNCH_ITERATIONS; the last band shorter, bands across the two images)
+    draw what one launch draws, bit for bit, frames included."""
+    result = every_kind(24, 32, 3, seed=1)
+    result = co.Approximation(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(result).items()})
+    whole = render_kernel.render_cuda(result, 25, 32, 1.0, 7)
+    launches = []
+    launch = render_kernel.cuda.kernel
+    monkeypatch.setattr(render_kernel.cuda, "kernel",
+                        lambda source, name: launches.append(name) or launch(source, name))
+    monkeypatch.setattr(render_kernel, "LAUNCH_ITERATIONS", 3 * 32 * result.kind.shape[1])
+    banded = render_kernel.render_cuda(result, 25, 32, 1.0, 7)
+    assert launches.count("render_shapes") == -(-2 * 25 // 3)
+    assert torch.equal(banded[0], whole[0]) and torch.equal(banded[1], whole[1])
+
+
 def test_render_kernel_op_budget(monkeypatch):
     """What the host does around the launches, counted on the CPU at 1024 px with 100 shapes of every
     kind and frames: two launches, two small torch ops (the scale and the outline's curve parameters),
@@ -115,5 +131,33 @@ def test_render_kernel_op_budget(monkeypatch):
                               background=torch.rand(1, 3, generator=g), height=256, width=256)
     with OpCount() as count:
         render_kernel.render_cuda(result, 1024, 1024, 4.0, frame_every=10)
-    assert launches == ["shape_geometry", "render_shapes"]
+    assert launches == ["shape_geometry", "render_shapes"]  # 1024 px x 100 shapes: one band
     assert count.launches <= 2 and count.syncs == 0 and count.float64 == 0, count.summary()
+
+
+def test_render_kernel_takes_any_float_dtype_grad_and_strides(kernel, device):
+    """Issue 28: a float16 or float64 result (written through float* before), one requiring grad
+    (DLPack refused it) or strided, renders as its float32 values do; unknown kind codes are not
+    drawn (their family was read past its table) and bad inputs are named as the torch path names them."""
+    from test_color_optimizer import refusals
+
+    result = every_kind(24, 32, 4, seed=2)
+    result = co.Approximation(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(result).items()})
+    expected = render_kernel.render_cuda(result, 24, 32, 1.0, 5)
+    for dtype in (torch.float16, torch.float64):
+        odd = {name: getattr(result, name).to(dtype) for name in ("params", "color", "alpha", "background")}
+        odd["params"] = odd["params"].transpose(0, 1).contiguous().transpose(0, 1).requires_grad_()
+        got = render_kernel.render_cuda(co.Approximation(**{**vars(result), **odd}), 24, 32, 1.0, 5)
+        plain = render_kernel.render_cuda(co.Approximation(**{**vars(result), **{
+            k: v.detach().float() for k, v in odd.items()}}), 24, 32, 1.0, 5)
+        assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
+    unknown = result.kind.clone()
+    unknown[:, 3] = 99
+    alpha = result.alpha.clone()
+    alpha[:, 3] = 0
+    got = render_kernel.render_cuda(co.Approximation(**{**vars(result), "kind": unknown}), 24, 32, 1.0, 5)
+    undrawn = render_kernel.render_cuda(co.Approximation(**{**vars(result), "alpha": alpha}), 24, 32, 1.0, 5)
+    assert torch.equal(got[0], undrawn[0]) and not torch.equal(got[0], expected[0])
+    for args, name in refusals(result):
+        with pytest.raises(ValueError, match=f"^{name}: "):
+            render_kernel.render_cuda(*args)

@@ -112,6 +112,40 @@ def test_commit_paints_the_torch_paths_mask_and_rebuilds_the_prefix_sums(device,
     assert torch.allclose(s.error[:, 1], s.error[:, 0] + s.climb_quantised[best])
 
 
+@pytest.mark.parametrize("channels, alpha", [(3, 128), (4, 0)])
+def test_climbs_split_over_launches_end_where_one_launch_ends(device, channels, alpha, monkeypatch):
+    """Climbs 6 to a launch, or 3 rounds a launch (a small LAUNCH_ROWS), carry their state and random
+    streams from launch to launch: the same climbs, bit for bit, as one launch."""
+    whole = search(device, channels, alpha, mutations=20)
+    climbs, per_round = whole.climb_kind.shape[0], 20 * 24  # rows of one climb's round: mutations x height
+    assert (whole.launch_climbs, whole.launch_rounds) == (climbs, co.MAX_ROUNDS)
+    whole.random(0)
+    whole.climb(0)
+    for budget, groups in [(6 * per_round, (6, 1)), (climbs * per_round * 3, (climbs, 3))]:
+        monkeypatch.setattr(K, "LAUNCH_ROWS", budget)
+        split = search(device, channels, alpha, mutations=20)
+        assert (split.launch_climbs, split.launch_rounds) == groups
+        rounds = []
+        split.random(0)
+        split.climb(0, on_round=lambda: rounds.append(1))
+        assert len(rounds) == -(-co.MAX_ROUNDS // groups[1])
+        for name in ("climb_kind", "climb_params", "climb_alpha", "climb_color", "climb_change", "climb_quantised",
+                     "climb_count"):
+            assert torch.equal(getattr(split, name), getattr(whole, name)), (name, groups)
+
+
+def test_a_raising_round_callback_stops_a_kernel_search(device):
+    calls = []
+
+    def stop():
+        calls.append(1)
+        raise InterruptedError
+
+    with pytest.raises(InterruptedError):
+        co.approximate(images(3, device), 5, ALL, candidates=16, mutations=4, on_round=stop)
+    assert len(calls) == 1
+
+
 def squared_error(result, target):
     image, _ = co.render(result, result.height, result.width, 1.0)
     return ((image - target) ** 2).mean().item()
@@ -149,7 +183,35 @@ def test_a_flat_image_gets_no_shapes_and_stops(device, monkeypatch):
     assert len(commits) == K.STATUS_EVERY  # stopped at the first read of the device
 
 
-def test_the_node_runs_on_the_kernels(device, pack):
+def test_a_kernel_search_takes_any_float_dtype_and_grad(device):
+    """Issue 28: a float16 target that requires grad (DLPack refused it) searches as its float32
+    values do; a background of another shape is named."""
+    target = images(3, device, batch=1, height=16, width=20)
+    run = lambda image: K.approximate(image, 2, ALL, 128, 16, 4, None,  # noqa: E731
+                                      torch.Generator(device=device).manual_seed(0), None)
+    half = target.half().requires_grad_()
+    assert torch.equal(run(half).params, run(half.detach().float()).params)
+    with pytest.raises(ValueError, match="^background: "):
+        K.approximate(target, 2, ALL, 128, 16, 4, torch.zeros(1, 4, device=device), None, None)
+
+
+def test_launches_refuse_strided_tensors_and_ints_past_int32(monkeypatch):
+    """What a kernel writes through a strided tensor would land in a copy; an int past int32 would wrap."""
+    launched = []
+    monkeypatch.setattr(K.cuda, "kernel", lambda source, name: lambda grid, block, args: launched.append(name))
+    buffer = torch.zeros(4, 6)
+    with pytest.raises(ValueError, match="^climb: argument 1 must be contiguous"):
+        K._launch("climb", 32, 1, buffer, buffer.t())
+    with pytest.raises(ValueError, match="^climb: argument 1 must fit the kernel's int32"):
+        K._launch("climb", 32, 1, buffer, 2 ** 31)
+    with pytest.raises(ValueError, match="^climb: blocks: "):
+        K._launch("climb", 32, 2 ** 31, buffer)
+    assert launched == []
+
+
+def test_the_node_runs_on_the_kernels(device, pack, monkeypatch):
+    if device == "cpu":  # emulated: not the CUDA device the node picks where there is one (the emulator reads numpy)
+        monkeypatch.setattr(pack.nodes.primitives, "render_device", lambda: torch.device("cpu"))
     image = images(3, "cpu", batch=2, height=30, width=40)
     picture, frames, svg, _ = pack.nodes.primitives.PrimitiveMesh.run(
         image, shapes=6, shape_type="combo", candidates=32, mutations=8, working_size=40, output_size=80, frames=3)

@@ -169,6 +169,10 @@ def test_non_finite_pixels_do_not_break_the_search(node):
     (dict(frames=501), r"frames: 501 is outside 0\.\.500"),
     (dict(working_size=8), r"working_size: 8 is outside"),
     (dict(candidates=float("nan")), r"candidates: .*nan"),
+    # issue 29: text inputs have a length limit (a 4M-character prompt was parsed before)
+    (dict(shape_kinds="triangle, " * 100_000), r"^shape_kinds: expected text of at most 256 characters, got 1000000"),
+    (dict(background="#" + "f" * 300), r"^background: expected text of at most 256 characters, got 301"),
+    (dict(shape_kinds=123), r"^shape_kinds: expected text, got 123"),
 ])
 def test_bad_input_names_the_input(node, inputs, message):
     with pytest.raises(ValueError, match=message):
@@ -265,15 +269,31 @@ def test_no_frames_gives_the_final_image_as_the_build_up(node):
 
 
 def test_memory_estimate_counts_the_frames_asked_for(node, monkeypatch):
-    """8192 x 8192 output pixels, 40 bytes each per frame and 140 more (the picture and the render)."""
+    """8192 x 8192 output pixels, 12 bytes each per frame and 24 more (the picture and its clamped copy);
+    the render's work is cut into chunks of what free memory leaves (tests/test_primitive_memory.py)."""
+    from rasterkit.nodes import primitives
     from rasterkit.utils.core import device
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 4 << 30)
+    monkeypatch.setattr(primitives, "free_memory_bytes", lambda _device: 4 << 30)
     square = picture(height=32, width=32)
-    with pytest.raises(ValueError, match=r"^output_size 8192 with 100 build-up frames x 1 images needs ~277\.8 GB"):
+    with pytest.raises(ValueError, match=r"^output_size 8192 with 100 build-up frames x 1 images needs ~82\.1 GB"):
         node.execute(image=square, shapes=100, output_size=8192, frames=500)
-    with pytest.raises(ValueError, match=r"^output_size 8192 with 0 build-up frames x 1 images needs ~9\.4 GB"):
-        node.execute(image=square, shapes=100, output_size=8192, frames=0)
+    with pytest.raises(ValueError, match=r"^output_size 8192 with 0 build-up frames x 4 images needs ~6\.4 GB"):
+        node.execute(image=square.expand(4, -1, -1, -1), shapes=100, output_size=8192, frames=0)
+
+
+def test_memory_estimate_of_the_search_names_its_inputs(node, monkeypatch):
+    """The torch path's first shape gives every row of every candidate a slot: refused where that is
+    past free memory (combo, 2048 px, 100,000 candidates: ~4 TB), before anything is searched."""
+    from rasterkit.utils.core import device
+
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 4 << 30)
+    with pytest.raises(ValueError, match=r"^working_size 2048 with 100000 candidates and 100 mutations x 1 images "
+                                         r"needs ~\d+\.\d GB"):
+        node.execute(image=picture(height=32, width=32), shapes=1, shape_type="combo", candidates=100000,
+                     working_size=2048, frames=0)
 
 
 def test_svg_documents_output_holds_one_document_per_image(node):

@@ -102,7 +102,7 @@ import sys
 sys.path.insert(0, "tests")
 import conftest  # noqa: F401  (loads the pack as `rasterkit`)
 from test_nvrtc import kernel_sources
-from rasterkit.utils import cuda
+from rasterkit.utils.core import cuda
 for key, (source, names) in kernel_sources().items():
     for name in sorted(names):
         a = cuda.kernel(source, name).attributes

@@ -39,6 +39,7 @@ Shape parameters, float [.., 8] (unused entries 0; angles in degrees, clockwise 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ from typing import NamedTuple
 import torch
 
 from ..core.batching import expand_counts
-from ..core.device import chunk_size, cupy_usable, numba_usable
+from ..core.device import MEMORY_FRACTION, cupy_usable, free_memory_bytes, numba_usable
 from ..inputs.text import short
 
 KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
@@ -59,6 +60,11 @@ N_PARAMS = 8
 # seeds; fogleman/primitive 27.1), triangles 26.7 against 27.3, for a third more time.
 PARENTS = 16
 MAX_ROUNDS = 1000
+# Row slots scored at most between two interrupt checks (`_score_in_parts`): at 2048 px, measured on one
+# core of a 2-core CPU shared with other jobs, up to ~0.2 s with numba's loops and ~0.6 s on the torch path.
+PART_ROWS = 2 ** 19
+MAX_KINDS_TEXT = 256  # every kind named once, with room for spaces, repeats and "combo"
+INT32_MAX = 2 ** 31 - 1  # the CUDA kernels' int (sizes, indices) and grid x limit
 SUBROWS = 8      # anti-aliasing samples per pixel along y in `render`
 CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while searching (render: more)
 # Random shapes, in pixels of a 256 px image (scaled with it): a triangle's vertices within RANDOM_TRIANGLE
@@ -98,8 +104,13 @@ _GROUPS = (
 
 def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
     """The kind codes a search draws from, ascending: one kind, all of them for "combo", or any
-    subset written as kind names separated by commas or spaces (e.g. "triangle, ellipse"). A
-    ValueError that starts with `name` (the input it came from) for anything else."""
+    subset written as kind names separated by commas or spaces (e.g. "triangle, ellipse"), at most
+    MAX_KINDS_TEXT characters. A ValueError that starts with `name` (the input it came from) for
+    anything else."""
+    if not isinstance(shape_type, str) or len(shape_type) > MAX_KINDS_TEXT:
+        got = f"{len(shape_type)} characters" if isinstance(shape_type, str) else short(shape_type)
+        raise ValueError(f"{name}: expected kind names separated by commas, at most {MAX_KINDS_TEXT} characters, "
+                         f"got {got}")
     names = [part for part in re.split(r"[\s,]+", str(shape_type).strip().lower()) if part]
     unknown = [part for part in names if part not in KINDS + ("combo",)]
     if not names or unknown:
@@ -139,6 +150,18 @@ class Approximation:
     width: int
 
 
+@functools.lru_cache(maxsize=128)
+def _constant(values: tuple, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """A small table of numbers [len(values)] as a tensor on `device`, made once per process by
+    device fills: a tensor made from host data is an upload that waits for the stream on a GPU."""
+    return torch.stack([torch.full((), v, dtype=dtype, device=device) for v in values])
+
+
+def _family_of(kind):
+    """The family code [K] of each kind [K] (int64)."""
+    return _constant(_FAMILY, kind.device).index_select(0, kind)
+
+
 # -- geometry: where shapes cross rows ---------------------------------------------------------------
 
 def _rotation(angle_degrees):
@@ -148,15 +171,16 @@ def _rotation(angle_degrees):
 
 def _rotated_rectangle(p):
     cos, sin = _rotation(p[:, 4])
-    corner_x = torch.tensor([-0.5, 0.5, 0.5, -0.5], device=p.device) * p[:, 2:3]
-    corner_y = torch.tensor([-0.5, -0.5, 0.5, 0.5], device=p.device) * p[:, 3:4]
+    corner_x = _constant((-0.5, 0.5, 0.5, -0.5), p.device, torch.float32) * p[:, 2:3]
+    corner_y = _constant((-0.5, -0.5, 0.5, 0.5), p.device, torch.float32) * p[:, 3:4]
     return torch.stack([p[:, 0:1] + corner_x * cos[:, None] - corner_y * sin[:, None],
                         p[:, 1:2] + corner_x * sin[:, None] + corner_y * cos[:, None]], 2)
 
 
 _VERTICES = {
-    TRIANGLE: lambda p: p[:, [0, 1, 2, 3, 4, 5, 4, 5]].view(-1, 4, 2),  # last vertex repeated: a null edge
-    RECTANGLE: lambda p: p[:, [0, 1, 2, 1, 2, 3, 0, 3]].view(-1, 4, 2),
+    TRIANGLE: lambda p: torch.cat([p[:, :6], p[:, 4:6]], 1).view(-1, 4, 2),  # last vertex repeated: a null edge
+    RECTANGLE: lambda p: torch.stack([p[:, 0], p[:, 1], p[:, 2], p[:, 1], p[:, 2], p[:, 3], p[:, 0], p[:, 3]],
+                                     1).view(-1, 4, 2),
     ROTATED_RECTANGLE: _rotated_rectangle,
     POLYGON: lambda p: p.reshape(-1, 4, 2),
 }
@@ -197,37 +221,15 @@ def _ellipse_form(kind, p):
     return p[:, 0], p[:, 1], *form, half_height
 
 
-def _rows(y_min, y_max, rows: int, sub: int):
-    """Sample rows of each shape: those whose sample y (pixel row + (j + 0.5) / sub) lies in
-    [y_min, y_max] of its shape. Returns shape index [Q], sample index [Q] (0 .. rows*sub-1) and
-    sample y [Q]; rows of one shape are consecutive."""
-    first = torch.ceil(y_min * sub - 0.5).clamp(0, rows * sub).long()
-    last = torch.floor(y_max * sub - 0.5).clamp(-1, rows * sub - 1).long()
-    counts = (last - first + 1).clamp_min(0)
-    shape, rank = expand_counts(counts)
-    sample = first[shape] + rank
-    return shape, sample, (sample.to(y_min.dtype) + 0.5) / sub
-
-
 def _edge_crossings(vertices, y):
     """Where rows y [Q] cross the edges of closed polygons vertices [Q,V,2] (half-open in y, so a
     row through a vertex counts it once): crosses bool [Q,V], x [Q,V], y1 > y0 [Q,V]."""
     x0, y0 = vertices[..., 0], vertices[..., 1]
-    x1, y1 = x0.roll(-1, 1), y0.roll(-1, 1)
+    x1, y1 = vertices.roll(-1, 1).unbind(-1)
     y = y[:, None]
     crosses = (y0 <= y) != (y1 <= y)
     t = (y - y0) / torch.where(crosses, y1 - y0, torch.ones_like(y0))
     return crosses, x0 + t * (x1 - x0), y1 > y0
-
-
-def _convex_crossings(vertices, y):
-    """Rows y [Q] across convex polygons [Q,V,2] enter at the leftmost crossing and leave at the
-    rightmost: x [Q,2], s [Q,2]."""
-    crosses, x, _ = _edge_crossings(vertices, y)
-    left = torch.where(crosses, x, float("inf")).amin(1)
-    right = torch.where(crosses, x, -float("inf")).amax(1)
-    hit = crosses.any(1).to(torch.int8)[:, None]
-    return torch.stack([left, right], 1), torch.tensor([1, -1], dtype=torch.int8, device=y.device) * hit
 
 
 def _polygon_crossings(vertices, y):
@@ -238,8 +240,7 @@ def _polygon_crossings(vertices, y):
     x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
     winding = torch.cumsum(direction.gather(1, order), 1)
     inside = (winding != 0).to(torch.int8)
-    before = torch.cat([torch.zeros_like(inside[:, :1]), inside[:, :-1]], 1)
-    return x, inside - before
+    return x, inside - torch.nn.functional.pad(inside[:, :-1], (1, 0))
 
 
 def _ellipse_crossings(form, y):
@@ -250,36 +251,7 @@ def _ellipse_crossings(form, y):
     root = torch.sqrt(discriminant.clamp_min(0))
     x = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
     hit = (discriminant > 0).to(torch.int8)[:, None]
-    return x, torch.tensor([1, -1], dtype=torch.int8, device=y.device) * hit
-
-
-def _family_crossings(family: int, kind, params, rows: int, sub: int, kinds, curve_steps: int):
-    """Sample rows of shapes of one family and their crossings: shape index [Q], sample [Q], x [Q,C], s [Q,C]."""
-    if family == _ELLIPTIC:
-        cx, cy, a, b, c, half = _ellipse_form(kind, params)
-        shape, sample, y = _rows(cy - half, cy + half, rows, sub)
-        x, s = _ellipse_crossings((cx[shape], cy[shape], a[shape], b[shape], c[shape]), y)
-        return shape, sample, x, s
-    vertices = _stroke_outline(params, curve_steps) if family == _STROKE else _polygon4(kind, params, kinds)
-    shape, sample, y = _rows(vertices[..., 1].amin(1), vertices[..., 1].amax(1), rows, sub)
-    x, s = (_convex_crossings if family == _CONVEX else _polygon_crossings)(vertices[shape], y)
-    return shape, sample, x, s
-
-
-def _crossings(kind, params, rows: int, sub: int, kinds, curve_steps: int = CURVE_STEPS):
-    """Per family of shapes among `kinds` (the kind codes that `kind` may hold), yield the family's
-    members (a slice or indices), and for each sample row crossed: the shape's index among the
-    members [Q] and among all [Q], the sample index [Q], crossings x [Q,C] and transitions s [Q,C]."""
-    families = sorted({_FAMILY[k] for k in kinds})
-    if len(families) == 1:  # no split needed: the common case
-        shape, sample, x, s = _family_crossings(families[0], kind, params, rows, sub, kinds, curve_steps)
-        yield slice(None), shape, shape, sample, x, s
-        return
-    family = torch.tensor(_FAMILY, device=kind.device)[kind]
-    for code in families:  # at most four
-        members = (family == code).nonzero().squeeze(1)
-        shape, sample, x, s = _family_crossings(code, kind[members], params[members], rows, sub, kinds, curve_steps)
-        yield members, shape, members[shape], sample, x, s
+    return x, _constant((1, -1), y.device, torch.int8) * hit
 
 
 # -- scoring -----------------------------------------------------------------------------------------
@@ -354,7 +326,7 @@ def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
     last = torch.floor(y_max - 0.5).clamp(-1, height - 1).long()
     count = (last - first + 1).clamp_min(0)
     if len(_families(kinds)) > 1:
-        count = torch.where(torch.tensor(_FAMILY, device=kind.device)[kind] == family, count, 0)
+        count = torch.where(_family_of(kind) == family, count, 0)
     return geometry, first, count if live is None else torch.where(live, count, 0)
 
 
@@ -408,6 +380,106 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
     return _pixel_index(x, width), inside - before
 
 
+def _mixed_geometry(kind, params, kinds):
+    """Geometry of K shapes of several families in one form: polygon edges [K,V,4] as `_edges` (every
+    polygon's vertices padded to the longest outline by repeating its last one: null edges; an
+    ellipse's edges cross no row), the ellipse form [K,5] (cx, cy, A, B, C), whether each shape is an
+    ellipse [K], and the y extent of each shape's rows, y_min and y_max [K]."""
+    elliptic = _family_of(kind) == _ELLIPTIC
+    vertices = _polygon4(kind, params, kinds) if set(_VERTICES) & set(kinds) else None
+    if QUADRATIC in kinds:
+        outline = _stroke_outline(params)
+        vertices = outline if vertices is None else torch.where(
+            (kind == QUADRATIC)[:, None, None], outline,
+            torch.cat([vertices, vertices[:, 3:].expand(-1, outline.shape[1] - 4, 2)], 1))
+    cx, cy, a, b, c, half = _ellipse_form(kind, params)
+    y_min, y_max = cy - half, cy + half
+    if vertices is not None:
+        y_min = torch.where(elliptic, y_min, vertices[..., 1].amin(1))
+        y_max = torch.where(elliptic, y_max, vertices[..., 1].amax(1))
+        vertices = vertices.masked_fill(elliptic[:, None, None], float("nan"))  # NaN edges cross no row
+    else:
+        vertices = torch.full((kind.shape[0], 1, 2), float("nan"), device=params.device)
+    return _edges(vertices), torch.stack([cx, cy, a, b, c], 1), elliptic, y_min, y_max
+
+
+def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
+    """`_slot_columns` for slots of shapes of several families (`_mixed_geometry`): columns [C,V+2]
+    and transitions s [C,V+2], the polygon crossings sorted with their nonzero-winding transitions,
+    then an ellipse's two roots (+1, -1; transitions 0 where the slot is not an ellipse's)."""
+    y0, y1, x0, slope = edges.index_select(0, owner).unbind(-1)
+    y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
+    crosses = (y0 <= y) != (y1 <= y)
+    x = (y - y0).mul_(slope).add_(x0)
+    direction = torch.where(crosses, torch.where(y1 > y0, 1, -1), 0)
+    x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
+    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
+    before = torch.nn.functional.pad(inside[:, :-1], (1, 0))
+    cx, cy, a, b, c = form.index_select(0, owner).t()
+    dy = y[:, 0] - cy
+    discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
+    root = torch.sqrt(discriminant.clamp_min(0))
+    roots = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
+    hit = (elliptic.index_select(0, owner) & used)[:, None]
+    column = torch.cat([_pixel_index(x, width), torch.where(hit, _pixel_index(roots, width), 0)], 1)
+    return column, torch.cat([inside - before, _constant((1, -1), hit.device, torch.int8) * hit], 1)
+
+
+def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: int, live=None):
+    """`_slots` and `_slot_columns` for K shapes of several families at once: the shapes in family
+    order (order [K]: the shapes by family, stable), each family's rows in its own region of one slot
+    array (regions: slots per family), so that what fits is what the family's own slots would hold,
+    and the crossings of every family in one pass (`_mixed_columns`). Returns order, owner [C] (an
+    index into order), row [C], start and end [K] of each ordered shape's slots, whether all its rows
+    fit [K] (ordered), the rows each family needed int64 [F], and column, s [C,V+2]."""
+    device = kind.device
+    families = _families(kinds)
+    rank_of = _constant(tuple(families.index(f) if f in families else 0 for f in _FAMILY), device)
+    order = torch.argsort(rank_of.index_select(0, kind), stable=True)
+    kind, params = kind.index_select(0, order), params.index_select(0, order)
+    rank = rank_of.index_select(0, kind)
+    edges, form, elliptic, y_min, y_max = _mixed_geometry(kind, params, kinds)
+    first = torch.ceil(y_min - 0.5).clamp(0, height).long()
+    count = (torch.floor(y_max - 0.5).clamp(-1, height - 1).long() - first + 1).clamp_min(0)
+    if live is not None:
+        count = torch.where(live.index_select(0, order), count, 0)
+    # each shape's rows within its family's region (a running count per family), then the region's place
+    ends = torch.cumsum((rank[:, None] == torch.arange(len(families), device=device)) * count[:, None], 0)
+    end = ends.gather(1, rank[:, None]).squeeze(1)
+    limit = _constant(tuple(regions), device).index_select(0, rank)
+    fits = (end <= limit) | (count == 0)
+    offset = _constant(tuple(sum(regions[:i]) for i in range(len(regions))), device).index_select(0, rank)
+    start, end = offset + end - count, offset + end.clamp_max(limit)
+    start = start.clamp_max(end)
+    slots = sum(regions)
+    # a slot's owner is the last shape starting at or before it (shapes in family order: starts ascend)
+    starts = torch.zeros(slots + 1, dtype=torch.int64, device=device)
+    starts.index_put_((start,), torch.ones_like(start), accumulate=True)
+    owner = (torch.cumsum(starts[:slots], 0) - 1).clamp_min(0)
+    slot = torch.arange(slots, device=device)
+    used = (slot >= start.index_select(0, owner)) & (slot < end.index_select(0, owner))
+    row = (first - start).index_select(0, owner) + slot
+    column, s = _mixed_columns(edges, form, elliptic, owner, row, used, width)
+    return order, owner, row, start, end, fits, ends[-1], column, s
+
+
+def _mixed_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None, live):
+    """`_coverage_sums` of shapes of several families at once (`_mixed_slots`)."""
+    families = _families(kinds)
+    regions = [kind.shape[0] * terms.height if capacity is None else capacity[f] for f in families]
+    order, owner, row, start, end, fits, needed, column, s = _mixed_slots(kind, params, kinds, regions, terms.height,
+                                                                          terms.width, live)
+    image = image.index_select(0, order)
+    at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * \
+        (terms.width + 1) + column
+    values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
+    per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
+    running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
+    sums = (running.index_select(1, end) - running.index_select(1, start)).t()
+    unsorted = lambda x: torch.empty_like(x).index_copy_(0, order, x)  # noqa: E731
+    return unsorted(sums), unsorted(fits), dict(zip(families, needed.unbind()))
+
+
 def _search_cpu():
     """color_optimizer/search_cpu (numba's coverage sums), imported on first use: numba is slow to import."""
     from . import search_cpu
@@ -426,6 +498,8 @@ def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | No
     Each family of shapes among `kinds` lays its rows out in capacity[family] slots (default K*H,
     always enough). Also returns which shapes' rows all fit [K] (the sums of the others are
     partial) and the slots each family needed {family: () int64}."""
+    if len(_families(kinds)) > 1 and not numba_usable(kind.device):  # one pass for every family
+        return _mixed_sums(terms, image, kind, params, kinds, capacity, live)
     needed = {}
     sums, fits = 0, True
     for family in _families(kinds):
@@ -531,17 +605,23 @@ def _role_tables(height: int, width: int, device):
           _SIZE: float(max(height, width)), _ANGLE: math.inf, _WIDTH: max(1.0, 16 * scale)}
     sigma = {_VX: 16 * scale, _VY: 16 * scale, _CX: 16 * scale, _CY: 16 * scale, _SIZE: 16 * scale, _ANGLE: 32.0,
              _WIDTH: max(0.5, scale)}
-    bounds = [[[table.get(r, 0.0) for r in roles] for table in (lo, hi)] for roles in _ROLES]
-    steps = [[sigma.get(r, 0.0) if i in members else 0.0 for i, r in enumerate(roles)]
-             for roles, groups in zip(_ROLES, _GROUPS) for members in groups + ((),) * (4 - len(groups))]
-    return torch.tensor(bounds, device=device), torch.tensor(steps, device=device)
+    device = torch.device(device)
+    # per-role values looked up by the role tables, all made on the device (no upload)
+    value = lambda table: _constant(tuple(table.get(r, 0.0) for r in range(len(_ROLES))), device,  # noqa: E731
+                                    torch.float32)
+    roles = _constant(sum(_ROLES, ()), device)
+    bounds = torch.stack([value(lo).index_select(0, roles), value(hi).index_select(0, roles)]).view(2, -1, N_PARAMS)
+    member = _constant(tuple(int(i in members) for groups in _GROUPS for members in groups + ((),) * (4 - len(groups))
+                             for i in range(N_PARAMS)), device, torch.float32).view(-1, 4, N_PARAMS)
+    steps = value(sigma).index_select(0, roles).view(-1, 1, N_PARAMS) * member
+    return bounds.transpose(0, 1).contiguous(), steps.view(-1, N_PARAMS)
 
 
 def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, generator, device):
     """`count` random shapes drawn as primitive draws them (small, anywhere): kind [count], params [count,8]."""
     scale = max(height, width) / 256
     choice = torch.randint(len(kinds), (count,), generator=generator, device=device)
-    kind = torch.tensor(kinds, device=device)[choice]
+    kind = _constant(tuple(kinds), torch.device(device)).index_select(0, choice)
     u = torch.rand(count, N_PARAMS, generator=generator, device=device)
     anchor_x, anchor_y = u[:, 0] * width, u[:, 1] * height
     spread = lambda i, reach: (u[:, i] * 2 - 1) * reach * scale  # noqa: E731
@@ -581,7 +661,7 @@ def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
         group = kinds[0] * 4 + (pick * len(_GROUPS[kinds[0]])).long()
         low, high = bounds[kinds[0]]
     else:
-        n_groups = torch.tensor([len(g) for g in _GROUPS], device=device)
+        n_groups = _constant(tuple(len(g) for g in _GROUPS), device)
         group = kind * 4 + (pick * n_groups.index_select(0, kind)).long()
         low, high = bounds.index_select(0, kind).unbind(1)
     moved = torch.minimum(torch.maximum(params + step * steps.index_select(0, group), low), high)
@@ -601,7 +681,7 @@ def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
         owner, row, used, _, _, _, _ = _slots(first, rows, batch * height)
         column, s = _slot_columns(family, geometry, owner, row, used, width)
         if s is None:  # a span: +1 at its left column, -1 at its right (an empty one cancels)
-            s = torch.tensor([1, -1], device=column.device).expand_as(column)
+            s = _constant((1, -1), column.device).expand_as(column)
         at = ((owner * height + row.clamp(0, height - 1)) * (width + 1))[:, None] + column
         edges.index_put_((at.reshape(-1),), s.reshape(-1).to(torch.int32), accumulate=True)
     return torch.cumsum(edges.view(batch, height, width + 1), 2)[..., :width] > 0
@@ -625,7 +705,7 @@ def _one_cpu_thread(device: torch.device):
 
 def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha: int = 128,
                 candidates: int = 1000, mutations: int = 100, background: torch.Tensor | None = None,
-                generator: torch.Generator | None = None, on_shape=None) -> Approximation:
+                generator: torch.Generator | None = None, on_shape=None, on_round=None) -> Approximation:
     """Approximate each image of target [B,H,W,C] (0..1; C = 3 RGB, or 4 premultiplied RGBA: a fit
     of the colours and the transparency) with `shapes` shapes of `kinds`.
 
@@ -635,30 +715,137 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     the mean colour of each image). generator: a torch.Generator on target's device (seeded:
     deterministic). on_shape(done, total, canvas): called after each shape (progress, interrupts,
     previews) with the images drawn so far, canvas float [B,H,W,C] on the device (reading it is a
-    host transfer: a caller does it only when it needs it).
+    host transfer: a caller does it only when it needs it). on_round(): called between the steps of a
+    shape's search (after its random candidates and after each climbing round, and within a round
+    every PART_ROWS row slots; with the CUDA kernels after each launch of climbing rounds), for
+    interrupt checks: an exception it raises stops the
+    search there and reaches the caller.
     An image stops early when no candidate lowers its error any more.
 
     On the torch path the host reads the device once per shape (`_Schedule`): a shape runs as a
     fixed sequence of operations whose sizes were chosen on the host before it (row slots, climbing
     rounds). Where CuPy kernels run (`cupy_usable`), search_kernels.approximate does the search.
     """
+    target = _checked_target(target)
+    background = _checked_background(background, target)
+    for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
+        if not isinstance(value, int) or value < least:
+            raise ValueError(f"{name}: expected an integer >= {least}, got {short(value)}")
     if cupy_usable(target.device):
         from . import search_kernels
 
         return search_kernels.approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator,
-                                          on_shape)
+                                          on_shape, on_round)
     with _one_cpu_thread(target.device):
-        return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape)
+        return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape,
+                            on_round or (lambda: None))
+
+
+def _checked_target(target) -> torch.Tensor:
+    """The search's target as float32 [B,H,W,C], C 3 or 4, detached (any float dtype converted once on
+    its device), or a ValueError that names it."""
+    if not isinstance(target, torch.Tensor) or target.dim() != 4 or not target.is_floating_point():
+        got = f"{tuple(target.shape)} {target.dtype}" if isinstance(target, torch.Tensor) else type(target).__name__
+        raise ValueError(f"target: expected a float tensor [B,H,W,C], got {got}")
+    if target.shape[-1] not in (3, 4) or 0 in target.shape:
+        raise ValueError(f"target: expected 3 (RGB) or 4 (premultiplied RGBA) channels and no empty dimension, "
+                         f"got shape {tuple(target.shape)}")
+    return target.detach().to(torch.float32)
+
+
+# Bytes per row slot of the torch path's scoring (the slots' geometry, crossings, gathered prefix sums
+# and running sums), measured by peak RSS at 192 px: one family of convex polygons or ellipses ~190, of
+# 4-gons ~510, of stroked Beziers ~2,000; several families in one pass ~790, ~2,100 with Beziers.
+_SLOT_BYTES = {_CONVEX: 240, _ELLIPTIC: 240, _POLY4: 600, _STROKE: 2400}
+_MIXED_SLOT_BYTES = (1000, 2600)  # without, with Beziers
+
+
+def search_memory(batch: int, height: int, width: int, channels: int, kinds, alpha: int, candidates: int,
+                  mutations: int, device) -> int:
+    """Estimated peak bytes of `approximate` on target [B,H,W,C]: the images and their prefix sums, and
+    on the torch path the row slots of the first shape, which has no shape before it to size them by
+    (every row of every candidate, of every mutation of its climbs; numba's loops and the CUDA
+    kernels score convex polygons and ellipses without slots, the kernels everything)."""
+    terms = (2 * channels + 3) if alpha == 0 else channels + 2
+    images = batch * height * width * (4 * channels * 4 + terms * 16)
+    if cupy_usable(device):
+        return images
+    families = _families(kinds)
+    share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds)) for family in families}
+    climb = batch * min(PARENTS, candidates) * mutations * height
+    if len(families) > 1 and not numba_usable(device):  # one pass for every family: regions of one slot array
+        rows = max(sum(share.values()) * batch * candidates * height, climb)
+        return int(images + rows * _MIXED_SLOT_BYTES[_STROKE in families])
+    # each family's slots (the climbs' shared out as the random kinds are: which family wins is the image's)
+    slotted = [f for f in families if not (numba_usable(device) and f in (_CONVEX, _ELLIPTIC))]
+    return int(images + sum(share[f] * max(batch * candidates * height, climb) * _SLOT_BYTES[f] for f in slotted))
+
+
+def _checked_background(background, target) -> torch.Tensor | None:
+    """The search's background as float32 [B,C] on the target's device (C and B the target's; any float
+    dtype, detached), None for the default, or a ValueError that names it."""
+    if background is None:
+        return None
+    batch, channels = target.shape[0], target.shape[-1]
+    if not isinstance(background, torch.Tensor) or not background.is_floating_point() or \
+            tuple(background.shape) != (batch, channels):
+        raise ValueError(f"background: expected a float tensor [{batch},{channels}] (the target's images and "
+                         f"channels), got {_described(background)}")
+    return background.detach().to(target.device, torch.float32)
+
+
+def _described(value) -> str:
+    return f"{list(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else short(value)
+
+
+def check_int32(name: str, value: int, least: int = 0) -> int:
+    """value as a CUDA kernel's int (or grid size) takes it: least .. 2**31 - 1, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= INT32_MAX:
+        raise ValueError(f"{name}: expected an integer in {least}..{INT32_MAX}, got {short(value)}")
+    return value
+
+
+def _checked_result(result, height, width, scale, frame_every) -> Approximation:
+    """`render`'s inputs checked, before anything is allocated: the result's tensors as float32 and
+    int64 (any float or integer dtype, converted once on their device), detached and contiguous; the
+    canvas sizes, scale and frame_every in range. A ValueError naming the input otherwise."""
+    if not isinstance(result, Approximation):
+        raise ValueError(f"result: expected an Approximation (from approximate), got {type(result).__name__}")
+    check_int32("height", height, 1)
+    check_int32("width", width, 1)
+    check_int32("frame_every", frame_every)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+        raise ValueError(f"scale: expected a finite number > 0, got {short(scale)}")
+    kind = result.kind
+    if not isinstance(kind, torch.Tensor) or kind.dim() != 2 or kind.is_floating_point() or kind.is_complex() or \
+            kind.dtype == torch.bool:
+        raise ValueError(f"result.kind: expected an integer tensor [B,N], got {_described(kind)}")
+    batch, total = kind.shape
+    fields = {"kind": kind.detach().to(torch.int64).contiguous()}
+    for name, shape in (("params", [batch, total, N_PARAMS]), ("color", [batch, total, 3]), ("alpha", [batch, total]),
+                        ("background", [batch, "3 or 4"])):
+        value = getattr(result, name)
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dim() != len(shape) or \
+                list(value.shape[:-1]) != shape[:-1] or value.shape[-1] not in ((3, 4) if name == "background"
+                                                                                 else (shape[-1],)):
+            what = "3 (RGB) or 4 (premultiplied RGBA) channels" if name == "background" else "float tensor"
+            raise ValueError(f"result.{name}: expected a {what} {shape}, got {_described(value)}")
+        if value.device != kind.device:
+            raise ValueError(f"result.{name}: expected on {kind.device} (as result.kind), got {value.device}")
+        fields[name] = value.detach().to(torch.float32).contiguous()
+    if batch * total > INT32_MAX:
+        raise ValueError(f"result: expected at most {INT32_MAX} shapes in all, got {batch} x {total}")
+    return Approximation(**fields, count=result.count, error=result.error, height=result.height, width=result.width)
 
 
 class _Schedule:
     """What the host decides for a shape: the row slots of each scoring stage and family, and the
     climbing rounds. It reads the device once per shape, after the shape's random candidates are
     scored and its parents chosen: the status of the shape before (`status`) and how many of this
-    shape's parents are of each family (`set_parents`). The climbs of each family then run on that
-    family's parents alone, and families without parents cost nothing (measured on combo shapes:
-    half the families, and most of the work, were idle when every family climbed every parent's
-    mutations).
+    shape's parents are of each family (`set_parents`). All families climb in the same rounds, each
+    family's rows in its own slots sized by its parents: a family without parents gets one slot
+    (measured on combo shapes: half the families, and most of the work, were idle when every family
+    climbed every parent's mutations).
 
     The random candidates get the slots the shape before the last needed, to the next level up. The
     climbs run the rounds the last shape's took and two more (half as many again when they were
@@ -692,8 +879,7 @@ class _Schedule:
 
     def family_counts(self, parent_kind):
         """How many parents [B*P] (their kinds) are of each family, int64 [F], on the device."""
-        family = torch.tensor(_FAMILY, device=parent_kind.device)[parent_kind]
-        return (family[:, None] == torch.tensor(self.families, device=family.device)).sum(0)
+        return (_family_of(parent_kind)[:, None] == _constant(tuple(self.families), parent_kind.device)).sum(0)
 
     def set_parents(self, counts: list[int]) -> None:
         self.parents = dict(zip(self.families, counts))
@@ -794,7 +980,7 @@ class _Record:
                              height, width)
 
 
-def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape):
+def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round):
     record = _Record(target, shapes, alpha, background, generator)
     batch, height, width, _ = target.shape
     device = target.device
@@ -805,7 +991,7 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     status = None  # the last shape's report, read with the next shape's parents
     for index in range(shapes):
         shape = _next_shape(record.target, current, active, kinds, record.start_alpha, record.searched, candidates,
-                            parents, mutations, tables, record.generator, schedule, status)
+                            parents, mutations, tables, record.generator, schedule, status, on_round)
         if shape is None:  # the last shape improved no image
             record.stopped_after(index - 1)
             break
@@ -830,7 +1016,7 @@ def _quantised(background):
 
 
 def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations, tables,
-                generator, schedule, status):
+                generator, schedule, status, on_round):
     """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
     which reads the last shape's `status` and this shape's parents' families (one host read, none for
     the first shape of one family): returns the new current images and the shape, and its report
@@ -842,7 +1028,9 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
     kind, params = random_shapes(kinds, batch * candidates, height, width, generator, device)
     shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)
     image = torch.arange(batch * candidates, device=device) // candidates
-    change, _, needed = score(terms, image, kind, params, shape_alpha, kinds, schedule.capacity("random"))
+    change, needed = _score_in_parts(terms, image, kind, params, shape_alpha, kinds, schedule.capacity("random"),
+                                     None, on_round)
+    on_round()
     best = torch.topk(-change.view(batch, candidates), parents, dim=1).indices
     chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
     kind, params, shape_alpha, change = kind[chosen], params[chosen], shape_alpha[chosen], change[chosen]
@@ -856,7 +1044,7 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
             schedule.set_parents(read[len(read) - len(schedule.families):])
     kind, params, shape_alpha, change, cut, climbed, climb_needed = _climb_families(
         terms, kind, params, shape_alpha, change, chosen // candidates, search_alpha, mutations, tables, generator,
-        kinds, schedule, batch)
+        kinds, schedule, batch, on_round)
     needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
     # the best climb of each image becomes its next shape, coloured in 8 bits
     shape_alpha = (shape_alpha * 255).round() / 255
@@ -875,49 +1063,31 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
 
 
 def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
-                    schedule, batch: int):
+                    schedule, batch: int, on_round):
     """Hill-climb the parents of every image (kind [B*P] among `kinds`, params [B*P,8], alpha, change
-    [B*P], image [B*P] int64), each family's parents on their own (`_hill_climb`), and pick each
-    image's best climb: kind [B], params [B,8], alpha [B], change [B]; whether a climb was cut by
-    the last round (), the rounds until every climb had stopped (), and the row slots each family
-    with parents needed each round {family: int64 [R]}."""
+    [B*P], image [B*P] int64) side by side, every family in the same rounds (`_hill_climb`; each
+    family's rows in its own slots), and pick each image's best climb: kind [B], params [B,8], alpha
+    [B], change [B]; whether a climb was cut by the last round (), the rounds until every climb had
+    stopped (), and the row slots each family with parents needed each round {family: int64 [R]}."""
     count, device = kind.shape[0], kind.device
     capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
-    members = {family: n for family, n in schedule.parents.items() if n > 0}
-    if len(schedule.families) > 1:  # parents in family order, and back after the climbs
-        order = torch.argsort(torch.tensor(_FAMILY, device=device)[kind], stable=True)
-        kind, params, alpha, change, image = (x.index_select(0, order) for x in (kind, params, alpha, change, image))
-    parts, cuts, rounds, needed = [], [], [], {}
-    start = 0
-    for family, n in members.items():
-        part = slice(start, start + n)
-        start += n
-        family_kinds = tuple(k for k in kinds if _FAMILY[k] == family)
-        _, *ends, cut, climbed, rows = _hill_climb(
-            terms, kind[part], params[part], alpha[part], change[part], image[part], search_alpha, mutations, tables,
-            generator, family_kinds, [None if c is None else {family: c[family]} for c in capacities])
-        parts.append(ends)
-        cuts.append(cut)
-        rounds.append(climbed)
-        needed[family] = rows[family]
-    params, alpha, change = (torch.cat(pieces) for pieces in zip(*parts))
-    if len(schedule.families) > 1:
-        params, alpha, change = (torch.empty_like(x).index_copy_(0, order, x) for x in (params, alpha, change))
-        kind = torch.empty_like(kind).index_copy_(0, order, kind)
+    kind, params, alpha, change, cut, climbed, needed = _hill_climb(
+        terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds, capacities,
+        on_round)
+    needed = {family: rows for family, rows in needed.items() if schedule.parents[family] > 0}
     winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
-    return kind[winner], params[winner], alpha[winner], change[winner], torch.stack(cuts).any(), \
-        torch.stack(rounds).amax(), needed
+    return kind[winner], params[winner], alpha[winner], change[winner], cut, climbed, needed
 
 
 def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
-                capacities: list):
+                capacities: list, on_round):
     """Hill-climb parents side by side (kind [K], params [K,8], alpha, change [K], image [K] int64).
     Each round, every parent still climbing makes `mutations` mutations and takes the best one if it
     lowers the error; a parent stops after a round in which none did. That is primitive's rule (stop
     when `mutations` moves from the same state fail in a row), with the moves tried side by side and
     the best success kept, not the first. There is a round per entry of `capacities` (the row slots
     of each family that round, or None: every row), each of a size fixed on the host (stopped
-    parents' moves cost no rows and are ignored): no host reads.
+    parents' moves cost no rows and are ignored): no host reads. on_round() after each round.
 
     Returns each climb's end (kind, params, alpha, change), whether a climb was cut by the last round
     (), the rounds until every climb had stopped (), and the row slots each family needed each round
@@ -932,8 +1102,8 @@ def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutatio
     needed = {}
     for capacity in capacities:
         moved, moved_alpha = mutate(mutant_kind, params[parent], alpha[parent], search_alpha, tables, generator, kinds)
-        moved_change, _, rows = score(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity,
-                                      climbing[parent])
+        moved_change, rows = _score_in_parts(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity,
+                                             climbing[parent], on_round)
         best_change, best_move = moved_change.view(count, mutations).min(1)
         climbing = climbing & (best_change < change)
         pick = first_move + best_move
@@ -941,10 +1111,36 @@ def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutatio
         alpha = torch.where(climbing, moved_alpha[pick], alpha)
         change = torch.where(climbing, best_change, change)
         climbed = climbed + climbing.any()
+        on_round()
         for family, total in rows.items():
             needed.setdefault(family, []).append(total)
     return (kind, params, alpha, change, climbing.any(), climbed,
             {family: torch.stack(totals) for family, totals in needed.items()})
+
+
+def _score_in_parts(terms, image, kind, params, alpha, kinds, capacity: dict | None, live, on_round):
+    """`score`'s change [K] and rows needed {family: ()} of K shapes (a round's mutants, a shape's random
+    candidates; live [K] or None as `score` takes it), in parts of at most
+    ~PART_ROWS row slots (each part a share of `capacity` as large as its share of the mutants; None:
+    every row), with on_round() after each part but the last: a round at 2048 px and 10,000
+    mutations scores ~1e8 rows, tens of seconds between interrupt checks in one piece."""
+    count = kind.shape[0]
+    slots = sum(capacity.values()) if capacity is not None else count * terms.height
+    parts = min(count, math.ceil(slots / PART_ROWS))
+    if parts <= 1:
+        change, _, rows = score(terms, image, kind, params, alpha, kinds, capacity, live)
+        return change, rows
+    size = math.ceil(count / parts)
+    share = None if capacity is None else {f: max(1, math.ceil(c * size / count)) for f, c in capacity.items()}
+    change, rows = torch.empty(count, device=kind.device), {}
+    for start in range(0, count, size):
+        part = slice(start, start + size)
+        change[part], _, needed = score(terms, image[part], kind[part], params[part], alpha[part], kinds, share,
+                                        None if live is None else live[part])
+        rows = {f: rows.get(f, 0) + n for f, n in needed.items()}
+        if start + size < count:
+            on_round()
+    return change, rows
 
 
 # -- anti-aliased rendering --------------------------------------------------------------------------
@@ -962,59 +1158,199 @@ def render_curve_steps(height: int, width: int) -> int:
     return max(16, 8 * int(math.sqrt(max(height, width) / 64)))
 
 
-def _y_extent(kind, params, kinds, curve_steps: int):
-    """Top and bottom y [K] of K shapes' outlines, as _family_crossings samples them."""
-    low, high = torch.zeros_like(params[:, 0]), torch.zeros_like(params[:, 0])
-    family_of = torch.tensor(_FAMILY, device=kind.device)[kind]
-    for family in _families(kinds):
-        if family == _ELLIPTIC:
-            _, cy, _, _, _, half = _ellipse_form(kind, params)
-            top, bottom = cy - half, cy + half
-        else:
-            vertices = _stroke_outline(params, curve_steps) if family == _STROKE else _polygon4(kind, params, kinds)
-            top, bottom = vertices[..., 1].amin(1), vertices[..., 1].amax(1)
-        member = family_of == family
-        low, high = torch.where(member, top, low), torch.where(member, bottom, high)
-    return low, high
+class _Outlines(NamedTuple):
+    """S shapes (the B*N of a result, image after image) at the output scale, in the forms whose
+    crossings with the sample rows `render` needs: 4-gon vertices [S,4,2] (triangles with their last
+    vertex repeated, rectangles, 4-gons), stroke outlines [S,2*(steps+1),2], ellipse forms [S,5]
+    (cx, cy, A, B, C), the family [S], and the sample rows (SUBROWS per pixel row) whose y lies in
+    the shape's y extent: the first int64 [S] and the count int64 [S] (0 for shapes not drawn)."""
+
+    polygon: torch.Tensor
+    outline: torch.Tensor
+    ellipse: torch.Tensor
+    family: torch.Tensor
+    first: torch.Tensor
+    count: torch.Tensor
 
 
-def _coverage(kind, params, height: int, width: int, sub: int = SUBROWS, band: tuple[int, int] | None = None):
-    """Anti-aliased coverage [K,H',W] of K shapes in the pixel rows band = (first, count) (None: all
-    H rows; the parts of shapes outside it are left out): per sample row, each crossing x adds its
-    transition s as a ramp over the pixel it falls in (exact box-filter coverage along x); SUBROWS
-    sample rows per pixel row are averaged."""
-    count = kind.shape[0]
-    first, rows = (0, height) if band is None else band
-    edges = torch.zeros(count * rows * (width + 2), device=params.device)
-    steps = render_curve_steps(height, width)
-    kinds = tuple(torch.unique(kind).tolist())
-    for _, _, shape, sample, x, s in _crossings(kind, params, height, sub, kinds, steps):
-        x = x.clamp(-1, width + 1)
-        column = x.floor()
-        fraction = x - column
-        row = sample // sub - first
-        base = ((shape * rows + row.clamp(0, rows - 1)) * (width + 2))[:, None]
-        left = base + (column.long() + 1).clamp(0, width + 1)
-        right = base + (column.long() + 2).clamp(0, width + 1)
-        weight = torch.where(((row >= 0) & (row < rows))[:, None], s.float() / sub, 0.0)
-        edges.index_put_((left.reshape(-1),), (weight * (1 - fraction)).reshape(-1), accumulate=True)
-        edges.index_put_((right.reshape(-1),), (weight * fraction).reshape(-1), accumulate=True)
+def _outlines(kind, params, alpha, height: int, width: int) -> _Outlines:
+    """`_Outlines` of shapes kind [S], params [S,8] (output pixels) and opacities alpha [S], on a
+    height x width canvas: every form of every shape, made on the device (no host read)."""
+    polygon = _polygon4(kind, params, tuple(_VERTICES))
+    outline = _stroke_outline(params, render_curve_steps(height, width))
+    cx, cy, a, b, c, half = _ellipse_form(kind, params)
+    family = _family_of(kind.clamp(0, len(KINDS) - 1))  # codes out of range are refused after the read
+    stroke, elliptic = family == _STROKE, family == _ELLIPTIC
+    top = torch.where(elliptic, cy - half, torch.where(stroke, outline[..., 1].amin(1), polygon[..., 1].amin(1)))
+    bottom = torch.where(elliptic, cy + half, torch.where(stroke, outline[..., 1].amax(1), polygon[..., 1].amax(1)))
+    samples = height * SUBROWS
+    first = torch.ceil(top * SUBROWS - 0.5).clamp(0, samples).long()
+    last = torch.floor(bottom * SUBROWS - 0.5).clamp(-1, samples - 1).long()
+    count = (last - first + 1).clamp_min(0) * (alpha > 0)
+    return _Outlines(polygon, outline, torch.stack([cx, cy, a, b, c], 1), family, first, count)
+
+
+def _row_crossings(shapes: _Outlines, owner, y, families: set):
+    """Crossings of sample rows y [Q] with their shapes (owner [Q]: an index into `shapes`, whose
+    families among `families`): x [Q,V] and the change of inside-ness s int8 [Q,V] at each, 0 for
+    padding. Polygons (4-gons, stroke outlines) by nonzero winding over their sorted crossings (a
+    convex polygon's row: +1 at its leftmost crossing, -1 at its rightmost), then an ellipse's two
+    roots, +1 and -1 where the row meets it."""
+    xs, ss = [], []
+    if families - {_ELLIPTIC}:
+        if _STROKE not in families:
+            vertices = shapes.polygon
+        elif families <= {_STROKE, _ELLIPTIC}:
+            vertices = shapes.outline
+        else:  # 4-gons padded to the outline's length by repeating their last vertex: null edges
+            padded = torch.cat([shapes.polygon, shapes.polygon[:, 3:].expand(-1, shapes.outline.shape[1] - 4, 2)], 1)
+            vertices = torch.where((shapes.family == _STROKE)[:, None, None], shapes.outline, padded)
+        if _ELLIPTIC in families:  # an ellipse's edges cross no row
+            vertices = vertices.masked_fill((shapes.family == _ELLIPTIC)[:, None, None], float("nan"))
+        x, s = _polygon_crossings(vertices.index_select(0, owner), y)
+        xs.append(x)
+        ss.append(s)
+    if _ELLIPTIC in families:
+        x, s = _ellipse_crossings(shapes.ellipse.index_select(0, owner).unbind(1), y)
+        xs.append(x)
+        ss.append(s if families == {_ELLIPTIC} else s * (shapes.family.index_select(0, owner) == _ELLIPTIC)[:, None])
+    return (xs[0], ss[0]) if len(xs) == 1 else (torch.cat(xs, 1), torch.cat(ss, 1))
+
+
+def _layer_coverage(shapes: _Outlines, layer, start, count, samples: int, families: set, layers: int,
+                    band: tuple[int, int], width: int):
+    """Anti-aliased coverage float32 [L,R,W] of shapes on `layers` layers (layer [S]: each shape's, -1
+    for none) in the pixel rows band = (first, R), from the sample rows start .. start+count-1 [S] of
+    each shape (within the band; `samples` of them in all, a host figure: no sync), its families among
+    `families`. Per sample row, each crossing x adds its transition s as a ramp over the pixel it falls
+    in (exact box-filter coverage along x), averaged over the SUBROWS sample rows of a pixel row and
+    clamped to 0..1."""
+    first, rows = band
+    owner, rank = expand_counts(count * (layer >= 0), samples)
+    sample = start.index_select(0, owner) + rank
+    x, s = _row_crossings(shapes, owner, (sample.float() + 0.5) / SUBROWS, families)
+    x = x.clamp(-1, width + 1)
+    column = x.floor()
+    fraction = x - column
+    base = ((layer.index_select(0, owner) * rows + sample // SUBROWS - first) * (width + 2))[:, None]
+    column = column.long()
+    weight = s.float() / SUBROWS
+    edges = torch.zeros(layers * rows * (width + 2), device=x.device)
+    edges.index_put_(((base + (column + 1).clamp(0, width + 1)).view(-1),), (weight * (1 - fraction)).view(-1),
+                     accumulate=True)
+    edges.index_put_(((base + (column + 2).clamp(0, width + 1)).view(-1),), (weight * fraction).view(-1),
+                     accumulate=True)
     # pixel j gets the ramps of crossings in pixels < j fully and of pixel j by the covered part
-    return torch.cumsum(edges.view(count, rows, width + 2), 2)[..., 1:width + 1].clamp(0, 1)
+    return torch.cumsum(edges.view(layers, rows, width + 2), 2)[..., 1:width + 1].clamp(0, 1)
 
 
-def _row_bands(result: Approximation, params, height: int, width: int) -> list[list[int]]:
-    """Per shape (all images), the first pixel row its anti-aliased coverage can touch and the row
-    after its last, [N][2] on the host (one read): no rows for shapes not drawn."""
-    batch, total = result.kind.shape
-    kinds = tuple(range(len(KINDS)))
-    top, bottom = _y_extent(result.kind.reshape(-1), params.reshape(-1, N_PARAMS), kinds,
-                            render_curve_steps(height, width))
-    drawn = (result.alpha > 0).reshape(-1)
-    # a row's samples lie within it: rows floor(top) .. floor(bottom), and one more each side for rounding
-    first = torch.where(drawn, torch.floor(top).clamp(0, height) - 1, height).clamp(0, height)
-    stop = torch.where(drawn, torch.floor(bottom).clamp(-1, height - 1) + 2, 0).clamp(0, height)
-    return torch.stack([first.view(batch, total).amin(0), stop.view(batch, total).amax(0)], 1).long().tolist()
+# Bytes `render` holds per layer pixel (coverage with its ramps, opacities, transmittances: float32,
+# three at once), per pixel of a group between frames (its paint and transmittance: 4 (C + 1)) and per
+# crossing of a sample row (its x, transition, sort order, indices and weights). Measured by peak RSS
+# (tests/test_primitive_memory.py): 12 bytes per layer pixel at 512 and 768 px.
+_LAYER_PIXEL_BYTES = 12
+_CROSSING_BYTES = 64
+
+
+def _render_outputs(batch: int, shapes: int, height: int, width: int, channels: int, frame_every: int) -> int:
+    """Bytes of `render`'s outputs: the image, its clamped copy and the frames."""
+    frames = -(-shapes // frame_every) if frame_every else 0
+    return batch * height * width * channels * 4 * (frames + 2)
+
+
+def render_memory(batch: int, shapes: int, height: int, width: int, channels: int, frame_every: int,
+                  budget: float) -> int:
+    """Estimated peak bytes of `render` of `shapes` shapes per image (B of them) on a height x width
+    canvas of `channels` with frames every `frame_every`, where `budget` bytes may be used: its outputs,
+    and its chunks' work (every shape over the whole canvas, its sample rows crossing a 4-gon and an
+    ellipse), which `render` cuts into chunks of what the budget leaves (one shape's row at least)."""
+    outputs = _render_outputs(batch, shapes, height, width, channels, frame_every)
+    groups = -(-shapes // frame_every) if frame_every else 1
+    pixels = batch * height * width
+    work = (shapes * pixels * _LAYER_PIXEL_BYTES + groups * pixels * 4 * (channels + 1) +
+            batch * shapes * height * SUBROWS * 6 * _CROSSING_BYTES)
+    least = batch * width * (_LAYER_PIXEL_BYTES + 4 * (channels + 1)) + batch * SUBROWS * 6 * _CROSSING_BYTES
+    return int(outputs + min(work, max(budget - outputs, least)))
+
+
+class _Chunk(NamedTuple):
+    """Shapes start..stop-1 of every image composited at once: `groups` groups of `per_group` layers
+    (the shapes between two build-up frames, or all of them), the first frame they end (None: none),
+    the pixel row blocks drawn [(first row, rows, sample rows crossed)] and the families present."""
+
+    start: int
+    stop: int
+    per_group: int
+    groups: int
+    frame: int | None
+    blocks: list
+    families: set
+
+
+def _render_plan(first: list, count: list, family: list, batch: int, total: int, height: int, width: int,
+                 channels: int, frame_every: int, outline: int, budget: float) -> list[_Chunk]:
+    """`render`'s chunks, planned on the host from each shape's sample rows (first, count) and family
+    (lists [B*N], image after image): as many shapes at once as `budget` bytes hold, whole groups of
+    frame_every shapes where they fit, and pixel row blocks where one shape's layers do not."""
+    rows, top, bottom = [0] * total, [height] * total, [0] * total
+    families = [set() for _ in range(total)]
+    for i, (start, samples, code) in enumerate(zip(first, count, family)):
+        if samples:
+            n = i % total
+            rows[n] += samples
+            top[n] = min(top[n], start // SUBROWS)
+            bottom[n] = max(bottom[n], (start + samples - 1) // SUBROWS + 1)
+            families[n].add(code)
+
+    def cost(layers: int, groups: int, band: int, samples: int, kinds: set) -> int:
+        crossings = (outline if _STROKE in kinds else 4) + (2 if _ELLIPTIC in kinds else 0)
+        pixels = batch * band * width
+        return (layers * pixels * _LAYER_PIXEL_BYTES + groups * pixels * 4 * (channels + 1) +
+                samples * crossings * _CROSSING_BYTES)
+
+    chunks, start = [], 0
+    while start < total:
+        stop, low, high, samples, kinds = start, height, 0, 0, set()
+        while stop < total:  # grow the chunk while it fits (one shape at least)
+            grown = (min(low, top[stop]), max(high, bottom[stop]), samples + rows[stop], kinds | families[stop])
+            size = stop + 1 - start
+            groups = -(-size // frame_every) if frame_every else 1
+            if stop > start and cost(size, groups, max(0, grown[1] - grown[0]), grown[2], grown[3]) > budget:
+                break
+            low, high, samples, kinds = grown
+            stop += 1
+        if frame_every:  # whole groups of frames, or a part of one group
+            boundary = (start // frame_every + 1) * frame_every
+            if start % frame_every or stop < boundary:
+                stop = min(stop, boundary)
+            elif stop < total:
+                stop -= stop % frame_every
+        size = stop - start
+        if frame_every and start % frame_every == 0 and (stop % frame_every == 0 or stop == total):
+            per_group, groups, frame = frame_every, -(-size // frame_every), start // frame_every
+        else:
+            per_group, groups = size, 1
+            frame = (stop - 1) // frame_every if frame_every and (stop % frame_every == 0 or stop == total) else None
+        low = min(top[start:stop])
+        band = max(0, max(bottom[start:stop]) - low)
+        kinds = set().union(*families[start:stop])
+        samples = sum(rows[start:stop])
+        blocks = []
+        if band:
+            full = cost(batch * groups * per_group, groups, band, samples, kinds)
+            step = band if full <= budget else max(1, int(band * budget / full))
+            for row in range(low, low + band, step):
+                block = min(step, low + band - row)
+                if block == band:
+                    crossed = samples
+                else:  # the sample rows of the chunk's shapes within the block
+                    lo, hi = row * SUBROWS, (row + block) * SUBROWS
+                    crossed = sum(max(0, min(first[i] + count[i], hi) - max(first[i], lo))
+                                  for b in range(batch) for i in range(b * total + start, b * total + stop))
+                blocks.append((row, block, crossed))
+        chunks.append(_Chunk(start, stop, per_group, groups, frame, blocks, kinds))
+        start = stop
+    return chunks
 
 
 def render(result: Approximation, height: int, width: int, scale: float, frame_every: int = 0, on_chunk=None):
@@ -1022,11 +1358,16 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
 
     Returns image float [B,H,W,C] (C as the background: RGB, or premultiplied RGBA) and, with
     frame_every > 0, the build-up frames float [B,F,H,W,C] after every `frame_every` shapes
-    (F = ceil(N / frame_every); the last frame is the image).
-    Shapes are composited source-over in order, a chunk of them at a time over the rows they touch:
-    the chunk's layers are combined with a cumulative product of their transmittances. Where CuPy
-    kernels run, one kernel does it all (render_kernel.py).
+    (F = ceil(N / frame_every); the last frame is the image). on_chunk(done, total) after each chunk.
+
+    The shapes' rows are read on the host once; then chunks of shapes (as many as free memory holds)
+    are composited source-over, each over the rows its shapes touch: within a group of the shapes
+    between two frames, each layer's paint is weighted by the transmittance of the layers above it
+    (a cumulative product), and the groups' (transmittance, paint) pairs are chained by a parallel
+    scan, which gives every frame of the chunk at once. Where CuPy kernels run, one kernel does it
+    all (render_kernel.py).
     """
+    result = _checked_result(result, height, width, scale, frame_every)
     if cupy_usable(result.params.device):
         from . import render_kernel
 
@@ -1042,34 +1383,55 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     frames = (torch.empty(batch, math.ceil(total / frame_every), height, width, channels, device=device)
               if frame_every else None)
     params = scale_params(result.kind, result.params, scale)
-    bands = _row_bands(result, params, height, width)
-    # shapes composited at once: on the CPU one, whose temporaries stay small (100 shapes at 1024 px:
-    # 0.7 s, against 3.4 s in chunks of 64); on GPUs 64, whose launches are the cost
-    per_chunk = chunk_size(total, batch * height * width * 4 * 8, device, limit=1 if device.type == "cpu" else 64)
-    start = 0
-    while start < total:
-        stop = min(total, start + per_chunk)
-        if frame_every:
-            stop = min(stop, (start // frame_every + 1) * frame_every)
-        chunk = slice(start, stop)
-        depth = stop - start
-        # the rows the chunk's shapes touch: the rest of the canvas stays as it is
-        first = min(band[0] for band in bands[chunk])
-        rows = max(band[1] for band in bands[chunk]) - first
-        if rows > 0:
-            coverage = _coverage(result.kind[:, chunk].reshape(-1), params[:, chunk].reshape(-1, N_PARAMS), height,
-                                 width, band=(first, rows))
-            a = coverage.view(batch, depth, rows, width) * result.alpha[:, chunk, None, None]
-            clear = torch.cumprod((1 - a).flip(1), 1).flip(1)  # transmittance of each layer and those above
-            above = torch.cat([clear[:, 1:], torch.ones_like(clear[:, :1])], 1)
-            painted = image[:, first:first + rows] * clear[:, 0, ..., None] + \
-                torch.einsum("bkhw,bkc->bhwc", a * above, paint[:, chunk])
-            image[:, first:first + rows] = painted
-        if frame_every and (stop % frame_every == 0 or stop == total):
-            frames[:, math.ceil(stop / frame_every) - 1] = image
+    kind = result.kind.reshape(-1)
+    shapes = _outlines(kind, params.reshape(-1, N_PARAMS), result.alpha.reshape(-1), height, width)
+    first, count, family, kind = torch.stack([shapes.first, shapes.count, shapes.family, kind]).tolist()  # one read
+    if kind and not 0 <= min(kind) <= max(kind) < len(KINDS):
+        raise ValueError(f"result.kind: expected kind codes 0..{len(KINDS) - 1}, got {min(kind)}..{max(kind)}")
+    plan = _render_plan(first, count, family, batch, total, height, width, channels, frame_every,
+                        shapes.outline.shape[1], free_memory_bytes(device) * MEMORY_FRACTION -
+                        _render_outputs(batch, total, height, width, channels, frame_every))
+    index = torch.arange(batch * total, device=device)
+    image_of, shape_of = index // max(1, total), index % max(1, total)
+    for chunk in plan:
+        groups, per_group, size = chunk.groups, chunk.per_group, chunk.stop - chunk.start
+        # each shape's layer: within a group the last drawn first, so that cumulative products run
+        # from the top layer down; -1 for shapes of other chunks
+        k = shape_of - chunk.start
+        layer = torch.where((k >= 0) & (k < size),
+                            (image_of * groups + k // per_group) * per_group + per_group - 1 - k % per_group, -1)
+        padding = groups * per_group - size
+        opacity = torch.nn.functional.pad(result.alpha[:, chunk.start:chunk.stop], (0, padding))
+        opacity = opacity.view(batch * groups, per_group).flip(1)
+        colour = torch.nn.functional.pad(paint[:, chunk.start:chunk.stop], (0, 0, 0, padding))
+        colour = colour.view(batch * groups, per_group, channels).flip(1)
+        framed = slice(chunk.frame, chunk.frame + groups) if chunk.frame is not None else None
+        if framed is not None and sum(block[1] for block in chunk.blocks) < height:
+            frames[:, framed] = image[:, None]  # the rows that the chunk leaves as they are
+        for row, rows, samples in chunk.blocks:
+            start, count = shapes.first, shapes.count
+            if len(chunk.blocks) > 1:  # the sample rows within the block
+                start = start.clamp_min(row * SUBROWS)
+                count = ((shapes.first + count).clamp_max((row + rows) * SUBROWS) - start).clamp_min(0)
+            coverage = _layer_coverage(shapes, layer, start, count, samples, chunk.families,
+                                       batch * groups * per_group, (row, rows), width)
+            a = coverage.view(batch * groups, per_group, rows, width).mul_(opacity[..., None, None])
+            clear = torch.cumprod(1 - a, 1)  # transmittance of each layer and those above it in its group
+            a[:, 1:] *= clear[:, :-1]  # each layer's paint shows through the layers above it
+            add = torch.bmm(a.view(batch * groups, per_group, rows * width).transpose(1, 2), colour)
+            add = add.view(batch, groups, rows, width, channels)
+            keep = clear[:, -1].view(batch, groups, rows, width)
+            step = 1
+            while step < groups:  # a group after the others: inclusive scan of x -> keep * x + add
+                add[:, step:] += add[:, :-step] * keep[:, step:, ..., None]
+                keep[:, step:] = keep[:, step:] * keep[:, :-step]
+                step *= 2
+            painted = add.addcmul_(image[:, None, row:row + rows], keep[..., None])
+            if framed is not None:
+                frames[:, framed, row:row + rows] = painted
+            image[:, row:row + rows] = painted[:, -1]
         if on_chunk is not None:
-            on_chunk(stop, total)
-        start = stop
+            on_chunk(chunk.stop, total)
     return image.clamp(0, 1), (frames.clamp_(0, 1) if frames is not None else None)
 
 

@@ -1,14 +1,14 @@
 """PrimitiveMesh's anti-aliased render (`render`) as CUDA kernels: one thread per shape computes
 its geometry at the output scale, then one thread per output pixel walks its image's shapes in
 drawing order, computes each one's coverage of the pixel from the shape's row crossings and
-composites it source-over, writing the build-up frames on the way. Two launches and two small
-torch ops per call, no host sync.
+composites it source-over, writing the build-up frames on the way. A launch for the geometry and
+one per band of rows (LAUNCH_ITERATIONS), two small torch ops per call, no host sync.
 
 The geometry is the torch path's, operation for operation in float32: `scale_params`, the 4-gons
 of `_polygon4`, `_stroke_outline` (at its `t` from torch.linspace) and `_ellipse_form`. The coverage
-is `_coverage`'s, pixel by pixel: per sample row (SUBROWS per pixel row, as `_rows` picks them),
+is `_layer_coverage`'s, pixel by pixel: per sample row (SUBROWS per pixel row, as `_outlines` picks them),
 each crossing x with transition s adds s * clamp(j + 1 - x, 0, 1) to pixel j, and the average over
-the sample rows is clamped to 0..1. Crossings follow `_crossings`: convex polygons enter at the
+the sample rows is clamped to 0..1. Crossings follow `_row_crossings`: convex polygons enter at the
 leftmost and leave at the rightmost, 4-gons and stroke outlines by nonzero winding, ellipses at the
 two roots where the discriminant is positive. On CUDA, torch's sqrt, cos and sin are the same CUDA
 maths as the kernel's; on the CPU (tests/cuda_emulator.py) torch's vector code may round them an
@@ -23,16 +23,22 @@ import numpy as np
 import torch
 
 from ..core import cuda
-from . import SUBROWS, Approximation, render_curve_steps
+from . import KINDS, SUBROWS, Approximation, _checked_result, render_curve_steps
 from .shapes_cuda import SHAPES_SOURCE
 
-# Per shape, float32 [4 + 4*(steps+1)]: bounds x_min, y_min, x_max, y_max (y exact, as `_rows` takes
+# Per shape, float32 [4 + 4*(steps+1)]: bounds x_min, y_min, x_max, y_max (y exact, as `_outlines` takes
 # them; x may reach past the shape: a pixel tests them with a pixel's margin), then from FORM_AT the
 # family's form: the 4-gon's vertices [4,2], the ellipse's cx, cy, A, B, C, or the stroke outline
 # [2*(steps+1),2] (shapes_cuda.shape_outline).
 _FORM_AT = 4
+# Pixel x shape iterations per render launch (a display GPU's launch is reset after ~2 s: Windows TDR):
+# ~20 instructions where the bounds test rejects the shape, ~300 where it covers the pixel (8 sample rows
+# of its edges), so 2e9 take 6 to 95 ms on a mid-range GPU (~6e12 instructions a second). At the node's
+# maxima (5000 shapes, 8192 px) a band is 48 rows, 171 launches an image.
+LAUNCH_ITERATIONS = 2 * 10 ** 9
 _RENDER_SOURCE = SHAPES_SOURCE + f"""
 #define FORM_AT {_FORM_AT}
+#define KIND_COUNT {len(KINDS)}
 """ + r"""
 // One thread per shape: its parameters times `scale` (angles kept), then its bounds and form.
 // along [steps+1]: the curve parameters of the stroke outline's vertices (t in _stroke_outline).
@@ -126,7 +132,7 @@ __device__ float ellipse_row(const float* e, float y, float right) {
 __device__ float coverage(long long kind, const float* g, int outline_vertices, int row, int column, int subrows) {
     float left = (float)column, right = (float)(column + 1);
     if (g[2] < left - 1.0f || g[0] > right + 1.0f) return 0.0f;
-    // the sample rows the shape spans, as _rows: ceil(y_min * subrows - 0.5) .. floor(y_max * subrows - 0.5)
+    // the sample rows the shape spans, as _outlines: ceil(y_min * subrows - 0.5) .. floor(y_max * subrows - 0.5)
     float first = ceilf(g[1] * (float)subrows - 0.5f), last = floorf(g[3] * (float)subrows - 0.5f);
     float first_here = (float)(row * subrows), last_here = (float)(row * subrows + subrows - 1);
     if (last < first_here || first > last_here) return 0.0f;
@@ -143,16 +149,19 @@ __device__ float coverage(long long kind, const float* g, int outline_vertices, 
     }
     return fminf(fmaxf(total / (float)subrows, 0.0f), 1.0f);
 }
-// One thread per pixel of image [B,H,W,C]: the background, then each shape of its image source-over
-// (premultiplied; with 4 channels a shape paints alpha 1), a frame [B,F,H,W,C] after every
-// frame_every shapes and the last (frame_every 0: none); what is written is clamped to 0..1.
+// One thread per pixel of image [B,H,W,C], `pixels` of them from first_pixel on (a band of rows): the
+// background, then each shape of its image source-over (premultiplied; with 4 channels a shape paints
+// alpha 1), a frame [B,F,H,W,C] after every frame_every shapes and the last (frame_every 0: none); what
+// is written is clamped to 0..1.
 extern "C" __global__ void render_shapes(
         const long long* kind, const float* alpha, const float* color, const float* geometry, int stride,
         int outline_vertices, const float* background, long long batch, int shapes, int height, int width,
-        int channels, int subrows, int frame_every, float* image, float* frames) {
-    long long pixel = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+        int channels, int subrows, int frame_every, long long first_pixel, long long pixels, float* image,
+        float* frames) {
+    long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= pixels) return;
+    long long pixel = first_pixel + id;
     long long per_image = (long long)height * width;
-    if (pixel >= batch * per_image) return;
     long long b = pixel / per_image, at = pixel % per_image;
     int row = (int)(at / width), column = (int)(at % width);
     float out[4];
@@ -162,7 +171,7 @@ extern "C" __global__ void render_shapes(
     for (int n = 0; n < shapes; ++n) {
         long long s = b * shapes + n;
         float a = alpha[s];
-        if (a > 0.0f) {  // padding shapes have opacity 0
+        if (a > 0.0f && kind[s] >= 0 && kind[s] < KIND_COUNT) {  // padding shapes have opacity 0; no unknown kind
             a *= coverage(kind[s], geometry + s * stride, outline_vertices, row, column, subrows);
             if (a > 0.0f) {
                 float keep = 1.0f - a;
@@ -181,14 +190,17 @@ extern "C" __global__ void render_shapes(
 
 
 def render_cuda(result: Approximation, height: int, width: int, scale: float, frame_every: int = 0):
-    """`render` in two CUDA kernel launches (no host sync): the shapes drawn anti-aliased on a
+    """`render` in CUDA kernel launches (no host sync): the shapes drawn anti-aliased on a
     height x width canvas, coordinates times `scale`, on result's CUDA device (callers check
-    `device.cupy_usable` first).
+    `device.cupy_usable` first). The inputs are checked as `render` checks them (ValueErrors naming
+    them; any float dtype, detached, contiguous); shapes of unknown kind codes are not drawn (the torch
+    path refuses them after its host read, which this path does without).
 
     Returns image float32 [B,H,W,C] (C as the background: RGB, or premultiplied RGBA) and, with
     frame_every > 0, the build-up frames float32 [B,F,H,W,C] after every `frame_every` shapes
     (F = ceil(N / frame_every); the last frame is the image), else None.
     """
+    result = _checked_result(result, height, width, scale, frame_every)
     batch, total = result.kind.shape
     device = result.params.device
     channels = result.background.shape[1]
@@ -198,20 +210,25 @@ def render_cuda(result: Approximation, height: int, width: int, scale: float, fr
     image = torch.empty(batch, height, width, channels, dtype=torch.float32, device=device)
     frame_count = -(-total // frame_every) if frame_every else 0
     frames = torch.empty(batch, frame_count, height, width, channels, dtype=torch.float32,
-                         device=device) if frame_count else None
-    kind = result.kind.long()
+                         device=device) if frame_every else None
+    kind = result.kind
     with cuda.stream(device):
         if count:
-            args = cuda.arrays(kind, result.params.float()) + [np.int64(count)]
+            args = cuda.arrays(kind, result.params) + [np.int64(count)]
             args += cuda.arrays(torch.full((1,), scale, dtype=torch.float32, device=device),
                                 torch.linspace(0, 1, steps + 1, dtype=torch.float32, device=device))
             args += [np.int32(steps), np.int32(geometry.shape[1]), *cuda.arrays(geometry)]
             cuda.kernel(_RENDER_SOURCE, "shape_geometry")(((count + 127) // 128,), (128,), tuple(args))
         if pixels:
-            args = cuda.arrays(kind, result.alpha.float(), result.color.float(), geometry)
-            args += [np.int32(geometry.shape[1]), np.int32(2 * (steps + 1)), *cuda.arrays(result.background.float()),
+            args = cuda.arrays(kind, result.alpha, result.color, geometry)
+            args += [np.int32(geometry.shape[1]), np.int32(2 * (steps + 1)), *cuda.arrays(result.background),
                      np.int64(batch)]
             args += [np.int32(v) for v in (total, height, width, channels, SUBROWS, frame_every)]
-            args += cuda.arrays(image, image if frames is None else frames)  # without frames, none is written
-            cuda.kernel(_RENDER_SOURCE, "render_shapes")(((pixels + 255) // 256,), (256,), tuple(args))
+            outputs = cuda.arrays(image, image if frames is None else frames)  # without frames, none is written
+            # bands of whole rows, each at most LAUNCH_ITERATIONS pixel x shape iterations
+            band = max(1, LAUNCH_ITERATIONS // max(1, total * width)) * width
+            for first in range(0, pixels, band):
+                count = min(band, pixels - first)
+                cuda.kernel(_RENDER_SOURCE, "render_shapes")(((count + 255) // 256,), (256,),
+                                                             tuple(args + [np.int64(first), np.int64(count)] + outputs))
     return image, frames

@@ -7,6 +7,8 @@ Per shape:
   climb              one block per climb (PARENTS per image): it starts from the climb's rank among
                      the candidates, then each round every thread tries moves from the climb's state,
                      a block reduction keeps the best, and the climb stops after a round without gain.
+                     Launched for a group of climbs and of rounds at a time (LAUNCH_ROWS): a climb's
+                     state and random streams carry over from one launch to the next.
   commit_rows        one thread per image row: the best climb of the image, if it improves it, is
                      painted into the row and the row's prefix sums are rebuilt (rows it misses return
                      at once).
@@ -25,12 +27,17 @@ import numpy as np
 import torch
 
 from ..core import cuda
-from . import (CURVE_STEPS, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
-               RANDOM_TRIANGLE, _GROUPS, PARENTS, Approximation, _Record, _role_tables, _terms)
+from . import (CURVE_STEPS, INT32_MAX, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
+               RANDOM_TRIANGLE, _GROUPS, PARENTS, Approximation, _checked_background, _checked_target, _Record,
+               _role_tables, _terms, check_int32)
 from .shapes_cuda import SHAPES_SOURCE
 
 STATUS_EVERY = 8       # shapes between host reads of whether an image is still improving
 MAX_THREADS = 256      # moves tried side by side per climb and round (more mutations: several per thread)
+# Work per climb launch (a display GPU's launch is reset after ~2 s: Windows TDR), in row evaluations (a
+# shape's span in one pixel row: its crossings and two gathers of the terms): ~100 ms on a mid-range GPU
+# (~1e10 a second). A move is counted at the image's full height, the most it can span.
+LAUNCH_ROWS = 10 ** 9
 # Climbs per image: the torch path's PARENTS. Measured with the emulated kernels (bench photos, 100
 # combo shapes, 256 px): RMSE 26.6, 13.0 and 14.6 with 16 climbs, against 27.6, 13.4 and 15.4 with 8
 # (fogleman/primitive: 27.1, 13.5, 15.8).
@@ -321,45 +328,54 @@ extern "C" __global__ void climb(
         const int* n_groups, const long long* seed, const int* cand_kind, const float* cand_params,
         const float* cand_alpha, const float* cand_change,
         int* out_kind, float* out_params, float* out_alpha, float* out_color, float* out_change,
-        float* out_quantised_change, float* out_count,
+        float* out_quantised_change, float* out_count, float* climb_state, int* climb_going, long long* climb_rng,
         int batch, int height, int width, int channels, int searched, int candidates, int parents, int mutations,
-        int max_rounds, int shape) {
+        int first_climb, int first_round, int rounds, int shape) {
     __shared__ float shared_value[MAX_THREADS];
     __shared__ int shared_key[MAX_THREADS];
     __shared__ float state[N_PARAMS + 2];       /* params, alpha, change */
     __shared__ int gained;                      /* the last round lowered the error */
-    int climber = blockIdx.x, image = climber / parents, rank = climber % parents, t = threadIdx.x;
+    int climber = first_climb + blockIdx.x, image = climber / parents, rank = climber % parents, t = threadIdx.x;
     int terms = searched ? 2 * channels + 3 : channels + 2;
     const float* change_of = cand_change + (i64)image * candidates;
-
-    /* the start: the candidate of this rank (by change, then index) */
-    float last_value = -INF;
-    int last_key = -1, start = 0;
-    for (int r = 0; r <= rank; ++r) {
-        float best = INF;
-        int best_key = 0x7fffffff;
-        for (int i = t; i < candidates; i += blockDim.x) {
-            float v = change_of[i];
-            bool after = v > last_value || (v == last_value && i > last_key);
-            if (after && (v < best || (v == best && i < best_key))) { best = v; best_key = i; }
+    i64 thread = (i64)climber * blockDim.x + t;
+    u64 rng;
+    int kind;
+    if (first_round > 0) {  /* a later launch of the climb: its state, if it goes on, as the last one left it */
+        if (!climb_going[climber]) return;  /* the whole block returns: no barrier is left waiting */
+        kind = out_kind[climber];
+        if (t == 0) for (int i = 0; i < N_PARAMS + 2; ++i) state[i] = climb_state[climber * (N_PARAMS + 2) + i];
+        rng = (u64)climb_rng[thread];
+    } else {
+        /* the start: the candidate of this rank (by change, then index) */
+        float last_value = -INF;
+        int last_key = -1, start = 0;
+        for (int r = 0; r <= rank; ++r) {
+            float best = INF;
+            int best_key = 0x7fffffff;
+            for (int i = t; i < candidates; i += blockDim.x) {
+                float v = change_of[i];
+                bool after = v > last_value || (v == last_value && i > last_key);
+                if (after && (v < best || (v == best && i < best_key))) { best = v; best_key = i; }
+            }
+            start = min(block_argmin(best, best_key, shared_value, shared_key), candidates - 1);  /* NaN scores: none */
+            last_value = change_of[start];
+            last_key = start;
         }
-        start = min(block_argmin(best, best_key, shared_value, shared_key), candidates - 1);  /* NaN scores: none */
-        last_value = change_of[start];
-        last_key = start;
-    }
-    i64 source = (i64)image * candidates + start;
-    int kind = cand_kind[source];
-    if (t == 0) {
-        for (int i = 0; i < N_PARAMS; ++i) state[i] = cand_params[source * N_PARAMS + i];
-        state[N_PARAMS] = cand_alpha[source];
-        state[N_PARAMS + 1] = cand_change[source];
+        i64 source = (i64)image * candidates + start;
+        kind = cand_kind[source];
+        if (t == 0) {
+            for (int i = 0; i < N_PARAMS; ++i) state[i] = cand_params[source * N_PARAMS + i];
+            state[N_PARAMS] = cand_alpha[source];
+            state[N_PARAMS + 1] = cand_change[source];
+        }
+        rng = stream(seed[0], shape, 1 + climber, t);
     }
     __syncthreads();
 
-    u64 rng = stream(seed[0], shape, 1 + climber, t);
     float params[N_PARAMS], alpha = 0.0f, moved[N_PARAMS], moved_alpha;
     i64 sums[MAX_TERMS];
-    for (int round = 0; round < max_rounds; ++round) {
+    for (int round = first_round; round < first_round + rounds; ++round) {
         float best = INF;
         for (int move = t; move < mutations; move += blockDim.x) {
             mutate(&rng, kind, state, state[N_PARAMS], searched != 0, bounds, steps, n_groups, moved, &moved_alpha);
@@ -384,7 +400,10 @@ extern "C" __global__ void climb(
         /* the next write of `gained` and `state` comes after block_argmin's barriers: no race */
         if (!gained) break;
     }
+    climb_rng[thread] = (long long)rng;  /* where the next launch of this climb goes on */
     if (t != 0) return;
+    for (int i = 0; i < N_PARAMS + 2; ++i) climb_state[climber * (N_PARAMS + 2) + i] = state[i];
+    climb_going[climber] = gained;
     /* the climb's result, its opacity and colour in 8 bits as the torch path commits them */
     float q_alpha = rintf(state[N_PARAMS] * 255.0f) / 255.0f;
     Geometry g;
@@ -486,7 +505,15 @@ extern "C" __global__ void commit_rows(
 
 def _launch(name: str, threads: int, blocks: int, *args) -> None:
     """One kernel launch on the first tensor's device and torch's current stream there: tensors as
-    zero-copy arrays, ints as int32."""
+    zero-copy arrays (contiguous: a copy would lose what the kernel writes), ints as int32 (a
+    ValueError naming the kernel where one, or the grid, is out of range)."""
+    check_int32(f"{name}: blocks", blocks, 1)
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and not a.is_contiguous():
+            raise ValueError(f"{name}: argument {i} must be contiguous (the kernel writes through it), "
+                             f"got strides {a.stride()}")
+        if not isinstance(a, torch.Tensor) and not -INT32_MAX - 1 <= a <= INT32_MAX:
+            raise ValueError(f"{name}: argument {i} must fit the kernel's int32, got {a}")
     values = [cuda.arrays(a)[0] if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
     with cuda.stream(args[0].device):
         cuda.kernel(SOURCE, name)((blocks,), (threads,), tuple(values))
@@ -523,6 +550,14 @@ class Search(_Record):
         self.climb_color = torch.empty(climbs, 3, device=device)
         self.climb_alpha, self.climb_change, self.climb_quantised, self.climb_count = torch.empty(4, climbs,
                                                                                                  device=device)
+        self.threads = min(MAX_THREADS, mutations)
+        self.climb_state = torch.empty(climbs, N_PARAMS + 2, device=device)  # params, alpha, change
+        self.climb_going = torch.empty(climbs, dtype=torch.int32, device=device)
+        self.climb_rng = torch.empty(climbs * self.threads, dtype=torch.int64, device=device)
+        # climbs and rounds per launch, from the most rows a round of one climb can score
+        per_round = mutations * height
+        self.launch_climbs = max(1, min(climbs, LAUNCH_ROWS // per_round))
+        self.launch_rounds = max(1, min(MAX_ROUNDS, LAUNCH_ROWS // (per_round * self.launch_climbs)))
         self.active = torch.ones(2, batch, dtype=torch.int32, device=device)  # before and after a shape, in turn
 
     def random(self, index: int) -> None:
@@ -532,13 +567,21 @@ class Search(_Record):
                 self.kind_list, self.seed, self.cand_kind, self.cand_params, self.cand_alpha, self.cand_change,
                 *self.size, self.candidates, len(self.kinds), index)
 
-    def climb(self, index: int) -> None:
-        """Hill-climb from the best candidates (climb_*)."""
-        _launch("climb", min(MAX_THREADS, self.mutations), self.climb_kind.shape[0], self.prefix, self.settings,
-                self.curve_t, self.bounds, self.steps, self.n_groups, self.seed, self.cand_kind, self.cand_params,
-                self.cand_alpha, self.cand_change, self.climb_kind, self.climb_params, self.climb_alpha,
-                self.climb_color, self.climb_change, self.climb_quantised, self.climb_count, *self.size,
-                self.candidates, self.parents, self.mutations, MAX_ROUNDS, index)
+    def climb(self, index: int, on_round=None) -> None:
+        """Hill-climb from the best candidates (climb_*), launch_climbs climbs and launch_rounds rounds
+        a launch; on_round() after each group of rounds."""
+        climbs = self.climb_kind.shape[0]
+        for first_round in range(0, MAX_ROUNDS, self.launch_rounds):
+            for first_climb in range(0, climbs, self.launch_climbs):
+                _launch("climb", self.threads, min(self.launch_climbs, climbs - first_climb), self.prefix,
+                        self.settings, self.curve_t, self.bounds, self.steps, self.n_groups, self.seed, self.cand_kind,
+                        self.cand_params, self.cand_alpha, self.cand_change, self.climb_kind, self.climb_params,
+                        self.climb_alpha, self.climb_color, self.climb_change, self.climb_quantised, self.climb_count,
+                        self.climb_state, self.climb_going, self.climb_rng, *self.size, self.candidates, self.parents,
+                        self.mutations, first_climb, first_round, min(self.launch_rounds, MAX_ROUNDS - first_round),
+                        index)
+            if on_round is not None:
+                on_round()
 
     def commit(self, index: int) -> torch.Tensor:
         """Paint each image's best climb where it improves the image, record it as shape `index`;
@@ -553,13 +596,17 @@ class Search(_Record):
 
 
 def approximate(target, shapes: int, kinds: tuple[int, ...], alpha: int, candidates: int, mutations: int,
-                background, generator, on_shape) -> Approximation:
+                background, generator, on_shape, on_round=None) -> Approximation:
     """The package's `approximate` (same arguments and result) with the search as CUDA kernels: three
     launches per shape, and a host read every STATUS_EVERY shapes."""
+    target = _checked_target(target)
+    background = _checked_background(background, target)
+    for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
+        check_int32(name, value, least)  # the kernels' ints (their products are 64-bit there)
     search = Search(target, shapes, kinds, alpha, candidates, mutations, background, generator)
     for index in range(shapes):
         search.random(index)
-        search.climb(index)
+        search.climb(index, on_round)
         active = search.commit(index)
         if on_shape is not None:
             on_shape(index + 1, shapes, search.current)
