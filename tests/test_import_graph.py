@@ -67,7 +67,8 @@ def test_imports_run_down_and_engines_meet_through_public_names():
             where, target_level = layer(target)
             if where == home:
                 continue
-            if target_level > level or (target_level == level and level != 2):
+            # engines meet through public names (below); utils' front ends (CLI, datasets, warm-up) may use each other
+            if target_level > level or (target_level == level and level not in (2, 3)):
                 bad.append(f"{module} -> {target} (upward or sideways)")
             elif target_level == 2 and level <= 3 and target != f"utils.{where}" and home != "utils":
                 bad.append(f"{module} -> {target} (another engine's private module: use the package)")
