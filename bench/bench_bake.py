@@ -12,10 +12,9 @@ import sys
 import torch
 
 from _common import peak_memory, report, table, timed
-from utils.core.device import torch_device  # noqa: E402
-from utils.mesh_rasterizer import bake as B  # noqa: E402  (_common puts the repository root on sys.path)
 from utils import mesh_rasterizer as M  # noqa: E402
 from utils.core.device import torch_device  # noqa: E402
+from utils.mesh_rasterizer import bake as B  # noqa: E402  (_common puts the repository root on sys.path)
 
 QUICK = "--quick" in sys.argv
 TEXTURE_SIZES = (1024,) if QUICK else (1024, 4096)

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from _common import output_floor, peak_memory, report, table, timed, timed_together
-from utils.core.device import torch_device  # noqa: E402
 from utils import gpu_rendering as R  # noqa: E402  (_common puts the repository root on sys.path)
+from utils.core.device import torch_device  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 STROKE, RADIUS, FILL = 3.0, 12.0, 0.25
@@ -160,8 +160,13 @@ def main():
         images = torch.rand(batch, height, width, 3)
         frames_np = images.numpy()
         boxes = np.stack([random_boxes(n, width, height, seed=f) for f in range(batch)])
-        ours_fn = lambda: rasterkit_boxes(images, boxes, device)  # noqa: E731
-        cv_fn = lambda: [opencv_boxes(frames_np[f], boxes[f]) for f in range(batch)]  # noqa: E731
+
+        def ours_fn():
+            return rasterkit_boxes(images, boxes, device)
+
+        def cv_fn():
+            return [opencv_boxes(frames_np[f], boxes[f]) for f in range(batch)]
+
         ours, cv, floor = timed_together([ours_fn, cv_fn, lambda: output_floor(images)], repeat)
         # the torch path only where it takes seconds, not minutes
         slow = timed(torch_path(ours_fn), 3) if device.type == "cpu" and batch == 1 else None

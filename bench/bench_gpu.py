@@ -20,10 +20,10 @@ import torch
 from _common import ROOT, report, table, timed
 from utils import gpu_rendering as R  # noqa: E402  (_common puts the repository root on sys.path)
 from utils import mesh_rasterizer as M  # noqa: E402
-from utils.gpu_rendering.compositor import _bin  # noqa: E402
 from utils.core.device import cupy_usable  # noqa: E402
 from utils.gpu_curves import alternating_sign, bezier_polylines  # noqa: E402
 from utils.gpu_graph import GraphOptions, knn_graph  # noqa: E402
+from utils.gpu_rendering.compositor import _bin  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 CUDA = torch.device(sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cuda")
@@ -101,8 +101,11 @@ def bench_boxes():
         kernel = target(kernel, 0.3 if n == 100 else 0.5, f"draw() 4K, {n} boxes, kernel path, ms")
         # the compositing kernel alone, on pairs binned beforehand (it writes image, alpha and layer)
         pairs = _bin(prims, 0, 1, 2160, 3840, R.TILE)
-        outputs = torch.empty_like(images), torch.empty(1, 2160, 3840, device=CUDA), \
-            torch.empty(1, 2160, 3840, 4, device=CUDA)
+        outputs = (
+            torch.empty_like(images),
+            torch.empty(1, 2160, 3840, device=CUDA),
+            torch.empty(1, 2160, 3840, 4, device=CUDA),
+        )
         binning = gpu_seconds(lambda: _bin(prims, 0, 1, 2160, 3840, R.TILE))
         only = "-"
         if cupy_usable(CUDA):
@@ -151,7 +154,10 @@ def bench_links():
         return R.draw(images, prims)
 
     kernel, torch_path = paths(pipeline)
-    per_frame = lambda text: "-" if text == "-" else f"{float(text) / frames:.2f}"  # noqa: E731
+
+    def per_frame(text):
+        return "-" if text == "-" else f"{float(text) / frames:.2f}"
+
     rows = [
         [
             f"{frames} frames 3840x2160: 100 points, {edge_count[-1]:.0f} Bezier links per frame, 100 boxes",
@@ -210,7 +216,10 @@ def uv_sphere(rows, columns):
         -1,
     ).reshape(-1, 3)
     vertices = torch.cat([torch.tensor([[0.0, 1, 0]]), ring, torch.tensor([[0.0, -1, 0]])])
-    index = lambda r, c: 1 + r * columns + c % columns  # noqa: E731
+
+    def index(r, c):
+        return 1 + r * columns + c % columns
+
     c = torch.arange(columns)
     faces = [torch.stack([torch.zeros_like(c), index(0, c + 1), index(0, c)], 1)]
     for r in range(rows - 2):

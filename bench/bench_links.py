@@ -92,9 +92,16 @@ def main():
         )
         lines.append([p[:n].round().int().numpy() for p, n in zip(points, lengths.tolist(), strict=True)])
     frames_np = frames.numpy()
-    node_fn = lambda: node.run(frames, **options)  # noqa: E731
-    image_only_fn = lambda: node.run(frames, **options, outputs="image only")  # noqa: E731
-    peer_fn = lambda: opencv_links(frames_np, lines)  # noqa: E731
+
+    def node_fn():
+        return node.run(frames, **options)
+
+    def image_only_fn():
+        return node.run(frames, **options, outputs="image only")
+
+    def peer_fn():
+        return opencv_links(frames_np, lines)
+
     ours, image_only, peer, floor, image_floor = timed_together(
         [node_fn, image_only_fn, peer_fn, lambda: output_floor(frames), lambda: output_floor(frames, True)],
         2 if QUICK else 5,

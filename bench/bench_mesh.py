@@ -20,7 +20,6 @@ import torch
 from _common import ROOT, peak_memory, report, table, timed
 from utils import mesh_rasterizer as M  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.core.device import torch_device  # noqa: E402
-from utils.mesh_rasterizer import raster as M  # noqa: E402  (_common puts the repository root on sys.path)
 
 QUICK = "--quick" in sys.argv
 SIZES = {"10K": (50, 50), "100K": (158, 158), "1M": (500, 500)}  # uv-sphere rows x columns: about 4 rc faces

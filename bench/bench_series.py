@@ -74,8 +74,12 @@ def main():
 
     # side by side, in turns: RasterKit's CPU path, the peer's loop into one reused image, OpenCV keeping
     # its plots in a new batch as RasterKit does
-    ours_u8 = lambda: render_polylines(values, SIZE, SIZE, mode="aliased", dtype=torch.uint8, device=device)  # noqa: E731
-    ours_f32 = lambda: render_polylines(values, SIZE, SIZE, mode="aliased", dtype=torch.float32, device=device)  # noqa: E731
+    def ours_u8():
+        return render_polylines(values, SIZE, SIZE, mode="aliased", dtype=torch.uint8, device=device)
+
+    def ours_f32():
+        return render_polylines(values, SIZE, SIZE, mode="aliased", dtype=torch.float32, device=device)
+
     times = timed_together(
         [ours_u8, ours_f32, lambda: opencv(as_int), lambda: opencv_batch(as_int), lambda: output_floor(torch.uint8)],
         9,
@@ -111,18 +115,28 @@ def main():
             row(f"RasterKit aliased, GPU-resident series and images, {str(dtype)[6:]}", gpu, peer=peer)
         gpu_aa = timed(lambda: render_polylines(resident, SIZE, SIZE, mode="antialiased", line_width=2.0), 5, 1, sync)
         row("RasterKit anti-aliased 2 px, GPU-resident, float32", gpu_aa, peer=peer_aa)
-    report("series", f"Batch line plots: {COUNT} images of {SIZE}x{SIZE}, {STEPS}-point series", [
-        (f"Median wall time, peak memory in brackets (RasterKit on {device})",
-         table(["renderer", "ms", "images/s", "vs OpenCV"], rows)),
-        ("Notes", "vs OpenCV: images/s over OpenCV's in the same mode (1 px or LINE_AA). A fresh output batch is "
-                  "page-faulted on first touch (5000 x 224 x 224 uint8 = 250 MB, float32 = 1 GB): on the CPU that "
-                  "is part of RasterKit's time and none of the peers', which reuse a 50 KB image in cache; the "
-                  "OpenCV row 'into one new batch' keeps its plots as RasterKit does. On the CPU RasterKit's aliased "
-                  "plots are numba's Bresenham loop over the images in parallel "
-                  "(utils/gpu_rendering/line_plots_cpu.py; OpenCV's polylines without numba), with the torch path's "
-                  "pixels: all walk a segment from its end with the larger x; its output batch is on transparent "
-                  "huge pages where Linux offers them. The first five rows ran in turns, 9 rounds."),
-    ], "make bench  # or .venv/bin/python bench/bench_series.py")
+    report(
+        "series",
+        f"Batch line plots: {COUNT} images of {SIZE}x{SIZE}, {STEPS}-point series",
+        [
+            (
+                f"Median wall time, peak memory in brackets (RasterKit on {device})",
+                table(["renderer", "ms", "images/s", "vs OpenCV"], rows),
+            ),
+            (
+                "Notes",
+                "vs OpenCV: images/s over OpenCV's in the same mode (1 px or LINE_AA). A fresh output batch is "
+                "page-faulted on first touch (5000 x 224 x 224 uint8 = 250 MB, float32 = 1 GB): on the CPU that "
+                "is part of RasterKit's time and none of the peers', which reuse a 50 KB image in cache; the "
+                "OpenCV row 'into one new batch' keeps its plots as RasterKit does. On the CPU RasterKit's aliased "
+                "plots are numba's Bresenham loop over the images in parallel "
+                "(utils/gpu_rendering/line_plots_cpu.py; OpenCV's polylines without numba), with the torch path's "
+                "pixels: all walk a segment from its end with the larger x; its output batch is on transparent "
+                "huge pages where Linux offers them. The first five rows ran in turns, 9 rounds.",
+            ),
+        ],
+        "make bench  # or .venv/bin/python bench/bench_series.py",
+    )
 
 
 if __name__ == "__main__":

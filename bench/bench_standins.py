@@ -7,6 +7,7 @@ Texture's mesh inpainting. The real nvdiffrast needs CUDA to build, so it has no
 mesh_inpaint_processor$(python3-config --extension-suffix)) and checks the stand-in's outputs against it.
     .venv/bin/python bench/bench_standins.py [--hunyuan-inpaint DIR]
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,11 +18,10 @@ import numpy as np
 import torch
 
 from _common import report, table, timed, timed_together
-
 from utils.mesh_rasterizer import bake as B  # noqa: E402  (_common puts the repository root on sys.path)
 from utils.mesh_rasterizer import inpaint as MI  # noqa: E402
-from utils.mesh_rasterizer import raster as M  # noqa: E402
 from utils.mesh_rasterizer import nvdiffrast as dr  # noqa: E402
+from utils.mesh_rasterizer import raster as M  # noqa: E402
 
 VIEW_SIZE, TEXTURE_SIZE = 512, 1024
 
@@ -32,13 +32,18 @@ def sphere():
 
     mesh = trimesh.creation.uv_sphere(radius=1.0, count=[100, 100])
     vertices = torch.tensor(mesh.vertices, dtype=torch.float32)
-    uvs = torch.stack([torch.atan2(vertices[:, 0], vertices[:, 2]) / (2 * math.pi) + 0.5,
-                       torch.asin(vertices[:, 1].clamp(-1, 1)) / math.pi + 0.5], -1)
+    uvs = torch.stack(
+        [
+            torch.atan2(vertices[:, 0], vertices[:, 2]) / (2 * math.pi) + 0.5,
+            torch.asin(vertices[:, 1].clamp(-1, 1)) / math.pi + 0.5,
+        ],
+        -1,
+    )
     return vertices, uvs, torch.tensor(mesh.faces, dtype=torch.int32)
 
 
 def nvdiffrast_rows(vertices, uvs, faces):
-    view = M.orbit_cameras(*zip(*M.STANDARD_VIEWS), 3.0)
+    view = M.orbit_cameras(*zip(*M.STANDARD_VIEWS, strict=False), 3.0)
     projection = M.perspective(40.0, 1.0, 0.1, 10.0)
     homogeneous = torch.cat([vertices, torch.ones_like(vertices[:, :1])], 1)
     pos = torch.einsum("ij,bjk,nk->bni", projection, view, homogeneous).contiguous()
@@ -47,13 +52,15 @@ def nvdiffrast_rows(vertices, uvs, faces):
     rast, rast_db = dr.rasterize(ctx, pos, faces, (VIEW_SIZE, VIEW_SIZE))
     uv, _ = dr.interpolate(uvs[None], rast, faces)
     colour = dr.texture(texture, uv, filter_mode="linear")
-    steps = {"rasterize (with rast_db)": lambda: dr.rasterize(ctx, pos, faces, (VIEW_SIZE, VIEW_SIZE)),
-             "interpolate (uv)": lambda: dr.interpolate(uvs[None], rast, faces),
-             "texture (linear, 1024^2)": lambda: dr.texture(texture, uv, filter_mode="linear"),
-             "antialias (rgb)": lambda: dr.antialias(colour, rast, pos, faces)}
+    steps = {
+        "rasterize (with rast_db)": lambda: dr.rasterize(ctx, pos, faces, (VIEW_SIZE, VIEW_SIZE)),
+        "interpolate (uv)": lambda: dr.interpolate(uvs[None], rast, faces),
+        "texture (linear, 1024^2)": lambda: dr.texture(texture, uv, filter_mode="linear"),
+        "antialias (rgb)": lambda: dr.antialias(colour, rast, pos, faces),
+    }
     seconds = timed_together(list(steps.values()), repeat=3)
     covered = int((rast[..., 3] > 0).sum())
-    rows = [[name, f"{s * 1e3:.0f}", "needs CUDA to build"] for name, s in zip(steps, seconds)]
+    rows = [[name, f"{s * 1e3:.0f}", "needs CUDA to build"] for name, s in zip(steps, seconds, strict=False)]
     return rows, covered
 
 
@@ -66,7 +73,8 @@ def inpaint_inputs(vertices, uvs, faces):
 
 def real_extension(folder):
     spec = importlib.util.spec_from_file_location(
-        "mesh_inpaint_processor", next(iter(__import__("pathlib").Path(folder).glob("mesh_inpaint_processor*.so"))))
+        "mesh_inpaint_processor", next(iter(__import__("pathlib").Path(folder).glob("mesh_inpaint_processor*.so")))
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -89,22 +97,35 @@ def main():
         if real is not None:
             theirs = real.meshVerticeInpaint(*inputs, method)
             calls.append(lambda m=method: real.meshVerticeInpaint(*inputs, m))
-            checks.append(f"{method}: masks equal {np.array_equal(ours[1], theirs[1])}, texture max |difference| "
-                          f"{np.abs(ours[0] - theirs[0]).max():.2e}")
+            checks.append(
+                f"{method}: masks equal {np.array_equal(ours[1], theirs[1])}, texture max |difference| "
+                f"{np.abs(ours[0] - theirs[0]).max():.2e}"
+            )
         seconds = timed_together(calls, repeat=3)
-        inpaint_rows.append([f"meshVerticeInpaint ({method})", f"{seconds[0] * 1e3:.0f}",
-                             f"{seconds[1] * 1e3:.0f}" if real is not None else "not built (--hunyuan-inpaint)"])
+        inpaint_rows.append(
+            [
+                f"meshVerticeInpaint ({method})",
+                f"{seconds[0] * 1e3:.0f}",
+                f"{seconds[1] * 1e3:.0f}" if real is not None else "not built (--hunyuan-inpaint)",
+            ]
+        )
     texture, mask = torch.from_numpy(inputs[0]), torch.from_numpy(inputs[1]) > 0
     bake = timed(lambda: B.inpaint_mesh(texture, mask, vertices, uvs, faces), repeat=3)
     inpaint_rows.append(["Bake Texture inpaint=mesh (B.inpaint_mesh)", f"{bake * 1e3:.0f}", "-"])
-    inpaint_text = table(["call (1024^2 texture)", "stand-in, CPU ms", "Hunyuan3D-2.1's extension, CPU ms"],
-                         inpaint_rows)
+    inpaint_text = table(
+        ["call (1024^2 texture)", "stand-in, CPU ms", "Hunyuan3D-2.1's extension, CPU ms"], inpaint_rows
+    )
     if checks:
         inpaint_text += "\n\nAgainst the extension built from source: " + "; ".join(checks) + "."
-    report("standins", f"Compiled 3D dependencies' stand-ins ({len(faces)}-triangle UV sphere)",
-           [("nvdiffrast.torch (utils/nvdiffrast.py)", nvdiffrast_text),
-            ("mesh_inpaint_processor (utils/mesh_inpaint.py)", inpaint_text)],
-           "python bench/bench_standins.py [--hunyuan-inpaint DIR]")
+    report(
+        "standins",
+        f"Compiled 3D dependencies' stand-ins ({len(faces)}-triangle UV sphere)",
+        [
+            ("nvdiffrast.torch (utils/nvdiffrast.py)", nvdiffrast_text),
+            ("mesh_inpaint_processor (utils/mesh_inpaint.py)", inpaint_text),
+        ],
+        "python bench/bench_standins.py [--hunyuan-inpaint DIR]",
+    )
 
 
 if __name__ == "__main__":

@@ -94,8 +94,11 @@ class _StandInFinder:
 
 
 # the compiled extensions the pack stands in for, and the environment switch that turns each off
-STANDINS = {"custom_rasterizer": "RASTERKIT_NO_CUSTOM_RASTERIZER", "nvdiffrast": "RASTERKIT_NO_NVDIFFRAST",
-            "mesh_inpaint_processor": "RASTERKIT_NO_MESH_INPAINT"}
+STANDINS = {
+    "custom_rasterizer": "RASTERKIT_NO_CUSTOM_RASTERIZER",
+    "nvdiffrast": "RASTERKIT_NO_NVDIFFRAST",
+    "mesh_inpaint_processor": "RASTERKIT_NO_MESH_INPAINT",
+}
 
 
 def register_standins() -> None:
@@ -110,13 +113,17 @@ def register_standins() -> None:
     import types
 
     log = logging.getLogger("rasterkit")
-    if not os.environ.get(STANDINS["custom_rasterizer"]) and \
-            comfy_module("custom_rasterizer", "rasterize", "interpolate") is None:  # e.g. its unbuilt source folder
+    if (
+        not os.environ.get(STANDINS["custom_rasterizer"])
+        and comfy_module("custom_rasterizer", "rasterize", "interpolate") is None
+    ):  # e.g. its unbuilt source folder
         from ..utils.mesh_rasterizer import custom_rasterizer
 
         sys.modules["custom_rasterizer"] = custom_rasterizer
-        log.info("RasterKit: custom_rasterizer (Hunyuan3D-2) served by RasterKit's rasterizer "
-                 "(RASTERKIT_NO_CUSTOM_RASTERIZER=1 turns this off)")
+        log.info(
+            "RasterKit: custom_rasterizer (Hunyuan3D-2) served by RasterKit's rasterizer "
+            "(RASTERKIT_NO_CUSTOM_RASTERIZER=1 turns this off)"
+        )
     if not os.environ.get(STANDINS["nvdiffrast"]):
         try:  # a failed build fails its import in many ways, not only ImportError
             real = comfy_module("nvdiffrast.torch", "rasterize", "interpolate", "texture", "antialias")
@@ -129,15 +136,20 @@ def register_standins() -> None:
             package.__path__ = []  # a package: `import nvdiffrast.torch` finds its submodule in sys.modules
             package.torch = nvdiffrast
             sys.modules["nvdiffrast"], sys.modules["nvdiffrast.torch"] = package, nvdiffrast
-            log.info("RasterKit: nvdiffrast.torch served by RasterKit's rasterizer (RASTERKIT_NO_NVDIFFRAST=1 "
-                     "turns this off)")
-    if not os.environ.get(STANDINS["mesh_inpaint_processor"]) and \
-            not any(isinstance(finder, _StandInFinder) for finder in sys.meta_path):
+            log.info(
+                "RasterKit: nvdiffrast.torch served by RasterKit's rasterizer (RASTERKIT_NO_NVDIFFRAST=1 "
+                "turns this off)"
+            )
+    if not os.environ.get(STANDINS["mesh_inpaint_processor"]) and not any(
+        isinstance(finder, _StandInFinder) for finder in sys.meta_path
+    ):
         from ..utils.mesh_rasterizer import inpaint as mesh_inpaint
 
         sys.meta_path.append(_StandInFinder("mesh_inpaint_processor", mesh_inpaint))
-        log.info("RasterKit: mesh_inpaint_processor (Hunyuan3D-2.1) served by RasterKit where it is not built "
-                 "(RASTERKIT_NO_MESH_INPAINT=1 turns this off)")
+        log.info(
+            "RasterKit: mesh_inpaint_processor (Hunyuan3D-2.1) served by RasterKit where it is not built "
+            "(RASTERKIT_NO_MESH_INPAINT=1 turns this off)"
+        )
 
 
 def intermediate_device() -> torch.device:

@@ -1,5 +1,6 @@
 """RasterKit_UVMaps and RasterKit_BakeTexture: a mesh's surface in its texture's layout, and views of it
 (from MeshRasterizer's cameras) baked into a texture, with no compiled extension."""
+
 from __future__ import annotations
 
 import torch
@@ -26,35 +27,46 @@ DEPTH_BYTES_PER_PIXEL = 80
 MESH_BYTES_PER_FACE = 100
 
 TEXTURE_SIZE = Int("texture_size", 1024, 2, 8192, tooltip="the texture's width and height in texels")
-DILATION = Int("dilation", 4, 0, 256, tooltip="seam padding: texels outside the UV islands within this many "
-                                             "texels are filled from the nearest inside ones, so that "
-                                             "bilinear and mipmapped lookups do not bleed in the background")
+DILATION = Int(
+    "dilation",
+    4,
+    0,
+    256,
+    tooltip="seam padding: texels outside the UV islands within this many "
+    "texels are filled from the nearest inside ones, so that "
+    "bilinear and mipmapped lookups do not bleed in the background",
+)
 INPAINT_MODES = ("dilation", "mesh", "none")
-INPAINT_TOOLTIP = ("texels no view sees: dilation fills those within `dilation` texels of seen ones (and pads the "
-                   "islands); mesh fills every one inside the UV islands by propagating the seen colours over the "
-                   "mesh's surface (Hunyuan3D-2.1's mesh inpainting), then pads; none leaves them black, unpadded")
+INPAINT_TOOLTIP = (
+    "texels no view sees: dilation fills those within `dilation` texels of seen ones (and pads the "
+    "islands); mesh fills every one inside the UV islands by propagating the seen colours over the "
+    "mesh's surface (Hunyuan3D-2.1's mesh inpainting), then pads; none leaves them black, unpadded"
+)
 
 
 def _uv_mesh(mesh):
     """vertices [V,3], faces [F,3] and the other MESH fields of a mesh with UVs."""
     vertices, faces, fields = mesh_tensors(mesh, None)
     if "uvs" not in fields:
-        raise ValueError("mesh: has no UVs (a texture layout); load a mesh with UVs (e.g. a textured .obj or "
-                         ".glb) or unwrap it in a 3D tool first")
+        raise ValueError(
+            "mesh: has no UVs (a texture layout); load a mesh with UVs (e.g. a textured .obj or "
+            ".glb) or unwrap it in a 3D tool first"
+        )
     return vertices, faces, fields
 
 
 def maps_bytes(texture_size: int, faces: int) -> int:
     """UV Maps' estimated peak in bytes: the maps, their seam padding and the mesh."""
-    return MAPS_BYTES_PER_TEXEL * texture_size ** 2 + MESH_BYTES_PER_FACE * faces
+    return MAPS_BYTES_PER_TEXEL * texture_size**2 + MESH_BYTES_PER_FACE * faces
 
 
 def _uv_surface(vertices, faces, fields, texture_size: int, device: torch.device, progress):
     """vertices, faces on device and uv_maps' position, normal, mask there."""
     normals = fields["normals"] if "normals" in fields else vertex_normals(vertices, faces)
     vertices, faces = vertices.to(device), faces.to(device)
-    maps = B.uv_maps(vertices, normals.to(device), fields["uvs"].to(device), faces, faces, texture_size,
-                     on_band=progress)
+    maps = B.uv_maps(
+        vertices, normals.to(device), fields["uvs"].to(device), faces, faces, texture_size, on_band=progress
+    )
     return vertices, faces, maps
 
 
@@ -62,21 +74,31 @@ class UVMaps(RasterKitNode):
     NODE_ID = "RasterKit_UVMaps"
     DISPLAY_NAME = "UV Maps (RasterKit)"
     CATEGORY = "RasterKit/mesh"
-    DESCRIPTION = ("The mesh's surface in its texture's layout: world positions and normals at every texel "
-                   "its UV islands cover (the maps texture-baking and inpainting in UV space work on).")
-    INPUTS = [Socket("mesh", "MESH", tooltip="a MESH with UVs (LoadMesh keeps a file's UVs)"),
-              TEXTURE_SIZE, DILATION]
-    OUTPUTS = [Output("IMAGE", "position", "world position scaled into the mesh's bounding box (0..1 per axis); "
-                                           "black outside the UV islands (and their padding)"),
-               Output("IMAGE", "normal", "world-space normals as colours (n * 0.5 + 0.5); #8080FF outside"),
-               Output("MASK", "mask", "1 on texels the UV islands cover (before padding)")]
+    DESCRIPTION = (
+        "The mesh's surface in its texture's layout: world positions and normals at every texel "
+        "its UV islands cover (the maps texture-baking and inpainting in UV space work on)."
+    )
+    INPUTS = [Socket("mesh", "MESH", tooltip="a MESH with UVs (LoadMesh keeps a file's UVs)"), TEXTURE_SIZE, DILATION]
+    OUTPUTS = [
+        Output(
+            "IMAGE",
+            "position",
+            "world position scaled into the mesh's bounding box (0..1 per axis); "
+            "black outside the UV islands (and their padding)",
+        ),
+        Output("IMAGE", "normal", "world-space normals as colours (n * 0.5 + 0.5); #8080FF outside"),
+        Output("MASK", "mask", "1 on texels the UV islands cover (before padding)"),
+    ]
 
     @classmethod
     def run(cls, mesh=None, texture_size=1024, dilation=4):
         device = render_device()
         vertices, faces, fields = _uv_mesh(mesh)
-        check_memory(maps_bytes(texture_size, len(faces)), f"texture_size ({texture_size}) with a mesh of "
-                                                           f"{len(faces):,} triangles", device)
+        check_memory(
+            maps_bytes(texture_size, len(faces)),
+            f"texture_size ({texture_size}) with a mesh of {len(faces):,} triangles",
+            device,
+        )
         progress = Progress(texture_size)
         vertices, _, (position, normal, mask) = _uv_surface(vertices, faces, fields, texture_size, device, progress)
         low, high = vertices.amin(0), vertices.amax(0)
@@ -91,57 +113,113 @@ class BakeTexture(RasterKitNode):
     NODE_ID = "RasterKit_BakeTexture"
     DISPLAY_NAME = "Bake Texture (RasterKit)"
     CATEGORY = "RasterKit/mesh"
-    DESCRIPTION = ("Projects views of a mesh (e.g. generated from MeshRasterizer's normal or position maps) "
-                   "back onto it and blends them into its texture: each texel takes the views that see it "
-                   "(a depth test), weighted by the view's weight and how squarely it faces the camera.")
-    INPUTS = [Socket("mesh", "MESH", tooltip="the MESH the views show, with UVs"),
-              Socket("images", "IMAGE", tooltip="one image per view of raster, in its order (any size of the "
-                                                "same aspect ratio as the rasterized views)"),
-              Socket("raster", "RASTER", tooltip="MeshRasterizer's raster output: its cameras (view and "
-                                                 "projection matrices) and view_weights"),
-              TEXTURE_SIZE, DILATION,
-              Float("exponent", 4.0, 0.0, 32.0, 0.1,
-                    tooltip="a view's weight at a texel is its view weight x cos(normal, direction to the "
-                            "camera) ^ exponent: higher favours the view that faces the surface most squarely"),
-              Float("depth_tolerance", 0.01, 0.0001, 1.0, 0.001,
-                    tooltip="a texel is seen by a view where its depth is within this fraction of the mesh's "
-                            "bounding-box diagonal of the view's depth buffer"),
-              Combo("inpaint", INPAINT_MODES, "dilation", tooltip=INPAINT_TOOLTIP)]
-    OUTPUTS = [Output("IMAGE", "texture", "the baked texture (row 0 is v = 1, OpenGL's UVs); black where no "
-                                          "view sees the surface, beyond the padding"),
-               Output("MASK", "mask", "1 on texels some view saw (before padding): inpaint the rest"),
-               Output("MESH", "mesh", "the mesh with the baked texture attached (Save GLB writes it)")]
+    DESCRIPTION = (
+        "Projects views of a mesh (e.g. generated from MeshRasterizer's normal or position maps) "
+        "back onto it and blends them into its texture: each texel takes the views that see it "
+        "(a depth test), weighted by the view's weight and how squarely it faces the camera."
+    )
+    INPUTS = [
+        Socket("mesh", "MESH", tooltip="the MESH the views show, with UVs"),
+        Socket(
+            "images",
+            "IMAGE",
+            tooltip="one image per view of raster, in its order (any size of the "
+            "same aspect ratio as the rasterized views)",
+        ),
+        Socket(
+            "raster",
+            "RASTER",
+            tooltip="MeshRasterizer's raster output: its cameras (view and projection matrices) and view_weights",
+        ),
+        TEXTURE_SIZE,
+        DILATION,
+        Float(
+            "exponent",
+            4.0,
+            0.0,
+            32.0,
+            0.1,
+            tooltip="a view's weight at a texel is its view weight x cos(normal, direction to the "
+            "camera) ^ exponent: higher favours the view that faces the surface most squarely",
+        ),
+        Float(
+            "depth_tolerance",
+            0.01,
+            0.0001,
+            1.0,
+            0.001,
+            tooltip="a texel is seen by a view where its depth is within this fraction of the mesh's "
+            "bounding-box diagonal of the view's depth buffer",
+        ),
+        Combo("inpaint", INPAINT_MODES, "dilation", tooltip=INPAINT_TOOLTIP),
+    ]
+    OUTPUTS = [
+        Output(
+            "IMAGE",
+            "texture",
+            "the baked texture (row 0 is v = 1, OpenGL's UVs); black where no "
+            "view sees the surface, beyond the padding",
+        ),
+        Output("MASK", "mask", "1 on texels some view saw (before padding): inpaint the rest"),
+        Output("MESH", "mesh", "the mesh with the baked texture attached (Save GLB writes it)"),
+    ]
 
     @classmethod
-    def run(cls, mesh=None, images=None, raster=None, texture_size=1024, dilation=4, exponent=4.0,
-            depth_tolerance=0.01, inpaint="dilation"):
+    def run(
+        cls,
+        mesh=None,
+        images=None,
+        raster=None,
+        texture_size=1024,
+        dilation=4,
+        exponent=4.0,
+        depth_tolerance=0.01,
+        inpaint="dilation",
+    ):
         check_images(images)
         if inpaint not in INPAINT_MODES:
             raise ValueError(f"inpaint: expected one of {', '.join(INPAINT_MODES)}, got {inpaint!r}")
         if not isinstance(raster, dict) or not {"view", "projection"} <= raster.keys():
-            raise ValueError("raster: expected MeshRasterizer's raster output (with its view and projection "
-                             "matrices)")
+            raise ValueError("raster: expected MeshRasterizer's raster output (with its view and projection matrices)")
         view, projection, weights = _cameras(raster)
         findices = raster.get("findices")
         if len(images) != len(view):
-            raise ValueError(f"images: {len(images)} images, but raster has {len(view)} views (one image per "
-                             f"view, in the raster's order)")
+            raise ValueError(
+                f"images: {len(images)} images, but raster has {len(view)} views (one image per "
+                f"view, in the raster's order)"
+            )
         if findices is not None:
             raster_height, raster_width = findices.shape[-2:]
             if abs(images.shape[2] / images.shape[1] - raster_width / raster_height) > 0.01:
-                raise ValueError(f"images: {images.shape[2]}x{images.shape[1]} has another aspect ratio than "
-                                 f"raster's views ({raster_width}x{raster_height})")
+                raise ValueError(
+                    f"images: {images.shape[2]}x{images.shape[1]} has another aspect ratio than "
+                    f"raster's views ({raster_width}x{raster_height})"
+                )
         device = render_device()
         vertices, faces, fields = _uv_mesh(mesh)
         count, height, width = images.shape[:3]
-        check_memory(bake_bytes(texture_size, count, height, width, len(faces)),
-                     f"texture_size x views ({texture_size}^2 x {count} of {width}x{height}) with a mesh of "
-                     f"{len(faces):,} triangles", device)
+        check_memory(
+            bake_bytes(texture_size, count, height, width, len(faces)),
+            f"texture_size x views ({texture_size}^2 x {count} of {width}x{height}) with a mesh of "
+            f"{len(faces):,} triangles",
+            device,
+        )
         progress = Progress(texture_size)
-        vertices, faces, (position, normal, mask) = _uv_surface(vertices, faces, fields, texture_size, device,
-                                                                progress)
-        texture, weight = B.bake(images[..., :3].to(device), view.to(device), projection.to(device), vertices,
-                                 faces, position, normal, mask, weights, exponent, depth_tolerance, on_chunk=progress)
+        vertices, faces, (position, normal, mask) = _uv_surface(vertices, faces, fields, texture_size, device, progress)
+        texture, weight = B.bake(
+            images[..., :3].to(device),
+            view.to(device),
+            projection.to(device),
+            vertices,
+            faces,
+            position,
+            normal,
+            mask,
+            weights,
+            exponent,
+            depth_tolerance,
+            on_chunk=progress,
+        )
         seen = weight > 0
         filled = seen
         if inpaint == "mesh":
@@ -151,8 +229,9 @@ class BakeTexture(RasterKitNode):
         out = intermediate_device()
         texture = texture.clamp(0, 1).to(out)
         fields["texture"] = texture
-        baked = make_mesh(vertices[None].to(out), faces[None].to(out),
-                          **{name: value[None].to(out) for name, value in fields.items()})
+        baked = make_mesh(
+            vertices[None].to(out), faces[None].to(out), **{name: value[None].to(out) for name, value in fields.items()}
+        )
         return texture[None], seen[None].float().to(out), baked
 
 
@@ -172,12 +251,16 @@ def _cameras(raster: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | N
 def bake_bytes(texture_size: int, views: int, height: int, width: int, faces: int) -> int:
     """Bake Texture's estimated peak in bytes: the UV maps and their padding, a chunk of texel-views, the
     views' depth buffers (and the rasterizer's work on a chunk of them) and the mesh."""
-    texel_views = min(texture_size ** 2 * views, B.BAKE_CHUNK_TEXEL_VIEWS + texture_size * views)
+    texel_views = min(texture_size**2 * views, B.BAKE_CHUNK_TEXEL_VIEWS + texture_size * views)
     pixels = height * width
     depth_chunk = min(views, max(1, B.CHUNK_WORK // (pixels + faces)))
-    return (BAKE_BYTES_PER_TEXEL * texture_size ** 2 + BAKE_BYTES_PER_TEXEL_VIEW * texel_views
-            + BAKE_BYTES_PER_PIXEL * pixels * views + DEPTH_BYTES_PER_PIXEL * pixels * depth_chunk
-            + MESH_BYTES_PER_FACE * faces * (1 + depth_chunk))
+    return (
+        BAKE_BYTES_PER_TEXEL * texture_size**2
+        + BAKE_BYTES_PER_TEXEL_VIEW * texel_views
+        + BAKE_BYTES_PER_PIXEL * pixels * views
+        + DEPTH_BYTES_PER_PIXEL * pixels * depth_chunk
+        + MESH_BYTES_PER_FACE * faces * (1 + depth_chunk)
+    )
 
 
 NODES = [UVMaps, BakeTexture]

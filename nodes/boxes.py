@@ -1,10 +1,11 @@
 """RasterKit_BoundingBoxRenderer: rounded, anti-aliased boxes with labels on image batches."""
+
 from __future__ import annotations
 
 import torch
 
-from ..utils.core.device import check_memory
 from ..utils import gpu_rendering as R
+from ..utils.core.device import check_memory
 from ..utils.gpu_rendering.box_styles import MARKERS, box_markers
 from ..utils.gpu_rendering.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
 from ..utils.inputs.boxes import COLOR_BY, LABEL_MODES, box_colors, box_label_texts, box_table, label_priority
@@ -32,15 +33,21 @@ class BoundingBoxRenderer(RasterKitNode):
     NODE_ID = "RasterKit_BoundingBoxRenderer"
     DISPLAY_NAME = "Bounding Box Renderer (RasterKit)"
     CATEGORY = "RasterKit/overlay"
-    DESCRIPTION = ("Draws anti-aliased rounded boxes (or ellipses, dots, halos) with labels on every frame of an "
-                   "image batch. Boxes come from JSON, a BBOX, SEGS or a MASK (one box per connected component); "
-                   "JSON boxes may be oriented (turned about their centres).")
+    DESCRIPTION = (
+        "Draws anti-aliased rounded boxes (or ellipses, dots, halos) with labels on every frame of an "
+        "image batch. Boxes come from JSON, a BBOX, SEGS or a MASK (one box per connected component); "
+        "JSON boxes may be oriented (turned about their centres)."
+    )
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on (a video is one batch)"),
-        String("boxes", "[[64, 48, 256, 200]]", multiline=True,
-               tooltip="JSON: a list of boxes for every frame, or one list per frame. A box is [x1,y1,x2,y2] or "
-                       "{x1,y1,x2,y2 | x,y,w,h, angle, label, id, score, color}, angle in degrees clockwise about "
-                       "its centre; oriented boxes also as {xywhr: [cx,cy,w,h,radians]} or {points: 4 corners}."),
+        String(
+            "boxes",
+            "[[64, 48, 256, 200]]",
+            multiline=True,
+            tooltip="JSON: a list of boxes for every frame, or one list per frame. A box is [x1,y1,x2,y2] or "
+            "{x1,y1,x2,y2 | x,y,w,h, angle, label, id, score, color}, angle in degrees clockwise about "
+            "its centre; oriented boxes also as {xywhr: [cx,cy,w,h,radians]} or {points: 4 corners}.",
+        ),
         Float("stroke_width", 3.0, 0.0, 64.0, 0.5, tooltip="outline width in pixels; 0: no outline"),
         Float("corner_radius", 8.0, 0.0, 256.0, 0.5, tooltip="radius of the rounded corners in pixels; 0: square"),
         Float("stroke_opacity", 1.0, 0.0, 1.0, tooltip="opacity of the outline"),
@@ -48,75 +55,163 @@ class BoundingBoxRenderer(RasterKitNode):
         String("color", "", tooltip="Hex colour for every box (#RRGGBB or #RRGGBBAA); empty: use the palette"),
         Combo("palette", tuple(PALETTES), tooltip="colours of the boxes without one of their own, when color is empty"),
         Combo("color_by", COLOR_BY, tooltip="Palette slot by class label, track id, or box index"),
-        Combo("labels", LABEL_MODES, "label",
-              tooltip="text drawn above each box: its class label, score and/or track id; none: no labels"),
+        Combo(
+            "labels",
+            LABEL_MODES,
+            "label",
+            tooltip="text drawn above each box: its class label, score and/or track id; none: no labels",
+        ),
         Int("label_size", 16, 6, 128, tooltip="label text size in pixels"),
         Float("corner_length", 0.0, 0.0, 1024.0, 1.0, tooltip="> 0: draw only the corners, arms this long"),
         Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
-        Combo("font", font_names, default=DEFAULT_FONT,
-              tooltip="label font: a font file found on this machine, or default (Pillow's font for ASCII); "
-                      "characters a font lacks come from other fonts found (Cyrillic, CJK, emoji, ...)"),
+        Combo(
+            "font",
+            font_names,
+            default=DEFAULT_FONT,
+            tooltip="label font: a font file found on this machine, or default (Pillow's font for ASCII); "
+            "characters a font lacks come from other fonts found (Cyrillic, CJK, emoji, ...)",
+        ),
         # new widgets go last: saved workflows list widget values in order
-        String("palette_colors", "",
-               tooltip="hex colours separated by commas (#ff0000, #00ff00): the palette, in place of the named "
-                       "one; empty: the named palette"),
-        Combo("label_anchor", ANCHORS,
-              tooltip="where a label sits on its box: top_* above it (inside its top when there is no room), "
-                      "bottom_* below it (inside its bottom when there is no room), center_* centred on it "
-                      "vertically; *_left, *_center, *_right along it (an oriented box: its upright bounds)"),
-        String("text_color", "", tooltip="hex colour of the label text; empty: black or white, whichever "
-                                         "contrasts more with the label's background"),
+        String(
+            "palette_colors",
+            "",
+            tooltip="hex colours separated by commas (#ff0000, #00ff00): the palette, in place of the named "
+            "one; empty: the named palette",
+        ),
+        Combo(
+            "label_anchor",
+            ANCHORS,
+            tooltip="where a label sits on its box: top_* above it (inside its top when there is no room), "
+            "bottom_* below it (inside its bottom when there is no room), center_* centred on it "
+            "vertically; *_left, *_center, *_right along it (an oriented box: its upright bounds)",
+        ),
+        String(
+            "text_color",
+            "",
+            tooltip="hex colour of the label text; empty: black or white, whichever "
+            "contrasts more with the label's background",
+        ),
         Int("label_padding", PADDING, 0, 64, tooltip="pixels between a label's text and the edge of its background"),
-        Int("label_max_width", 0, 0, 4096,
-            tooltip="> 0: label text wraps at spaces onto lines no wider than this many pixels; 0: one line"),
-        Bool("label_avoid_overlap", False,
-             tooltip="labels of a frame that overlap move apart (below the label they overlap), the higher "
-                     "scores keeping their place"),
-        Combo("marker", MARKERS,
-              tooltip="the mark of each detection: box (outline and fill), ellipse (outline and fill of the ellipse "
-                      "inscribed in the box), dot (a disc at its centre), halo (its fill and a soft ring around it); "
-                      "turned with oriented boxes"),
+        Int(
+            "label_max_width",
+            0,
+            0,
+            4096,
+            tooltip="> 0: label text wraps at spaces onto lines no wider than this many pixels; 0: one line",
+        ),
+        Bool(
+            "label_avoid_overlap",
+            False,
+            tooltip="labels of a frame that overlap move apart (below the label they overlap), the higher "
+            "scores keeping their place",
+        ),
+        Combo(
+            "marker",
+            MARKERS,
+            tooltip="the mark of each detection: box (outline and fill), ellipse (outline and fill of the ellipse "
+            "inscribed in the box), dot (a disc at its centre), halo (its fill and a soft ring around it); "
+            "turned with oriented boxes",
+        ),
         Float("marker_size", 8.0, 0.0, 256.0, 0.5, tooltip="radius of a dot, width of a halo, in pixels"),
         Combo("outputs", OVERLAY_OUTPUTS, tooltip=OVERLAY_OUTPUTS_TOOLTIP, optional=True),  # old API prompts lack it
-        Socket("bbox", "BBOX", optional=True,
-               tooltip="boxes from KJNodes, SAM2 or Florence2: (x1, y1, x2, y2) per image, or a list per frame"),
+        Socket(
+            "bbox",
+            "BBOX",
+            optional=True,
+            tooltip="boxes from KJNodes, SAM2 or Florence2: (x1, y1, x2, y2) per image, or a list per frame",
+        ),
         Socket("segs", "SEGS", optional=True, tooltip="Impact Pack SEGS: a box per segment, with label and confidence"),
         Socket("mask", "MASK", optional=True, tooltip="one box per connected component of each frame's mask"),
-        Socket("bounding_box", "BOUNDING_BOX", optional=True,
-               tooltip="core ComfyUI's detections (e.g. RT-DETR Detect): per image, "
-                       "{x, y, width, height, label, score}"),
+        Socket(
+            "bounding_box",
+            "BOUNDING_BOX",
+            optional=True,
+            tooltip="core ComfyUI's detections (e.g. RT-DETR Detect): per image, {x, y, width, height, label, score}",
+        ),
     ]
-    OUTPUTS = [Output("IMAGE", "image", "the frames with the boxes and labels drawn over them"),
-               Output("MASK", "alpha", "the overlay's coverage, 0..1 per pixel"),
-               Output("IMAGE", "layer", LAYER_TOOLTIP)]
+    OUTPUTS = [
+        Output("IMAGE", "image", "the frames with the boxes and labels drawn over them"),
+        Output("MASK", "alpha", "the overlay's coverage, 0..1 per pixel"),
+        Output("IMAGE", "layer", LAYER_TOOLTIP),
+    ]
 
     @classmethod
-    def run(cls, images, boxes="", stroke_width=3.0, corner_radius=8.0, stroke_opacity=1.0, fill_opacity=0.15,
-            color="", palette="default", color_by="label", labels="label", label_size=16, corner_length=0.0,
-            layer_alpha="straight", font=DEFAULT_FONT, palette_colors="", label_anchor="top_left", text_color="",
-            label_padding=PADDING, label_max_width=0, label_avoid_overlap=False, marker="box", marker_size=8.0,
-            outputs=OVERLAY_OUTPUTS[0], bbox=None, segs=None, mask=None, bounding_box=None):
+    def run(
+        cls,
+        images,
+        boxes="",
+        stroke_width=3.0,
+        corner_radius=8.0,
+        stroke_opacity=1.0,
+        fill_opacity=0.15,
+        color="",
+        palette="default",
+        color_by="label",
+        labels="label",
+        label_size=16,
+        corner_length=0.0,
+        layer_alpha="straight",
+        font=DEFAULT_FONT,
+        palette_colors="",
+        label_anchor="top_left",
+        text_color="",
+        label_padding=PADDING,
+        label_max_width=0,
+        label_avoid_overlap=False,
+        marker="box",
+        marker_size=8.0,
+        outputs=OVERLAY_OUTPUTS[0],
+        bbox=None,
+        segs=None,
+        mask=None,
+        bounding_box=None,
+    ):
         check_images(images, "images")
         font_chain(font)  # a font name that is not in the list is an error even without labels
         ink = _text_color(text_color)
         batch, height, width, _ = images.shape
         table = box_table(images, boxes, bbox, segs, mask, bounding_box)
         rgb = box_colors(table, color, palette, palette_colors, color_by)
-        prims = box_markers(table, marker, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length,
-                            marker_size, rgb)
+        prims = box_markers(
+            table, marker, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length, marker_size, rgb
+        )
         atlas = None
         if labels != "none" and len(table):
             texts = box_label_texts(table, labels)
             priority = label_priority(table) if label_avoid_overlap else None
-            tags, atlas = label_primitives(table.frame, table.bounds(), texts, torch.cat([rgb, torch.ones(len(table), 1)], 1),
-                                           height, width, label_size, font, label_anchor, label_padding, ink,
-                                           label_max_width, priority)
+            tags, atlas = label_primitives(
+                table.frame,
+                table.bounds(),
+                texts,
+                torch.cat([rgb, torch.ones(len(table), 1)], 1),
+                height,
+                width,
+                label_size,
+                font,
+                label_anchor,
+                label_padding,
+                ink,
+                label_max_width,
+                priority,
+            )
             prims = R.concat(prims, tags)
         device, image_only = render_device(), outputs == "image only"
-        check_memory(draw_memory(images, prims, atlas, image_only, device),
-                     f"boxes: {len(table):,} boxes on {batch} frames of {height} x {width}", device)
-        return overlay_outputs(*R.draw(images, prims, atlas, device=device, on_progress=Progress(batch),
-                                       layer_alpha=layer_alpha, image_only=image_only))
+        check_memory(
+            draw_memory(images, prims, atlas, image_only, device),
+            f"boxes: {len(table):,} boxes on {batch} frames of {height} x {width}",
+            device,
+        )
+        return overlay_outputs(
+            *R.draw(
+                images,
+                prims,
+                atlas,
+                device=device,
+                on_progress=Progress(batch),
+                layer_alpha=layer_alpha,
+                image_only=image_only,
+            )
+        )
 
     @classmethod
     def preview(cls, inputs, outputs):

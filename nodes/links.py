@@ -1,19 +1,18 @@
 """RasterKit_PointTracker and RasterKit_LineLinkRenderer: tracked points linked into graphs (stable
 kNN, radius, Delaunay, minimum spanning tree) drawn as anti-aliased lines or curves."""
+
 from __future__ import annotations
 
 import json
 import math
 
-import torch
-
 from ..utils import gpu_rendering as R
-from ..utils.gpu_rendering import link_styles as styles
-from ..utils.inputs import tracks as track_sources
-from ..utils.inputs.colors import parse_hex
 from ..utils.core.device import check_memory
 from ..utils.gpu_graph import GRAPHS, GraphOptions, track_points, voronoi_graph
+from ..utils.gpu_rendering import link_styles as styles
 from ..utils.gpu_rendering.link_layers import POINT_LABELS, LinkStyle, link_layers
+from ..utils.inputs import tracks as track_sources
+from ..utils.inputs.colors import parse_hex
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
@@ -51,96 +50,222 @@ class LineLinkRenderer(RasterKitNode):
     NODE_ID = "RasterKit_LineLinkRenderer"
     DISPLAY_NAME = "Line Link Renderer (RasterKit)"
     CATEGORY = "RasterKit/overlay"
-    DESCRIPTION = ("Links tracked points in every frame (each to its nearest neighbours, all pairs within a radius, "
-                   "the Delaunay triangulation or the minimum spanning tree, or the walls of their Voronoi cells; with "
-                   "caps, and kept stable across frames by hysteresis) and draws the links as anti-aliased lines or "
-                   "curves: solid, dashed (marching ants with dash_speed), dotted, in a colour gradient, with a glow; "
-                   "point markers, ids or labels; fading trails.")
+    DESCRIPTION = (
+        "Links tracked points in every frame (each to its nearest neighbours, all pairs within a radius, "
+        "the Delaunay triangulation or the minimum spanning tree, or the walls of their Voronoi cells; with "
+        "caps, and kept stable across frames by hysteresis) and draws the links as anti-aliased lines or "
+        "curves: solid, dashed (marching ants with dash_speed), dotted, in a colour gradient, with a glow; "
+        "point markers, ids or labels; fading trails."
+    )
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on"),
-        String("tracks_json", '[[{"x": 100, "y": 100}], [{"x": 220, "y": 140}], [{"x": 160, "y": 260}]]',
-               multiline=True, tooltip="Tracks as JSON: a list of tracks, each a list of per-frame points ({x, y} or "
-                                       "[x, y]); a flat list of points is one point moving over frames (KJNodes' "
-                                       "coordinates); a short track holds its last point; negative coordinates "
-                                       "are hidden. A connected tracks or ys_tracks input wins over this text"),
+        String(
+            "tracks_json",
+            '[[{"x": 100, "y": 100}], [{"x": 220, "y": 140}], [{"x": 160, "y": 260}]]',
+            multiline=True,
+            tooltip="Tracks as JSON: a list of tracks, each a list of per-frame points ({x, y} or "
+            "[x, y]); a flat list of points is one point moving over frames (KJNodes' "
+            "coordinates); a short track holds its last point; negative coordinates "
+            "are hidden. A connected tracks or ys_tracks input wins over this text",
+        ),
         Int("k", 3, 1, 32, tooltip="neighbours per point (graph knn)"),
-        Float("max_distance", 0.0, 0.0, 100000.0, 1.0, tooltip="longest link in pixels; 0: no limit (graph radius "
-                                                               "needs one: it links every pair within it)"),
+        Float(
+            "max_distance",
+            0.0,
+            0.0,
+            100000.0,
+            1.0,
+            tooltip="longest link in pixels; 0: no limit (graph radius needs one: it links every pair within it)",
+        ),
         Float("delta_y_cap", 0.0, 0.0, 100000.0, 1.0, tooltip="largest vertical extent of a link; 0: no limit"),
         Int("degree_cap", 0, 0, 64, tooltip="most links per point, shortest kept; 0: no limit"),
         Bool("mutual", False, tooltip="link only points that are among each other's k nearest (graph knn)"),
-        Float("hysteresis", 1.3, 1.0, 4.0, 0.05, tooltip="a link stays while within this factor of its limits "
-                                                        "(graphs knn and radius)"),
-        Combo("curve", ("straight", "bezier", "cubic"),
-              tooltip="straight lines; quadratic Bezier curves bent to alternating sides; or cubic Bezier S-curves"),
-        Float("curvature", 0.2, -2.0, 2.0, 0.01, tooltip="bend of the Bezier curves, as a fraction of the link's "
-                                                         "length; negative bends the other way"),
+        Float(
+            "hysteresis",
+            1.3,
+            1.0,
+            4.0,
+            0.05,
+            tooltip="a link stays while within this factor of its limits (graphs knn and radius)",
+        ),
+        Combo(
+            "curve",
+            ("straight", "bezier", "cubic"),
+            tooltip="straight lines; quadratic Bezier curves bent to alternating sides; or cubic Bezier S-curves",
+        ),
+        Float(
+            "curvature",
+            0.2,
+            -2.0,
+            2.0,
+            0.01,
+            tooltip="bend of the Bezier curves, as a fraction of the link's length; negative bends the other way",
+        ),
         Float("width", 1.5, 0.1, 64.0, 0.1, tooltip="line width in pixels"),
         Float("opacity", 0.8, 0.0, 1.0, tooltip="opacity of the links and point markers"),
         String("color", "#FFFFFF", tooltip="hex colour, or 'distance' to colour links by length"),
-        Float("point_radius", 3.0, 0.0, 64.0, 0.5, tooltip="radius of the marker drawn on each visible point; "
-                                                           "0: no markers"),
+        Float(
+            "point_radius",
+            3.0,
+            0.0,
+            64.0,
+            0.5,
+            tooltip="radius of the marker drawn on each visible point; 0: no markers",
+        ),
         Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
-        Combo("graph", GRAPH_CHOICES, tooltip="which points link: knn, each to its k nearest; radius, every pair "
-                                              "within max_distance; delaunay, the Delaunay triangulation's edges; "
-                                              "mst, the minimum spanning tree (a forest where max_distance cuts it); "
-                                              "voronoi, not links but the walls between the points' Voronoi cells "
-                                              "(one for each Delaunay link, cut at the frame's edges). The caps "
-                                              "apply to all, hysteresis to knn and radius"),
-        Combo("line_style", styles.LINE_STYLES, tooltip="solid lines; dashed, dash_length on and gap_length off; "
-                                                         "dotted, dots as wide as the line, gap_length apart"),
+        Combo(
+            "graph",
+            GRAPH_CHOICES,
+            tooltip="which points link: knn, each to its k nearest; radius, every pair "
+            "within max_distance; delaunay, the Delaunay triangulation's edges; "
+            "mst, the minimum spanning tree (a forest where max_distance cuts it); "
+            "voronoi, not links but the walls between the points' Voronoi cells "
+            "(one for each Delaunay link, cut at the frame's edges). The caps "
+            "apply to all, hysteresis to knn and radius",
+        ),
+        Combo(
+            "line_style",
+            styles.LINE_STYLES,
+            tooltip="solid lines; dashed, dash_length on and gap_length off; "
+            "dotted, dots as wide as the line, gap_length apart",
+        ),
         Float("dash_length", 8.0, 0.5, 10000.0, 0.5, tooltip="length of a dash in pixels (line_style dashed)"),
         Float("gap_length", 6.0, 1.0, 10000.0, 0.5, tooltip="pixels between dashes or dots"),
-        Float("dash_phase", 0.0, -100000.0, 100000.0, 0.5, tooltip="shift of the dash or dot pattern towards the "
-                                                                  "link's far end, in pixels"),
-        Float("dash_speed", 0.0, -1000.0, 1000.0, 0.5, tooltip="pixels the pattern moves each frame (marching "
-                                                              "ants); negative moves it back"),
-        String("end_color", "", tooltip="hex colour at each link's far end, blended from its colour along the link "
-                                        "(links then end square); empty: one colour"),
-        Float("glow", 0.0, 0.0, 1.0, tooltip="opacity of a wide, fainter stroke under each link, relative to opacity; "
-                                             "0: no glow"),
-        Float("glow_scale", 4.0, 1.0, 32.0, 0.1, tooltip="width of the glow as a multiple of the line width (of "
-                                                         "the marker radius for marker_glow)"),
-        Combo("width_by_length", styles.WIDTH_BY_LENGTH,
-              tooltip="per-link width: the same for all; shorter_thicker, 1.5 x width for the shortest down to "
-                      "0.5 x at max_distance (or the longest link); longer_thicker, the reverse"),
-        Combo("point_style", styles.POINT_STYLES, tooltip="the marker on each point: a filled dot, or a ring, "
-                                                          "cross, square or diamond outline of the line width"),
+        Float(
+            "dash_phase",
+            0.0,
+            -100000.0,
+            100000.0,
+            0.5,
+            tooltip="shift of the dash or dot pattern towards the link's far end, in pixels",
+        ),
+        Float(
+            "dash_speed",
+            0.0,
+            -1000.0,
+            1000.0,
+            0.5,
+            tooltip="pixels the pattern moves each frame (marching ants); negative moves it back",
+        ),
+        String(
+            "end_color",
+            "",
+            tooltip="hex colour at each link's far end, blended from its colour along the link "
+            "(links then end square); empty: one colour",
+        ),
+        Float(
+            "glow",
+            0.0,
+            0.0,
+            1.0,
+            tooltip="opacity of a wide, fainter stroke under each link, relative to opacity; 0: no glow",
+        ),
+        Float(
+            "glow_scale",
+            4.0,
+            1.0,
+            32.0,
+            0.1,
+            tooltip="width of the glow as a multiple of the line width (of the marker radius for marker_glow)",
+        ),
+        Combo(
+            "width_by_length",
+            styles.WIDTH_BY_LENGTH,
+            tooltip="per-link width: the same for all; shorter_thicker, 1.5 x width for the shortest down to "
+            "0.5 x at max_distance (or the longest link); longer_thicker, the reverse",
+        ),
+        Combo(
+            "point_style",
+            styles.POINT_STYLES,
+            tooltip="the marker on each point: a filled dot, or a ring, "
+            "cross, square or diamond outline of the line width",
+        ),
         Bool("marker_glow", False, tooltip="a glow disc under each marker, at the glow opacity"),
-        Int("trail_frames", 0, 0, 1000, tooltip="draw each point's path over this many past frames, fading "
-                                                "towards the oldest; 0: no trails"),
+        Int(
+            "trail_frames",
+            0,
+            0,
+            1000,
+            tooltip="draw each point's path over this many past frames, fading towards the oldest; 0: no trails",
+        ),
         Bool("trail_smooth", False, tooltip="smooth the trails through the tracked positions (Catmull-Rom)"),
-        Combo("point_labels", POINT_LABELS,
-              tooltip="text up and right of each visible point: none; id, its track's number (its index in "
-                      "edges_json); label, its track's label (a \"label\" string on a point of tracks_json "
-                      "names its track from that frame on; RASTERKIT_TRACKS' optional labels list), else its id"),
+        Combo(
+            "point_labels",
+            POINT_LABELS,
+            tooltip="text up and right of each visible point: none; id, its track's number (its index in "
+            'edges_json); label, its track\'s label (a "label" string on a point of tracks_json '
+            "names its track from that frame on; RASTERKIT_TRACKS' optional labels list), else its id",
+        ),
         Int("text_size", 12, 6, 128, tooltip="size of the point labels' text in pixels"),
         String("text_color", "", tooltip="hex colour of the point labels' text; empty: the points' colour"),
         Combo("outputs", OVERLAY_OUTPUTS, tooltip=OVERLAY_OUTPUTS_TOOLTIP, optional=True),  # old API prompts lack it
         Socket("tracks", "RASTERKIT_TRACKS", optional=True, tooltip="tracks from Point Tracker (RasterKit)"),
-        Socket("ys_tracks", "TRACKS", optional=True,
-               tooltip="ys-vision-tools' TRACKS: an array of x, y, or a list of per-frame arrays; point n is row n "
-                       "of every frame, rows a frame lacks are hidden"),
+        Socket(
+            "ys_tracks",
+            "TRACKS",
+            optional=True,
+            tooltip="ys-vision-tools' TRACKS: an array of x, y, or a list of per-frame arrays; point n is row n "
+            "of every frame, rows a frame lacks are hidden",
+        ),
     ]
-    OUTPUTS = [Output("IMAGE", "image", "the frames with the links and points drawn over them"),
-               Output("MASK", "alpha", "the overlay's coverage of each pixel"),
-               Output("IMAGE", "layer", LAYER_TOOLTIP),
-               Output("STRING", "edges_json", "per frame, the [i, j] point pairs linked (voronoi: the pairs whose "
-                                                 "cells' wall is drawn)")]
+    OUTPUTS = [
+        Output("IMAGE", "image", "the frames with the links and points drawn over them"),
+        Output("MASK", "alpha", "the overlay's coverage of each pixel"),
+        Output("IMAGE", "layer", LAYER_TOOLTIP),
+        Output(
+            "STRING",
+            "edges_json",
+            "per frame, the [i, j] point pairs linked (voronoi: the pairs whose cells' wall is drawn)",
+        ),
+    ]
 
     @classmethod
-    def run(cls, images, tracks_json="", k=3, max_distance=0.0, delta_y_cap=0.0, degree_cap=0, mutual=False,
-            hysteresis=1.3, curve="straight", curvature=0.2, width=1.5, opacity=0.8, color="#FFFFFF",
-            point_radius=3.0, layer_alpha="straight", graph="knn", line_style="solid", dash_length=8.0,
-            gap_length=6.0, dash_phase=0.0, dash_speed=0.0, end_color="", glow=0.0, glow_scale=4.0,
-            width_by_length="none", point_style="dot", marker_glow=False, trail_frames=0, trail_smooth=False,
-            point_labels="none", text_size=12, text_color="", outputs=OVERLAY_OUTPUTS[0], tracks=None, ys_tracks=None):
+    def run(
+        cls,
+        images,
+        tracks_json="",
+        k=3,
+        max_distance=0.0,
+        delta_y_cap=0.0,
+        degree_cap=0,
+        mutual=False,
+        hysteresis=1.3,
+        curve="straight",
+        curvature=0.2,
+        width=1.5,
+        opacity=0.8,
+        color="#FFFFFF",
+        point_radius=3.0,
+        layer_alpha="straight",
+        graph="knn",
+        line_style="solid",
+        dash_length=8.0,
+        gap_length=6.0,
+        dash_phase=0.0,
+        dash_speed=0.0,
+        end_color="",
+        glow=0.0,
+        glow_scale=4.0,
+        width_by_length="none",
+        point_style="dot",
+        marker_glow=False,
+        trail_frames=0,
+        trail_smooth=False,
+        point_labels="none",
+        text_size=12,
+        text_color="",
+        outputs=OVERLAY_OUTPUTS[0],
+        tracks=None,
+        ys_tracks=None,
+    ):
         check_images(images, "images")
-        for name, value, options in (("line_style", line_style, styles.LINE_STYLES),
-                                     ("width_by_length", width_by_length, styles.WIDTH_BY_LENGTH),
-                                     ("point_style", point_style, styles.POINT_STYLES),
-                                     ("point_labels", point_labels, POINT_LABELS),
-                                     ("graph", graph, GRAPH_CHOICES)):
+        for name, value, options in (
+            ("line_style", line_style, styles.LINE_STYLES),
+            ("width_by_length", width_by_length, styles.WIDTH_BY_LENGTH),
+            ("point_style", point_style, styles.POINT_STYLES),
+            ("point_labels", point_labels, POINT_LABELS),
+            ("graph", graph, GRAPH_CHOICES),
+        ):
             if value not in options:
                 raise ValueError(f"{name}: expected one of {', '.join(options)}, got {value!r}")
         ink = parse_hex(text_color, "text_color")[:3] if text_color.strip() else None
@@ -151,20 +276,49 @@ class LineLinkRenderer(RasterKitNode):
         edges, frame, pairs, start, end = _links(graph, xy, xy_dev, visible, options, images.shape[1:3], device)
         by_distance = color.strip().lower() == "distance"
         style = LinkStyle(
-            rgb=None if by_distance else parse_hex(color, "color")[:3], opacity=opacity, width=width, curve=curve,
-            curvature=curvature, max_distance=max_distance, line_style=line_style, dash_length=dash_length,
-            gap_length=gap_length, dash_phase=dash_phase, dash_speed=dash_speed,
-            end_rgb=parse_hex(end_color, "end_color")[:3] if end_color.strip() else None, glow=glow,
-            glow_scale=glow_scale, width_by_length=width_by_length, point_radius=point_radius,
-            point_style=point_style, marker_glow=marker_glow, trail_frames=trail_frames, trail_smooth=trail_smooth,
-            point_labels=point_labels, text_size=text_size, text_rgb=ink)
+            rgb=None if by_distance else parse_hex(color, "color")[:3],
+            opacity=opacity,
+            width=width,
+            curve=curve,
+            curvature=curvature,
+            max_distance=max_distance,
+            line_style=line_style,
+            dash_length=dash_length,
+            gap_length=gap_length,
+            dash_phase=dash_phase,
+            dash_speed=dash_speed,
+            end_rgb=parse_hex(end_color, "end_color")[:3] if end_color.strip() else None,
+            glow=glow,
+            glow_scale=glow_scale,
+            width_by_length=width_by_length,
+            point_radius=point_radius,
+            point_style=point_style,
+            marker_glow=marker_glow,
+            trail_frames=trail_frames,
+            trail_smooth=trail_smooth,
+            point_labels=point_labels,
+            text_size=text_size,
+            text_rgb=ink,
+        )
         prims, atlas = link_layers(xy_dev, visible, labels, frame, pairs, start, end, style)
-        check_memory(draw_memory(images, prims, atlas, outputs == "image only", device),
-                     f"tracks: {len(prims):,} lines and points on {images.shape[0]} frames of "
-                     f"{images.shape[1]} x {images.shape[2]}", device)
-        drawn = R.draw(images, prims, atlas, device=device, on_progress=Progress(images.shape[0]),
-                       layer_alpha=layer_alpha, image_only=outputs == "image only")
-        edges_json = json.dumps([e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist())])
+        check_memory(
+            draw_memory(images, prims, atlas, outputs == "image only", device),
+            f"tracks: {len(prims):,} lines and points on {images.shape[0]} frames of "
+            f"{images.shape[1]} x {images.shape[2]}",
+            device,
+        )
+        drawn = R.draw(
+            images,
+            prims,
+            atlas,
+            device=device,
+            on_progress=Progress(images.shape[0]),
+            layer_alpha=layer_alpha,
+            image_only=outputs == "image only",
+        )
+        edges_json = json.dumps(
+            [e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist(), strict=False)]
+        )
         return (*overlay_outputs(*drawn), edges_json)
 
     @classmethod
@@ -176,26 +330,35 @@ class PointTracker(RasterKitNode):
     NODE_ID = "RasterKit_PointTracker"
     DISPLAY_NAME = "Point Tracker (RasterKit)"
     CATEGORY = "RasterKit/tracking"
-    DESCRIPTION = ("Finds corner features (Shi-Tomasi) and follows them through the batch with pyramidal "
-                   "Lucas-Kanade optical flow; points that fail the forward-backward check are dropped and new "
-                   "ones detected, so the count stays near max_points.")
+    DESCRIPTION = (
+        "Finds corner features (Shi-Tomasi) and follows them through the batch with pyramidal "
+        "Lucas-Kanade optical flow; points that fail the forward-backward check are dropped and new "
+        "ones detected, so the count stays near max_points."
+    )
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to track points through, in order"),
-        Int("max_points", 200, 1, 10000, tooltip="most points tracked at once; lost points are replaced by new "
-                                                  "corners"),
+        Int(
+            "max_points", 200, 1, 10000, tooltip="most points tracked at once; lost points are replaced by new corners"
+        ),
         Float("quality", 0.01, 0.0001, 1.0, 0.001, tooltip="corner quality relative to the best corner"),
         Float("min_distance", 10.0, 1.0, 1000.0, 1.0, tooltip="pixels between detected points"),
         Float("max_error", 1.0, 0.1, 50.0, 0.1, tooltip="forward-backward flow error in pixels that drops a point"),
     ]
-    OUTPUTS = [Output("RASTERKIT_TRACKS", "tracks", "the points of every frame, for Line Link Renderer (RasterKit)"),
-               Output("STRING", "tracks_json", "the same tracks as JSON: one list of per-frame {x, y} per track, "
-                                               "hidden points at -100, -100")]
+    OUTPUTS = [
+        Output("RASTERKIT_TRACKS", "tracks", "the points of every frame, for Line Link Renderer (RasterKit)"),
+        Output(
+            "STRING",
+            "tracks_json",
+            "the same tracks as JSON: one list of per-frame {x, y} per track, hidden points at -100, -100",
+        ),
+    ]
 
     @classmethod
     def run(cls, images, max_points=200, quality=0.01, min_distance=10.0, max_error=1.0):
         check_images(images, "images")
-        xy, visible, text = track_points(images, max_points, quality, min_distance, max_error,
-                                         on_frame=Progress(images.shape[0]))
+        xy, visible, text = track_points(
+            images, max_points, quality, min_distance, max_error, on_frame=Progress(images.shape[0])
+        )
         return {"xy": xy, "visible": visible}, text
 
 

@@ -5,6 +5,7 @@ the fill, its contour as the outline, a halo grown from it) shares none of the b
 (corner radius, corner length, box markers, box sources), and a renderer taking both boxes and masks
 would have to say which of them wins.
 """
+
 from __future__ import annotations
 
 from ..utils import gpu_rendering as R
@@ -30,50 +31,102 @@ class MaskRenderer(RasterKitNode):
     NODE_ID = "RasterKit_MaskRenderer"
     DISPLAY_NAME = "Mask Renderer (RasterKit)"
     CATEGORY = "RasterKit/overlay"
-    DESCRIPTION = ("Draws per-object masks on every frame of an image batch: the mask as a translucent fill "
-                   "(soft masks stay soft), an anti-aliased outline traced on the mask at sub-pixel precision, "
-                   "a soft halo outside it, and a label at each object; each object keeps its colour from frame "
-                   "to frame. Masks come from a MASK batch (SAM3 Detect's or SAM3 Video Track's per-object masks) "
-                   "or Impact Pack SEGS.")
+    DESCRIPTION = (
+        "Draws per-object masks on every frame of an image batch: the mask as a translucent fill "
+        "(soft masks stay soft), an anti-aliased outline traced on the mask at sub-pixel precision, "
+        "a soft halo outside it, and a label at each object; each object keeps its colour from frame "
+        "to frame. Masks come from a MASK batch (SAM3 Detect's or SAM3 Video Track's per-object masks) "
+        "or Impact Pack SEGS."
+    )
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on (a video is one batch)"),
         Float("opacity", 0.45, 0.0, 1.0, tooltip="opacity of the fill: the mask's value times this"),
         Float("outline_width", 2.0, 0.0, 64.0, 0.5, tooltip="width of the outline in pixels; 0: no outline"),
         Float("outline_opacity", 1.0, 0.0, 1.0, tooltip="opacity of the outline"),
-        Float("halo_width", 0.0, 0.0, 256.0, 0.5,
-              tooltip="width in pixels of a soft glow fading outwards from each mask; 0: no halo"),
+        Float(
+            "halo_width",
+            0.0,
+            0.0,
+            256.0,
+            0.5,
+            tooltip="width in pixels of a soft glow fading outwards from each mask; 0: no halo",
+        ),
         Float("halo_opacity", 0.6, 0.0, 1.0, tooltip="opacity of the halo at the mask's edge"),
-        Float("mask_threshold", 0.5, 0.0, 0.999, tooltip="the mask level the outline traces, and above which a "
-                                                           "pixel counts as the object (its label's place)"),
+        Float(
+            "mask_threshold",
+            0.5,
+            0.0,
+            0.999,
+            tooltip="the mask level the outline traces, and above which a "
+            "pixel counts as the object (its label's place)",
+        ),
         String("color", "", tooltip="hex colour for every object (#RRGGBB); empty: use the palette"),
         Combo("palette", tuple(PALETTES), tooltip="colours of the objects when color is empty"),
-        Combo("color_by", COLOR_BY, tooltip="palette slot by the object's index in its frame (stable over a "
-                                            "SAM3 track), or by its label (SEGS)"),
-        Combo("labels", LABEL_MODES, tooltip="text at each object: its index (#n), its label, label and score, "
-                                             "label and index; none: no labels"),
-        Combo("label_position", LABEL_PLACES,
-              tooltip="top: above the object's bounds (inside the frame); center: on its centroid"),
+        Combo(
+            "color_by",
+            COLOR_BY,
+            tooltip="palette slot by the object's index in its frame (stable over a "
+            "SAM3 track), or by its label (SEGS)",
+        ),
+        Combo(
+            "labels",
+            LABEL_MODES,
+            tooltip="text at each object: its index (#n), its label, label and score, label and index; none: no labels",
+        ),
+        Combo(
+            "label_position",
+            LABEL_PLACES,
+            tooltip="top: above the object's bounds (inside the frame); center: on its centroid",
+        ),
         Int("label_size", 16, 6, 128, tooltip="label text size in pixels"),
         Combo("font", font_names, default=DEFAULT_FONT, tooltip="label font"),
         String("palette_colors", "", tooltip="hex colours separated by commas: the palette, in place of the named one"),
         Combo("layer_alpha", LAYER_ALPHA_MODES, tooltip=LAYER_ALPHA_TOOLTIP),
         Combo("outputs", OVERLAY_OUTPUTS, tooltip=OVERLAY_OUTPUTS_TOOLTIP, optional=True),
-        Socket("masks", "MASK", optional=True,
-               tooltip="MASK [N,H,W] of the images' size: N = frames (one object each), 1 (on every frame), "
-                       "frames x k (k objects per frame, frame after frame: SAM3 Video Track), or any N on a "
-                       "single image (SAM3 Detect's individual masks)"),
-        Socket("segs", "SEGS", optional=True, tooltip="Impact Pack SEGS: each SEG's cropped mask with its label, "
-                                                      "on every frame"),
+        Socket(
+            "masks",
+            "MASK",
+            optional=True,
+            tooltip="MASK [N,H,W] of the images' size: N = frames (one object each), 1 (on every frame), "
+            "frames x k (k objects per frame, frame after frame: SAM3 Video Track), or any N on a "
+            "single image (SAM3 Detect's individual masks)",
+        ),
+        Socket(
+            "segs",
+            "SEGS",
+            optional=True,
+            tooltip="Impact Pack SEGS: each SEG's cropped mask with its label, on every frame",
+        ),
     ]
-    OUTPUTS = [Output("IMAGE", "image", "the frames with the masks drawn over them"),
-               Output("MASK", "alpha", "the overlay's coverage, 0..1 per pixel"),
-               Output("IMAGE", "layer", LAYER_TOOLTIP)]
+    OUTPUTS = [
+        Output("IMAGE", "image", "the frames with the masks drawn over them"),
+        Output("MASK", "alpha", "the overlay's coverage, 0..1 per pixel"),
+        Output("IMAGE", "layer", LAYER_TOOLTIP),
+    ]
 
     @classmethod
-    def run(cls, images, opacity=0.45, outline_width=2.0, outline_opacity=1.0, halo_width=0.0, halo_opacity=0.6,
-            mask_threshold=0.5, color="", palette="default", color_by="index", labels="none", label_position="top",
-            label_size=16, font=DEFAULT_FONT, palette_colors="", layer_alpha="straight", outputs=OVERLAY_OUTPUTS[0],
-            masks=None, segs=None):
+    def run(
+        cls,
+        images,
+        opacity=0.45,
+        outline_width=2.0,
+        outline_opacity=1.0,
+        halo_width=0.0,
+        halo_opacity=0.6,
+        mask_threshold=0.5,
+        color="",
+        palette="default",
+        color_by="index",
+        labels="none",
+        label_position="top",
+        label_size=16,
+        font=DEFAULT_FONT,
+        palette_colors="",
+        layer_alpha="straight",
+        outputs=OVERLAY_OUTPUTS[0],
+        masks=None,
+        segs=None,
+    ):
         check_images(images, "images")
         font_chain(font)
         batch, height, width, _ = images.shape
@@ -81,14 +134,33 @@ class MaskRenderer(RasterKitNode):
         rgb = object_colors(objects, color, palette, palette_colors, color_by)
         device = render_device()
         objects.masks = objects.masks.to(device)  # one transfer; the overlay is built where it is drawn
-        drawn = overlay(objects, height, width, rgb, opacity, outline_width, outline_opacity, halo_width,
-                        halo_opacity, mask_threshold)
+        drawn = overlay(
+            objects,
+            height,
+            width,
+            rgb,
+            opacity,
+            outline_width,
+            outline_opacity,
+            halo_width,
+            halo_opacity,
+            mask_threshold,
+        )
         prims, atlas = drawn.prims, drawn.atlas
         if labels != "none" and len(objects):
             texts = object_label_texts(objects, labels, drawn.present.cpu())
             prims, atlas = labelled(drawn, objects.frame, texts, rgb, height, width, label_size, font, label_position)
-        return overlay_outputs(*R.draw(images, prims, atlas, device=device, on_progress=Progress(batch),
-                                       layer_alpha=layer_alpha, image_only=outputs == "image only"))
+        return overlay_outputs(
+            *R.draw(
+                images,
+                prims,
+                atlas,
+                device=device,
+                on_progress=Progress(batch),
+                layer_alpha=layer_alpha,
+                image_only=outputs == "image only",
+            )
+        )
 
 
 NODES = [MaskRenderer]

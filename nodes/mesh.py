@@ -2,6 +2,7 @@
 face-id maps and shaded, vertex-colour or textured renders, from one view, the six texture-baking views,
 a list of views or core Load3D's camera, with no compiled extension. Parsing is utils/inputs/mesh and
 mesh_files', cameras, maps and rendering utils/mesh_rasterizer's."""
+
 from __future__ import annotations
 
 import os
@@ -90,16 +91,28 @@ class LoadMesh(RasterKitNode):
     NODE_ID = "RasterKit_LoadMesh"
     DISPLAY_NAME = "Load Mesh (RasterKit)"
     CATEGORY = "RasterKit/mesh"
-    DESCRIPTION = ("Loads .obj, .glb, .gltf, .ply, .stl or .off (trimesh) from ComfyUI's input folder or its "
-                   "subfolders as a MESH (and as a TRIMESH); rasterkit_torus.obj is bundled with the pack.")
+    DESCRIPTION = (
+        "Loads .obj, .glb, .gltf, .ply, .stl or .off (trimesh) from ComfyUI's input folder or its "
+        "subfolders as a MESH (and as a TRIMESH); rasterkit_torus.obj is bundled with the pack."
+    )
     INPUTS = [
-        Combo("mesh_file", mesh_files, default="rasterkit_torus.obj",
-              tooltip="a mesh in ComfyUI's input folder or its subfolders (upload one with the button)"),
+        Combo(
+            "mesh_file",
+            mesh_files,
+            default="rasterkit_torus.obj",
+            tooltip="a mesh in ComfyUI's input folder or its subfolders (upload one with the button)",
+        ),
         Bool("normalize", True, tooltip="centre the mesh and scale it to fit the cube [-1, 1]"),
     ]
-    OUTPUTS = [Output("MESH", "mesh", "vertices and faces (core ComfyUI's MESH: Save GLB and the 3D nodes take it), "
-                                    "with the UVs and base-colour texture, vertex colours and normals the file has"),
-               Output("TRIMESH", "trimesh", "the same mesh as a trimesh.Trimesh (ComfyUI-3D-Pack style TRIMESH)")]
+    OUTPUTS = [
+        Output(
+            "MESH",
+            "mesh",
+            "vertices and faces (core ComfyUI's MESH: Save GLB and the 3D nodes take it), "
+            "with the UVs and base-colour texture, vertex colours and normals the file has",
+        ),
+        Output("TRIMESH", "trimesh", "the same mesh as a trimesh.Trimesh (ComfyUI-3D-Pack style TRIMESH)"),
+    ]
 
     @classmethod
     def fingerprint(cls, mesh_file="", normalize=True):
@@ -119,99 +132,226 @@ class MeshRasterizer(RasterKitNode):
     NODE_ID = "RasterKit_MeshRasterizer"
     DISPLAY_NAME = "Mesh Rasterizer (RasterKit)"
     CATEGORY = "RasterKit/mesh"
-    DESCRIPTION = ("Rasterizes a mesh into normal, depth, position, mask and face-id maps and a render (Lambert, "
-                   "matcap, vertex colours or texture, anti-aliased), from one orbit camera, the six texture-baking "
-                   "views, a list of views or core Load3D's camera. Plain torch: no CUDA extension to build.")
+    DESCRIPTION = (
+        "Rasterizes a mesh into normal, depth, position, mask and face-id maps and a render (Lambert, "
+        "matcap, vertex colours or texture, anti-aliased), from one orbit camera, the six texture-baking "
+        "views, a list of views or core Load3D's camera. Plain torch: no CUDA extension to build."
+    )
     INPUTS = [
         Int("width", 512, 16, 8192, 16, tooltip="width of every map in pixels"),
         Int("height", 512, 16, 8192, 16, tooltip="height of every map in pixels"),
-        Combo("views", ("single", "six", "list"),
-              tooltip="single: one camera at azimuth and elevation; six: front, right, back, left, top and bottom "
-                      "(the texture-baking views; turned by azimuth and elevation when turn_six_views is on); "
-                      "list: the views of view_list"),
-        Float("azimuth", 30.0, -360.0, 360.0, 1.0,
-              tooltip="camera angle around the vertical axis in degrees: 0 looks from the front (+z), 90 from the "
-                      "right (+x). With views=six it turns the whole rig if turn_six_views is on"),
-        Float("elevation", 20.0, -90.0, 90.0, 1.0,
-              tooltip="camera angle above the horizon in degrees: 90 looks from above. With views=six it tilts the "
-                      "whole rig if turn_six_views is on (e.g. -90 stands a z-up mesh upright)"),
-        Float("distance", 3.0, 0.1, 1000.0, 0.1,
-              tooltip="camera distance from the origin (a normalized mesh fits the cube [-1, 1])"),
-        Combo("projection", ("perspective", "orthographic"),
-              tooltip="orthographic: parallel rays, sizes do not shrink with depth (the usual texture-baking choice)"),
-        Float("fov", 40.0, 1.0, 170.0, 1.0, tooltip="vertical field of view (perspective); orthographic views "
-                                                    "show the same height at the mesh centre"),
-        Bool("cull_back_faces", True, tooltip="skip triangles facing away from the camera (off: open meshes show "
-                                              "their inside)"),
+        Combo(
+            "views",
+            ("single", "six", "list"),
+            tooltip="single: one camera at azimuth and elevation; six: front, right, back, left, top and bottom "
+            "(the texture-baking views; turned by azimuth and elevation when turn_six_views is on); "
+            "list: the views of view_list",
+        ),
+        Float(
+            "azimuth",
+            30.0,
+            -360.0,
+            360.0,
+            1.0,
+            tooltip="camera angle around the vertical axis in degrees: 0 looks from the front (+z), 90 from the "
+            "right (+x). With views=six it turns the whole rig if turn_six_views is on",
+        ),
+        Float(
+            "elevation",
+            20.0,
+            -90.0,
+            90.0,
+            1.0,
+            tooltip="camera angle above the horizon in degrees: 90 looks from above. With views=six it tilts the "
+            "whole rig if turn_six_views is on (e.g. -90 stands a z-up mesh upright)",
+        ),
+        Float(
+            "distance",
+            3.0,
+            0.1,
+            1000.0,
+            0.1,
+            tooltip="camera distance from the origin (a normalized mesh fits the cube [-1, 1])",
+        ),
+        Combo(
+            "projection",
+            ("perspective", "orthographic"),
+            tooltip="orthographic: parallel rays, sizes do not shrink with depth (the usual texture-baking choice)",
+        ),
+        Float(
+            "fov",
+            40.0,
+            1.0,
+            170.0,
+            1.0,
+            tooltip="vertical field of view (perspective); orthographic views show the same height at the mesh centre",
+        ),
+        Bool(
+            "cull_back_faces",
+            True,
+            tooltip="skip triangles facing away from the camera (off: open meshes show their inside)",
+        ),
         # after the older widgets, so that saved workflows keep their values (and their standard six views)
-        Bool("turn_six_views", False, tooltip="views=six: turn the whole rig by azimuth and elevation (its front "
-                                              "view is then the single view at those angles); off: the standard "
-                                              "axis views, azimuth and elevation unused"),
-        Socket("mesh", "MESH", optional=True,
-               tooltip="core ComfyUI's MESH or ComfyUI-3D-Pack's (.v, .f); the first mesh of a batch"),
+        Bool(
+            "turn_six_views",
+            False,
+            tooltip="views=six: turn the whole rig by azimuth and elevation (its front "
+            "view is then the single view at those angles); off: the standard "
+            "axis views, azimuth and elevation unused",
+        ),
+        Socket(
+            "mesh",
+            "MESH",
+            optional=True,
+            tooltip="core ComfyUI's MESH or ComfyUI-3D-Pack's (.v, .f); the first mesh of a batch",
+        ),
         Socket("trimesh", "TRIMESH", optional=True, tooltip="a trimesh.Trimesh, instead of mesh"),
         # after the older widgets, at defaults that keep the older outputs as they were
-        Combo("normal_space", ("view", "world"),
-              tooltip="normal map in view space (x right, y up, z towards the camera) or world space (x, y, z of "
-                      "the mesh's coordinates)"),
-        Combo("depth_mode", ("normalized", "distance"),
-              tooltip="normalized: white nearest, dark farthest, each view scaled on its own; distance: the "
-                      "distance along the view axis in scene units as the pixel's value (0 on background)"),
-        Combo("shading", SHADINGS,
-              tooltip="the render output: lambert (white, lit from light_azimuth and light_elevation), none "
-                      "(flat white), matcap (the matcap image looked up by view-space normal), vertex_color or "
-                      "texture (the mesh's vertex colours or base-colour texture through its UVs, mipmapped; unlit)"),
-        Float("light_azimuth", 30.0, -360.0, 360.0, 1.0,
-              tooltip="lambert: light direction around the camera's vertical axis in degrees (view space: the "
-                      "light turns with the camera; 0 is a headlight, 90 from the right)"),
-        Float("light_elevation", 30.0, -90.0, 90.0, 1.0,
-              tooltip="lambert: light direction above the camera's horizon in degrees (view space)"),
-        Bool("antialias", False, tooltip="render and render_alpha: blend pixels across silhouette edges by the "
-                                        "part of each the mesh covers (the other maps stay aliased)"),
-        String("view_list", "0,0; 90,0; 180,0; 270,0; 0,90; 180,-90",
-               tooltip="views=list: 'azimuth,elevation[,weight]; ...' in degrees, one view each (Hy3DCameraConfig "
-                       "style); weights (default 1) come out in raster's view_weights"),
-        Float("ortho_scale", 0.0, 0.0, 1000.0, 0.01,
-              tooltip="orthographic: the height the view shows in scene units; 0 keeps the height a perspective "
-                      "view with this fov shows at the mesh centre"),
-        Socket("matcap", "IMAGE", optional=True, tooltip="shading=matcap: a matcap image (a lit sphere seen from "
-                                                         "the front; its first image is used)"),
-        Socket("camera_info", "LOAD3D_CAMERA", optional=True,
-               tooltip="core Load3D's camera_info: when connected, one view from its position towards its target, "
-                       "its zoom and camera type (views, azimuth, elevation and distance unused)"),
+        Combo(
+            "normal_space",
+            ("view", "world"),
+            tooltip="normal map in view space (x right, y up, z towards the camera) or world space (x, y, z of "
+            "the mesh's coordinates)",
+        ),
+        Combo(
+            "depth_mode",
+            ("normalized", "distance"),
+            tooltip="normalized: white nearest, dark farthest, each view scaled on its own; distance: the "
+            "distance along the view axis in scene units as the pixel's value (0 on background)",
+        ),
+        Combo(
+            "shading",
+            SHADINGS,
+            tooltip="the render output: lambert (white, lit from light_azimuth and light_elevation), none "
+            "(flat white), matcap (the matcap image looked up by view-space normal), vertex_color or "
+            "texture (the mesh's vertex colours or base-colour texture through its UVs, mipmapped; unlit)",
+        ),
+        Float(
+            "light_azimuth",
+            30.0,
+            -360.0,
+            360.0,
+            1.0,
+            tooltip="lambert: light direction around the camera's vertical axis in degrees (view space: the "
+            "light turns with the camera; 0 is a headlight, 90 from the right)",
+        ),
+        Float(
+            "light_elevation",
+            30.0,
+            -90.0,
+            90.0,
+            1.0,
+            tooltip="lambert: light direction above the camera's horizon in degrees (view space)",
+        ),
+        Bool(
+            "antialias",
+            False,
+            tooltip="render and render_alpha: blend pixels across silhouette edges by the "
+            "part of each the mesh covers (the other maps stay aliased)",
+        ),
+        String(
+            "view_list",
+            "0,0; 90,0; 180,0; 270,0; 0,90; 180,-90",
+            tooltip="views=list: 'azimuth,elevation[,weight]; ...' in degrees, one view each (Hy3DCameraConfig "
+            "style); weights (default 1) come out in raster's view_weights",
+        ),
+        Float(
+            "ortho_scale",
+            0.0,
+            0.0,
+            1000.0,
+            0.01,
+            tooltip="orthographic: the height the view shows in scene units; 0 keeps the height a perspective "
+            "view with this fov shows at the mesh centre",
+        ),
+        Socket(
+            "matcap",
+            "IMAGE",
+            optional=True,
+            tooltip="shading=matcap: a matcap image (a lit sphere seen from the front; its first image is used)",
+        ),
+        Socket(
+            "camera_info",
+            "LOAD3D_CAMERA",
+            optional=True,
+            tooltip="core Load3D's camera_info: when connected, one view from its position towards its target, "
+            "its zoom and camera type (views, azimuth, elevation and distance unused)",
+        ),
     ]
-    OUTPUTS = [Output("IMAGE", "normal", "view-space normals as colours (x right, y up, z towards the camera); "
-                                         "background #8080FF"),
-               Output("IMAGE", "depth", "white nearest, dark farthest, each view scaled on its own; background black"),
-               Output("IMAGE", "position", "world position scaled into the mesh's bounding box (0..1 per axis)"),
-               Output("MASK", "mask", "1 where the mesh covers the pixel"),
-               Output("IMAGE", "face_id", "a distinct colour per triangle"),
-               Output("RASTER", "raster", "findices (0 = background, else face + 1), barycentric, the cameras' "
-                                          "view and projection matrices and view_weights"),
-               Output("IMAGE", "render", "the mesh shaded as shading says, on black (premultiplied: composite it "
-                                         "over a background with render_alpha)"),
-               Output("MASK", "render_alpha", "the render's coverage: anti-aliased at silhouettes when antialias "
-                                              "is on")]
+    OUTPUTS = [
+        Output(
+            "IMAGE", "normal", "view-space normals as colours (x right, y up, z towards the camera); background #8080FF"
+        ),
+        Output("IMAGE", "depth", "white nearest, dark farthest, each view scaled on its own; background black"),
+        Output("IMAGE", "position", "world position scaled into the mesh's bounding box (0..1 per axis)"),
+        Output("MASK", "mask", "1 where the mesh covers the pixel"),
+        Output("IMAGE", "face_id", "a distinct colour per triangle"),
+        Output(
+            "RASTER",
+            "raster",
+            "findices (0 = background, else face + 1), barycentric, the cameras' "
+            "view and projection matrices and view_weights",
+        ),
+        Output(
+            "IMAGE",
+            "render",
+            "the mesh shaded as shading says, on black (premultiplied: composite it "
+            "over a background with render_alpha)",
+        ),
+        Output("MASK", "render_alpha", "the render's coverage: anti-aliased at silhouettes when antialias is on"),
+    ]
 
     @classmethod
-    def run(cls, width=512, height=512, views="single", azimuth=30.0, elevation=20.0, distance=3.0,
-            projection="perspective", fov=40.0, cull_back_faces=True, turn_six_views=False, mesh=None, trimesh=None,
-            normal_space="view", depth_mode="normalized", shading="lambert", light_azimuth=30.0, light_elevation=30.0,
-            antialias=False, view_list="0,0; 90,0; 180,0; 270,0; 0,90; 180,-90", ortho_scale=0.0, matcap=None,
-            camera_info=None):
+    def run(
+        cls,
+        width=512,
+        height=512,
+        views="single",
+        azimuth=30.0,
+        elevation=20.0,
+        distance=3.0,
+        projection="perspective",
+        fov=40.0,
+        cull_back_faces=True,
+        turn_six_views=False,
+        mesh=None,
+        trimesh=None,
+        normal_space="view",
+        depth_mode="normalized",
+        shading="lambert",
+        light_azimuth=30.0,
+        light_elevation=30.0,
+        antialias=False,
+        view_list="0,0; 90,0; 180,0; 270,0; 0,90; 180,-90",
+        ortho_scale=0.0,
+        matcap=None,
+        camera_info=None,
+    ):
         vertices, faces, fields = mesh_tensors(mesh, trimesh)
         shade = shading_inputs(shading, fields, matcap)
         device = render_device()
-        view, proj, weights = _cameras(width / height, views, azimuth, elevation, distance, projection, fov,
-                                       turn_six_views, view_list, ortho_scale, camera_info)
+        view, proj, weights = _cameras(
+            width / height,
+            views,
+            azimuth,
+            elevation,
+            distance,
+            projection,
+            fov,
+            turn_six_views,
+            view_list,
+            ortho_scale,
+            camera_info,
+        )
         homogeneous = torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
         camera = proj @ view
         count, pixels = len(view), width * height
         # views in chunks of about CHUNK_WORK pixels, faces and vertices, so that an interrupt is seen
         # between them within a second
         views_per_chunk = max(1, CHUNK_WORK // (pixels + len(faces) + len(vertices)))
-        per_view = _check_render_memory(width, height, count, len(vertices), len(faces), antialias, views_per_chunk,
-                                        device)
+        per_view = _check_render_memory(
+            width, height, count, len(vertices), len(faces), antialias, views_per_chunk, device
+        )
         normals = M.vertex_normals(vertices, faces)
         partners = M.edge_partners(faces, vertices) if antialias else None
         light = M.light_direction(light_azimuth, light_elevation)
@@ -220,25 +360,43 @@ class MeshRasterizer(RasterKitNode):
 
         def render(start, stop, on):
             clip = torch.einsum("bij,nj->bni", camera[start:stop], homogeneous)
-            maps = M.render_maps(clip.to(on), view[start:stop].to(on), vertices.to(on), faces.to(on),
-                                 normals.to(on), width, height, cull_back_faces, normal_space, depth_mode,
-                                 {name: value.to(on) for name, value in shade.items()},
-                                 light.to(on) if shading == "lambert" else None,
-                                 None if partners is None else partners.to(on))
+            maps = M.render_maps(
+                clip.to(on),
+                view[start:stop].to(on),
+                vertices.to(on),
+                faces.to(on),
+                normals.to(on),
+                width,
+                height,
+                cull_back_faces,
+                normal_space,
+                depth_mode,
+                {name: value.to(on) for name, value in shade.items()},
+                light.to(on) if shading == "lambert" else None,
+                None if partners is None else partners.to(on),
+            )
             return tuple(value.to(out) for value in maps)
 
         chunks = run_chunked(render, count, per_view, device, on_chunk=progress, limit=views_per_chunk)
         # one chunk (the usual case) is returned as it is: a concatenation would copy every map
         normal, depth, position, mask, face_id, findices, barycentric, shaded, alpha = (
-            torch.cat(maps) if len(maps) > 1 else maps[0] for maps in zip(*chunks, strict=True))
-        raster = {"findices": findices, "barycentric": barycentric, "view": view, "projection": proj,
-                  "faces": faces, "vertices": vertices,
-                  "view_weights": torch.ones(count) if weights is None else torch.tensor(weights)}
+            torch.cat(maps) if len(maps) > 1 else maps[0] for maps in zip(*chunks, strict=True)
+        )
+        raster = {
+            "findices": findices,
+            "barycentric": barycentric,
+            "view": view,
+            "projection": proj,
+            "faces": faces,
+            "vertices": vertices,
+            "view_weights": torch.ones(count) if weights is None else torch.tensor(weights),
+        }
         return normal, depth, position, mask, face_id, raster, shaded, alpha
 
 
-def _cameras(aspect, views, azimuth, elevation, distance, projection, fov, turn_six_views, view_list, ortho_scale,
-             info):
+def _cameras(
+    aspect, views, azimuth, elevation, distance, projection, fov, turn_six_views, view_list, ortho_scale, info
+):
     """view [B,4,4], projection [4,4] and the views' weights (None: all 1) of MeshRasterizer's inputs."""
     weights = None
     zoom = 1.0
@@ -247,8 +405,9 @@ def _cameras(aspect, views, azimuth, elevation, distance, projection, fov, turn_
         view = M.look_from(position, target)
         projection = camera_type or projection
     elif views == "six":
-        view = M.turned_rig(M.orbit_cameras([azimuth], [elevation], distance)[0] if turn_six_views else torch.eye(4),
-                            distance)
+        view = M.turned_rig(
+            M.orbit_cameras([azimuth], [elevation], distance)[0] if turn_six_views else torch.eye(4), distance
+        )
     elif views == "list":
         azimuths, elevations, weights = parse_view_list(view_list)
         view = M.orbit_cameras(azimuths, elevations, distance)
@@ -262,8 +421,10 @@ def _check_render_memory(width, height, views, vertices, faces, antialias, views
     a chunk of views' work on `device`, the mesh on both. Returns the work of one view in bytes."""
     outputs, per_view, mesh_bytes = render_bytes(width, height, views, vertices, faces, antialias)
     work = per_view * min(views, views_per_chunk)
-    what = (f"width x height x views ({width} x {height} x {views}) with a mesh of {vertices:,} vertices "
-            f"and {faces:,} triangles")
+    what = (
+        f"width x height x views ({width} x {height} x {views}) with a mesh of {vertices:,} vertices "
+        f"and {faces:,} triangles"
+    )
     if device == intermediate_device():
         check_memory(outputs + work + mesh_bytes, what, device)
     else:
@@ -272,14 +433,18 @@ def _check_render_memory(width, height, views, vertices, faces, antialias, views
     return per_view
 
 
-def render_bytes(width: int, height: int, views: int, vertices: int, faces: int, antialias: bool
-                 ) -> tuple[int, int, int]:
+def render_bytes(
+    width: int, height: int, views: int, vertices: int, faces: int, antialias: bool
+) -> tuple[int, int, int]:
     """MeshRasterizer's estimated peak in bytes, in three parts: its outputs (every view), the work of one
     view (its pixels, triangles and vertices; a chunk of views takes that many times it) and the mesh's
     own arrays."""
     pixels = width * height
-    per_view = (pixels * (WORK_BYTES_PER_PIXEL + SHADING_BYTES_PER_PIXEL + ANTIALIAS_BYTES_PER_PIXEL * antialias)
-                + faces * WORK_BYTES_PER_FACE_VIEW + vertices * WORK_BYTES_PER_VERTEX_VIEW)
+    per_view = (
+        pixels * (WORK_BYTES_PER_PIXEL + SHADING_BYTES_PER_PIXEL + ANTIALIAS_BYTES_PER_PIXEL * antialias)
+        + faces * WORK_BYTES_PER_FACE_VIEW
+        + vertices * WORK_BYTES_PER_VERTEX_VIEW
+    )
     mesh = MESH_BYTES_PER_FACE * faces + MESH_BYTES_PER_VERTEX * vertices
     return OUTPUT_BYTES_PER_PIXEL * pixels * views, per_view, mesh
 

@@ -4,6 +4,7 @@ folder name, which a clone may not have), and utils/ is importable on its own fr
 The tests mirror the packages (tests/nodes/, tests/live/, ...) and are imported by their file names
 (pytest's default import mode), so no two test files may share a name; what several test files use
 lives in a helper module here in tests/, never in a test file."""
+
 import sys
 from pathlib import Path
 
@@ -46,11 +47,21 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
 
 
-@pytest.fixture(params=[
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-        not (torch.cuda.is_available() and cupy_usable("cuda")), reason="needs a CUDA device with cupy importable")]),
-    "emulated",
-])
+@pytest.fixture(
+    params=[
+        pytest.param(
+            "cuda",
+            marks=[
+                pytest.mark.gpu,
+                pytest.mark.skipif(
+                    not (torch.cuda.is_available() and cupy_usable("cuda")),
+                    reason="needs a CUDA device with cupy importable",
+                ),
+            ],
+        ),
+        "emulated",
+    ]
+)
 def kernel(request, monkeypatch):
     """Where the CUDA kernels of a test run: "cuda" (a GPU with CuPy, -m gpu) or "emulated" (on the CPU
     through tests/cuda_emulator.py). The emulated runs fail, never skip, without a C++ compiler: a CI
@@ -70,9 +81,11 @@ def kernel_device(kernel):
 @pytest.fixture
 def torch_path(monkeypatch):
     """Run fn(*args, **kwargs) on the torch path (the CuPy kernels and numba's CPU loops switched off)."""
+
     def run(fn, *args, **kwargs):
         with monkeypatch.context() as patch:
             patch.setenv("RASTERKIT_DISABLE_CUPY", "1")
             patch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
             return fn(*args, **kwargs)
+
     return run

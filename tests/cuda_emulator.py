@@ -30,6 +30,7 @@ of a block reaches each one; a barrier that some threads wait at while others ha
 RuntimeError. Not emulated: dynamic (`extern __shared__`) shared memory, warp functions (shuffles,
 votes, __syncwarp), 2-D and 3-D launches; a kernel that uses them does not compile or is refused.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,12 +48,14 @@ import numpy as np
 
 COMPILER = shutil.which("g++") or shutil.which("clang++")
 STACK_BYTES = 1 << 18  # per cooperative thread; untouched pages cost nothing
-MAX_BLOCK = 1024       # threads per block, CUDA's limit
+MAX_BLOCK = 1024  # threads per block, CUDA's limit
 SANITIZE = os.environ.get("RASTERKIT_EMULATOR_SANITIZE") == "1"
 CHECK_ORDER = os.environ.get("RASTERKIT_EMULATOR_CHECK_ORDER") == "1"
 _SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
-ASAN_RUNTIME = COMPILER and subprocess.run([COMPILER, "-print-file-name=libasan.so"], capture_output=True,
-                                           text=True).stdout.strip()
+ASAN_RUNTIME = (
+    COMPILER
+    and subprocess.run([COMPILER, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+)
 
 _SHIM = r"""
 #include <algorithm>
@@ -186,9 +189,17 @@ static int emulated_run_block(long long threads, size_t stack_bytes, char* stack
 }
 """
 
-_TYPES = {"float": np.float32, "int": np.int32, "unsigned": np.uint32, "unsigned int": np.uint32,
-          "long long": np.int64, "long long int": np.int64, "unsigned long long": np.uint64,
-          "unsigned long long int": np.uint64, "unsigned char": np.uint8}
+_TYPES = {
+    "float": np.float32,
+    "int": np.int32,
+    "unsigned": np.uint32,
+    "unsigned int": np.uint32,
+    "long long": np.int64,
+    "long long int": np.int64,
+    "unsigned long long": np.uint64,
+    "unsigned long long int": np.uint64,
+    "unsigned char": np.uint8,
+}
 _KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "sizeof"}
 
 
@@ -211,7 +222,7 @@ def _reaches_barrier(source: str, name: str) -> bool:
         while depth and end < len(code):
             depth += {"{": 1, "}": -1}.get(code[end], 0)
             end += 1
-        uses.setdefault(match.group(1), set()).update(re.findall(r"\w+", code[match.end():end]))
+        uses.setdefault(match.group(1), set()).update(re.findall(r"\w+", code[match.end() : end]))
     if name not in uses:
         return "__syncthreads" in code
     seen, pending = set(), [name]
@@ -233,8 +244,10 @@ class EmulatedKernel:
         match = re.search(r"void\s+" + name + r"\s*\((.*?)\)\s*\{", source, re.S)
         self.parameters = [p.strip() for p in match.group(1).split(",")]
         names = [re.findall(r"\w+", p)[-1] for p in self.parameters]
-        typedefs = dict((alias, " ".join(kind.split()))
-                        for kind, alias in re.findall(r"typedef\s+([\w\s]+?)\s+(\w+)\s*;", _without_comments(source)))
+        typedefs = dict(
+            (alias, " ".join(kind.split()))
+            for kind, alias in re.findall(r"typedef\s+([\w\s]+?)\s+(\w+)\s*;", _without_comments(source))
+        )
         self.types = [self._type(p, typedefs) for p in self.parameters]
         self.cooperative = _reaches_barrier(source, name)
         call = f"{name}({', '.join(names)});"
@@ -291,7 +304,9 @@ extern "C" int launch(long long emulated_grid, long long emulated_block, int emu
             cpp.unlink()
         self.launch = ctypes.CDLL(str(library)).launch
         self.launch.argtypes = [ctypes.c_longlong, ctypes.c_longlong, ctypes.c_int] + [
-            ctypes.c_void_p if "*" in p else np.ctypeslib.as_ctypes_type(t) for p, t in zip(self.parameters, self.types)]
+            ctypes.c_void_p if "*" in p else np.ctypeslib.as_ctypes_type(t)
+            for p, t in zip(self.parameters, self.types, strict=False)
+        ]
         self.launch.restype = ctypes.c_int
         self.name = name
 
@@ -311,7 +326,7 @@ extern "C" int launch(long long emulated_grid, long long emulated_block, int emu
         assert all(n == 1 for n in (*grid[1:], *block[1:])), f"1-D launches only: grid {grid}, block {block}"
         assert 1 <= block[0] <= MAX_BLOCK, f"{block[0]} threads per block: CUDA allows 1 to {MAX_BLOCK}"
         values, arrays = [], {}
-        for parameter, kind, value in zip(self.parameters, self.types, args):
+        for parameter, kind, value in zip(self.parameters, self.types, args, strict=False):
             if "*" in parameter:  # the dtype the kernel reads must be the array's
                 assert value.dtype == kind, (parameter, value.dtype)
                 assert value.flags.c_contiguous, parameter
@@ -329,19 +344,25 @@ extern "C" int launch(long long emulated_grid, long long emulated_block, int emu
             self._run(grid, block, values, 1)
             for parameter, array in arrays.items():
                 if not np.array_equal(array.view(np.uint8), in_order[parameter].view(np.uint8)):
-                    raise RuntimeError(f"emulated kernel {self.name}: {parameter} differs when its blocks and threads "
-                                       "run in reverse order: the result depends on the order threads run in")
+                    raise RuntimeError(
+                        f"emulated kernel {self.name}: {parameter} differs when its blocks and threads "
+                        "run in reverse order: the result depends on the order threads run in"
+                    )
         else:
             self._run(grid, block, values, 0)
 
     def _run(self, grid, block, values, reversed_order: int) -> None:
         failed = self.launch(grid[0], block[0], reversed_order, *values)
         if failed == 1:
-            raise RuntimeError(f"emulated kernel {self.name}: a __syncthreads() was not reached by every thread of "
-                               "a block (some had returned)")
+            raise RuntimeError(
+                f"emulated kernel {self.name}: a __syncthreads() was not reached by every thread of "
+                "a block (some had returned)"
+            )
         if failed == 2:
-            raise RuntimeError(f"emulated kernel {self.name} reached a __syncthreads() though the emulator found none "
-                               "in its calls and ran its threads one after another: results not to be trusted")
+            raise RuntimeError(
+                f"emulated kernel {self.name} reached a __syncthreads() though the emulator found none "
+                "in its calls and ran its threads one after another: results not to be trusted"
+            )
 
 
 def _asan_loaded() -> bool:

@@ -1,4 +1,5 @@
 """Peak resident memory of a call, for the memory-estimate tests (Linux: reads /proc/self)."""
+
 import ctypes
 import gc
 

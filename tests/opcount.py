@@ -12,6 +12,7 @@ values; on CUDA each is a pageable copy that waits for the stream) and float64 o
 
 Indexing a device tensor with a Python list is an upload too, and is not counted: read your code.
 """
+
 from collections import Counter
 
 import torch
@@ -19,12 +20,47 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 # ops that only make views or metadata: no kernel
 VIEWS = {
-    "view", "_unsafe_view", "expand", "slice", "select", "unsqueeze", "squeeze", "as_strided", "t", "permute",
-    "transpose", "alias", "detach", "unbind", "split", "split_with_sizes", "chunk", "narrow", "diagonal",
-    "view_as_real", "view_as_complex", "lift_fresh", "_reshape_alias", "unfold", "movedim", "numpy_T",
-    "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "sym_size", "sym_stride",
-    "sym_numel", "sym_storage_offset", "is_same_size", "_has_compatible_shallow_copy_type", "resolve_conj",
-    "resolve_neg", "set_", "result_type",
+    "view",
+    "_unsafe_view",
+    "expand",
+    "slice",
+    "select",
+    "unsqueeze",
+    "squeeze",
+    "as_strided",
+    "t",
+    "permute",
+    "transpose",
+    "alias",
+    "detach",
+    "unbind",
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "narrow",
+    "diagonal",
+    "view_as_real",
+    "view_as_complex",
+    "lift_fresh",
+    "_reshape_alias",
+    "unfold",
+    "movedim",
+    "numpy_T",
+    "empty",
+    "empty_strided",
+    "empty_like",
+    "new_empty",
+    "new_empty_strided",
+    "sym_size",
+    "sym_stride",
+    "sym_numel",
+    "sym_storage_offset",
+    "is_same_size",
+    "_has_compatible_shallow_copy_type",
+    "resolve_conj",
+    "resolve_neg",
+    "set_",
+    "result_type",
 }
 # host data becoming a tensor: on CUDA a blocking host-to-device copy when it is made on, or moved to, the GPU
 UPLOADS = {"lift_fresh"}
@@ -32,9 +68,25 @@ UPLOADS = {"lift_fresh"}
 HOST_READS = ("tolist", "numpy", "item")
 # ops that force the host to wait for the device (data-dependent output sizes or host reads)
 SYNCS = {
-    "_local_scalar_dense", "nonzero", "nonzero_static", "masked_select", "_unique", "_unique2", "unique_dim",
-    "unique_consecutive", "unique_dim_consecutive", "equal", "is_nonzero", "allclose", "masked_scatter",
-    "_assert_async", "bincount", "histc", "nonzero_numpy", "argwhere", "where.default",
+    "_local_scalar_dense",
+    "nonzero",
+    "nonzero_static",
+    "masked_select",
+    "_unique",
+    "_unique2",
+    "unique_dim",
+    "unique_consecutive",
+    "unique_dim_consecutive",
+    "equal",
+    "is_nonzero",
+    "allclose",
+    "masked_scatter",
+    "_assert_async",
+    "bincount",
+    "histc",
+    "nonzero_numpy",
+    "argwhere",
+    "where.default",
 }
 
 
@@ -61,6 +113,7 @@ class OpCount(TorchDispatchMode):
         def read(tensor, *args, **kwargs):
             self.sync_ops[name] += 1
             return method(tensor, *args, **kwargs)
+
         return read
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -75,11 +128,17 @@ class OpCount(TorchDispatchMode):
         self.ops[name] += 1
         if name in SYNCS or func.__name__ in SYNCS:
             self.sync_ops[name] += 1
-        elif name == "repeat_interleave" and kwargs.get("output_size") is None and (
-                len(args) > 1 and isinstance(args[1], torch.Tensor) or len(args) == 1):
+        elif (
+            name == "repeat_interleave"
+            and kwargs.get("output_size") is None
+            and (len(args) > 1 and isinstance(args[1], torch.Tensor) or len(args) == 1)
+        ):
             self.sync_ops[name] += 1
         elif name in ("index", "index_put", "index_put_") and any(
-                isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else []) if i is not None):
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool
+            for i in (args[1] if len(args) > 1 else [])
+            if i is not None
+        ):
             self.sync_ops[name + "[bool]"] += 1
         tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
         outs = out if isinstance(out, (tuple, list)) else [out]
@@ -108,5 +167,7 @@ class OpCount(TorchDispatchMode):
         return self.ops.most_common(n)
 
     def summary(self):
-        return (f"{self.launches} device ops, {self.syncs} host syncs ({dict(self.sync_ops.most_common(6))}), "
-                f"{self.uploads} uploads, {self.float64} float64 ops")
+        return (
+            f"{self.launches} device ops, {self.syncs} host syncs ({dict(self.sync_ops.most_common(6))}), "
+            f"{self.uploads} uploads, {self.float64} float64 ops"
+        )

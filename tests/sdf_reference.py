@@ -1,5 +1,6 @@
 """Brute-force supersampled references of the SDF renderer's shapes (16x16 samples per pixel), shared by
 tests/gpu_rendering/test_compositor.py and tests/test_boxes.py."""
+
 import numpy as np
 
 H, W, S = 37, 45, 16  # not multiples of the tile size: partial tiles are exercised too
@@ -44,7 +45,7 @@ def ellipse_inside(X, Y, centre, radii, degrees, reach):
     from scipy.spatial import cKDTree
 
     U, V = turned(X, Y, centre, degrees)
-    level = lambda scale: ((U - centre[0]) / radii[0]) ** 2 + ((V - centre[1]) / radii[1]) ** 2 <= scale ** 2  # noqa: E731
+    level = lambda scale: ((U - centre[0]) / radii[0]) ** 2 + ((V - centre[1]) / radii[1]) ** 2 <= scale**2  # noqa: E731
     margin = reach / min(radii)
     near = level(1 + margin) & ~level(1 - margin) if margin < 1 else level(1 + margin)
     t = np.linspace(0, 2 * np.pi, 8000, endpoint=False)

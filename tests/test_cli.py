@@ -1,5 +1,6 @@
 """The line-plot dataset job and the `rasterkit plots` CLI (utils/datasets.py, utils/cli.py): every input
 and output format, malformed rows, interrupted runs resumed, the same bytes on every run."""
+
 import csv
 import json
 import tarfile
@@ -70,7 +71,7 @@ def test_npy_input_every_format_same_bytes_twice(tmp_path, series, fmt):
     assert [int(r["offset"]) for r in rows] == [i % SHARD for i in range(N)]
     assert [r["label"] for r in rows] == [str(i % 3) for i in range(N)]
     if fmt == "npy":  # sha256 of each image's pixels
-        assert all(r["sha256"] == D._sha256(image) for r, image in zip(rows, got))
+        assert all(r["sha256"] == D._sha256(image) for r, image in zip(rows, got, strict=False))
     if fmt == "wds":
         with tarfile.open(tmp_path / "a" / "shard-000000.tar") as tar:
             names = tar.getnames()
@@ -87,8 +88,10 @@ def test_parquet_wide_list_and_windows_with_labels(tmp_path, series):
 
     lists = pa.table({"y": [list(map(float, s)) for s in series], "label": list(range(N))})
     pq.write_table(lists, tmp_path / "lists.parquet", row_group_size=100)
-    D.run(job(D.source_for(str(tmp_path / "lists.parquet"), column="y", label_column="label"), tmp_path / "lists"),
-          progress=False)
+    D.run(
+        job(D.source_for(str(tmp_path / "lists.parquet"), column="y", label_column="label"), tmp_path / "lists"),
+        progress=False,
+    )
     np.testing.assert_array_equal(images(tmp_path / "lists", "npy")[0], expected(series))
 
     long = series[:3].ravel()
@@ -97,7 +100,7 @@ def test_parquet_wide_list_and_windows_with_labels(tmp_path, series):
     D.run(job(source, tmp_path / "win"), progress=False)
     got, rows = images(tmp_path / "win", "npy")
     starts = np.arange(0, len(long) - 20 + 1, 7)
-    np.testing.assert_array_equal(got, expected(np.stack([long[s:s + 20] for s in starts])))
+    np.testing.assert_array_equal(got, expected(np.stack([long[s : s + 20] for s in starts])))
     assert [int(r["label"]) for r in rows] == list(starts + 19)  # the label at the window's last row
 
 
@@ -119,7 +122,7 @@ def test_csv_rows_and_windows(tmp_path, series):
     source = D.source_for(str(tmp_path / "long.csv"), column="close", label_column="y", window=10, stride=5)
     D.run(job(source, tmp_path / "win"), progress=False)
     got, rows = images(tmp_path / "win", "npy")
-    np.testing.assert_array_equal(got, expected(np.stack([long[s:s + 10] for s in range(0, L - 9, 5)])))
+    np.testing.assert_array_equal(got, expected(np.stack([long[s : s + 10] for s in range(0, L - 9, 5)])))
     assert [r["label"] for r in rows] == [str((s + 9) % 2) for s in range(0, L - 9, 5)]
 
 
@@ -211,12 +214,28 @@ def test_changed_job_rewrites_shards(tmp_path, series):
 
 def test_rgb_antialiased_png(tmp_path, series):
     np.save(tmp_path / "s.npy", series[:20])
-    plot = D.Plot(width=SIZE, height=SIZE, mode="antialiased", line_width=2, channels=3,
-                  color=(1.0, 0.0, 0.0, 1.0), background=(0.0, 0.0, 1.0))
+    plot = D.Plot(
+        width=SIZE,
+        height=SIZE,
+        mode="antialiased",
+        line_width=2,
+        channels=3,
+        color=(1.0, 0.0, 0.0, 1.0),
+        background=(0.0, 0.0, 1.0),
+    )
     D.run(D.Job(D.source_for(str(tmp_path / "s.npy")), str(tmp_path / "o"), format="png", plot=plot), progress=False)
     got = cv2.cvtColor(cv2.imread(str(tmp_path / "o" / "shard-000000" / "000000004.png")), cv2.COLOR_BGR2RGB)
-    want = render_polylines(torch.from_numpy(series[4:5]), SIZE, SIZE, mode="antialiased", line_width=2,
-                            color=(1.0, 0.0, 0.0, 1.0), background=(0.0, 0.0, 1.0), channels=3, dtype=torch.uint8)
+    want = render_polylines(
+        torch.from_numpy(series[4:5]),
+        SIZE,
+        SIZE,
+        mode="antialiased",
+        line_width=2,
+        color=(1.0, 0.0, 0.0, 1.0),
+        background=(0.0, 0.0, 1.0),
+        channels=3,
+        dtype=torch.uint8,
+    )
     np.testing.assert_array_equal(got, want[0].numpy())
 
 

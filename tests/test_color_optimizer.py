@@ -211,7 +211,7 @@ def recording_terms(monkeypatch, seen):
 @pytest.mark.parametrize("kinds", [(co.TRIANGLE,), co.kind_codes("combo")])
 def test_search_picks_the_shapes_a_float64_scoring_picks(monkeypatch, kinds):
     target = scene(height=24, width=32)
-    run = lambda: co.approximate(target, 6, kinds, alpha=128, candidates=60, mutations=12,  # noqa: E731
+    run = lambda: co.approximate(target, 6, kinds, alpha=128, candidates=60, mutations=12,
                                  generator=torch.Generator().manual_seed(2))
     seen = {}
     recording_terms(monkeypatch, seen)
@@ -272,7 +272,7 @@ def test_searched_alpha_varies_and_fixed_alpha_does_not():
 
 def test_seeded_search_is_deterministic():
     target = scene()
-    run = lambda seed: co.approximate(target, 10, co.kind_codes("combo"), candidates=150, mutations=30,  # noqa: E731
+    run = lambda seed: co.approximate(target, 10, co.kind_codes("combo"), candidates=150, mutations=30,
                                       generator=torch.Generator().manual_seed(seed))
     a, b, c = run(7), run(7), run(8)
     assert torch.equal(a.params, b.params) and torch.equal(a.color, b.color) and torch.equal(a.kind, b.kind)
@@ -602,7 +602,7 @@ def test_a_raising_round_callback_stops_the_search_within_a_round(shape_type):
 
 def test_any_float_target_is_searched_as_float32_and_bad_targets_are_named():
     target = scene(16, 20)
-    run = lambda t: co.approximate(t, 3, (co.TRIANGLE,), candidates=30, mutations=6,  # noqa: E731
+    run = lambda t: co.approximate(t, 3, (co.TRIANGLE,), candidates=30, mutations=6,
                                    generator=torch.Generator().manual_seed(2))
     reference = run(target)
     for variant in (target.double(), target.clone().requires_grad_(True)):
@@ -623,7 +623,7 @@ def test_a_search_with_few_row_slots_still_improves_every_shape(monkeypatch):
         start(self, *args)
         self.slots = {group: 64 for group in self.slots}  # far too few for the first shape
     monkeypatch.setattr(co._Schedule, "__init__", cramped)
-    run = lambda: co.approximate(target, 8, co.kind_codes("combo"), alpha=0, candidates=80, mutations=16,  # noqa: E731
+    run = lambda: co.approximate(target, 8, co.kind_codes("combo"), alpha=0, candidates=80, mutations=16,
                                  generator=torch.Generator().manual_seed(4))
     first, second = run(), run()
     assert torch.equal(first.params, second.params)

@@ -4,11 +4,12 @@ unequal to the device of any CPU tensor, so asking for it takes those branches w
 are rendered two at a time, each frame different, so that a chunk copied to the wrong frames, or not
 copied back, shows; the expected values are the same calls rendering where the inputs are (the torch
 path, which tests/gpu_rendering/test_compositor.py and test_line_plots.py check against references)."""
+
 import pytest
 import torch
 
-from rasterkit.utils.core import device as D
 from rasterkit.utils import gpu_rendering as R
+from rasterkit.utils.core import device as D
 from rasterkit.utils.gpu_rendering import compositor, line_plots
 
 ELSEWHERE = torch.device("cpu", 0)
@@ -32,7 +33,9 @@ def two_frames_a_chunk(monkeypatch):
         def recorded(start, stop, dev):
             chunks.append((start, stop, dev))
             return fn(start, stop, dev)
+
         return D.run_chunked(recorded, total, bytes_per_item, device, on_chunk, limit=2)
+
     monkeypatch.setattr(compositor, "run_chunked", run_chunked)
     monkeypatch.setattr(line_plots, "run_chunked", run_chunked)
     return chunks
@@ -44,9 +47,16 @@ def scene():
     frames = torch.arange(B)
     corner = torch.rand(B, 2, generator=g) * torch.tensor([W - 12.0, H - 12.0])
     prims = R.concat(
-        R.rounded_boxes(frames, torch.cat([corner, corner + 4 + frames[:, None] * 2.0], 1), 2.0, 3.0,
-                        (1, 0.5, 0, 1), (0, 0.5, 1, 0.6)),
-        R.discs(frames, corner + 6, 2.0 + frames, (0.2, 1, 0.2, 0.8)))
+        R.rounded_boxes(
+            frames,
+            torch.cat([corner, corner + 4 + frames[:, None] * 2.0], 1),
+            2.0,
+            3.0,
+            (1, 0.5, 0, 1),
+            (0, 0.5, 1, 0.6),
+        ),
+        R.discs(frames, corner + 6, 2.0 + frames, (0.2, 1, 0.2, 0.8)),
+    )
     return torch.rand(B, H, W, 4, generator=g), prims
 
 
@@ -59,7 +69,7 @@ def test_draw_rendered_elsewhere_comes_back_frame_for_frame(two_frames_a_chunk):
     got = R.draw(images, prims, device=ELSEWHERE)
     assert two_frames_a_chunk == [(0, 2, ELSEWHERE), (2, 4, ELSEWHERE), (4, 5, ELSEWHERE)]
     assert torch.equal(images, before)
-    for name, e, g in zip(("image", "alpha", "layer"), expected, got):
+    for name, e, g in zip(("image", "alpha", "layer"), expected, got, strict=False):
         assert g.device == images.device and g.shape == e.shape, name
         assert torch.equal(g, e), name
     assert all(float(got[1][b].sum()) > 10 for b in range(B))  # every frame draws something
@@ -77,20 +87,31 @@ def test_draw_falls_back_to_the_cpu_when_one_frame_does_not_fit_elsewhere(two_fr
         if frames.device.type == "meta":
             raise torch.OutOfMemoryError("simulated")
         render(frames, *args)
+
     monkeypatch.setattr(compositor, "_render", out_of_memory_on_meta)
     got = R.draw(images, prims, device="meta")
     cpu, meta = torch.device("cpu"), torch.device("meta")
-    assert two_frames_a_chunk == [(0, 2, meta), (0, 1, meta), (0, 1, cpu), (1, 2, cpu), (2, 3, cpu), (3, 4, cpu),
-                                  (4, 5, cpu)]
-    assert all(torch.equal(g, e) for g, e in zip(got, expected))
+    assert two_frames_a_chunk == [
+        (0, 2, meta),
+        (0, 1, meta),
+        (0, 1, cpu),
+        (1, 2, cpu),
+        (2, 3, cpu),
+        (3, 4, cpu),
+        (4, 5, cpu),
+    ]
+    assert all(torch.equal(g, e) for g, e in zip(got, expected, strict=False))
 
 
-@pytest.mark.parametrize("options", [
-    dict(mode="aliased"),  # the fast path: _plot_lines
-    dict(mode="aliased", channels=3, color=(1, 0.5, 0, 1)),
-    dict(mode="antialiased", line_width=2.5, fill_color=(0, 0, 1, 0.4)),
-    dict(mode="aliased", dtype=torch.uint8),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(mode="aliased"),  # the fast path: _plot_lines
+        dict(mode="aliased", channels=3, color=(1, 0.5, 0, 1)),
+        dict(mode="antialiased", line_width=2.5, fill_color=(0, 0, 1, 0.4)),
+        dict(mode="aliased", dtype=torch.uint8),
+    ],
+)
 def test_polylines_rendered_elsewhere_come_back_image_for_image(two_frames_a_chunk, options):
     g = torch.Generator().manual_seed(2)
     values = torch.cumsum(torch.randn(B, 30, generator=g) * (1 + torch.arange(B)[:, None]), 1)

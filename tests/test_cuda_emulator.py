@@ -1,5 +1,6 @@
 """The CPU emulation of CUDA kernels (tests/cuda_emulator.py) keeps CUDA's meaning of shared memory and
 barriers, so that the kernel tests that rely on it test what a GPU does. Fails without a compiler."""
+
 import os
 import subprocess
 import sys
@@ -73,7 +74,7 @@ def test_a_shared_memory_reduction_with_barriers_sums_each_block():
     kernel = cuda_emulator.EmulatedKernel(SOURCE, "block_sums")
     assert kernel.cooperative
     kernel((4,), (64,), (values, sums, np.int32(200)))
-    assert sums.tolist() == [values[b * 64:(b + 1) * 64].sum() for b in range(4)]
+    assert sums.tolist() == [values[b * 64 : (b + 1) * 64].sum() for b in range(4)]
 
 
 def test_rounds_of_neighbour_exchange_see_every_write_of_the_round_before():
@@ -84,7 +85,7 @@ def test_rounds_of_neighbour_exchange_see_every_write_of_the_round_before():
     kernel((blocks,), (threads,), (out, np.int32(rounds)))
     for b in range(blocks):  # each block starts from its own values: no shared contents leak between blocks
         start = np.arange(threads) + 100 * b
-        assert out[b * threads:(b + 1) * threads].tolist() == (np.roll(start, rounds) + rounds).tolist()
+        assert out[b * threads : (b + 1) * threads].tolist() == (np.roll(start, rounds) + rounds).tolist()
 
 
 def test_a_kernel_without_barriers_runs_its_threads_in_turn_with_every_parameter_type():
@@ -94,9 +95,9 @@ def test_a_kernel_without_barriers_runs_its_threads_in_turn_with_every_parameter
     out, total = np.ones(n, dtype=np.float32), np.zeros(1, dtype=np.int64)
     kernel = cuda_emulator.EmulatedKernel(SOURCE, "scaled")
     assert not kernel.cooperative
-    kernel((3,), (128,), (bytes_, wide, narrow, out, np.float32(3.0), np.uint64(2 ** 63), np.uint32(n), total))
+    kernel((3,), (128,), (bytes_, wide, narrow, out, np.float32(3.0), np.uint64(2**63), np.uint32(n), total))
     assert out.tolist() == (bytes_ * np.float32(1.5) + np.float32(1.5)).tolist()
-    assert wide.tolist() == [2 ** 63 + int(b) for b in bytes_]
+    assert wide.tolist() == [2**63 + int(b) for b in bytes_]
     assert narrow.tolist() == [0x3F800000 + i for i in range(n)]
     assert total.tolist() == [-7]
 
@@ -145,17 +146,26 @@ def test_the_reversed_order_check_catches_a_kernel_whose_result_depends_on_the_o
         cuda_emulator.EmulatedKernel(TOYS, "last_writer")((2,), (8,), (out,))
     values, sums = np.arange(200, dtype=np.float32), np.zeros(4, dtype=np.float32)  # barriers: one result
     cuda_emulator.EmulatedKernel(SOURCE, "block_sums")((4,), (64,), (values, sums, np.int32(200)))
-    assert sums.tolist() == [values[b * 64:(b + 1) * 64].sum() for b in range(4)]
+    assert sums.tolist() == [values[b * 64 : (b + 1) * 64].sum() for b in range(4)]
 
 
-@pytest.mark.skipif(not cuda_emulator.ASAN_RUNTIME or not Path(cuda_emulator.ASAN_RUNTIME).is_file(),
-                    reason="the compiler has no AddressSanitizer runtime")
+@pytest.mark.skipif(
+    not cuda_emulator.ASAN_RUNTIME or not Path(cuda_emulator.ASAN_RUNTIME).is_file(),
+    reason="the compiler has no AddressSanitizer runtime",
+)
 def test_the_sanitized_build_stops_at_an_out_of_bounds_write():
-    script = ("import sys, numpy as np, cuda_emulator\n"
-              f"kernel = cuda_emulator.EmulatedKernel({TOYS!r}, 'one_each')\n"
-              "kernel((1,), (int(sys.argv[1]),), (np.zeros(8, dtype=np.float32),))\n")
-    env = {**os.environ, "LD_PRELOAD": cuda_emulator.ASAN_RUNTIME, "ASAN_OPTIONS": "detect_leaks=0",
-           "RASTERKIT_EMULATOR_SANITIZE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+    script = (
+        "import sys, numpy as np, cuda_emulator\n"
+        f"kernel = cuda_emulator.EmulatedKernel({TOYS!r}, 'one_each')\n"
+        "kernel((1,), (int(sys.argv[1]),), (np.zeros(8, dtype=np.float32),))\n"
+    )
+    env = {
+        **os.environ,
+        "LD_PRELOAD": cuda_emulator.ASAN_RUNTIME,
+        "ASAN_OPTIONS": "detect_leaks=0",
+        "RASTERKIT_EMULATOR_SANITIZE": "1",
+        "PYTHONPATH": str(Path(__file__).parent),
+    }
     fits = subprocess.run([sys.executable, "-c", script, "8"], env=env, capture_output=True, text=True)
     assert fits.returncode == 0, fits.stderr
     overflows = subprocess.run([sys.executable, "-c", script, "9"], env=env, capture_output=True, text=True)

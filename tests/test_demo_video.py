@@ -1,4 +1,5 @@
 """demo.py's MP4s: H.264 in yuv420p (what browsers play), with AAC sound where a demo has audio."""
+
 import math
 
 import numpy as np
@@ -15,8 +16,12 @@ def read(path):
     [C,S] float or None) of an MP4."""
     with av.open(str(path)) as container:
         (video,) = container.streams.video
-        facts = (video.codec_context.name, video.codec_context.pix_fmt, video.codec_context.width,
-                 video.codec_context.height)
+        facts = (
+            video.codec_context.name,
+            video.codec_context.pix_fmt,
+            video.codec_context.width,
+            video.codec_context.height,
+        )
         frames = np.stack([frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)])
     with av.open(str(path)) as container:
         if not container.streams.audio:
@@ -42,8 +47,9 @@ def test_audio_is_muxed_as_aac_and_cut_to_the_video(tmp_path):
     rate = 16000
     t = torch.arange(2 * rate) / rate
     waveform = 0.5 * torch.stack([torch.sin(2 * math.pi * 440 * t), torch.sin(2 * math.pi * 660 * t)])[None]
-    demo.save_mp4(torch.rand(24, 32, 32, 3), tmp_path / "sound.mp4", fps=24,
-                  audio={"waveform": waveform, "sample_rate": rate})
+    demo.save_mp4(
+        torch.rand(24, 32, 32, 3), tmp_path / "sound.mp4", fps=24, audio={"waveform": waveform, "sample_rate": rate}
+    )
     facts, sound, decoded, samples = read(tmp_path / "sound.mp4")
     assert facts[0] == "h264" and len(decoded) == 24
     assert sound == ("aac", 2, rate)

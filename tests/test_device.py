@@ -26,8 +26,9 @@ def test_chunk_size_follows_free_memory(monkeypatch):
 
 def test_run_chunked_covers_everything_in_order():
     seen = []
-    out = D.run_chunked(lambda a, b, dev: list(range(a, b)), 10, 1, torch.device("cpu"), on_chunk=lambda d, t: seen.append(d),
-                        limit=3)
+    out = D.run_chunked(
+        lambda a, b, dev: list(range(a, b)), 10, 1, torch.device("cpu"), on_chunk=lambda d, t: seen.append(d), limit=3
+    )
     assert sum(out, []) == list(range(10))
     assert seen == [3, 6, 9, 10]
 
@@ -74,13 +75,18 @@ def test_cpu_that_runs_out_of_memory_raises():
         D.run_chunked(fn, 1, 1, torch.device("cpu"))
 
 
-@pytest.mark.parametrize("cuda, hip, gpus, wheel", [
-    ("12.8", None, 1, "cupy-cuda12x"), ("13.0", None, 2, "cupy-cuda13x"), ("11.8", None, 1, "cupy-cuda11x"),
-    ("12.8", None, 0, None),  # a CUDA build of torch on a machine without an NVIDIA GPU
-    (None, "6.3.4", 1, None),  # ROCm: CuPy's wheels are NVIDIA-only
-    (None, None, 0, None),  # CPU or Apple
-    ("10.2", None, 1, None),  # no wheel for that CUDA major
-])
+@pytest.mark.parametrize(
+    "cuda, hip, gpus, wheel",
+    [
+        ("12.8", None, 1, "cupy-cuda12x"),
+        ("13.0", None, 2, "cupy-cuda13x"),
+        ("11.8", None, 1, "cupy-cuda11x"),
+        ("12.8", None, 0, None),  # a CUDA build of torch on a machine without an NVIDIA GPU
+        (None, "6.3.4", 1, None),  # ROCm: CuPy's wheels are NVIDIA-only
+        (None, None, 0, None),  # CPU or Apple
+        ("10.2", None, 1, None),  # no wheel for that CUDA major
+    ],
+)
 def test_install_picks_the_cupy_wheel_of_torchs_cuda_major(cuda, hip, gpus, wheel):
     import install
 
@@ -139,7 +145,7 @@ def test_huge_pages_are_asked_for_inside_a_large_new_cpu_tensor_only(monkeypatch
     monkeypatch.setattr(D, "_madvise", lambda: lambda start, length, advice: calls.append((start, length, advice)))
     big = torch.empty(40 << 20, dtype=torch.uint8)
     assert D.on_huge_pages(big) is big
-    (start, length, advice), = calls
+    ((start, length, advice),) = calls
     assert advice == 14 and start % (2 << 20) == 0 and length % (2 << 20) == 0 and length >= 36 << 20
     assert big.data_ptr() <= start and start + length <= big.data_ptr() + big.numel()
     D.on_huge_pages(torch.empty(1 << 20, dtype=torch.uint8))  # small: may share heap pages, left alone

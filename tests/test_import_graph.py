@@ -2,6 +2,7 @@
 (nodes -> engines -> inputs, core), an engine uses another only through its public names (the
 package), nothing in utils/ imports nodes/, and no two files import each other, directly or through
 others (imports inside functions count: a lazy import is still a dependency)."""
+
 import ast
 from pathlib import Path
 
@@ -52,8 +53,7 @@ def layer(module: str) -> tuple[str, int]:
 
 
 def test_utils_never_imports_nodes():
-    bad = [(m, t) for m, targets in graph().items() if m.startswith("utils") for t in targets
-           if t.startswith("nodes")]
+    bad = [(m, t) for m, targets in graph().items() if m.startswith("utils") for t in targets if t.startswith("nodes")]
     assert not bad, bad
 
 
@@ -86,7 +86,7 @@ def test_no_import_cycles():
             if target == node or target not in edges:
                 continue
             if state.get(target) == 1:
-                cycles.append(stack[stack.index(target):] + [target])
+                cycles.append(stack[stack.index(target) :] + [target])
             elif target not in state:
                 visit(target)
         stack.pop()

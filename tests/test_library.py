@@ -1,5 +1,6 @@
 """The library: a wheel of the repository installs utils/ as `rasterkit`, importable and drawing without
 ComfyUI, the repository root (the node pack) and the source tree; its console script runs."""
+
 import subprocess
 import sys
 import zipfile
@@ -16,11 +17,28 @@ def installed(tmp_path_factory):
     --target into a bare folder: (wheel, folder)."""
     pytest.importorskip("setuptools")
     tmp = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(tmp / "dist"), str(ROOT)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp / "dist"),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wheel = next((tmp / "dist").glob("rasterkit-*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(tmp / "site"),
-                    str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(tmp / "site"), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     return wheel, tmp / "site"
 
 
@@ -28,8 +46,9 @@ def bare_python(site: Path, code: str, cwd: Path) -> subprocess.CompletedProcess
     """Run code with only the installed folder and the venv's own site-packages (torch, numpy): -I
     drops PYTHONPATH, the current folder and the user site; the folder is appended to sys.path."""
     prelude = f"import sys; sys.path.insert(0, {str(site)!r}); "
-    return subprocess.run([sys.executable, "-I", "-c", prelude + code], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-I", "-c", prelude + code], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_wheel_holds_utils_as_rasterkit_and_nothing_of_the_pack(installed):
@@ -64,14 +83,35 @@ def test_console_script_and_module(installed, tmp_path):
 
     np.save(tmp_path / "s.npy", np.cumsum(np.ones((5, 10)), 1))
     run_cli = "from rasterkit.cli import main; sys.exit(main(sys.argv[1:]))"
-    result = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {run_cli}",
-                             "plots", "s.npy", "--out", "out", "--width", "16", "--height", "16", "--no-progress"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(site)!r}); {run_cli}",
+            "plots",
+            "s.npy",
+            "--out",
+            "out",
+            "--width",
+            "16",
+            "--height",
+            "16",
+            "--no-progress",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "5 images in 1 shard" in result.stdout
     assert np.load(tmp_path / "out" / "shard-000000.npy").shape == (5, 16, 16)
     script = (site / "bin" / "rasterkit").read_text()
     assert "from rasterkit.cli import main" in script
-    result = bare_python(site, "import runpy; sys.argv = ['rasterkit', '--help']; runpy.run_module('rasterkit', "
-                               "run_name='__main__')", tmp_path)
+    result = bare_python(
+        site,
+        "import runpy; sys.argv = ['rasterkit', '--help']; runpy.run_module('rasterkit', run_name='__main__')",
+        tmp_path,
+    )
     assert "plots" in result.stdout

@@ -2,6 +2,7 @@
 (the process's resident memory high-water mark, reset before each run: robust for torch and numpy on
 the CPU), jobs past MEMORY_FRACTION of free memory are refused before allocating, and long loops call
 their callback (interrupt checks) often enough to stop within seconds."""
+
 import ctypes
 import gc
 import json
@@ -13,8 +14,8 @@ import torch
 
 from rasterkit.nodes import _validate
 from rasterkit.utils.core import device as device_module
-from rasterkit.utils.gpu_rendering import series as S
 from rasterkit.utils.core.batching import pack
+from rasterkit.utils.gpu_rendering import series as S
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
 
@@ -46,8 +47,10 @@ def path(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("count, steps, size, style", [(4, 100, 512, "line"), (16, 100, 512, "line"),
-                                                       (64, 100, 224, "bars"), (1, 4096, 256, "line")])
+@pytest.mark.parametrize(
+    "count, steps, size, style",
+    [(4, 100, 512, "line"), (16, 100, 512, "line"), (64, 100, 224, "bars"), (1, 4096, 256, "line")],
+)
 def test_series_estimate_is_within_2x_of_the_peak(path, count, steps, size, style):
     data = pack(torch.rand(count, steps).tolist())
     run = lambda: S.render_series(data, size, size, style=style)  # noqa: E731
@@ -58,8 +61,7 @@ def test_series_estimate_is_within_2x_of_the_peak(path, count, steps, size, styl
     assert measured / 2 <= estimate <= 2 * measured, (measured, estimate)
 
 
-@pytest.mark.parametrize("frames, size, boxes, full", [(4, 256, 50, False), (16, 256, 50, False),
-                                                       (4, 64, 2000, True)])
+@pytest.mark.parametrize("frames, size, boxes, full", [(4, 256, 50, False), (16, 256, 50, False), (4, 64, 2000, True)])
 def test_box_draw_estimate_is_within_2x_of_the_peak(path, monkeypatch, frames, size, boxes, full):
     from rasterkit.nodes import boxes as node
 
@@ -83,7 +85,7 @@ def test_link_draw_estimate_is_within_2x_of_the_peak(monkeypatch):
         xy = torch.rand(frames, 200, 2, generator=torch.Generator().manual_seed(1)) * 256
         tracks = {"xy": xy, "visible": torch.ones(frames, 200, dtype=torch.bool)}
         images = torch.rand(frames, 256, 256, 3)
-        run = lambda: node.LineLinkRenderer.execute(images=images, tracks=tracks)  # noqa: E731
+        run = lambda: node.LineLinkRenderer.execute(images=images, tracks=tracks)  # noqa: B023, E731
         run()
         measured = peak_bytes(run)
         assert measured / 2 <= estimates[-1] <= 2 * measured, (frames, measured, estimates[-1])
@@ -95,8 +97,11 @@ def test_twenty_series_at_8192_are_refused_without_allocating(monkeypatch):
 
     monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 24 << 30)
     series = json.dumps([[1, 2, 3]] * 20)
-    with pytest.raises(ValueError, match=r"^series: 20 plots of 8192 x 8192 \(3 values each\) needs ~2\d\.\d GB; "
-                                         r"this machine has 25.8 GB free"):
+    with pytest.raises(
+        ValueError,
+        match=r"^series: 20 plots of 8192 x 8192 \(3 values each\) needs ~2\d\.\d GB; "
+        r"this machine has 25.8 GB free",
+    ):
         assert peak_bytes(lambda: SeriesToImages.execute(series=series, width=8192, height=8192)) < 50 << 20
     with pytest.raises(ValueError, match="^series: 2 plots"):  # 2.8 GB of outputs: past half of 4 GB
         monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 4 << 30)
@@ -113,8 +118,9 @@ def test_a_long_series_without_numba_and_dense_boxes_are_refused(monkeypatch):
         SeriesToImages.execute(series=json.dumps(list(range(65_536))), width=512, height=512)
     monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 3 << 30)  # 1.5 GB a job
     with pytest.raises(ValueError, match=r"^boxes: 10,000 boxes on 1 frames of 64 x 64 needs ~\d\.\d GB"):
-        BoundingBoxRenderer.execute(images=torch.rand(1, 64, 64, 3), boxes=json.dumps([[0, 0, 64, 64]] * 10_000),
-                                    labels="none")
+        BoundingBoxRenderer.execute(
+            images=torch.rand(1, 64, 64, 3), boxes=json.dumps([[0, 0, 64, 64]] * 10_000), labels="none"
+        )
 
 
 def test_point_ids_at_text_size_128_are_bounded(monkeypatch):
@@ -123,8 +129,13 @@ def test_point_ids_at_text_size_128_are_bounded(monkeypatch):
     monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 256 << 20)
     xy = torch.rand(1, 2000, 2) * 64
     with pytest.raises(ValueError, match=r"^labels \(2,000 distinct texts at size 128"):
-        LineLinkRenderer.execute(images=torch.rand(1, 64, 64, 3), tracks={"xy": xy, "visible": torch.ones(1, 2000) > 0},
-                                 point_labels="id", text_size=128, k=1)
+        LineLinkRenderer.execute(
+            images=torch.rand(1, 64, 64, 3),
+            tracks={"xy": xy, "visible": torch.ones(1, 2000) > 0},
+            point_labels="id",
+            text_size=128,
+            k=1,
+        )
 
 
 class Stop(Exception):
@@ -138,6 +149,7 @@ def stop_after(calls: int):
         count[0] += 1
         if count[0] >= calls:
             raise Stop
+
     return callback, count
 
 

@@ -3,6 +3,7 @@ transcription of that extension's documented behaviour (one vertex at a time), o
 MeshRender.uv_inpaint passes (float32 texture [H,W,3] in 0..1, uint8 mask 0/255, float32 positions and
 UVs, int32 index arrays with UV seams); its registration; and Bake Texture's inpaint option on a cube
 that one view sees one face of."""
+
 import importlib
 import sys
 
@@ -179,18 +180,21 @@ def test_bake_texture_inpaints_unseen_sides_over_the_mesh():
     from rasterkit.nodes.mesh import MeshRasterizer
 
     mesh = _cube_mesh()
-    outputs = MeshRasterizer.run(mesh=mesh, width=96, height=96, views="list", view_list="0,0",
-                                 shading="vertex_color", cull_back_faces=False)
+    outputs = MeshRasterizer.run(
+        mesh=mesh, width=96, height=96, views="list", view_list="0,0", shading="vertex_color", cull_back_faces=False
+    )
     render, raster = outputs[6], outputs[5]
     _, _, islands = UVMaps.run(mesh=mesh, texture_size=48, dilation=0)
     islands = islands[0] > 0
-    plain, seen, _ = BakeTexture.run(mesh=mesh, images=render, raster=raster, texture_size=48, dilation=0,
-                                     inpaint="none")
+    plain, seen, _ = BakeTexture.run(
+        mesh=mesh, images=render, raster=raster, texture_size=48, dilation=0, inpaint="none"
+    )
     seen = seen[0] > 0
     assert 0.1 < (seen & islands).sum() / islands.sum() < 0.3  # one side of six seen
     assert (plain[0][islands & ~seen] == 0).all()
-    texture, mask, _ = BakeTexture.run(mesh=mesh, images=render, raster=raster, texture_size=48, dilation=0,
-                                       inpaint="mesh")
+    texture, mask, _ = BakeTexture.run(
+        mesh=mesh, images=render, raster=raster, texture_size=48, dilation=0, inpaint="mesh"
+    )
     texture = texture[0]
     assert torch.equal(mask[0] > 0, seen) and torch.isfinite(texture).all()
     unseen = islands & ~seen

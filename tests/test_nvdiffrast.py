@@ -2,6 +2,7 @@
 independent references: a numpy float64 brute force over pixel centres (coverage, triangle ids,
 perspective-correct barycentrics, z/w, their image-space derivatives), numpy bilinear filtering, and
 torch.autograd.gradcheck."""
+
 import sys
 
 import numpy as np
@@ -17,8 +18,9 @@ def scene(seed=0, views=2, triangles=5):
     """Random perspective triangles in clip space [views,V,4] (w in 1..3, inside the frustum), tri [M,3]."""
     rng = np.random.default_rng(seed)
     w = rng.uniform(1, 3, (views, 3 * triangles, 1))
-    ndc = np.concatenate([rng.uniform(-0.9, 0.9, (views, 3 * triangles, 2)),
-                          rng.uniform(-0.9, 0.9, (views, 3 * triangles, 1))], -1)
+    ndc = np.concatenate(
+        [rng.uniform(-0.9, 0.9, (views, 3 * triangles, 2)), rng.uniform(-0.9, 0.9, (views, 3 * triangles, 1))], -1
+    )
     pos = np.concatenate([ndc * w, w], -1).astype(np.float32)
     return torch.from_numpy(pos), torch.arange(3 * triangles, dtype=torch.int32).view(-1, 3)
 
@@ -98,7 +100,7 @@ def test_range_mode_draws_each_range_with_global_triangle_ids():
     ranges = torch.tensor([[0, 3], [3, 3], [2, 0]], dtype=torch.int32)
     rast, _ = dr.rasterize(CTX, pos[0], tri, (20, 20), ranges=ranges)
     for index, (start, count) in enumerate(ranges.tolist()):
-        alone, _ = dr.rasterize(CTX, pos, tri[start:start + count], (20, 20))
+        alone, _ = dr.rasterize(CTX, pos, tri[start : start + count], (20, 20))
         expected = torch.where(alone[0, ..., 3] > 0, alone[0, ..., 3] + start, 0)
         assert torch.equal(rast[index, ..., 3], expected)
         assert torch.allclose(rast[index, ..., :3], alone[0, ..., :3], atol=1e-6)
@@ -164,8 +166,9 @@ def test_texture_linear_and_nearest_match_numpy(boundary):
     uv = rng.uniform(-0.3, 1.3, (2, 4, 6, 2)).astype(np.float32)
     out = dr.texture(torch.from_numpy(tex), torch.from_numpy(uv), filter_mode="linear", boundary_mode=boundary)
     assert np.abs(out.numpy() - numpy_bilinear(tex[0], uv, boundary)).max() < 1e-5
-    nearest = dr.texture(torch.from_numpy(tex), torch.from_numpy(uv), filter_mode="nearest",
-                         boundary_mode=boundary).numpy()
+    nearest = dr.texture(
+        torch.from_numpy(tex), torch.from_numpy(uv), filter_mode="nearest", boundary_mode=boundary
+    ).numpy()
     column, row = np.floor(uv[..., 0] * 7).astype(int), np.floor(uv[..., 1] * 5).astype(int)
     if boundary == "wrap":
         expected = tex[0][row % 5, column % 7]
@@ -175,8 +178,7 @@ def test_texture_linear_and_nearest_match_numpy(boundary):
             expected = expected * ((row >= 0) & (row < 5) & (column >= 0) & (column < 7))[..., None]
     assert np.array_equal(nearest, expected)
     # the mipmap modes sample the base level (documented)
-    mip = dr.texture(torch.from_numpy(tex), torch.from_numpy(uv), uv_da=torch.zeros(2, 4, 6, 4),
-                     boundary_mode=boundary)
+    mip = dr.texture(torch.from_numpy(tex), torch.from_numpy(uv), uv_da=torch.zeros(2, 4, 6, 4), boundary_mode=boundary)
     assert torch.equal(mip, out)
 
 
@@ -189,8 +191,10 @@ def test_gradients_of_interpolate_and_texture():
     tex = torch.rand(1, 4, 5, 2, dtype=torch.float64, requires_grad=True)
     uv = torch.rand(1, 3, 3, 2, dtype=torch.float64, requires_grad=True)
     for boundary in ("wrap", "clamp", "zero"):
-        assert torch.autograd.gradcheck(lambda t, c: dr.texture(t, c, filter_mode="linear", boundary_mode=boundary),
-                                        (tex, uv))
+        assert torch.autograd.gradcheck(
+            lambda t, c: dr.texture(t, c, filter_mode="linear", boundary_mode=boundary),  # noqa: B023
+            (tex, uv),  # noqa: B023
+        )
 
 
 def test_rasterize_barycentrics_carry_gradients_to_pos():

@@ -6,6 +6,7 @@ in the PTX. Registers, spills and stack (local memory) are printed in pytest's s
 The kernels are found by reading the engine modules: every `cuda.kernel(SOURCE, name)` call in utils/
 (utils/cuda.py is the only place that makes a cupy.RawKernel), so a new kernel cannot be missed.
 """
+
 from __future__ import annotations
 
 import ast
@@ -43,8 +44,13 @@ def kernel_sources() -> dict[str, tuple[str, set[str]]]:
     for path in sorted((ROOT / "utils").rglob("*.py")):
         module_name = "rasterkit." + ".".join(path.relative_to(ROOT).with_suffix("").parts)
         for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "kernel"
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "cuda"):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "kernel"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "cuda"
+            ):
                 continue
             source_arg, name_arg = node.args
             assert isinstance(source_arg, ast.Name), f"{path}: cuda.kernel's source must be a module-level name"
@@ -86,8 +92,9 @@ class Nvrtc:
     def compile(self, source: str, name: str, options: tuple[str, ...]) -> tuple[int, str, str]:
         """(NVRTC's result code, the program log, the PTX or "" on failure)."""
         program = ctypes.c_void_p()
-        self._check(self.lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), f"{name}.cu".encode(),
-                                                0, None, None))
+        self._check(
+            self.lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), f"{name}.cu".encode(), 0, None, None)
+        )
         try:
             encoded = [o.encode() for o in options]
             result = self.lib.nvrtcCompileProgram(program, len(encoded), (ctypes.c_char_p * len(encoded))(*encoded))
@@ -101,13 +108,19 @@ class Nvrtc:
 def _nvrtc_libraries() -> dict[str, Path]:
     spec = importlib.util.find_spec("nvidia")
     roots = list(spec.submodule_search_locations) if spec and spec.submodule_search_locations else []
-    return {major: root / relative for major, relative in WHEEL_LIBRARIES.items() for root in map(Path, roots)
-            if (root / relative).exists()}
+    return {
+        major: root / relative
+        for major, relative in WHEEL_LIBRARIES.items()
+        for root in map(Path, roots)
+        if (root / relative).exists()
+    }
 
 
 LIBRARIES = _nvrtc_libraries()
-needs_nvrtc = pytest.mark.skipif(not LIBRARIES, reason="no NVRTC wheel installed (pip install -r "
-                                 "requirements-dev.txt: nvidia-cuda-nvrtc-cu12, nvidia-cuda-nvrtc)")
+needs_nvrtc = pytest.mark.skipif(
+    not LIBRARIES,
+    reason="no NVRTC wheel installed (pip install -r requirements-dev.txt: nvidia-cuda-nvrtc-cu12, nvidia-cuda-nvrtc)",
+)
 SOURCES = kernel_sources()
 
 
@@ -117,8 +130,13 @@ def resources(log: str) -> dict[str, str]:
     for line in log.splitlines():
         if match := re.search(r"Function properties for (\w+)", line):
             current = match.group(1)
-        elif current and (match := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill "
-                                             r"loads", line)):
+        elif current and (
+            match := re.search(
+                r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill "
+                r"loads",
+                line,
+            )
+        ):
             found[current] = f"stack {match.group(1)} B, spill {int(match.group(2)) + int(match.group(3))} B"
         elif current and (match := re.search(r"Used (\d+) registers", line)):
             found[current] = f"{match.group(1)} regs, " + found.get(current, "")
@@ -161,7 +179,7 @@ def test_every_kernel_compiles_cleanly_with_nvrtc(major):
     with ThreadPoolExecutor(2) as pool:  # NVRTC programs are independent; ctypes lets go of the GIL
         results = list(pool.map(build, jobs))
     failures = []
-    for (key, arch), (result, log, ptx) in zip(jobs, results):
+    for (key, arch), (result, log, ptx) in zip(jobs, results, strict=False):
         diagnostics = [line for line in log.splitlines() if re.search(r"\b(warning|error)\b", line, re.I)]
         if result or diagnostics:
             failures.append(f"{key} sm_{arch}: NVRTC result {result}\n{log}")

@@ -155,7 +155,7 @@ def squared_error(result, target):
 def test_a_kernel_search_fits_as_well_as_the_torch_path(device, kinds, channels, alpha):
     """As well over three seeds: single runs of 12 shapes differ by up to a third either way."""
     target = images(channels, device, batch=1, height=32, width=40)
-    run = lambda seed: co.approximate(target, 12, kinds, alpha=alpha, candidates=64, mutations=16,  # noqa: E731
+    run = lambda seed: co.approximate(target, 12, kinds, alpha=alpha, candidates=64, mutations=16,
                                       generator=torch.Generator(device=device).manual_seed(seed))
     results = [run(seed) for seed in (3, 4, 5)]
     result = results[0]
@@ -187,7 +187,7 @@ def test_a_kernel_search_takes_any_float_dtype_and_grad(device):
     """Issue 28: a float16 target that requires grad (DLPack refused it) searches as its float32
     values do; a background of another shape is named."""
     target = images(3, device, batch=1, height=16, width=20)
-    run = lambda image: K.approximate(image, 2, ALL, 128, 16, 4, None,  # noqa: E731
+    run = lambda image: K.approximate(image, 2, ALL, 128, 16, 4, None,
                                       torch.Generator(device=device).manual_seed(0), None)
     half = target.half().requires_grad_()
     assert torch.equal(run(half).params, run(half.detach().float()).params)

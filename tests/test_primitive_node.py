@@ -41,7 +41,7 @@ def parse_svg(text):
         paint = attrs.get("fill") if attrs.get("fill") != "none" else attrs["stroke"]
         opacity = attrs.get("fill-opacity", attrs.get("stroke-opacity"))
         angle = float(re.search(f"rotate\\({number}", attrs["transform"]).group(1)) if "transform" in attrs else None
-        f = lambda name: float(attrs[name])  # noqa: E731
+        f = lambda name: float(attrs[name])
         if element.startswith("<polygon"):
             points = [float(v) for v in re.findall(number, attrs["points"])]
             kinds.append(co.TRIANGLE if len(points) == 6 else co.POLYGON)
@@ -200,7 +200,7 @@ def svg_coverage(element, height, width, factor=8):
     cos, sin = math.cos(math.radians(a)), math.sin(math.radians(a))
     px = cx + (sx - cx) * cos + (sy - cy) * sin  # rotate(-a): the inverse of SVG's [cos -sin; sin cos]
     py = cy - (sx - cx) * sin + (sy - cy) * cos
-    f = lambda name: float(attrs[name])  # noqa: E731
+    f = lambda name: float(attrs[name])
     if element.startswith("<rect"):
         inside = (px >= f("x")) & (px <= f("x") + f("width")) & (py >= f("y")) & (py <= f("y") + f("height"))
     else:

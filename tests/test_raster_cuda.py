@@ -2,6 +2,7 @@
 skipped without CUDA and CuPy) and on the CPU through tests/cuda_emulator.py. (Moved out of
 test_cuda_kernels.py with the compositor's kernel tests going to tests/gpu_rendering/; its place is
 tests/mesh_rasterizer/.)"""
+
 import pytest
 import torch
 

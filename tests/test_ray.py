@@ -1,5 +1,6 @@
 """The dataset job on Ray Data (utils/datasets.run_ray) writes the same bytes as the single-process run,
 on a local Ray instance of 2 CPUs started by the test."""
+
 import os
 import sys
 from pathlib import Path
@@ -18,8 +19,12 @@ from utils import datasets as D  # noqa: E402
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path[1:]])}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path[1:]])}},
+    )
     yield
     ray.shutdown()
 

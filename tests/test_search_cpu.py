@@ -29,7 +29,7 @@ def test_the_loop_sums_what_the_slots_sum(torch_path, kinds, alpha, channels):
 
 def test_a_search_picks_the_same_shapes(torch_path):
     target = torch.rand(1, 40, 56, 3, generator=torch.Generator().manual_seed(5))
-    run = lambda: co.approximate(target, 6, co.kind_codes("combo"), alpha=128, candidates=150,  # noqa: E731
+    run = lambda: co.approximate(target, 6, co.kind_codes("combo"), alpha=128, candidates=150,
                                  mutations=24, generator=torch.Generator().manual_seed(2))
     got, expected = run(), torch_path(run)
     assert torch.equal(got.kind, expected.kind) and torch.equal(got.params, expected.params)

@@ -4,6 +4,7 @@ background thread that nodes wait on for their own loop families only.
 The compiling tests run in fresh processes with a cache folder of their own ($NUMBA_CACHE_DIR), the
 pack imported as ComfyUI imports it (under its folder's path: numba's cache is kept per module name).
 """
+
 import json
 import logging
 import os
@@ -12,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import types
 from pathlib import Path
 
@@ -24,8 +24,10 @@ from rasterkit.utils import warmup
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available() or not warmup.numba_usable(torch.device("cpu")),
-                                reason="the loops are warmed up where they run: the CPU, numba installed")
+pytestmark = pytest.mark.skipif(
+    torch.cuda.is_available() or not warmup.numba_usable(torch.device("cpu")),
+    reason="the loops are warmed up where they run: the CPU, numba installed",
+)
 
 # ComfyUI's import of the pack (nodes.load_custom_node), then `warmup` and `nodes` in the script's names
 LOAD_LIKE_COMFYUI = """
@@ -64,8 +66,14 @@ def python(*script: str, cache: Path | None = None, **env) -> str:
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("RASTERKIT_", "NUMBA_"))}
     environ.update({"NUMBA_CACHE_DIR": str(cache)} if cache else {}, **env)
     source = "\n".join(textwrap.dedent(part) for part in script)
-    result = subprocess.run([sys.executable, "-c", source, str(ROOT)], cwd=ROOT.parent, env=environ,
-                            capture_output=True, text=True, timeout=1500)
+    result = subprocess.run(
+        [sys.executable, "-c", source, str(ROOT)],
+        cwd=ROOT.parent,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return result.stdout
 
@@ -74,8 +82,9 @@ def python(*script: str, cache: Path | None = None, **env) -> str:
 def compiled(tmp_path_factory) -> Path:
     """A numba cache that install.py filled (every loop compiled from nothing), and what it printed."""
     cache = tmp_path_factory.mktemp("install") / "numba"
-    printed = python("import sys; sys.path.insert(0, sys.argv[1]); import install; install.compile_cpu_loops()",
-                     cache=cache)
+    printed = python(
+        "import sys; sys.path.insert(0, sys.argv[1]); import install; install.compile_cpu_loops()", cache=cache
+    )
     assert "RasterKit: compiling the CPU loops with numba" in printed
     assert re.search(r"RasterKit: CPU loops ready in \d+ s, numba's cache in " + re.escape(str(cache)), printed)
     return cache
@@ -95,16 +104,24 @@ def test_installed_loops_load_from_the_cache_in_comfyui(compiled):
         after = counts()
         return sorted(name for name in after if after[name] != before[name])
     """
-    families = python(LOAD_LIKE_COMFYUI, count, """
+    families = python(
+        LOAD_LIKE_COMFYUI,
+        count,
+        """
     print(json.dumps({"uncached": warmup.uncached(),
                       "families": {family: loaded(warm) for family, warm in warmup.FAMILIES.items()},
                       "misses": sum(miss for _, miss in counts().values())}))
-    """, cache=compiled)
+    """,
+        cache=compiled,
+    )
     families = json.loads(families.splitlines()[-1])
     assert families["uncached"] == [] and families["misses"] == 0
     assert all(families["families"].values())
 
-    used = python(LOAD_LIKE_COMFYUI, count, """
+    used = python(
+        LOAD_LIKE_COMFYUI,
+        count,
+        """
     import torch
     images = torch.rand(2, 32, 48, 3)
     tracks = {"xy": torch.rand(2, 5, 2) * 30, "visible": torch.ones(2, 5, dtype=torch.bool)}
@@ -123,31 +140,48 @@ def test_installed_loops_load_from_the_cache_in_comfyui(compiled):
     for node, inputs in runs:
         result.setdefault(node.NODE_ID, []).extend(loaded(lambda: node.run(**inputs)))
     print(json.dumps({"used": result, "misses": sum(miss for _, miss in counts().values())}))
-    """, cache=compiled)
+    """,
+        cache=compiled,
+    )
     used = json.loads(used.splitlines()[-1])
     assert used["misses"] == 0
-    assert all(used["used"][node] for node in ("RasterKit_BoundingBoxRenderer", "RasterKit_SeriesToImages",
-                                               "RasterKit_PrimitiveMesh", "RasterKit_UVMaps"))
+    assert all(
+        used["used"][node]
+        for node in (
+            "RasterKit_BoundingBoxRenderer",
+            "RasterKit_SeriesToImages",
+            "RasterKit_PrimitiveMesh",
+            "RasterKit_UVMaps",
+        )
+    )
     for node, loops in used["used"].items():
         waited = {loop for family in _comfy.NODE_LOOPS.get(node, ()) for loop in families["families"][family]}
         assert set(loops) <= waited, node
 
 
 def test_a_warm_start_loads_the_cache_silently(compiled):
-    printed = python(FAKE_SERVER, LOAD_LIKE_COMFYUI, """
+    printed = python(
+        FAKE_SERVER,
+        LOAD_LIKE_COMFYUI,
+        """
     thread = next(t for t in __import__("threading").enumerate() if t.name == "rasterkit-warmup")
     thread.join()
     assert not warmup.pending(list(warmup.FAMILIES))
     said = [message for message in messages if "CPU loops" in message]
     assert len(said) == 1 and said[0].startswith("RasterKit: CPU loops loaded from numba's cache in "), said
-    """, cache=compiled)
+    """,
+        cache=compiled,
+    )
     assert "compiling" not in printed
 
 
 def test_comfyui_start_returns_at_once_and_compiles_in_the_background(tmp_path):
     """With no cache, the pack's import returns while the loops compile in a daemon thread, which says
     so; the nodes that use loops wait for theirs."""
-    python(FAKE_SERVER, LOAD_LIKE_COMFYUI, """
+    python(
+        FAKE_SERVER,
+        LOAD_LIKE_COMFYUI,
+        """
     import threading
     assert any(t.name == "rasterkit-warmup" and t.daemon for t in threading.enumerate())
     assert warmup.pending(list(warmup.FAMILIES)) == list(warmup.FAMILIES), "the import waited for a compile"
@@ -160,15 +194,20 @@ def test_comfyui_start_returns_at_once_and_compiles_in_the_background(tmp_path):
     assert said == ["RasterKit: compiling CPU loops (first run only)"], messages
     print(f"import {import_seconds:.1f} s", flush=True)
     os._exit(0)  # not waiting for the compile
-    """, cache=tmp_path / "numba")
+    """,
+        cache=tmp_path / "numba",
+    )
 
 
 def test_disabled_numba_skips_the_warm_up(monkeypatch):
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     assert warmup.start() is None
     monkeypatch.setattr(_comfy, "_prompt_server", lambda: object())
-    node = type("Node", (), {"NODE_ID": "RasterKit_BoundingBoxRenderer", "DISPLAY_NAME": "Boxes",
-                             "run": classmethod(lambda cls: "drawn")})
+    node = type(
+        "Node",
+        (),
+        {"NODE_ID": "RasterKit_BoundingBoxRenderer", "DISPLAY_NAME": "Boxes", "run": classmethod(lambda cls: "drawn")},
+    )
     run = node.run
     _comfy.warm_up_cpu_loops([node])
     assert node.run == run
@@ -194,6 +233,7 @@ def fresh_warmup(monkeypatch):
                 state.started.set()
                 assert state.gate.wait(30)
             state.order.append(name)
+
         return warm
 
     monkeypatch.setattr(warmup, "FAMILIES", {name: family(name) for name in "abc"})
@@ -227,8 +267,9 @@ def test_a_node_waits_for_its_own_family_which_compiles_next(fresh_warmup, caplo
     assert warmup.wait(["b"]) == 0.0
     messages = [r.getMessage() for r in caplog.records]
     assert messages[0] == "RasterKit: compiling CPU loops (first run only)"
-    assert re.fullmatch(r"RasterKit: compiling CPU loops \(first run only\): done in \d+ s, cached in the cache",
-                        messages[-1])
+    assert re.fullmatch(
+        r"RasterKit: compiling CPU loops \(first run only\): done in \d+ s, cached in the cache", messages[-1]
+    )
 
 
 @pytest.mark.parametrize("layer", ["omp", "workqueue"])
@@ -261,8 +302,11 @@ def test_a_waiting_node_says_so_and_moves_its_progress_bar(monkeypatch, caplog):
         def update_absolute(self, value, total=None):
             updates.append((value, total))
 
-    monkeypatch.setattr(_comfy, "comfy_module", lambda name, *needed: types.SimpleNamespace(
-        ProgressBar=ProgressBar) if name == "comfy.utils" else None)
+    monkeypatch.setattr(
+        _comfy,
+        "comfy_module",
+        lambda name, *needed: types.SimpleNamespace(ProgressBar=ProgressBar) if name == "comfy.utils" else None,
+    )
     monkeypatch.setattr(warmup, "pending", lambda families: list(families))
 
     def wait(families, on_wait):
@@ -274,8 +318,15 @@ def test_a_waiting_node_says_so_and_moves_its_progress_bar(monkeypatch, caplog):
     monkeypatch.setattr(warmup, "wait", wait)
     monkeypatch.setattr(_comfy, "_prompt_server", lambda: object())
     monkeypatch.setattr(warmup, "start", lambda: "a thread")
-    node = type("Node", (), {"NODE_ID": "RasterKit_BoundingBoxRenderer", "DISPLAY_NAME": "Bounding Box Renderer",
-                             "run": classmethod(lambda cls, images: f"drew {images}")})
+    node = type(
+        "Node",
+        (),
+        {
+            "NODE_ID": "RasterKit_BoundingBoxRenderer",
+            "DISPLAY_NAME": "Bounding Box Renderer",
+            "run": classmethod(lambda cls, images: f"drew {images}"),
+        },
+    )
     _comfy.warm_up_cpu_loops([node])
     caplog.set_level(logging.INFO, "rasterkit")
     assert node.run(images="x") == "drew x"
@@ -283,14 +334,18 @@ def test_a_waiting_node_says_so_and_moves_its_progress_bar(monkeypatch, caplog):
     assert values == sorted(values) and 0 < values[0] < values[-2] < 100 and updates[-1] == (100, 100)
     assert [r.getMessage() for r in caplog.records] == [
         "RasterKit: Bounding Box Renderer waits for its CPU loops to compile (first run only)",
-        "RasterKit: Bounding Box Renderer's CPU loops ready after 61 s"]
+        "RasterKit: Bounding Box Renderer's CPU loops ready after 61 s",
+    ]
 
 
 def test_every_numba_module_is_warmed_up():
     """A new module with numba loops must join loop_modules() (and a family that calls its loops)."""
     modules = {Path(module.__file__).resolve() for module in warmup.loop_modules()}
-    numba_users = {path.resolve() for path in (ROOT / "utils").rglob("*.py")  # core/numba.py: plumbing, no loop
-                   if re.search(r"^import numba|^from numba", path.read_text(), re.M)} - {ROOT / "utils/core/numba.py"}
+    numba_users = {
+        path.resolve()
+        for path in (ROOT / "utils").rglob("*.py")  # core/numba.py: plumbing, no loop
+        if re.search(r"^import numba|^from numba", path.read_text(), re.M)
+    } - {ROOT / "utils/core/numba.py"}
     assert numba_users == modules
 
 
@@ -310,8 +365,10 @@ def test_a_read_only_install_caches_in_the_users_folder(tmp_path):
     print(fn.stats.cache_path, sum(fn.stats.cache_hits.values()), sum(fn.stats.cache_misses.values()))
     """
     users = tmp_path / "user_cache"
-    runs = [python(read_only, LOAD_LIKE_COMFYUI, script, XDG_CACHE_HOME=str(users)).splitlines()[-1].split()
-            for _ in range(2)]
+    runs = [
+        python(read_only, LOAD_LIKE_COMFYUI, script, XDG_CACHE_HOME=str(users)).splitlines()[-1].split()
+        for _ in range(2)
+    ]
     (path, hits, misses), (path_again, hits_again, misses_again) = runs
     assert path == path_again and path.startswith(str(users / "numba"))
     assert (hits, misses, hits_again, misses_again) == ("0", "1", "1", "0")

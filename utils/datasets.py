@@ -8,6 +8,7 @@ whose sidecar belongs to the same job and whose bytes still hash to the sidecar'
 (index.csv, index.json) is rebuilt from the sidecars at the end. The same shard function runs in one
 process (`run`) or on Ray Data (`run_ray`), so both write the same bytes.
 """
+
 from __future__ import annotations
 
 import csv
@@ -37,6 +38,7 @@ ON_ERROR = ("skip", "stop")
 @dataclasses.dataclass(frozen=True)
 class Plot:
     """How each series is drawn: render_polylines' options (channels 1: the line's coverage, 0..255)."""
+
     width: int = 224
     height: int = 224
     mode: str = "aliased"
@@ -52,6 +54,7 @@ class Source:
     optional 1-D .npy of N). "parquet"/"csv": one series per row (the numeric columns, or the list
     column `column`), or with `window` sliding windows of `window` values every `stride` rows over the
     column `column` (labelled with `label_column` at the window's last row)."""
+
     path: str
     kind: str
     column: str | None = None
@@ -68,8 +71,10 @@ class Source:
         if not Path(self.path).is_file():
             raise ValueError(f"series: no file {self.path}")
         if self.window is not None and (self.window < 2 or self.stride < 1 or self.column is None):
-            raise ValueError(f"--window {self.window} --stride {self.stride}: expected a window of at least 2 values, "
-                             f"a stride of at least 1 and a --column to slide over")
+            raise ValueError(
+                f"--window {self.window} --stride {self.stride}: expected a window of at least 2 values, "
+                f"a stride of at least 1 and a --column to slide over"
+            )
         return opener(self)
 
 
@@ -83,6 +88,7 @@ def source_for(path: str, **options) -> Source:
 class _Table:
     """A source opened: `count` series of `length` values; read(start, stop) gives float32 [n,L],
     their labels (list, None where absent) and {row: message} for the malformed rows among them."""
+
     count: int
     length: int
 
@@ -114,11 +120,13 @@ class _Table:
         errors = {}
         if self._bad:
             bad_rows = np.array(sorted(self._bad))
-            for w, f in zip(range(start, stop), first):
+            for w, f in zip(range(start, stop), first, strict=False):
                 hit = bad_rows[(bad_rows >= f) & (bad_rows < f + size)]
                 if len(hit):
-                    errors[w] = f"window {w} (rows {f}..{f + size - 1} of column {self.source.column!r} of " \
-                                f"{self.source.path}): {self._bad[int(hit[0])]}"
+                    errors[w] = (
+                        f"window {w} (rows {f}..{f + size - 1} of column {self.source.column!r} of "
+                        f"{self.source.path}): {self._bad[int(hit[0])]}"
+                    )
         return values, labels, errors
 
 
@@ -130,15 +138,19 @@ class _NpyTable(_Table):
         except ValueError as error:
             raise ValueError(f"series: {source.path} is not a plain .npy array ({error})") from None
         if self.array.ndim != 2 or not np.issubdtype(self.array.dtype, np.number):
-            raise ValueError(f"series: expected a numeric array [N,L] (one series per row) in {source.path}, got "
-                             f"{self.array.dtype} {self.array.shape}")
+            raise ValueError(
+                f"series: expected a numeric array [N,L] (one series per row) in {source.path}, got "
+                f"{self.array.dtype} {self.array.shape}"
+            )
         self.count, self.length = self.array.shape
         self.labels = None
         if source.labels:
             self.labels = np.load(source.labels, mmap_mode="r", allow_pickle=False)
             if self.labels.shape[:1] != (self.count,):
-                raise ValueError(f"--labels: expected {self.count} labels in {source.labels} (one per row of "
-                                 f"{source.path}), got shape {self.labels.shape}")
+                raise ValueError(
+                    f"--labels: expected {self.count} labels in {source.labels} (one per row of "
+                    f"{source.path}), got shape {self.labels.shape}"
+                )
 
     def _read(self, start, stop):
         labels = [None] * (stop - start) if self.labels is None else self.labels[start:stop].tolist()
@@ -195,8 +207,10 @@ class _CsvTable(_Table):
         if name is None:
             return None
         if header is None or name not in header:
-            raise ValueError(f"--column/--label-column: no column {name!r} in the header of {self.source.path} "
-                             f"(columns: {', '.join(header or [])})")
+            raise ValueError(
+                f"--column/--label-column: no column {name!r} in the header of {self.source.path} "
+                f"(columns: {', '.join(header or [])})"
+            )
         return header.index(name)
 
     def where(self, row):
@@ -232,8 +246,9 @@ class _ParquetTable(_Table):
         schema = self.file.schema_arrow
         for name in (source.column, source.label_column):
             if name is not None and name not in schema.names:
-                raise ValueError(f"--column/--label-column: no column {name!r} in {source.path} "
-                                 f"(columns: {', '.join(schema.names)})")
+                raise ValueError(
+                    f"--column/--label-column: no column {name!r} in {source.path} (columns: {', '.join(schema.names)})"
+                )
         labels = None
         if source.label_column:
             labels = self.file.read(columns=[source.label_column]).column(0).to_pylist()
@@ -247,15 +262,21 @@ class _ParquetTable(_Table):
         if source.column is not None:
             kind = schema.field(source.column).type
             if not (pt.is_list(kind) or pt.is_large_list(kind) or pt.is_fixed_size_list(kind)):
-                raise ValueError(f"--column: {source.column!r} of {source.path} holds {kind}; one series per row "
-                                 f"needs a list column (or --window to slide over a column of numbers)")
+                raise ValueError(
+                    f"--column: {source.column!r} of {source.path} holds {kind}; one series per row "
+                    f"needs a list column (or --window to slide over a column of numbers)"
+                )
             self.columns = [source.column]
         else:
-            self.columns = [f.name for f in schema if f.name != source.label_column
-                            and (pt.is_integer(f.type) or pt.is_floating(f.type))]
+            self.columns = [
+                f.name
+                for f in schema
+                if f.name != source.label_column and (pt.is_integer(f.type) or pt.is_floating(f.type))
+            ]
         self.count = self.file.metadata.num_rows
-        self.starts = np.cumsum([0] + [self.file.metadata.row_group(g).num_rows
-                                       for g in range(self.file.num_row_groups)])
+        self.starts = np.cumsum(
+            [0] + [self.file.metadata.row_group(g).num_rows for g in range(self.file.num_row_groups)]
+        )
         self.length = source.length or (len(self.columns) if source.column is None else self._first_length())
 
     def _first_length(self):
@@ -268,15 +289,19 @@ class _ParquetTable(_Table):
     def _read(self, start, stop):
         if self.source.window is not None:
             return self._read_windows(start, stop)
-        groups = range(int(np.searchsorted(self.starts, start, "right")) - 1,
-                       int(np.searchsorted(self.starts, stop, "left")))
+        groups = range(
+            int(np.searchsorted(self.starts, start, "right")) - 1, int(np.searchsorted(self.starts, stop, "left"))
+        )
         table = self.file.read_row_groups(list(groups), columns=self.columns)
         table = table.slice(start - int(self.starts[groups.start]), stop - start)
         labels = [None] * (stop - start) if self.labels is None else self.labels[start:stop]
         errors = {}
         if self.source.column is None:
-            values = np.stack([c.to_numpy(zero_copy_only=False).astype(np.float32) for c in table.columns], 1) \
-                if self.columns else np.empty((stop - start, 0), np.float32)
+            values = (
+                np.stack([c.to_numpy(zero_copy_only=False).astype(np.float32) for c in table.columns], 1)
+                if self.columns
+                else np.empty((stop - start, 0), np.float32)
+            )
             return values, labels, errors
         lists = table.column(0).combine_chunks()
         lengths = lists.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
@@ -292,6 +317,7 @@ class _ParquetTable(_Table):
 @dataclasses.dataclass(frozen=True)
 class Job:
     """One dataset: `source` drawn as `plot`, written in `format` to `out`, `shard_size` rows a shard."""
+
     source: Source
     out: str
     format: str = "npy"
@@ -366,8 +392,12 @@ def _png_1bit(rows: np.ndarray, width: int) -> bytes:
     byte (0) in front: a binary plot in 1/8 of the bytes to deflate (4x faster than OpenCV's bilevel
     PNG, whose pixels it decodes to: 0 and 255)."""
     header = struct.pack(">IIBBBBB", width, rows.shape[0], 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + \
-        _chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
+        + _chunk(b"IEND", b"")
+    )
 
 
 class _Hashing:
@@ -430,10 +460,21 @@ class Shards:
         """uint8 [n,H,W] (channels 1) or [n,H,W,3] of values float32 [n,L], batch_size at a time."""
         plot = self.job.plot
         extra = {} if plot.channels == 1 else {"background": plot.background}
-        parts = [render_polylines(torch.from_numpy(values[i:i + self.job.batch_size]), plot.height, plot.width,
-                                  mode=plot.mode, line_width=plot.line_width, color=plot.color,
-                                  channels=plot.channels, dtype=torch.uint8, device=self.device, **extra).numpy()
-                 for i in range(0, len(values), self.job.batch_size)]
+        parts = [
+            render_polylines(
+                torch.from_numpy(values[i : i + self.job.batch_size]),
+                plot.height,
+                plot.width,
+                mode=plot.mode,
+                line_width=plot.line_width,
+                color=plot.color,
+                channels=plot.channels,
+                dtype=torch.uint8,
+                device=self.device,
+                **extra,
+            ).numpy()
+            for i in range(0, len(values), self.job.batch_size)
+        ]
         return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
     def draw(self, shard: int):
@@ -472,9 +513,16 @@ class Shards:
             digests = [_sha256(png) for png in pngs]
             digest = self._write_pngs(tmp, rows, labels, pngs, digests)
         _replace(tmp, final)
-        meta = {"job": self.key, "shard": shard, "file": name, "sha256": digest,
-                "rows": rows, "labels": labels, "sha256s": digests,
-                "errors": [{"row": r, "error": errors[r]} for r in sorted(errors)]}
+        meta = {
+            "job": self.key,
+            "shard": shard,
+            "file": name,
+            "sha256": digest,
+            "rows": rows,
+            "labels": labels,
+            "sha256s": digests,
+            "errors": [{"row": r, "error": errors[r]} for r in sorted(errors)],
+        }
         _write_json(self.out / (name + ".json"), meta)
         return meta
 
@@ -485,7 +533,7 @@ class Shards:
         """Write the PNGs as a tar or a folder; returns the shard's sha256 (as shard_digest computes it)."""
         if self.job.format == "png":
             tmp.mkdir()
-            for row, png in zip(rows, pngs):
+            for row, png in zip(rows, pngs, strict=False):
                 (tmp / f"{row:09d}.png").write_bytes(png)
             return _sha256("".join(digests).encode())
         import webdataset
@@ -494,7 +542,7 @@ class Shards:
             f = _Hashing(raw)
             # mtime 0, fixed owner: the same tar bytes on every run and machine
             writer = webdataset.TarWriter(f, user="rasterkit", group="rasterkit", mtime=0, format=tarfile.USTAR_FORMAT)
-            for row, label, png in zip(rows, labels, pngs):
+            for row, label, png in zip(rows, labels, pngs, strict=False):
                 sample = {"__key__": f"{row:09d}", "png": png}
                 if label is not None:
                     sample["cls" if isinstance(label, int) else "txt"] = str(label)
@@ -513,15 +561,20 @@ def finish(job: Job, metas: list[dict]) -> dict:
         table = csv.writer(f)
         table.writerow(["row", "shard", "file", "offset", "label", "sha256"])
         for meta in metas:
-            for offset, (row, label, digest) in enumerate(zip(meta["rows"], meta["labels"], meta["sha256s"])):
+            for offset, (row, label, digest) in enumerate(
+                zip(meta["rows"], meta["labels"], meta["sha256s"], strict=False)
+            ):
                 table.writerow([row, meta["shard"], meta["file"], offset, "" if label is None else label, digest])
     os.replace(tmp, out / "index.csv")
     settings = dataclasses.asdict(job)
     settings.pop("out")
-    index = {"job": metas[0]["job"] if metas else job.fingerprint(), "settings": settings,
-             "images": sum(len(m["rows"]) for m in metas),
-             "shards": [{"file": m["file"], "images": len(m["rows"]), "sha256": m["sha256"]} for m in metas],
-             "errors": [e for m in metas for e in m["errors"]]}
+    index = {
+        "job": metas[0]["job"] if metas else job.fingerprint(),
+        "settings": settings,
+        "images": sum(len(m["rows"]) for m in metas),
+        "shards": [{"file": m["file"], "images": len(m["rows"]), "sha256": m["sha256"]} for m in metas],
+        "errors": [e for m in metas for e in m["errors"]],
+    }
     _write_json(out / "index.json", index)
     return index
 
@@ -537,8 +590,13 @@ def run(job: Job, progress: bool = True, processes: int = 1) -> dict:
     shards = Shards(job)
     metas = {k: m for k in range(shards.count) if (m := shards.done(k)) is not None}
     todo = [k for k in range(shards.count) if k not in metas]
-    bar = tqdm(total=shards.table.count, unit="img", unit_scale=True, disable=not progress,
-               initial=sum(len(m["rows"]) + len(m["errors"]) for m in metas.values()))
+    bar = tqdm(
+        total=shards.table.count,
+        unit="img",
+        unit_scale=True,
+        disable=not progress,
+        initial=sum(len(m["rows"]) + len(m["errors"]) for m in metas.values()),
+    )
     try:
         if processes > 1 and len(todo) > 1:
             import multiprocessing
@@ -599,8 +657,9 @@ class _RayShards:
         return {"sidecar": [json.dumps(m) for m in metas]}
 
 
-def run_ray(job: Job, address: str | None = "auto", cpus: float = 1.0, gpus: float = 0.0,
-            workers: int | None = None) -> dict:
+def run_ray(
+    job: Job, address: str | None = "auto", cpus: float = 1.0, gpus: float = 0.0, workers: int | None = None
+) -> dict:
     """The job on Ray Data: one task a shard, map_batches over Shards.write on workers with `cpus` CPUs
     or `gpus` GPUs each (`workers` of them, default as many as fit), the same shards as `run`. A
     cluster needs `out` on storage that every node sees and rasterkit installed on every node.
@@ -620,8 +679,14 @@ def run_ray(job: Job, address: str | None = "auto", cpus: float = 1.0, gpus: flo
             free = available.get("GPU", 0) / gpus if gpus else available.get("CPU", 1) / cpus
             workers = max(1, min(len(todo), int(free)))
         dataset = ray.data.from_items([{"shard": k} for k in todo], override_num_blocks=len(todo))
-        written = dataset.map_batches(_RayShards, fn_constructor_args=(job,), batch_size=1, num_cpus=cpus,
-                                      num_gpus=gpus, compute=ray.data.ActorPoolStrategy(size=workers))
+        written = dataset.map_batches(
+            _RayShards,
+            fn_constructor_args=(job,),
+            batch_size=1,
+            num_cpus=cpus,
+            num_gpus=gpus,
+            compute=ray.data.ActorPoolStrategy(size=workers),
+        )
         for row in written.take_all():
             meta = json.loads(row["sidecar"])
             metas[meta["shard"]] = meta

@@ -1,5 +1,6 @@
 """The design card's Bezier flattening: links as quadratic Beziers or cubic S-curves, for all edges of all
 frames, flattened into polylines in one batch. Used by nodes/links.py (RasterKit_LineLinkRenderer's curves)."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,9 @@ TOLERANCE = 0.05  # largest distance in pixels between a curve and its flattened
 MAX_SEGMENTS = 128  # a 400 px cubic S-curve at curvature 0.4 needs 78
 
 
-def bezier_polylines(start: torch.Tensor, end: torch.Tensor, curvature: float, sign: torch.Tensor | None = None,
-                     cubic: bool = False):
+def bezier_polylines(
+    start: torch.Tensor, end: torch.Tensor, curvature: float, sign: torch.Tensor | None = None, cubic: bool = False
+):
     """Beziers from start to end (float [E,2] each), as padded polylines. Quadratic: bent along the left
     normal by curvature x length (times sign [E] of +1/-1, default +1). Cubic: an S-curve, its control
     points a third and two thirds along the link, bent that much to the left and to the right.
@@ -29,8 +31,9 @@ def bezier_polylines(start: torch.Tensor, end: torch.Tensor, curvature: float, s
     else:
         controls = [start, (start + end) / 2 + bend, end]
     degree = len(controls) - 1
-    second_difference = torch.stack([(controls[i] - 2 * controls[i + 1] + controls[i + 2]).norm(dim=-1)
-                                     for i in range(degree - 1)]).amax(0)
+    second_difference = torch.stack(
+        [(controls[i] - 2 * controls[i + 1] + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)]
+    ).amax(0)
     segments = torch.ceil(torch.sqrt(degree * (degree - 1) / 8 * second_difference / TOLERANCE))
     segments = segments.clamp(1, MAX_SEGMENTS).long()
     if segments.numel() == 0:
@@ -38,8 +41,8 @@ def bezier_polylines(start: torch.Tensor, end: torch.Tensor, curvature: float, s
     width = int(segments.max())
     step = torch.arange(width + 1, device=start.device)[None]
     t = (step / segments[:, None]).clamp(max=1.0)[..., None]  # padding repeats the end point
-    weights = [math.comb(degree, i) * (1 - t) ** (degree - i) * t ** i for i in range(degree + 1)]
-    points = sum(w * c[:, None] for w, c in zip(weights, controls))
+    weights = [math.comb(degree, i) * (1 - t) ** (degree - i) * t**i for i in range(degree + 1)]
+    points = sum(w * c[:, None] for w, c in zip(weights, controls, strict=False))
     return points, segments + 1
 
 

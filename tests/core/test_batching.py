@@ -17,7 +17,7 @@ def test_flat_and_unpack_round_trip():
     values, batch_index = ragged.flat()
     assert batch_index.tolist() == [0, 0, 0, 0, 2, 2]
     assert torch.allclose(values, torch.cat(seqs))
-    for a, b in zip(unpack(ragged), seqs):
+    for a, b in zip(unpack(ragged), seqs, strict=False):
         assert torch.allclose(a, b)
 
 

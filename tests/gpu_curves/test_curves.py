@@ -1,4 +1,5 @@
 """Bezier links: flattened within tolerance, drawn like the analytic curve."""
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +11,7 @@ from rasterkit.utils.gpu_curves import TOLERANCE, alternating_sign, bezier_polyl
 
 def bezier(p0, p1, p2, t):
     t = t[:, None]
-    return (1 - t) ** 2 * p0 + 2 * (1 - t) * t * p1 + t ** 2 * p2
+    return (1 - t) ** 2 * p0 + 2 * (1 - t) * t * p1 + t**2 * p2
 
 
 def link_curve(p0, p2, bend, cubic, t):
@@ -22,7 +23,7 @@ def link_curve(p0, p2, bend, cubic, t):
         return bezier(p0, (p0 + p2) / 2 + normal, p2, t)
     c1, c2 = p0 + (p2 - p0) / 3 + normal, p0 + 2 * (p2 - p0) / 3 - normal
     t = t[:, None]
-    return (1 - t) ** 3 * p0 + 3 * (1 - t) ** 2 * t * c1 + 3 * (1 - t) * t ** 2 * c2 + t ** 3 * p2
+    return (1 - t) ** 3 * p0 + 3 * (1 - t) ** 2 * t * c1 + 3 * (1 - t) * t**2 * c2 + t**3 * p2
 
 
 @pytest.mark.parametrize("cubic", [False, True])
@@ -32,7 +33,7 @@ def test_flattening_stays_within_tolerance(cubic):
     points, lengths = bezier_polylines(start, end, 0.4, cubic=cubic)
     for e in range(3):
         dense = link_curve(start[e].numpy(), end[e].numpy(), 0.4, cubic, np.linspace(0, 1, 4000))
-        chord = points[e, :lengths[e]].numpy()
+        chord = points[e, : lengths[e]].numpy()
         # distance of every dense curve point to the polyline
         a, b = chord[:-1], chord[1:]
         d = b - a
@@ -47,8 +48,9 @@ def test_flattening_stays_within_tolerance(cubic):
 def test_curve_rendering_matches_a_supersampled_reference(cubic):
     height, width, samples = 40, 56, 16
     start, end = torch.tensor([[6.0, 30.0]]), torch.tensor([[50.0, 24.0]])
-    points, lengths = bezier_polylines(start, end, 0.3, alternating_sign(torch.tensor([1]), torch.tensor([2])),
-                                       cubic=cubic)
+    points, lengths = bezier_polylines(
+        start, end, 0.3, alternating_sign(torch.tensor([1]), torch.tensor([2])), cubic=cubic
+    )
     _, alpha, _ = R.draw(torch.zeros(1, height, width, 3), R.polylines(0, points, lengths, 2.0, (1, 1, 1, 1)))
     dense = link_curve(start[0].numpy(), end[0].numpy(), -0.3, cubic, np.linspace(0, 1, 20000))  # sign -1: (1, 2)
     ys = (np.arange(height * samples) + 0.5) / samples

@@ -1,5 +1,6 @@
 """kNN graphs against scipy's cKDTree, caps, determinism and hysteresis; radius, Delaunay and minimum
 spanning tree graphs against brute-force references in numpy; Voronoi walls against scipy's Voronoi."""
+
 import math
 
 import numpy as np
@@ -13,12 +14,12 @@ from rasterkit.utils.gpu_graph import (
     delaunay_graph,
     knn_graph,
     nearest_neighbours,
+    neighbours,
     radius_graph,
     spanning_tree_graph,
     voronoi_graph,
 )
 from rasterkit.utils.gpu_graph import graph as gpu_graph
-from rasterkit.utils.gpu_graph import neighbours
 
 
 def edge_sets(edges):
@@ -86,7 +87,7 @@ def jittered(frames=40, n=120, sigma=1.5, seed=0):
 
 
 def changes(sets):
-    return sum(len(a ^ b) for a, b in zip(sets[:-1], sets[1:]))
+    return sum(len(a ^ b) for a, b in zip(sets[:-1], sets[1:], strict=False))
 
 
 def test_hysteresis_reduces_flicker_without_exceeding_its_slack():
@@ -98,7 +99,7 @@ def test_hysteresis_reduces_flicker_without_exceeding_its_slack():
     assert changes(held) < 0.5 * changes(plain)
     for t, found in enumerate(held):
         assert plain[t] <= found  # hysteresis only adds edges kept from the frame before
-        distance, _ = nearest_neighbours(xy[t:t + 1], visible[t:t + 1], math.ceil(3 * slack))
+        distance, _ = nearest_neighbours(xy[t : t + 1], visible[t : t + 1], math.ceil(3 * slack))
         reach = distance[0, :, -1]
         for i, j in found - plain[t]:
             span = (xy[t, i] - xy[t, j]).norm()
@@ -193,20 +194,32 @@ def held_and_capped(xy, visible, options):
     """The hysteresis recurrence with a degree cap, one frame and one node at a time."""
     frames, n = visible.shape
     slack = options.hysteresis
-    distance, index = nearest_neighbours(xy, visible, math.ceil(options.k * slack), options.delta_y_cap,
-                                         options.max_distance * slack)
+    distance, index = nearest_neighbours(
+        xy, visible, math.ceil(options.k * slack), options.delta_y_cap, options.max_distance * slack
+    )
     previous, result = set(), []
     for t in range(frames):
-        new = {(min(a, int(b)), max(a, int(b))) for a in range(n) for b, d in zip(index[t, a, :options.k],
-                                                                                distance[t, a, :options.k])
-               if b >= 0 and d <= options.max_distance}
-        span = lambda e: float((xy[t, e[1]] - xy[t, e[0]]).norm())  # noqa: E731
-        held = {e for e in previous if visible[t, e[0]] and visible[t, e[1]] and span(e) <= options.max_distance * slack
-                and (span(e) <= distance[t, e[0], -1] or span(e) <= distance[t, e[1], -1])}
+        new = {
+            (min(a, int(b)), max(a, int(b)))
+            for a in range(n)
+            for b, d in zip(index[t, a, : options.k], distance[t, a, : options.k], strict=False)
+            if b >= 0 and d <= options.max_distance
+        }
+        span = lambda e: float((xy[t, e[1]] - xy[t, e[0]]).norm())  # noqa: B023, E731
+        held = {
+            e
+            for e in previous
+            if visible[t, e[0]]
+            and visible[t, e[1]]
+            and span(e) <= options.max_distance * slack
+            and (span(e) <= distance[t, e[0], -1] or span(e) <= distance[t, e[1], -1])
+        }
         candidates = sorted(new | held)
         rank = {}
         for node in range(n):
-            mine = sorted((e for e in candidates if node in e), key=lambda e: (e not in held, span(e), candidates.index(e)))
+            mine = sorted(
+                (e for e in candidates if node in e), key=lambda e: (e not in held, span(e), candidates.index(e))
+            )
             rank.update({(node, e): r for r, e in enumerate(mine)})
         previous = {e for e in candidates if rank[e[0], e] < options.degree_cap and rank[e[1], e] < options.degree_cap}
         result.append(previous)
@@ -219,8 +232,12 @@ def test_hysteresis_with_degree_cap_equals_the_recurrence():
         n = int(torch.randint(5, 60, (1,), generator=generator))
         xy = torch.rand(1, n, 2, generator=generator) * 200 + torch.randn(6, n, 2, generator=generator) * 4 + 1000
         visible = torch.rand(6, n, generator=generator) > 0.1
-        options = GraphOptions(k=int(torch.randint(2, 6, (1,), generator=generator)), max_distance=60.0,
-                               degree_cap=int(torch.randint(1, 4, (1,), generator=generator)), hysteresis=1.6)
+        options = GraphOptions(
+            k=int(torch.randint(2, 6, (1,), generator=generator)),
+            max_distance=60.0,
+            degree_cap=int(torch.randint(1, 4, (1,), generator=generator)),
+            hysteresis=1.6,
+        )
         assert edge_sets(knn_graph(xy, visible, options)) == held_and_capped(xy, visible, options)
 
 
@@ -244,6 +261,7 @@ def test_hysteresis_windows_give_the_whole_video_result(monkeypatch, graph, degr
 def test_hysteresis_memory_grows_linearly_with_frames():
     """The hysteresis state of 1000 points moving over 30 and 120 frames: 4x the frames cost at most
     ~4x the memory (peak of its largest temporaries, counted by size), where it was ~16x."""
+
     def window_entries(frames):
         torch.manual_seed(0)
         xy = torch.rand(1, 1000, 2) * 2000 + torch.randn(frames, 1000, 2).cumsum(0) * 3
@@ -289,6 +307,7 @@ def test_op_budget(monkeypatch):
 
 # -- radius, Delaunay, minimum spanning tree --------------------------------------------------------
 
+
 def scattered(frames=4, n=90, seed=0, hidden=0.15):
     """Random points in general position over several frames, some hidden."""
     generator = torch.Generator().manual_seed(seed)
@@ -306,7 +325,7 @@ def pairs_within(xy, visible, r, delta_y_cap=math.inf):
     points, seen = xy.numpy().astype(np.float64), visible.numpy()
     near = (distances(points) <= r) & (np.abs(points[:, None, 1] - points[None, :, 1]) <= delta_y_cap)
     near &= seen[:, None] & seen[None]
-    return {(int(i), int(j)) for i, j in zip(*np.nonzero(np.triu(near, 1)))}
+    return {(int(i), int(j)) for i, j in zip(*np.nonzero(np.triu(near, 1)), strict=False)}
 
 
 @pytest.mark.parametrize("r,delta_y_cap", [(4.0, math.inf), (35.0, math.inf), (60.0, 12.0), (1000.0, math.inf)])
@@ -357,12 +376,14 @@ def test_radius_graph_caps_and_hysteresis():
 
 def test_radius_chunks_do_not_change_the_result(monkeypatch):
     from rasterkit.utils.core import device
+
     xy = jittered(frames=9)
     visible = torch.ones(xy.shape[:2], dtype=torch.bool)
     options = GraphOptions(max_distance=40.0, hysteresis=1.3)
     whole = radius_graph(xy, visible, options)
-    monkeypatch.setattr(device, "free_memory_bytes",
-                        lambda d: 3 * 120 * neighbours.RADIUS_BYTES_PER_POINT / device.MEMORY_FRACTION)  # 3 a chunk
+    monkeypatch.setattr(
+        device, "free_memory_bytes", lambda d: 3 * 120 * neighbours.RADIUS_BYTES_PER_POINT / device.MEMORY_FRACTION
+    )  # 3 a chunk
     assert edge_sets(radius_graph(xy, visible, options)) == edge_sets(whole)
 
 
@@ -373,8 +394,14 @@ def convex_hull_size(points):
     def chain(sequence):
         hull = []
         for p in sequence:
-            while len(hull) >= 2 and ((hull[-1][0] - hull[-2][0]) * (p[1] - hull[-2][1])
-                                      - (hull[-1][1] - hull[-2][1]) * (p[0] - hull[-2][0])) <= 0:
+            while (
+                len(hull) >= 2
+                and (
+                    (hull[-1][0] - hull[-2][0]) * (p[1] - hull[-2][1])
+                    - (hull[-1][1] - hull[-2][1]) * (p[0] - hull[-2][0])
+                )
+                <= 0
+            ):
                 hull.pop()
             hull.append(p)
         return hull[:-1]
@@ -390,7 +417,7 @@ def has_empty_circle(points, i, j):
     middle = (points[i] + points[j]) / 2
     normal = np.array([points[i, 1] - points[j, 1], points[j, 0] - points[i, 0]])
     others = np.delete(points, [i, j], 0) - middle
-    slack = (others ** 2).sum(1) - ((points[i] - middle) ** 2).sum()
+    slack = (others**2).sum(1) - ((points[i] - middle) ** 2).sum()
     side = 2 * others @ normal
     scale = 1e-9 * (np.abs(slack).max(initial=1.0) + 1.0)
     if (slack[side == 0] < -scale).any():
@@ -508,32 +535,53 @@ def test_new_graphs_on_degenerate_frames():
     for them; the others link to it alone), points with NaN or infinite coordinates (hidden)."""
     line = torch.tensor([[0.0, 0.0], [30.0, 30.0], [10.0, 10.0], [20.0, 20.0]])
     frames = [
-        torch.full((4, 2), -1.0),                                           # nothing visible
-        torch.tensor([[5.0, 5.0], [-1, -1], [-1, -1], [-1, -1]]),           # one point
-        torch.tensor([[5.0, 5.0], [9.0, 8.0], [-1, -1], [-1, -1]]),         # two
-        line,                                                               # collinear
-        torch.tensor([[7.0, 7.0]]).expand(4, 2),                            # all at one spot
-        torch.tensor([[0.0, 0.0], [8.0, 0.0], [0.0, 0.0], [0.0, 6.0]]),     # two at one spot
+        torch.full((4, 2), -1.0),  # nothing visible
+        torch.tensor([[5.0, 5.0], [-1, -1], [-1, -1], [-1, -1]]),  # one point
+        torch.tensor([[5.0, 5.0], [9.0, 8.0], [-1, -1], [-1, -1]]),  # two
+        line,  # collinear
+        torch.tensor([[7.0, 7.0]]).expand(4, 2),  # all at one spot
+        torch.tensor([[0.0, 0.0], [8.0, 0.0], [0.0, 0.0], [0.0, 6.0]]),  # two at one spot
         torch.tensor([[0.0, 0.0], [math.nan, 1.0], [8.0, 0.0], [0.0, math.inf]]),
     ]
     xy = torch.stack(frames)
     visible = (xy >= 0).all(-1) | xy.isnan().any(-1) | xy.isinf().any(-1)
     chain, every = {(0, 2), (2, 3), (1, 3)}, {(i, j) for i in range(4) for j in range(i + 1, 4)}
     expected = {
-        delaunay_graph: [set(), set(), {(0, 1)}, chain, {(0, 1), (0, 2), (0, 3)}, {(0, 1), (0, 2), (0, 3), (1, 3)},
-                         {(0, 2)}],
-        spanning_tree_graph: [set(), set(), {(0, 1)}, chain, {(0, 1), (0, 2), (0, 3)}, {(0, 2), (0, 3), (0, 1)},
-                              {(0, 2)}],
+        delaunay_graph: [
+            set(),
+            set(),
+            {(0, 1)},
+            chain,
+            {(0, 1), (0, 2), (0, 3)},
+            {(0, 1), (0, 2), (0, 3), (1, 3)},
+            {(0, 2)},
+        ],
+        spanning_tree_graph: [
+            set(),
+            set(),
+            {(0, 1)},
+            chain,
+            {(0, 1), (0, 2), (0, 3)},
+            {(0, 2), (0, 3), (0, 1)},
+            {(0, 2)},
+        ],
         radius_graph: [set(), set(), {(0, 1)}, chain, every, every, {(0, 2)}],
     }
     for graph, sets in expected.items():
-        assert edge_sets(graph(xy, visible, GraphOptions(max_distance=15.0 if graph is radius_graph else math.inf))) \
-            == sets, graph.__name__
+        assert (
+            edge_sets(graph(xy, visible, GraphOptions(max_distance=15.0 if graph is radius_graph else math.inf)))
+            == sets
+        ), graph.__name__
         for n in (0, 1):
-            assert graph(torch.zeros(3, n, 2), torch.ones(3, n, dtype=torch.bool),
-                         GraphOptions(max_distance=5.0)).lengths.tolist() == [0, 0, 0]
-        assert graph(torch.zeros(0, 5, 2), torch.ones(0, 5, dtype=torch.bool),
-                     GraphOptions(max_distance=5.0)).lengths.tolist() == []
+            assert graph(
+                torch.zeros(3, n, 2), torch.ones(3, n, dtype=torch.bool), GraphOptions(max_distance=5.0)
+            ).lengths.tolist() == [0, 0, 0]
+        assert (
+            graph(
+                torch.zeros(0, 5, 2), torch.ones(0, 5, dtype=torch.bool), GraphOptions(max_distance=5.0)
+            ).lengths.tolist()
+            == []
+        )
 
 
 def test_points_closer_than_opencv_resolves_still_link():
@@ -566,10 +614,12 @@ def test_new_graphs_op_budget(monkeypatch):
     torch.manual_seed(0)
     xy = torch.rand(1, 1000, 2) * torch.tensor([3840.0, 2160.0]) + torch.randn(60, 1000, 2)
     visible = torch.ones(60, 1000, dtype=torch.bool)
-    cases = [(radius_graph, GraphOptions(max_distance=100.0, degree_cap=4), 2, 150),
-             (radius_graph, GraphOptions(max_distance=100.0, hysteresis=1.3), 5, 250),
-             (delaunay_graph, GraphOptions(max_distance=200.0), 2, 60),
-             (spanning_tree_graph, GraphOptions(), 2, 500)]
+    cases = [
+        (radius_graph, GraphOptions(max_distance=100.0, degree_cap=4), 2, 150),
+        (radius_graph, GraphOptions(max_distance=100.0, hysteresis=1.3), 5, 250),
+        (delaunay_graph, GraphOptions(max_distance=200.0), 2, 60),
+        (spanning_tree_graph, GraphOptions(), 2, 500),
+    ]
     for graph, options, syncs, launches in cases:
         with OpCount() as count:
             graph(xy, visible, options)
@@ -598,7 +648,7 @@ def voronoi_reference(points, height, width):
     points = np.asarray(points, np.float64)
     diagram = Voronoi(points)
     walls = {}
-    for (i, j), ridge in zip(diagram.ridge_points.tolist(), diagram.ridge_vertices):
+    for (i, j), ridge in zip(diagram.ridge_points.tolist(), diagram.ridge_vertices, strict=False):
         if -1 not in ridge:
             a, b = diagram.vertices[ridge]
             ends = clipped(a, b - a, 0.0, 1.0, height, width)
@@ -613,9 +663,13 @@ def voronoi_reference(points, height, width):
 
 
 def walls_of(edges, segments):
-    return [{tuple(pair): np.asarray(ends, np.float64) for pair, ends in zip(edges.values[t, :n].tolist(),
-                                                                             segments.values[t, :n].tolist())}
-            for t, n in enumerate(edges.lengths.tolist())]
+    return [
+        {
+            tuple(pair): np.asarray(ends, np.float64)
+            for pair, ends in zip(edges.values[t, :n].tolist(), segments.values[t, :n].tolist(), strict=False)
+        }
+        for t, n in enumerate(edges.lengths.tolist())
+    ]
 
 
 def same_segment(a, b, tolerance):
@@ -629,8 +683,10 @@ def test_voronoi_walls_equal_scipys():
     edges, segments = voronoi_graph(xy, visible, GraphOptions(), (height, width))
     for t, found in enumerate(walls_of(edges, segments)):
         index = np.flatnonzero(visible[t].numpy())
-        reference = {(int(index[i]), int(index[j])): ends
-                     for (i, j), ends in voronoi_reference(xy[t, index].numpy(), height, width).items()}
+        reference = {
+            (int(index[i]), int(index[j])): ends
+            for (i, j), ends in voronoi_reference(xy[t, index].numpy(), height, width).items()
+        }
         tiny = {pair for pair, (a, b) in reference.items() if np.linalg.norm(b - a) < 0.05}  # either way
         assert set(found) - tiny == set(reference) - tiny
         assert all(same_segment(found[pair], reference[pair], 0.02) for pair in set(found) & set(reference))
@@ -642,8 +698,11 @@ def test_voronoi_walls_are_equidistant_and_nearest_on_awkward_frames():
     (a lattice: cocircular points, whose walls of length 0 are left out; skinny and tiny frames)."""
     lattice = torch.stack(torch.meshgrid(torch.arange(6.0), torch.arange(5.0), indexing="ij"), -1).reshape(30, 2)
     generator = torch.Generator().manual_seed(3)
-    frames = [lattice * 40 + 12, torch.rand(30, 2, generator=generator) * torch.tensor([300.0, 2.0]) + 100,
-              torch.rand(30, 2, generator=generator) * 1e-2 + 50]
+    frames = [
+        lattice * 40 + 12,
+        torch.rand(30, 2, generator=generator) * torch.tensor([300.0, 2.0]) + 100,
+        torch.rand(30, 2, generator=generator) * 1e-2 + 50,
+    ]
     xy = torch.stack(frames)
     edges, segments = voronoi_graph(xy, torch.ones(3, 30, dtype=torch.bool), GraphOptions(), (200, 240))
     for t, found in enumerate(walls_of(edges, segments)):
@@ -677,8 +736,15 @@ def test_voronoi_on_degenerate_frames():
     visible = (xy >= 0).all(-1) | xy.isnan().any(-1) | xy.isinf().any(-1)
     edges, segments = voronoi_graph(xy, visible, GraphOptions(), (40, 60))
     walls = walls_of(edges, segments)
-    assert [set(found) for found in walls] == [set(), set(), {(0, 1)}, {(0, 2), (2, 3), (1, 3)}, {(0, 2)}, {(0, 2)},
-                                               set()]
+    assert [set(found) for found in walls] == [
+        set(),
+        set(),
+        {(0, 1)},
+        {(0, 2), (2, 3), (1, 3)},
+        {(0, 2)},
+        {(0, 2)},
+        set(),
+    ]
     assert same_segment(walls[2][(0, 1)], np.array([[20.0, 0.0], [20.0, 40.0]]), 1e-4)
     for pair, ends in walls[3].items():  # lines of slope -1 through the midpoints, from edge to edge
         middle = xy[3, list(pair)].double().numpy().mean(0)
@@ -687,8 +753,9 @@ def test_voronoi_on_degenerate_frames():
         assert abs(direction[0] * offset[1] - direction[1] * offset[0]) < 1e-2  # through the midpoint
     assert same_segment(walls[4][(0, 2)], np.array([[20.0, 0.0], [20.0, 40.0]]), 1e-4)
     for n in (0, 1):
-        none, no_segments = voronoi_graph(torch.zeros(2, n, 2), torch.ones(2, n, dtype=torch.bool), GraphOptions(),
-                                          (8, 8))
+        none, no_segments = voronoi_graph(
+            torch.zeros(2, n, 2), torch.ones(2, n, dtype=torch.bool), GraphOptions(), (8, 8)
+        )
         assert none.lengths.tolist() == [0, 0] and no_segments.values.shape == (2, 0, 2, 2)
 
 
@@ -698,8 +765,10 @@ def test_voronoi_limits_and_caps_select_pairs_as_delaunay():
     every = edge_sets(voronoi_graph(xy, visible, GraphOptions(), (300, 400))[0])
     options = GraphOptions(max_distance=60.0, delta_y_cap=40.0, degree_cap=3)
     selected = edge_sets(voronoi_graph(xy, visible, options, (300, 400))[0])
-    assert selected == [pairs & walls for pairs, walls in zip(edge_sets(delaunay_graph(xy, visible, options)), every)]
-    assert all(len(pairs) < len(walls) for pairs, walls in zip(selected, every))
+    assert selected == [
+        pairs & walls for pairs, walls in zip(edge_sets(delaunay_graph(xy, visible, options)), every, strict=False)
+    ]
+    assert all(len(pairs) < len(walls) for pairs, walls in zip(selected, every, strict=False))
 
 
 def test_voronoi_op_budget():

@@ -1,6 +1,7 @@
 """Point tracking (utils/gpu_graph/tracking.py): the same outputs as the loop PointTracker ran before it
 moved into the engine, memory linear in the frames but for the outputs themselves, with an estimate
 within 2x of the measured peak, and a callback every frame."""
+
 import json
 import sys
 
@@ -70,14 +71,17 @@ def reference_tracker(images, max_points, quality, min_distance, max_error):
     return {"xy": xy, "visible": visible}, to_json(xy, visible)
 
 
-@pytest.mark.parametrize("images, options", [
-    (pan(8, 96), (60, 0.01, 10.0, 1.0)),
-    (noise(6, 64), (80, 0.01, 4.0, 1.0)),       # tracks end and start every frame
-    (noise(4, 48, channels=4), (1, 0.01, 10.0, 0.5)),  # RGBA; one point at a time
-    (pan(5, 64, step=(9, 4)), (40, 0.05, 8.0, 0.2)),
-    (torch.zeros(3, 32, 32, 3), (200, 0.01, 10.0, 1.0)),  # no corners: no tracks
-    (torch.cat([pan(3, 64), torch.zeros(2, 64, 64, 3), pan(3, 64)]), (30, 0.01, 10.0, 1.0)),  # all lost, then new
-])
+@pytest.mark.parametrize(
+    "images, options",
+    [
+        (pan(8, 96), (60, 0.01, 10.0, 1.0)),
+        (noise(6, 64), (80, 0.01, 4.0, 1.0)),  # tracks end and start every frame
+        (noise(4, 48, channels=4), (1, 0.01, 10.0, 0.5)),  # RGBA; one point at a time
+        (pan(5, 64, step=(9, 4)), (40, 0.05, 8.0, 0.2)),
+        (torch.zeros(3, 32, 32, 3), (200, 0.01, 10.0, 1.0)),  # no corners: no tracks
+        (torch.cat([pan(3, 64), torch.zeros(2, 64, 64, 3), pan(3, 64)]), (30, 0.01, 10.0, 1.0)),  # all lost, then new
+    ],
+)
 def test_same_outputs_as_the_node_had(images, options):
     tracks, text = PointTracker.run(images, *options)
     expected, expected_text = reference_tracker(images, *options)

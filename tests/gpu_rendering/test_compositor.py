@@ -1,4 +1,5 @@
 """The SDF renderer against brute-force supersampled references (16x16 samples per pixel)."""
+
 import functools
 
 import numpy as np
@@ -7,7 +8,6 @@ import torch
 
 from rasterkit.utils import gpu_rendering as R
 from rasterkit.utils.gpu_rendering.compositor import bin_tiles
-
 from sdf_reference import H, S, W, assert_close, ellipse_inside, pixel_mean, rounded_box_distance, samples, turned
 
 
@@ -31,19 +31,39 @@ def alpha_of(prims):
     return alpha[0].numpy()
 
 
-@pytest.mark.parametrize("a,b,width", [((3.2, 30.7), (41.9, 5.1), 2.0), ((5, 5), (40, 5.5), 3.0),
-                                       ((20.3, 2.2), (21.1, 34.8), 6.5), ((10, 10), (30, 28), 1.0)])
+@pytest.mark.parametrize(
+    "a,b,width",
+    [
+        ((3.2, 30.7), (41.9, 5.1), 2.0),
+        ((5, 5), (40, 5.5), 3.0),
+        ((20.3, 2.2), (21.1, 34.8), 6.5),
+        ((10, 10), (30, 28), 1.0),
+    ],
+)
 @pytest.mark.parametrize("caps", ["round", "butt"])
 def test_segment_coverage(a, b, width, caps):
     X, Y = samples()
-    prims = R.segments(0, torch.tensor([a], dtype=torch.float32), torch.tensor([b], dtype=torch.float32), width,
-                       (1, 1, 1, 1), caps=caps)
+    prims = R.segments(
+        0,
+        torch.tensor([a], dtype=torch.float32),
+        torch.tensor([b], dtype=torch.float32),
+        width,
+        (1, 1, 1, 1),
+        caps=caps,
+    )
     shape = capsule if caps == "round" else butt_segment
     assert_close(alpha_of(prims), pixel_mean(shape(X, Y, a, b, width / 2)))
 
 
-@pytest.mark.parametrize("box,radius,stroke", [((5.3, 6.7, 40.2, 30.1), 6.0, 3.0), ((2.5, 2.5, 20.5, 33.25), 0.0, 2.0),
-                                               ((10, 8, 30, 20), 50.0, 1.5), ((-10, -5, 60, 50), 12.0, 4.0)])
+@pytest.mark.parametrize(
+    "box,radius,stroke",
+    [
+        ((5.3, 6.7, 40.2, 30.1), 6.0, 3.0),
+        ((2.5, 2.5, 20.5, 33.25), 0.0, 2.0),
+        ((10, 8, 30, 20), 50.0, 1.5),
+        ((-10, -5, 60, 50), 12.0, 4.0),
+    ],
+)
 def test_rounded_box_fill_and_stroke(box, radius, stroke):
     X, Y = samples()
     r = min(radius, (box[2] - box[0]) / 2, (box[3] - box[1]) / 2)
@@ -64,10 +84,16 @@ def test_corner_only_outline():
     assert_close(alpha_of(prims), pixel_mean((np.abs(d) <= stroke / 2) & near_corner))
 
 
-
 @pytest.mark.parametrize("degrees", [0, 30, 90, 137, -12.5])
-@pytest.mark.parametrize("box,radius,stroke", [((8.3, 10.7, 36.2, 26.1), 5.0, 3.0), ((12.5, 6.5, 32.5, 30.25), 0.0, 2.0),
-                                               ((14, 12, 30, 24), 50.0, 1.5), ((-10, 4, 55, 32), 9.0, 4.0)])
+@pytest.mark.parametrize(
+    "box,radius,stroke",
+    [
+        ((8.3, 10.7, 36.2, 26.1), 5.0, 3.0),
+        ((12.5, 6.5, 32.5, 30.25), 0.0, 2.0),
+        ((14, 12, 30, 24), 50.0, 1.5),
+        ((-10, 4, 55, 32), 9.0, 4.0),
+    ],
+)
 def test_turned_rounded_box_fill_and_stroke(box, radius, stroke, degrees):
     """Boxes turned about their centres: the samples taken into the box's frame, against the box there."""
     centre = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
@@ -88,8 +114,9 @@ def test_turned_corner_only_outline(degrees):
     X, Y = turned(*samples(), (cx, cy), degrees)
     d = rounded_box_distance(X, Y, box, 0.0)
     near_corner = (np.abs(X - cx) >= hx - length) & (np.abs(Y - cy) >= hy - length)
-    prims = R.rounded_boxes(0, torch.tensor([box]), stroke, 0.0, (1, 1, 1, 1), (0, 0, 0, 0), corner_length=length,
-                            angle=np.radians(degrees))
+    prims = R.rounded_boxes(
+        0, torch.tensor([box]), stroke, 0.0, (1, 1, 1, 1), (0, 0, 0, 0), corner_length=length, angle=np.radians(degrees)
+    )
     assert_close(alpha_of(prims), pixel_mean((np.abs(d) <= stroke / 2) & near_corner))
 
 
@@ -98,8 +125,9 @@ def test_boxes_at_angle_zero_are_drawn_as_before():
     xyxy = torch.tensor([[5.3, 6.7, 40.2, 30.1], [2.5, 2.5, 20.5, 33.25]])
     plain = alpha_of(R.rounded_boxes(0, xyxy, 3.0, 6.0, (1, 1, 1, 1), (1, 1, 1, 0.3)))
     for angle in (0.0, torch.zeros(2)):
-        assert np.array_equal(alpha_of(R.rounded_boxes(0, xyxy, 3.0, 6.0, (1, 1, 1, 1), (1, 1, 1, 0.3), angle=angle)),
-                              plain)
+        assert np.array_equal(
+            alpha_of(R.rounded_boxes(0, xyxy, 3.0, 6.0, (1, 1, 1, 1), (1, 1, 1, 0.3), angle=angle)), plain
+        )
 
 
 def check_ellipse(centre, radii, stroke, degrees, check=None):
@@ -116,22 +144,28 @@ def check_ellipse(centre, radii, stroke, degrees, check=None):
 
 
 @pytest.mark.parametrize("degrees", [0, 30, 90, 137])
-@pytest.mark.parametrize("centre,radii,stroke", [((22.3, 18.6), (17.2, 9.4), 2.0), ((21.0, 17.5), (6.5, 15.25), 3.5),
-                                                 ((20.7, 19.1), (11.0, 10.6), 1.0)])
+@pytest.mark.parametrize(
+    "centre,radii,stroke",
+    [((22.3, 18.6), (17.2, 9.4), 2.0), ((21.0, 17.5), (6.5, 15.25), 3.5), ((20.7, 19.1), (11.0, 10.6), 1.0)],
+)
 def test_turned_ellipse_fill_and_outline(centre, radii, stroke, degrees):
     check_ellipse(centre, radii, stroke, degrees)
 
 
 @pytest.mark.parametrize("degrees", [30, 137])
-@pytest.mark.parametrize("centre,radii,stroke", [((24.0, 16.0), (19.5, 2.5), 1.5), ((21.0, 17.5), (4.5, 15.25), 3.5),
-                                                 ((22.0, 18.0), (3.0, 0.75), 1.0)])
+@pytest.mark.parametrize(
+    "centre,radii,stroke",
+    [((24.0, 16.0), (19.5, 2.5), 1.5), ((21.0, 17.5), (4.5, 15.25), 3.5), ((22.0, 18.0), (3.0, 0.75), 1.0)],
+)
 def test_ellipses_with_sharper_ends_than_their_outline(centre, radii, stroke, degrees):
     """Where the curve turns tighter than half the stroke width (or than a pixel), both sides of the thin end
     reach into one pixel, which coverage from the distance at its centre does not see: those few pixels
     are held to 0.35, the mean to the rule."""
+
     def check(alpha, reference):
         error = np.abs(alpha - reference)
         assert error.mean() < 0.01 and error.max() < 0.35, (error.mean(), error.max())
+
     check_ellipse(centre, radii, stroke, degrees, check)
 
 
@@ -141,16 +175,29 @@ def test_strokes_thinner_than_a_pixel_are_one_pixel_wide_and_fainter(width):
     documented rule for thin strokes), against 1-px references scaled by the width."""
     X, Y = samples()
     a, b = (4.3, 30.2), (40.6, 7.9)
-    cases = [(R.segments(0, torch.tensor([a]), torch.tensor([b]), width, (1, 1, 1, 1)), capsule(X, Y, a, b, 0.5)),
-             (R.segments(0, torch.tensor([a]), torch.tensor([b]), width, (1, 1, 1, 1), caps="butt"),
-              butt_segment(X, Y, a, b, 0.5))]
+    cases = [
+        (R.segments(0, torch.tensor([a]), torch.tensor([b]), width, (1, 1, 1, 1)), capsule(X, Y, a, b, 0.5)),
+        (
+            R.segments(0, torch.tensor([a]), torch.tensor([b]), width, (1, 1, 1, 1), caps="butt"),
+            butt_segment(X, Y, a, b, 0.5),
+        ),
+    ]
     box = (6.3, 5.8, 38.4, 30.1)
-    cases.append((R.rounded_boxes(0, torch.tensor([box]), width, 5.0, (1, 1, 1, 1), (0, 0, 0, 0)),
-                  np.abs(rounded_box_distance(X, Y, box, 5.0)) <= 0.5))
-    cases.append((R.discs(0, torch.tensor([[21.7, 18.2]]), 12.4, (1, 1, 1, 1), ring_width=width),
-                  np.abs(np.hypot(X - 21.7, Y - 18.2) - 12.4) <= 0.5))
+    cases.append(
+        (
+            R.rounded_boxes(0, torch.tensor([box]), width, 5.0, (1, 1, 1, 1), (0, 0, 0, 0)),
+            np.abs(rounded_box_distance(X, Y, box, 5.0)) <= 0.5,
+        )
+    )
+    cases.append(
+        (
+            R.discs(0, torch.tensor([[21.7, 18.2]]), 12.4, (1, 1, 1, 1), ring_width=width),
+            np.abs(np.hypot(X - 21.7, Y - 18.2) - 12.4) <= 0.5,
+        )
+    )
     for prims, one_pixel_wide in cases:
         assert_close(alpha_of(prims), width * pixel_mean(one_pixel_wide))
+
 
 @pytest.mark.parametrize("ring", [0.0, 2.5])
 def test_disc_and_ring(ring):
@@ -188,8 +235,9 @@ def diagonal_lines(frame, width, rising, phase):
     along = np.array([1.0, 1.0] if rising else [-1.0, 1.0])
     on_line = np.stack([centres * np.sqrt(2), np.zeros_like(centres)], 1)  # where each line meets y = 0
     a, b = on_line - 12 * along, on_line + (N + 12) * along  # ends outside the frame
-    prims = R.segments(frame, torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32), width,
-                       (1, 1, 1, 1))
+    prims = R.segments(
+        frame, torch.tensor(a, dtype=torch.float32), torch.tensor(b, dtype=torch.float32), width, (1, 1, 1, 1)
+    )
     return prims, per_pixel(distance <= width / 2)
 
 
@@ -217,11 +265,23 @@ def disc_grid(frame, per_row, ring, shift):
         def inside(X, Y):
             distance = np.hypot(X - cx, Y - cy) - r
             return np.abs(distance) <= ring / 2 if ring else distance <= 0
+
         return inside
-    inside = in_cells(cell, [(k % per_row, k // per_row, test(*centre, r))
-                             for k, (centre, r) in enumerate(zip(centres, radii))])
-    prims = R.discs(frame, torch.tensor(centres, dtype=torch.float32), torch.tensor(radii, dtype=torch.float32),
-                    (1, 1, 1, 1), ring_width=ring)
+
+    inside = in_cells(
+        cell,
+        [
+            (k % per_row, k // per_row, test(*centre, r))
+            for k, (centre, r) in enumerate(zip(centres, radii, strict=False))
+        ],
+    )
+    prims = R.discs(
+        frame,
+        torch.tensor(centres, dtype=torch.float32),
+        torch.tensor(radii, dtype=torch.float32),
+        (1, 1, 1, 1),
+        ring_width=ring,
+    )
     return prims, per_pixel(inside)
 
 
@@ -239,7 +299,9 @@ def box_grid(frame, part, radius, stroke):
         def inside(X, Y):
             d = rounded_box_distance(X, Y, box, min(radius, (box[2] - box[0]) / 2, (box[3] - box[1]) / 2))
             return np.abs(d) <= stroke / 2 if stroke else d <= 0
+
         return inside
+
     inside = in_cells(32, [(k % 2, k // 2, test(box)) for k, box in enumerate(boxes)])
     xyxy = torch.tensor(boxes, dtype=torch.float32)
     if stroke:
@@ -255,17 +317,29 @@ def test_tile_culling_keeps_every_pixel_a_shape_reaches():
     at many phases of the tile grid: a tile wrongly dropped or wrongly solid is off by up to half a
     pixel's coverage or more, while the distance-field coverage itself is within 0.085 on these shapes.
     (The mean error is higher than in the tests above: the frames are dense with edges.)"""
-    makers = [lambda f, w=width, r=rising, p=phase: diagonal_lines(f, w, r, p)
-              for width in (1.0, 2.0, 3.5, 6.0) for rising in (True, False) for phase in (0.0, 0.19, 0.41)]
-    makers += [lambda f, n=per_row, r=ring, s=shift: disc_grid(f, n, r, s)
-               for per_row in (2, 3) for ring in (0.0, 2.5) for shift in (0.0, 0.37)]
-    makers += [lambda f, p=part, r=radius, w=stroke: box_grid(f, p, r, w)
-               for part in (0, 1) for radius, stroke in ((0.0, 0.0), (6.0, 0.0), (0.0, 2.0), (3.0, 5.0), (9.0, 1.0))]
+    makers = [
+        lambda f, w=width, r=rising, p=phase: diagonal_lines(f, w, r, p)
+        for width in (1.0, 2.0, 3.5, 6.0)
+        for rising in (True, False)
+        for phase in (0.0, 0.19, 0.41)
+    ]
+    makers += [
+        lambda f, n=per_row, r=ring, s=shift: disc_grid(f, n, r, s)
+        for per_row in (2, 3)
+        for ring in (0.0, 2.5)
+        for shift in (0.0, 0.37)
+    ]
+    makers += [
+        lambda f, p=part, r=radius, w=stroke: box_grid(f, p, r, w)
+        for part in (0, 1)
+        for radius, stroke in ((0.0, 0.0), (6.0, 0.0), (0.0, 2.0), (3.0, 5.0), (9.0, 1.0))
+    ]
     cases = [make(torch.tensor(frame)) for frame, make in enumerate(makers)]
     _, alpha, _ = R.draw(torch.zeros(len(cases), N, N, 3), R.concat(*(prims for prims, _ in cases)))
     for frame, (_, reference) in enumerate(cases):
         error = np.abs(alpha[frame].numpy() - reference)
         assert error.mean() < 0.02 and error.max() < 0.1, (frame, error.mean(), error.max())
+
 
 def turned_grid(frame, per_row, shape, stroke, seed):
     """per_row x per_row turned boxes (radius 4) or ellipses, fills or outlines `stroke` wide, each in its
@@ -286,25 +360,42 @@ def turned_grid(frame, per_row, shape, stroke, seed):
                 return np.abs(d) <= stroke / 2 if stroke else d <= 0
             inside_ellipse, distance = ellipse_inside(X, Y, centre, half, angle, stroke / 2 + 0.01)
             return distance <= stroke / 2 if stroke else inside_ellipse
+
         return inside
-    inside = in_cells(cell, [(k % per_row, k // per_row, test(*args)) for k, args in enumerate(zip(centres, halves, degrees))])
+
+    inside = in_cells(
+        cell,
+        [
+            (k % per_row, k // per_row, test(*args))
+            for k, args in enumerate(zip(centres, halves, degrees, strict=False))
+        ],
+    )
     c, h, a = (torch.tensor(v, dtype=torch.float32) for v in (centres, halves, np.radians(degrees)))
     if shape == "box":
         xyxy = torch.cat([c - h, c + h], 1)
-        prims = (R.rounded_boxes(frame, xyxy, stroke, 4.0, (1, 1, 1, 1), (0, 0, 0, 0), angle=a) if stroke else
-                 R.rounded_boxes(frame, xyxy, 0.0, 4.0, (0, 0, 0, 0), (1, 1, 1, 1), angle=a))
+        prims = (
+            R.rounded_boxes(frame, xyxy, stroke, 4.0, (1, 1, 1, 1), (0, 0, 0, 0), angle=a)
+            if stroke
+            else R.rounded_boxes(frame, xyxy, 0.0, 4.0, (0, 0, 0, 0), (1, 1, 1, 1), angle=a)
+        )
     else:
-        prims = (R.ellipses(frame, c, h, stroke, (1, 1, 1, 1), angle=a) if stroke else
-                 R.ellipses(frame, c, h, 0.0, (0, 0, 0, 0), angle=a, fill_color=(1, 1, 1, 1)))
+        prims = (
+            R.ellipses(frame, c, h, stroke, (1, 1, 1, 1), angle=a)
+            if stroke
+            else R.ellipses(frame, c, h, 0.0, (0, 0, 0, 0), angle=a, fill_color=(1, 1, 1, 1))
+        )
     return prims, per_pixel(inside)
 
 
 def test_tile_culling_of_turned_boxes_and_ellipses():
     """As above, for turned shapes: tiles outside them or inside their outlines are dropped, tiles inside
     their fills are solid, measured in their own frames."""
-    cases = [turned_grid(torch.tensor(frame), per_row, shape, stroke, seed=frame)
-             for frame, (per_row, shape, stroke) in enumerate(
-                 (n, shape, stroke) for n in (1, 2) for shape in ("box", "ellipse") for stroke in (0.0, 2.0, 5.0))]
+    cases = [
+        turned_grid(torch.tensor(frame), per_row, shape, stroke, seed=frame)
+        for frame, (per_row, shape, stroke) in enumerate(
+            (n, shape, stroke) for n in (1, 2) for shape in ("box", "ellipse") for stroke in (0.0, 2.0, 5.0)
+        )
+    ]
     _, alpha, _ = R.draw(torch.zeros(len(cases), N, N, 3), R.concat(*(prims for prims, _ in cases)))
     for frame, (_, reference) in enumerate(cases):
         error = np.abs(alpha[frame].numpy() - reference)
@@ -316,7 +407,7 @@ def test_polyline_draws_each_joint_once():
     X, Y = samples()
     points = [(4.0, 30.0), (14.5, 8.2), (24.0, 26.0), (33.7, 6.0), (41.0, 20.0)]
     union = np.zeros_like(X, dtype=bool)
-    for a, b in zip(points[:-1], points[1:]):
+    for a, b in zip(points[:-1], points[1:], strict=False):
         union |= capsule(X, Y, a, b, 2.0)
     prims = R.polylines(0, torch.tensor([points]), torch.tensor([5]), 4.0, (1, 1, 1, 0.5))
     alpha = alpha_of(prims)
@@ -335,8 +426,10 @@ def test_polyline_nan_point_makes_a_gap():
 
 
 def test_translucent_layers_build_up_source_over():
-    fills = R.concat(R.rounded_boxes(0, torch.tensor([[0.0, 0.0, 30.0, 30.0]]), 0, 0, (0, 0, 0, 0), (1, 0, 0, 0.5)),
-                     R.rounded_boxes(0, torch.tensor([[10.0, 10.0, 40.0, 36.0]]), 0, 0, (0, 0, 0, 0), (0, 0, 1, 0.5)))
+    fills = R.concat(
+        R.rounded_boxes(0, torch.tensor([[0.0, 0.0, 30.0, 30.0]]), 0, 0, (0, 0, 0, 0), (1, 0, 0, 0.5)),
+        R.rounded_boxes(0, torch.tensor([[10.0, 10.0, 40.0, 36.0]]), 0, 0, (0, 0, 0, 0), (0, 0, 1, 0.5)),
+    )
     background = torch.full((1, H, W, 3), 0.2)
     image, alpha, layer = R.draw(background, fills)
     assert alpha[0, 20, 20].item() == pytest.approx(0.75, abs=1e-5)
@@ -357,8 +450,12 @@ def test_inputs_are_not_modified_and_alpha_channel_is_composited():
 
 
 def test_opaque_primitives_cover_fully():
-    prims = R.concat(*(R.rounded_boxes(0, torch.tensor([[4.0, 4.0, 30.0, 30.0]]), 0, 0, (0, 0, 0, 0), (1, 1, 1, 1))
-                       for _ in range(5)))
+    prims = R.concat(
+        *(
+            R.rounded_boxes(0, torch.tensor([[4.0, 4.0, 30.0, 30.0]]), 0, 0, (0, 0, 0, 0), (1, 1, 1, 1))
+            for _ in range(5)
+        )
+    )
     _, alpha, _ = R.draw(torch.zeros(1, H, W, 3), prims)
     assert alpha[0, 10, 10].item() == pytest.approx(1.0, abs=1e-6)
 
@@ -417,17 +514,19 @@ def test_cuda_path_equals_cpu_path():
     torch.manual_seed(1)
     images = torch.rand(3, 72, 96, 3)
     prims = R.concat(
-        R.rounded_boxes(torch.tensor([0, 1, 2]), torch.tensor([[5.0, 6.0, 60.0, 50.0]] * 3), 3.0, 8.0, (1, 0, 0, 1),
-                        (0, 1, 0, 0.3)),
+        R.rounded_boxes(
+            torch.tensor([0, 1, 2]), torch.tensor([[5.0, 6.0, 60.0, 50.0]] * 3), 3.0, 8.0, (1, 0, 0, 1), (0, 1, 0, 0.3)
+        ),
         R.polylines(1, torch.rand(2, 9, 2) * 90, torch.tensor([9, 6]), 2.5, (0, 0, 1, 0.7)),
-        R.discs(2, torch.tensor([[40.0, 30.0]]), 9.0, (1, 1, 0, 0.5), ring_width=2.0))
+        R.discs(2, torch.tensor([[40.0, 30.0]]), 9.0, (1, 1, 0, 0.5), ring_width=2.0),
+    )
     on_cpu = R.draw(images, prims)
     on_gpu = R.draw(images, prims, device="cuda")
-    for a, b in zip(on_cpu, on_gpu):
+    for a, b in zip(on_cpu, on_gpu, strict=False):
         assert b.device == images.device
         assert torch.allclose(a, b, atol=1e-5)
     resident = R.draw(images.cuda(), prims.to("cuda"))
-    assert all(torch.allclose(a, b.cpu(), atol=1e-5) for a, b in zip(on_cpu, resident))
+    assert all(torch.allclose(a, b.cpu(), atol=1e-5) for a, b in zip(on_cpu, resident, strict=False))
 
 
 def counted(monkeypatch, fn):
@@ -450,8 +549,12 @@ def test_draw_of_100_boxes_on_a_4k_frame_keeps_its_gpu_budget(monkeypatch):
     xy = torch.rand(n, 2) * torch.tensor([width - 300.0, height - 300.0])
     xyxy = torch.cat([xy, xy + 50 + torch.rand(n, 2) * 250], 1)
     colour = torch.tensor([[1, 0, 0, 1.0]]).expand(n, 4)
-    count, syncs = counted(monkeypatch, lambda: R.draw(images, R.rounded_boxes(
-        torch.zeros(n, dtype=torch.long), xyxy, 3.0, 12.0, colour, colour * 0.25, 0.0)))
+    count, syncs = counted(
+        monkeypatch,
+        lambda: R.draw(
+            images, R.rounded_boxes(torch.zeros(n, dtype=torch.long), xyxy, 3.0, 12.0, colour, colour * 0.25, 0.0)
+        ),
+    )
     assert count.launches <= 200 and syncs <= 2 and count.float64 == 0, (count.summary(), syncs)
 
 
@@ -465,8 +568,15 @@ def test_boxes_from_host_values_keep_the_draw_budget(monkeypatch):
     height, width = 2160, 3840
     images = torch.rand(1, height, width, 3)
     xy = (torch.rand(100, 2) * torch.tensor([width - 300.0, height - 300.0])).tolist()
-    count, syncs = counted(monkeypatch, lambda: R.draw(images, R.rounded_boxes(
-        0, torch.tensor([[x, y, x + 120, y + 80] for x, y in xy]), 3.0, 12.0, (1, 0, 0, 1), (1, 0, 0, 0.25))))
+    count, syncs = counted(
+        monkeypatch,
+        lambda: R.draw(
+            images,
+            R.rounded_boxes(
+                0, torch.tensor([[x, y, x + 120, y + 80] for x, y in xy]), 3.0, 12.0, (1, 0, 0, 1), (1, 0, 0, 0.25)
+            ),
+        ),
+    )
     assert count.launches <= 200 and syncs <= 2 and count.uploads <= 1 and count.float64 == 0, count.summary()
 
 
@@ -482,18 +592,40 @@ def test_no_float64_for_any_kind(monkeypatch):
         R.discs(frames, xy, 5.0, (1, 1, 0, 0.5), ring_width=1.5),
         R.sprites(frames[:1], xy[:1], torch.tensor([[0, 0, 4, 4]]), (1, 1, 1, 1)),
         R.rounded_boxes(frames, torch.cat([xy, xy + 12], 1), 2.0, 4.0, (1, 0, 0, 1), (0, 1, 0, 0.5), angle=0.6),
-        R.ellipses(frames, xy, xy.flip(1) / 3 + 2, 1.5, (1, 1, 1, 1), angle=torch.rand(3, generator=g),
-                   fill_color=(0, 0, 1, 0.5)))
+        R.ellipses(
+            frames,
+            xy,
+            xy.flip(1) / 3 + 2,
+            1.5,
+            (1, 1, 1, 1),
+            angle=torch.rand(3, generator=g),
+            fill_color=(0, 0, 1, 0.5),
+        ),
+    )
     count, _ = counted(monkeypatch, lambda: R.draw(torch.rand(2, H, W, 4), prims, atlas=torch.rand(4, 4)))
     assert count.float64 == 0, count.f64_ops
 
 
 def test_straight_alpha_new_and_in_place():
     """Premultiplied RGBA to straight: RGB / alpha clamped to 0..1, RGB 0 where alpha is 0, alpha kept."""
-    layer = torch.tensor([[0.2, 0.1, 0.0, 0.4], [0.0, 0.0, 0.0, 0.0], [1e-9, 0.0, 0.0, 0.0], [0.5, 0.3, 0.6, 0.5],
-                          [3e-39, 0.0, 1e-39, 6e-39]])
-    expected = torch.tensor([[0.5, 0.25, 0.0, 0.4], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [1.0, 0.6, 1.0, 0.5],
-                             [0.5, 0.0, 1e-39 / 6e-39, 6e-39]])
+    layer = torch.tensor(
+        [
+            [0.2, 0.1, 0.0, 0.4],
+            [0.0, 0.0, 0.0, 0.0],
+            [1e-9, 0.0, 0.0, 0.0],
+            [0.5, 0.3, 0.6, 0.5],
+            [3e-39, 0.0, 1e-39, 6e-39],
+        ]
+    )
+    expected = torch.tensor(
+        [
+            [0.5, 0.25, 0.0, 0.4],
+            [0.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0],
+            [1.0, 0.6, 1.0, 0.5],
+            [0.5, 0.0, 1e-39 / 6e-39, 6e-39],
+        ]
+    )
     new = R.straight_alpha(layer)
     torch.testing.assert_close(new, expected, rtol=1e-6, atol=0)
     converted = layer.clone()
@@ -507,8 +639,12 @@ def test_draw_refuses_images_it_cannot_composite(monkeypatch, path):
     if path == "torch":
         monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     prims = R.rounded_boxes(0, torch.tensor([[2.0, 2, 20, 12]]), 2.0, 3.0, (1, 0, 0, 1), (0, 1, 0, 0.5))
-    for images in (torch.rand(1, 16, 24, 1), torch.rand(1, 16, 24, 2), torch.zeros(1, 16, 24, 3, dtype=torch.uint8),
-                   torch.rand(16, 24, 3)):
+    for images in (
+        torch.rand(1, 16, 24, 1),
+        torch.rand(1, 16, 24, 2),
+        torch.zeros(1, 16, 24, 3, dtype=torch.uint8),
+        torch.rand(16, 24, 3),
+    ):
         with pytest.raises(ValueError, match="images"):
             R.draw(images, prims)
 
@@ -520,8 +656,17 @@ def test_draw_takes_any_float_dtype_and_grad(monkeypatch, path):
         monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     torch.manual_seed(0)
     images = torch.rand(2, 17, 26, 4)
-    prims = R.concat(R.rounded_boxes(torch.tensor([0, 1]), torch.tensor([[2.0, 2, 20, 12], [5, 1, 25, 16]]), 2.0, 3.0,
-                                     (1, 0, 0, 1), (0, 1, 0, 0.5)), R.discs(1, torch.tensor([[9.0, 8]]), 6.0, (0, 0, 1, .7)))
+    prims = R.concat(
+        R.rounded_boxes(
+            torch.tensor([0, 1]),
+            torch.tensor([[2.0, 2, 20, 12], [5, 1, 25, 16]]),
+            2.0,
+            3.0,
+            (1, 0, 0, 1),
+            (0, 1, 0, 0.5),
+        ),
+        R.discs(1, torch.tensor([[9.0, 8]]), 6.0, (0, 0, 1, 0.7)),
+    )
     expected = R.draw(images, prims)
     for dtype in (torch.float16, torch.bfloat16, torch.float64):
         got = R.draw(images.to(dtype), prims)
@@ -529,4 +674,4 @@ def test_draw_takes_any_float_dtype_and_grad(monkeypatch, path):
         assert torch.equal(got[0], R.draw(images.to(dtype).float(), prims)[0].to(dtype))
     prims.params.requires_grad_()
     got = R.draw(images.clone().requires_grad_(), prims)
-    assert all(torch.equal(e, g) and not g.requires_grad for e, g in zip(expected, got))
+    assert all(torch.equal(e, g) and not g.requires_grad for e, g in zip(expected, got, strict=False))

@@ -1,11 +1,13 @@
 """utils/gpu_rendering/compositor_cpu (numba's loop, what draw() runs on the CPU) against the torch path (what
 MPS, ROCm and CUDA without CuPy run). Both are checked against brute-force references by test_compositor.py,
 test_boxes.py and the links tests, which run on the CPU: there, through this loop."""
+
 import pytest
 import torch
+from test_compositor_cuda import every_kind
+
 from rasterkit.utils import gpu_rendering as R
 from rasterkit.utils.gpu_rendering import compositor, compositor_cpu
-from test_compositor_cuda import every_kind
 
 TOLERANCE = 1e-4  # the torch path composites by products of transmittances, the loop one shape at a time
 
@@ -27,7 +29,7 @@ def numba_loop(request, monkeypatch):
 
 
 def assert_same(expected, got):
-    for name, e, g in zip(("image", "alpha", "layer"), expected, got):
+    for name, e, g in zip(("image", "alpha", "layer"), expected, got, strict=False):
         assert e.shape == g.shape and e.dtype == g.dtype, name
         assert (e - g).abs().max() <= TOLERANCE, (name, float((e - g).abs().max()))
 
@@ -50,8 +52,13 @@ def test_the_loop_in_chunks_of_frames(torch_path, loop_used, monkeypatch):
     """Chunks of 2 of 5 frames: each chunk draws only its frames' primitives."""
     from rasterkit.utils.core import device as D
 
-    monkeypatch.setattr(compositor, "run_chunked", lambda fn, total, nbytes, dev, on_chunk=None, limit=None:
-                        D.run_chunked(fn, total, nbytes, dev, on_chunk, limit=2))
+    monkeypatch.setattr(
+        compositor,
+        "run_chunked",
+        lambda fn, total, nbytes, dev, on_chunk=None, limit=None: D.run_chunked(
+            fn, total, nbytes, dev, on_chunk, limit=2
+        ),
+    )
     images = torch.rand(5, 40, 50, 3)
     prims = every_kind(5, 40, 50, 30, seed=7)
     expected = torch_path(R.draw, images, prims, atlas=torch.ones(20, 24))
@@ -91,8 +98,11 @@ def test_where_the_loop_does_not_apply(loop_used, monkeypatch):
 def test_nothing_to_draw_copies_the_frames(loop_used):
     images = torch.rand(2, 19, 23, 4)
     nan = torch.full((3, 4), float("nan"))
-    for prims in (R.empty(), R.rounded_boxes(0, nan, 2.0, 3.0, (1, 0, 0, 1)),
-                  R.rounded_boxes(1, torch.tensor([[-50.0, -50.0, -10.0, -10.0]]), 2.0, 3.0, (1, 0, 0, 1))):
+    for prims in (
+        R.empty(),
+        R.rounded_boxes(0, nan, 2.0, 3.0, (1, 0, 0, 1)),
+        R.rounded_boxes(1, torch.tensor([[-50.0, -50.0, -10.0, -10.0]]), 2.0, 3.0, (1, 0, 0, 1)),
+    ):
         image, alpha, layer = R.draw(images, prims)
         assert torch.equal(image, images) and not alpha.any() and not layer.any()
     assert loop_used == [True] * 3
@@ -137,10 +147,11 @@ def test_coverage_is_draws_alpha(loop_used, numba_loop):
 
 def test_a_loop_numba_cannot_compile_leaves_the_drawing_to_the_torch_path(torch_path, monkeypatch, capsys):
     import numba
-    from rasterkit.utils.mesh_rasterizer import raster as M
-    from rasterkit.utils.mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
+
     from rasterkit.utils.core import numba as core_numba
     from rasterkit.utils.gpu_rendering import line_plots, line_plots_cpu
+    from rasterkit.utils.mesh_rasterizer import raster as M
+    from rasterkit.utils.mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
     from test_raster_cuda import random_views
 
     def broken(*args):
@@ -167,7 +178,6 @@ def test_a_loop_numba_cannot_compile_leaves_the_drawing_to_the_torch_path(torch_
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
 
 
-
 def test_the_torch_path_draws_the_same_bits_every_time(monkeypatch):
     """A pixel's shapes are summed in one order: index_put_(accumulate=True) added them from several threads
     in any order on the CPU, so that two draws (image_only or not) differed in the last bit now and then."""
@@ -178,5 +188,5 @@ def test_the_torch_path_draws_the_same_bits_every_time(monkeypatch):
     prims = R.discs(torch.arange(400) % 2, centre, 9.0, torch.rand(400, 4) * 0.5 + 0.25)
     first = R.draw(images, prims)
     for _ in range(6):
-        assert all(torch.equal(a, b) for a, b in zip(first, R.draw(images, prims)))
+        assert all(torch.equal(a, b) for a, b in zip(first, R.draw(images, prims), strict=False))
         assert torch.equal(first[0], R.draw(images, prims, image_only=True)[0])

@@ -2,14 +2,15 @@
 real GPU (-m gpu; skipped without CUDA and CuPy) and on the CPU through tests/cuda_emulator.py, so that
 CI checks the kernels' logic too. The emulated runs fail, never skip, without a C++ compiler: a CI that
 silently stopped checking the kernels would look green."""
+
 import pytest
 import torch
 
 from rasterkit.utils import gpu_rendering as R
 from rasterkit.utils.core import cuda
 from rasterkit.utils.gpu_rendering import compositor_cuda
-from rasterkit.utils.gpu_rendering.compositor_cuda import composite_tiles_cuda
 from rasterkit.utils.gpu_rendering.compositor import _bin, _Pairs
+from rasterkit.utils.gpu_rendering.compositor_cuda import composite_tiles_cuda
 from rasterkit.utils.gpu_rendering.constants import PAIR_MISSED
 
 # The kernels (built with --fmad=false; the emulator with -ffp-contract=off) and the torch path round
@@ -38,7 +39,9 @@ def every_kind(batch, height, width, count, seed):
     colours = torch.cat([rand(count, 3), rand(count, 1) * 0.9 + 0.1], 1)
     a, b = rand(count, 2) * size, rand(count, 2) * size
     return R.concat(
-        R.rounded_boxes(frames, xyxy, rand(count) * 5, rand(count) * 15, colours, colours * torch.tensor([1, 1, 1, 0.4])),
+        R.rounded_boxes(
+            frames, xyxy, rand(count) * 5, rand(count) * 15, colours, colours * torch.tensor([1, 1, 1, 0.4])
+        ),
         R.rounded_boxes(frames, xyxy.flip(1), 2.0, 4.0, colours, (0, 0, 0, 0), corner_length=rand(count) * 12),
         R.segments(frames, a, b, rand(count) * 4, colours),
         R.segments(frames, b, a, 0.4, colours, caps="butt"),
@@ -46,11 +49,25 @@ def every_kind(batch, height, width, count, seed):
         R.discs(frames, a, rand(count) * 20, colours, ring_width=torch.where(rand(count) > 0.5, 2.5, 0.0)),
         R.sprites(frames[:6], rand(6, 2) * size, torch.tensor([[0, 0, 16, 10], [3, 2, 9, 9]] * 3), colours[:6]),
         # turned boxes (some at angle 0 among them) with corner brackets on some, and turned ellipses
-        R.rounded_boxes(frames, xyxy, rand(count) * 5, rand(count) * 15, colours, colours * torch.tensor([1, 1, 1, 0.4]),
-                        corner_length=torch.where(rand(count) > 0.6, rand(count) * 12, 0.0),
-                        angle=torch.where(rand(count) > 0.2, rand(count) * 20 - 10, 0.0)),
-        R.ellipses(frames, b, rand(count, 2) * 30, torch.where(rand(count) > 0.3, rand(count) * 5, 0.0), colours,
-                   angle=rand(count) * 7, fill_color=colours * torch.tensor([1, 1, 1, 0.5])),
+        R.rounded_boxes(
+            frames,
+            xyxy,
+            rand(count) * 5,
+            rand(count) * 15,
+            colours,
+            colours * torch.tensor([1, 1, 1, 0.4]),
+            corner_length=torch.where(rand(count) > 0.6, rand(count) * 12, 0.0),
+            angle=torch.where(rand(count) > 0.2, rand(count) * 20 - 10, 0.0),
+        ),
+        R.ellipses(
+            frames,
+            b,
+            rand(count, 2) * 30,
+            torch.where(rand(count) > 0.3, rand(count) * 5, 0.0),
+            colours,
+            angle=rand(count) * 7,
+            fill_color=colours * torch.tensor([1, 1, 1, 0.5]),
+        ),
     )
 
 
@@ -62,7 +79,7 @@ def test_composite_kernel_equals_the_torch_path(kernel, device, torch_path, chan
     prims = every_kind(3, 77, 141, 40, seed=channels).to(device)
     expected = torch_path(R.draw, images, prims, atlas=atlas)
     got = R.draw(images, prims, atlas=atlas)
-    for name, e, g in zip(("image", "alpha", "layer"), expected, got):
+    for name, e, g in zip(("image", "alpha", "layer"), expected, got, strict=False):
         assert (e - g).abs().max() <= TOLERANCE[kernel], name
     assert got[1].sum() > 100  # the scene draws something
 
@@ -75,7 +92,7 @@ def test_composite_kernel_on_a_dense_4k_frame(kernel, device, torch_path):
     prims = R.rounded_boxes(0, xyxy, 3.0, 12.0, (1, 0, 0, 1), (0, 1, 0, 0.25))
     expected = torch_path(R.draw, images, prims)
     got = R.draw(images, prims)
-    assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected, got))
+    assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected, got, strict=False))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
@@ -90,7 +107,7 @@ def test_composite_kernel_takes_any_float_dtype(kernel, device, torch_path, dtyp
     assert got[0].dtype == dtype and got[1].dtype == got[2].dtype == torch.float32
     # within the kernel's tolerance, rounded to the dtype (one unit in its last place)
     assert (got[0].float() - expected[0]).abs().max() <= TOLERANCE[kernel] + torch.finfo(dtype).eps
-    assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected[1:], got[1:]))
+    assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected[1:], got[1:], strict=False))
 
 
 def test_composite_kernel_reads_tensors_that_require_grad(kernel, device, torch_path):
@@ -100,7 +117,7 @@ def test_composite_kernel_reads_tensors_that_require_grad(kernel, device, torch_
     atlas = torch.rand(20, 24, device=device, requires_grad=True)
     expected = torch_path(R.draw, images.detach(), prims, atlas=atlas.detach())
     got = R.draw(images, prims, atlas=atlas)
-    assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected, got))
+    assert all((e - g).abs().max() <= TOLERANCE[kernel] for e, g in zip(expected, got, strict=False))
 
 
 @pytest.mark.parametrize("shape", [(0, 16, 24, 3), (1, 0, 24, 3), (2, 16, 0, 4)])
@@ -117,20 +134,32 @@ def test_composite_kernel_refuses_what_it_cannot_write(kernel, device):
     prims = every_kind(1, 16, 24, 8, seed=8).to(device)
     pairs = _bin(prims, 0, 1, 16, 24, R.TILE)
     outputs = torch.empty_like(frames), torch.empty(1, 16, 24, device=device), torch.empty(1, 16, 24, 4, device=device)
-    bad = {"image": (torch.empty(1, 24, 16, 3, device=device).transpose(1, 2), *outputs[1:]),  # not contiguous
-           "layer": (outputs[0], outputs[1], torch.empty(1, 16, 24, 4, device=device, dtype=torch.float16))}
+    bad = {
+        "image": (torch.empty(1, 24, 16, 3, device=device).transpose(1, 2), *outputs[1:]),  # not contiguous
+        "layer": (outputs[0], outputs[1], torch.empty(1, 16, 24, 4, device=device, dtype=torch.float16)),
+    }
     for name, (image, alpha, layer) in bad.items():
         with pytest.raises(ValueError, match=name):
             composite_tiles_cuda(frames, image, alpha, layer, pairs, prims, None, R.TILE)
     with pytest.raises(ValueError, match="frames"):
         composite_tiles_cuda(frames.half(), *outputs, pairs, prims, None, R.TILE)
     with pytest.raises(ValueError, match="channels"):
-        composite_tiles_cuda(frames[..., :2].contiguous(), outputs[0][..., :2].contiguous(), *outputs[1:], pairs,
-                             prims, None, R.TILE)
+        composite_tiles_cuda(
+            frames[..., :2].contiguous(), outputs[0][..., :2].contiguous(), *outputs[1:], pairs, prims, None, R.TILE
+        )
     with pytest.raises(ValueError, match="tile"):
         composite_tiles_cuda(frames, *outputs, pairs, prims, None, 64)
-    huge = _Pairs(pairs.tile, pairs.primitive, pairs.pair_class, pairs.origin, pairs.per_kind, pairs.butt_caps,
-                  1 << 20, 1 << 8, 1 << 8)
+    huge = _Pairs(
+        pairs.tile,
+        pairs.primitive,
+        pairs.pair_class,
+        pairs.origin,
+        pairs.per_kind,
+        pairs.butt_caps,
+        1 << 20,
+        1 << 8,
+        1 << 8,
+    )
     with pytest.raises(ValueError, match="limits"):
         composite_tiles_cuda(frames, *outputs, huge, prims, None, R.TILE)
 
@@ -142,8 +171,9 @@ def test_composite_kernel_in_launches_of_few_pairs(kernel, device, monkeypatch, 
     torch.manual_seed(1)
     images = torch.rand(2, 19, 27, 4, device=device)
     zigzag = torch.stack([torch.arange(40.0) % 2 * 5 + 10, torch.arange(40.0) % 3 * 3 + 10], 1)[None]  # in one tile
-    prims = R.concat(every_kind(2, 19, 27, 10, seed=9),
-                     R.polylines(1, zigzag, torch.tensor([40]), 2.5, (0.2, 0.9, 0.4, 0.6))).to(device)
+    prims = R.concat(
+        every_kind(2, 19, 27, 10, seed=9), R.polylines(1, zigzag, torch.tensor([40]), 2.5, (0.2, 0.9, 0.4, 0.6))
+    ).to(device)
     atlas = torch.rand(20, 24, device=device)
     expected = R.draw(images, prims, atlas=atlas)
     launches = []
@@ -154,4 +184,4 @@ def test_composite_kernel_in_launches_of_few_pairs(kernel, device, monkeypatch, 
     pairs = _bin(prims, 0, 2, 19, 27, R.TILE)
     kept = int((pairs.pair_class != PAIR_MISSED).sum())
     assert len(launches) == -(-kept // per_launch) and sum(g[0] for g in launches) <= pairs.n_tiles + len(launches)
-    assert all(torch.equal(e, g) for e, g in zip(expected, got))
+    assert all(torch.equal(e, g) for e, g in zip(expected, got, strict=False))

@@ -3,6 +3,7 @@
 Cyrillic and accented Latin need a font beyond Pillow's bundled one (Latin only): DejaVu Sans, which
 requirements-dev.txt guarantees through matplotlib. Scripts that need fonts a machine may lack (CJK,
 emoji) are skipped, with the reason, where no font found has them."""
+
 import logging
 import os
 import sys
@@ -19,7 +20,7 @@ NO_FONT_HAS = "\U0010fffd"  # private use: no font has it but a last-resort one
 
 def bitmaps(strings, size=24, font=L.DEFAULT_FONT):
     atlas, rects = L.text_atlas(strings, size, font)
-    return [atlas[y:y + h, x:x + w] for x, y, w, h in rects.tolist()]
+    return [atlas[y : y + h, x : x + w] for x, y, w, h in rects.tolist()]
 
 
 def font_with(text):
@@ -41,8 +42,10 @@ def test_accented_and_cyrillic_labels_get_glyphs_of_their_own():
 def test_cyrillic_labels_on_the_node_differ():
     boxes = '[{"x1": 4, "y1": 30, "x2": 60, "y2": 44, "label": "%s"}]'
     images = torch.zeros(1, 48, 64, 3)
-    cat, dog = (Node.run(images, boxes=boxes % word, fill_opacity=0.0, stroke_width=0.0, label_size=12)[1]
-                for word in ("кот", "пёс"))
+    cat, dog = (
+        Node.run(images, boxes=boxes % word, fill_opacity=0.0, stroke_width=0.0, label_size=12)[1]
+        for word in ("кот", "пёс")
+    )
     assert cat.sum() > 0 and not torch.equal(cat, dog)
 
 
@@ -94,12 +97,15 @@ def test_a_character_no_font_has_is_a_box_as_a_last_resort():
     assert bitmaps([NO_FONT_HAS])[0].sum() > 5  # Pillow's missing-glyph box, or a last-resort font's
 
 
-@pytest.mark.parametrize("script,pair,package", [
-    ("CJK", ("字", "中"), "fonts-noto-cjk"),
-    ("emoji", ("🙂", "🚗"), "fonts-noto-extra or fonts-symbola"),
-    ("Arabic", ("ب", "ج"), "fonts-noto-core"),
-    ("Greek", ("Ω", "λ"), "fonts-dejavu-core"),
-])
+@pytest.mark.parametrize(
+    "script,pair,package",
+    [
+        ("CJK", ("字", "中"), "fonts-noto-cjk"),
+        ("emoji", ("🙂", "🚗"), "fonts-noto-extra or fonts-symbola"),
+        ("Arabic", ("ب", "ج"), "fonts-noto-core"),
+        ("Greek", ("Ω", "λ"), "fonts-dejavu-core"),
+    ],
+)
 def test_other_scripts_where_a_font_has_them(script, pair, package):
     if font_with("".join(pair)) is None:
         pytest.skip(f"no font on this machine has {script} ({package} would bring one)")
@@ -118,15 +124,18 @@ def test_font_choices_are_the_fonts_found():
     assert spec.default == L.DEFAULT_FONT and Node.INPUT_TYPES()["required"]["font"][0] == names
 
 
-@pytest.mark.parametrize("name", ["bogus", "../../etc/passwd.obj", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-                                  "", 5, None, ["default"]])
+@pytest.mark.parametrize(
+    "name",
+    ["bogus", "../../etc/passwd.obj", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "", 5, None, ["default"]],
+)
 def test_a_font_not_in_the_list_is_a_named_error(name):
     """Only names from the list: no path, even of a real font, reaches the file system."""
     images = torch.zeros(1, 16, 16, 3)
     for labels in ("label", "none"):
         with pytest.raises(ValueError, match="^font: "):
-            Node.execute(images=images, boxes='[{"x1": 1, "y1": 1, "x2": 9, "y2": 9, "label": "a"}]', labels=labels,
-                         font=name)
+            Node.execute(
+                images=images, boxes='[{"x1": 1, "y1": 1, "x2": 9, "y2": 9, "label": "a"}]', labels=labels, font=name
+            )
 
 
 def built_font(path, cmap, colour_bitmaps=False):
@@ -184,7 +193,7 @@ def test_colour_bitmap_fonts_are_left_out(tmp_path):
 
 
 def test_coverage_of_known_fonts():
-    assert all(L._has(L.BUNDLED, code) for code in range(0x20, 0x7f)) and not L._has(L.BUNDLED, ord("é"))
+    assert all(L._has(L.BUNDLED, code) for code in range(0x20, 0x7F)) and not L._has(L.BUNDLED, ord("é"))
     dejavu = L.font_files().get("DejaVuSans.ttf")
     assert dejavu is not None, "install requirements-dev.txt (matplotlib: DejaVu)"
     assert all(L._has(dejavu, ord(c)) for c in "aé жΩ€")
@@ -222,8 +231,10 @@ def test_wrap_breaks_greedily_at_spaces_within_the_width():
     assert " ".join(lines) == text and len(lines) > 1
     widths = [bitmaps([line], size=16)[0].shape[1] for line in lines]
     assert all(w <= limit for w in widths)
-    assert all(bitmaps([f"{line} {after.split()[0]}"], size=16)[0].shape[1] > limit  # each line as full as it can be
-               for line, after in zip(lines, lines[1:]))
+    assert all(
+        bitmaps([f"{line} {after.split()[0]}"], size=16)[0].shape[1] > limit  # each line as full as it can be
+        for line, after in zip(lines, lines[1:], strict=False)
+    )
     assert L.wrap("unbreakable", 16, L.DEFAULT_FONT, 5) == "unbreakable"  # a word alone keeps its line
     assert L.wrap(text, 16, L.DEFAULT_FONT, 0) == text
 
@@ -243,7 +254,8 @@ def test_wrapping_stops_at_the_lines_a_frame_can_show():
     full = L.wrap(text, 16, L.DEFAULT_FONT, 60).split("\n")
     assert L.wrap(text, 16, L.DEFAULT_FONT, 60, max_lines=3).split("\n") == full[:3]
     # a caption of 200 words (labels are at most 1,000 characters) on a 120 px frame: the lines that fit
-    boxes = '[{"x1": 1, "y1": 1, "x2": 50, "y2": 50, "label": "%s"}]' % " ".join(f"w{i}" for i in range(200))
-    _, alpha, _ = Node.execute(images=torch.zeros(1, 120, 160, 3), boxes=boxes, label_max_width=100, stroke_width=0.0,
-                               fill_opacity=0.0)
+    boxes = '[{{"x1": 1, "y1": 1, "x2": 50, "y2": 50, "label": "{}"}}]'.format(" ".join(f"w{i}" for i in range(200)))
+    _, alpha, _ = Node.execute(
+        images=torch.zeros(1, 120, 160, 3), boxes=boxes, label_max_width=100, stroke_width=0.0, fill_opacity=0.0
+    )
     assert alpha[0, -1].sum() > 0 and alpha[0, :, 110:].sum() == 0  # the label fills the frame's height only

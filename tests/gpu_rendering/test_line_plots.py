@@ -1,5 +1,6 @@
 """render_polylines: aliased lines against classic Bresenham, anti-aliased lines against a
 supersampled reference, ragged lengths, gaps, fills."""
+
 import cv2
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def reference_mask(points, height, width):
     """Each segment drawn from its end with the larger x (OpenCV's convention for the step halfway
     between two rows or columns)."""
     mask = np.zeros((height, width), bool)
-    for (ax, ay), (bx, by) in zip(points[:-1], points[1:]):
+    for (ax, ay), (bx, by) in zip(points[:-1], points[1:], strict=False):
         if not np.isfinite([ax, ay, bx, by]).all():
             continue
         a, b = (int(np.floor(ax)), int(np.floor(ay))), (int(np.floor(bx)), int(np.floor(by)))
@@ -53,7 +54,7 @@ def test_aliased_lines_equal_bresenham(seed):
     height, width = 48, 64
     out = R.render_polylines(values, height, width, mode="aliased")
     points = series_points(values, height, width).numpy()
-    for image, pts in zip(out.numpy(), points):
+    for image, pts in zip(out.numpy(), points, strict=False):
         assert np.array_equal(image > 0, reference_mask(pts, height, width))
 
 
@@ -69,7 +70,7 @@ def test_aliased_random_xy_with_clipping_and_degenerate_segments_equal_bresenham
     xy[0, 5:8] = xy[0, 4]  # one-pixel segments
     xy[1, 10:14] = torch.tensor([[5.5, 5.5], [5.5, 30.2], [40.9, 30.2], [5.5, 65.0]])  # vertical, horizontal, steep
     xy[2, 20] = torch.tensor([-5e4, 3e4])  # far away: only the steps inside the frame are enumerated
-    for image, pts in zip(R.render_polylines(xy, 40, 50).numpy(), xy.numpy()):
+    for image, pts in zip(R.render_polylines(xy, 40, 50).numpy(), xy.numpy(), strict=False):
         assert np.array_equal(image > 0, reference_mask(pts, 40, 50))
 
 
@@ -97,7 +98,7 @@ def capsule_union(points, half, height, width, samples=16):
     xs = (np.arange(width * samples) + 0.5) / samples
     X, Y = np.meshgrid(xs, ys)
     inside = np.zeros_like(X, bool)
-    for a, b in zip(points[:-1], points[1:]):
+    for a, b in zip(points[:-1], points[1:], strict=False):
         d = b - a
         t = np.clip(((X - a[0]) * d[0] + (Y - a[1]) * d[1]) / max(d @ d, 1e-12), 0, 1)
         inside |= np.hypot(X - a[0] - t * d[0], Y - a[1] - t * d[1]) <= half
@@ -111,7 +112,7 @@ def test_antialiased_lines_match_a_supersampled_reference():
     height, width = 40, 56
     out = R.render_polylines(values, height, width, mode="antialiased", line_width=2.5).numpy()
     points = series_points(values, height, width).numpy()
-    for image, pts in zip(out, points):
+    for image, pts in zip(out, points, strict=False):
         error = np.abs(image - capsule_union(pts, 1.25, height, width))
         assert error.mean() < 0.01 and error.max() < 0.1, (error.mean(), error.max())
 
@@ -185,8 +186,12 @@ def test_cuda_path_equals_cpu_path():
     values = torch.cumsum(torch.randn(300, 60), 1)  # more than one CPU chunk
     values[3, 10:13] = float("nan")
     xy = torch.rand(4, 20, 2) * 120 - 20
-    for args in [dict(values=values), dict(values=values, dtype=torch.uint8), dict(values=xy),
-                 dict(values=values, fill_color=(1, 1, 1, 0.5), channels=3)]:
+    for args in [
+        dict(values=values),
+        dict(values=values, dtype=torch.uint8),
+        dict(values=xy),
+        dict(values=values, fill_color=(1, 1, 1, 0.5), channels=3),
+    ]:
         on_cpu = R.render_polylines(height=64, width=96, **args)
         assert torch.equal(R.render_polylines(height=64, width=96, device="cuda", **args), on_cpu)
         resident = dict(args, values=args["values"].cuda())
@@ -219,8 +224,7 @@ def test_no_float64_in_any_mode():
     with OpCount() as count:
         R.render_polylines(xy, 40, 50)
         R.render_polylines(values, 3000, 3000)
-        R.render_polylines(values, 32, 48, mode="antialiased", fill_color=(0, 1, 0, 0.5), channels=3,
-                           dtype=torch.uint8)
+        R.render_polylines(values, 32, 48, mode="antialiased", fill_color=(0, 1, 0, 0.5), channels=3, dtype=torch.uint8)
     assert count.float64 == 0, count.f64_ops
 
 

@@ -1,14 +1,14 @@
 """The CPU's aliased lines (utils/gpu_rendering/line_plots_cpu.py, numba's loop, else OpenCV; chosen by
 line_plots._draw_cpu) against the torch path of render_polylines and the brute-force Bresenham of
 test_line_plots: the same pixels, so the CPU may take any of them."""
+
 import numpy as np
 import pytest
 import torch
+from test_line_plots import reference_mask
 
 from rasterkit.utils.gpu_rendering import line_plots as R
 from rasterkit.utils.gpu_rendering import line_plots_cpu
-
-from test_line_plots import reference_mask
 
 
 def torch_path(monkeypatch, *args, **kwargs):
@@ -38,7 +38,7 @@ def test_the_cpu_paths_draw_the_torch_paths_pixels(monkeypatch, dtype, loop):
     assert torch.equal(ours, expected)
     assert not ours[4].any()  # one point: blank
     points = R.series_points(values, lengths, *R.value_range(values, lengths, "per_image"), 37, 53)
-    for image, pts, length in zip(ours.numpy(), points.numpy(), lengths.tolist()):
+    for image, pts, length in zip(ours.numpy(), points.numpy(), lengths.tolist(), strict=False):
         assert np.array_equal(image > 0, reference_mask(pts[:length], 37, 53))
 
 
@@ -52,8 +52,9 @@ def test_gaps_and_points_outside(monkeypatch, loop):
     values[0, 5] = float("nan")
     values[1, 0] = float("inf")
     values[2, 19] = -float("inf")
-    points = R.series_points(values, torch.full((3,), 20), *R.value_range(values, torch.full((3,), 20), "per_image"),
-                             16, 16)
+    points = R.series_points(
+        values, torch.full((3,), 20), *R.value_range(values, torch.full((3,), 20), "per_image"), 16, 16
+    )
     out = torch.full((3, 16, 16), 7.0)
     assert R._draw_cpu(out, points, torch.full((3,), 20), 1.0) == (loop == "numba")
     if loop == "numba":
@@ -109,6 +110,7 @@ def test_progress_and_interrupts_between_chunks():
     seen = []
     out = torch.zeros(5, 8, 8, dtype=torch.uint8)
     points = torch.tensor([[0.5, 0.5], [7.5, 7.5]]).expand(5, 2, 2)
-    assert R._draw_cpu(out, points, torch.full((5,), 2), 255,
-                       on_progress=lambda done, total: seen.append(done), chunk=2)
+    assert R._draw_cpu(
+        out, points, torch.full((5,), 2), 255, on_progress=lambda done, total: seen.append(done), chunk=2
+    )
     assert seen == [2, 4, 5] and bool((out.diagonal(dim1=1, dim2=2) == 255).all())

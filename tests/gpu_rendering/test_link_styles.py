@@ -1,5 +1,6 @@
 """Link styles, point markers and trails against independent references: brute-force coverage with
 16x16 samples per pixel (numpy), and the pattern, colour and fading rules of utils/link_styles.py."""
+
 import json
 import math
 
@@ -59,8 +60,9 @@ A, B, WIDTH = (4.3, 31.2), (58.7, 9.6), 3.0
 def test_dashes_against_a_reference(phase):
     """Dash j covers arc [phase mod period + (j - 1) period, + dash] (butt ends), clipped to the link."""
     points, lengths = straight(A, B)
-    prims = S.styled_polylines(ONE, points, lengths, WIDTH, torch.tensor([[1.0, 1, 1, 1]]), None, "dashed", 7.0,
-                               5.0, phase, 60.0)
+    prims = S.styled_polylines(
+        ONE, points, lengths, WIDTH, torch.tensor([[1.0, 1, 1, 1]]), None, "dashed", 7.0, 5.0, phase, 60.0
+    )
     X, Y = samples()
     along, across, length = along_across(X, Y, A, B)
     on = np.mod(along - phase, 12.0) < 7.0
@@ -77,12 +79,13 @@ def test_dashes_along_a_curve_against_a_reference():
 
     start, end = torch.tensor([[6.0, 30.0]]), torch.tensor([[58.0, 24.0]])
     points, lengths = bezier_polylines(start, end, 0.3)
-    prims = S.styled_polylines(ONE, points, lengths, WIDTH, torch.tensor([[1.0, 1, 1, 1]]), None, "dashed", 6.0,
-                               4.0, 2.0, 120.0)
+    prims = S.styled_polylines(
+        ONE, points, lengths, WIDTH, torch.tensor([[1.0, 1, 1, 1]]), None, "dashed", 6.0, 4.0, 2.0, 120.0
+    )
     p0, p2 = start[0].numpy().astype(float), end[0].numpy().astype(float)
     control = (p0 + p2) / 2 + 0.3 * np.array([-(p2 - p0)[1], (p2 - p0)[0]])
     t = np.linspace(0, 1, 8001)[:, None]
-    dense = (1 - t) ** 2 * p0 + 2 * (1 - t) * t * control + t ** 2 * p2
+    dense = (1 - t) ** 2 * p0 + 2 * (1 - t) * t * control + t**2 * p2
     arc = np.concatenate([[0], np.cumsum(np.hypot(*np.diff(dense, axis=0).T))])
     X, Y = samples()
     distance, nearest = cKDTree(dense).query(np.stack([X.ravel(), Y.ravel()], 1), distance_upper_bound=3.0)
@@ -95,8 +98,18 @@ def test_dashes_along_a_curve_against_a_reference():
 
 def test_dots_against_a_reference():
     points, lengths = straight(A, B)
-    prims = S.styled_polylines(ONE, points, lengths, WIDTH, torch.tensor([[1.0, 1, 1, 1]]), None, "dotted",
-                               gap_length=4.0, phase=2.0, max_length=60.0)
+    prims = S.styled_polylines(
+        ONE,
+        points,
+        lengths,
+        WIDTH,
+        torch.tensor([[1.0, 1, 1, 1]]),
+        None,
+        "dotted",
+        gap_length=4.0,
+        phase=2.0,
+        max_length=60.0,
+    )
     X, Y = samples()
     length = np.hypot(B[0] - A[0], B[1] - A[1])
     inside = np.zeros_like(X, dtype=bool)
@@ -111,8 +124,9 @@ def test_wider_dots_of_a_glow_sit_on_the_line_dots():
     points, lengths = straight(A, B)
     white = torch.tensor([[1.0, 1, 1, 1]])
     line = S.styled_polylines(ONE, points, lengths, WIDTH, white, None, "dotted", gap_length=4.0, max_length=60.0)
-    glow = S.styled_polylines(ONE, points, lengths, 4 * WIDTH, white, None, "dotted", gap_length=4.0, max_length=60.0,
-                              pattern_width=WIDTH)
+    glow = S.styled_polylines(
+        ONE, points, lengths, 4 * WIDTH, white, None, "dotted", gap_length=4.0, max_length=60.0, pattern_width=WIDTH
+    )
     shown = lambda prims: prims.params[prims.color[:, 3] > 0, :2]  # noqa: E731  the dots' centres
     assert torch.equal(shown(line), shown(glow))
 
@@ -126,8 +140,9 @@ def test_gradient_covers_the_link_once_with_its_colours_at_the_ends(opacity):
     X, Y = samples()
     along, across, length = along_across(X, Y, A, B)
     # the seams between colour steps: within about 0.1 of the opacity (test_seam_overlap_is_the_least_worst_error)
-    assert_close(alpha, opacity * pixel_mean((across <= WIDTH / 2) & (along >= 0) & (along <= length)),
-                 largest=0.15 * opacity)
+    assert_close(
+        alpha, opacity * pixel_mean((across <= WIDTH / 2) & (along >= 0) & (along <= length)), largest=0.15 * opacity
+    )
     rgb = layer[..., :3] / np.maximum(layer[..., 3:], 1e-6)
     first, last = np.add(A, 1.0 / length * np.subtract(B, A)), np.add(B, -1.0 / length * np.subtract(B, A))
     assert np.allclose(rgb[int(first[1]), int(first[0])], [1, 0, 0], atol=0.02)
@@ -169,8 +184,9 @@ def test_markers_against_a_reference(style):
         outside = np.hypot(np.maximum(np.abs(dx) - radius, 0), np.maximum(np.abs(dy) - radius, 0))
         inside = np.where(box > 0, outside, -box) <= stroke / 2
     elif style == "cross":
-        inside = capsule(dx, dy, (-radius, 0), (radius, 0), stroke / 2) | capsule(dx, dy, (0, -radius), (0, radius),
-                                                                                    stroke / 2)
+        inside = capsule(dx, dy, (-radius, 0), (radius, 0), stroke / 2) | capsule(
+            dx, dy, (0, -radius), (0, radius), stroke / 2
+        )
     else:  # diamond: corners radius from the centre on the axes, round joins
         corners = [(radius, 0), (0, radius), (-radius, 0), (0, -radius)]
         inside = np.zeros_like(X, dtype=bool)
@@ -194,7 +210,7 @@ def trail_reference(path, opacity, half):
     path = np.asarray(path, float)
     best, arc_at = np.full(X.shape, np.inf), np.zeros(X.shape)
     start = 0.0
-    for k, (a, b) in enumerate(zip(path[:-1], path[1:])):
+    for k, (a, b) in enumerate(zip(path[:-1], path[1:], strict=False)):
         along, across, length = along_across(X, Y, a, b)
         t = np.clip(along, 0, length)
         distance = np.hypot(along - t, across)
@@ -235,8 +251,9 @@ def test_trails_stop_where_the_point_was_hidden():
 
 
 def test_catmull_rom_passes_through_the_points():
-    points = torch.tensor([[[0.0, 0.0], [10.0, 0.0], [10.0, 10.0], [0.0, 0.0]],
-                           [[5.0, 5.0], [9.0, 1.0], [0.0, 0.0], [0.0, 0.0]]])
+    points = torch.tensor(
+        [[[0.0, 0.0], [10.0, 0.0], [10.0, 10.0], [0.0, 0.0]], [[5.0, 5.0], [9.0, 1.0], [0.0, 0.0], [0.0, 0.0]]]
+    )
     smooth, lengths = S.catmull_rom(points, torch.tensor([4, 2]), 4)
     assert lengths.tolist() == [13, 5]
     assert torch.allclose(smooth[0, ::4], points[0]) and torch.allclose(smooth[1, [0, 4]], points[1, :2])
@@ -253,7 +270,7 @@ def test_width_by_length():
 # -- the node ----------------------------------------------------------------------------------------
 
 IMAGES = torch.zeros(3, 40, 64, 3)
-PAIR = '[[[6, 20]], [[58, 20]]]'
+PAIR = "[[[6, 20]], [[58, 20]]]"
 
 
 def render(**kw):
@@ -263,8 +280,9 @@ def render(**kw):
 
 
 def test_marching_ants_move_by_dash_speed_per_frame():
-    alpha = render(line_style="dashed", dash_length=6.0, gap_length=4.0, dash_phase=1.0, dash_speed=3.0,
-                   width=2.0)[1][:, 20]
+    alpha = render(line_style="dashed", dash_length=6.0, gap_length=4.0, dash_phase=1.0, dash_speed=3.0, width=2.0)[1][
+        :, 20
+    ]
     # arc s = x - 6 along the link: dashes where (s - phase) mod 10 < 6, phase = 1 + 3 t
     for t in range(3):
         s = np.arange(64) + 0.5 - 6
@@ -288,9 +306,14 @@ def test_node_gradient_ends_and_glow():
 
 
 def test_node_markers_trails_and_width_by_length():
-    tracks = {"xy": torch.tensor([[[10.0, 10.0], [50.0, 30.0]], [[14.0, 10.0], [50.0, 30.0]],
-                                  [[18.0, 10.0], [50.0, 30.0]]]), "visible": torch.ones(3, 2, dtype=torch.bool)}
-    run = lambda **kw: LineLinkRenderer.run(IMAGES, tracks_json="", tracks=tracks, k=1, opacity=1.0, **kw)[1]  # noqa: E731
+    tracks = {
+        "xy": torch.tensor([[[10.0, 10.0], [50.0, 30.0]], [[14.0, 10.0], [50.0, 30.0]], [[18.0, 10.0], [50.0, 30.0]]]),
+        "visible": torch.ones(3, 2, dtype=torch.bool),
+    }
+
+    def run(**kw):
+        return LineLinkRenderer.run(IMAGES, tracks_json="", tracks=tracks, k=1, opacity=1.0, **kw)[1]
+
     ring = run(point_radius=5.5, point_style="ring", width=1.0)
     assert ring[0, 10, 15] > 0.9 and ring[0, 7, 10] == 0  # hollow (the link leaves the centre down and right)
     trail = run(point_radius=0.0, trail_frames=2, width=2.0) - run(point_radius=0.0, width=2.0)
@@ -302,27 +325,40 @@ def test_node_markers_trails_and_width_by_length():
     assert torch.equal(one_frame, LineLinkRenderer.run(IMAGES[:1], tracks_json="", tracks=tracks)[1])
 
 
-@pytest.mark.parametrize("kw,message", [
-    (dict(line_style="wavy"), "line_style: expected one of solid, dashed, dotted, got 'wavy'"),
-    (dict(point_style="star"), "point_style: expected one of dot, ring"),
-    (dict(width_by_length="random"), "width_by_length: expected one of none"),
-    (dict(end_color="teal"), "end_color: expected a hex colour"),
-    (dict(line_style="dotted", gap_length=0.0), "gap_length: expected more than 0 for dotted lines"),
-    (dict(line_style="dashed", dash_length=-1.0), "dash_length: expected more than 0 for dashed lines"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(line_style="wavy"), "line_style: expected one of solid, dashed, dotted, got 'wavy'"),
+        (dict(point_style="star"), "point_style: expected one of dot, ring"),
+        (dict(width_by_length="random"), "width_by_length: expected one of none"),
+        (dict(end_color="teal"), "end_color: expected a hex colour"),
+        (dict(line_style="dotted", gap_length=0.0), "gap_length: expected more than 0 for dotted lines"),
+        (dict(line_style="dashed", dash_length=-1.0), "dash_length: expected more than 0 for dashed lines"),
+    ],
+)
 def test_bad_style_input_is_named(kw, message):
     with pytest.raises(ValueError, match=message):
         render(**kw)
 
 
 def test_every_style_at_once_on_curves():
-    _, alpha, _, edges = render(curve="bezier", line_style="dashed", end_color="#00FF00", glow=0.5, marker_glow=True,
-                                point_radius=3.0, point_style="diamond", trail_frames=2, trail_smooth=True,
-                                width_by_length="longer_thicker")
+    _, alpha, _, edges = render(
+        curve="bezier",
+        line_style="dashed",
+        end_color="#00FF00",
+        glow=0.5,
+        marker_glow=True,
+        point_radius=3.0,
+        point_style="diamond",
+        trail_frames=2,
+        trail_smooth=True,
+        width_by_length="longer_thicker",
+    )
     assert json.loads(edges) == [[[0, 1]]] * 3 and alpha.amax() > 0.9
 
 
 # -- text at points and Voronoi walls -------------------------------------------------------------
+
 
 def text_reference(text, size, left, bottom, height=H, width=W):
     """Coverage float [height,width] of `text` drawn by Pillow in its bundled font (the default font's
@@ -334,9 +370,10 @@ def text_reference(text, size, left, bottom, height=H, width=W):
     ink_left, _, _, ink_bottom = font.getbbox(text, anchor="ls")
     margin = 200
     canvas = Image.new("L", (width + 2 * margin, height + 2 * margin), 0)
-    ImageDraw.Draw(canvas).text((margin + left - ink_left, margin + bottom - ink_bottom), text, fill=255, font=font,
-                                anchor="ls")
-    return np.asarray(canvas, np.float32)[margin:margin + height, margin:margin + width] / 255
+    ImageDraw.Draw(canvas).text(
+        (margin + left - ink_left, margin + bottom - ink_bottom), text, fill=255, font=font, anchor="ls"
+    )
+    return np.asarray(canvas, np.float32)[margin : margin + height, margin : margin + width] / 255
 
 
 def test_point_text_is_the_fonts_coverage_up_and_right_of_the_point():
@@ -347,21 +384,44 @@ def test_point_text_is_the_fonts_coverage_up_and_right_of_the_point():
     texts = (("Vega", 20.6, 30.2), ("1", 40.3, 12.0), ("2", 58.0, 38.0))
     X, Y = np.meshgrid(np.arange(W) + 0.5, np.arange(H) + 0.5)
     for radius, opacity in ((0.0, 1.0), (3.0, 0.7)):
-        _, alpha, _, _ = LineLinkRenderer.run(IMAGES[:1], tracks_json=tracks, k=1, max_distance=1.0,
-                                              point_radius=radius, opacity=opacity, point_labels="label", text_size=12)
+        _, alpha, _, _ = LineLinkRenderer.run(
+            IMAGES[:1],
+            tracks_json=tracks,
+            k=1,
+            max_distance=1.0,
+            point_radius=radius,
+            opacity=opacity,
+            point_labels="label",
+            text_size=12,
+        )
         offset = radius + 2
-        reference = sum(text_reference(text, 12, math.floor(x + offset), math.floor(y - offset))
-                        for text, x, y in texts)
+        reference = sum(
+            text_reference(text, 12, math.floor(x + offset), math.floor(y - offset)) for text, x, y in texts
+        )
         away = np.all([np.hypot(X - x, Y - y) > radius + 1 for _, x, y in texts], 0)
         assert np.abs(alpha[0].numpy() - opacity * reference)[away].max() < 1e-6
         assert reference[:, W - 1].max() > 0.3  # the "2" reaches past the right edge: cut there
 
 
 def test_point_text_colour_hidden_points_and_ids():
-    tracks = {"xy": torch.tensor([[[10.0, 30.0], [40.0, 30.0]]]).expand(3, 2, 2).clone(),
-              "visible": torch.tensor([[True, True], [True, False], [False, False]]), "labels": ["", None]}
-    run = lambda **kw: LineLinkRenderer.run(IMAGES, tracks_json="", tracks=tracks, k=1, max_distance=1.0,  # noqa: E731
-                                            point_radius=0.0, opacity=1.0, **kw)
+    tracks = {
+        "xy": torch.tensor([[[10.0, 30.0], [40.0, 30.0]]]).expand(3, 2, 2).clone(),
+        "visible": torch.tensor([[True, True], [True, False], [False, False]]),
+        "labels": ["", None],
+    }
+
+    def run(**kw):
+        return LineLinkRenderer.run(
+            IMAGES,
+            tracks_json="",
+            tracks=tracks,
+            k=1,
+            max_distance=1.0,
+            point_radius=0.0,
+            opacity=1.0,
+            **kw,
+        )
+
     _, alpha, layer, _ = run(point_labels="label", color="#FF0000")
     assert alpha[:, :, :30].sum() == 0  # an empty label: no text
     assert alpha[0, :, 40:].sum() > 5 and alpha[1:].sum() == 0  # the id "1", while its point shows
@@ -385,8 +445,7 @@ def test_point_text_is_one_sprite_per_visible_point_and_one_atlas(monkeypatch):
 
     monkeypatch.setattr(links.R, "draw", record)
     visible = torch.rand(3, 40, generator=torch.Generator().manual_seed(0)) > 0.3
-    tracks = {"xy": torch.rand(3, 40, 2) * torch.tensor([64.0, 40.0]), "visible": visible,
-              "labels": ["a", "b"] * 20}
+    tracks = {"xy": torch.rand(3, 40, 2) * torch.tensor([64.0, 40.0]), "visible": visible, "labels": ["a", "b"] * 20}
     LineLinkRenderer.run(IMAGES, tracks_json="", tracks=tracks, point_radius=0.0, point_labels="label")
     sprites = drawn["prims"].kind == R.SPRITE
     assert int(sprites.sum()) == int(visible.sum())
@@ -401,8 +460,9 @@ def test_voronoi_walls_against_a_reference():
     to them (or of the centre); the walls are separate shapes, composited one over another."""
     points = np.array([[14.0, 12.0], [50.0, 16.0], [30.0, 34.0]])
     tracks = json.dumps([[p.tolist()] for p in points])
-    _, alpha, _, edges = LineLinkRenderer.run(IMAGES[:1], tracks_json=tracks, graph="voronoi", width=2.0, opacity=1.0,
-                                              point_radius=0.0)
+    _, alpha, _, edges = LineLinkRenderer.run(
+        IMAGES[:1], tracks_json=tracks, graph="voronoi", width=2.0, opacity=1.0, point_radius=0.0
+    )
     assert json.loads(edges) == [[[0, 1], [0, 2], [1, 2]]]
     X, Y = samples()
     samples_xy = np.stack([X, Y], -1)
@@ -427,10 +487,23 @@ def test_link_layers_on_plain_tensors_are_what_the_node_draws(monkeypatch):
 
     drawn = {}
     real_draw = links.R.draw
-    monkeypatch.setattr(links.R, "draw", lambda images, prims, atlas=None, **kw: drawn.update(prims=prims, atlas=atlas)
-                        or real_draw(images, prims, atlas, **kw))
-    options = dict(line_style="dashed", end_color="#FF0000", glow=0.5, marker_glow=True, point_labels="id",
-                   point_style="ring", curve="bezier", curvature=0.3)
+    monkeypatch.setattr(
+        links.R,
+        "draw",
+        lambda images, prims, atlas=None, **kw: (
+            drawn.update(prims=prims, atlas=atlas) or real_draw(images, prims, atlas, **kw)
+        ),
+    )
+    options = dict(
+        line_style="dashed",
+        end_color="#FF0000",
+        glow=0.5,
+        marker_glow=True,
+        point_labels="id",
+        point_style="ring",
+        curve="bezier",
+        curvature=0.3,
+    )
     LineLinkRenderer.run(IMAGES, tracks_json=PAIR, k=1, **options)
     xy, visible, labels = track_points(3, tracks_json=PAIR)
     frame, pairs = torch.arange(3), torch.tensor([[0, 1]] * 3)

@@ -1,5 +1,6 @@
 """The Mask Renderer and utils/masks.py: fills exact, outlines against a 16x16-supersampled render of the
 contour a brute-force numpy marching squares traces, halos, mask sources and bad input."""
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,7 +16,7 @@ H, W, S = 29, 37, 16  # not multiples of the tile size: partial tiles are exerci
 
 def blobs(count=2, height=H, width=W, soft=False):
     yy, xx = torch.meshgrid(torch.arange(height) + 0.5, torch.arange(width) + 0.5, indexing="ij")
-    out = [((xx - 12.3) ** 2 + (yy - 13.1) ** 2 < 8.2 ** 2), ((xx - 27.5) ** 2 / 40 + (yy - 18.0) ** 2 / 70 < 1)]
+    out = [((xx - 12.3) ** 2 + (yy - 13.1) ** 2 < 8.2**2), ((xx - 27.5) ** 2 / 40 + (yy - 18.0) ** 2 / 70 < 1)]
     out = torch.stack(out[:count]).float()
     if soft:
         out = out * torch.linspace(0.2, 1.0, width)
@@ -82,8 +83,9 @@ def test_fills_lie_beneath_outlines_and_labels(layer_alpha):
     kw = {"color": "", "labels": "id", "label_size": 8, "layer_alpha": "premultiplied"}
     _, over, top = MaskRenderer.run(images, masks=masks, opacity=0.0, outline_width=2.0, **kw)
     _, under, bottom = MaskRenderer.run(images, masks=masks, opacity=0.6, outline_width=0.0, **{**kw, "labels": "none"})
-    image, alpha, layer = MaskRenderer.run(images, masks=masks, opacity=0.6, outline_width=2.0,
-                                           **{**kw, "layer_alpha": layer_alpha})
+    image, alpha, layer = MaskRenderer.run(
+        images, masks=masks, opacity=0.6, outline_width=2.0, **{**kw, "layer_alpha": layer_alpha}
+    )
     expected = top + bottom * (1 - over[..., None])
     assert float(over.max()) > 0.9 and float(under.max()) > 0.5
     assert torch.allclose(alpha, expected[..., 3], atol=1e-5) and torch.allclose(layer[..., 3], alpha)
@@ -125,8 +127,9 @@ def test_outline_pieces_match_the_reference():
 def test_halo_is_outside_smooth_and_fades():
     masks = blobs(1, 64, 64)
     images = torch.zeros(1, 64, 64, 3)
-    _, alpha, _ = MaskRenderer.run(images, masks=masks, opacity=0.0, outline_width=0.0, halo_width=12.0,
-                                   halo_opacity=1.0)
+    _, alpha, _ = MaskRenderer.run(
+        images, masks=masks, opacity=0.0, outline_width=0.0, halo_width=12.0, halo_opacity=1.0
+    )
     a = alpha[0]
     assert float(a[masks[0] > 0].max()) == 0  # nothing inside
     row = a[13, 21:40]  # outwards from the disc's right edge (x = 20.5)
@@ -154,27 +157,41 @@ def test_sources():
     assert per_frame.frame.tolist() == [0, 0, 1, 1, 2, 2] and per_frame.slot.tolist() == [0, 1] * 3
     single = I.from_masks(masks, 1)
     assert single.frame.tolist() == [0, 0] and single.slot.tolist() == [0, 1]
-    seg = SimpleNamespace(cropped_mask=np.ones((4, 5), np.float32), crop_region=(2, 3, 7, 7), bbox=(2, 3, 7, 7),
-                          label="cat", confidence=np.float32(0.9))
+    seg = SimpleNamespace(
+        cropped_mask=np.ones((4, 5), np.float32),
+        crop_region=(2, 3, 7, 7),
+        bbox=(2, 3, 7, 7),
+        label="cat",
+        confidence=np.float32(0.9),
+    )
     segs = I.from_segs(((H, W), [seg]), 2, H, W)
     assert segs.frame.tolist() == [0, 1] and segs.label == ["cat", "cat"]
     assert float(segs.masks[0, 3:7, 2:7].min()) == 1 and float(segs.masks.sum()) == 20
 
 
 def test_segs_labels_drawn():
-    seg = SimpleNamespace(cropped_mask=np.ones((10, 12), np.float32), crop_region=(10, 12, 22, 22),
-                          bbox=(10, 12, 22, 22), label="cat", confidence=0.9)
-    image, alpha, _ = MaskRenderer.run(torch.zeros(1, H, W, 3), segs=((H, W), [seg]), labels="label+score",
-                                       label_size=8)
+    seg = SimpleNamespace(
+        cropped_mask=np.ones((10, 12), np.float32),
+        crop_region=(10, 12, 22, 22),
+        bbox=(10, 12, 22, 22),
+        label="cat",
+        confidence=0.9,
+    )
+    image, alpha, _ = MaskRenderer.run(
+        torch.zeros(1, H, W, 3), segs=((H, W), [seg]), labels="label+score", label_size=8
+    )
     assert float(alpha[0, :12].max()) > 0.5  # the label above the object
 
 
-@pytest.mark.parametrize("masks,message", [
-    (torch.zeros(3, H, W), "3 masks for 2 images"),
-    (torch.zeros(2, H + 1, W), "resize"),
-    ("not a mask", "expected a MASK"),
-    (torch.zeros(2, 0, W), "expected a MASK"),
-])
+@pytest.mark.parametrize(
+    "masks,message",
+    [
+        (torch.zeros(3, H, W), "3 masks for 2 images"),
+        (torch.zeros(2, H + 1, W), "resize"),
+        ("not a mask", "expected a MASK"),
+        (torch.zeros(2, 0, W), "expected a MASK"),
+    ],
+)
 def test_bad_masks_name_the_input(masks, message):
     with pytest.raises(ValueError, match=f"masks: .*{message}"):
         MaskRenderer.run(torch.zeros(2, H, W, 3), masks=masks)

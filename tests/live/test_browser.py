@@ -3,6 +3,7 @@
 Needs COMFYUI_URL (see test_live_comfyui.py), Debian's chromium (/usr/bin/chromium or $CHROMIUM) and
 the playwright Python package; skips with the reason otherwise. Screenshots go to output/browser/.
 """
+
 import json
 import os
 import shutil
@@ -21,12 +22,21 @@ CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/c
 WORKFLOWS = sorted((ROOT / "example_workflows").glob("*.json"))
 SHOTS = ROOT / "output" / "browser"
 
-pytestmark = [pytest.mark.comfyui,
-              pytest.mark.skipif(not URL, reason="COMFYUI_URL is not set: no live ComfyUI server to test against"),
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt install chromium)")]
+pytestmark = [
+    pytest.mark.comfyui,
+    pytest.mark.skipif(not URL, reason="COMFYUI_URL is not set: no live ComfyUI server to test against"),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt install chromium)"),
+]
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 BOX_NODE = "window.app.graph._nodes.find(n => n.type === 'RasterKit_BoundingBoxRenderer')"
 
 
@@ -38,8 +48,10 @@ def page():
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.errors = []  # errors raised in this pack's scripts (the frontend logs some of its own)
-        page.on("pageerror", lambda error: page.errors.append(error.stack)
-                if "/extensions/rasterkit/" in (error.stack or "") else None)
+        page.on(
+            "pageerror",
+            lambda error: page.errors.append(error.stack) if "/extensions/rasterkit/" in (error.stack or "") else None,
+        )
         page.goto(URL + "/", wait_until="domcontentloaded")
         page.wait_for_function("window.app && window.app.graph", timeout=60_000)
         yield page
@@ -165,11 +177,14 @@ LINK_NODE = "window.app.graph._nodes.find(n => n.type === 'RasterKit_LineLinkRen
 
 
 def set_widget(page, node, name, value):
-    page.evaluate(f"""value => {{
+    page.evaluate(
+        f"""value => {{
         const widget = {node}.widgets.find(w => w.name === {json.dumps(name)});
         widget.value = value;
         widget.callback?.(value);
-    }}""", value)
+    }}""",
+        value,
+    )
 
 
 def focus(page, node):
@@ -201,7 +216,8 @@ def tracks_json(page):
 
 def canvas_pixel(page, editor, x, y):
     """RGB of the editor's canvas at image pixel (x, y)."""
-    return page.evaluate(f"""([x, y]) => {{
+    return page.evaluate(
+        f"""([x, y]) => {{
         const editor = {editor};
         const [cx, cy] = editor.toClient(x, y);
         const rect = editor.canvas.getBoundingClientRect();
@@ -209,14 +225,23 @@ def canvas_pixel(page, editor, x, y):
         const data = editor.canvas.getContext('2d')
             .getImageData(Math.round((cx - rect.left) * ratio), Math.round((cy - rect.top) * ratio), 1, 1).data;
         return [data[0], data[1], data[2]];
-    }}""", [x, y])
+    }}""",
+        [x, y],
+    )
 
 
 def test_tracks_editor_adds_moves_and_deletes_points(page):
     load(page, ROOT / "example_workflows" / "Links between tracked points.json")
     page.evaluate(f"{LINK_NODE}.disconnectInput({LINK_NODE}.findInputSlot('tracks'))")  # type the points instead
-    for name, value in (("tracks_json", "[]"), ("color", "#FF00FF"), ("opacity", 1.0), ("width", 12.0),
-                        ("curve", "straight"), ("point_radius", 0.0), ("max_distance", 0.0)):
+    for name, value in (
+        ("tracks_json", "[]"),
+        ("color", "#FF00FF"),
+        ("opacity", 1.0),
+        ("width", 12.0),
+        ("curve", "straight"),
+        ("point_radius", 0.0),
+        ("max_distance", 0.0),
+    ):
         set_widget(page, LINK_NODE, name, value)
     queue_and_wait(page)  # the editor then shows the first frame at its real size
     editor = f"{LINK_NODE}.rasterkitTracksEditor"
@@ -227,7 +252,7 @@ def test_tracks_editor_adds_moves_and_deletes_points(page):
         page.mouse.click(*page.evaluate(f"{editor}.toClient({x}, {y})"))
     points = [track[0] for track in tracks_json(page)]  # each click adds a track of one point
     assert len(points) == 3
-    for point, (x, y) in zip(points, targets):
+    for point, (x, y) in zip(points, targets, strict=False):
         assert abs(point["x"] - x) < 2 and abs(point["y"] - y) < 2
 
     # drag the third point down; it moves, nothing is added
@@ -261,7 +286,9 @@ def test_primitive_mesh_plays_its_build_up(page):
     load(page, ROOT / "example_workflows" / "Image rebuilt from shapes.json")
     queue_and_wait(page)
     player = "window.app.graph._nodes.find(n => n.type === 'RasterKit_PrimitiveMesh').rasterkitPlayer"
-    page.wait_for_function(f"{player}.frames.length > 1 && {player}.picture.complete && {player}.picture.naturalWidth > 0")
+    page.wait_for_function(
+        f"{player}.frames.length > 1 && {player}.picture.complete && {player}.picture.naturalWidth > 0"
+    )
     frames = page.evaluate(f"{player}.frames.length")
     assert page.evaluate(f"Number({player}.slider.max)") == frames - 1
     assert page.evaluate(f"{player}.timer !== null"), "the build-up does not play"
@@ -287,8 +314,15 @@ def test_load_mesh_uploads_a_file_and_selects_it(page):
     name = f"browser_upload_{int(time.time())}.obj"
     with page.expect_file_chooser() as chooser:
         page.evaluate(f"{loader}.widgets.find(w => w.name === 'upload mesh').callback()")
-    chooser.value.set_files(files=[{"name": name, "mimeType": "text/plain",
-                                    "buffer": (ROOT / "example_workflows" / "assets" / "rasterkit_torus.obj").read_bytes()}])
+    chooser.value.set_files(
+        files=[
+            {
+                "name": name,
+                "mimeType": "text/plain",
+                "buffer": (ROOT / "example_workflows" / "assets" / "rasterkit_torus.obj").read_bytes(),
+            }
+        ]
+    )
     page.wait_for_function(f"{loader}.widgets.find(w => w.name === 'mesh_file').value === '3d/{name}'", timeout=30_000)
     assert page.evaluate(f"{loader}.widgets.find(w => w.name === 'mesh_file').options.values.includes('3d/{name}')")
     assert output_images(queue_and_wait(page))

@@ -3,6 +3,7 @@
 Start one with ../shared/tools/comfyui-local.sh (setup, then start), then:
   COMFYUI_URL=http://127.0.0.1:8188 COMFYUI_DIR=$HOME/comfyui .venv/bin/python -m pytest -m comfyui
 """
+
 import copy
 import io
 import json
@@ -40,8 +41,10 @@ SAVED_FRAMES = {
 }
 VIDEO = (".mp4", ".webm", ".mov", ".mkv")
 EXAMPLE_SECONDS = 60  # the issue's bound for an example on the CPU
-pytestmark = [pytest.mark.comfyui,
-              pytest.mark.skipif(not URL, reason="COMFYUI_URL is not set: no live ComfyUI server to test against")]
+pytestmark = [
+    pytest.mark.comfyui,
+    pytest.mark.skipif(not URL, reason="COMFYUI_URL is not set: no live ComfyUI server to test against"),
+]
 
 
 def get(path):
@@ -93,8 +96,9 @@ def upload_example_assets():
 
 
 def fetch(image):
-    with urllib.request.urlopen(f"{URL}/view?{urllib.parse.urlencode({k: image[k] for k in ('filename', 'subfolder', 'type')})}",
-                                timeout=30) as response:
+    with urllib.request.urlopen(
+        f"{URL}/view?{urllib.parse.urlencode({k: image[k] for k in ('filename', 'subfolder', 'type')})}", timeout=30
+    ) as response:
         return response.read()
 
 
@@ -215,13 +219,20 @@ def test_template_browser_lists_the_ui_workflow(object_info, path):
 def upload(name, data, subfolder="3d"):
     """POST a file to ComfyUI's upload route (what the Load Mesh button does); its answer."""
     boundary = uuid.uuid4().hex
-    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode()
-             for key, value in (("type", "input"), ("subfolder", subfolder), ("overwrite", "true"))]
-    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{name}"\r\n'
-                 f'Content-Type: application/octet-stream\r\n\r\n'.encode() + data + b"\r\n")
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode()
+        for key, value in (("type", "input"), ("subfolder", subfolder), ("overwrite", "true"))
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{name}"\r\n'
+        f"Content-Type: application/octet-stream\r\n\r\n".encode()
+        + data
+        + b"\r\n"
+    )
     body = b"".join(parts) + f"--{boundary}--\r\n".encode()
-    request = urllib.request.Request(URL + "/upload/image", data=body,
-                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    request = urllib.request.Request(
+        URL + "/upload/image", data=body, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)
 
@@ -263,14 +274,21 @@ def test_load_mesh_reads_only_the_input_folder(object_info):
     link.symlink_to(secret)
     try:
         answers = {}
-        for attempt in (str(secret), "../rasterkit_secret.obj", "3d/../../rasterkit_secret.obj", "3d/rasterkit_link.obj",
-                        str(root / "rasterkit_missing.obj"), "../rasterkit_missing.obj"):
+        for attempt in (
+            str(secret),
+            "../rasterkit_secret.obj",
+            "3d/../../rasterkit_secret.obj",
+            "3d/rasterkit_link.obj",
+            str(root / "rasterkit_missing.obj"),
+            "../rasterkit_missing.obj",
+        ):
             text = outcome(load_mesh_prompt(attempt))
             assert text, f"{attempt} loaded"
             assert str(root / "input") not in text
             answers[attempt] = text.replace(json.dumps(attempt)[1:-1], "NAME").replace(attempt, "NAME")
-        assert answers[str(secret)].replace("rasterkit_secret", "X") == \
-            answers[str(root / "rasterkit_missing.obj")].replace("rasterkit_missing", "X")
+        assert answers[str(secret)].replace("rasterkit_secret", "X") == answers[
+            str(root / "rasterkit_missing.obj")
+        ].replace("rasterkit_missing", "X")
         assert answers["../rasterkit_secret.obj"] == answers["../rasterkit_missing.obj"]
     finally:
         link.unlink(missing_ok=True)

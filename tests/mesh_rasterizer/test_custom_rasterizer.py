@@ -1,6 +1,7 @@
 """utils/custom_rasterizer.py: Hunyuan3D-2's custom_rasterizer API, as its MeshRender calls it, against
 an independent float64 reference of that kernel's conventions. (Against the real kernel, built from
 Hunyuan3D-2's source: bench/verify_custom_rasterizer.py, which needs a checkout of it.)"""
+
 import numpy as np
 import pytest
 import torch
@@ -33,7 +34,7 @@ def reference(pos, tri, height, width, prior=None):
     findices = np.zeros(px.size, np.int64)
     barycentric = np.zeros((px.size, 3))
     for start in range(0, len(tri), 64):  # chunks of faces, in order: a later chunk wins only if strictly nearer
-        faces = tri[start:start + 64]
+        faces = tri[start : start + 64]
         (ax, bx, cx), (ay, by, cy) = x[faces].T[:, :, None], y[faces].T[:, :, None]  # [m,1] each
         area = (cx - ax) * (by - ay) - (bx - ax) * (cy - ay)
         drawn = (area != 0) & (w[faces].min(1, keepdims=True) > 0)
@@ -43,7 +44,7 @@ def reference(pos, tri, height, width, prior=None):
         weights = np.stack([1 - beta - gamma, beta, gamma])  # [3,m,P]
         depth = np.einsum("kmp,km->mp", weights, z[faces].T)
         visible = drawn & (weights.min(0) >= 0) & (weights.max(0) <= 1) & (depth >= threshold)
-        key = np.where(visible, np.trunc(depth * 2 ** 18), np.inf)
+        key = np.where(visible, np.trunc(depth * 2**18), np.inf)
         winner = key.argmin(0)  # nearest, then the lower face
         nearer = key[winner, np.arange(px.size)] < best
         pixel = np.flatnonzero(nearer)
@@ -75,8 +76,14 @@ def mesh_render_clip(mesh, elevation, azimuth, camera):
         projection[2, 3] = -(far + near) / (far - near)
     else:
         near, far, f = 0.01, 100.0, 1 / np.tan(np.radians(49.13) / 2)
-        projection = np.array([[f, 0, 0, 0], [0, f, 0, 0], [0, 0, -(far + near) / (far - near),
-                               -2 * far * near / (far - near)], [0, 0, -1.0, 0]])
+        projection = np.array(
+            [
+                [f, 0, 0, 0],
+                [0, f, 0, 0],
+                [0, 0, -(far + near) / (far - near), -2 * far * near / (far - near)],
+                [0, 0, -1.0, 0],
+            ]
+        )
     homogeneous = np.concatenate([vertices, np.ones((len(vertices), 1))], 1)
     return torch.tensor(homogeneous @ (projection @ view).T, dtype=torch.float32)[None]
 
@@ -84,14 +91,24 @@ def mesh_render_clip(mesh, elevation, azimuth, camera):
 def meshes():
     import trimesh
 
-    return {"icosphere": trimesh.creation.icosphere(subdivisions=2), "torus": trimesh.creation.torus(1.0, 0.4, 24, 12),
-            "box": trimesh.creation.box()}
+    return {
+        "icosphere": trimesh.creation.icosphere(subdivisions=2),
+        "torus": trimesh.creation.torus(1.0, 0.4, 24, 12),
+        "box": trimesh.creation.box(),
+    }
 
 
-@pytest.mark.parametrize("name,camera,elevation,azimuth,height,width", [
-    ("icosphere", "orth", 0, 0, 96, 96), ("icosphere", "perspective", 20, 45, 80, 112),
-    ("torus", "orth", 30, 200, 96, 96), ("torus", "perspective", -25, 70, 96, 128),
-    ("box", "orth", 20, 45, 96, 96), ("box", "perspective", 0, 0, 72, 72)])
+@pytest.mark.parametrize(
+    "name,camera,elevation,azimuth,height,width",
+    [
+        ("icosphere", "orth", 0, 0, 96, 96),
+        ("icosphere", "perspective", 20, 45, 80, 112),
+        ("torus", "orth", 30, 200, 96, 96),
+        ("torus", "perspective", -25, 70, 96, 128),
+        ("box", "orth", 20, 45, 96, 96),
+        ("box", "perspective", 0, 0, 72, 72),
+    ],
+)
 def test_face_ids_and_barycentrics_equal_the_float64_reference(name, camera, elevation, azimuth, height, width):
     """Issue 17's bar, against independent float64 geometry: face ids equal on >= 99.99% of covered
     pixels, barycentric mean error <= 1e-5 where they are equal (measured: all face ids equal, mean

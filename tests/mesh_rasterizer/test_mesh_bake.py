@@ -1,14 +1,15 @@
 """utils/mesh_bake against independent references: a numpy float64 barycentric brute force for the UV
 maps, a round trip (views of a textured quad rendered by ray casting in numpy, baked back) and the
 properties of seam padding."""
+
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from rasterkit.utils.mesh_rasterizer import bake as B
 from rasterkit.utils import mesh_rasterizer as M
+from rasterkit.utils.mesh_rasterizer import bake as B
 
 
 def _quad():
@@ -81,8 +82,7 @@ def test_uv_maps_of_a_cube_cover_its_islands():
 
 def _colour(u, v):
     """The quad's smooth test texture, three channels, as a function of float64 UVs."""
-    return np.stack([0.5 + 0.4 * np.sin(2 * math.pi * u), 0.5 + 0.4 * np.cos(2 * math.pi * v),
-                     0.3 + 0.5 * u * v], -1)
+    return np.stack([0.5 + 0.4 * np.sin(2 * math.pi * u), 0.5 + 0.4 * np.cos(2 * math.pi * v), 0.3 + 0.5 * u * v], -1)
 
 
 def _render_quad(view, projection, size):
@@ -96,7 +96,10 @@ def _render_quad(view, projection, size):
         ndc_y = 2 * (size - 1 - rows) / (size - 1) - 1  # upright rows
         ends = []
         for ndc_z in (-1.0, 1.0):
-            point = np.stack([ndc_x, ndc_y, np.full_like(ndc_x, ndc_z, dtype=float), np.ones_like(ndc_x, dtype=float)], -1) @ inverse.T
+            point = (
+                np.stack([ndc_x, ndc_y, np.full_like(ndc_x, ndc_z, dtype=float), np.ones_like(ndc_x, dtype=float)], -1)
+                @ inverse.T
+            )
             ends.append(point[..., :3] / point[..., 3:])
         direction = ends[1] - ends[0]
         t = -ends[0][..., 2] / direction[..., 2]
@@ -114,8 +117,9 @@ def test_bake_round_trip_of_a_textured_quad():
     images = _render_quad(view, projection, 160)
     size = 64
     position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, size)
-    texture, weight = B.bake(images, view, projection, vertices, faces, position, normal, mask,
-                             torch.tensor([1.0, 0.5]))
+    texture, weight = B.bake(
+        images, view, projection, vertices, faces, position, normal, mask, torch.tensor([1.0, 0.5])
+    )
     rows, columns = np.mgrid[0:size, 0:size]
     expected = _colour((columns + 0.5) / size, 1 - (rows + 0.5) / size)
     # inner texels (away from the quad's outline, where views' bilinear samples mix in the background)
@@ -126,7 +130,7 @@ def test_bake_round_trip_of_a_textured_quad():
     # the front view's weight is 1 (cos 0 = 1) plus the oblique view's 0.5 * cos^4
     # (row 2 of a view matrix is the direction to the camera; at the quad's centre it is the eye's)
     cosine = view[1, 2, 2].item()
-    assert abs(weight[size // 2, size // 2].item() - (1 + 0.5 * cosine ** 4)) < 2e-3  # half a texel off
+    assert abs(weight[size // 2, size // 2].item() - (1 + 0.5 * cosine**4)) < 2e-3  # half a texel off
 
 
 def test_bake_in_row_chunks_equals_one_pass():
@@ -138,11 +142,21 @@ def test_bake_in_row_chunks_equals_one_pass():
     whole = B.bake(images, view, projection, vertices, faces, position, normal, mask)
     done = []
     # 2 views x 40 texels a row: 7 rows a chunk, the last one shorter
-    chunked = B.bake(images, view, projection, vertices, faces, position, normal, mask,
-                     chunk_texel_views=2 * 40 * 7, on_chunk=lambda rows, total: done.append((rows, total)))
+    chunked = B.bake(
+        images,
+        view,
+        projection,
+        vertices,
+        faces,
+        position,
+        normal,
+        mask,
+        chunk_texel_views=2 * 40 * 7,
+        on_chunk=lambda rows, total: done.append((rows, total)),
+    )
     # the two views' depth buffers (one chunk), then six chunks of rows
     assert done == [(2, 8), (3, 8), (4, 8), (5, 8), (6, 8), (7, 8), (8, 8)]
-    for a, b in zip(whole, chunked):
+    for a, b in zip(whole, chunked, strict=False):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
 
 
@@ -214,8 +228,15 @@ def test_bake_node_round_trip_through_mesh_rasterizer():
     from rasterkit.nodes.mesh import MeshRasterizer
 
     mesh, original = _textured_quad_mesh()
-    outputs = MeshRasterizer.run(mesh=mesh, width=128, height=96, views="list", view_list="0,0; 30,15,0.5",
-                                 shading="texture", cull_back_faces=False)
+    outputs = MeshRasterizer.run(
+        mesh=mesh,
+        width=128,
+        height=96,
+        views="list",
+        view_list="0,0; 30,15,0.5",
+        shading="texture",
+        cull_back_faces=False,
+    )
     render, raster = outputs[6], outputs[5]
     texture, mask, baked = BakeTexture.run(mesh=mesh, images=render, raster=raster, texture_size=64, dilation=2)
     assert texture.shape == (1, 64, 64, 3) and mask.shape == (1, 64, 64)
@@ -266,6 +287,7 @@ def test_bake_node_names_bad_inputs():
 
 # -- issue 29: bounded, stoppable, no raw exceptions, nothing dropped silently ------------------------------
 
+
 class Interrupted(Exception):
     pass
 
@@ -290,7 +312,7 @@ def test_uv_maps_in_bands_equal_one_pass(monkeypatch):
     monkeypatch.setattr(B, "BAND_TEXELS", 40 * 7)
     calls = []
     banded = B.uv_maps(vertices, normals, uvs, faces, faces, 40, on_band=lambda *a: calls.append(a))
-    assert all(torch.equal(a, b) for a, b in zip(whole, banded))
+    assert all(torch.equal(a, b) for a, b in zip(whole, banded, strict=False))
     assert calls == [(7, 40), (14, 40), (21, 40), (28, 40), (35, 40), (40, 40)]
 
 
@@ -311,16 +333,21 @@ def test_uv_maps_node_and_bake_node_stop_soon_after_an_interrupt(monkeypatch):
     from rasterkit.nodes.bake import BakeTexture, UVMaps
 
     mesh, _ = _textured_quad_mesh()
-    raster = {"view": M.orbit_cameras([0.0, 90, 180, 270, 0, 180], [0.0, 0, 0, 0, 90, -90], 3.0),
-              "projection": M.perspective(40.0, 1.0, 0.1, 10.0)}
+    raster = {
+        "view": M.orbit_cameras([0.0, 90, 180, 270, 0, 180], [0.0, 0, 0, 0, 90, -90], 3.0),
+        "projection": M.perspective(40.0, 1.0, 0.1, 10.0),
+    }
 
     def interrupt():
         raise Interrupted
 
     monkeypatch.setattr(_comfy, "check_interrupt", interrupt)
-    for run in (lambda: UVMaps.run(mesh=mesh, texture_size=4096, dilation=256),
-                lambda: BakeTexture.run(mesh=mesh, images=torch.rand(6, 512, 512, 3), raster=raster,
-                                        texture_size=2048, dilation=256)):
+    for run in (
+        lambda: UVMaps.run(mesh=mesh, texture_size=4096, dilation=256),
+        lambda: BakeTexture.run(
+            mesh=mesh, images=torch.rand(6, 512, 512, 3), raster=raster, texture_size=2048, dilation=256
+        ),
+    ):
         start = time.perf_counter()
         with pytest.raises(Interrupted):
             run()
@@ -343,14 +370,28 @@ def test_bake_stops_within_a_chunk():
 
     start = time.perf_counter()
     with pytest.raises(Interrupted):
-        B.bake(torch.rand(6, 512, 512, 3), view, M.perspective(40.0, 1.0, 0.1, 10.0), vertices, faces, position,
-               normal, mask, on_chunk=stop_at_the_blend)
+        B.bake(
+            torch.rand(6, 512, 512, 3),
+            view,
+            M.perspective(40.0, 1.0, 0.1, 10.0),
+            vertices,
+            faces,
+            position,
+            normal,
+            mask,
+            on_chunk=stop_at_the_blend,
+        )
     assert calls[-1] - calls[-2] < 2.0 and time.perf_counter() - start < 5.0
 
 
-@pytest.mark.parametrize("weights,shown", [([float("nan"), 1.0], "view 0 has weight nan"),
-                                           ([1.0, -1.0], "view 1 has weight -1.0"),
-                                           ([1.0], "expected one weight per view \\(2\\), got 1")])
+@pytest.mark.parametrize(
+    "weights,shown",
+    [
+        ([float("nan"), 1.0], "view 0 has weight nan"),
+        ([1.0, -1.0], "view 1 has weight -1.0"),
+        ([1.0], "expected one weight per view \\(2\\), got 1"),
+    ],
+)
 def test_nan_or_negative_view_weights_are_refused(weights, shown):
     from rasterkit.nodes.bake import BakeTexture
     from rasterkit.nodes.mesh import MeshRasterizer
@@ -358,14 +399,26 @@ def test_nan_or_negative_view_weights_are_refused(weights, shown):
     mesh, _ = _textured_quad_mesh()
     raster = MeshRasterizer.run(mesh=mesh, width=32, height=32, views="list", view_list="0,0; 30,15")[5]
     with pytest.raises(ValueError, match=f"^raster: view_weights: {shown}"):
-        BakeTexture.execute(mesh=mesh, images=torch.rand(2, 32, 32, 3), raster={**raster, "view_weights":
-                                                                                 torch.tensor(weights)},
-                            texture_size=16)
+        BakeTexture.execute(
+            mesh=mesh,
+            images=torch.rand(2, 32, 32, 3),
+            raster={**raster, "view_weights": torch.tensor(weights)},
+            texture_size=16,
+        )
     vertices, faces, uvs, normals = _quad()
     position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 16)
     with pytest.raises(ValueError, match=f"^view_weights: {shown}"):
-        B.bake(torch.rand(2, 32, 32, 3), raster["view"], raster["projection"], vertices, faces, position, normal,
-               mask, torch.tensor(weights))
+        B.bake(
+            torch.rand(2, 32, 32, 3),
+            raster["view"],
+            raster["projection"],
+            vertices,
+            faces,
+            position,
+            normal,
+            mask,
+            torch.tensor(weights),
+        )
 
 
 def test_bad_raster_cameras_are_named_by_the_node_and_the_engine():
@@ -376,14 +429,20 @@ def test_bad_raster_cameras_are_named_by_the_node_and_the_engine():
     raster = MeshRasterizer.run(mesh=mesh, width=32, height=32, views="list", view_list="0,0; 30,15")[5]
     nan_view = raster["view"].clone()
     nan_view[1, 0, 0] = float("nan")
-    cases = [({"view": nan_view}, "view: the camera matrices contain NaN or infinite values"),
-             ({"projection": "perspective"}, "projection: expected a tensor, got 'perspective'"),
-             ({"view": raster["view"][:, :3]}, r"view: expected camera matrices \[N,4,4\], got torch.float32 "
-                                               r"\(2, 3, 4\)")]
+    cases = [
+        ({"view": nan_view}, "view: the camera matrices contain NaN or infinite values"),
+        ({"projection": "perspective"}, "projection: expected a tensor, got 'perspective'"),
+        (
+            {"view": raster["view"][:, :3]},
+            r"view: expected camera matrices \[N,4,4\], got torch.float32 "
+            r"\(2, 3, 4\)",
+        ),
+    ]
     for change, message in cases:
         with pytest.raises(ValueError, match=f"^raster: {message}"):
-            BakeTexture.execute(mesh=mesh, images=torch.rand(2, 32, 32, 3), raster={**raster, **change},
-                                texture_size=16)
+            BakeTexture.execute(
+                mesh=mesh, images=torch.rand(2, 32, 32, 3), raster={**raster, **change}, texture_size=16
+            )
     vertices, faces, uvs, normals = _quad()
     position, normal, mask = B.uv_maps(vertices, normals, uvs, faces, faces, 16)
     images = torch.rand(2, 32, 32, 3)

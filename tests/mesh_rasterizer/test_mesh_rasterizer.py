@@ -1,5 +1,6 @@
 """The mesh rasterizer against brute-force references (float64 geometry; float32 arithmetic of
 Hunyuan3D-2's kernel), watertightness, depth prior, keys near the eye, op budget, bad input."""
+
 import numpy as np
 import pytest
 import torch
@@ -48,15 +49,21 @@ def reference(V, F, width, height, prior=None, truncation=1e-6, tolerance=1e-4):
         la = 1 - lb - lc
         least = np.minimum(np.minimum(la, lb), lc)
         # distances to the edges opposite each corner: |l| times the corner's height over that edge
-        lengths = [np.hypot(x[k] - x[j], y[k] - y[j]), np.hypot(x[k] - x[i], y[k] - y[i]), np.hypot(x[j] - x[i], y[j] - y[i])]
-        distance = np.minimum.reduce([np.abs(l) * abs(area) / length for l, length in zip((la, lb, lc), lengths)])
+        lengths = [
+            np.hypot(x[k] - x[j], y[k] - y[j]),
+            np.hypot(x[k] - x[i], y[k] - y[i]),
+            np.hypot(x[j] - x[i], y[j] - y[i]),
+        ]
+        distance = np.minimum.reduce(
+            [np.abs(l) * abs(area) / length for l, length in zip((la, lb, lc), lengths, strict=False)]  # noqa: E741
+        )
         unsure |= (least > -1) & (distance < tolerance)
         depth = la * z[i] + lb * z[j] + lc * z[k]
-        visible = (least >= 0) & (depth >= 0 if threshold is None else (depth >= threshold) & (depth * 2 ** 18 > -1))
+        visible = (least >= 0) & (depth >= 0 if threshold is None else (depth >= threshold) & (depth * 2**18 > -1))
         if threshold is not None:
             unsure |= (least >= 0) & (np.abs(depth - threshold) < 1e-6)
         weights = np.stack([la / w[i], lb / w[j], lc / w[k]], -1)
-        fragments.append((visible, depth * 2 ** 18, weights / weights.sum(-1, keepdims=True)))
+        fragments.append((visible, depth * 2**18, weights / weights.sum(-1, keepdims=True)))
     best = np.full((height, width), np.inf)
     findices = np.zeros((height, width), np.int64)
     barycentric = np.zeros((height, width, 3))
@@ -65,7 +72,7 @@ def reference(V, F, width, height, prior=None, truncation=1e-6, tolerance=1e-4):
         if fragment is None:
             continue
         visible, scaled, weights = fragment
-        key = np.minimum(np.trunc(scaled), 2 ** 31) + face * 1e-9  # nearest first, then the lower face
+        key = np.minimum(np.trunc(scaled), 2**31) + face * 1e-9  # nearest first, then the lower face
         better = visible & (key < best)
         best[better], findices[better] = key[better], face + 1
         barycentric[better], scaled_of_winner[better] = weights[better], scaled[better]
@@ -86,8 +93,12 @@ def kernel_arithmetic(V, F, width, height):
     best = np.full((height, width), np.iinfo(np.int64).max)
     for face, (i, j, k) in enumerate(F.long().numpy()):
         # the pixels it tries: from trunc(min) while below max + 1, on both axes
-        tried = ((columns >= np.trunc(min(x[i], x[j], x[k]))) & (columns < max(x[i], x[j], x[k]) + f32(1))
-                 & (rows >= np.trunc(min(y[i], y[j], y[k]))) & (rows < max(y[i], y[j], y[k]) + f32(1)))
+        tried = (
+            (columns >= np.trunc(min(x[i], x[j], x[k])))
+            & (columns < max(x[i], x[j], x[k]) + f32(1))
+            & (rows >= np.trunc(min(y[i], y[j], y[k])))
+            & (rows < max(y[i], y[j], y[k]) + f32(1))
+        )
         area = (x[k] - x[i]) * (y[j] - y[i]) - (x[j] - x[i]) * (y[k] - y[i])
         if area == 0 or min(V[i, 3], V[j, 3], V[k, 3]) <= 0:
             continue
@@ -98,9 +109,9 @@ def kernel_arithmetic(V, F, width, height):
         inside = (alpha >= 0) & (alpha <= 1) & (beta >= 0) & (beta <= 1) & (gamma >= 0) & (gamma <= 1)
         depth = (alpha * z[i] + beta * z[j]) + gamma * z[k]
         inside &= tried & (depth >= 0)
-        key = np.trunc(np.minimum(depth * f32(2 ** 18), f32(2 ** 31))).astype(np.int64) * 2 ** 31 + face + 1
+        key = np.trunc(np.minimum(depth * f32(2**18), f32(2**31))).astype(np.int64) * 2**31 + face + 1
         best = np.where(inside, np.minimum(best, key), best)
-    return np.where(best == np.iinfo(np.int64).max, 0, best % 2 ** 31)
+    return np.where(best == np.iinfo(np.int64).max, 0, best % 2**31)
 
 
 def random_mesh(seed, vertices=40, faces=60):
@@ -126,8 +137,7 @@ def check_against_reference(V, F, width, height, barycentric_tolerance=2e-5, uns
     return findices, barycentric
 
 
-@pytest.mark.parametrize("seed,width,height", [(0, 48, 40), (1, 48, 40), (2, 48, 40), (3, 48, 40),
-                                               ("wide", 130, 97)])
+@pytest.mark.parametrize("seed,width,height", [(0, 48, 40), (1, 48, 40), (2, 48, 40), (3, 48, 40), ("wide", 130, 97)])
 def test_faces_and_barycentrics_equal_the_float64_reference(seed, width, height):
     if seed == "wide":  # triangles about as wide as the frame
         V = torch.tensor([[-1.0, -0.9, 0.1, 1], [0.999, -0.8, 0.2, 1], [0.0, 0.95, 0.3, 1], [-0.98, 0.9, 0.0, 1]])
@@ -176,8 +186,11 @@ def test_a_grid_of_triangles_covers_every_pixel_once_and_shared_edges_go_to_the_
     ticks = torch.linspace(-1, 1, n + 1)
     gy, gx = torch.meshgrid(ticks, ticks, indexing="ij")
     V = torch.stack([gx.reshape(-1), gy.reshape(-1), torch.zeros((n + 1) ** 2), torch.ones((n + 1) ** 2)], 1)
-    quads = [(r * (n + 1) + c, r * (n + 1) + c + 1, (r + 1) * (n + 1) + c, (r + 1) * (n + 1) + c + 1)
-             for r in range(n) for c in range(n)]
+    quads = [
+        (r * (n + 1) + c, r * (n + 1) + c + 1, (r + 1) * (n + 1) + c, (r + 1) * (n + 1) + c + 1)
+        for r in range(n)
+        for c in range(n)
+    ]
     F = torch.tensor([t for a, b, c, d in quads for t in ((a, b, d), (a, d, c))]).int()
     findices, _ = M.rasterize(V, F, size, size)
     expected, _, _ = reference(V, F, size, size)
@@ -232,9 +245,19 @@ def test_keys_do_not_overflow_near_the_eye():
     far off the frame: their fragments in front of the near plane are dropped (the kernel's key
     is unsigned there and never wins), those behind it are drawn, and no key wraps around."""
     eye = M.perspective(60, 1.0, 0.1, 10)
-    world = torch.tensor([[-3.0, -3.0, -0.1001], [-0.2, -3.0, -0.1001], [-1.0, 3.0, -50.0],  # from the near plane
-                          [0.0, 0.0, -1e-6], [2.0, -2.0, -3.0], [1.5, 1.5, -3.0],  # from almost the eye
-                          [-4.0, -4.0, -5.0], [4.0, -4.0, -5.0], [0.0, 4.0, -5.0]])  # a wall behind
+    world = torch.tensor(
+        [
+            [-3.0, -3.0, -0.1001],
+            [-0.2, -3.0, -0.1001],
+            [-1.0, 3.0, -50.0],  # from the near plane
+            [0.0, 0.0, -1e-6],
+            [2.0, -2.0, -3.0],
+            [1.5, 1.5, -3.0],  # from almost the eye
+            [-4.0, -4.0, -5.0],
+            [4.0, -4.0, -5.0],
+            [0.0, 4.0, -5.0],
+        ]
+    )  # a wall behind
     V = torch.cat([world, torch.ones(9, 1)], 1) @ eye.T
     F = torch.tensor([[0, 1, 2], [3, 4, 5], [6, 7, 8]], dtype=torch.int32)
     findices, _ = check_against_reference(V, F, 64, 64, unsure_share=0.05)  # an edge runs through pixel centres
@@ -258,8 +281,9 @@ def test_views_batch_and_back_face_culling():
     vertices = torch.tensor(sphere.vertices, dtype=torch.float32)
     F = torch.tensor(sphere.faces)
     views = M.orbit_cameras([a for a, _ in M.STANDARD_VIEWS], [e for _, e in M.STANDARD_VIEWS], 3.0)
-    clip = torch.einsum("bij,nj->bni", M.perspective(50, 1, 0.1, 10) @ views,
-                        torch.cat([vertices, torch.ones(len(vertices), 1)], 1))
+    clip = torch.einsum(
+        "bij,nj->bni", M.perspective(50, 1, 0.1, 10) @ views, torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
+    )
     findices, _ = M.rasterize_views(clip, F, 32, 32)
     culled, _ = M.rasterize_views(clip, F, 32, 32, cull_back_faces=True)
     assert findices.shape == (6, 32, 32) and torch.equal(findices, culled)  # a sphere: front faces win anyway
@@ -302,18 +326,22 @@ def test_op_budget(monkeypatch):
     assert count.launches <= 200 and count.syncs <= 2 and count.uploads <= 1, count.summary()
     assert count.float64 == 0, count.summary()
     with OpCount() as count:
-        M.perspective(50, 1, 0.1, 10) @ M.orbit_cameras([a for a, _ in M.STANDARD_VIEWS],
-                                                        [e for _, e in M.STANDARD_VIEWS], 3.0)
+        M.perspective(50, 1, 0.1, 10) @ M.orbit_cameras(
+            [a for a, _ in M.STANDARD_VIEWS], [e for _, e in M.STANDARD_VIEWS], 3.0
+        )
     assert count.syncs == 0 and count.float64 == 0, count.summary()
 
 
-@pytest.mark.parametrize("V,F,message", [
-    (torch.rand(5, 3), torch.zeros(1, 3, dtype=torch.int32), "V: expected clip-space vertices"),
-    (torch.rand(5, 4), torch.tensor([[0, 1, 7]], dtype=torch.int32), r"F: face indices must lie in 0..4"),
-    (torch.rand(5, 4), torch.tensor([[0, 1, -1]], dtype=torch.int32), "F: face indices"),
-    (torch.rand(5, 4), torch.tensor([[0, 1, 2, 3]], dtype=torch.int32), r"F: expected triangles \[M,3\]"),
-    (torch.rand(5, 4), torch.tensor([[0.0, 1, 2]]), "F: face indices must be integers"),
-])
+@pytest.mark.parametrize(
+    "V,F,message",
+    [
+        (torch.rand(5, 3), torch.zeros(1, 3, dtype=torch.int32), "V: expected clip-space vertices"),
+        (torch.rand(5, 4), torch.tensor([[0, 1, 7]], dtype=torch.int32), r"F: face indices must lie in 0..4"),
+        (torch.rand(5, 4), torch.tensor([[0, 1, -1]], dtype=torch.int32), "F: face indices"),
+        (torch.rand(5, 4), torch.tensor([[0, 1, 2, 3]], dtype=torch.int32), r"F: expected triangles \[M,3\]"),
+        (torch.rand(5, 4), torch.tensor([[0.0, 1, 2]]), "F: face indices must be integers"),
+    ],
+)
 def test_bad_input(V, F, message):
     with pytest.raises(ValueError, match=message):
         M.rasterize(V, F, 8, 8)

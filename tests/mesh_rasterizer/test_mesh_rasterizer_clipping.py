@@ -1,6 +1,7 @@
 """Near-plane clipping in mesh_rasterizer.rasterize_views against a brute-force ray cast written here in
 float64 numpy (no clip space: rays from the eye through each pixel centre, nearest hit at least `near`
 in front of the eye), on the torch path, numba's loops and the emulated CUDA kernels."""
+
 import math
 
 import numpy as np
@@ -58,8 +59,11 @@ def ray_cast(vertices, faces, eye, target, width, height):
 
 
 def clip_space(vertices, eye, target, width, height):
-    view = M.look_at(torch.tensor([eye], dtype=torch.float32), torch.tensor([target], dtype=torch.float32),
-                     torch.tensor([[0.0, 1.0, 0.0]]))
+    view = M.look_at(
+        torch.tensor([eye], dtype=torch.float32),
+        torch.tensor([target], dtype=torch.float32),
+        torch.tensor([[0.0, 1.0, 0.0]]),
+    )
     projection = M.perspective(FOV, width / height, NEAR, 100.0)
     homogeneous = torch.cat([torch.tensor(vertices, dtype=torch.float32), torch.ones(len(vertices), 1)], 1)
     return torch.einsum("bij,nj->bni", projection @ view, homogeneous)

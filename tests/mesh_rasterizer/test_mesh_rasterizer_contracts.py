@@ -2,6 +2,7 @@
 path, numba's loops and the CUDA kernels (emulated by tests/cuda_emulator.py): dtypes, contiguity,
 requires_grad, the depth prior's size, non-finite vertices, zero sizes, the key's index limit and
 launches bounded in size."""
+
 import pytest
 import torch
 
@@ -42,10 +43,13 @@ def test_any_integer_dtype_of_faces(path, dtype):
     assert_same(M.rasterize_views(V, F, 40, 32), M.rasterize_views(V, F.to(dtype), 40, 32))
 
 
-@pytest.mark.parametrize("F,message", [
-    (torch.tensor([[0.0, 1.0, 2.0]]), "F: face indices must be integers"),
-    (torch.tensor([[True, False, True]]), "F: face indices must be integers"),
-])
+@pytest.mark.parametrize(
+    "F,message",
+    [
+        (torch.tensor([[0.0, 1.0, 2.0]]), "F: face indices must be integers"),
+        (torch.tensor([[True, False, True]]), "F: face indices must be integers"),
+    ],
+)
 def test_faces_that_are_not_integers_are_refused(path, F, message):
     with pytest.raises(ValueError, match=message):
         M.rasterize_views(torch.rand(1, 3, 4), F, 8, 8)
@@ -112,8 +116,10 @@ def test_non_finite_vertices_skip_only_their_faces(path, value, component):
     assert int(touching.sum()) > 0 and not bool(torch.isin(got[0][1], torch.nonzero(touching) + 1).any())
 
 
-@pytest.mark.parametrize("views,vertices,faces,width,height", [
-    (0, 5, 4, 8, 6), (2, 5, 0, 8, 6), (2, 0, 0, 8, 6), (2, 5, 4, 0, 6), (2, 5, 4, 8, 0)])
+@pytest.mark.parametrize(
+    "views,vertices,faces,width,height",
+    [(0, 5, 4, 8, 6), (2, 5, 0, 8, 6), (2, 0, 0, 8, 6), (2, 5, 4, 0, 6), (2, 5, 4, 8, 0)],
+)
 def test_zero_sizes(path, views, vertices, faces, width, height):
     V = torch.rand(views, vertices, 4) + torch.tensor([0.0, 0, 0, 1])
     F = torch.randint(0, max(vertices, 1), (faces, 3))

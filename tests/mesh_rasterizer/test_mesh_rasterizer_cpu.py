@@ -2,8 +2,10 @@
 (what MPS, ROCm and CUDA without CuPy run): the same face indices and barycentrics, bit for bit. Both
 meet the brute-force reference of test_mesh_rasterizer.py, which runs on the CPU: there, through
 numba's loops."""
+
 import pytest
 import torch
+
 from rasterkit.utils.mesh_rasterizer import raster as M
 from rasterkit.utils.mesh_rasterizer import raster_cpu as mesh_rasterizer_cpu
 from test_raster_cuda import random_views

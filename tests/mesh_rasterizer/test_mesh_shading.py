@@ -1,6 +1,7 @@
 """Mesh renders against independent references: rays cast with trimesh and float64 numpy barycentrics
 (vertex colours, Lambert, matcap, depth, world normals), bilinear and box-filtered texture lookups in
 numpy (textures, mipmaps), a 4x supersampled render (antialiasing); and the cameras and views."""
+
 import math
 
 import numpy as np
@@ -14,8 +15,11 @@ from rasterkit.utils.mesh_rasterizer.maps import AMBIENT
 
 
 def mesh_of(trimesh_object, **fields):
-    return make_mesh(torch.tensor(trimesh_object.vertices, dtype=torch.float32)[None],
-                     torch.tensor(trimesh_object.faces)[None], **fields)
+    return make_mesh(
+        torch.tensor(trimesh_object.vertices, dtype=torch.float32)[None],
+        torch.tensor(trimesh_object.faces)[None],
+        **fields,
+    )
 
 
 def cast_rays(trimesh_object, width, height, azimuth, elevation, distance, fov):
@@ -39,7 +43,8 @@ def cast_rays(trimesh_object, width, height, azimuth, elevation, distance, fov):
     directions = unit(directions)
     origins = np.broadcast_to(eye, directions.shape).reshape(-1, 3)
     hit_faces, hit_rays, locations = trimesh_object.ray.intersects_id(
-        origins, directions.reshape(-1, 3), multiple_hits=False, return_locations=True)
+        origins, directions.reshape(-1, 3), multiple_hits=False, return_locations=True
+    )
     faces = np.full(width * height, -1)
     faces[hit_rays] = hit_faces
     bary = np.zeros((width * height, 3))
@@ -68,7 +73,7 @@ VIEW = dict(width=48, height=40, azimuth=30.0, elevation=20.0, distance=3.0, fov
 
 def render(mesh, **kw):
     outputs = MeshRasterizer.run(**{**VIEW, "antialias": False, "mesh": mesh, **kw})
-    return dict(zip([o.name for o in MeshRasterizer.OUTPUTS], outputs))
+    return dict(zip([o.name for o in MeshRasterizer.OUTPUTS], outputs, strict=False))
 
 
 def test_vertex_colours_against_ray_casting():
@@ -123,8 +128,13 @@ def test_matcap_against_ray_casting():
     # bilinear lookup at u = n.x / 2 + 1/2, v = n.y / 2 + 1/2, image row 0 at v = 1
     u = (view_normals[..., 0] * 0.5 + 0.5) * size - 0.5
     v = (1 - (view_normals[..., 1] * 0.5 + 0.5)) * size - 0.5
-    expected = np.stack([np.clip(u + 0.5, 0.5, size - 0.5) / (size - 1) - 0.5 / (size - 1),
-                         1 - (np.clip(v + 0.5, 0.5, size - 0.5) / (size - 1) - 0.5 / (size - 1))], -1)
+    expected = np.stack(
+        [
+            np.clip(u + 0.5, 0.5, size - 0.5) / (size - 1) - 0.5 / (size - 1),
+            1 - (np.clip(v + 0.5, 0.5, size - 0.5) / (size - 1) - 0.5 / (size - 1)),
+        ],
+        -1,
+    )
     expected = np.concatenate([expected, expected[..., :1] * expected[..., 1:]], -1)
     out = render(mesh_of(ball), shading="matcap", matcap=torch.tensor(matcap, dtype=torch.float32)[None])
     inner = interior(faces)
@@ -143,16 +153,21 @@ def bilinear_repeat(texture, u, v):
     def at(yi, xi):
         return texture[yi % h, xi % w]
 
-    return ((at(y0, x0) * (1 - fx) + at(y0, x0 + 1) * fx) * (1 - fy)
-            + (at(y0 + 1, x0) * (1 - fx) + at(y0 + 1, x0 + 1) * fx) * fy)
+    return (at(y0, x0) * (1 - fx) + at(y0, x0 + 1) * fx) * (1 - fy) + (
+        at(y0 + 1, x0) * (1 - fx) + at(y0 + 1, x0 + 1) * fx
+    ) * fy
 
 
 def textured_quad(texture, extent=1.2):
     """A quad facing +z over [-extent, extent]^2 with UVs 0..1 across it."""
     vertices = torch.tensor([[-extent, -extent, 0], [extent, -extent, 0], [extent, extent, 0], [-extent, extent, 0]])
     uvs = torch.tensor([[0.0, 0], [1, 0], [1, 1], [0, 1]])
-    return make_mesh(vertices[None], torch.tensor([[[0, 1, 2], [0, 2, 3]]]), uvs=uvs[None],
-                     texture=torch.as_tensor(texture, dtype=torch.float32)[None])
+    return make_mesh(
+        vertices[None],
+        torch.tensor([[[0, 1, 2], [0, 2, 3]]]),
+        uvs=uvs[None],
+        texture=torch.as_tensor(texture, dtype=torch.float32)[None],
+    )
 
 
 def ortho_pixel_positions(size):
@@ -166,8 +181,16 @@ def test_texture_against_numpy_bilinear():
     """Magnified: mip level 0, plain bilinear with repeat, through the UVs of a quad."""
     texture = np.random.default_rng(5).random((8, 6, 3))
     size = 40
-    out = render(textured_quad(texture), width=size, height=size, azimuth=0.0, elevation=0.0,
-                 projection="orthographic", ortho_scale=2.0, shading="texture")
+    out = render(
+        textured_quad(texture),
+        width=size,
+        height=size,
+        azimuth=0.0,
+        elevation=0.0,
+        projection="orthographic",
+        ortho_scale=2.0,
+        shading="texture",
+    )
     x, y = ortho_pixel_positions(size)
     expected = bilinear_repeat(texture, (x + 1.2) / 2.4, (y + 1.2) / 2.4)
     assert np.abs(out["render"][0].numpy() - expected).max() < 1e-4
@@ -178,13 +201,21 @@ def test_minified_textures_are_mipmapped():
     footprint (1/2 of each colour), where plain bilinear lookups alias to 0s and 1s."""
     checks = (np.indices((64, 64)).sum(0) % 2).astype(np.float64)[..., None].repeat(3, -1)
     size = 16
-    out = render(textured_quad(checks, extent=1.0 + 1 / (size - 1)), width=size, height=size, azimuth=0.0,
-                 elevation=0.0, projection="orthographic", ortho_scale=2.0, shading="texture")
+    out = render(
+        textured_quad(checks, extent=1.0 + 1 / (size - 1)),
+        width=size,
+        height=size,
+        azimuth=0.0,
+        elevation=0.0,
+        projection="orthographic",
+        ortho_scale=2.0,
+        shading="texture",
+    )
     x, y = ortho_pixel_positions(size)
     footprint = np.zeros((size, size))  # box average of the texels under each pixel, in float64
     for r in range(size):
         for c in range(size):
-            footprint[r, c] = checks[4 * r:4 * r + 4, 4 * c:4 * c + 4, 0].mean()
+            footprint[r, c] = checks[4 * r : 4 * r + 4, 4 * c : 4 * c + 4, 0].mean()
     assert np.abs(out["render"][0, 1:-1, 1:-1, 0].numpy() - footprint[1:-1, 1:-1]).max() < 0.02
     bilinear = bilinear_repeat(checks, (x + 1) / 2, (y + 1) / 2)[..., 0]
     assert np.abs(bilinear - 0.5).max() > 0.4  # what no mipmaps would show
@@ -210,17 +241,22 @@ def lit_rgba(trimesh_object, size, antialias, factor=1):
     vertices = torch.tensor(trimesh_object.vertices, dtype=torch.float32)
     faces = torch.tensor(trimesh_object.faces)
     view = M.orbit_cameras([30.0], [20.0], 3.0)
-    clip = torch.einsum("bij,nj->bni", M.perspective(40, 1, 0.03, 13) @ view,
-                        torch.cat([vertices, torch.ones(len(vertices), 1)], 1))
+    clip = torch.einsum(
+        "bij,nj->bni", M.perspective(40, 1, 0.03, 13) @ view, torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
+    )
     clip, size = supersampled_clip(clip, size, factor), size * factor
     findices, barycentric = M.rasterize_views(clip, faces, size, size, cull_back_faces=True)
     findices, barycentric = findices.flip(1), barycentric.flip(1)
     normals = torch.nn.functional.normalize(M.interpolate(vertices, findices, barycentric, faces), dim=-1)
-    rgba = torch.cat([S.lambert(normals, S.light_direction(30, 20)[None], 0.2).expand(-1, -1, -1, 3)
-                      * (findices > 0)[..., None], (findices > 0)[..., None].float()], -1)
+    rgba = torch.cat(
+        [
+            S.lambert(normals, S.light_direction(30, 20)[None], 0.2).expand(-1, -1, -1, 3) * (findices > 0)[..., None],
+            (findices > 0)[..., None].float(),
+        ],
+        -1,
+    )
     if antialias:
-        rgba = S.antialias(rgba, findices, S.screen_corners(clip, faces, size, size),
-                           S.edge_partners(faces, vertices))
+        rgba = S.antialias(rgba, findices, S.screen_corners(clip, faces, size, size), S.edge_partners(faces, vertices))
     return rgba
 
 
@@ -301,8 +337,12 @@ def test_load3d_camera_info():
     """core Load3D's camera_info: the camera at position looking at target; zoom narrows the view."""
     ball = mesh_of(sphere(2))
     orbit = render(ball, azimuth=0.0, elevation=0.0, distance=3.0)
-    info = {"position": {"x": 0, "y": 0, "z": 3}, "target": {"x": 0, "y": 0, "z": 0}, "zoom": 1,
-            "cameraType": "perspective"}
+    info = {
+        "position": {"x": 0, "y": 0, "z": 3},
+        "target": {"x": 0, "y": 0, "z": 0},
+        "zoom": 1,
+        "cameraType": "perspective",
+    }
     load3d = render(ball, camera_info=info, views="six")
     assert torch.allclose(load3d["raster"]["view"], orbit["raster"]["view"], atol=1e-6)
     assert torch.equal(load3d["raster"]["findices"], orbit["raster"]["findices"])
@@ -363,22 +403,40 @@ def test_a_matcap_or_colours_of_any_dtype_are_read_as_0_to_1():
     wide = levels.to(torch.int32) * 257  # the same levels in 16 bits
     assert torch.allclose(render(ball, shading="matcap", matcap=wide.to(torch.uint16))["render"], reference, atol=1e-6)
     covered = render(ball, shading="none")["mask"] > 0
-    assert torch.allclose(S.matcap(torch.zeros(1, 4, 4, 3), levels[0], torch.ones(1, 4, 4, dtype=torch.bool)),
-                          S.matcap(torch.zeros(1, 4, 4, 3), levels[0].float() / 255, torch.ones(1, 4, 4, dtype=torch.bool)))
+    assert torch.allclose(
+        S.matcap(torch.zeros(1, 4, 4, 3), levels[0], torch.ones(1, 4, 4, dtype=torch.bool)),
+        S.matcap(torch.zeros(1, 4, 4, 3), levels[0].float() / 255, torch.ones(1, 4, 4, dtype=torch.bool)),
+    )
     colours = torch.randint(0, 256, (1, len(sphere(2).vertices), 3), dtype=torch.uint8)
     as_bytes = render(mesh_of(sphere(2), colors=colours), shading="vertex_color")["render"]
     as_floats = render(mesh_of(sphere(2), colors=colours.float() / 255), shading="vertex_color")["render"]
     assert covered.any() and torch.allclose(as_bytes, as_floats, atol=1e-6)
 
 
-@pytest.mark.parametrize("matcap,message,image,engine_message", [
-    (torch.zeros(0, 16, 16, 3), r"^matcap: expected an IMAGE \[B,H,W,3\] \(its first image is used\), got shape "
-                                r"\(0, 16, 16, 3\)", torch.zeros(0, 16, 3), r"^matcap: expected an image \[H,W,C\]"),
-    ("matcap.png", r"^matcap: expected an IMAGE \[B,H,W,3\], got 'matcap.png'", "matcap.png",
-     "^matcap: expected a tensor of colours, got str"),
-    (torch.zeros(1, 16, 16, 3, dtype=torch.complex64), "^matcap: expected real colour values",
-     torch.zeros(16, 16, 3, dtype=torch.complex64), "^matcap: expected real colour values"),
-])
+@pytest.mark.parametrize(
+    "matcap,message,image,engine_message",
+    [
+        (
+            torch.zeros(0, 16, 16, 3),
+            r"^matcap: expected an IMAGE \[B,H,W,3\] \(its first image is used\), got shape "
+            r"\(0, 16, 16, 3\)",
+            torch.zeros(0, 16, 3),
+            r"^matcap: expected an image \[H,W,C\]",
+        ),
+        (
+            "matcap.png",
+            r"^matcap: expected an IMAGE \[B,H,W,3\], got 'matcap.png'",
+            "matcap.png",
+            "^matcap: expected a tensor of colours, got str",
+        ),
+        (
+            torch.zeros(1, 16, 16, 3, dtype=torch.complex64),
+            "^matcap: expected real colour values",
+            torch.zeros(16, 16, 3, dtype=torch.complex64),
+            "^matcap: expected real colour values",
+        ),
+    ],
+)
 def test_bad_matcaps_are_named_by_the_node_and_the_engine(matcap, message, image, engine_message):
     with pytest.raises(ValueError, match=message):
         MeshRasterizer.execute(mesh=mesh_of(sphere(1)), width=16, height=16, shading="matcap", matcap=matcap)

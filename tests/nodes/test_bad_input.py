@@ -1,6 +1,7 @@
 """Bad input on every node, as a hostile or careless user sends it through the API: each call either
 works or raises a ValueError whose message starts with the name of an input of that node. Never
 another exception type (a traceback from deep inside torch), never a hang."""
+
 import math
 import random
 import re
@@ -8,38 +9,99 @@ import re
 import pytest
 import torch
 
+from node_inputs import tiny_inputs
 from rasterkit.nodes import NODE_CLASSES
 from rasterkit.nodes.mesh import Mesh
-from node_inputs import tiny_inputs
 
 NUMBERS = [spec for node in NODE_CLASSES for spec in node.INPUTS if spec.type in ("INT", "FLOAT")]
 HOSTILE_TEXT = [
-    "", " ", "[", "]", "{", "null", "[null]", "true", "0", "-1", "[]", "[[]]", "[[], []]", "{}", '"text"',
+    "",
+    " ",
+    "[",
+    "]",
+    "{",
+    "null",
+    "[null]",
+    "true",
+    "0",
+    "-1",
+    "[]",
+    "[[]]",
+    "[[], []]",
+    "{}",
+    '"text"',
     "[" * 100_000 + "]" * 100_000,  # deeper than Python's recursion limit
     "[" + "9" * 5000 + "]",  # past Python's integer digit limit
-    "[[0, 0, " + "9" * 400 + ", 10]]", "[1e308, -1e308]", "[[1e309, 0, 5, 5]]", "[NaN, Infinity]",
-    "[[NaN, 0, 5, 5]]", "[[0, 0, 5, 5]]", "[[-1e308, -1e308, 1e308, 1e308]]", "[[40, 40, 80, 80]]",
-    '[{"x": 1}]', '[{"x": 1, "y": 2}]', "[{'x': 1, 'y': 2}]", "[[{'x': 3, 'y': 4}], [[5, 6]]]",
-    '[["a", "b", "c", "d"]]', '[{"x1": 0, "y1": 0, "x2": 9, "y2": 9, "label": "é ж 字 🙂", "color": "#zzz"}]',
-    '[{"x": 0, "y": 0, "w": -5, "h": 1e400}]', '["[[1, 2]]", "nope"]', '[[1, 2, 3], "x"]', "[[1, 2], [3]]",
-    "1,2,3\n4,x,6", "a,b\n1,2\n", "1e999,2", ",,,\n,,,", "\x00\x01\x02", "#FF0000", "#FF000080", "rainbow",
-    "[" + "1," * 1000 + "1]", "x" * 4_000_001,
+    "[[0, 0, " + "9" * 400 + ", 10]]",
+    "[1e308, -1e308]",
+    "[[1e309, 0, 5, 5]]",
+    "[NaN, Infinity]",
+    "[[NaN, 0, 5, 5]]",
+    "[[0, 0, 5, 5]]",
+    "[[-1e308, -1e308, 1e308, 1e308]]",
+    "[[40, 40, 80, 80]]",
+    '[{"x": 1}]',
+    '[{"x": 1, "y": 2}]',
+    "[{'x': 1, 'y': 2}]",
+    "[[{'x': 3, 'y': 4}], [[5, 6]]]",
+    '[["a", "b", "c", "d"]]',
+    '[{"x1": 0, "y1": 0, "x2": 9, "y2": 9, "label": "é ж 字 🙂", "color": "#zzz"}]',
+    '[{"x": 0, "y": 0, "w": -5, "h": 1e400}]',
+    '["[[1, 2]]", "nope"]',
+    '[[1, 2, 3], "x"]',
+    "[[1, 2], [3]]",
+    "1,2,3\n4,x,6",
+    "a,b\n1,2\n",
+    "1e999,2",
+    ",,,\n,,,",
+    "\x00\x01\x02",
+    "#FF0000",
+    "#FF000080",
+    "rainbow",
+    "[" + "1," * 1000 + "1]",
+    "x" * 4_000_001,
 ]
 SOCKETS = {
-    "IMAGE": [torch.rand(2, 24, 32, 3), torch.rand(1, 24, 32, 4), torch.full((2, 24, 32, 3), math.nan),
-              torch.zeros(0, 24, 32, 3), torch.rand(2, 24, 32), torch.rand(3, 1, 1, 3), "not an image"],
-    "MASK": [torch.zeros(2, 24, 32), torch.ones(3, 24, 32), torch.full((24, 32), math.nan), torch.zeros(0, 4, 4),
-             torch.rand(5, 7)],
-    "MESH": [Mesh(torch.rand(1, 3, 3), torch.tensor([[[0.0, 1.5, 2.0]]])),  # float indices with a fraction
-             Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [3e38, 1, 0]]]), torch.tensor([[[0, 1, 2]]])),
-             Mesh(torch.rand(1, 3, 3), torch.tensor([[[True, False, True]]])), Mesh("v", "f"), "junk", None, 42],
-    "RASTER": [{"view": torch.full((2, 4, 4), math.nan), "projection": torch.eye(4)},
-               {"view": torch.eye(4)[None], "projection": "perspective"},
-               {"view": torch.eye(4)[None], "projection": torch.eye(4), "view_weights": torch.tensor([-1.0])},
-               {"view": torch.eye(4)[None], "projection": torch.eye(4), "view_weights": torch.tensor([math.nan])},
-               {}, "junk", None],
-    "LOAD3D_CAMERA": [{"position": {"x": 0, "y": 0, "z": 1e30}, "target": {"x": 0, "y": 0, "z": 0}},
-                      {"position": {"x": math.nan, "y": 0, "z": 1}, "target": {"x": 0, "y": 0, "z": 0}}, "junk", 42],
+    "IMAGE": [
+        torch.rand(2, 24, 32, 3),
+        torch.rand(1, 24, 32, 4),
+        torch.full((2, 24, 32, 3), math.nan),
+        torch.zeros(0, 24, 32, 3),
+        torch.rand(2, 24, 32),
+        torch.rand(3, 1, 1, 3),
+        "not an image",
+    ],
+    "MASK": [
+        torch.zeros(2, 24, 32),
+        torch.ones(3, 24, 32),
+        torch.full((24, 32), math.nan),
+        torch.zeros(0, 4, 4),
+        torch.rand(5, 7),
+    ],
+    "MESH": [
+        Mesh(torch.rand(1, 3, 3), torch.tensor([[[0.0, 1.5, 2.0]]])),  # float indices with a fraction
+        Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [3e38, 1, 0]]]), torch.tensor([[[0, 1, 2]]])),
+        Mesh(torch.rand(1, 3, 3), torch.tensor([[[True, False, True]]])),
+        Mesh("v", "f"),
+        "junk",
+        None,
+        42,
+    ],
+    "RASTER": [
+        {"view": torch.full((2, 4, 4), math.nan), "projection": torch.eye(4)},
+        {"view": torch.eye(4)[None], "projection": "perspective"},
+        {"view": torch.eye(4)[None], "projection": torch.eye(4), "view_weights": torch.tensor([-1.0])},
+        {"view": torch.eye(4)[None], "projection": torch.eye(4), "view_weights": torch.tensor([math.nan])},
+        {},
+        "junk",
+        None,
+    ],
+    "LOAD3D_CAMERA": [
+        {"position": {"x": 0, "y": 0, "z": 1e30}, "target": {"x": 0, "y": 0, "z": 0}},
+        {"position": {"x": math.nan, "y": 0, "z": 1}, "target": {"x": 0, "y": 0, "z": 0}},
+        "junk",
+        42,
+    ],
 }
 
 
@@ -49,8 +111,11 @@ def allowed_error(node, error: BaseException) -> bool:
 
 
 @pytest.mark.parametrize("spec", NUMBERS, ids=lambda s: s.name)
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, "3", None, True, 10**400],
-                         ids=["nan", "inf", "-inf", "text", "none", "bool", "huge"])
+@pytest.mark.parametrize(
+    "value",
+    [math.nan, math.inf, -math.inf, "3", None, True, 10**400],
+    ids=["nan", "inf", "-inf", "text", "none", "bool", "huge"],
+)
 def test_widget_values_that_are_not_finite_numbers_are_named(spec, value):
     node = next(n for n in NODE_CLASSES if spec in n.INPUTS)
     inputs = {**tiny_inputs(node), spec.name: value}
@@ -95,8 +160,12 @@ def test_fuzz(node):
             node.execute(**inputs)
         except Exception as error:  # noqa: BLE001 - the point is to see every type
             if not allowed_error(node, error):
-                shown = {k: (v if not isinstance(v, str) else v[:60]) if not isinstance(v, torch.Tensor)
-                         else f"tensor{tuple(v.shape)}" for k, v in inputs.items()}
+                shown = {
+                    k: (v if not isinstance(v, str) else v[:60])
+                    if not isinstance(v, torch.Tensor)
+                    else f"tensor{tuple(v.shape)}"
+                    for k, v in inputs.items()
+                }
                 failures.append(f"case {case}: {type(error).__name__}: {str(error)[:200]} with {shown}")
     assert not failures, "\n".join(failures)
 
@@ -121,8 +190,9 @@ def test_huge_coordinates_are_clipped_not_dropped():
     from rasterkit.nodes.boxes import BoundingBoxRenderer
     from rasterkit.utils.inputs.tracks import from_json
 
-    image, alpha, _layer = BoundingBoxRenderer.execute(images=torch.zeros(1, 16, 16, 3), fill_opacity=0.5,
-                                                       boxes="[[-1e308, -1e308, 1e308, 1e308]]", labels="none")
+    image, alpha, _layer = BoundingBoxRenderer.execute(
+        images=torch.zeros(1, 16, 16, 3), fill_opacity=0.5, boxes="[[-1e308, -1e308, 1e308, 1e308]]", labels="none"
+    )
     assert torch.allclose(alpha, torch.full_like(alpha, 0.5))
     xy, visible = from_json("[[[" + "1" + "0" * 400 + ", 5]]]", 1)
     assert xy[0, 0].tolist() == [1e6, 5.0] and visible.all()
@@ -134,18 +204,28 @@ def test_oriented_boxes_at_extreme_angles_and_sizes_draw_or_name_the_input():
     from rasterkit.nodes.boxes import BoundingBoxRenderer
 
     def run(box):
-        return BoundingBoxRenderer.execute(images=torch.zeros(1, 16, 16, 3), boxes="[%s]" % box, labels="none",
-                                           fill_opacity=0.5)[1]
+        return BoundingBoxRenderer.execute(
+            images=torch.zeros(1, 16, 16, 3), boxes=f"[{box}]", labels="none", fill_opacity=0.5
+        )[1]
 
     box = '{"x1": 3, "y1": 6, "x2": 13, "y2": 10, "angle": %s}'
     assert torch.allclose(run(box % (360 * 10**40 + 30)), run(box % 30), atol=1e-6)
     assert torch.allclose(run(box % -690), run(box % 30), atol=1e-6)
     assert torch.isfinite(run(box % "1e308")).all() and run(box % "1e308").sum() > 0
     assert torch.allclose(run('{"xywhr": [8, 8, 1e308, 1e308, 0.7]}'), torch.full((1, 16, 16), 0.5))
-    assert torch.allclose(run('{"points": [[-1e308, -1e308], [1e308, -1e308], [1e308, 1e308], [-1e308, 1e308]]}'),
-                          torch.full((1, 16, 16), 0.5))
-    for bad in (box % "NaN", box % "Infinity", '{"xywhr": [8, 8, 4, 2, -Infinity]}', '{"points": [[0, 0], [9, 0]]}',
-                '{"points": [[0, 0], [9, 0], [9, 5], [1, 9]]}', '{"points": null}', '{"xywhr": "8 8 4 2 0"}'):
+    assert torch.allclose(
+        run('{"points": [[-1e308, -1e308], [1e308, -1e308], [1e308, 1e308], [-1e308, 1e308]]}'),
+        torch.full((1, 16, 16), 0.5),
+    )
+    for bad in (
+        box % "NaN",
+        box % "Infinity",
+        '{"xywhr": [8, 8, 4, 2, -Infinity]}',
+        '{"points": [[0, 0], [9, 0]]}',
+        '{"points": [[0, 0], [9, 0], [9, 5], [1, 9]]}',
+        '{"points": null}',
+        '{"xywhr": "8 8 4 2 0"}',
+    ):
         with pytest.raises(ValueError, match="^boxes: box 0 "):
             run(bad)
 
@@ -163,16 +243,23 @@ def test_primitive_outputs_that_cannot_fit_are_refused_before_the_search(monkeyp
     from rasterkit.utils.core import device
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 23 << 30)
-    with pytest.raises(ValueError, match=r"^output_size 8192 with 50 build-up frames x 1 images needs ~41\.9 GB; "
-                                         r"this machine has 24.7 GB free"):
+    with pytest.raises(
+        ValueError,
+        match=r"^output_size 8192 with 50 build-up frames x 1 images needs ~41\.9 GB; "
+        r"this machine has 24.7 GB free",
+    ):
         PrimitiveMesh.execute(image=torch.rand(1, 32, 32, 3), shapes=100, output_size=8192)
 
 
 def test_out_of_memory_is_recognised_on_every_backend():
     from rasterkit.utils.core.device import is_out_of_memory
 
-    assert is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
-                                         "allocate memory: you tried to allocate 145000000000 bytes."))
+    assert is_out_of_memory(
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't "
+            "allocate memory: you tried to allocate 145000000000 bytes."
+        )
+    )
     assert is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 1 GB)"))
     assert is_out_of_memory(RuntimeError("HIP out of memory. Tried to allocate 2.00 GiB"))
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
@@ -198,6 +285,7 @@ def test_work_past_the_bounds_of_one_call_is_refused_or_reduced():
 
 # -- issue 29: text limits, MASK sizes, values past float32, sub-pixel bars --------------------------
 
+
 def test_texts_past_their_limits_are_named_before_they_are_drawn():
     from rasterkit.nodes.boxes import BoundingBoxRenderer
     from rasterkit.nodes.links import LineLinkRenderer
@@ -217,15 +305,23 @@ def test_texts_past_their_limits_are_named_before_they_are_drawn():
     with pytest.raises(ValueError, match="^tracks_json: track 0 point 0 label has 2,000 characters"):
         LineLinkRenderer.execute(images=images, tracks_json='[[{"x": 1, "y": 2, "label": "' + "a" * 2000 + '"}]]')
     with pytest.raises(ValueError, match="^labels: label 0 has 1,000,001 characters"):  # was Pillow's error
-        label_primitives(torch.zeros(1, dtype=torch.long), torch.tensor([[0.0, 0, 9, 9]]), ["x" * 1_000_001],
-                         torch.ones(1, 4), 64, 64, 16)
+        label_primitives(
+            torch.zeros(1, dtype=torch.long),
+            torch.tensor([[0.0, 0, 9, 9]]),
+            ["x" * 1_000_001],
+            torch.ones(1, 4),
+            64,
+            64,
+            16,
+        )
 
 
 def test_label_lines_below_the_frame_are_not_rendered():
     from rasterkit.utils.gpu_rendering.labels import label_primitives
 
-    _prims, atlas = label_primitives(torch.zeros(1, dtype=torch.long), torch.tensor([[0.0, 0, 9, 9]]),
-                                     ["a\n" * 400], torch.ones(1, 4), 64, 64, 16)
+    _prims, atlas = label_primitives(
+        torch.zeros(1, dtype=torch.long), torch.tensor([[0.0, 0, 9, 9]]), ["a\n" * 400], torch.ones(1, 4), 64, 64, 16
+    )
     assert atlas.shape[0] < 200  # lines that fit 64 px and one more, not 400 lines' height
 
 
@@ -234,7 +330,9 @@ def test_mask_of_another_size_than_the_images_is_refused():
 
     mask = torch.zeros(1, 8, 8)
     mask[0, 2:4, 2:4] = 1
-    with pytest.raises(ValueError, match=r"^mask: expected a MASK of the images' size \[B,64,64\], got shape \(1, 8, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"^mask: expected a MASK of the images' size \[B,64,64\], got shape \(1, 8, 8\)"
+    ):
         BoundingBoxRenderer.execute(images=torch.rand(1, 64, 64, 3), mask=mask)
     BoundingBoxRenderer.execute(images=torch.rand(1, 8, 8, 3), mask=mask)  # its own size: drawn
 
@@ -256,8 +354,7 @@ def test_bars_narrower_than_a_pixel_are_a_filled_area(mode):
     from rasterkit.nodes.series import SeriesToImages
 
     values = torch.linspace(0, 1, 65_536)
-    _images, alpha = SeriesToImages.execute(series=str(values.tolist()), width=64, height=64, style="bars",
-                                            mode=mode)
+    _images, alpha = SeriesToImages.execute(series=str(values.tolist()), width=64, height=64, style="bars", mode=mode)
     # the area under a rising line: half the plot, each column up to its highest bar
     assert 0.4 < float(alpha.mean()) < 0.6 and float(alpha[0, :, -1].mean()) > 0.95
     _images, alpha = SeriesToImages.execute(series="[1, 3, 2]", width=64, height=64, style="bars", mode=mode)
@@ -285,26 +382,68 @@ def test_mesh_inputs_are_named_through_the_nodes_and_the_engines():
     images, normals = torch.rand(1, 16, 16, 3), torch.zeros(1, 4, 4, 3)
     raster = MeshRasterizer.execute(mesh=mesh, width=16, height=16)[5]
     node_cases = [
-        (lambda: MeshRasterizer.execute(mesh=mesh, width=16, height=16, shading="matcap",
-                                        matcap=torch.zeros(0, 8, 8, 3)), "matcap: expected an IMAGE"),
-        (lambda: BakeTexture.execute(mesh=mesh, images=images, raster={**raster, "projection": "perspective"},
-                                     texture_size=8), "raster: projection: expected a tensor"),
-        (lambda: BakeTexture.execute(mesh=mesh, images=images, raster={**raster, "view": raster["view"] * math.nan},
-                                     texture_size=8), "raster: view: the camera matrices contain NaN"),
-        (lambda: MeshRasterizer.execute(mesh=mesh, width=16, height=16, views="list", view_list="0,0;" * 5000),
-         "view_list: more than 4,096 views"),
+        (
+            lambda: MeshRasterizer.execute(
+                mesh=mesh, width=16, height=16, shading="matcap", matcap=torch.zeros(0, 8, 8, 3)
+            ),
+            "matcap: expected an IMAGE",
+        ),
+        (
+            lambda: BakeTexture.execute(
+                mesh=mesh, images=images, raster={**raster, "projection": "perspective"}, texture_size=8
+            ),
+            "raster: projection: expected a tensor",
+        ),
+        (
+            lambda: BakeTexture.execute(
+                mesh=mesh, images=images, raster={**raster, "view": raster["view"] * math.nan}, texture_size=8
+            ),
+            "raster: view: the camera matrices contain NaN",
+        ),
+        (
+            lambda: MeshRasterizer.execute(mesh=mesh, width=16, height=16, views="list", view_list="0,0;" * 5000),
+            "view_list: more than 4,096 views",
+        ),
     ]
-    position, normal, mask = mesh_bake.uv_maps(mesh.vertices[0], mesh.vertices[0], mesh.uvs[0], mesh.faces[0],
-                                               mesh.faces[0], 8)
+    position, normal, mask = mesh_bake.uv_maps(
+        mesh.vertices[0], mesh.vertices[0], mesh.uvs[0], mesh.faces[0], mesh.faces[0], 8
+    )
     engine_cases = [
         (lambda: mesh_shading.matcap(normals, torch.zeros(0, 8, 3), normals[..., 0] > 0), "matcap: expected an image"),
         (lambda: mesh_bake.dilate(position, "mask", 2), "mask: expected a tensor"),
-        (lambda: mesh_bake.bake(images, raster["view"], "perspective", mesh.vertices[0], mesh.faces[0], position,
-                                normal, mask), "projection: expected a tensor"),
-        (lambda: mesh_bake.bake(images, raster["view"] * math.nan, raster["projection"], mesh.vertices[0],
-                                mesh.faces[0], position, normal, mask), "view: the camera matrices contain NaN"),
-        (lambda: mesh_bake.bake(images, raster["view"], raster["projection"], mesh.vertices[0], mesh.faces[0],
-                                position, normal, mask, torch.tensor([math.nan])), "view_weights: view 0 has weight"),
+        (
+            lambda: mesh_bake.bake(
+                images, raster["view"], "perspective", mesh.vertices[0], mesh.faces[0], position, normal, mask
+            ),
+            "projection: expected a tensor",
+        ),
+        (
+            lambda: mesh_bake.bake(
+                images,
+                raster["view"] * math.nan,
+                raster["projection"],
+                mesh.vertices[0],
+                mesh.faces[0],
+                position,
+                normal,
+                mask,
+            ),
+            "view: the camera matrices contain NaN",
+        ),
+        (
+            lambda: mesh_bake.bake(
+                images,
+                raster["view"],
+                raster["projection"],
+                mesh.vertices[0],
+                mesh.faces[0],
+                position,
+                normal,
+                mask,
+                torch.tensor([math.nan]),
+            ),
+            "view_weights: view 0 has weight",
+        ),
     ]
     for call, message in node_cases + engine_cases:
         with pytest.raises(ValueError, match="^" + re.escape(message)):

@@ -1,4 +1,5 @@
 """BoundingBoxRenderer: every box source, styles, labels and bad input."""
+
 import types
 
 import numpy as np
@@ -25,11 +26,13 @@ def test_json_boxes_for_every_frame_and_per_frame():
 
 
 def test_dict_boxes_xywh_and_own_colour():
-    table = B.from_json('[{"x": 4, "y": 5, "w": 10, "h": 20, "label": "dog", "id": 7, "score": 0.5, '
-                        '"color": "#00FF00"}]', 1)
+    table = B.from_json(
+        '[{"x": 4, "y": 5, "w": 10, "h": 20, "label": "dog", "id": 7, "score": 0.5, "color": "#00FF00"}]', 1
+    )
     assert table.xyxy.tolist() == [[4, 5, 14, 25]] and table.label == ["dog"] and table.id == [7]
-    _, _, layer = render(boxes='[{"x1": 4, "y1": 4, "x2": 30, "y2": 30, "color": "#00FF00"}]', fill_opacity=0.0,
-                         corner_radius=0.0)
+    _, _, layer = render(
+        boxes='[{"x1": 4, "y1": 4, "x2": 30, "y2": 30, "color": "#00FF00"}]', fill_opacity=0.0, corner_radius=0.0
+    )
     assert layer[0, 4, 15, :3].tolist() == pytest.approx([0, 1, 0], abs=1e-5)
 
 
@@ -41,8 +44,9 @@ def test_layer_is_straight_alpha_by_default_premultiplied_on_request():
     saved = (straight[0, 20, 20] * 255).round().tolist()
     assert saved == [255, 128, 0, 64]
     assert straight[0, 44, 60].tolist() == [0, 0, 0, 0]  # outside: transparent black
-    premultiplied = render(boxes=boxes, fill_opacity=0.25, stroke_width=0.0, corner_radius=0.0,
-                           layer_alpha="premultiplied")[2]
+    premultiplied = render(
+        boxes=boxes, fill_opacity=0.25, stroke_width=0.0, corner_radius=0.0, layer_alpha="premultiplied"
+    )[2]
     assert (premultiplied[0, 20, 20] * 255).round().tolist() == [64, 32, 0, 64]
 
 
@@ -78,8 +82,14 @@ def test_bbox_segs_and_mask_sources():
 
 
 def test_labels_stay_inside_the_frame():
-    _, alpha, _ = Node.run(IMAGES, boxes='[{"x1": 50, "y1": 0, "x2": 63, "y2": 20, "label": "a long label"}]',
-                           labels="label", fill_opacity=0.0, stroke_width=0.0, label_size=10)
+    _, alpha, _ = Node.run(
+        IMAGES,
+        boxes='[{"x1": 50, "y1": 0, "x2": 63, "y2": 20, "label": "a long label"}]',
+        labels="label",
+        fill_opacity=0.0,
+        stroke_width=0.0,
+        label_size=10,
+    )
     columns = alpha[0].sum(0).nonzero()
     rows = alpha[0].sum(1).nonzero()
     assert columns.min() < 50  # shifted left to fit
@@ -88,11 +98,10 @@ def test_labels_stay_inside_the_frame():
 
 def test_palette_by_label_is_stable_across_frames():
     cat = '{"x1": %d, "y1": 4, "x2": %d, "y2": 20, "label": "cat"}'
-    per_frame = "[[%s], [%s]]" % (cat % (4, 20), cat % (30, 50))
+    per_frame = f"[[{cat % (4, 20)}], [{cat % (30, 50)}]]"
     _, _, layer = render(boxes=per_frame, fill_opacity=1.0, corner_radius=0)
     assert layer[0, 10, 10].tolist() == layer[1, 10, 40].tolist()
-    _, _, layer = render(boxes="[[4, 4, 20, 20], [30, 4, 50, 20]]", fill_opacity=1.0, corner_radius=0,
-                         color_by="index")
+    _, _, layer = render(boxes="[[4, 4, 20, 20], [30, 4, 50, 20]]", fill_opacity=1.0, corner_radius=0, color_by="index")
     assert layer[0, 10, 10].tolist() != layer[0, 10, 40].tolist()
 
 
@@ -103,17 +112,20 @@ def test_rgba_images_keep_alpha_and_inputs_are_untouched():
     assert image.shape == (1, 32, 32, 4) and torch.equal(images, before)
 
 
-@pytest.mark.parametrize("boxes,message", [
-    ("[[1, 2, 3", "boxes: not valid JSON"),
-    ('{"x1": 1}', "boxes: expected a list"),
-    ("[[1, 2, 3]]", "boxes: a box is"),
-    ('[["a", 2, 3, 4]]', "boxes: a box is"),
-    ("[[NaN, 2, 3, 4]]", "box 0 (frame 0) has a non-finite coordinate"),
-    ("[[1, 2, 3, 4], [Infinity, 2, 3, 4]]", "box 1 (frame 0) has a non-finite"),
-    ('[{"x1": 1, "y1": 2}]', "needs numeric x1,y1,x2,y2"),
-    ('[{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "id": "seven"}]', "non-integer id"),
-    ("[[[1, 2, 3, 4]], [], []]", "3 per-frame box lists for a batch of 2 frames"),
-])
+@pytest.mark.parametrize(
+    "boxes,message",
+    [
+        ("[[1, 2, 3", "boxes: not valid JSON"),
+        ('{"x1": 1}', "boxes: expected a list"),
+        ("[[1, 2, 3]]", "boxes: a box is"),
+        ('[["a", 2, 3, 4]]', "boxes: a box is"),
+        ("[[NaN, 2, 3, 4]]", "box 0 (frame 0) has a non-finite coordinate"),
+        ("[[1, 2, 3, 4], [Infinity, 2, 3, 4]]", "box 1 (frame 0) has a non-finite"),
+        ('[{"x1": 1, "y1": 2}]', "needs numeric x1,y1,x2,y2"),
+        ('[{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "id": "seven"}]', "non-integer id"),
+        ("[[[1, 2, 3, 4]], [], []]", "3 per-frame box lists for a batch of 2 frames"),
+    ],
+)
 def test_bad_boxes_name_the_input(boxes, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         render(boxes=boxes)
@@ -175,8 +187,9 @@ def test_index_colours_stay_with_the_box_from_frame_to_frame():
 
     boxes = "[[[2, 2, 10, 10], [20, 20, 28, 28]], [[2, 2, 10, 10], [20, 20, 28, 28]]]"
     for color_by in ("index", "label"):  # label-less boxes fall back on their index too
-        image, _, _ = BoundingBoxRenderer.execute(images=torch.zeros(2, 32, 32, 3), boxes=boxes, color_by=color_by,
-                                                  labels="none", fill_opacity=1.0)
+        image, _, _ = BoundingBoxRenderer.execute(
+            images=torch.zeros(2, 32, 32, 3), boxes=boxes, color_by=color_by, labels="none", fill_opacity=1.0
+        )
         assert torch.equal(image[0], image[1])
         assert not torch.equal(image[0, 6, 6], image[0, 24, 24])
 
@@ -187,8 +200,9 @@ def test_every_input_has_a_tooltip():
 
 def test_palette_from_hex_colours_takes_the_place_of_the_named_one():
     boxes = "[[2, 2, 10, 10], [14, 2, 22, 10], [26, 2, 34, 10]]"
-    _, _, layer = render(boxes=boxes, fill_opacity=1.0, color_by="index", palette="tab10",
-                         palette_colors="#ff0000, #00FF00")
+    _, _, layer = render(
+        boxes=boxes, fill_opacity=1.0, color_by="index", palette="tab10", palette_colors="#ff0000, #00FF00"
+    )
     assert [layer[0, 6, x, :3].tolist() for x in (6, 18, 30)] == [[1, 0, 0], [0, 1, 0], [1, 0, 0]]
     _, _, named = render(boxes=boxes, fill_opacity=1.0, color_by="index", palette="tab10", palette_colors=" ")
     assert named[0, 6, 6, :3].tolist() == pytest.approx([0x1F / 255, 0x77 / 255, 0xB4 / 255])  # tab10's first
@@ -208,13 +222,26 @@ def label_extent(alpha):
 
 
 def label_alpha(box=LABEL_BOX, size=(120, 160), **kw):
-    boxes = '[{"x1": %g, "y1": %g, "x2": %g, "y2": %g, "label": "cat"}]' % box
-    return Node.run(torch.zeros(1, *size, 3), boxes=boxes, labels="label", stroke_width=0.0, fill_opacity=0.0,
-                    label_size=12, **kw)[1]
+    boxes = '[{{"x1": {:g}, "y1": {:g}, "x2": {:g}, "y2": {:g}, "label": "cat"}}]'.format(*box)
+    return Node.run(
+        torch.zeros(1, *size, 3), boxes=boxes, labels="label", stroke_width=0.0, fill_opacity=0.0, label_size=12, **kw
+    )[1]
 
 
-@pytest.mark.parametrize("anchor", ["top_left", "top_center", "top_right", "center_left", "center", "center_right",
-                                    "bottom_left", "bottom_center", "bottom_right"])
+@pytest.mark.parametrize(
+    "anchor",
+    [
+        "top_left",
+        "top_center",
+        "top_right",
+        "center_left",
+        "center",
+        "center_right",
+        "bottom_left",
+        "bottom_center",
+        "bottom_right",
+    ],
+)
 def test_label_anchors_place_the_label_from_the_box(anchor):
     from rasterkit.utils.gpu_rendering.labels import text_atlas
 
@@ -243,10 +270,19 @@ def test_label_padding_and_text_colour():
     wide = label_extent(label_alpha(label_padding=10))
     assert (wide[2] - wide[0]) - (narrow[2] - narrow[0]) == 20 and (wide[3] - wide[1]) - (narrow[3] - narrow[1]) == 20
     boxes = '[{"x1": 40, "y1": 30, "x2": 100, "y2": 70, "label": "cat", "color": "#0000FF"}]'
-    for text_color, ink, blend in (("#FF0000", (1, 0, 0), lambda r, g, b: g == 0),  # red over blue: no green
-                                   ("", (1, 1, 1), lambda r, g, b: r == g)):  # auto: white on a dark blue
-        image = Node.run(torch.zeros(1, 120, 160, 3), boxes=boxes, labels="label", stroke_width=0.0,
-                         fill_opacity=0.0, label_size=12, text_color=text_color)[0][0, 10:30, 40:100]
+    for text_color, ink, blend in (
+        ("#FF0000", (1, 0, 0), lambda r, g, b: g == 0),  # red over blue: no green
+        ("", (1, 1, 1), lambda r, g, b: r == g),
+    ):  # auto: white on a dark blue
+        image = Node.run(
+            torch.zeros(1, 120, 160, 3),
+            boxes=boxes,
+            labels="label",
+            stroke_width=0.0,
+            fill_opacity=0.0,
+            label_size=12,
+            text_color=text_color,
+        )[0][0, 10:30, 40:100]
         colours = {tuple(c) for c in image.reshape(-1, 3).tolist()}
         assert ink in colours and (0, 0, 1) in colours  # solid ink on the solid background
         assert all(blend(*c) for c in colours)
@@ -256,8 +292,18 @@ def test_label_padding_and_text_colour():
 
 def test_long_labels_wrap_at_spaces_below_the_maximum_width():
     boxes = '[{"x1": 10, "y1": 90, "x2": 150, "y2": 115, "label": "a cat on a very long mat"}]'
-    run = lambda **kw: Node.run(torch.zeros(1, 120, 160, 3), boxes=boxes, labels="label",  # noqa: E731
-                                stroke_width=0.0, fill_opacity=0.0, label_size=12, **kw)[1]
+
+    def run(**kw):
+        return Node.run(
+            torch.zeros(1, 120, 160, 3),
+            boxes=boxes,
+            labels="label",
+            stroke_width=0.0,
+            fill_opacity=0.0,
+            label_size=12,
+            **kw,
+        )[1]
+
     one_line, wrapped = label_extent(run()), label_extent(run(label_max_width=40))
     assert wrapped[2] - wrapped[0] <= 40 + 2 * 3 < one_line[2] - one_line[0]
     assert wrapped[3] - wrapped[1] > 2 * (one_line[3] - one_line[1])
@@ -265,10 +311,22 @@ def test_long_labels_wrap_at_spaces_below_the_maximum_width():
 
 
 def test_overlapping_labels_move_apart_highest_score_first():
-    boxes = ('[{"x1": 20, "y1": 40, "x2": 100, "y2": 90, "label": "cat", "score": 0.2}, '
-             '{"x1": 22, "y1": 42, "x2": 100, "y2": 90, "label": "cat", "score": 0.9}]')
-    run = lambda **kw: Node.run(torch.zeros(1, 120, 160, 3), boxes=boxes, labels="label",  # noqa: E731
-                                stroke_width=0.0, fill_opacity=0.0, label_size=12, **kw)[1]
+    boxes = (
+        '[{"x1": 20, "y1": 40, "x2": 100, "y2": 90, "label": "cat", "score": 0.2}, '
+        '{"x1": 22, "y1": 42, "x2": 100, "y2": 90, "label": "cat", "score": 0.9}]'
+    )
+
+    def run(**kw):
+        return Node.run(
+            torch.zeros(1, 120, 160, 3),
+            boxes=boxes,
+            labels="label",
+            stroke_width=0.0,
+            fill_opacity=0.0,
+            label_size=12,
+            **kw,
+        )[1]
+
     alone = label_extent(label_alpha(box=(22, 42, 100, 90)))
     height = alone[3] - alone[1]
     spread = label_extent(run(label_avoid_overlap=True))
@@ -285,7 +343,7 @@ def test_avoid_overlaps_is_per_frame_and_bounded():
     assert tops.tolist() == [10, 20, 10]  # the third is alone in its frame
     stack = torch.tensor([[0.0, 0, 20, 10]] * (AVOID_STEPS + 3))
     tops = _avoid_overlaps(torch.zeros(len(stack), dtype=torch.int64), stack, torch.zeros(len(stack)), 1000)
-    assert tops[:AVOID_STEPS + 1].tolist() == [10.0 * i for i in range(AVOID_STEPS + 1)]
+    assert tops[: AVOID_STEPS + 1].tolist() == [10.0 * i for i in range(AVOID_STEPS + 1)]
     assert len(set(tops.tolist())) < len(stack)  # no more than AVOID_STEPS moves each: the last ones give up
     crowd = torch.tensor([[0.0, 0, 20, 10]] * (AVOID_MAX_LABELS + 2))
     priority = torch.arange(len(crowd), dtype=torch.float32)  # the last two have the highest priorities
@@ -297,15 +355,25 @@ def test_new_widgets_keep_todays_drawing_by_default():
     boxes = '[{"x1": 8, "y1": 20, "x2": 40, "y2": 40, "label": "dog", "score": 0.5}]'
     images = torch.rand(1, 48, 64, 3)
     default = Node.run(images, boxes=boxes, labels="label+score")
-    spelled = Node.run(images, boxes=boxes, labels="label+score", palette_colors="", label_anchor="top_left",
-                       text_color="", label_padding=3, label_max_width=0, label_avoid_overlap=False, marker="box")
-    assert all(torch.equal(a, b) for a, b in zip(default, spelled))
+    spelled = Node.run(
+        images,
+        boxes=boxes,
+        labels="label+score",
+        palette_colors="",
+        label_anchor="top_left",
+        text_color="",
+        label_padding=3,
+        label_max_width=0,
+        label_avoid_overlap=False,
+        marker="box",
+    )
+    assert all(torch.equal(a, b) for a, b in zip(default, spelled, strict=False))
 
 
 def marker_alpha(box, **kw):
     from sdf_reference import H, W
 
-    boxes = "[[%g, %g, %g, %g]]" % box
+    boxes = "[[{:g}, {:g}, {:g}, {:g}]]".format(*box)
     return Node.run(torch.zeros(1, H, W, 3), boxes=boxes, labels="none", **kw)[1][0].numpy()
 
 
@@ -314,6 +382,7 @@ def test_ellipse_marker_against_a_supersampled_ellipse(box, stroke):
     """The outline of the ellipse inscribed in the box: samples within stroke/2 of the curve (distance to a
     dense set of its points)."""
     from scipy.spatial import cKDTree
+
     from sdf_reference import assert_close, pixel_mean, samples
 
     X, Y = samples()
@@ -335,8 +404,9 @@ def test_dot_marker_against_a_supersampled_disc(box, radius):
     assert_close(marker_alpha(box, marker="dot", marker_size=radius, stroke_opacity=1.0), reference)
 
 
-@pytest.mark.parametrize("box,radius,width,opacity", [((12.3, 10.1, 32.2, 26.7), 4.0, 8.0, 1.0),
-                                                      ((10, 9, 34, 28), 0.0, 5.5, 0.6)])
+@pytest.mark.parametrize(
+    "box,radius,width,opacity", [((12.3, 10.1, 32.2, 26.7), 4.0, 8.0, 1.0), ((10, 9, 34, 28), 0.0, 5.5, 0.6)]
+)
 def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opacity):
     """Around the box, out to `width`: opacity * (1 - m / k) in the m-th of k bands; the fill inside. On the
     pixels across the box's edge, where the rings' inner edges and the fill's edge coincide, their partial
@@ -350,10 +420,11 @@ def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opac
     halo = np.where((distance > 0) & (band < HALO_RINGS), opacity * (1 - band / HALO_RINGS), 0.0)
     fill = 0.25 * (distance <= 0)
     reference = pixel_mean(fill + halo)
-    alpha = marker_alpha(box, marker="halo", marker_size=width, corner_radius=radius, stroke_opacity=opacity,
-                         fill_opacity=0.25)
+    alpha = marker_alpha(
+        box, marker="halo", marker_size=width, corner_radius=radius, stroke_opacity=opacity, fill_opacity=0.25
+    )
     error = np.abs(alpha - reference)
-    across_edge = np.abs(distance[S // 2::S, S // 2::S].reshape(H, W)) < 1
+    across_edge = np.abs(distance[S // 2 :: S, S // 2 :: S].reshape(H, W)) < 1
     assert error.mean() < 0.01 and error[~across_edge].max() < 0.1, (error.mean(), error[~across_edge].max())
 
 
@@ -366,22 +437,32 @@ def test_oriented_boxes_in_every_form_give_the_same_table():
     cx, cy, w, h, r = 40.0, 30.0, 24.0, 10.0, math.radians(30)
     u, v = np.array([math.cos(r), math.sin(r)]) * w / 2, np.array([-math.sin(r), math.cos(r)]) * h / 2
     corners = [list(map(float, np.array([cx, cy]) + a * u + b * v)) for a, b in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
-    forms = [{"x1": 28, "y1": 25, "x2": 52, "y2": 35, "angle": 30}, {"x": 28, "y": 25, "w": 24, "h": 10, "angle": 390},
-             {"xywhr": [cx, cy, w, h, r]}, {"points": corners}, {"points": [c for p in corners for c in p]}]
+    forms = [
+        {"x1": 28, "y1": 25, "x2": 52, "y2": 35, "angle": 30},
+        {"x": 28, "y": 25, "w": 24, "h": 10, "angle": 390},
+        {"xywhr": [cx, cy, w, h, r]},
+        {"points": corners},
+        {"points": [c for p in corners for c in p]},
+    ]
     for form in forms:
         table = B.from_json(str([form]).replace("'", '"'), 1)
         assert table.xyxy[0].tolist() == pytest.approx([28, 25, 52, 35], abs=1e-4), form
         assert table.angle.item() == pytest.approx(r, abs=1e-6), form
     ultralytics_order = [corners[i] for i in (2, 3, 0, 1)]  # pt1 = centre + w/2 + h/2 along the axes, ...
-    table = B.from_json('[{"points": %s}]' % ultralytics_order, 1)
+    table = B.from_json(f'[{{"points": {ultralytics_order}}}]', 1)
     assert math.remainder(table.angle.item() - r, math.pi) == pytest.approx(0, abs=1e-6)
     assert sorted((table.xyxy[0, 2:] - table.xyxy[0, :2]).tolist()) == pytest.approx([h, w], abs=1e-4)
-    assert B.from_json('[{"x1": 0, "y1": 0, "x2": 4, "y2": 2, "angle": -90}]', 1).bounds()[0].tolist() == \
-        pytest.approx([1, -1, 3, 3], abs=1e-5)
-    huge = B.from_json('[{"x1": 0, "y1": 0, "x2": 4, "y2": 2, "angle": %d}, '
-                       '{"x1": 0, "y1": 0, "x2": 4, "y2": 2, "angle": 1e300}]' % (360 * 10**400 + 45), 1)
-    assert huge.angle.tolist() == pytest.approx([math.radians(45), math.remainder(math.radians(math.fmod(1e300, 360)),
-                                                                                  2 * math.pi)], abs=1e-6)
+    assert B.from_json('[{"x1": 0, "y1": 0, "x2": 4, "y2": 2, "angle": -90}]', 1).bounds()[0].tolist() == pytest.approx(
+        [1, -1, 3, 3], abs=1e-5
+    )
+    huge = B.from_json(
+        '[{"x1": 0, "y1": 0, "x2": 4, "y2": 2, "angle": %d}, '  # noqa: UP031
+        '{"x1": 0, "y1": 0, "x2": 4, "y2": 2, "angle": 1e300}]' % (360 * 10**400 + 45),
+        1,
+    )
+    assert huge.angle.tolist() == pytest.approx(
+        [math.radians(45), math.remainder(math.radians(math.fmod(1e300, 360)), 2 * math.pi)], abs=1e-6
+    )
 
 
 def turned_box_reference(box, degrees, radius, stroke):
@@ -399,9 +480,17 @@ def test_oriented_box_marker_against_a_supersampled_box(degrees):
 
     box, radius, stroke = (9.3, 12.1, 35.2, 26.7), 4.0, 2.5
     fill, outline = turned_box_reference(box, degrees, radius, stroke)
-    boxes = '[{"x1": %g, "y1": %g, "x2": %g, "y2": %g, "angle": %g}]' % (*box, degrees)
-    alpha = lambda **kw: Node.run(torch.zeros(1, 37, 45, 3), boxes=boxes, labels="none", corner_radius=radius,  # noqa: E731
-                                  **kw)[1][0].numpy()
+    boxes = '[{{"x1": {:g}, "y1": {:g}, "x2": {:g}, "y2": {:g}, "angle": {:g}}}]'.format(*box, degrees)
+
+    def alpha(**kw):
+        return Node.run(
+            torch.zeros(1, 37, 45, 3),
+            boxes=boxes,
+            labels="none",
+            corner_radius=radius,
+            **kw,
+        )[1][0].numpy()
+
     assert_close(alpha(stroke_width=stroke, fill_opacity=0.0), outline)
     assert_close(alpha(stroke_width=0.0, fill_opacity=1.0), fill)
     brackets = alpha(stroke_width=stroke, fill_opacity=0.0, corner_length=5.0)
@@ -416,9 +505,15 @@ def test_oriented_ellipse_marker_is_filled_and_turned(degrees):
     box, stroke, fill_opacity = (9.3, 10.1, 37.2, 26.7), 2.0, 0.4
     centre, radii = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2), ((box[2] - box[0]) / 2, (box[3] - box[1]) / 2)
     inside, distance = ellipse_inside(*samples(), centre, radii, degrees, stroke / 2 + 0.01)
-    boxes = '[{"x1": %g, "y1": %g, "x2": %g, "y2": %g, "angle": %g}]' % (*box, degrees)
-    alpha = Node.run(torch.zeros(1, 37, 45, 3), boxes=boxes, labels="none", marker="ellipse", stroke_width=stroke,
-                     fill_opacity=fill_opacity)[1][0].numpy()
+    boxes = '[{{"x1": {:g}, "y1": {:g}, "x2": {:g}, "y2": {:g}, "angle": {:g}}}]'.format(*box, degrees)
+    alpha = Node.run(
+        torch.zeros(1, 37, 45, 3),
+        boxes=boxes,
+        labels="none",
+        marker="ellipse",
+        stroke_width=stroke,
+        fill_opacity=fill_opacity,
+    )[1][0].numpy()
     assert_close(alpha, pixel_mean(np.maximum(fill_opacity * inside, distance <= stroke / 2)))
 
 
@@ -427,33 +522,40 @@ def test_oriented_boxes_keep_their_marks_and_labels_upright():
     turned = '[{"x1": 50, "y1": 40, "x2": 110, "y2": 80, "angle": 90, "label": "cat"}]'
     upright = '[{"x1": 60, "y1": 30, "x2": 100, "y2": 90, "label": "cat"}]'  # the same bounds
     run = lambda boxes, **kw: Node.run(torch.zeros(1, 120, 160, 3), boxes=boxes, label_size=12, **kw)[1]  # noqa: E731
-    labelled = [label_extent(run(boxes, labels="label", stroke_width=0.0, fill_opacity=0.0)) for boxes in (turned, upright)]
+    labelled = [
+        label_extent(run(boxes, labels="label", stroke_width=0.0, fill_opacity=0.0)) for boxes in (turned, upright)
+    ]
     assert labelled[0] == labelled[1]
     for marker in ("box", "dot", "halo", "ellipse"):
-        a, b = (run(boxes, labels="none", marker=marker, stroke_width=2.0, fill_opacity=0.3) for boxes in (turned, upright))
+        a, b = (
+            run(boxes, labels="none", marker=marker, stroke_width=2.0, fill_opacity=0.3) for boxes in (turned, upright)
+        )
         assert (a - b).abs().max() < 1e-4, marker  # a quarter turn of a 60 x 40 box is the 40 x 60 one
 
 
-@pytest.mark.parametrize("box,message", [
-    ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": NaN}', "box 0 (frame 0) has a non-finite angle"),
-    ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": -Infinity}', "has a non-finite angle"),
-    ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": "30"}', "has a non-numeric angle"),
-    ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": true}', "has a non-numeric angle"),
-    ('{"xywhr": [1, 2, 3, 4]}', "has xywhr [1, 2, 3, 4]; expected [cx, cy, w, h, r]"),
-    ('{"xywhr": [1, 2, 3, 4, NaN]}', "has a non-finite xywhr angle"),
-    ('{"xywhr": [1, 2, 3, 4, %d]}' % 10**400, "has an xywhr angle out of range"),
-    ('{"xywhr": [1, 2, 3, 4, 0.5], "angle": 10}', "gives its angle twice"),
-    ('{"points": [[0, 0], [4, 0], [4, 2]]}', "expected 4 corners"),
-    ('{"points": [[0, 0], [4, 0], [4, 2], [0, NaN]]}', "has a non-finite coordinate"),
-    ('{"points": [[0, 0], [40, 0], [30, 20], [0, 20]]}', "not the corners of a rectangle"),
-    ('{"points": [[0, 0], [4, 2], [4, 0], [0, 2]]}', "not the corners of a rectangle"),
-    ('{"points": "0 0 4 0 4 2 0 2"}', "expected 4 corners"),
-])
+@pytest.mark.parametrize(
+    "box,message",
+    [
+        ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": NaN}', "box 0 (frame 0) has a non-finite angle"),
+        ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": -Infinity}', "has a non-finite angle"),
+        ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": "30"}', "has a non-numeric angle"),
+        ('{"x1": 1, "y1": 2, "x2": 3, "y2": 4, "angle": true}', "has a non-numeric angle"),
+        ('{"xywhr": [1, 2, 3, 4]}', "has xywhr [1, 2, 3, 4]; expected [cx, cy, w, h, r]"),
+        ('{"xywhr": [1, 2, 3, 4, NaN]}', "has a non-finite xywhr angle"),
+        ('{"xywhr": [1, 2, 3, 4, %d]}' % 10**400, "has an xywhr angle out of range"),  # noqa: UP031
+        ('{"xywhr": [1, 2, 3, 4, 0.5], "angle": 10}', "gives its angle twice"),
+        ('{"points": [[0, 0], [4, 0], [4, 2]]}', "expected 4 corners"),
+        ('{"points": [[0, 0], [4, 0], [4, 2], [0, NaN]]}', "has a non-finite coordinate"),
+        ('{"points": [[0, 0], [40, 0], [30, 20], [0, 20]]}', "not the corners of a rectangle"),
+        ('{"points": [[0, 0], [4, 2], [4, 0], [0, 2]]}', "not the corners of a rectangle"),
+        ('{"points": "0 0 4 0 4 2 0 2"}', "expected 4 corners"),
+    ],
+)
 def test_bad_oriented_boxes_name_the_input(box, message):
     import re
 
     with pytest.raises(ValueError, match="^boxes: .*" + re.escape(message)):
-        render(boxes="[%s]" % box)
+        render(boxes=f"[{box}]")
 
 
 def test_image_only_outputs_the_same_image_and_blanks():

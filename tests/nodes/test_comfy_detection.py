@@ -60,7 +60,12 @@ def test_the_node_suite_runs_beside_a_comfy_folder(tmp_path):
     (tmp_path / "comfy" / "utils").mkdir(parents=True)
     (tmp_path / "comfy" / "utils" / "__init__.py").write_text("")
     (tmp_path / "rasterkit").symlink_to(ROOT)
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "rasterkit/tests/nodes/test_boxes.py"],
-                            check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "rasterkit/tests/nodes/test_boxes.py"],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

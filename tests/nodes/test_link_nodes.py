@@ -1,4 +1,5 @@
 """PointTracker and LineLinkRenderer: results, formats, styles and bad input."""
+
 import json
 import math
 from pathlib import Path
@@ -12,7 +13,7 @@ from rasterkit.nodes.links import LineLinkRenderer, PointTracker
 ROOT = Path(__file__).resolve().parents[2]
 
 IMAGES = torch.full((3, 64, 80, 3), 0.1)
-TRIANGLE = '[[[10, 10]], [[60, 12]], [[30, 50]]]'
+TRIANGLE = "[[[10, 10]], [[60, 12]], [[30, 50]]]"
 
 
 def render(**kw):
@@ -51,10 +52,18 @@ def test_links_join_the_nearest_points():
 
 def test_graph_modes():
     """Distances in TRIANGLE: 0-2 44.7, 1-2 48.4, 0-1 50.0."""
-    edges = {graph: json.loads(render(tracks_json=TRIANGLE, k=1, graph=graph, max_distance=46.0 if graph == "radius"
-                                      else 0.0)[3]) for graph in ("knn", "radius", "delaunay", "mst")}
-    assert edges == {"knn": [[[0, 2], [1, 2]]] * 3, "radius": [[[0, 2]]] * 3,
-                     "delaunay": [[[0, 1], [0, 2], [1, 2]]] * 3, "mst": [[[0, 2], [1, 2]]] * 3}
+    edges = {
+        graph: json.loads(
+            render(tracks_json=TRIANGLE, k=1, graph=graph, max_distance=46.0 if graph == "radius" else 0.0)[3]
+        )
+        for graph in ("knn", "radius", "delaunay", "mst")
+    }
+    assert edges == {
+        "knn": [[[0, 2], [1, 2]]] * 3,
+        "radius": [[[0, 2]]] * 3,
+        "delaunay": [[[0, 1], [0, 2], [1, 2]]] * 3,
+        "mst": [[[0, 2], [1, 2]]] * 3,
+    }
     alpha = render(tracks_json=TRIANGLE, graph="delaunay")[1]
     assert alpha[0, 11, 35] > 0.5  # the link 0-1, which no point's nearest neighbour makes
     assert json.loads(render(tracks_json=TRIANGLE, graph="mst", max_distance=46.0)[3]) == [[[0, 2]]] * 3
@@ -64,9 +73,26 @@ def test_graph_modes():
 def test_widgets_added_later_come_last():
     """Saved workflows list widget values by position: a widget added later goes after the older ones."""
     widgets = [spec.name for spec in LineLinkRenderer.INPUTS if not spec.optional and spec.type != "IMAGE"]
-    assert widgets[-18:] == ["layer_alpha", "graph", "line_style", "dash_length", "gap_length", "dash_phase",
-                             "dash_speed", "end_color", "glow", "glow_scale", "width_by_length", "point_style",
-                             "marker_glow", "trail_frames", "trail_smooth", "point_labels", "text_size", "text_color"]
+    assert widgets[-18:] == [
+        "layer_alpha",
+        "graph",
+        "line_style",
+        "dash_length",
+        "gap_length",
+        "dash_phase",
+        "dash_speed",
+        "end_color",
+        "glow",
+        "glow_scale",
+        "width_by_length",
+        "point_style",
+        "marker_glow",
+        "trail_frames",
+        "trail_smooth",
+        "point_labels",
+        "text_size",
+        "text_color",
+    ]
     graphs = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "graph")
     assert list(graphs) == ["knn", "radius", "delaunay", "mst", "voronoi"]  # new choices last too
     curves = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "curve")
@@ -96,31 +122,44 @@ def test_a_connected_input_wins_over_the_text():
 
 
 def test_hidden_points_and_frames_without_points():
-    _, alpha, _, edges_json = render(tracks_json='[[[10, 10], [-100, -100]], [[60, 12], [60, 12]], [[30, 50]]]', k=2)
+    _, alpha, _, edges_json = render(tracks_json="[[[10, 10], [-100, -100]], [[60, 12], [60, 12]], [[30, 50]]]", k=2)
     assert json.loads(edges_json)[1] == [[1, 2]]  # point 0 is hidden in frame 1
     _, alpha, _, edges_json = render(tracks_json="")
     assert alpha.sum() == 0 and json.loads(edges_json) == [[], [], []]
 
 
-@pytest.mark.parametrize("kw,message", [
-    (dict(tracks_json="[[1, 2"), "tracks_json: not valid JSON"),
-    (dict(tracks_json='[[{"x": NaN, "y": 1}]]'), "tracks_json: track 0 point 0 has a non-finite"),
-    (dict(tracks_json=TRIANGLE, color="blue"), "color: expected a hex colour"),
-    (dict(tracks_json="", ys_tracks=np.zeros((2, 2)), tracks={"xy": torch.zeros(1, 1, 2), "visible": torch.ones(1, 1)}),
-     "tracks: connect one of tracks and ys_tracks, got both"),
-    (dict(tracks_json="", tracks=np.zeros((2, 2))), "tracks: got ndarray, ys-vision-tools' TRACKS"),
-    (dict(tracks_json="", ys_tracks=[np.zeros((2, 3))]), r"ys_tracks: frame 0 should be an array \[N,2\]"),
-    (dict(tracks_json="", tracks={"xy": torch.zeros(2, 5), "visible": torch.ones(2)}), "tracks: xy"),
-    (dict(tracks_json=TRIANGLE, k=0), "k: expected 1 to 1024"),
-    (dict(tracks_json=TRIANGLE, graph="radius"), "max_distance: the radius graph needs a limit above 0"),
-    (dict(tracks_json=TRIANGLE, graph="gabriel"), "graph: expected one of knn, radius, delaunay, mst, voronoi"),
-    (dict(tracks_json=TRIANGLE, point_labels="name"), "point_labels: expected one of none, id, label, got 'name'"),
-    (dict(tracks_json=TRIANGLE, point_labels="id", text_color="white"), "text_color: expected a hex colour"),
-    (dict(tracks_json='[[{"x": 1, "y": 2, "label": 7}]]', point_labels="label"),
-     "tracks_json: track 0 point 0 label should be a string, got 7"),
-    (dict(tracks_json="", tracks={"xy": torch.ones(1, 2, 2), "visible": torch.ones(1, 2), "labels": [1, 2]}),
-     "tracks: label 0 should be a string, got 1"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(tracks_json="[[1, 2"), "tracks_json: not valid JSON"),
+        (dict(tracks_json='[[{"x": NaN, "y": 1}]]'), "tracks_json: track 0 point 0 has a non-finite"),
+        (dict(tracks_json=TRIANGLE, color="blue"), "color: expected a hex colour"),
+        (
+            dict(
+                tracks_json="",
+                ys_tracks=np.zeros((2, 2)),
+                tracks={"xy": torch.zeros(1, 1, 2), "visible": torch.ones(1, 1)},
+            ),
+            "tracks: connect one of tracks and ys_tracks, got both",
+        ),
+        (dict(tracks_json="", tracks=np.zeros((2, 2))), "tracks: got ndarray, ys-vision-tools' TRACKS"),
+        (dict(tracks_json="", ys_tracks=[np.zeros((2, 3))]), r"ys_tracks: frame 0 should be an array \[N,2\]"),
+        (dict(tracks_json="", tracks={"xy": torch.zeros(2, 5), "visible": torch.ones(2)}), "tracks: xy"),
+        (dict(tracks_json=TRIANGLE, k=0), "k: expected 1 to 1024"),
+        (dict(tracks_json=TRIANGLE, graph="radius"), "max_distance: the radius graph needs a limit above 0"),
+        (dict(tracks_json=TRIANGLE, graph="gabriel"), "graph: expected one of knn, radius, delaunay, mst, voronoi"),
+        (dict(tracks_json=TRIANGLE, point_labels="name"), "point_labels: expected one of none, id, label, got 'name'"),
+        (dict(tracks_json=TRIANGLE, point_labels="id", text_color="white"), "text_color: expected a hex colour"),
+        (
+            dict(tracks_json='[[{"x": 1, "y": 2, "label": 7}]]', point_labels="label"),
+            "tracks_json: track 0 point 0 label should be a string, got 7",
+        ),
+        (
+            dict(tracks_json="", tracks={"xy": torch.ones(1, 2, 2), "visible": torch.ones(1, 2), "labels": [1, 2]}),
+            "tracks: label 0 should be a string, got 1",
+        ),
+    ],
+)
 def test_bad_input_names_the_input(kw, message):
     with pytest.raises(ValueError, match=message):
         render(**kw)
@@ -135,8 +174,9 @@ def test_tracker_bad_input():
 
 def test_ys_tracks_on_one_frame_and_on_many():
     triangle = np.array([[10, 10], [60, 12], [30, 50]], np.float32)  # ys-vision-tools on one image: [N,2]
-    _, alpha, _, edges_json = LineLinkRenderer.run(IMAGES[:1], tracks_json="", ys_tracks=triangle, k=1,
-                                                   point_radius=0.0)
+    _, alpha, _, edges_json = LineLinkRenderer.run(
+        IMAGES[:1], tracks_json="", ys_tracks=triangle, k=1, point_radius=0.0
+    )
     assert json.loads(edges_json) == [[[0, 2], [1, 2]]] and alpha[0, 30, 20] > 0.5
     assert torch.equal(alpha, render(tracks_json=TRIANGLE, k=1)[1][:1])
     per_frame = [triangle, triangle[:2], np.empty((0, 2), np.float32)]  # N changes; an empty frame
@@ -145,8 +185,9 @@ def test_ys_tracks_on_one_frame_and_on_many():
 
 
 def test_a_flat_list_of_points_is_one_point_moving():
-    _, alpha, _, edges_json = render(tracks_json='[{"x": 10, "y": 10}, {"x": 40, "y": 30}]', point_radius=3.0,
-                                     opacity=1.0)
+    _, alpha, _, edges_json = render(
+        tracks_json='[{"x": 10, "y": 10}, {"x": 40, "y": 30}]', point_radius=3.0, opacity=1.0
+    )
     assert json.loads(edges_json) == [[], [], []]  # one point: nothing to link
     assert alpha[0, 10, 10] > 0.9 and alpha[0, 30, 40] == 0
     assert alpha[1, 10, 10] == 0 and alpha[1, 30, 40] > 0.9 and torch.equal(alpha[2], alpha[1])
@@ -190,7 +231,7 @@ def test_voronoi_graph_in_the_node():
     _, alpha, _, edges = render(tracks_json=TRIANGLE, graph="voronoi", opacity=1.0)
     assert json.loads(edges) == [[[0, 1], [0, 2], [1, 2]]] * 3
     assert alpha[0, 10, 20] == 0 and alpha[0, 0, 35] > 0.5  # not the link 0-1: the wall across it, to the edge
-    _, alpha, _, edges = render(tracks_json='[[[10, 10]], [[70, 50]]]', graph="voronoi", max_distance=20.0)
+    _, alpha, _, edges = render(tracks_json="[[[10, 10]], [[70, 50]]]", graph="voronoi", max_distance=20.0)
     assert json.loads(edges) == [[]] * 3 and alpha.sum() == 0  # the pair is beyond max_distance
 
 

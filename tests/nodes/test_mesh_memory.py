@@ -1,6 +1,7 @@
 """The mesh nodes' memory estimates against the peak they reach (the process's peak RSS, reset before
 each call; glibc set to hand freed blocks back at once, and its free heap pages returned before each
 call, so that RSS follows what is allocated), at three sizes each: within 2x either way."""
+
 import ctypes
 import gc
 import sys
@@ -11,7 +12,7 @@ import torch
 from rasterkit.nodes import bake as bake_nodes
 from rasterkit.nodes import mesh as mesh_nodes
 from rasterkit.nodes.bake import BakeTexture, UVMaps
-from rasterkit.nodes.mesh import LoadMesh, Mesh, MeshRasterizer, make_mesh
+from rasterkit.nodes.mesh import LoadMesh, MeshRasterizer, make_mesh
 from rasterkit.utils.inputs import mesh_files
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
@@ -56,28 +57,38 @@ def _sphere(subdivisions: int, uvs: bool = False):
     fields = {}
     if uvs:
         direction = torch.nn.functional.normalize(vertices, dim=-1)
-        fields["uvs"] = torch.stack([torch.atan2(direction[:, 0], direction[:, 2]) / (2 * torch.pi) + 0.5,
-                                     torch.asin(direction[:, 1].clamp(-1, 1)) / torch.pi + 0.5], -1)[None]
+        fields["uvs"] = torch.stack(
+            [
+                torch.atan2(direction[:, 0], direction[:, 2]) / (2 * torch.pi) + 0.5,
+                torch.asin(direction[:, 1].clamp(-1, 1)) / torch.pi + 0.5,
+            ],
+            -1,
+        )[None]
     return make_mesh(vertices[None], torch.tensor(sphere.faces)[None], **fields)
 
 
 def _within_twice(estimate: int, measured: int, label: str):
-    assert measured / 2 <= estimate <= measured * 2, f"{label}: estimated {estimate / 1e6:.1f} MB, " \
-                                                     f"measured {measured / 1e6:.1f} MB"
+    assert measured / 2 <= estimate <= measured * 2, (
+        f"{label}: estimated {estimate / 1e6:.1f} MB, measured {measured / 1e6:.1f} MB"
+    )
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="peak RSS through /proc")
-@pytest.mark.parametrize("size", [
-    dict(width=384, height=384, views=4, subdivisions=3),  # pixels
-    dict(width=16, height=16, views=8, subdivisions=6),    # views x faces
-    dict(width=768, height=512, views=2, subdivisions=5),  # both
-])
+@pytest.mark.parametrize(
+    "size",
+    [
+        dict(width=384, height=384, views=4, subdivisions=3),  # pixels
+        dict(width=16, height=16, views=8, subdivisions=6),  # views x faces
+        dict(width=768, height=512, views=2, subdivisions=5),  # both
+    ],
+)
 def test_mesh_rasterizer_estimate(peak_rss, size):
     mesh = _sphere(size["subdivisions"])
     view_list = "; ".join(f"{7 * i},{i % 60}" for i in range(size["views"]))
     width, height = size["width"], size["height"]
-    measured, outputs = peak_rss(lambda: MeshRasterizer.run(width=width, height=height, views="list",
-                                                            view_list=view_list, mesh=mesh))
+    measured, outputs = peak_rss(
+        lambda: MeshRasterizer.run(width=width, height=height, views="list", view_list=view_list, mesh=mesh)
+    )
     del outputs
     vertices, faces = mesh.vertices.shape[1], mesh.faces.shape[1]
     per_chunk = max(1, mesh_nodes.CHUNK_WORK // (width * height + vertices + faces))
@@ -100,11 +111,16 @@ def test_bake_estimate(peak_rss, texture_size, views, side):
     from rasterkit.utils import mesh_rasterizer as M
 
     mesh = _sphere(4, uvs=True)
-    raster = {"view": M.orbit_cameras([360 * i / views for i in range(views)], [(i % 5) * 15 - 30 for i in range(views)],
-                                      3.0), "projection": M.perspective(40.0, 1.0, 0.1, 13.0)}
+    raster = {
+        "view": M.orbit_cameras(
+            [360 * i / views for i in range(views)], [(i % 5) * 15 - 30 for i in range(views)], 3.0
+        ),
+        "projection": M.perspective(40.0, 1.0, 0.1, 13.0),
+    }
     images = torch.rand(views, side, side, 3)
-    measured, outputs = peak_rss(lambda: BakeTexture.run(mesh=mesh, images=images, raster=raster,
-                                                         texture_size=texture_size, dilation=2))
+    measured, outputs = peak_rss(
+        lambda: BakeTexture.run(mesh=mesh, images=images, raster=raster, texture_size=texture_size, dilation=2)
+    )
     del outputs
     estimate = bake_nodes.bake_bytes(texture_size, views, side, side, mesh.faces.shape[1])
     _within_twice(estimate, measured, f"{texture_size} x {views} views of {side}")
@@ -125,8 +141,9 @@ def _textured_box_glb(side: int, subdivisions: int = 1) -> bytes:
 
     mesh = trimesh.creation.icosphere(subdivisions=subdivisions)
     image = Image.fromarray(np.full((side, side, 3), 90, np.uint8))
-    mesh.visual = trimesh.visual.TextureVisuals(uv=np.random.default_rng(1).random((len(mesh.vertices), 2)),
-                                                image=image)
+    mesh.visual = trimesh.visual.TextureVisuals(
+        uv=np.random.default_rng(1).random((len(mesh.vertices), 2)), image=image
+    )
     return mesh.export(file_type="glb")
 
 
@@ -140,6 +157,9 @@ def test_load_mesh_estimate(peak_rss, input_folder, name, side, subdivisions):
     del outputs
     counts = declared(str(input_folder / name))
     assert counts.textures == [(side, side)]
-    estimate = (mesh_files.LOAD_BYTES_PER_VERTEX * counts.vertices + mesh_files.LOAD_BYTES_PER_FACE * counts.faces
-                + mesh_files.LOAD_BYTES_PER_TEXEL * side * side)
+    estimate = (
+        mesh_files.LOAD_BYTES_PER_VERTEX * counts.vertices
+        + mesh_files.LOAD_BYTES_PER_FACE * counts.faces
+        + mesh_files.LOAD_BYTES_PER_TEXEL * side * side
+    )
     _within_twice(estimate, measured, name)

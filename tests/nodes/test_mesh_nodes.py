@@ -1,4 +1,5 @@
 """LoadMesh and MeshRasterizer: maps, layouts and bad input."""
+
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,9 @@ def test_load_mesh_reads_the_bundled_textured_glb():
 
 def test_single_view_maps():
     mesh, _ = sphere_mesh()
-    normal, depth, position, mask, face_id, raster, *_ = MeshRasterizer.run(width=64, height=48, azimuth=0,
-                                                                             elevation=0, mesh=mesh)
+    normal, depth, position, mask, face_id, raster, *_ = MeshRasterizer.run(
+        width=64, height=48, azimuth=0, elevation=0, mesh=mesh
+    )
     assert normal.shape == (1, 48, 64, 3) and mask.shape == (1, 48, 64)
     assert normal[0, 0, 0].tolist() == [0.5, 0.5, 1.0]  # background #8080FF
     centre = normal[0, 24, 32]
@@ -61,8 +63,9 @@ def test_six_views_are_the_standard_texture_baking_views_unless_turned():
     """Saved workflows (azimuth 30, elevation 20 by default) keep the standard six views; the rig turns
     only with turn_six_views, and at 0, 0 it is the standard rig."""
     mesh, _ = sphere_mesh()
-    standard = mesh_nodes.M.orbit_cameras([a for a, _ in mesh_nodes.M.STANDARD_VIEWS],
-                                          [e for _, e in mesh_nodes.M.STANDARD_VIEWS], 3.0)
+    standard = mesh_nodes.M.orbit_cameras(
+        [a for a, _ in mesh_nodes.M.STANDARD_VIEWS], [e for _, e in mesh_nodes.M.STANDARD_VIEWS], 3.0
+    )
     for kw in (dict(), dict(azimuth=0.0, elevation=0.0, turn_six_views=True)):
         raster = MeshRasterizer.run(width=16, height=16, views="six", mesh=mesh, **kw)[5]
         assert torch.equal(raster["view"], standard)
@@ -72,12 +75,15 @@ def test_azimuth_and_elevation_turn_the_six_view_rig():
     """The turned rig's front view is the single view at the same angles, and the rig renders the model
     turned the other way as the standard rig does (face ids compared: a turn of a symmetric mesh shows)."""
     mesh, _ = sphere_mesh()
-    turned = MeshRasterizer.run(width=48, height=48, views="six", azimuth=30.0, elevation=20.0, turn_six_views=True,
-                                mesh=mesh)
+    turned = MeshRasterizer.run(
+        width=48, height=48, views="six", azimuth=30.0, elevation=20.0, turn_six_views=True, mesh=mesh
+    )
     single = MeshRasterizer.run(width=48, height=48, views="single", azimuth=30.0, elevation=20.0, mesh=mesh)
     assert torch.equal(turned[5]["findices"][0], single[5]["findices"][0])
-    assert not torch.equal(turned[5]["findices"], MeshRasterizer.run(
-        width=48, height=48, views="six", azimuth=0.0, elevation=0.0, mesh=mesh)[5]["findices"])
+    assert not torch.equal(
+        turned[5]["findices"],
+        MeshRasterizer.run(width=48, height=48, views="six", azimuth=0.0, elevation=0.0, mesh=mesh)[5]["findices"],
+    )
     rotation = single[5]["view"][0, :3, :3]
     model_turned = Mesh(mesh.vertices @ rotation.T, mesh.faces)
     standard = MeshRasterizer.run(width=48, height=48, views="six", azimuth=0.0, elevation=0.0, mesh=model_turned)
@@ -89,22 +95,36 @@ def test_elevation_minus_90_stands_a_z_up_mesh_upright_in_the_six_views():
     import trimesh
 
     tall = trimesh.creation.box(extents=(0.4, 0.4, 1.6))  # z-up: tallest along z
-    mask = MeshRasterizer.run(width=64, height=64, views="six", azimuth=0.0, elevation=-90.0, turn_six_views=True,
-                              projection="orthographic", trimesh=tall)[3]
+    mask = MeshRasterizer.run(
+        width=64,
+        height=64,
+        views="six",
+        azimuth=0.0,
+        elevation=-90.0,
+        turn_six_views=True,
+        projection="orthographic",
+        trimesh=tall,
+    )[3]
     for front_right_back_left in mask[:4]:
         rows, columns = front_right_back_left.any(1).sum(), front_right_back_left.any(0).sum()
         assert rows > 2 * columns  # standing: taller than wide
     assert mask[4].any(1).sum() == mask[4].any(0).sum()  # from above: the square footprint
 
 
-@pytest.mark.parametrize("kw,message", [
-    (dict(), "mesh: connect a MESH or a TRIMESH"),
-    (dict(mesh=Mesh(torch.zeros(1, 0, 3), torch.zeros(1, 0, 3))), "mesh: vertices should be"),
-    (dict(mesh=Mesh(torch.rand(1, 4, 3), torch.tensor([[[0, 1, 9]]]))), r"mesh: face indices must lie in 0..3"),
-    (dict(mesh=Mesh(torch.full((1, 3, 3), float("nan")), torch.tensor([[[0, 1, 2]]]))), "mesh: vertices contain NaN"),
-    (dict(mesh=Mesh(torch.rand(1, 4, 3), torch.tensor([[[0, 1, 2, 3]]]))), r"mesh: faces should be triangles"),
-    (dict(mesh="cube"), "mesh: expected a MESH"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(), "mesh: connect a MESH or a TRIMESH"),
+        (dict(mesh=Mesh(torch.zeros(1, 0, 3), torch.zeros(1, 0, 3))), "mesh: vertices should be"),
+        (dict(mesh=Mesh(torch.rand(1, 4, 3), torch.tensor([[[0, 1, 9]]]))), r"mesh: face indices must lie in 0..3"),
+        (
+            dict(mesh=Mesh(torch.full((1, 3, 3), float("nan")), torch.tensor([[[0, 1, 2]]]))),
+            "mesh: vertices contain NaN",
+        ),
+        (dict(mesh=Mesh(torch.rand(1, 4, 3), torch.tensor([[[0, 1, 2, 3]]]))), r"mesh: faces should be triangles"),
+        (dict(mesh="cube"), "mesh: expected a MESH"),
+    ],
+)
 def test_bad_meshes(kw, message):
     with pytest.raises(ValueError, match=message):
         MeshRasterizer.run(width=16, height=16, **kw)
@@ -148,8 +168,16 @@ def test_nothing_outside_the_input_folder_is_read(input_folder, tmp_path):
     os_link = input_folder / "3d" / "link.obj"
     os_link.symlink_to(tmp_path / "secret.obj")
     (input_folder / "escape").symlink_to(tmp_path, target_is_directory=True)
-    outside = [str(tmp_path / "secret.obj"), "../secret.obj", "3d/../../secret.obj", "3d/link.obj",
-               "escape/secret.obj", str(tmp_path / "missing.obj"), "../missing.obj", "a\0b.obj"]
+    outside = [
+        str(tmp_path / "secret.obj"),
+        "../secret.obj",
+        "3d/../../secret.obj",
+        "3d/link.obj",
+        "escape/secret.obj",
+        str(tmp_path / "missing.obj"),
+        "../missing.obj",
+        "a\0b.obj",
+    ]
     messages = set()
     for name in outside:
         with pytest.raises(ValueError, match="mesh_file: no mesh file") as error:
@@ -195,13 +223,17 @@ def test_a_render_that_cannot_fit_is_refused_before_allocating(monkeypatch):
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 2 << 30)
     mesh, _ = sphere_mesh()
-    with pytest.raises(ValueError, match=r"^width x height x views \(8192 x 8192 x 6\) with a mesh of 642 vertices "
-                                         r"and 1,280 triangles needs ~\d+\.\d+ GB; this machine has 2.1 GB free"):
+    with pytest.raises(
+        ValueError,
+        match=r"^width x height x views \(8192 x 8192 x 6\) with a mesh of 642 vertices "
+        r"and 1,280 triangles needs ~\d+\.\d+ GB; this machine has 2.1 GB free",
+    ):
         MeshRasterizer.run(width=8192, height=8192, views="six", mesh=mesh)
 
 
 def test_views_render_in_chunks_with_an_interrupt_check_between_them(monkeypatch):
-    from rasterkit.nodes import _comfy, mesh as mesh_module
+    from rasterkit.nodes import _comfy
+    from rasterkit.nodes import mesh as mesh_module
 
     checks = []
     monkeypatch.setattr(_comfy, "check_interrupt", lambda: checks.append(1))
@@ -211,7 +243,7 @@ def test_views_render_in_chunks_with_an_interrupt_check_between_them(monkeypatch
     monkeypatch.setattr(mesh_module, "CHUNK_WORK", 1 << 30)
     whole = MeshRasterizer.run(width=64, height=64, views="six", mesh=mesh)
     assert len(checks) == 3 + 1
-    for a, b in zip(chunked[:5], whole[:5]):
+    for a, b in zip(chunked[:5], whole[:5], strict=False):
         assert torch.equal(a, b)
     assert torch.equal(chunked[5]["findices"], whole[5]["findices"])
 
@@ -233,9 +265,14 @@ def test_core_mesh_with_its_newer_optional_fields_is_accepted():
 
     mesh, _ = sphere_mesh()
     vertices = mesh.vertices
-    richer = types.SimpleNamespace(vertices=vertices, faces=mesh.faces.int(), uvs=torch.rand(1, vertices.shape[1], 2),
-                                   texture=torch.rand(1, 8, 8, 3), vertex_colors=torch.rand(1, vertices.shape[1], 3),
-                                   normals=torch.nn.functional.normalize(vertices, dim=-1))
+    richer = types.SimpleNamespace(
+        vertices=vertices,
+        faces=mesh.faces.int(),
+        uvs=torch.rand(1, vertices.shape[1], 2),
+        texture=torch.rand(1, 8, 8, 3),
+        vertex_colors=torch.rand(1, vertices.shape[1], 3),
+        normals=torch.nn.functional.normalize(vertices, dim=-1),
+    )
     plain = MeshRasterizer.run(width=32, height=32, mesh=mesh)
     rich = MeshRasterizer.run(width=32, height=32, mesh=richer)
     assert torch.equal(plain[0], rich[0]) and torch.equal(plain[5]["findices"], rich[5]["findices"])
@@ -259,8 +296,10 @@ usemtl skin
 f 1/1 2/2 3/3
 f 1/5 3/6 4/4
 """
-FILE_CORNERS = [[[-1, -1, 0, 0, 0], [1, -1, 0, 0.5, 0], [1, 1, 0, 0.5, 1]],
-                [[-1, -1, 0, 1, 0], [1, 1, 0, 1, 1], [-1, 1, 0, 0, 1]]]
+FILE_CORNERS = [
+    [[-1, -1, 0, 0, 0], [1, -1, 0, 0.5, 0], [1, 1, 0, 0.5, 1]],
+    [[-1, -1, 0, 1, 0], [1, 1, 0, 1, 1], [-1, 1, 0, 0, 1]],
+]
 
 
 def write_textured_obj(folder, name="quad", texture="skin.png"):
@@ -324,10 +363,14 @@ def test_mesh_fields_in_and_out():
     refuses fields that do not fit the vertices."""
     mesh, _ = sphere_mesh()
     count = mesh.vertices.shape[1]
-    padded = mesh_nodes.make_mesh(torch.cat([mesh.vertices, torch.zeros(1, 5, 3)], 1),
-                                  torch.cat([mesh.faces, torch.zeros(1, 2, 3, dtype=torch.long)], 1),
-                                  uvs=torch.rand(1, count + 5, 2), colors=torch.rand(1, count + 5, 4),
-                                  vertex_counts=torch.tensor([count]), face_counts=torch.tensor([mesh.faces.shape[1]]))
+    padded = mesh_nodes.make_mesh(
+        torch.cat([mesh.vertices, torch.zeros(1, 5, 3)], 1),
+        torch.cat([mesh.faces, torch.zeros(1, 2, 3, dtype=torch.long)], 1),
+        uvs=torch.rand(1, count + 5, 2),
+        colors=torch.rand(1, count + 5, 4),
+        vertex_counts=torch.tensor([count]),
+        face_counts=torch.tensor([mesh.faces.shape[1]]),
+    )
     vertices, faces, fields = mesh_tensors(padded, None)
     assert torch.equal(vertices, mesh.vertices[0]) and torch.equal(faces, mesh.faces[0])
     assert fields["uvs"].shape == (count, 2) and fields["colors"].shape == (count, 3)
@@ -337,6 +380,7 @@ def test_mesh_fields_in_and_out():
 
 
 # -- issue 29: bad input named, nothing dropped silently, jobs bounded and stoppable -------------------------
+
 
 @pytest.mark.parametrize("name", [123, None, True, {"__value__": ["a.obj"]}, ["rasterkit_torus.obj"]])
 def test_a_mesh_file_that_is_not_text_is_named(name):
@@ -356,17 +400,24 @@ def test_only_regular_files_are_listed(input_folder):
         LoadMesh.run("3d/pipe.obj")
 
 
-@pytest.mark.parametrize("name,data", [
-    ("truncated.glb", b"glTF\x02\x00\x00\x00\xff\x00\x00\x00{\"asset\""),
-    ("notjson.gltf", b"{this is not json"),
-    ("garbage.stl", b"solid x\nfacet normal 0 0 1\nouter loop\nvertex a b c\n"),
-    ("badheader.ply", b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\nend_header\n\x00"),
-    ("indices.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n"),
-])
+@pytest.mark.parametrize(
+    "name,data",
+    [
+        ("truncated.glb", b'glTF\x02\x00\x00\x00\xff\x00\x00\x00{"asset"'),
+        ("notjson.gltf", b"{this is not json"),
+        ("garbage.stl", b"solid x\nfacet normal 0 0 1\nouter loop\nvertex a b c\n"),
+        (
+            "badheader.ply",
+            b"ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\nend_header\n\x00",
+        ),
+        ("indices.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n"),
+    ],
+)
 def test_an_unreadable_file_is_named_with_the_reason_and_no_path(input_folder, name, data):
     (input_folder / name).write_bytes(data)
-    with pytest.raises(ValueError, match=f"^mesh_file: (could not read '{name}': \\w+(Error|Exception)?\\b.|"
-                                         f"'{name}' has no triangles)") as error:
+    with pytest.raises(
+        ValueError, match=f"^mesh_file: (could not read '{name}': \\w+(Error|Exception)?\\b.|'{name}' has no triangles)"
+    ) as error:
         LoadMesh.run(name)
     message = str(error.value)
     assert str(input_folder) not in message and "/tmp" not in message
@@ -381,7 +432,8 @@ def test_textures_and_meshes_are_checked_by_their_declared_sizes_before_decoding
 
     write_textured_obj(input_folder / "3d")
     (input_folder / "3d" / "quad.glb").write_bytes(
-        trimesh.load(input_folder / "3d" / "quad.obj", force="mesh", process=False).export(file_type="glb"))
+        trimesh.load(input_folder / "3d" / "quad.obj", force="mesh", process=False).export(file_type="glb")
+    )
     monkeypatch.setattr(trimesh, "load", lambda *a, **k: pytest.fail("decoded before the check"))
     monkeypatch.setattr(mesh_files, "MAX_TEXTURE_PIXELS", 15)
     for name in ("3d/quad.obj", "3d/quad.glb"):
@@ -389,8 +441,11 @@ def test_textures_and_meshes_are_checked_by_their_declared_sizes_before_decoding
             LoadMesh.run(name)
     monkeypatch.setattr(mesh_files, "MAX_TEXTURE_PIXELS", 8192 * 8192)
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 1000)
-    with pytest.raises(ValueError, match=r"^mesh_file: '3d/quad.glb' \(\d+ vertices, 2 triangles, 1 textures\) "
-                                         r"needs ~0\.0\d* GB"):
+    with pytest.raises(
+        ValueError,
+        match=r"^mesh_file: '3d/quad.glb' \(\d+ vertices, 2 triangles, 1 textures\) "
+        r"needs ~0\.0\d* GB",
+    ):
         LoadMesh.run("3d/quad.glb")
 
 
@@ -406,17 +461,24 @@ def test_declared_counts_of_every_format(tmp_path):
         assert counts.faces == 12 and counts.vertices == (36 if extension == "stl" else 8), extension
     scene = trimesh.Scene()
     for offset in range(3):  # one mesh placed three times: three copies once loaded
-        scene.add_geometry(box, node_name=f"n{offset}", geom_name="box",
-                           transform=trimesh.transformations.translation_matrix([offset, 0, 0]))
+        scene.add_geometry(
+            box,
+            node_name=f"n{offset}",
+            geom_name="box",
+            transform=trimesh.transformations.translation_matrix([offset, 0, 0]),
+        )
     scene.export(str(tmp_path / "three.glb"))
     assert declared(str(tmp_path / "three.glb")).faces == 36
 
 
-@pytest.mark.parametrize("faces,message", [
-    (torch.tensor([[[0.0, 1.5, 2.0]]]), r"^mesh: faces should be whole vertex indices, got 1.5 \(torch.float32\)"),
-    (torch.tensor([[[0.0, float("nan"), 2.0]]]), r"^mesh: faces should be whole vertex indices, got nan"),
-    (torch.tensor([[[True, False, True]]]), r"^mesh: faces should be whole vertex indices, got dtype torch.bool"),
-])
+@pytest.mark.parametrize(
+    "faces,message",
+    [
+        (torch.tensor([[[0.0, 1.5, 2.0]]]), r"^mesh: faces should be whole vertex indices, got 1.5 \(torch.float32\)"),
+        (torch.tensor([[[0.0, float("nan"), 2.0]]]), r"^mesh: faces should be whole vertex indices, got nan"),
+        (torch.tensor([[[True, False, True]]]), r"^mesh: faces should be whole vertex indices, got dtype torch.bool"),
+    ],
+)
 def test_faces_that_are_not_whole_indices_are_named(faces, message):
     mesh = Mesh(torch.rand(1, 4, 3), faces)
     with pytest.raises(ValueError, match=message):
@@ -433,10 +495,14 @@ def test_whole_float_and_any_integer_face_indices_render_alike():
 
 def test_vertices_beyond_float32_safe_range_are_named_as_such():
     for largest in (3e38, 1e300):  # float32's range, and past it in float64
-        far = Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [largest, 1, 0]]], dtype=torch.float64),
-                   torch.tensor([[[0, 1, 2]]]))
-        with pytest.raises(ValueError, match=rf"^mesh: vertices are finite but reach {largest:.0e}".replace("+", r"\+")
-                           + r", beyond what float32 rendering can take; coordinates up to 1e\+18 are accepted"):
+        far = Mesh(
+            torch.tensor([[[0.0, 0, 0], [1, 0, 0], [largest, 1, 0]]], dtype=torch.float64), torch.tensor([[[0, 1, 2]]])
+        )
+        with pytest.raises(
+            ValueError,
+            match=rf"^mesh: vertices are finite but reach {largest:.0e}".replace("+", r"\+")
+            + r", beyond what float32 rendering can take; coordinates up to 1e\+18 are accepted",
+        ):
             MeshRasterizer.execute(width=16, height=16, mesh=far)
     nan = Mesh(torch.tensor([[[0.0, 0, 0], [1, 0, 0], [float("nan"), 1, 0]]]), torch.tensor([[[0, 1, 2]]]))
     with pytest.raises(ValueError, match="^mesh: vertices contain NaN or infinite values"):
@@ -446,8 +512,11 @@ def test_vertices_beyond_float32_safe_range_are_named_as_such():
 def test_a_camera_too_far_away_is_named():
     mesh, _ = sphere_mesh()
     info = {"position": {"x": 0, "y": 0, "z": 1e30}, "target": {"x": 0, "y": 0, "z": 0}}
-    with pytest.raises(ValueError, match=r"^camera_info: the camera's position or target lies 1e\+30 from the "
-                                         r"origin; up to 1000 \(the distance input's range\) is accepted"):
+    with pytest.raises(
+        ValueError,
+        match=r"^camera_info: the camera's position or target lies 1e\+30 from the "
+        r"origin; up to 1000 \(the distance input's range\) is accepted",
+    ):
         MeshRasterizer.execute(width=16, height=16, mesh=mesh, camera_info=info)
 
 
@@ -462,8 +531,11 @@ def test_many_faces_in_small_views_are_counted_in_the_estimate(monkeypatch):
 
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 200 << 20)
     many = Mesh(torch.rand(1, 3, 3), torch.tensor([0, 1, 2]).expand(1, 1_000_000, 3))
-    with pytest.raises(ValueError, match=r"^width x height x views \(16 x 16 x 1\) with a mesh of 3 vertices and "
-                                         r"1,000,000 triangles needs ~0\.\d+ GB; this machine has 0.2 GB free"):
+    with pytest.raises(
+        ValueError,
+        match=r"^width x height x views \(16 x 16 x 1\) with a mesh of 3 vertices and "
+        r"1,000,000 triangles needs ~0\.\d+ GB; this machine has 0.2 GB free",
+    ):
         MeshRasterizer.execute(width=16, height=16, mesh=many)
 
 
@@ -482,8 +554,9 @@ def test_many_small_views_stop_soon_after_an_interrupt(monkeypatch):
 
     rendered = []
     maps = mesh_nodes.M.render_maps
-    monkeypatch.setattr(mesh_nodes.M, "render_maps",
-                        lambda clip, *rest: rendered.append(len(clip)) or maps(clip, *rest))
+    monkeypatch.setattr(
+        mesh_nodes.M, "render_maps", lambda clip, *rest: rendered.append(len(clip)) or maps(clip, *rest)
+    )
 
     def interrupt():
         raise Interrupted
@@ -493,6 +566,7 @@ def test_many_small_views_stop_soon_after_an_interrupt(monkeypatch):
     mesh = Mesh(torch.tensor(sphere.vertices, dtype=torch.float32)[None], torch.tensor(sphere.faces)[None])
     start = time.perf_counter()
     with pytest.raises(Interrupted):
-        MeshRasterizer.run(width=16, height=16, views="list", view_list="; ".join(f"{i},0" for i in range(2000)),
-                           mesh=mesh)
+        MeshRasterizer.run(
+            width=16, height=16, views="list", view_list="; ".join(f"{i},0" for i in range(2000)), mesh=mesh
+        )
     assert rendered == [2] and time.perf_counter() - start < 5.0

@@ -1,4 +1,5 @@
 """SeriesToImages: text and audio sources, styles, bad input."""
+
 import math
 
 import pytest
@@ -46,23 +47,29 @@ def test_audio_windows_become_frames():
     assert images.shape == (12, 48, 64, 3)
 
 
-@pytest.mark.parametrize("kw,message", [
-    (dict(series="[[1, 2,"), "series: not valid JSON"),
-    (dict(series=""), "series: empty"),
-    (dict(series='{"a": 1}'), "series: series 'a' is not a list: 1"),
-    (dict(series="[[1, 2], 3]"), "series: series 1 is not a list"),
-    (dict(series='[[1, "x"]]'), "series: series 0 value 1 is not a number"),
-    (dict(series="[[1, Infinity]]"), "series: series 0 value 1 is infinite"),
-    (dict(series="1,2\n3,abc"), "series: row 2, column 2 is not a number"),
-    (dict(series="[[1, 2]]", line_color="white"), "line_color: expected a hex colour"),
-    (dict(series="[[1, 2]]", fill=True, fill_color="#12"), "fill_color: expected a hex colour"),
-    (dict(audio={"waveform": torch.zeros(1, 1, 10)}, frames=48), "audio: 10 samples cannot make 48 frames"),
-    (dict(audio={"waveform": torch.zeros(1, 2, 0)}, frames=1), "audio: 0 samples cannot make 1 frames"),
-    (dict(audio={"waveform": torch.zeros(0, 1, 100)}, frames=4), r"audio: the waveform holds no clip .*\(0, 1, 100\)"),
-    (dict(audio={"waveform": torch.zeros(1, 1, 100)}, frames=0), "frames: expected at least 1 window, got 0"),
-    (dict(audio={"samples": []}), "audio: expected ComfyUI AUDIO"),
-    (dict(audio={"waveform": torch.zeros(10)}), "audio: waveform must be a tensor"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(series="[[1, 2,"), "series: not valid JSON"),
+        (dict(series=""), "series: empty"),
+        (dict(series='{"a": 1}'), "series: series 'a' is not a list: 1"),
+        (dict(series="[[1, 2], 3]"), "series: series 1 is not a list"),
+        (dict(series='[[1, "x"]]'), "series: series 0 value 1 is not a number"),
+        (dict(series="[[1, Infinity]]"), "series: series 0 value 1 is infinite"),
+        (dict(series="1,2\n3,abc"), "series: row 2, column 2 is not a number"),
+        (dict(series="[[1, 2]]", line_color="white"), "line_color: expected a hex colour"),
+        (dict(series="[[1, 2]]", fill=True, fill_color="#12"), "fill_color: expected a hex colour"),
+        (dict(audio={"waveform": torch.zeros(1, 1, 10)}, frames=48), "audio: 10 samples cannot make 48 frames"),
+        (dict(audio={"waveform": torch.zeros(1, 2, 0)}, frames=1), "audio: 0 samples cannot make 1 frames"),
+        (
+            dict(audio={"waveform": torch.zeros(0, 1, 100)}, frames=4),
+            r"audio: the waveform holds no clip .*\(0, 1, 100\)",
+        ),
+        (dict(audio={"waveform": torch.zeros(1, 1, 100)}, frames=0), "frames: expected at least 1 window, got 0"),
+        (dict(audio={"samples": []}), "audio: expected ComfyUI AUDIO"),
+        (dict(audio={"waveform": torch.zeros(10)}), "audio: waveform must be a tensor"),
+    ],
+)
 def test_bad_input_names_the_input(kw, message):
     with pytest.raises(ValueError, match=message):
         run(**kw)
@@ -88,8 +95,10 @@ RATE = 48000
 
 def tone(frequency, seconds=1.0, channels=1, amplitude=1.0):
     t = torch.arange(int(RATE * seconds)) / RATE
-    return {"waveform": (amplitude * torch.sin(2 * math.pi * frequency * t))[None, None].repeat(1, channels, 1),
-            "sample_rate": RATE}
+    return {
+        "waveform": (amplitude * torch.sin(2 * math.pi * frequency * t))[None, None].repeat(1, channels, 1),
+        "sample_rate": RATE,
+    }
 
 
 def numpy_bands(samples, fft_size, bands):
@@ -100,11 +109,18 @@ def numpy_bands(samples, fft_size, bands):
     hann = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(fft_size) / fft_size)
     amplitude = np.abs(np.fft.rfft(samples * hann)) * 2 / hann.sum()
     centres = np.geomspace(max(20.0, RATE / fft_size), RATE / 2, bands)
-    edges = np.concatenate([[centres[0] ** 1.5 / centres[1] ** 0.5], np.sqrt(centres[:-1] * centres[1:]),
-                            [centres[-1] ** 1.5 / centres[-2] ** 0.5]])
+    edges = np.concatenate(
+        [
+            [centres[0] ** 1.5 / centres[1] ** 0.5],
+            np.sqrt(centres[:-1] * centres[1:]),
+            [centres[-1] ** 1.5 / centres[-2] ** 0.5],
+        ]
+    )
     frequency = np.arange(len(amplitude)) * RATE / fft_size
-    return centres, [amplitude[(frequency >= lo) & (frequency < hi)].max(initial=-1.0)
-                     for lo, hi in zip(edges[:-1], edges[1:])]
+    return centres, [
+        amplitude[(frequency >= lo) & (frequency < hi)].max(initial=-1.0)
+        for lo, hi in zip(edges[:-1], edges[1:], strict=False)
+    ]
 
 
 @pytest.mark.parametrize("frequency", [110.0, 1000.0, 7040.0])
@@ -114,10 +130,11 @@ def test_spectrum_of_a_sine_peaks_at_its_band_as_numpy_computes_it(frequency):
     audio = tone(frequency)
     spectrum = A.from_audio_spectrum(audio, frames=4, fft_size=2048, bands=48, magnitude="linear")
     assert spectrum.values.shape == (4, 48) and spectrum.lengths.tolist() == [48] * 4
-    centres, reference = numpy_bands(audio["waveform"][0, 0, 6000 - 1024:6000 + 1024].numpy().astype(np.float64),
-                                     2048, 48)
+    centres, reference = numpy_bands(
+        audio["waveform"][0, 0, 6000 - 1024 : 6000 + 1024].numpy().astype(np.float64), 2048, 48
+    )
     frame = spectrum.values[0].numpy()  # frame 0 of 4 over 48000 samples: centred on sample 6000
-    for value, expected in zip(frame, reference):
+    for value, expected in zip(frame, reference, strict=False):
         if expected >= 0:  # bands that hold a bin: their largest bin
             assert value == pytest.approx(expected, rel=1e-3, abs=1e-5)
     peak = int(np.argmin(np.abs(np.log(centres / frequency))))
@@ -134,8 +151,16 @@ def test_spectrum_image_draws_the_peak_at_its_x_position():
     top_row[line[0].sum((0, 2)) == 0] = 60
     expected_x = 0.5 + peak * 319 / 31
     assert abs(int(top_row.argmin()) + 0.5 - expected_x) <= 1
-    bars = run(audio=tone(2000.0), frames=2, audio_plot="spectrum", bands=32, style="bars", mode="aliased",
-               width=320, height=60)[0]
+    bars = run(
+        audio=tone(2000.0),
+        frames=2,
+        audio_plot="spectrum",
+        bands=32,
+        style="bars",
+        mode="aliased",
+        width=320,
+        height=60,
+    )[0]
     assert int(bars[0].sum(-1).argmax()) // 10 == peak and bars[0, peak * 10 + 5].sum() > 0  # 10 px slots
     assert bars[:, peak * 10 + 0].sum() == 0  # the gap between bars
 
@@ -152,8 +177,9 @@ def test_spectrum_smoothing_is_an_exponential_moving_average_over_frames():
     burst = torch.zeros(1, 1, RATE)
     burst[0, 0, : RATE // 4] = torch.sin(torch.arange(RATE // 4) * 0.3)  # sound, then silence
     raw = A.from_audio_spectrum({"waveform": burst, "sample_rate": RATE}, 8, magnitude="linear").values
-    smooth = A.from_audio_spectrum({"waveform": burst, "sample_rate": RATE}, 8, magnitude="linear",
-                                   smoothing=0.5).values
+    smooth = A.from_audio_spectrum(
+        {"waveform": burst, "sample_rate": RATE}, 8, magnitude="linear", smoothing=0.5
+    ).values
     assert torch.allclose(smooth[3], 0.5 * smooth[2] + 0.5 * raw[3], atol=1e-6) and smooth[5].max() > raw[5].max()
 
 
@@ -185,14 +211,26 @@ def test_overlay_draws_every_series_in_one_image_in_its_colour():
     assert image.shape == (1, 48, 64, 3)
     assert image[0, 47, 10].tolist() == [1, 0, 0] and image[0, 0, 10].tolist() == [0, 1, 0]
     assert image[0, 20, 10].tolist() == [0, 0, 0]
-    crossing = run(series="[[0, 0, 1, 1], [1, 1, 0, 0], [0.5, 0.5, 0.5, 0.5]]", overlay=True,
-                   colors="#FF0000,#0000FF", mode="aliased", width=61, height=61)[0]
+    crossing = run(
+        series="[[0, 0, 1, 1], [1, 1, 0, 0], [0.5, 0.5, 0.5, 0.5]]",
+        overlay=True,
+        colors="#FF0000,#0000FF",
+        mode="aliased",
+        width=61,
+        height=61,
+    )[0]
     assert crossing[30, 30].tolist() == [1, 0, 0]  # series 2 cycles back to red and is drawn last, on top
     assert crossing[60, 0].tolist() == [1, 0, 0] and crossing[0, 0].tolist() == [0, 0, 1]
     tab10 = run(series="[[1, 2], [2, 1]]", overlay=True, mode="aliased")[0]
     assert tab10[47, 0].tolist() == pytest.approx([0x1F / 255, 0x77 / 255, 0xB4 / 255])
-    filled = run(series="[[0, 1], [1, 1]]", overlay=True, colors="#FF0000,#0000FF", fill=True,
-                 fill_color="#FFFFFF80", mode="aliased")[0]
+    filled = run(
+        series="[[0, 1], [1, 1]]",
+        overlay=True,
+        colors="#FF0000,#0000FF",
+        fill=True,
+        fill_color="#FFFFFF80",
+        mode="aliased",
+    )[0]
     assert filled[46, 10].tolist() == pytest.approx([0.251, 0, 0.502], abs=2e-3)  # both areas: blue over red
     assert filled[20, 5].tolist() == pytest.approx([0, 0, 0.502], abs=2e-3)  # above the red line: blue only
 
@@ -206,8 +244,15 @@ def test_overlaid_audio_channels_share_each_frame():
     assert images[:, :8, :, 1].sum() == 0  # the quiet channel stays near the middle (scale per image)
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(fill=True, line_color="#FF8000C0", fill_color="#00FFFF60"),
-                                dict(style="bars", mode="aliased"), dict(overlay=True, fill=True)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(),
+        dict(fill=True, line_color="#FF8000C0", fill_color="#00FFFF60"),
+        dict(style="bars", mode="aliased"),
+        dict(overlay=True, fill=True),
+    ],
+)
 def test_alpha_output_is_the_opacity_of_the_ink(kw):
     kw = dict(series="[[3, 1, 4, 1, 5, 9], [2, 6, 5, 3, 5, 8]]", width=64, height=48, **kw)
     on_black, alpha = Node.run(background="#000000", **kw)
@@ -229,14 +274,23 @@ def test_bars_span_their_slots():
     assert heights[0] == 1 and heights[-1] == 40 and heights == sorted(heights)
 
 
-@pytest.mark.parametrize("kw", [
-    dict(series="[[NaN, 1, 2, NaN, 4]]", overlay=True), dict(series="[[], [1, 2]]", overlay=True),
-    dict(series="[[1, 2, 3, 4, 5, 6], [6, 5]]", overlay=True), dict(series="[[NaN]]", style="bars"),
-    dict(audio={"waveform": torch.zeros(1, 2, 4800), "sample_rate": RATE}, frames=4, audio_plot="spectrum"),
-    dict(audio={"waveform": torch.zeros(1, 1, 100), "sample_rate": RATE}, frames=2, audio_plot="spectrum"),
-    dict(audio={"waveform": torch.rand(1, 1, 100), "sample_rate": RATE}, fps=1000.0, audio_plot="spectrum",
-         style="bars"),
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(series="[[NaN, 1, 2, NaN, 4]]", overlay=True),
+        dict(series="[[], [1, 2]]", overlay=True),
+        dict(series="[[1, 2, 3, 4, 5, 6], [6, 5]]", overlay=True),
+        dict(series="[[NaN]]", style="bars"),
+        dict(audio={"waveform": torch.zeros(1, 2, 4800), "sample_rate": RATE}, frames=4, audio_plot="spectrum"),
+        dict(audio={"waveform": torch.zeros(1, 1, 100), "sample_rate": RATE}, frames=2, audio_plot="spectrum"),
+        dict(
+            audio={"waveform": torch.rand(1, 1, 100), "sample_rate": RATE},
+            fps=1000.0,
+            audio_plot="spectrum",
+            style="bars",
+        ),
+    ],
+)
 def test_degenerate_input_draws_finite_images(kw):
     images, alpha = Node.run(width=32, height=24, **kw)
     assert images.isfinite().all() and alpha.isfinite().all() and 0 <= float(alpha.min()) <= float(alpha.max()) <= 1
@@ -249,23 +303,34 @@ def test_ragged_overlay_series_each_span_the_width():
     assert image[:, -1, 0].sum() > 0 and image[:, -1, 1].sum() > 0
 
 
-@pytest.mark.parametrize("kw,message", [
-    (dict(series="[[1, 2]]", overlay=True, colors="tab11"), "colors: colour 1: expected a hex colour .* 'tab11'"),
-    (dict(series="[[1, 2]]", overlay=True, colors=" , "), "colors: expected hex colours like"),
-    (dict(audio={"waveform": torch.zeros(1, 1, 100)}, fps=24.0), "audio: needs a positive 'sample_rate'"),
-    (dict(audio={"waveform": torch.zeros(1, 1, 100)}, audio_plot="spectrum"), "audio: needs a positive 'sample_rate'"),
-    (dict(audio={"waveform": torch.zeros(1, 1, 100), "sample_rate": 8000}, fps=6000.0),
-     "fps: 6000 frames per second leave fewer than 2 samples per frame at 8000 Hz"),
-    (dict(audio={"waveform": torch.zeros(1, 1, 10), "sample_rate": 8000}, frames=11, audio_plot="spectrum"),
-     "audio: 10 samples cannot make 11 frames of at least 1 sample"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(series="[[1, 2]]", overlay=True, colors="tab11"), "colors: colour 1: expected a hex colour .* 'tab11'"),
+        (dict(series="[[1, 2]]", overlay=True, colors=" , "), "colors: expected hex colours like"),
+        (dict(audio={"waveform": torch.zeros(1, 1, 100)}, fps=24.0), "audio: needs a positive 'sample_rate'"),
+        (
+            dict(audio={"waveform": torch.zeros(1, 1, 100)}, audio_plot="spectrum"),
+            "audio: needs a positive 'sample_rate'",
+        ),
+        (
+            dict(audio={"waveform": torch.zeros(1, 1, 100), "sample_rate": 8000}, fps=6000.0),
+            "fps: 6000 frames per second leave fewer than 2 samples per frame at 8000 Hz",
+        ),
+        (
+            dict(audio={"waveform": torch.zeros(1, 1, 10), "sample_rate": 8000}, frames=11, audio_plot="spectrum"),
+            "audio: 10 samples cannot make 11 frames of at least 1 sample",
+        ),
+    ],
+)
 def test_bad_audio_and_colour_input_names_the_input(kw, message):
     with pytest.raises(ValueError, match=message):
         run(**kw)
 
 
-@pytest.mark.parametrize("options", [dict(style="line", fill_colors=[(0, 1, 0, 0.5)] * 2),
-                                     dict(style="bars", background=(0, 0, 1, 0.5))])
+@pytest.mark.parametrize(
+    "options", [dict(style="line", fill_colors=[(0, 1, 0, 0.5)] * 2), dict(style="bars", background=(0, 0, 1, 0.5))]
+)
 def test_render_series_elsewhere_copies_every_chunk_back(monkeypatch, options):
     """torch.device("cpu", 0) is not the device of CPU tensors: the render-elsewhere branch, in chunks of
     one image (two series each), against the same call rendered where the data is."""
@@ -277,7 +342,9 @@ def test_render_series_elsewhere_copies_every_chunk_back(monkeypatch, options):
         def recorded(start, stop, dev):
             chunks.append((start, stop, dev))
             return fn(start, stop, dev)
+
         return D.run_chunked(recorded, total, bytes_per_item, device, on_chunk, limit=1)
+
     monkeypatch.setattr(S, "run_chunked", run_chunked)
     data = P.from_text("[[1, 5, 2, 8], [3, 3, 1], [9, 1, 9, 1, 9], [2, 4], [7, 1, 2, 6], [0, 0, 1]]")
     kw = dict(colors=[(1, 0, 0, 1), (0, 0, 1, 0.75)], **options)
@@ -285,24 +352,29 @@ def test_render_series_elsewhere_copies_every_chunk_back(monkeypatch, options):
     chunks.clear()
     got = S.render_series(data, 20, 30, per_image=2, device=elsewhere, **kw)
     assert [(start, stop) for start, stop, dev in chunks if dev == elsewhere] == [(0, 1), (1, 2), (2, 3)]
-    for image, expected_image in zip(got, expected):
+    for image, expected_image in zip(got, expected, strict=False):
         assert image.device == data.values.device and torch.equal(image, expected_image)
         assert all(bool(frame.any()) for frame in image)
 
 
-@pytest.mark.parametrize("options", [
-    dict(),  # one layer on an opaque background
-    dict(fill_colors=((0, 0, 1, 0.4),)),  # a fill under the line
-    dict(background=(0.2, 0.1, 0, 0.5), fill_colors=((0, 1, 0, 0.3),)),  # RGBA out
-    dict(per_image=2, colors=((1, 0, 0, 1), (0, 1, 0, 0.6)), fill_colors=((0, 0, 1, 0.3), (1, 1, 0, 0.2))),  # 4 layers
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(),  # one layer on an opaque background
+        dict(fill_colors=((0, 0, 1, 0.4),)),  # a fill under the line
+        dict(background=(0.2, 0.1, 0, 0.5), fill_colors=((0, 1, 0, 0.3),)),  # RGBA out
+        dict(
+            per_image=2, colors=((1, 0, 0, 1), (0, 1, 0, 0.6)), fill_colors=((0, 0, 1, 0.3), (1, 1, 0, 0.2))
+        ),  # 4 layers
+    ],
+)
 def test_few_layers_blended_one_by_one_equal_the_product_over_layers(monkeypatch, options):
     g = torch.Generator().manual_seed(4)
     data = Ragged(torch.randn(4, 30, generator=g).cumsum(1), torch.tensor([30, 12, 30, 2]))
     one_by_one = S.render_series(data, 20, 30, **options)
     monkeypatch.setattr(S, "FEW_LAYERS", 0)  # every image through the product over its layers
     product = S.render_series(data, 20, 30, **options)
-    for got, expected in zip(one_by_one, product):
+    for got, expected in zip(one_by_one, product, strict=False):
         assert got.shape == expected.shape and (got - expected).abs().max() <= 1e-5
     assert one_by_one[1].sum() > 10
 
@@ -312,7 +384,6 @@ def test_spectrum_bars_keep_a_gpu_budget(monkeypatch):
     transparent background: a bounded number of device ops whatever the frame count, no host sync
     for the spectrum, no float64."""
     from opcount import OpCount
-
     from rasterkit.utils.gpu_rendering import line_plots
 
     monkeypatch.setattr(line_plots, "_draw_cpu", lambda *a, **k: False)  # a GPU's path: the torch one

@@ -3,10 +3,11 @@
 Packing happens on the host in one numpy array, so moving a whole batch to the device is one
 transfer instead of one per frame; results are split back once, after one device-to-host copy.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -23,9 +24,11 @@ class Ragged:
     def batch(self) -> int:
         return int(self.lengths.shape[0])
 
-    def to(self, device: torch.device, dtype: torch.dtype | None = None) -> "Ragged":
-        return Ragged(self.values.to(device=device, dtype=dtype or self.values.dtype, non_blocking=True),
-                      self.lengths.to(device, non_blocking=True))
+    def to(self, device: torch.device, dtype: torch.dtype | None = None) -> Ragged:
+        return Ragged(
+            self.values.to(device=device, dtype=dtype or self.values.dtype, non_blocking=True),
+            self.lengths.to(device, non_blocking=True),
+        )
 
     def mask(self) -> torch.Tensor:
         """bool [B, L]: True where an entry is real, False where it is padding."""
@@ -39,8 +42,9 @@ class Ragged:
         return self.values[mask], batch_index[mask]
 
 
-def pack(sequences: Sequence, feature_shape: tuple[int, ...] = (), pad_value: float = 0.0,
-         dtype: torch.dtype = torch.float32) -> Ragged:
+def pack(
+    sequences: Sequence, feature_shape: tuple[int, ...] = (), pad_value: float = 0.0, dtype: torch.dtype = torch.float32
+) -> Ragged:
     """Pack B sequences (each array-like [L_i, *feature_shape]) into one padded CPU tensor.
 
     Empty sequences are allowed; the result has L = max(L_i) (0 when all are empty).

@@ -7,6 +7,7 @@ read torch tensors in place through DLPack, on torch's current stream. Callers c
 `device.cupy_usable` first. tests/cuda_emulator.py swaps these three functions for a CPU emulation;
 tests/test_nvrtc.py compiles every kernel with OPTIONS and the options CuPy adds.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -4,6 +4,7 @@ torch is the array library everywhere; CuPy kernels, numba's CPU loops and FAISS
 accelerators that callers use only when `cupy_usable(device)` / `numba_usable(device)` /
 `faiss_usable()` say so.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -11,7 +12,8 @@ import functools
 import importlib.util
 import os
 import sys
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 
@@ -46,6 +48,7 @@ def _cupy_module():
         return None
     try:
         import cupy
+
         cupy.cuda.runtime.getDeviceCount()
     except Exception:  # not installed, no driver, wrong CUDA major: all mean "not usable"
         return None
@@ -59,8 +62,10 @@ def backend_description(device: torch.device) -> str:
         if os.environ.get("RASTERKIT_DISABLE_NUMBA"):
             return "RasterKit: torch path on cpu (numba's loops off: unset RASTERKIT_DISABLE_NUMBA to use them)"
         if importlib.util.find_spec("numba") is None:
-            return ("RasterKit: torch path on cpu (pip install numba in ComfyUI's Python, or reinstall the pack, for "
-                    "the faster CPU loops)")
+            return (
+                "RasterKit: torch path on cpu (pip install numba in ComfyUI's Python, or reinstall the pack, for "
+                "the faster CPU loops)"
+            )
         return "RasterKit: numba's loops and the torch path on cpu (set RASTERKIT_DISABLE_NUMBA=1 for torch only)"
     if device.type != "cuda" or torch.version.hip is not None:
         return f"RasterKit: torch path on {device.type}" + (" (ROCm)" if torch.version.hip else "")
@@ -68,8 +73,10 @@ def backend_description(device: torch.device) -> str:
         return "RasterKit: torch path on CUDA (CuPy kernels off: unset RASTERKIT_DISABLE_CUPY to use them)"
     if importlib.util.find_spec("cupy") is None:
         major = (torch.version.cuda or "12").split(".")[0]
-        return (f"RasterKit: torch path on CUDA (pip install cupy-cuda{major}x in ComfyUI's Python, or reinstall "
-                f"the pack, for the faster CUDA kernels)")
+        return (
+            f"RasterKit: torch path on CUDA (pip install cupy-cuda{major}x in ComfyUI's Python, or reinstall "
+            f"the pack, for the faster CUDA kernels)"
+        )
     return "RasterKit: CUDA kernels through CuPy (set RASTERKIT_DISABLE_CUPY=1 for the torch path)"
 
 
@@ -182,8 +189,10 @@ def check_memory(estimate: int, what: str, device: torch.device) -> None:
     free = free_memory_bytes(device)
     if estimate > free * MEMORY_FRACTION:
         where = "this machine" if torch.device(device).type == "cpu" else str(device)
-        raise ValueError(f"{what} needs ~{estimate / 1e9:.1f} GB; {where} has {free / 1e9:.1f} GB free (a job may "
-                         f"use {MEMORY_FRACTION:.0%} of it): use smaller inputs or split the work")
+        raise ValueError(
+            f"{what} needs ~{estimate / 1e9:.1f} GB; {where} has {free / 1e9:.1f} GB free (a job may "
+            f"use {MEMORY_FRACTION:.0%} of it): use smaller inputs or split the work"
+        )
 
 
 def is_out_of_memory(error: BaseException) -> bool:

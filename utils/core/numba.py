@@ -5,9 +5,11 @@ numba's on-disk cache, the fallback to the torch path where numba fails, and the
 Importing this module imports numba (slow): engines import their loop modules on first use, where
 `device.numba_usable` says they run.
 """
+
 from __future__ import annotations
 
 import functools
+import logging
 import zlib
 
 import numba
@@ -17,6 +19,7 @@ import torch
 def falls_back(fn):
     """fn, made to return None where numba cannot compile or run its loop on this machine (the caller
     then takes the torch path, which gives the same pixels); the log says so once."""
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
@@ -24,9 +27,12 @@ def falls_back(fn):
         except numba.core.errors.NumbaError as error:
             if not _failed:
                 _failed.append(error)
-                print(f"RasterKit: numba's CPU loop failed ({type(error).__name__}: {str(error)[:300]}); the torch "
-                      f"path draws instead (set RASTERKIT_DISABLE_NUMBA=1 to skip the attempt)")
+                logging.getLogger("rasterkit").warning(
+                    f"RasterKit: numba's CPU loop failed ({type(error).__name__}: {str(error)[:300]}); the torch "
+                    f"path draws instead (set RASTERKIT_DISABLE_NUMBA=1 to skip the attempt)"
+                )
             return None
+
     return call
 
 
@@ -44,7 +50,9 @@ def jit(**options):
     """numba.njit with its on-disk cache, one cache per name the loop's module is imported under: numba's
     cached code imports its module again by name, and the pack is imported under its folder's path by
     ComfyUI, as `rasterkit` by the tests and as `utils` by the benchmarks."""
+
     def compile(fn):
         fn.__qualname__ = f"{fn.__qualname__}_{zlib.crc32(fn.__module__.encode()):08x}"  # a name for files
         return numba.njit(cache=True, **options)(fn)
+
     return compile

@@ -3,6 +3,7 @@ the k nearest and the pairs within a radius; triangulation.py the Delaunay trian
 spanning forest and Voronoi walls; graph.py turns them into edges per frame with caps and hysteresis;
 tracking.py follows corner features through a batch (Lucas-Kanade). Used by nodes/links.py:
 RasterKit_LineLinkRenderer (the graphs) and RasterKit_PointTracker (the tracking)."""
+
 from .graph import (
     GRAPHS,
     GraphOptions,

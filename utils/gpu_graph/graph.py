@@ -6,6 +6,7 @@ voronoi_graph gives the walls of the Voronoi cells instead of links, one for eac
 Points are padded [T,N,2] with visibility [T,N]; the searches are neighbours.py's, the
 triangulations triangulation.py's. Edges are undirected (i < j), listed per frame as a Ragged.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,17 +22,18 @@ from .triangulation import delaunay_neighbour_keys, spanning_forest, voronoi_seg
 
 @dataclass
 class GraphOptions:
-    k: int = 3                      # neighbours per point
-    max_distance: float = INF       # longest edge, pixels
-    delta_y_cap: float = INF        # largest |dy| of an edge, pixels
-    degree_cap: int = 0             # most edges per point, shortest kept (0: no cap)
-    mutual: bool = False            # an edge needs each end among the other's k nearest
-    hysteresis: float = 1.0         # >1: an edge of the previous frame stays within this slack
+    k: int = 3  # neighbours per point
+    max_distance: float = INF  # longest edge, pixels
+    delta_y_cap: float = INF  # largest |dy| of an edge, pixels
+    degree_cap: int = 0  # most edges per point, shortest kept (0: no cap)
+    mutual: bool = False  # an edge needs each end among the other's k nearest
+    hysteresis: float = 1.0  # >1: an edge of the previous frame stays within this slack
 
 
 # -- edges, caps, hysteresis -----------------------------------------------------------------------
 # Edges are fixed-size lists (frame, i, j, keep) in (frame, i, j) order, with slots that hold no
 # edge marked keep = False; only packing them into a Ragged asks the host for a size.
+
 
 def _cap_degree(ends, keep, rank_key, cap, nodes, held=None):
     """bool [E]: kept edges among the `cap` first of both their ends, ordered by held ones first
@@ -88,7 +90,7 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
     starts = torch.searchsorted(frame, torch.arange(frames + 1, device=frame.device))
     counts = torch.zeros(frames, dtype=torch.long, device=frame.device).index_add_(0, frame, keep.long())
     host = torch.cat([starts, counts]).tolist()
-    starts, counts = host[:frames + 1], host[frames + 1:]
+    starts, counts = host[: frames + 1], host[frames + 1 :]
     windows, first, edges = [], 0, 0  # [first, last) frames: frames x (their new edges) within the bound
     for t in range(frames):
         if t > first and (t + 1 - first) * (edges + counts[t]) > HYSTERESIS_ENTRIES:
@@ -100,14 +102,27 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
     parts = []
     for first, last in windows:  # the recurrence carries one frame's edges on
         rows = slice(starts[first], starts[last])
-        present, key = _hysteresis_window(xy[first:last], visible[first:last],
-                                          None if reach is None else reach[first:last], frame[rows] - first,
-                                          (i[rows] * n + j[rows]).masked_fill_(~keep[rows], n * n), carried,
-                                          options, slack, n)
+        present, key = _hysteresis_window(
+            xy[first:last],
+            visible[first:last],
+            None if reach is None else reach[first:last],
+            frame[rows] - first,
+            (i[rows] * n + j[rows]).masked_fill_(~keep[rows], n * n),
+            carried,
+            options,
+            slack,
+            n,
+        )
         carried = key.masked_fill(~present[-1], n * n)  # n * n: none (no host sync)
-        parts.append((torch.arange(first, last, device=key.device)[:, None].expand_as(present).reshape(-1),
-                      (key // n).repeat(last - first), (key % n).repeat(last - first), present.view(-1)))
-    return tuple(torch.cat(column) for column in zip(*parts))
+        parts.append(
+            (
+                torch.arange(first, last, device=key.device)[:, None].expand_as(present).reshape(-1),
+                (key // n).repeat(last - first),
+                (key % n).repeat(last - first),
+                present.view(-1),
+            )
+        )
+    return tuple(torch.cat(column) for column in zip(*parts, strict=False))
 
 
 # distinct edges x frames held at once by _hysteresis (~50 bytes each: ~100 MB a window)
@@ -124,15 +139,19 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
     key, edges = key[:-1], key.numel() - 1
     ends_i, ends_j = key // n, key % n
     new = torch.zeros(frames, edges + 1, dtype=torch.bool, device=key.device)
-    new[frame, inverse[:frame.numel()]] = True
+    new[frame, inverse[: frame.numel()]] = True
     new = new[:, :edges]
     before = torch.zeros(edges + 1, dtype=torch.bool, device=key.device)
-    before[inverse[frame.numel():-1]] = True
+    before[inverse[frame.numel() : -1]] = True
     before = before[:edges]
     delta = xy[:, ends_j] - xy[:, ends_i]
     span = delta.norm(dim=-1)
-    holds = (visible[:, ends_i] & visible[:, ends_j] & (span <= options.max_distance * slack)
-             & (delta[..., 1].abs() <= options.delta_y_cap * slack))
+    holds = (
+        visible[:, ends_i]
+        & visible[:, ends_j]
+        & (span <= options.max_distance * slack)
+        & (delta[..., 1].abs() <= options.delta_y_cap * slack)
+    )
     if reach is not None:
         near_i, near_j = span <= reach[:, ends_i], span <= reach[:, ends_j]
         holds &= (near_i & near_j) if options.mutual else (near_i | near_j)
@@ -201,9 +220,10 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
         return _no_edges(frames, device)
     slack = float(options.hysteresis)
     reach_k = max(options.k, math.ceil(options.k * slack)) if slack > 1 else options.k
-    distance, index = nearest_neighbours(xy, visible, min(reach_k, max(n - 1, 1)), options.delta_y_cap,
-                                         options.max_distance * slack, on_chunk)
-    frame, i, j, keep = _new_edges(index[..., :options.k], distance[..., :options.k], options, n)
+    distance, index = nearest_neighbours(
+        xy, visible, min(reach_k, max(n - 1, 1)), options.delta_y_cap, options.max_distance * slack, on_chunk
+    )
+    frame, i, j, keep = _new_edges(index[..., : options.k], distance[..., : options.k], options, n)
     # the reach_k-th nearest bounds "still among the nearest"; inf when a frame has fewer points
     reach = None
     if slack > 1:
@@ -217,9 +237,7 @@ def _finite_points(xy, visible, device):
     return xy, visible.to(device) & torch.isfinite(xy).all(-1)
 
 
-
-def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None,
-                 on_chunk=None) -> Ragged:
+def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None, on_chunk=None) -> Ragged:
     """Undirected edges per frame, as knn_graph: every pair of visible points at most max_distance
     apart (no k limit; required finite and above 0), |dy| <= delta_y_cap, the degree cap keeping
     each point's shortest links. hysteresis > 1 keeps an edge of the previous frame while its
@@ -292,8 +310,9 @@ def spanning_tree_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphO
 GRAPHS = {"knn": knn_graph, "radius": radius_graph, "delaunay": delaunay_graph, "mst": spanning_tree_graph}
 
 
-def voronoi_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, size: tuple[int, int],
-                  device=None) -> tuple[Ragged, Ragged]:
+def voronoi_graph(
+    xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, size: tuple[int, int], device=None
+) -> tuple[Ragged, Ragged]:
     """The edges of each frame's Voronoi diagram inside a frame of size (height, width), as the pairs
     of points whose cells they divide: edges as delaunay_graph's (the same pairs, limits and caps; a
     pair whose cells share no part of the frame is left out), and the edges' segments float [T,E,2,2]
@@ -301,8 +320,14 @@ def voronoi_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions
     return _triangulated(xy, visible, options, device, size=size)
 
 
-def _ragged_edges(frame: torch.Tensor, i: torch.Tensor, j: torch.Tensor, keep: torch.Tensor, frames: int,
-                  extra: torch.Tensor | None = None):
+def _ragged_edges(
+    frame: torch.Tensor,
+    i: torch.Tensor,
+    j: torch.Tensor,
+    keep: torch.Tensor,
+    frames: int,
+    extra: torch.Tensor | None = None,
+):
     """Edges listed as (frame, i, j) [M], sorted by frame, those with keep packed into Ragged
     [T, E, 2]; with extra [M, ...], that too, packed in the same order (a second Ragged). One host
     sync: E."""

@@ -12,6 +12,7 @@ are broken by point index everywhere, so results do not depend on the search pat
 
 The radius search reads the same grid, with cells at least the radius wide.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,8 @@ from ..core.device import run_chunked
 from .constants import INF
 
 BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matrix beats the grid
-SEARCH_RING = 2           # cells searched on each side of a point's own
-CELL_OCCUPANCY = 0.25     # grid points per cell per neighbour sought (measured: ~0.05% fall back)
+SEARCH_RING = 2  # cells searched on each side of a point's own
+CELL_OCCUPANCY = 0.25  # grid points per cell per neighbour sought (measured: ~0.05% fall back)
 RADIUS_BYTES_PER_POINT = 4000  # radius search memory, for ~40 candidates a point (more: run_chunked halves)
 # points (x k) searched in one chunk at most on the CPU: ~0.3 s on 2 cores, so that the optional on_chunk
 # callback (interrupt checks) runs that often; a GPU searches millions in milliseconds, in chunks sized
@@ -54,7 +55,7 @@ def _select(d2: torch.Tensor, ids: torch.Tensor, k: int):
     if width < k:
         d2 = torch.cat([d2, d2.new_full((rows, k - width), INF)], 1)
         ids = torch.cat([ids.expand(rows, width), ids.new_zeros(rows, k - width)], 1)
-    kth = d2.topk(k, 1, largest=False).values[:, k - 1:]
+    kth = d2.topk(k, 1, largest=False).values[:, k - 1 :]
     key = ids.masked_fill(d2 != kth, INF).masked_fill_(d2 < kth, -1.0)
     slot = key.topk(k, 1, largest=False).indices
     return _sort_pairs(d2.gather(1, slot), ids.expand_as(d2).gather(1, slot))
@@ -96,8 +97,9 @@ def _brute_force_rows(flat_x, flat_y, flat_hidden, n, rows, k, delta_y_cap, with
     index = torch.arange(n, device=rows.device)
     candidate = (rows - rows % n)[:, None] + index
     outside = flat_hidden[candidate] | (candidate == rows[:, None])
-    d2 = _masked_d2(flat_x[candidate] - flat_x[rows, None], flat_y[candidate] - flat_y[rows, None], outside,
-                    delta_y_cap, within)
+    d2 = _masked_d2(
+        flat_x[candidate] - flat_x[rows, None], flat_y[candidate] - flat_y[rows, None], outside, delta_y_cap, within
+    )
     return _select(d2, index.float(), k)
 
 
@@ -107,8 +109,9 @@ def _grid_width(total: torch.Tensor, n: int, k: int) -> int:
     widths = total.sort().values
     # padding all P rows to the i-th smallest total leaves at most P - 1 - i for brute force:
     # P * width + (P - 1 - i) * n, less a constant, over P
-    cost = torch.add(widths, torch.arange(widths.numel(), dtype=torch.float32, device=total.device),
-                     alpha=-n / widths.numel())
+    cost = torch.add(
+        widths, torch.arange(widths.numel(), dtype=torch.float32, device=total.device), alpha=-n / widths.numel()
+    )
     return max(k + 2, int(widths[cost.argmin()[None]]))
 
 
@@ -193,16 +196,18 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
     cell = torch.maximum(cell, extent.amax() / (span - 0.5))
     index = torch.arange(points, device=xy.device)
     position, cell_xy, side, hidden_cell, counts, cell_end, sorted_id, order = _cell_table(
-        flat_xy, flat_visible, hidden, index, n, low, cell, span, ring)
+        flat_xy, flat_visible, hidden, index, n, low, cell, span, ring
+    )
     flat_x, flat_y = flat_xy.unbind(1)
     sorted_xy, sorted_ids = flat_xy.T.index_select(1, order), (order % n).float()  # [2,P]
     sorted_visible = sorted_id < hidden_cell
     # points are searched in sorted order, so that neighbouring searches read neighbouring memory.
     # Their blocks: one run of sorted points per cell row, from `ring` cells left to `ring` right
-    run_first_cell = sorted_id[:, None] + torch.arange(-ring * (side + 1), ring * side - ring + 1, side,
-                                                       device=xy.device)
+    run_first_cell = sorted_id[:, None] + torch.arange(
+        -ring * (side + 1), ring * side - ring + 1, side, device=xy.device
+    )
     first = (cell_end - counts)[run_first_cell]
-    count = cell_end[2 * ring:][run_first_cell] - first
+    count = cell_end[2 * ring :][run_first_cell] - first
     total = count.sum(1)
 
     width = _grid_width(total, n, k)
@@ -212,14 +217,31 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
         pending = sorted_visible
     else:
         padded = torch.cat([sorted_xy, sorted_xy.new_full((2, width), INF)], 1)
-        parts = run_chunked(lambda start, stop, dev: _grid_rows(
-            padded, sorted_ids, sorted_xy[:, start:stop], index[start:stop], first[start:stop], count[start:stop],
-            total[start:stop], width, k, delta_y_cap, within), points, width * 64, xy.device)
-        d2, ids, tied = (torch.cat(part) if len(parts) > 1 else part[0] for part in zip(*parts))
+        parts = run_chunked(
+            lambda start, stop, dev: _grid_rows(
+                padded,
+                sorted_ids,
+                sorted_xy[:, start:stop],
+                index[start:stop],
+                first[start:stop],
+                count[start:stop],
+                total[start:stop],
+                width,
+                k,
+                delta_y_cap,
+                within,
+            ),
+            points,
+            width * 64,
+            xy.device,
+        )
+        d2, ids, tied = (torch.cat(part) if len(parts) > 1 else part[0] for part in zip(*parts, strict=False))
         # exact when the k-th is nearer than the nearest side of the block with points beyond it
         fraction = position - cell_xy  # in cells
-        margin = torch.minimum((fraction + ring).masked_fill_(cell_xy <= ring, INF),
-                               (ring + 1 - fraction).masked_fill_(cell_xy > extent / cell - (ring + 1), INF))
+        margin = torch.minimum(
+            (fraction + ring).masked_fill_(cell_xy <= ring, INF),
+            (ring + 1 - fraction).masked_fill_(cell_xy > extent / cell - (ring + 1), INF),
+        )
         if math.isfinite(delta_y_cap):  # points beyond in y are beyond the cap anyway
             margin[:, 1].masked_fill_(margin[:, 1] * cell > delta_y_cap, INF)
         # float rounding may put a point a hair outside the cell it was sorted into: positions
@@ -231,16 +253,19 @@ def _grid_search(xy, visible, k, delta_y_cap, within):
         pending = (inexact | tied | (total > width)) & sorted_visible
     pending = pending.nonzero().squeeze(1)
     if pending.numel():
+
         def rows_chunk(start, stop, dev):
             rows = pending[start:stop]
             d2[rows], ids[rows] = _brute_force_rows(flat_x, flat_y, hidden, n, order[rows], k, delta_y_cap, within)
+
         run_chunked(rows_chunk, pending.numel(), n * 64, xy.device)
     d2, ids = torch.empty_like(d2).index_put_((order,), d2), torch.empty_like(ids).index_put_((order,), ids)
     return d2.sqrt().view(frames, n, k), _neighbour_ids(d2, ids).view(frames, n, k)  # in the points' order
 
 
-def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_cap: float = INF,
-                       within: float = INF, on_chunk=None):
+def nearest_neighbours(
+    xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_cap: float = INF, within: float = INF, on_chunk=None
+):
     """The k nearest visible points of every point, |dy| within the cap, up to `within` pixels.
 
     xy float [T,N,2], visible bool [T,N] -> distance float32 [T,N,k] (inf where there are fewer)
@@ -253,10 +278,16 @@ def nearest_neighbours(xy: torch.Tensor, visible: torch.Tensor, k: int, delta_y_
     frames, n = visible.shape
     brute = n <= BRUTE_FORCE_POINTS
     search = _brute_force_frames if brute else _grid_search
-    parts = run_chunked(lambda start, stop, dev: search(
-        xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), k, delta_y_cap, within),
-        frames, n * (n * 40 if brute else 1200 * (k + 1)) + n * 200, xy.device, on_chunk,
-        limit=_search_limit(xy.device, n * (k + 1)))
+    parts = run_chunked(
+        lambda start, stop, dev: search(
+            xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), k, delta_y_cap, within
+        ),
+        frames,
+        n * (n * 40 if brute else 1200 * (k + 1)) + n * 200,
+        xy.device,
+        on_chunk,
+        limit=_search_limit(xy.device, n * (k + 1)),
+    )
     if not parts:
         return torch.zeros(0, n, k, device=xy.device), torch.zeros(0, n, k, dtype=torch.long, device=xy.device)
     if len(parts) == 1:
@@ -279,8 +310,9 @@ def _radius_keys(xy, visible, within, delta_y_cap, first_frame, none):
     # a hair wider than `within`: float rounding moves positions by up to span * 2^-23 cells
     cell = torch.clamp(extent.amax() / (span - 0.5), min=within * 1.01)
     index = torch.arange(flat_visible.numel(), device=xy.device)
-    _, _, side, _, _, cell_end, sorted_id, order = _cell_table(flat_xy, flat_visible, hidden, index, n, low, cell,
-                                                               span, 1)
+    _, _, side, _, _, cell_end, sorted_id, order = _cell_table(
+        flat_xy, flat_visible, hidden, index, n, low, cell, span, 1
+    )
     # hidden points sort last, past every run: they read nothing
     count_own = (cell_end[sorted_id + 1] - 1 - index).clamp_min_(0)
     start_next = cell_end[sorted_id + side - 2]
@@ -295,8 +327,9 @@ def _radius_keys(xy, visible, within, delta_y_cap, first_frame, none):
     return (low_end + first_frame * n).mul_(n).add_(high_end).masked_fill_(far, none).sort().values
 
 
-def radius_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, within: float, delta_y_cap: float = INF,
-                          on_chunk=None):
+def radius_neighbour_keys(
+    xy: torch.Tensor, visible: torch.Tensor, within: float, delta_y_cap: float = INF, on_chunk=None
+):
     """All pairs i < j of visible points of each frame at most `within` pixels apart (|dy| within
     the cap): keys (frame * N + i) * N + j, int64 [M], in order, with T * N * N - 1 (no pair) in
     slots after each chunk's pairs. xy float [T,N,2], visible bool [T,N]. Chunks of frames are
@@ -304,7 +337,14 @@ def radius_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, within: float
     (interrupt checks; chunks of at most SEARCH_CHUNK_POINTS points on the CPU)."""
     frames, n = visible.shape
     none = frames * n * n - 1
-    parts = run_chunked(lambda start, stop, dev: _radius_keys(
-        xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), within, delta_y_cap, start, none
-    ).to(xy.device), frames, n * RADIUS_BYTES_PER_POINT, xy.device, on_chunk, limit=_search_limit(xy.device, n))
+    parts = run_chunked(
+        lambda start, stop, dev: _radius_keys(
+            xy[start:stop].to(dev, torch.float32), visible[start:stop].to(dev), within, delta_y_cap, start, none
+        ).to(xy.device),
+        frames,
+        n * RADIUS_BYTES_PER_POINT,
+        xy.device,
+        on_chunk,
+        limit=_search_limit(xy.device, n),
+    )
     return torch.cat(parts) if len(parts) != 1 else parts[0]

@@ -7,6 +7,7 @@ live points, and the dense outputs [T,N] (N: every track started) and their JSON
 end. Their size is the one term that grows faster than the frames (new tracks keep starting); most of the
 JSON is hidden points, written as repeated text, so no Python object is made per hidden point.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,19 +41,26 @@ def tracking_memory(frames: int, height: int, width: int, tracks: int = 0, point
     tracks_json (held twice while it is joined)."""
     hidden = frames * tracks - points
     text = hidden * (len(HIDDEN_POINT) + 2) + points * VISIBLE_POINT_CHARS
-    return (frames * height * width * GRAY_BYTES_PER_PIXEL + height * width * FLOW_BYTES_PER_PIXEL
-            + points * 40 + frames * tracks * 9 + 2 * text)
+    return (
+        frames * height * width * GRAY_BYTES_PER_PIXEL
+        + height * width * FLOW_BYTES_PER_PIXEL
+        + points * 40
+        + frames * tracks * 9
+        + 2 * text
+    )
 
 
-def _follow(gray: np.ndarray, max_points: int, quality: float, min_distance: float, max_error: float,
-            on_frame=None):
+def _follow(gray: np.ndarray, max_points: int, quality: float, min_distance: float, max_error: float, on_frame=None):
     """The live points of every frame of gray uint8 [T,H,W]: positions float32 [P,2], their frames and
     track ids int64 [P] (frame after frame, ids rising within a frame), and the number of tracks."""
     import cv2
 
     frames, height, width = gray.shape
-    flow = dict(winSize=WINDOW, maxLevel=PYRAMID_LEVELS,
-                criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, ITERATIONS, EPSILON))
+    flow = dict(
+        winSize=WINDOW,
+        maxLevel=PYRAMID_LEVELS,
+        criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, ITERATIONS, EPSILON),
+    )
     positions, ids = [], []  # per frame: points float32 [n,2] and their track ids int64 [n]
     points = np.zeros((0, 2), np.float32)
     track_ids = np.zeros(0, np.int64)
@@ -104,14 +112,20 @@ def tracks_json(positions: np.ndarray, frame: np.ndarray, track: np.ndarray, fra
     starts = first[ends[:-1]].tolist() if tracks else []
     texts = []
     for n, start in enumerate(starts):
-        live = ", ".join([VISIBLE_POINT % (x, y) for x, y in rounded[ends[n]:ends[n + 1]].tolist()])
+        live = ", ".join([VISIBLE_POINT % (x, y) for x, y in rounded[ends[n] : ends[n + 1]].tolist()])
         after = frames - start - (ends[n + 1] - ends[n])
         texts.append("[" + ", ".join(part for part in (_hidden_run(start), live, _hidden_run(after)) if part) + "]")
     return "[" + ", ".join(texts) + "]"
 
 
-def track_points(images: torch.Tensor, max_points: int = 200, quality: float = 0.01, min_distance: float = 10.0,
-                 max_error: float = 1.0, on_frame=None) -> tuple[torch.Tensor, torch.Tensor, str]:
+def track_points(
+    images: torch.Tensor,
+    max_points: int = 200,
+    quality: float = 0.01,
+    min_distance: float = 10.0,
+    max_error: float = 1.0,
+    on_frame=None,
+) -> tuple[torch.Tensor, torch.Tensor, str]:
     """Corner features followed through images float [T,H,W,C] (C >= 3, values 0..1, on the CPU), in order.
 
     Each frame's points move by pyramidal Lucas-Kanade flow from the frame before; a point whose flow
@@ -129,9 +143,12 @@ def track_points(images: torch.Tensor, max_points: int = 200, quality: float = 0
     gray = _gray(images)
     positions, frame, track, tracks = _follow(gray, max_points, quality, min_distance, max_error, on_frame)
     del gray
-    check_memory(tracking_memory(frames, height, width, tracks, len(frame)),
-                 f"images: {frames} frames of {width} x {height} start {tracks:,} tracks (max_points "
-                 f"{max_points}, new ones as points are lost)", "cpu")
+    check_memory(
+        tracking_memory(frames, height, width, tracks, len(frame)),
+        f"images: {frames} frames of {width} x {height} start {tracks:,} tracks (max_points "
+        f"{max_points}, new ones as points are lost)",
+        "cpu",
+    )
     xy = torch.full((frames, tracks, 2), -1.0)
     visible = torch.zeros(frames, tracks, dtype=torch.bool)
     at = (torch.from_numpy(frame), torch.from_numpy(track))

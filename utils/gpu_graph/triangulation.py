@@ -7,6 +7,7 @@ The minimum spanning tree is a subgraph of it, found for all frames at once by B
 The Voronoi walls come from the same OpenCV calls' triangles (their circumcentres bound each pair's
 bisector), for all frames at once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,7 @@ import torch
 
 from .constants import INF, split_keys
 
-DELAUNAY_RECT = 2 ** 29  # half-width of Subdiv2D's rectangle: its outer vertices ~2^32 away, as if at infinity
+DELAUNAY_RECT = 2**29  # half-width of Subdiv2D's rectangle: its outer vertices ~2^32 away, as if at infinity
 
 
 def _delaunay_pairs(points: np.ndarray, triangles: bool = False):
@@ -97,7 +98,7 @@ def delaunay_neighbour_keys(xy: torch.Tensor, visible: torch.Tensor, triangles: 
     if not triangles:
         return keys.to(xy.device)
     both = torch.cat([keys, torch.from_numpy(np.concatenate(corners)).view(-1)]).to(xy.device)  # one transfer
-    return both[: keys.numel()], both[keys.numel():].view(-1, 4)
+    return both[: keys.numel()], both[keys.numel() :].view(-1, 4)
 
 
 def spanning_forest(ends: torch.Tensor, weight: torch.Tensor, keep: torch.Tensor, nodes: int, size: int):

@@ -10,17 +10,37 @@ Modules: constants (kinds, parameter columns, tile constants), primitives (the s
 (binning, the torch path, the choice of backend), compositor_cuda / compositor_cpu (the CUDA kernel,
 numba's loop), line_plots / line_plots_cpu (line plots), labels, link_styles, masks, series.
 """
+
+from .box_styles import MARKERS, box_markers
 from .compositor import composite, coverage, draw, straight_alpha
 from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO_RINGS, SEGMENT, SPRITE, TILE
 from .labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives, text_atlas
-from .link_styles import (LINE_STYLES, POINT_STYLES, WIDTH_BY_LENGTH, catmull_rom, markers, styled_polylines,
-                          trail_paths, width_by_length)
-from .link_layers import POINT_LABELS, LinkStyle, link_layers
-from .masks import LABEL_PLACES, Overlay, labelled, overlay, with_labels
 from .line_plots import fill_coverage, render_polylines, series_points, value_range
-from .primitives import (Primitives, concat, discs, ellipses, empty, halos, polylines, rounded_boxes, segments, sprites,
-                         tile_spans)
-from .box_styles import MARKERS, box_markers
+from .link_layers import POINT_LABELS, LinkStyle, link_layers
+from .link_styles import (
+    LINE_STYLES,
+    POINT_STYLES,
+    WIDTH_BY_LENGTH,
+    catmull_rom,
+    markers,
+    styled_polylines,
+    trail_paths,
+    width_by_length,
+)
+from .masks import LABEL_PLACES, Overlay, labelled, overlay, with_labels
+from .primitives import (
+    Primitives,
+    concat,
+    discs,
+    ellipses,
+    empty,
+    halos,
+    polylines,
+    rounded_boxes,
+    segments,
+    sprites,
+    tile_spans,
+)
 from .series import render_series, series_memory
 
 
@@ -33,11 +53,59 @@ def loop_modules() -> list:
 
 
 __all__ = [
-    "ANCHORS", "LABEL_PLACES", "MARKERS", "POINT_LABELS", "LinkStyle", "Overlay", "box_markers", "labelled", "link_layers", "series_memory", "BOX_FILL", "BOX_STROKE", "DEFAULT_FONT", "DISC", "ELLIPSE", "HALO_RINGS", "LINE_STYLES", "PADDING",
-    "POINT_STYLES", "SEGMENT", "SPRITE", "TILE", "WIDTH_BY_LENGTH", "Primitives", "catmull_rom", "composite", "concat",
-    "coverage", "discs", "draw", "ellipses", "empty", "fill_coverage", "font_chain", "font_names", 
-    "halos", "label_primitives", "loop_modules",
-    "markers", "overlay", "polylines", "render_polylines", "render_series", "rounded_boxes", "segments",
-    "series_points", "sprites", "straight_alpha", "styled_polylines", "text_atlas", "tile_spans", "trail_paths",
-    "value_range", "width_by_length", "with_labels",
+    "ANCHORS",
+    "LABEL_PLACES",
+    "MARKERS",
+    "POINT_LABELS",
+    "LinkStyle",
+    "Overlay",
+    "box_markers",
+    "labelled",
+    "link_layers",
+    "series_memory",
+    "BOX_FILL",
+    "BOX_STROKE",
+    "DEFAULT_FONT",
+    "DISC",
+    "ELLIPSE",
+    "HALO_RINGS",
+    "LINE_STYLES",
+    "PADDING",
+    "POINT_STYLES",
+    "SEGMENT",
+    "SPRITE",
+    "TILE",
+    "WIDTH_BY_LENGTH",
+    "Primitives",
+    "catmull_rom",
+    "composite",
+    "concat",
+    "coverage",
+    "discs",
+    "draw",
+    "ellipses",
+    "empty",
+    "fill_coverage",
+    "font_chain",
+    "font_names",
+    "halos",
+    "label_primitives",
+    "loop_modules",
+    "markers",
+    "overlay",
+    "polylines",
+    "render_polylines",
+    "render_series",
+    "rounded_boxes",
+    "segments",
+    "series_points",
+    "sprites",
+    "straight_alpha",
+    "styled_polylines",
+    "text_atlas",
+    "tile_spans",
+    "trail_paths",
+    "value_range",
+    "width_by_length",
+    "with_labels",
 ]

@@ -23,6 +23,7 @@ twice per chunk of frames (the number of pairs; the sizes of the pair classes), 
 On the CPU, where numba is installed, compositor_cpu.py does the same work as one compiled loop; on
 NVIDIA GPUs with CuPy, compositor_cuda.py's kernel composites the binned pairs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,14 +34,63 @@ import torch.nn.functional as F
 from ..core.batching import expand_counts
 from ..core.device import cupy_usable, normalize, numba_usable, on_huge_pages, run_chunked
 from .compositor_cuda import composite_tiles_cuda
-from .constants import (ANCHOR_X, ANCHOR_Y, BOX_CORNER_LENGTH, BOX_COS, BOX_CX, BOX_CY, BOX_FILL, BOX_HALF_STROKE,
-                        BOX_HALF_X, BOX_HALF_Y, BOX_RADIUS, BOX_SIN, BOX_STROKE, DISC, DISC_CX, DISC_CY, DISC_RADIUS,
-                        DISC_RING_HALF, ELLIPSE, ELLIPSE_COS, ELLIPSE_CX, ELLIPSE_CY, ELLIPSE_RADIUS_X,
-                        ELLIPSE_RADIUS_Y, ELLIPSE_RING_HALF, ELLIPSE_SIN, ELLIPSE_STEPS, N_KINDS, N_PAIR_CLASSES,
-                        PAIR_BOX_FILL, PAIR_BOX_FILL_CORNER, PAIR_BOX_STROKE, PAIR_DISC, PAIR_ELLIPSE, PAIR_MISSED,
-                        PAIR_SEGMENT, PAIR_SOLID, PAIR_SPRITE, PAIR_TURNED_FILL, PAIR_TURNED_STROKE, SEGMENT,
-                        SEGMENT_AX, SEGMENT_AY, SEGMENT_BUTT, SEGMENT_BX, SEGMENT_BY, SEGMENT_HALF_WIDTH, SPRITE,
-                        SPRITE_ATLAS_X, SPRITE_ATLAS_Y, SPRITE_HEIGHT, SPRITE_WIDTH, SPRITE_X0, SPRITE_Y0, TILE)
+from .constants import (
+    ANCHOR_X,
+    ANCHOR_Y,
+    BOX_CORNER_LENGTH,
+    BOX_COS,
+    BOX_CX,
+    BOX_CY,
+    BOX_FILL,
+    BOX_HALF_STROKE,
+    BOX_HALF_X,
+    BOX_HALF_Y,
+    BOX_RADIUS,
+    BOX_SIN,
+    BOX_STROKE,
+    DISC,
+    DISC_CX,
+    DISC_CY,
+    DISC_RADIUS,
+    DISC_RING_HALF,
+    ELLIPSE,
+    ELLIPSE_COS,
+    ELLIPSE_CX,
+    ELLIPSE_CY,
+    ELLIPSE_RADIUS_X,
+    ELLIPSE_RADIUS_Y,
+    ELLIPSE_RING_HALF,
+    ELLIPSE_SIN,
+    ELLIPSE_STEPS,
+    N_KINDS,
+    N_PAIR_CLASSES,
+    PAIR_BOX_FILL,
+    PAIR_BOX_FILL_CORNER,
+    PAIR_BOX_STROKE,
+    PAIR_DISC,
+    PAIR_ELLIPSE,
+    PAIR_MISSED,
+    PAIR_SEGMENT,
+    PAIR_SOLID,
+    PAIR_SPRITE,
+    PAIR_TURNED_FILL,
+    PAIR_TURNED_STROKE,
+    SEGMENT,
+    SEGMENT_AX,
+    SEGMENT_AY,
+    SEGMENT_BUTT,
+    SEGMENT_BX,
+    SEGMENT_BY,
+    SEGMENT_HALF_WIDTH,
+    SPRITE,
+    SPRITE_ATLAS_X,
+    SPRITE_ATLAS_Y,
+    SPRITE_HEIGHT,
+    SPRITE_WIDTH,
+    SPRITE_X0,
+    SPRITE_Y0,
+    TILE,
+)
 from .primitives import Primitives, tile_spans
 
 # -- coverage per class of (tile, primitive) pairs ------------------------------------------------
@@ -67,7 +117,7 @@ def _pixels(origin: torch.Tensor, g: torch.Tensor):
 def _col(p: torch.Tensor, first: int, last: int | None = None) -> torch.Tensor:
     """The params columns first .. last (constants.py names them) of p [m,N_PARAMS], a view [m,k]; last
     None: the column `first` alone, [m,1]."""
-    return p[:, first:(first if last is None else last) + 1]
+    return p[:, first : (first if last is None else last) + 1]
 
 
 def _segment_coverage(p, origin, g, butt_caps: bool = True):
@@ -104,8 +154,11 @@ def _rounded_box(offset: torch.Tensor, half_size: torch.Tensor, radius: torch.Te
     """Coverage [m,S,T,T] of boxes with corners of radius [m,S], from their signed distance."""
     q = offset - (half_size - radius[..., None])[..., None]
     outside = q.clamp_min(0) ** 2
-    distance = (torch.sqrt(outside[..., 0, None, :] + outside[..., 1, :, None])
-                + torch.maximum(q[..., 0, None, :], q[..., 1, :, None]).clamp_max(0) - radius[..., None, None])
+    distance = (
+        torch.sqrt(outside[..., 0, None, :] + outside[..., 1, :, None])
+        + torch.maximum(q[..., 0, None, :], q[..., 1, :, None]).clamp_max(0)
+        - radius[..., None, None]
+    )
     return _from_distance(distance)
 
 
@@ -132,8 +185,11 @@ def _box_coverage(p, origin, g, counts):
     coverage = _separable_box(offset, sizes)
     if stroke_corners + fill_corners:
         corner = slice(fills + strokes, None)
-        coverage[corner] = torch.where(radii[corner, :, None, None] >= 1,
-                                       _rounded_box(offset[corner], sizes[corner], radii[corner]), coverage[corner])
+        coverage[corner] = torch.where(
+            radii[corner, :, None, None] >= 1,
+            _rounded_box(offset[corner], sizes[corner], radii[corner]),
+            coverage[corner],
+        )
     weight = on_strokes((2 * _col(p, BOX_HALF_STROKE)).clamp(0, 1), 1.0)[..., None]
     outline = (coverage[:, 0] - coverage[:, 1]).clamp_min(0) * weight
     # corner-only outlines keep pixels near both a vertical and a horizontal side; soft ends (AA)
@@ -175,7 +231,6 @@ def _turned_box_coverage(p, origin, g, counts):
     return outline * keep
 
 
-
 def _ellipse_distance(ax, ay, a, b):
     """Signed distance from points at |offset from the centre| along the axes, ax, ay [m,N], to
     ellipses of semi-axes a, b [m,1]: the closest point on the quarter ellipse by ELLIPSE_STEPS steps
@@ -205,8 +260,9 @@ def _ellipse_coverage(p, origin, g):
     ox, oy, gx, gy = _pixels(origin, g)
     x, y = (ox - _col(p, ELLIPSE_CX)) + gx, (oy - _col(p, ELLIPSE_CY)) + gy
     cos, sin = _col(p, ELLIPSE_COS), _col(p, ELLIPSE_SIN)
-    distance = _ellipse_distance((cos * x + sin * y).abs(), (cos * y - sin * x).abs(), _col(p, ELLIPSE_RADIUS_X),
-                                 _col(p, ELLIPSE_RADIUS_Y))
+    distance = _ellipse_distance(
+        (cos * x + sin * y).abs(), (cos * y - sin * x).abs(), _col(p, ELLIPSE_RADIUS_X), _col(p, ELLIPSE_RADIUS_Y)
+    )
     ring_half, weight = _thin(p[:, ELLIPSE_RING_HALF])
     ring = _from_distance(distance.abs() - ring_half) * weight
     return torch.where(_col(p, ELLIPSE_RING_HALF) > 0, ring, _from_distance(distance))
@@ -214,8 +270,9 @@ def _ellipse_coverage(p, origin, g):
 
 def _disc_coverage(p, origin, g):
     ox, oy, gx, gy = _pixels(origin, g)
-    distance = (torch.sqrt(((ox - _col(p, DISC_CX)) + gx) ** 2 + ((oy - _col(p, DISC_CY)) + gy) ** 2)
-                - _col(p, DISC_RADIUS))
+    distance = torch.sqrt(((ox - _col(p, DISC_CX)) + gx) ** 2 + ((oy - _col(p, DISC_CY)) + gy) ** 2) - _col(
+        p, DISC_RADIUS
+    )
     ring_half, weight = _thin(p[:, DISC_RING_HALF])
     ring = _from_distance(distance.abs() - ring_half) * weight
     return torch.where(_col(p, DISC_RING_HALF) > 0, ring, _from_distance(distance))
@@ -239,29 +296,38 @@ def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g, b
     coverage = torch.empty(origin.shape[0], g.numel() ** 2, device=origin.device)
     start = 0
     for first, last, evaluate in (
-            (PAIR_SEGMENT, PAIR_SEGMENT, lambda p, o: _segment_coverage(p, o, g, butt_caps)),
-            (PAIR_BOX_FILL, PAIR_BOX_FILL_CORNER, lambda p, o: _box_coverage(p, o, g, class_counts[PAIR_BOX_FILL:PAIR_TURNED_FILL])),
-            (PAIR_TURNED_FILL, PAIR_TURNED_STROKE,
-             lambda p, o: _turned_box_coverage(p, o, g, class_counts[PAIR_TURNED_FILL:PAIR_DISC])),
-            (PAIR_DISC, PAIR_DISC, lambda p, o: _disc_coverage(p, o, g)),
-            (PAIR_ELLIPSE, PAIR_ELLIPSE, lambda p, o: _ellipse_coverage(p, o, g)),
-            (PAIR_SPRITE, PAIR_SPRITE, lambda p, o: _sprite_coverage(p, o, g, atlas)),
-            (PAIR_SOLID, PAIR_SOLID, None)):
-        count = sum(class_counts[first:last + 1])
+        (PAIR_SEGMENT, PAIR_SEGMENT, lambda p, o: _segment_coverage(p, o, g, butt_caps)),
+        (
+            PAIR_BOX_FILL,
+            PAIR_BOX_FILL_CORNER,
+            lambda p, o: _box_coverage(p, o, g, class_counts[PAIR_BOX_FILL:PAIR_TURNED_FILL]),
+        ),
+        (
+            PAIR_TURNED_FILL,
+            PAIR_TURNED_STROKE,
+            lambda p, o: _turned_box_coverage(p, o, g, class_counts[PAIR_TURNED_FILL:PAIR_DISC]),
+        ),
+        (PAIR_DISC, PAIR_DISC, lambda p, o: _disc_coverage(p, o, g)),
+        (PAIR_ELLIPSE, PAIR_ELLIPSE, lambda p, o: _ellipse_coverage(p, o, g)),
+        (PAIR_SPRITE, PAIR_SPRITE, lambda p, o: _sprite_coverage(p, o, g, atlas)),
+        (PAIR_SOLID, PAIR_SOLID, None),
+    ):
+        count = sum(class_counts[first : last + 1])
         if count == 0:
             continue
         if not several:
             return coverage.fill_(1.0) if evaluate is None else evaluate(prims.params[primitive], origin)
         elif evaluate is None:  # a solid pair covers its whole tile
-            coverage.index_fill_(0, by_class[start:start + count], 1.0)
+            coverage.index_fill_(0, by_class[start : start + count], 1.0)
         else:
-            rows = by_class[start:start + count]
+            rows = by_class[start : start + count]
             coverage.index_copy_(0, rows, evaluate(prims.params[primitive[rows]], origin[rows]))
         start += count
     return coverage
 
 
 # -- binning ----------------------------------------------------------------------------------------
+
 
 def _host(values: torch.Tensor) -> list:
     """A small tensor's values on the host: the one place where this module waits for the device."""
@@ -292,8 +358,9 @@ class _Pairs:
         return self.frames * self.tiles_y * self.tiles_x
 
 
-def _classify(prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, per_kind: list,
-              turned_boxes: bool, tile: int) -> torch.Tensor:
+def _classify(
+    prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, per_kind: list, turned_boxes: bool, tile: int
+) -> torch.Tensor:
     """Class int64 [Q] of the pairs of primitive [Q] and tiles whose first pixel centre is origin [Q,2].
 
     PAIR_MISSED where the shape cannot reach any pixel of the tile though its bounds do (far from a
@@ -302,8 +369,11 @@ def _classify(prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, 
     (pairs are cheap next to pixels), and the kind of the pair picks. turned_boxes: some boxes are
     turned (sin != 0)."""
     p = prims.params[primitive]
-    groups = [kinds for kinds in ((SEGMENT,), (BOX_FILL, BOX_STROKE), (DISC,), (SPRITE,), (ELLIPSE,))
-              if any(per_kind[k] for k in kinds)]
+    groups = [
+        kinds
+        for kinds in ((SEGMENT,), (BOX_FILL, BOX_STROKE), (DISC,), (SPRITE,), (ELLIPSE,))
+        if any(per_kind[k] for k in kinds)
+    ]
     kind = prims.kind[primitive] if len(groups) > 1 or len(groups[0]) > 1 else None
     reach = tile * 0.7072 + 1  # half the tile diagonal, plus the anti-aliasing margin
     # from the primitive's anchor to the tile's centre
@@ -324,8 +394,9 @@ def _classify(prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, 
                 radii = _col(p, ELLIPSE_RADIUS_X, ELLIPSE_RADIUS_Y)
                 ring_half, outer, inner = p[:, ELLIPSE_RING_HALF], radii.amax(1), radii.amin(1)
             base = PAIR_DISC if kinds == (DISC,) else PAIR_ELLIPSE
-            missed = ((distance > outer + ring_half.clamp_min(0.5) + reach)
-                      | ((ring_half > 0) & (distance < inner - ring_half.clamp_min(0.5) - reach)))
+            missed = (distance > outer + ring_half.clamp_min(0.5) + reach) | (
+                (ring_half > 0) & (distance < inner - ring_half.clamp_min(0.5) - reach)
+            )
             solid = (ring_half == 0) & (distance + tile * 0.7072 + 0.5 <= inner)
             found = (missed * (PAIR_MISSED - base) + base).masked_fill_(solid, PAIR_SOLID)
         elif kinds == (SPRITE,):
@@ -345,12 +416,15 @@ def _classify_boxes(p, to_centre, kind, per_kind, turned_boxes, tile):
     both corner bands. A fill covers the tiles inside its straight parts; an outline misses those
     (stroke half width + 1) further in. Turned boxes are measured in their own frame, where the tile's
     pixel centres reach (T-1)/2 (|cos| + |sin|) along each axis; they also miss the tiles outside them."""
-    stroke = (kind == BOX_STROKE)[:, None] if per_kind[BOX_FILL] and per_kind[BOX_STROKE] else bool(per_kind[BOX_STROKE])
+    stroke = (
+        (kind == BOX_STROKE)[:, None] if per_kind[BOX_FILL] and per_kind[BOX_STROKE] else bool(per_kind[BOX_STROKE])
+    )
     spread = (tile - 1) / 2
     if turned_boxes:
         cos, sin = _col(p, BOX_COS), _col(p, BOX_SIN)
-        to_centre = torch.cat([cos * to_centre[:, :1] + sin * to_centre[:, 1:],
-                               cos * to_centre[:, 1:] - sin * to_centre[:, :1]], 1)
+        to_centre = torch.cat(
+            [cos * to_centre[:, :1] + sin * to_centre[:, 1:], cos * to_centre[:, 1:] - sin * to_centre[:, :1]], 1
+        )
         spread = spread * (cos.abs() + sin.abs())
     distance = to_centre.abs()
     half_size = _col(p, BOX_HALF_X, BOX_HALF_Y)
@@ -383,20 +457,22 @@ def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: i
     flag = torch.where(prims.kind == SEGMENT, prims.params[:, SEGMENT_BUTT], prims.params[:, BOX_SIN]) != 0
     variant = torch.add(prims.kind, flag, alpha=N_KINDS)
     per_variant = _host(torch.zeros(2 * N_KINDS, dtype=torch.int64, device=device).index_add_(0, variant, counts))
-    per_kind = [a + b for a, b in zip(per_variant[:N_KINDS], per_variant[N_KINDS:])]
+    per_kind = [a + b for a, b in zip(per_variant[:N_KINDS], per_variant[N_KINDS:], strict=False)]
     turned_boxes = per_variant[N_KINDS + BOX_FILL] + per_variant[N_KINDS + BOX_STROKE] > 0
     butt_caps = per_variant[N_KINDS + SEGMENT] > 0
     primitive, rank = expand_counts(counts, sum(per_kind))
-    first_tile = torch.stack([span[:, 0], span[:, 1], sizes[:, 0],
-                              (frame * tiles_y + span[:, 1]) * tiles_x + span[:, 0]], 1)[primitive]
+    first_tile = torch.stack(
+        [span[:, 0], span[:, 1], sizes[:, 0], (frame * tiles_y + span[:, 1]) * tiles_x + span[:, 0]], 1
+    )[primitive]
     row, column = rank // first_tile[:, 2], rank % first_tile[:, 2]  # from the first tile
     origin = (first_tile[:, :2] + torch.stack([column, row], 1)) * float(tile) + 0.5
     pair_class = _classify(prims, primitive, origin, per_kind, turned_boxes, tile) if primitive.numel() else primitive
     # sorted by tile, then drawing order (the stable sort keeps the primitives' order); missed pairs last
     tile_id = (first_tile[:, 3] + row * tiles_x + column).masked_fill_(pair_class == PAIR_MISSED, n_tiles)
     tile_id, order = torch.sort(tile_id, stable=True)
-    return _Pairs(tile_id, primitive[order], pair_class[order], origin[order], per_kind, butt_caps, frames, tiles_y,
-                  tiles_x)
+    return _Pairs(
+        tile_id, primitive[order], pair_class[order], origin[order], per_kind, butt_caps, frames, tiles_y, tiles_x
+    )
 
 
 def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int = TILE):
@@ -412,6 +488,7 @@ def bin_tiles(prims: Primitives, batch: int, height: int, width: int, tile: int 
 
 
 # -- compositing -------------------------------------------------------------------------------------
+
 
 def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch.Tensor, depth: int) -> torch.Tensor:
     """Per entry of alpha [m,N] (shapes sorted by tile [m], bottom to top; changed [m-1]: tile[1:] !=
@@ -442,21 +519,24 @@ def _composite_layer(tiles: torch.Tensor, prims: Primitives, pairs: _Pairs, atla
     group = prims.group[pairs.primitive]
     new_shape = F.pad(changed | (group[1:] != group[:-1]), (1, 0), value=True)
     shapes_per_tile = torch.zeros(pairs.n_tiles + 1, dtype=torch.int64, device=device).index_add_(
-        0, pairs.tile, new_shape.long())[:-1]
+        0, pairs.tile, new_shape.long()
+    )[:-1]
     stats = _host(torch.cat([class_start, torch.stack([shapes_per_tile.sum(), shapes_per_tile.amax()])]))
-    class_counts = [b - a for a, b in zip(stats[:N_PAIR_CLASSES], stats[1:N_PAIR_CLASSES + 1])]
-    kept, (n_shapes, depth) = stats[PAIR_MISSED], stats[N_PAIR_CLASSES + 1:]
+    class_counts = [b - a for a, b in zip(stats[:N_PAIR_CLASSES], stats[1 : N_PAIR_CLASSES + 1], strict=False)]
+    kept, (n_shapes, depth) = stats[PAIR_MISSED], stats[N_PAIR_CLASSES + 1 :]
     if kept == 0:
         return
     tile_id, primitive = pairs.tile[:kept], pairs.primitive[:kept]
     g = torch.arange(tile, device=device)
-    coverage = _pair_coverage(prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g,
-                              pairs.butt_caps)
-    colour, changed = prims.color[primitive], changed[:kept - 1]
+    coverage = _pair_coverage(
+        prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g, pairs.butt_caps
+    )
+    colour, changed = prims.color[primitive], changed[: kept - 1]
     if n_shapes < kept:  # a group's pairs in a tile merge by maximum coverage into one shape
         shape = torch.cumsum(new_shape[:kept], 0) - 1
         coverage = torch.zeros(n_shapes, tile * tile, device=device).scatter_reduce_(
-            0, shape[:, None].expand_as(coverage), coverage, "amax")
+            0, shape[:, None].expand_as(coverage), coverage, "amax"
+        )
         # a shape's pairs share its tile and colour (one group): whichever pair's write lands is the same
         colour = colour.new_empty(n_shapes, 4).index_put_((shape,), colour)
         tile_id = tile_id.new_empty(n_shapes).index_put_((shape,), tile_id)
@@ -494,15 +574,17 @@ def _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile: int) 
         torch.addcmul(layer[..., colour], frames[..., colour], keep, out=image[..., colour])
 
 
-def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int,
-            straight: bool) -> None:
+def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int, straight: bool) -> None:
     """Draw the primitives of frames frame_start .. + b - 1 over frames [b,H,W,C] into image, alpha
     and layer (on frames' device; straight alpha if `straight`; alpha and layer may be None: not
     wanted): the CuPy kernel on NVIDIA GPUs (compositor_cuda.py), numba's loop on the CPU (compositor_cpu.py), else
     the torch path."""
     kernel = cupy_usable(frames.device)
-    if not kernel and numba_usable(frames.device) and _compositor_cpu().render(frames, image, alpha, layer, prims,
-                                                                              frame_start, atlas, tile, straight):
+    if (
+        not kernel
+        and numba_usable(frames.device)
+        and _compositor_cpu().render(frames, image, alpha, layer, prims, frame_start, atlas, tile, straight)
+    ):
         return
     batch, height, width, _ = frames.shape
     if alpha is None:  # not wanted: this chunk's only
@@ -537,8 +619,16 @@ def _checked_images(images) -> torch.Tensor:
     return images.detach()
 
 
-def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = None, device=None,
-         on_progress=None, tile: int | None = None, layer_alpha: str = "premultiplied", image_only: bool = False):
+def draw(
+    images: torch.Tensor,
+    prims: Primitives,
+    atlas: torch.Tensor | None = None,
+    device=None,
+    on_progress=None,
+    tile: int | None = None,
+    layer_alpha: str = "premultiplied",
+    image_only: bool = False,
+):
     """Render `prims` over `images` and return (image, alpha, layer) on the images' device.
 
     images float [B,H,W,C] of any float dtype (rendered in float32), C = 3 or 4 (alpha is composited
@@ -572,12 +662,14 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
             moved[dev] = prims.to(dev), (atlas.to(dev).float() if atlas is not None else None)
         outputs = [out if out is None else out[start:stop] for out in (image_out, alpha_out, layer_out)]
         # rendered in float32 on dev: an output elsewhere or of another dtype gets a float32 stand-in
-        staged = [out if out is None or (dev == home and out.dtype == torch.float32) else
-                  torch.empty(out.shape, device=dev) for out in outputs]
+        staged = [
+            out if out is None or (dev == home and out.dtype == torch.float32) else torch.empty(out.shape, device=dev)
+            for out in outputs
+        ]
         on_device, sheet = moved[dev]
         # one transfer in the images' dtype, converted on the device
         _render(images[start:stop].to(dev).float(), *staged, on_device, start, sheet, tile, layer_alpha == "straight")
-        for out, result in zip(outputs, staged):
+        for out, result in zip(outputs, staged, strict=False):
             if result is not out:  # one transfer back (and the conversion to the images' dtype)
                 out.copy_(result)
 
@@ -585,13 +677,20 @@ def draw(images: torch.Tensor, prims: Primitives, atlas: torch.Tensor | None = N
     # scene); chunks of at most ~32 megapixels (256 on a GPU, where each chunk's fixed cost of ~3 ms is
     # the larger part) keep progress reports (and interrupt checks) coming on long videos
     pixels = (32 << 20) if device.type == "cpu" else (256 << 20)
-    run_chunked(render_frames, batch, height * width * ((channels + 5) * 4 + 320), device, on_progress,
-                limit=max(1, pixels // (height * width)))
+    run_chunked(
+        render_frames,
+        batch,
+        height * width * ((channels + 5) * 4 + 320),
+        device,
+        on_progress,
+        limit=max(1, pixels // (height * width)),
+    )
     return image_out, alpha_out, layer_out
 
 
-def coverage(prims: Primitives, batch: int, height: int, width: int, atlas: torch.Tensor | None = None,
-             device=None) -> torch.Tensor:
+def coverage(
+    prims: Primitives, batch: int, height: int, width: int, atlas: torch.Tensor | None = None, device=None
+) -> torch.Tensor:
     """The alpha output of draw() for `prims` (atlas: as draw's) over a batch [batch,H,W] of any images:
     the opacity they lay down, float [batch,H,W] on `device` (default: the CPU). Where numba's loop runs
     only that is written (no image, no layer: an eighth of draw's writes); elsewhere draw over blank
@@ -603,8 +702,9 @@ def coverage(prims: Primitives, batch: int, height: int, width: int, atlas: torc
         return torch.zeros(batch, height, width, device=device)
     if numba_usable(device):
         alpha = on_huge_pages(torch.empty(batch, height, width))
-        if _compositor_cpu().render(torch.empty(batch, height, width, 0), None, alpha, None, prims.to(device), 0,
-                                   atlas, TILE):
+        if _compositor_cpu().render(
+            torch.empty(batch, height, width, 0), None, alpha, None, prims.to(device), 0, atlas, TILE
+        ):
             return alpha
     return draw(torch.zeros(batch, height, width, 3, device=device), prims, atlas)[1]
 
@@ -631,4 +731,3 @@ def composite(images: torch.Tensor, layer: torch.Tensor) -> torch.Tensor:
     if images.shape[-1] == 4:
         return torch.cat([rgb, images[..., 3:] * keep + layer[..., 3:4]], dim=-1)
     return rgb
-

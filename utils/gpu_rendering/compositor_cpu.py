@@ -7,6 +7,7 @@ the outputs' first touch plus the covered pixels (bench/bench_boxes.py).
 It runs in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
 Compiled on first use and cached beside this file.
 """
+
 from __future__ import annotations
 
 import numba
@@ -14,12 +15,47 @@ import numpy as np
 import torch
 
 from ..core.numba import falls_back, jit, torch_threads
-from .constants import (ANCHOR_X, ANCHOR_Y, BOX_CORNER_LENGTH, BOX_COS, BOX_CX, BOX_CY, BOX_FILL, BOX_HALF_STROKE,
-                        BOX_HALF_X, BOX_HALF_Y, BOX_RADIUS, BOX_SIN, BOX_STROKE, DISC, DISC_RADIUS, DISC_RING_HALF,
-                        ELLIPSE, ELLIPSE_COS, ELLIPSE_RADIUS_X, ELLIPSE_RADIUS_Y, ELLIPSE_RING_HALF, ELLIPSE_SIN,
-                        ELLIPSE_STEPS, PAIR_MISSED, PAIR_SOLID, SEGMENT, SEGMENT_AX, SEGMENT_AY, SEGMENT_BUTT,
-                        SEGMENT_BX, SEGMENT_BY, SEGMENT_HALF_WIDTH, SPRITE, SPRITE_ATLAS_X, SPRITE_ATLAS_Y,
-                        SPRITE_HEIGHT, SPRITE_WIDTH, SPRITE_X0, SPRITE_Y0)
+from .constants import (
+    ANCHOR_X,
+    ANCHOR_Y,
+    BOX_CORNER_LENGTH,
+    BOX_COS,
+    BOX_CX,
+    BOX_CY,
+    BOX_FILL,
+    BOX_HALF_STROKE,
+    BOX_HALF_X,
+    BOX_HALF_Y,
+    BOX_RADIUS,
+    BOX_SIN,
+    BOX_STROKE,
+    DISC,
+    DISC_RADIUS,
+    DISC_RING_HALF,
+    ELLIPSE,
+    ELLIPSE_COS,
+    ELLIPSE_RADIUS_X,
+    ELLIPSE_RADIUS_Y,
+    ELLIPSE_RING_HALF,
+    ELLIPSE_SIN,
+    ELLIPSE_STEPS,
+    PAIR_MISSED,
+    PAIR_SOLID,
+    SEGMENT,
+    SEGMENT_AX,
+    SEGMENT_AY,
+    SEGMENT_BUTT,
+    SEGMENT_BX,
+    SEGMENT_BY,
+    SEGMENT_HALF_WIDTH,
+    SPRITE,
+    SPRITE_ATLAS_X,
+    SPRITE_ATLAS_Y,
+    SPRITE_HEIGHT,
+    SPRITE_WIDTH,
+    SPRITE_X0,
+    SPRITE_Y0,
+)
 from .primitives import tile_spans
 
 
@@ -53,8 +89,7 @@ def _ellipse_distance(ax, ay, a, b):
         ex, ey = ab * (tx * tx * tx) / a, -ab * (ty * ty * ty) / b
         rx, ry = a * tx - ex, b * ty - ey
         qx, qy = px - ex, py - ey
-        ratio = np.sqrt(np.float32(rx * rx + ry * ry)) / max(np.sqrt(np.float32(qx * qx + qy * qy)),
-                                                                 np.float32(1e-6))
+        ratio = np.sqrt(np.float32(rx * rx + ry * ry)) / max(np.sqrt(np.float32(qx * qx + qy * qy)), np.float32(1e-6))
         tx = min(max((qx * ratio + ex) / a, np.float32(0.0)), np.float32(1.0))
         ty = min(max((qy * ratio + ey) / b, np.float32(0.0)), np.float32(1.0))
         norm = max(np.sqrt(np.float32(tx * tx + ty * ty)), np.float32(1e-6))
@@ -110,9 +145,12 @@ def _coverage(kind, pair_class, params, p, ox, oy, gx, gy, atlas):
             distance, ring = np.sqrt(np.float32(x * x + y * y)) - params[p, DISC_RADIUS], params[p, DISC_RING_HALF]
         else:
             cosine, sine = params[p, ELLIPSE_COS], params[p, ELLIPSE_SIN]
-            distance = _ellipse_distance(abs(cosine * x + sine * y), abs(cosine * y - sine * x),
-                                         params[p, ELLIPSE_RADIUS_X],
-                                         params[p, ELLIPSE_RADIUS_Y])
+            distance = _ellipse_distance(
+                abs(cosine * x + sine * y),
+                abs(cosine * y - sine * x),
+                params[p, ELLIPSE_RADIUS_X],
+                params[p, ELLIPSE_RADIUS_Y],
+            )
             ring = params[p, ELLIPSE_RING_HALF]
         if ring > 0.0:
             return _from_distance(abs(distance) - max(ring, np.float32(0.5))) * _thin_weight(ring)
@@ -141,8 +179,7 @@ def _tile_class(kind, params, p, ox, oy, tile):
     tx, ty = (ox - params[p, ANCHOR_X]) + spread, (oy - params[p, ANCHOR_Y]) + spread  # anchor to the tile's centre
     if kind == SEGMENT:
         dx, dy = params[p, SEGMENT_BX] - params[p, SEGMENT_AX], params[p, SEGMENT_BY] - params[p, SEGMENT_AY]
-        t = min(max((tx * dx + ty * dy) / max(dx * dx + dy * dy, np.float32(1e-12)), np.float32(0.0)),
-                np.float32(1.0))
+        t = min(max((tx * dx + ty * dy) / max(dx * dx + dy * dy, np.float32(1e-12)), np.float32(0.0)), np.float32(1.0))
         ex, ey = tx - t * dx, ty - t * dy
         if np.sqrt(np.float32(ex * ex + ey * ey)) > max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)) + reach:
             return PAIR_MISSED
@@ -170,8 +207,10 @@ def _tile_class(kind, params, p, ox, oy, tile):
         stroke = np.float32(1.0) if kind == BOX_STROKE else np.float32(0.0)
         hx, hy, r = params[p, BOX_HALF_X], params[p, BOX_HALF_Y], params[p, BOX_RADIUS]
         half = params[p, BOX_HALF_STROKE]
-        if (tx - (spread + 1) > hx + max(half, np.float32(0.5)) * stroke
-                or ty - (spread + 1) > hy + max(half, np.float32(0.5)) * stroke):
+        if (
+            tx - (spread + 1) > hx + max(half, np.float32(0.5)) * stroke
+            or ty - (spread + 1) > hy + max(half, np.float32(0.5)) * stroke
+        ):
             return PAIR_MISSED
         margin = (half + np.float32(0.5)) * stroke + (spread + 1)
         if tx + margin <= hx - r and ty + margin <= hy - r:  # inside the straight parts
@@ -263,8 +302,24 @@ _ALL, _IMAGE_ONLY, _ALPHA_ONLY = range(3)  # the outputs _composite writes
 
 
 @jit(parallel=True)
-def _composite(band_start, listed, span, kind, params, color, group, atlas, source, image, alpha, layer, tile,
-               straight, written, parts):
+def _composite(
+    band_start,
+    listed,
+    span,
+    kind,
+    params,
+    color,
+    group,
+    atlas,
+    source,
+    image,
+    alpha,
+    layer,
+    tile,
+    straight,
+    written,
+    parts,
+):
     """Every band of every frame of source [b,H,W,C] into image, alpha and layer (see render), or those
     `written` names (_IMAGE_ONLY, _ALPHA_ONLY): the band's primitives (band_start, listed from _bands)
     in drawing order, each over the tiles of its span (span [P,4]) that _tile_class does not rule out;
@@ -286,8 +341,10 @@ def _composite(band_start, listed, span, kind, params, color, group, atlas, sour
             first, last = band_start[band], band_start[band + 1]
             for k in range(first, last):
                 p = listed[k]
-                alone = ((k == first or group[listed[k - 1]] != group[p])  # its group's only primitive here
-                         and (k + 1 == last or group[listed[k + 1]] != group[p]))
+                alone = (
+                    (k == first or group[listed[k - 1]] != group[p])  # its group's only primitive here
+                    and (k + 1 == last or group[listed[k + 1]] != group[p])
+                )
                 for column in range(span[p, 0], span[p, 2] + 1):
                     ox = np.float32(column * tile) + np.float32(0.5)
                     found = _tile_class(kind[p], params, p, ox, oy, tile)
@@ -295,18 +352,25 @@ def _composite(band_start, listed, span, kind, params, color, group, atlas, sour
                         continue
                     if alone and not drawn[column]:
                         drawn[column] = True
-                        band_layer[:, column * tile:(column + 1) * tile] = 0.0
+                        band_layer[:, column * tile : (column + 1) * tile] = 0.0
                     if alone and found == PAIR_SOLID:  # one opacity over the whole tile
-                        _over_solid(band_layer, column * tile, tile, color[p, 0], color[p, 1], color[p, 2],
-                                    color[p, 3])
+                        _over_solid(band_layer, column * tile, tile, color[p, 0], color[p, 1], color[p, 2], color[p, 3])
                         continue
                     if found == PAIR_SOLID:
                         coverage[:] = 1.0
                     else:
                         _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides)
                     if alone:  # a shape of its own: straight onto the layer
-                        _over(band_layer, column * tile, coverage, tile, color[p, 0], color[p, 1], color[p, 2],
-                              color[p, 3])
+                        _over(
+                            band_layer,
+                            column * tile,
+                            coverage,
+                            tile,
+                            color[p, 0],
+                            color[p, 1],
+                            color[p, 2],
+                            color[p, 3],
+                        )
                     elif not in_shape[column]:
                         in_shape[column] = True
                         shape_tiles[n_shape] = column
@@ -321,9 +385,17 @@ def _composite(band_start, listed, span, kind, params, color, group, atlas, sour
                     column = shape_tiles[i]
                     if not drawn[column]:
                         drawn[column] = True
-                        band_layer[:, column * tile:(column + 1) * tile] = 0.0
-                    _over(band_layer, column * tile, shape[column], tile, color[p, 0], color[p, 1], color[p, 2],
-                          color[p, 3])
+                        band_layer[:, column * tile : (column + 1) * tile] = 0.0
+                    _over(
+                        band_layer,
+                        column * tile,
+                        shape[column],
+                        tile,
+                        color[p, 0],
+                        color[p, 1],
+                        color[p, 2],
+                        color[p, 3],
+                    )
                     in_shape[column] = False
                 n_shape = 0
             _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, written)
@@ -390,9 +462,17 @@ def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile
 
 
 @falls_back
-def render(frames: torch.Tensor, image: torch.Tensor | None, alpha: torch.Tensor | None,
-           layer: torch.Tensor | None, prims, frame_start: int, atlas: torch.Tensor | None, tile: int,
-           straight: bool = False) -> bool:
+def render(
+    frames: torch.Tensor,
+    image: torch.Tensor | None,
+    alpha: torch.Tensor | None,
+    layer: torch.Tensor | None,
+    prims,
+    frame_start: int,
+    atlas: torch.Tensor | None,
+    tile: int,
+    straight: bool = False,
+) -> bool:
     """Draw the primitives of frames frame_start .. + b - 1 over frames float32 [b,H,W,C] into image
     [b,H,W,C], alpha [b,H,W] and layer [b,H,W,4] (contiguous float32 CPU tensors; premultiplied, or
     straight alpha if `straight`), every pixel once. Alpha and layer None: the image only; image and
@@ -417,9 +497,22 @@ def render(frames: torch.Tensor, image: torch.Tensor | None, alpha: torch.Tensor
     atlas = torch.zeros(1, 1) if atlas is None else atlas.float().contiguous()
     band_start, listed = _bands(span.numpy(), frame.numpy(), visible.numpy(), batch, -(-height // tile))
     threads = torch_threads()
-    _composite(band_start, listed, span.numpy(), prims.kind.contiguous().numpy(),
-               prims.params.float().contiguous().numpy(), prims.color.float().contiguous().numpy(),
-               prims.group.contiguous().numpy(), atlas.numpy(), frames.contiguous().numpy(), image.numpy(),
-               alpha.numpy(), layer.numpy(), tile, straight, written, threads)
+    _composite(
+        band_start,
+        listed,
+        span.numpy(),
+        prims.kind.contiguous().numpy(),
+        prims.params.float().contiguous().numpy(),
+        prims.color.float().contiguous().numpy(),
+        prims.group.contiguous().numpy(),
+        atlas.numpy(),
+        frames.contiguous().numpy(),
+        image.numpy(),
+        alpha.numpy(),
+        layer.numpy(),
+        tile,
+        straight,
+        written,
+        threads,
+    )
     return True
-

@@ -3,6 +3,7 @@ source-over compositing of the binned (tile, primitive) pairs, as the torch path
 computes them. The kernel's #defines are every integer constant of constants.py (kinds, parameter
 columns, N_PARAMS, ELLIPSE_STEPS, ...), so the two never disagree.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +14,11 @@ from . import constants
 
 # Coverage per kind and source-over compositing, as the torch path computes them: one block per tile
 # (one thread per pixel); each thread walks its tile's pairs in drawing order.
-_COMPOSITE_SOURCE = "".join(f"#define {name} {value}\n" for name, value in vars(constants).items()
-                            if name.isupper() and type(value) is int) + r"""
+_COMPOSITE_SOURCE = (
+    "".join(
+        f"#define {name} {value}\n" for name, value in vars(constants).items() if name.isupper() and type(value) is int
+    )
+    + r"""
 
 __device__ __forceinline__ float from_distance(float d) { return fminf(fmaxf(0.5f - d, 0.0f), 1.0f); }
 
@@ -213,6 +217,7 @@ extern "C" __global__ void composite_tiles(
     if (channels == 4) composite[3] = la + below[3] * keep;
 }
 """
+)
 
 
 # Pairs per launch of composite_tiles: a block walks its tile's pairs one after another, so a launch's time
@@ -227,25 +232,47 @@ def _check_launch(frames, image, alpha, layer, pairs, tile: int) -> None:
     and image (C = 3 or 4), alpha [b,H,W] and layer [b,H,W,4], all contiguous on one device (the kernel
     writes the outputs in place: a copy would hide its writes), and sizes within its grid and int32 indices."""
     batch, height, width, channels = frames.shape
-    expected = {"frames": (frames, frames.shape), "image": (image, frames.shape), "alpha": (alpha, frames.shape[:3]),
-                "layer": (layer, (batch, height, width, 4))}
+    expected = {
+        "frames": (frames, frames.shape),
+        "image": (image, frames.shape),
+        "alpha": (alpha, frames.shape[:3]),
+        "layer": (layer, (batch, height, width, 4)),
+    }
     for name, (tensor, shape) in expected.items():
-        if tensor.dtype != torch.float32 or tuple(tensor.shape) != tuple(shape) or not tensor.is_contiguous() \
-                or tensor.device != frames.device:
-            raise ValueError(f"composite_tiles: {name} must be a contiguous float32 tensor {tuple(shape)} on "
-                             f"{frames.device}, got {tensor.dtype} {tuple(tensor.shape)} on {tensor.device}"
-                             f"{'' if tensor.is_contiguous() else ', not contiguous'}")
+        if (
+            tensor.dtype != torch.float32
+            or tuple(tensor.shape) != tuple(shape)
+            or not tensor.is_contiguous()
+            or tensor.device != frames.device
+        ):
+            raise ValueError(
+                f"composite_tiles: {name} must be a contiguous float32 tensor {tuple(shape)} on "
+                f"{frames.device}, got {tensor.dtype} {tuple(tensor.shape)} on {tensor.device}"
+                f"{'' if tensor.is_contiguous() else ', not contiguous'}"
+            )
     if channels not in (3, 4):
         raise ValueError(f"composite_tiles: frames must have 3 or 4 channels, got {channels}")
     if not 1 <= tile <= 32:
-        raise ValueError(f"composite_tiles: tile must be 1 to 32 pixels (one thread per pixel, 1024 a block), got {tile}")
+        raise ValueError(
+            f"composite_tiles: tile must be 1 to 32 pixels (one thread per pixel, 1024 a block), got {tile}"
+        )
     if pairs.n_tiles >= _GRID_LIMIT or max(height, width, pairs.tiles_y * pairs.tiles_x * tile) >= _GRID_LIMIT:
-        raise ValueError(f"composite_tiles: {pairs.n_tiles} tiles of {height}x{width} frames exceed the kernel's "
-                         f"limits ({_GRID_LIMIT} blocks, int32 indices): draw fewer frames at once")
+        raise ValueError(
+            f"composite_tiles: {pairs.n_tiles} tiles of {height}x{width} frames exceed the kernel's "
+            f"limits ({_GRID_LIMIT} blocks, int32 indices): draw fewer frames at once"
+        )
 
 
-def composite_tiles_cuda(frames: torch.Tensor, image: torch.Tensor, alpha: torch.Tensor, layer: torch.Tensor,
-                         pairs, prims, atlas: torch.Tensor | None, tile: int) -> None:
+def composite_tiles_cuda(
+    frames: torch.Tensor,
+    image: torch.Tensor,
+    alpha: torch.Tensor,
+    layer: torch.Tensor,
+    pairs,
+    prims,
+    atlas: torch.Tensor | None,
+    tile: int,
+) -> None:
     """Composite the sorted pairs over frames float32 [b,H,W,C] (C = 3 or 4) into image float32 [b,H,W,C],
     alpha float32 [b,H,W] and layer float32 [b,H,W,4] (contiguous, on frames' CUDA device; anything else is
     refused, see _check_launch), every pixel once: one block per tile, one thread per pixel, in launches of
@@ -263,16 +290,43 @@ def composite_tiles_cuda(frames: torch.Tensor, image: torch.Tensor, alpha: torch
         begins = torch.arange(0, total, PAIRS_PER_LAUNCH, device=frames.device)
         found = torch.cat([tile_start[-1:], torch.searchsorted(tile_start, begins, right=True) - 1]).tolist()
         kept, first_tiles = found[0], [0] + found[2:]
-        launches = [(begin, total if begin + PAIRS_PER_LAUNCH >= kept else begin + PAIRS_PER_LAUNCH, first,
-                     (pairs.n_tiles if begin + PAIRS_PER_LAUNCH >= kept else first_tiles[i + 1] + 1) - first)
-                    for i, (begin, first) in enumerate(zip(range(0, kept, PAIRS_PER_LAUNCH), first_tiles))] or launches
+        launches = [
+            (
+                begin,
+                total if begin + PAIRS_PER_LAUNCH >= kept else begin + PAIRS_PER_LAUNCH,
+                first,
+                (pairs.n_tiles if begin + PAIRS_PER_LAUNCH >= kept else first_tiles[i + 1] + 1) - first,
+            )
+            for i, (begin, first) in enumerate(zip(range(0, kept, PAIRS_PER_LAUNCH), first_tiles, strict=False))
+        ] or launches
     # the tensors the kernel reads, detached (DLPack refuses tensors that require grad) and in its types
-    reads = cuda.arrays(*(t.detach() for t in (tile_start, pairs.primitive, prims.kind.long(), prims.params.float(),
-                                                prims.color.float(), prims.group.long(), atlas.float())))
+    reads = cuda.arrays(
+        *(
+            t.detach()
+            for t in (
+                tile_start,
+                pairs.primitive,
+                prims.kind.long(),
+                prims.params.float(),
+                prims.color.float(),
+                prims.group.long(),
+                atlas.float(),
+            )
+        )
+    )
     pixels = cuda.arrays(frames.detach(), image, alpha, layer)
     with cuda.stream(frames.device):
         for begin, end, first, count in launches:
-            args = [reads[0], np.int64(pairs.n_tiles), np.int64(first), np.int64(begin), np.int64(end), *reads[1:],
-                    np.int32(atlas.shape[0]), np.int32(atlas.shape[1]), *pixels]
+            args = [
+                reads[0],
+                np.int64(pairs.n_tiles),
+                np.int64(first),
+                np.int64(begin),
+                np.int64(end),
+                *reads[1:],
+                np.int32(atlas.shape[0]),
+                np.int32(atlas.shape[1]),
+                *pixels,
+            ]
             args += [np.int32(v) for v in (height, width, channels, pairs.tiles_y, pairs.tiles_x, tile)]
             cuda.kernel(_COMPOSITE_SOURCE, "composite_tiles")((count,), (tile * tile,), tuple(args))

@@ -2,6 +2,7 @@
 (compositor_cpu.py) and the CUDA kernel (compositor_cuda.py, whose #defines are every integer constant
 of this module): primitive kinds, the parameter columns of each kind, tile and reach constants, and
 the classes of (tile, primitive) pairs."""
+
 from __future__ import annotations
 
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
@@ -33,6 +34,18 @@ ELLIPSE_STEPS = 4  # closest-point iterations: within 0.02 px of the true distan
 # its work among them: the strokes are contiguous, and so are the tiles near corners. Turned boxes (sin
 # != 0) are not separable: their fills and strokes form a run of their own. PAIR_SOLID: the primitive
 # covers the whole tile; PAIR_MISSED: its bounds reach the tile but its shape does not.
-(PAIR_SEGMENT, PAIR_BOX_FILL, PAIR_BOX_STROKE, PAIR_BOX_STROKE_CORNER, PAIR_BOX_FILL_CORNER, PAIR_TURNED_FILL,
- PAIR_TURNED_STROKE, PAIR_DISC, PAIR_ELLIPSE, PAIR_SPRITE, PAIR_SOLID, PAIR_MISSED) = range(12)
+(
+    PAIR_SEGMENT,
+    PAIR_BOX_FILL,
+    PAIR_BOX_STROKE,
+    PAIR_BOX_STROKE_CORNER,
+    PAIR_BOX_FILL_CORNER,
+    PAIR_TURNED_FILL,
+    PAIR_TURNED_STROKE,
+    PAIR_DISC,
+    PAIR_ELLIPSE,
+    PAIR_SPRITE,
+    PAIR_SOLID,
+    PAIR_MISSED,
+) = range(12)
 N_PAIR_CLASSES = 12

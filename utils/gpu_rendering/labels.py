@@ -20,6 +20,7 @@ macOS, Linux) and beside matplotlib when it is installed (DejaVu and Last Resort
 (Noto Color Emoji, Apple Color Emoji) are left out: a label is a coverage mask, and Pillow draws those at
 their one bitmap size only.
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,14 +35,23 @@ import unicodedata
 import numpy as np
 import torch
 
-from . import primitives as R
 from ..core.device import check_memory
 from ..inputs.text import short, text_limit
+from . import primitives as R
 
 PADDING = 3
 # supervision's Position names, in the order of a keypad
-ANCHORS = ("top_left", "top_center", "top_right", "center_left", "center", "center_right",
-           "bottom_left", "bottom_center", "bottom_right")
+ANCHORS = (
+    "top_left",
+    "top_center",
+    "top_right",
+    "center_left",
+    "center",
+    "center_right",
+    "bottom_left",
+    "bottom_center",
+    "bottom_right",
+)
 AVOID_STEPS = 8  # moves a label may make to leave the labels placed before it
 AVOID_MAX_LABELS = 100  # labels of a frame that move (host-side layout: about 0.1 s for a frame this full)
 DEFAULT_FONT = "default"
@@ -49,12 +59,31 @@ BUNDLED = ""  # Pillow's bundled font, in a chain of font paths
 FONT_EXTENSIONS = (".ttf", ".otf", ".ttc", ".otc")
 # file names on Windows, macOS and Linux; the fallback tries those found in this order
 PREFERRED_FONTS = (
-    "DejaVuSans.ttf", "NotoSans-Regular.ttf", "segoeui.ttf", "Arial Unicode.ttf", "arialuni.ttf",
-    "LiberationSans-Regular.ttf", "arial.ttf", "Nirmala.ttf", "LeelawUI.ttf",
-    "NotoSansCJK-Regular.ttc", "NotoSansCJKsc-Regular.otf", "msyh.ttc", "YuGothR.ttc", "malgun.ttf",
-    "Hiragino Sans GB.ttc", "PingFang.ttc", "AppleSDGothicNeo.ttc", "wqy-microhei.ttc", "wqy-zenhei.ttc",
+    "DejaVuSans.ttf",
+    "NotoSans-Regular.ttf",
+    "segoeui.ttf",
+    "Arial Unicode.ttf",
+    "arialuni.ttf",
+    "LiberationSans-Regular.ttf",
+    "arial.ttf",
+    "Nirmala.ttf",
+    "LeelawUI.ttf",
+    "NotoSansCJK-Regular.ttc",
+    "NotoSansCJKsc-Regular.otf",
+    "msyh.ttc",
+    "YuGothR.ttc",
+    "malgun.ttf",
+    "Hiragino Sans GB.ttc",
+    "PingFang.ttc",
+    "AppleSDGothicNeo.ttc",
+    "wqy-microhei.ttc",
+    "wqy-zenhei.ttc",
     "DroidSansFallbackFull.ttf",
-    "seguisym.ttf", "seguiemj.ttf", "Apple Symbols.ttf", "NotoSansSymbols2-Regular.ttf", "NotoEmoji-Regular.ttf",
+    "seguisym.ttf",
+    "seguiemj.ttf",
+    "Apple Symbols.ttf",
+    "NotoSansSymbols2-Regular.ttf",
+    "NotoEmoji-Regular.ttf",
     "Symbola.ttf",
 )
 LAST_RESORT_FONTS = ("unifont.otf", "unifont.ttf", "LastResort.otf", "LastResortHE-Regular.ttf")
@@ -72,8 +101,10 @@ def _font_folders() -> list[tuple[str, tuple[str, ...]]]:
     """(folder, name prefixes to take from it; empty: every font) in the order searched."""
     home = os.path.expanduser("~")
     if sys.platform == "win32":
-        folders = [os.path.join(os.environ.get("WINDIR", r"C:\Windows"), "Fonts"),
-                   os.path.join(os.environ.get("LOCALAPPDATA", home), "Microsoft", "Windows", "Fonts")]
+        folders = [
+            os.path.join(os.environ.get("WINDIR", r"C:\Windows"), "Fonts"),
+            os.path.join(os.environ.get("LOCALAPPDATA", home), "Microsoft", "Windows", "Fonts"),
+        ]
     elif sys.platform == "darwin":
         folders = ["/System/Library/Fonts", "/Library/Fonts", os.path.join(home, "Library", "Fonts")]
     else:
@@ -84,8 +115,9 @@ def _font_folders() -> list[tuple[str, tuple[str, ...]]]:
     spec = importlib.util.find_spec("matplotlib")  # found, not imported
     if spec is not None and spec.submodule_search_locations:
         # DejaVu (Latin, Greek, Cyrillic and more) and Last Resort; not its TeX and STIX math fonts
-        found.append((os.path.join(spec.submodule_search_locations[0], "mpl-data", "fonts", "ttf"),
-                      ("DejaVu", "LastResort")))
+        found.append(
+            (os.path.join(spec.submodule_search_locations[0], "mpl-data", "fonts", "ttf"), ("DejaVu", "LastResort"))
+        )
     return found
 
 
@@ -94,8 +126,10 @@ def font_files() -> dict[str, str]:
     """Font file name -> path of the outline fonts found (the first of a name wins), sorted by name.
     Asked once per process: a font installed later is listed after a restart. Empty without fontTools."""
     if importlib.util.find_spec("fontTools") is None:
-        logging.getLogger("rasterkit").warning("RasterKit: fontTools is not installed (pip install fonttools): "
-                                               "labels are drawn in Pillow's bundled font only")
+        logging.getLogger("rasterkit").warning(
+            "RasterKit: fontTools is not installed (pip install fonttools): "
+            "labels are drawn in Pillow's bundled font only"
+        )
         return {}
     found: dict[str, str] = {}
     for root, prefixes in _font_folders():
@@ -164,7 +198,7 @@ def _has_outlines(path: str) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _coverage(path: str) -> np.ndarray | None:
     """The code points (int32, sorted) that the Unicode character map of the font at `path` (BUNDLED:
     Pillow's) gives a glyph; None for a font that Pillow cannot draw (unreadable, no Unicode map, colour
@@ -211,8 +245,16 @@ def _clusters(text: str) -> list[str]:
     them: the units that one font draws."""
     clusters: list[str] = []
     for char in text:
-        joins = (unicodedata.category(char).startswith("M") or _ignorable(char)
-                 or "\U0001f3fb" <= char <= "\U0001f3ff" or clusters[-1].endswith(_ZWJ)) if clusters else False
+        joins = (
+            (
+                unicodedata.category(char).startswith("M")
+                or _ignorable(char)
+                or "\U0001f3fb" <= char <= "\U0001f3ff"
+                or clusters[-1].endswith(_ZWJ)
+            )
+            if clusters
+            else False
+        )
         if joins:
             clusters[-1] += char
         else:
@@ -304,7 +346,7 @@ def wrap(text: str, size: int, font: str, max_width: int, max_lines: int | None 
         return text
 
     def fit(words: list[str], start: int, count: int) -> bool:  # words[start:start + count] exist and fit a line
-        return start + count <= len(words) and _ink_width(words[start:start + count], size, font) <= max_width
+        return start + count <= len(words) and _ink_width(words[start : start + count], size, font) <= max_width
 
     lines: list[str] = []
     for paragraph in text.split("\n"):
@@ -319,7 +361,7 @@ def wrap(text: str, size: int, font: str, max_width: int, max_lines: int | None 
                 step //= 2
                 if fit(words, start, fits + step):
                     fits += step
-            lines.append(" ".join(words[start:start + fits]))
+            lines.append(" ".join(words[start : start + fits]))
             start += fits
     return "\n".join(lines[:max_lines])
 
@@ -332,15 +374,18 @@ def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple
     from PIL import Image, ImageDraw
 
     layouts = [_layout(s, size, font) for s in strings]
-    sizes = [(max(1, r - l), max(1, b - t)) for _, (l, t, r, b) in layouts]
+    sizes = [(max(1, r - left), max(1, b - t)) for _, (left, t, r, b) in layouts]
     width = max((w for w, _ in sizes), default=1)
     height = max(1, sum(h for _, h in sizes))
-    check_memory(width * height * ATLAS_BYTES_PER_PIXEL, f"labels ({len(strings):,} distinct texts at size {size}, "
-                 f"an atlas of {width:,} x {height:,} pixels)", torch.device("cpu"))
+    check_memory(
+        width * height * ATLAS_BYTES_PER_PIXEL,
+        f"labels ({len(strings):,} distinct texts at size {size}, an atlas of {width:,} x {height:,} pixels)",
+        torch.device("cpu"),
+    )
     canvas = Image.new("L", (width, height), 0)
     draw = ImageDraw.Draw(canvas)
     rects, y = [], 0
-    for (pieces, (left, top, _r, _b)), (w, h) in zip(layouts, sizes):
+    for (pieces, (left, top, _r, _b)), (w, h) in zip(layouts, sizes, strict=False):
         for face, run, pen, baseline in pieces:
             draw.text((pen - left, y + baseline - top), run, fill=255, font=face, anchor="ls")
         rects.append((0, y, w, h))
@@ -349,8 +394,9 @@ def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple
     return atlas, torch.tensor(rects, dtype=torch.int64).reshape(-1, 4)
 
 
-def _anchored(box: torch.Tensor, label_w: torch.Tensor, label_h: torch.Tensor, anchor: str, height: int,
-              width: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _anchored(
+    box: torch.Tensor, label_w: torch.Tensor, label_h: torch.Tensor, anchor: str, height: int, width: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Left and top (float [N], whole pixels) of labels of label_w x label_h at `anchor` of their boxes
     [N,4]: top_* above the box (inside its top where there is no room above), bottom_* below it (inside
     its bottom where there is no room below), center_* centred on it vertically; *_left at the box's left
@@ -410,14 +456,26 @@ def check_labels(texts: list[str], input_name: str = "labels") -> None:
     limit = text_limit("label")
     for i, text in enumerate(texts):
         if len(text) > limit:
-            raise ValueError(f"{input_name}: label {i} has {len(text):,} characters ({short(text, 40)}); at most "
-                             f"{limit:,} are drawn")
+            raise ValueError(
+                f"{input_name}: label {i} has {len(text):,} characters ({short(text, 40)}); at most {limit:,} are drawn"
+            )
 
 
-def label_primitives(frame: torch.Tensor, xyxy: torch.Tensor, texts: list[str], colors: torch.Tensor,
-                     height: int, width: int, size: int, font: str = DEFAULT_FONT, anchor: str = "top_left",
-                     padding: int = PADDING, text_color: tuple | None = None, max_width: int = 0,
-                     priority: torch.Tensor | None = None) -> tuple[R.Primitives, torch.Tensor | None]:
+def label_primitives(
+    frame: torch.Tensor,
+    xyxy: torch.Tensor,
+    texts: list[str],
+    colors: torch.Tensor,
+    height: int,
+    width: int,
+    size: int,
+    font: str = DEFAULT_FONT,
+    anchor: str = "top_left",
+    padding: int = PADDING,
+    text_color: tuple | None = None,
+    max_width: int = 0,
+    priority: torch.Tensor | None = None,
+) -> tuple[R.Primitives, torch.Tensor | None]:
     """Labels for N boxes: background then text, at `anchor` of each box (one of ANCHORS, see
     `_anchored`) and shifted to stay inside the frame.
 
@@ -444,12 +502,19 @@ def label_primitives(frame: torch.Tensor, xyxy: torch.Tensor, texts: list[str], 
     left, top = _anchored(box, label_w, label_h, anchor, height, width)
     if priority is not None:
         top = _avoid_overlaps(frame, torch.stack([left, top, label_w, label_h], 1), priority[keep], height)
-    background = R.rounded_boxes(frame, torch.stack([left, top, left + label_w, top + label_h], 1), stroke_width=0,
-                                 radius=padding, stroke_color=(0, 0, 0, 0), fill_color=colour)
+    background = R.rounded_boxes(
+        frame,
+        torch.stack([left, top, left + label_w, top + label_h], 1),
+        stroke_width=0,
+        radius=padding,
+        stroke_color=(0, 0, 0, 0),
+        fill_color=colour,
+    )
     if text_color is None:
         luminance = colour[:, :3] @ torch.tensor([0.299, 0.587, 0.114])
-        ink = torch.where(luminance[:, None] > 0.55, torch.tensor([0.0, 0.0, 0.0, 1.0]),
-                          torch.tensor([1.0, 1.0, 1.0, 1.0]))
+        ink = torch.where(
+            luminance[:, None] > 0.55, torch.tensor([0.0, 0.0, 0.0, 1.0]), torch.tensor([1.0, 1.0, 1.0, 1.0])
+        )
     else:
         ink = torch.tensor(text_color, dtype=torch.float32).expand(len(kept), 4)
     ink = ink * torch.cat([torch.ones(len(kept), 3), colour[:, 3:4]], 1)

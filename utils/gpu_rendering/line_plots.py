@@ -6,6 +6,7 @@ The aliased lines' torch path enumerates the pixels of every segment of a chunk 
 pieces of _PIECE steps, no per-pixel gathers); on the CPU, numba's loop (line_plots_cpu.py) or else
 OpenCV draws the same pixels straight into the output batch, faster (bench/bench_series.py).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -79,11 +80,13 @@ def _lines(points: torch.Tensor, height: int, width: int, inside: bool = False) 
     usable = finite(ends[..., 0] + ends[..., 1])
     ok = usable[:, :-1] & usable[:, 1:]
     # the common case in float32 (exact: Bresenham's numerators stay below 2**24), else int64
-    flat = 2 * height * width <= 2**24 and (inside or bool(
-        ((ends >= 0).all(-1) & (ends[..., 0] < width) & (ends[..., 1] < height)).logical_or_(~usable).all()))
+    flat = 2 * height * width <= 2**24 and (
+        inside
+        or bool(((ends >= 0).all(-1) & (ends[..., 0] < width) & (ends[..., 1] < height)).logical_or_(~usable).all())
+    )
     ends = ends.nan_to_num(0.0, 0.0, 0.0)  # segments with a non-finite end get no step
     if not flat:  # far points clamped: exact within 2**29 px
-        ends = ends.clamp(-2**29, 2**29).long()
+        ends = ends.clamp(-(2**29), 2**29).long()
     # each segment walked from its end with the larger x, as OpenCV's line iterator walks it: where a
     # step falls exactly halfway between two rows (or columns), it takes the one nearer to that end
     a, b = ends[:, :-1], ends[:, 1:]
@@ -99,8 +102,11 @@ def _lines(points: torch.Tensor, height: int, width: int, inside: bool = False) 
     if flat:  # all inside the frame: flat indices within the image, strides 1 along x and W along y
         first, last = torch.zeros_like(major), major
         # x + width * y of the steps (whole numbers: exact in float32)
-        per_segment = [major_step[..., 0] + major_step[..., 1] * width, minor_step[..., 0] + minor_step[..., 1] * width,
-                       a[..., 1] * width + a[..., 0]]
+        per_segment = [
+            major_step[..., 0] + major_step[..., 1] * width,
+            minor_step[..., 0] + minor_step[..., 1] * width,
+            a[..., 1] * width + a[..., 0],
+        ]
     else:  # segments that leave the frame: only the steps whose major coordinate is inside it
         start = torch.where(major_is_x, a[..., 0], a[..., 1])
         direction = torch.where(major_is_x, unit[..., 0], unit[..., 1])
@@ -173,8 +179,9 @@ def _dda_steps(columns: torch.Tensor, segment: torch.Tensor, rank: torch.Tensor,
     return step, offset, rest
 
 
-def fill_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
-                   antialiased: bool) -> torch.Tensor:
+def fill_coverage(
+    points: torch.Tensor, lengths: torch.Tensor, height: int, width: int, antialiased: bool
+) -> torch.Tensor:
     """Coverage float [B,H,W] of the area under evenly spaced series (points [B,T,2] from
     series_points, lengths [B]): the rows below the curve, whose height at each pixel column is
     linearly interpolated between points; columns over a gap are left empty."""
@@ -195,11 +202,22 @@ def fill_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, widt
     return torch.nan_to_num(coverage, nan=0.0)
 
 
-def render_polylines(values, height: int, width: int, lengths: torch.Tensor | None = None,
-                     mode: str = "aliased", line_width: float = 1.0, scale: str = "per_image",
-                     color=(1.0, 1.0, 1.0, 1.0), background=(0.0, 0.0, 0.0), fill_color=None,
-                     channels: int = 1, dtype: torch.dtype = torch.float32, device=None,
-                     on_progress=None) -> torch.Tensor:
+def render_polylines(
+    values,
+    height: int,
+    width: int,
+    lengths: torch.Tensor | None = None,
+    mode: str = "aliased",
+    line_width: float = 1.0,
+    scale: str = "per_image",
+    color=(1.0, 1.0, 1.0, 1.0),
+    background=(0.0, 0.0, 0.0),
+    fill_color=None,
+    channels: int = 1,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+    on_progress=None,
+) -> torch.Tensor:
     """B line plots at once: [B,H,W] (channels 1: coverage times the line's opacity) or [B,H,W,3].
 
     values: y float [B,T] at evenly spaced x (the first at the left pixel centre, the last at the
@@ -283,13 +301,15 @@ def _series_points_cpu(values: torch.Tensor, lengths: torch.Tensor, scale: str, 
         return None
     from . import line_plots_cpu  # numba: imported on first use (slow to import)
 
-    points = line_plots_cpu.series_points(values.float().contiguous().numpy(), lengths.long().contiguous().numpy(),
-                                         scale, height, width)
+    points = line_plots_cpu.series_points(
+        values.float().contiguous().numpy(), lengths.long().contiguous().numpy(), scale, height, width
+    )
     return None if points is None else torch.from_numpy(points)
 
 
-def _draw_cpu(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, value: float, on_progress=None,
-              chunk: int = 1024) -> bool:
+def _draw_cpu(
+    out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, value: float, on_progress=None, chunk: int = 1024
+) -> bool:
     """1-px aliased polylines into out [B,H,W] (overwritten), points float [B,T,2] (pixel xy),
     lengths int [B]: pixel (i, j) holds the points in [i, i+1) x [j, j+1); a series of fewer than 2
     points leaves its image blank. on_progress(done, total) after every `chunk` images (interrupt
@@ -303,8 +323,16 @@ def _draw_cpu(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, va
     if numba_usable(out.device) and out.dtype in (torch.uint8, torch.float32):
         from . import line_plots_cpu
 
-        return bool(line_plots_cpu.polylines(out.numpy(), points.float().contiguous().numpy(),
-                                            lengths.long().contiguous().numpy(), value, on_progress, chunk))
+        return bool(
+            line_plots_cpu.polylines(
+                out.numpy(),
+                points.float().contiguous().numpy(),
+                lengths.long().contiguous().numpy(),
+                value,
+                on_progress,
+                chunk,
+            )
+        )
     batch, steps = points.shape[:2]
     height, width = out.shape[1:3]
     xy, counts = points.numpy(), lengths.numpy()
@@ -320,7 +348,7 @@ def _draw_cpu(out: torch.Tensor, points: torch.Tensor, lengths: torch.Tensor, va
         for index in range(start, stop):
             images[index] = 0
             if counts[index] > 1:
-                cv2.polylines(images[index], [ends[index, :counts[index]]], False, value, 1, cv2.LINE_8)
+                cv2.polylines(images[index], [ends[index, : counts[index]]], False, value, 1, cv2.LINE_8)
         if on_progress is not None:
             on_progress(stop, batch)
     return True

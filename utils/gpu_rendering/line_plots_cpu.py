@@ -6,6 +6,7 @@ numba runs.
 All run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
 Compiled on first use and cached beside this file.
 """
+
 from __future__ import annotations
 
 import numba
@@ -84,8 +85,10 @@ def _polylines(out, points, counts, value, start, stop):
         image = flat[b]
         image[:] = 0  # cleared here, in cache, rather than as a separate pass over the batch
         for t in range(counts[b] - 1):
-            if not (np.isfinite(points[b, t, 0] + points[b, t, 1])
-                    and np.isfinite(points[b, t + 1, 0] + points[b, t + 1, 1])):
+            if not (
+                np.isfinite(points[b, t, 0] + points[b, t, 1])
+                and np.isfinite(points[b, t + 1, 0] + points[b, t + 1, 1])
+            ):
                 continue  # a gap
             # the pixels holding the ends, walked from the end with the larger x (see line_plots._lines)
             ax, ay = np.int64(np.floor(points[b, t, 0])), np.int64(np.floor(points[b, t, 1]))
@@ -118,8 +121,9 @@ def series_points(values: np.ndarray, counts: np.ndarray, scale: str, height: in
 
 
 @falls_back
-def polylines(images: np.ndarray, points: np.ndarray, counts: np.ndarray, value: float, on_progress=None,
-              chunk: int = 1024) -> bool:
+def polylines(
+    images: np.ndarray, points: np.ndarray, counts: np.ndarray, value: float, on_progress=None, chunk: int = 1024
+) -> bool:
     """1-px aliased polylines into images uint8 or float32 [B,H,W] (overwritten), points float32 [B,T,2]
     (pixel xy; pixel (i, j) holds the points in [i, i+1) x [j, j+1); a point with a coordinate not
     finite is a gap), counts int64 [B]: the torch path's pixels. Returns False, drawing nothing, if a

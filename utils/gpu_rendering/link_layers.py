@@ -7,16 +7,17 @@ linked), start and end float [E,2] (the ends drawn: the points, or a Voronoi wal
 render device; the points as xy float [T,N,2] (on the render device), visible bool [T,N] and their
 labels (inputs.tracks.Labels).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 
-from . import compositor as R
-from . import link_styles as styles
 from ..gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
 from ..inputs.tracks import Labels
+from . import compositor as R
+from . import link_styles as styles
 from .labels import DEFAULT_FONT, text_atlas
 
 POINT_LABELS = ("none", "id", "label")
@@ -62,34 +63,54 @@ class LinkStyle:
         return (1.0, 1.0, 1.0) if self.rgb is None else self.rgb
 
 
-def link_layers(xy: torch.Tensor, visible: torch.Tensor, labels: Labels, frame: torch.Tensor, pairs: torch.Tensor,
-                start: torch.Tensor, end: torch.Tensor, style: LinkStyle) -> tuple[R.Primitives, torch.Tensor | None]:
+def link_layers(
+    xy: torch.Tensor,
+    visible: torch.Tensor,
+    labels: Labels,
+    frame: torch.Tensor,
+    pairs: torch.Tensor,
+    start: torch.Tensor,
+    end: torch.Tensor,
+    style: LinkStyle,
+) -> tuple[R.Primitives, torch.Tensor | None]:
     """The overlay's primitives, bottom first: the links' glow, the trails, the links, the markers' glow,
     the markers, the point text; and the atlas of the text (None without text). Shapes in the module's
     docstring."""
     glow, links = link_strokes(frame, pairs, start, end, style)
     layers = [glow] if glow is not None else []
     if style.trail_frames > 0 and xy.shape[0] > 1:
-        layers.append(_trails(xy, visible.to(xy.device), style.trail_frames, style.trail_smooth, style.width,
-                              style.point_rgb, style.opacity))
+        layers.append(
+            _trails(
+                xy,
+                visible.to(xy.device),
+                style.trail_frames,
+                style.trail_smooth,
+                style.width,
+                style.point_rgb,
+                style.opacity,
+            )
+        )
     layers.append(links)
     points, atlas = point_layers(xy, visible, labels, style)
     return R.concat(*layers, *points), atlas
 
 
-def link_strokes(frame: torch.Tensor, pairs: torch.Tensor, start: torch.Tensor, end: torch.Tensor,
-                 style: LinkStyle) -> tuple[R.Primitives | None, R.Primitives]:
+def link_strokes(
+    frame: torch.Tensor, pairs: torch.Tensor, start: torch.Tensor, end: torch.Tensor, style: LinkStyle
+) -> tuple[R.Primitives | None, R.Primitives]:
     """The links as strokes (E links, shapes in the module's docstring): (their glow, glow_scale times
     as wide at glow times their opacity, or None; the links)."""
     dashes = style.line_style != "solid"
     length, longest, scale = _lengths(start, end, style)
     colours, end_colours = _colours(len(frame), length, scale, style, start.device)
-    widths = style.width if length is None else styles.width_by_length(length, scale, style.width,
-                                                                        style.width_by_length)
+    widths = (
+        style.width if length is None else styles.width_by_length(length, scale, style.width, style.width_by_length)
+    )
     plain = style.curve == "straight" and not dashes and end_colours is None  # one segment per link
     if style.curve != "straight":
-        points, lengths = bezier_polylines(start, end, style.curvature, alternating_sign(pairs[:, 0], pairs[:, 1]),
-                                           cubic=style.curve == "cubic")
+        points, lengths = bezier_polylines(
+            start, end, style.curvature, alternating_sign(pairs[:, 0], pairs[:, 1]), cubic=style.curve == "cubic"
+        )
     elif not plain:
         points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
     phase = style.dash_phase + style.dash_speed * frame.float() if dashes else 0.0
@@ -99,9 +120,20 @@ def link_strokes(frame: torch.Tensor, pairs: torch.Tensor, start: torch.Tensor, 
         """The links, stroke_width wide, at alpha_scale times their opacity (dots spaced as the line's)."""
         if plain:
             return R.segments(frame, start, end, stroke_width, _faded(colours, alpha_scale))
-        return styles.styled_polylines(frame, points, lengths, stroke_width, _faded(colours, alpha_scale),
-                                       _faded(end_colours, alpha_scale), style.line_style, style.dash_length,
-                                       style.gap_length, phase, max_length, pattern_width=widths)
+        return styles.styled_polylines(
+            frame,
+            points,
+            lengths,
+            stroke_width,
+            _faded(colours, alpha_scale),
+            _faded(end_colours, alpha_scale),
+            style.line_style,
+            style.dash_length,
+            style.gap_length,
+            phase,
+            max_length,
+            pattern_width=widths,
+        )
 
     glow = strokes(widths * style.glow_scale, style.glow) if style.glow > 0 else None
     return glow, strokes(widths, 1)
@@ -135,8 +167,9 @@ def _colours(count: int, length: torch.Tensor | None, scale: float, style: LinkS
     return colours, end_colours
 
 
-def point_layers(xy: torch.Tensor, visible: torch.Tensor, labels: Labels,
-                 style: LinkStyle) -> tuple[list[R.Primitives], torch.Tensor | None]:
+def point_layers(
+    xy: torch.Tensor, visible: torch.Tensor, labels: Labels, style: LinkStyle
+) -> tuple[list[R.Primitives], torch.Tensor | None]:
     """The visible points' layers, bottom first (markers' glow, markers, text), and the text's atlas (None
     without text)."""
     layers, atlas = [], None
@@ -149,11 +182,20 @@ def point_layers(xy: torch.Tensor, visible: torch.Tensor, labels: Labels,
         centre = xy[frame, index.to(device)]
         if style.marker_glow and style.glow > 0:
             layers.append(R.discs(frame, centre, style.point_radius * style.glow_scale, (*rgb, opacity * style.glow)))
-        layers.append(styles.markers(frame, centre, style.point_radius, (*rgb, opacity), style.point_style,
-                                     style.width))
+        layers.append(
+            styles.markers(frame, centre, style.point_radius, (*rgb, opacity), style.point_style, style.width)
+        )
     if style.point_labels != "none":
-        texts, atlas = point_texts(xy, at, index, labels, style.point_labels, style.text_size, style.point_radius + 2,
-                                   (*(style.text_rgb or rgb), opacity))
+        texts, atlas = point_texts(
+            xy,
+            at,
+            index,
+            labels,
+            style.point_labels,
+            style.text_size,
+            style.point_radius + 2,
+            (*(style.text_rgb or rgb), opacity),
+        )
         layers.append(texts)
     return layers, atlas
 

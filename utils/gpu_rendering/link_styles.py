@@ -5,6 +5,7 @@ A stroke is a polyline (points float [L,N,2] padded, lengths int64 [L] points us
 it along its arc length into pieces with one fixed upper bound per polyline, so the host never
 waits: pieces that turn out empty get opacity 0, which the engine's binning skips.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,8 +60,11 @@ def _pieces(arc, total, first, on, period):
     inner point reach half a pixel into the neighbouring piece (no further than its far end): butt ends
     merged by maximum would leave the joint half covered."""
     n_points = arc.shape[1]
-    cuts, order = torch.sort(torch.cat([arc, torch.minimum(first, total), torch.minimum(first + on, total)], 1)
-                             .clamp_min(0), dim=1, stable=True)
+    cuts, order = torch.sort(
+        torch.cat([arc, torch.minimum(first, total), torch.minimum(first + on, total)], 1).clamp_min(0),
+        dim=1,
+        stable=True,
+    )
     inner_point = (order < n_points) & (cuts > 0) & (cuts < total)
     lo, hi = cuts[:, :-1], cuts[:, 1:]
     mid = (lo + hi) / 2
@@ -74,9 +78,20 @@ def _pieces(arc, total, first, on, period):
     return lo, hi, segment, repeat, inside, joined
 
 
-def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, start_color: torch.Tensor,
-                     end_color: torch.Tensor | None = None, style: str = "solid", dash_length: float = 8.0,
-                     gap_length: float = 6.0, phase=0.0, max_length: float = 0.0, pattern_width=None) -> R.Primitives:
+def styled_polylines(
+    frame,
+    points: torch.Tensor,
+    lengths: torch.Tensor,
+    width,
+    start_color: torch.Tensor,
+    end_color: torch.Tensor | None = None,
+    style: str = "solid",
+    dash_length: float = 8.0,
+    gap_length: float = 6.0,
+    phase=0.0,
+    max_length: float = 0.0,
+    pattern_width=None,
+) -> R.Primitives:
     """Strokes along polylines, each one shape (its overlaps drawn once) unless its colour changes.
 
     frame int64 [L], points float [L,N,2] (N >= 2), lengths int64 [L], width float [L] or scalar,
@@ -115,16 +130,23 @@ def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, 
         return torch.lerp(start_color[:, None], end_color[:, None], t[..., None])
 
     if style == "dotted":
-        spacing = width if pattern_width is None else torch.as_tensor(pattern_width, dtype=torch.float32,
-                                                                      device=device).expand(n_lines)
+        spacing = (
+            width
+            if pattern_width is None
+            else torch.as_tensor(pattern_width, dtype=torch.float32, device=device).expand(n_lines)
+        )
         period = spacing[:, None] + gap_length
         repeats = math.ceil(max_length / gap_length) + 1
         at = torch.remainder(phase, period) + torch.arange(repeats, device=device)[None] * period  # [L,R]
         centre = point_at(points, arc, torch.minimum(at, total))
         colour = colours(at / total.clamp_min(1e-6)).clone()
         colour[..., 3] *= (at <= total) & (lengths[:, None] >= 2)
-        return R.discs(frame[:, None].expand_as(at).reshape(-1), centre.reshape(-1, 2),
-                       (width / 2)[:, None].expand_as(at).reshape(-1), colour.reshape(-1, 4))
+        return R.discs(
+            frame[:, None].expand_as(at).reshape(-1),
+            centre.reshape(-1, 2),
+            (width / 2)[:, None].expand_as(at).reshape(-1),
+            colour.reshape(-1, 4),
+        )
     if style == "dashed":
         on, period = torch.full_like(phase, dash_length), torch.full_like(phase, dash_length + gap_length)
         index = torch.arange(math.ceil(max_length / (dash_length + gap_length)) + 2, device=device)[None]
@@ -149,8 +171,9 @@ def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, 
     a, b = point_at(points, arc, lo, segment), point_at(points, arc, hi, segment)
     count = lo.shape[1]
     per_piece = lambda t: t[:, None].expand(n_lines, count).reshape(-1)  # noqa: E731
-    pieces = R.segments(per_piece(frame), a.reshape(-1, 2), b.reshape(-1, 2), per_piece(width),
-                        colour.reshape(-1, 4), caps="butt")
+    pieces = R.segments(
+        per_piece(frame), a.reshape(-1, 2), b.reshape(-1, 2), per_piece(width), colour.reshape(-1, 4), caps="butt"
+    )
     line = torch.arange(n_lines, device=device)[:, None] * first.shape[1]
     pieces.group = (line + repeat).reshape(-1)  # the pieces of one dash or colour step are one shape
     # round joins: a disc at each inner point well inside its dash or step, in that dash's shape
@@ -158,20 +181,27 @@ def styled_polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, 
     joint = torch.floor((joint_at - first[:, :1]) / period).long().clamp(0, first.shape[1] - 1)
     half = width[:, None] / 2
     inner = torch.arange(1, points.shape[1] - 1, device=device)[None] < (lengths[:, None] - 1)
-    keep = (inner & (joint_at - span_lo.gather(1, joint) >= half) & (span_hi.gather(1, joint) - joint_at >= half)
-            & (joint_at - first.gather(1, joint) < on))
+    keep = (
+        inner
+        & (joint_at - span_lo.gather(1, joint) >= half)
+        & (span_hi.gather(1, joint) - joint_at >= half)
+        & (joint_at - first.gather(1, joint) < on)
+    )
     joint_colour = table.gather(1, joint[..., None].expand(*joint.shape, 4)).clone()
     joint_colour[..., 3] *= keep
     inner_count = joint.shape[1]
     per_joint = lambda t: t[:, None].expand(n_lines, inner_count).reshape(-1)  # noqa: E731
-    joints = R.discs(per_joint(frame), points[:, 1:-1].reshape(-1, 2), per_joint(width / 2), joint_colour.reshape(-1, 4))
+    joints = R.discs(
+        per_joint(frame), points[:, 1:-1].reshape(-1, 2), per_joint(width / 2), joint_colour.reshape(-1, 4)
+    )
     joints.group = (line + joint).reshape(-1)
-    both = R.Primitives(*(torch.cat(pair) for pair in zip(pieces.fields(), joints.fields())))
+    both = R.Primitives(*(torch.cat(pair) for pair in zip(pieces.fields(), joints.fields(), strict=False)))
     return both.select(torch.sort(both.group, stable=True).indices)  # each shape's primitives consecutive
 
 
-def markers(frame: torch.Tensor, center: torch.Tensor, radius: float, color, style: str = "dot",
-            stroke_width: float = 1.5) -> R.Primitives:
+def markers(
+    frame: torch.Tensor, center: torch.Tensor, radius: float, color, style: str = "dot", stroke_width: float = 1.5
+) -> R.Primitives:
     """Point markers at center float [P,2] on frame int64 [P]: "dot" (a filled disc), "ring", "cross"
     (+, arms of `radius`), "square" (outline, half side `radius`) or "diamond" (the square turned 45
     degrees, corners `radius` from the centre); outlines `stroke_width` px wide. color [4] or [P,4]."""
@@ -193,9 +223,13 @@ def markers(frame: torch.Tensor, center: torch.Tensor, radius: float, color, sty
         raise ValueError(f"point_style: expected one of {', '.join(POINT_STYLES)}, got {style!r}")
     ends = center[:, None, None] + radius * arms  # [P,S,2,2]
     sides = arms.shape[0]
-    prims = R.segments(torch.as_tensor(frame, device=device).expand(n)[:, None].expand(n, sides).reshape(-1),
-                       ends[:, :, 0].reshape(-1, 2), ends[:, :, 1].reshape(-1, 2), stroke_width,
-                       color[:, None].expand(n, sides, 4).reshape(-1, 4))
+    prims = R.segments(
+        torch.as_tensor(frame, device=device).expand(n)[:, None].expand(n, sides).reshape(-1),
+        ends[:, :, 0].reshape(-1, 2),
+        ends[:, :, 1].reshape(-1, 2),
+        stroke_width,
+        color[:, None].expand(n, sides, 4).reshape(-1, 4),
+    )
     prims.group = torch.arange(n, device=device).repeat_interleave(sides, output_size=n * sides)  # one shape each
     return prims
 
@@ -228,8 +262,9 @@ def catmull_rom(points: torch.Tensor, lengths: torch.Tensor, subdivisions: int =
 
     p0, p1, p2, p3 = at(-1), at(0), at(1), at(2)
     t = (torch.arange(subdivisions, device=points.device) / subdivisions)[None, None, :, None]
-    curve = 0.5 * (2 * p1 + (p2 - p0) * t + (2 * p0 - 5 * p1 + 4 * p2 - p3) * t ** 2
-                   + (3 * p1 - p0 - 3 * p2 + p3) * t ** 3)  # [L,N-1,S,2]
+    curve = 0.5 * (
+        2 * p1 + (p2 - p0) * t + (2 * p0 - 5 * p1 + 4 * p2 - p3) * t**2 + (3 * p1 - p0 - 3 * p2 + p3) * t**3
+    )  # [L,N-1,S,2]
     curve = curve.reshape(n_lines, -1, 2)
     smooth = torch.cat([curve, points[:, -1:]], 1)  # spans past a polyline's end sit on its last point
     lengths = lengths.to(points.device)

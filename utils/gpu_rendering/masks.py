@@ -19,6 +19,7 @@ keeps its colour from frame to frame). Everything after that is batched over all
 The result is one list of primitives (halos, fills, outlines) and the atlas its sprites index, drawn by
 `gpu_rendering.draw` in one call with any labels.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,17 +38,33 @@ TILE = 8  # tiles of the mask read, aligned with the engine's 8x8 tiles: each sp
 # Marching squares: a cell's corners are top-left (bit 1), top-right (2), bottom-right (4), bottom-left
 # (8); its edges top (0), right (1), bottom (2), left (3). Each case lists up to two pieces, each joining
 # the crossings on two edges (-1: none). Cases 16 and 17 are the saddles 5 and 10 whose centre is inside.
-_CASES = [[(-1, -1), (-1, -1)], [(3, 0), (-1, -1)], [(0, 1), (-1, -1)], [(3, 1), (-1, -1)],
-          [(1, 2), (-1, -1)], [(3, 0), (1, 2)], [(0, 2), (-1, -1)], [(2, 3), (-1, -1)],
-          [(2, 3), (-1, -1)], [(0, 2), (-1, -1)], [(0, 1), (2, 3)], [(1, 2), (-1, -1)],
-          [(3, 1), (-1, -1)], [(0, 1), (-1, -1)], [(3, 0), (-1, -1)], [(-1, -1), (-1, -1)],
-          [(0, 1), (2, 3)], [(3, 0), (1, 2)]]
+_CASES = [
+    [(-1, -1), (-1, -1)],
+    [(3, 0), (-1, -1)],
+    [(0, 1), (-1, -1)],
+    [(3, 1), (-1, -1)],
+    [(1, 2), (-1, -1)],
+    [(3, 0), (1, 2)],
+    [(0, 2), (-1, -1)],
+    [(2, 3), (-1, -1)],
+    [(2, 3), (-1, -1)],
+    [(0, 2), (-1, -1)],
+    [(0, 1), (2, 3)],
+    [(1, 2), (-1, -1)],
+    [(3, 1), (-1, -1)],
+    [(0, 1), (-1, -1)],
+    [(3, 0), (-1, -1)],
+    [(-1, -1), (-1, -1)],
+    [(0, 1), (2, 3)],
+    [(3, 0), (1, 2)],
+]
 HALO_REACH = 3.0  # the halo's Gaussian sigma is its width / HALO_REACH: 0.3% of its edge value at its width
 HALO_VISIBLE = 1 / 1024  # blurred values below this are left out (under half an 8-bit step)
 LABEL_PLACES = ("top", "center")  # above each object's bounds, or on its centroid
 
 
 # -- tiles ------------------------------------------------------------------------------------------
+
 
 @dataclass
 class _Tiles:
@@ -80,8 +97,12 @@ def _tile_peaks(masks: torch.Tensor) -> torch.Tensor:
 def _near(side: torch.Tensor, edge: bool) -> torch.Tensor:
     """side bool [M,Y,X] of the tile or of those above, to the left and above-left (`edge` beyond the grid):
     the tiles a tile's cells reach (they start one pixel up and left)."""
-    return (side | F.pad(side, (0, 0, 1, 0), value=edge)[:, :-1] | F.pad(side, (1, 0), value=edge)[:, :, :-1]
-            | F.pad(side, (1, 0, 1, 0), value=edge)[:, :-1, :-1])
+    return (
+        side
+        | F.pad(side, (0, 0, 1, 0), value=edge)[:, :-1]
+        | F.pad(side, (1, 0), value=edge)[:, :, :-1]
+        | F.pad(side, (1, 0, 1, 0), value=edge)[:, :-1, :-1]
+    )
 
 
 def _list_tiles(masks: torch.Tensor, threshold: float, outlines: bool) -> _Tiles:
@@ -120,7 +141,9 @@ def _per_object(objects: MaskObjects, pair_source: torch.Tensor) -> tuple[torch.
     start = torch.cumsum(counts, 0) - counts
     reps = counts[objects.source]
     obj = torch.repeat_interleave(torch.arange(len(objects), device=reps.device), reps)
-    offset = torch.arange(int(reps.sum()), device=reps.device) - torch.repeat_interleave(torch.cumsum(reps, 0) - reps, reps)
+    offset = torch.arange(int(reps.sum()), device=reps.device) - torch.repeat_interleave(
+        torch.cumsum(reps, 0) - reps, reps
+    )
     return obj, start[objects.source][obj] + offset
 
 
@@ -128,12 +151,20 @@ def _tile_sprites(frame, ty, tx, planes: torch.Tensor, row0: int, height: int, w
     """One sprite per tile: planes [P,T,T] lie in the atlas from row `row0`, plane p at row row0 + p*T."""
     count = planes.shape[0]
     x0, y0 = tx * TILE, ty * TILE
-    rect = torch.stack([torch.zeros_like(x0), row0 + torch.arange(count, device=x0.device) * TILE,
-                        (width - x0).clamp(max=TILE), (height - y0).clamp(max=TILE)], 1)
+    rect = torch.stack(
+        [
+            torch.zeros_like(x0),
+            row0 + torch.arange(count, device=x0.device) * TILE,
+            (width - x0).clamp(max=TILE),
+            (height - y0).clamp(max=TILE),
+        ],
+        1,
+    )
     return sprites(frame, torch.stack([x0, y0], 1), rect, color)
 
 
 # -- outlines ---------------------------------------------------------------------------------------
+
 
 def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Marching squares on every cell of the tiles with cells: (pair int64 [S], a float [S,2], b float
@@ -141,7 +172,7 @@ def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torc
     keep = torch.nonzero(tiles.cells).squeeze(1)
     v = tiles.values[keep]
     c00, c01, c10, c11 = v[:, :-1, :-1], v[:, :-1, 1:], v[:, 1:, :-1], v[:, 1:, 1:]
-    case = ((c00 > threshold).long() + 2 * (c01 > threshold) + 4 * (c11 > threshold) + 8 * (c10 > threshold))
+    case = (c00 > threshold).long() + 2 * (c01 > threshold) + 4 * (c11 > threshold) + 8 * (c10 > threshold)
     centre = (c00 + c01 + c10 + c11) / 4 > threshold
     case = torch.where(((case == 5) | (case == 10)) & centre, case // 5 + 15, case)  # saddles: 16, 17
     pair, cy, cx = torch.nonzero((case > 0) & (case < 15) | (case > 15), as_tuple=True)
@@ -152,8 +183,15 @@ def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torc
 
     x = (tiles.tx[keep][pair] * TILE - 1 + cx).float() + 0.5  # the cell's top-left pixel centre
     y = (tiles.ty[keep][pair] * TILE - 1 + cy).float() + 0.5
-    edges = torch.stack([torch.stack([x + cross(a00, a01), y], 1), torch.stack([x + 1, y + cross(a01, a11)], 1),
-                         torch.stack([x + cross(a10, a11), y + 1], 1), torch.stack([x, y + cross(a00, a10)], 1)], 1)
+    edges = torch.stack(
+        [
+            torch.stack([x + cross(a00, a01), y], 1),
+            torch.stack([x + 1, y + cross(a01, a11)], 1),
+            torch.stack([x + cross(a10, a11), y + 1], 1),
+            torch.stack([x, y + cross(a00, a10)], 1),
+        ],
+        1,
+    )
     table = torch.tensor(_CASES, device=edges.device)[case[pair, cy, cx]]  # [S,2 pieces,2 edges]
     has = table[:, :, 0] >= 0
     ends = torch.gather(edges, 1, table.clamp_min(0).reshape(-1, 4, 1).expand(-1, 4, 2)).reshape(-1, 2, 2, 2)
@@ -162,6 +200,7 @@ def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torc
 
 
 # -- halos ------------------------------------------------------------------------------------------
+
 
 def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_width: float):
     """The halo of each source: (source, ty, tx int64 [P'], planes float [P',T,T]) in the tiles it reaches:
@@ -177,19 +216,21 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
     filled = torch.nonzero(tiles.fill).squeeze(1)
     inner = tiles.values[filled, 1:, 1:]
     grid = torch.zeros(sources, grid_y + 2 * margin, per_tile, grid_x + 2 * margin, per_tile, device=device)
-    grid[tiles.source[filled], tiles.ty[filled] + margin, :, tiles.tx[filled] + margin, :] = (
-        inner.reshape(-1, per_tile, f, per_tile, f).mean((2, 4)))
+    grid[tiles.source[filled], tiles.ty[filled] + margin, :, tiles.tx[filled] + margin, :] = inner.reshape(
+        -1, per_tile, f, per_tile, f
+    ).mean((2, 4))
     grid = grid.reshape(sources, 1, (grid_y + 2 * margin) * per_tile, (grid_x + 2 * margin) * per_tile)
     taps = torch.exp(-0.5 * (torch.arange(-radius, radius + 1, device=device, dtype=torch.float32) / sigma) ** 2)
     taps = taps / taps.sum()
-    grid = F.conv2d(F.conv2d(grid, taps.view(1, 1, 1, -1), padding=(0, radius)), taps.view(1, 1, -1, 1),
-                    padding=(radius, 0))[:, 0]
+    grid = F.conv2d(
+        F.conv2d(grid, taps.view(1, 1, 1, -1), padding=(0, radius)), taps.view(1, 1, -1, 1), padding=(radius, 0)
+    )[:, 0]
     # the tiles the halo reaches (bilinear sampling reads one grid cell beyond a tile's own)
     reach = F.max_pool2d(grid[:, None], per_tile)[:, 0] > HALO_VISIBLE
     reach = F.max_pool2d(reach[:, None].float(), 3, stride=1, padding=1)[:, 0] > 0
-    reach = reach[:, margin:margin + grid_y, margin:margin + grid_x]
-    reach[:, (height + TILE - 1) // TILE:] = False
-    reach[:, :, (width + TILE - 1) // TILE:] = False
+    reach = reach[:, margin : margin + grid_y, margin : margin + grid_x]
+    reach[:, (height + TILE - 1) // TILE :] = False
+    reach[:, :, (width + TILE - 1) // TILE :] = False
     source, ty, tx = torch.nonzero(reach, as_tuple=True)
     g = torch.arange(TILE, device=device, dtype=torch.float32)
     # grid coordinates of the pixel centres: cell i spans pixels i*f .. (i+1)*f, its centre at (i + 0.5) f
@@ -202,11 +243,15 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
     flat = grid.reshape(-1)
 
     def at(yy, xx):
-        return flat[(source * rows)[:, None, None] * cols + (yy.clamp(0, rows - 1) * cols)[:, :, None]
-                    + xx.clamp(0, cols - 1)[:, None, :]]
+        return flat[
+            (source * rows)[:, None, None] * cols
+            + (yy.clamp(0, rows - 1) * cols)[:, :, None]
+            + xx.clamp(0, cols - 1)[:, None, :]
+        ]
 
-    blurred = ((at(y0, x0) * (1 - wx) + at(y0, x0 + 1) * wx) * (1 - wy)
-               + (at(y0 + 1, x0) * (1 - wx) + at(y0 + 1, x0 + 1) * wx) * wy)
+    blurred = (at(y0, x0) * (1 - wx) + at(y0, x0 + 1) * wx) * (1 - wy) + (
+        at(y0 + 1, x0) * (1 - wx) + at(y0 + 1, x0 + 1) * wx
+    ) * wy
     # the mask under each halo tile, from the listed fill tiles (0 where none is listed)
     lookup = torch.full((sources, grid_y, grid_x), -1, dtype=torch.int64, device=device)
     lookup[tiles.source[filled], tiles.ty[filled], tiles.tx[filled]] = torch.arange(len(filled), device=device)
@@ -216,6 +261,7 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
 
 
 # -- the overlay ------------------------------------------------------------------------------------
+
 
 @dataclass
 class Overlay:
@@ -230,9 +276,18 @@ class Overlay:
     present: torch.Tensor
 
 
-def overlay(objects: MaskObjects, height: int, width: int, colors: torch.Tensor, opacity: float = 0.5,
-            outline_width: float = 2.0, outline_opacity: float = 1.0, halo_width: float = 0.0,
-            halo_opacity: float = 0.6, threshold: float = 0.5) -> Overlay:
+def overlay(
+    objects: MaskObjects,
+    height: int,
+    width: int,
+    colors: torch.Tensor,
+    opacity: float = 0.5,
+    outline_width: float = 2.0,
+    outline_opacity: float = 1.0,
+    halo_width: float = 0.0,
+    halo_opacity: float = 0.6,
+    threshold: float = 0.5,
+) -> Overlay:
     """The overlay of K objects whose source masks are [M,H,W] (height x width), colors float [K,3]:
     halos (halo_width > 0), fills (mask * opacity) and outlines (outline_width > 0, on the threshold
     level), each part for every object in object order. Everything is on the masks' device."""
@@ -243,8 +298,13 @@ def overlay(objects: MaskObjects, height: int, width: int, colors: torch.Tensor,
     outlines = outline_width > 0 and outline_opacity > 0
     if count == 0 or masks.shape[0] == 0:
         none = torch.zeros(count, 4, device=device)
-        return Overlay(empty(device), torch.zeros(1, TILE, device=device), none, none[:, :2],
-                       torch.zeros(count, dtype=torch.bool, device=device))
+        return Overlay(
+            empty(device),
+            torch.zeros(1, TILE, device=device),
+            none,
+            none[:, :2],
+            torch.zeros(count, dtype=torch.bool, device=device),
+        )
     tiles = _list_tiles(masks, threshold, outlines)
     frame = objects.frame.to(device)
     parts, planes, rows = [], [], 0
@@ -262,8 +322,11 @@ def overlay(objects: MaskObjects, height: int, width: int, colors: torch.Tensor,
     obj, pair = _per_object(objects, tiles.source[filled])
     if opacity > 0:
         color = F.pad(colors[obj], (0, 1), value=float(opacity))
-        parts.append(_tile_sprites(frame[obj], tiles.ty[filled][pair], tiles.tx[filled][pair], inner[pair], rows,
-                                   height, width, color))
+        parts.append(
+            _tile_sprites(
+                frame[obj], tiles.ty[filled][pair], tiles.tx[filled][pair], inner[pair], rows, height, width, color
+            )
+        )
         planes.append(inner)
         rows += inner.shape[0] * TILE
 
@@ -282,13 +345,21 @@ def overlay(objects: MaskObjects, height: int, width: int, colors: torch.Tensor,
     above = inner > threshold
     weight = inner * above
     big = torch.tensor(float(max(height, width) + 1), device=device)
-    low = torch.stack([torch.where(above, xs.float(), big).amin((1, 2)), torch.where(above, ys.float(), big).amin((1, 2))], 1)
-    high = torch.stack([torch.where(above, xs + 1.0, -big).amax((1, 2)), torch.where(above, ys + 1.0, -big).amax((1, 2))], 1)
+    low = torch.stack(
+        [torch.where(above, xs.float(), big).amin((1, 2)), torch.where(above, ys.float(), big).amin((1, 2))], 1
+    )
+    high = torch.stack(
+        [torch.where(above, xs + 1.0, -big).amax((1, 2)), torch.where(above, ys + 1.0, -big).amax((1, 2))], 1
+    )
     sums = torch.stack([weight.sum((1, 2)), (weight * (xs + 0.5)).sum((1, 2)), (weight * (ys + 0.5)).sum((1, 2))], 1)
     sources = masks.shape[0]
     src = tiles.source[filled]
-    low_s = torch.full((sources, 2), float(big), device=device).scatter_reduce(0, src[:, None].expand(-1, 2), low, "amin")
-    high_s = torch.full((sources, 2), -float(big), device=device).scatter_reduce(0, src[:, None].expand(-1, 2), high, "amax")
+    low_s = torch.full((sources, 2), float(big), device=device).scatter_reduce(
+        0, src[:, None].expand(-1, 2), low, "amin"
+    )
+    high_s = torch.full((sources, 2), -float(big), device=device).scatter_reduce(
+        0, src[:, None].expand(-1, 2), high, "amax"
+    )
     sums_s = torch.zeros(sources, 3, device=device).index_add_(0, src, sums)
     source = objects.source.to(device)
     present = sums_s[source, 0] > 0
@@ -306,16 +377,26 @@ def with_labels(drawn: Overlay, tags: Primitives, label_atlas: torch.Tensor | No
     device = drawn.atlas.device
     tags, label_atlas = tags.to(device), label_atlas.to(device).float()
     wide = max(drawn.atlas.shape[1], label_atlas.shape[1])
-    atlas = torch.cat([F.pad(drawn.atlas, (0, wide - drawn.atlas.shape[1])),
-                       F.pad(label_atlas, (0, wide - label_atlas.shape[1]))])
+    atlas = torch.cat(
+        [F.pad(drawn.atlas, (0, wide - drawn.atlas.shape[1])), F.pad(label_atlas, (0, wide - label_atlas.shape[1]))]
+    )
     params = tags.params.clone()
     params[:, 5] += torch.where(tags.kind == SPRITE, float(drawn.atlas.shape[0]), 0.0)  # atlas row of a sprite
     moved = Primitives(tags.frame, tags.kind, params, tags.color, tags.bounds, tags.group)
     return concat(drawn.prims, moved), atlas
 
 
-def labelled(drawn: Overlay, frame: torch.Tensor, texts: list[str], colors: torch.Tensor, height: int, width: int,
-             size: int, font: str, place: str = "top") -> tuple[Primitives, torch.Tensor]:
+def labelled(
+    drawn: Overlay,
+    frame: torch.Tensor,
+    texts: list[str],
+    colors: torch.Tensor,
+    height: int,
+    width: int,
+    size: int,
+    font: str,
+    place: str = "top",
+) -> tuple[Primitives, torch.Tensor]:
     """The overlay with a label per object (frame int64 [K] and colors float [K,3] on the host, texts K
     strings, "" for none): centred above the object's bounds (place "top", inside the frame) or on its
     centroid ("center"). Returns the primitives and the one atlas (`with_labels`)."""
@@ -324,6 +405,16 @@ def labelled(drawn: Overlay, frame: torch.Tensor, texts: list[str], colors: torc
         where, anchor = torch.cat([spot, spot], 1), "center"
     else:
         where, anchor = drawn.bounds.cpu(), "top_center"
-    tags, label_atlas = label_primitives(frame, where, texts, torch.cat([colors, torch.ones(len(texts), 1)], 1),
-                                         height, width, size, font, anchor, PADDING)
+    tags, label_atlas = label_primitives(
+        frame,
+        where,
+        texts,
+        torch.cat([colors, torch.ones(len(texts), 1)], 1),
+        height,
+        width,
+        size,
+        font,
+        anchor,
+        PADDING,
+    )
     return with_labels(drawn, tags, label_atlas)

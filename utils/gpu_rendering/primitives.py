@@ -3,6 +3,7 @@ rounded boxes, halos, discs, sprites), built batched on the device, each with th
 lists it by. Their geometry is in params [P, N_PARAMS], columns named per kind in constants.py; `draw`
 (compositor.py) renders them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,10 +39,10 @@ class Primitives:
     def __len__(self) -> int:
         return int(self.kind.shape[0])
 
-    def to(self, device) -> "Primitives":
+    def to(self, device) -> Primitives:
         return Primitives(*(t.to(device) for t in self.fields()))
 
-    def select(self, keep: torch.Tensor) -> "Primitives":
+    def select(self, keep: torch.Tensor) -> Primitives:
         return Primitives(*(t[keep] for t in self.fields()))
 
 
@@ -58,14 +59,19 @@ def concat(*parts: Primitives) -> Primitives:
     for part in parts:  # renumbered so that groups of different parts never meet
         groups.append(_runs(part.group) + offset)
         offset += len(part)
-    merged = [torch.cat(ts) for ts in zip(*(p.fields()[:5] for p in parts))]
+    merged = [torch.cat(ts) for ts in zip(*(p.fields()[:5] for p in parts), strict=False)]
     return Primitives(*merged, torch.cat(groups))
 
 
 def empty(device=None) -> Primitives:
-    return Primitives(torch.zeros(0, dtype=torch.int64, device=device), torch.zeros(0, dtype=torch.int64, device=device),
-                      torch.zeros(0, N_PARAMS, device=device), torch.zeros(0, 4, device=device),
-                      torch.zeros(0, 4, device=device), torch.zeros(0, dtype=torch.int64, device=device))
+    return Primitives(
+        torch.zeros(0, dtype=torch.int64, device=device),
+        torch.zeros(0, dtype=torch.int64, device=device),
+        torch.zeros(0, N_PARAMS, device=device),
+        torch.zeros(0, 4, device=device),
+        torch.zeros(0, 4, device=device),
+        torch.zeros(0, dtype=torch.int64, device=device),
+    )
 
 
 def _column(value, n: int, like: torch.Tensor) -> torch.Tensor:
@@ -125,8 +131,14 @@ def _make(frame, kind: int, params: list[torch.Tensor], color, bounds) -> Primit
     packed = torch.zeros(n, N_PARAMS, dtype=torch.float32, device=bounds.device)
     packed[:, : len(params)] = torch.stack(params, dim=1) if params else packed[:, :0]
     frame = _frames(frame, bounds.device).expand(n).clone()
-    return Primitives(frame, torch.full((n,), kind, dtype=torch.int64, device=bounds.device), packed,
-                      _colors(color, n, bounds), bounds.float(), torch.arange(n, device=bounds.device))
+    return Primitives(
+        frame,
+        torch.full((n,), kind, dtype=torch.int64, device=bounds.device),
+        packed,
+        _colors(color, n, bounds),
+        bounds.float(),
+        torch.arange(n, device=bounds.device),
+    )
 
 
 def segments(frame, a: torch.Tensor, b: torch.Tensor, width, color, caps: str = "round") -> Primitives:
@@ -138,8 +150,15 @@ def segments(frame, a: torch.Tensor, b: torch.Tensor, width, color, caps: str = 
     half = _column(width, n, a) / 2
     butt = torch.full((n,), float(caps == "butt"), device=a.device)
     reach = torch.maximum(half, torch.full_like(half, 0.5)) + 1.0
-    bounds = torch.stack([torch.minimum(a[:, 0], b[:, 0]) - reach, torch.minimum(a[:, 1], b[:, 1]) - reach,
-                          torch.maximum(a[:, 0], b[:, 0]) + reach, torch.maximum(a[:, 1], b[:, 1]) + reach], dim=1)
+    bounds = torch.stack(
+        [
+            torch.minimum(a[:, 0], b[:, 0]) - reach,
+            torch.minimum(a[:, 1], b[:, 1]) - reach,
+            torch.maximum(a[:, 0], b[:, 0]) + reach,
+            torch.maximum(a[:, 1], b[:, 1]) + reach,
+        ],
+        dim=1,
+    )
     return _make(frame, SEGMENT, [a[:, 0], a[:, 1], b[:, 0], b[:, 1], half, butt], color, bounds)
 
 
@@ -172,8 +191,14 @@ def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) 
         frame = frame.to(device, torch.int64).expand(n_lines)[:, None].expand(n_lines, n_points - 1).reshape(n)
     else:
         frame = torch.full((n,), int(frame), dtype=torch.int64, device=device)
-    return Primitives(frame, torch.full((n,), SEGMENT, dtype=torch.int64, device=device), params.view(n, N_PARAMS),
-                      colour.view(n, 4), bounds.view(n, 4), torch.arange(n, device=device) // (n_points - 1))
+    return Primitives(
+        frame,
+        torch.full((n,), SEGMENT, dtype=torch.int64, device=device),
+        params.view(n, N_PARAMS),
+        colour.view(n, 4),
+        bounds.view(n, 4),
+        torch.arange(n, device=device) // (n_points - 1),
+    )
 
 
 def _turn(angle, n: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,8 +207,7 @@ def _turn(angle, n: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return torch.cos(turn), torch.sin(turn)
 
 
-def ellipses(frame, center: torch.Tensor, radii: torch.Tensor, width, color, angle=0.0,
-             fill_color=None) -> Primitives:
+def ellipses(frame, center: torch.Tensor, radii: torch.Tensor, width, color, angle=0.0, fill_color=None) -> Primitives:
     """Ellipse outlines of `width` pixels centred on the curve, center and radii (x, y) float [P,2],
     turned by `angle` (radians, clockwise on screen, scalar or [P]) about their centres; with
     fill_color ([4] or [P,4]), each ellipse's fill under its outline (2P primitives, fill then outline).
@@ -194,8 +218,9 @@ def ellipses(frame, center: torch.Tensor, radii: torch.Tensor, width, color, ang
     center, radii = center.float(), radii.float().abs().clamp_min(0.5)
     cos, sin = _turn(angle, n, center)
     ring_half = _column(width, n, center) / 2
-    reach = torch.stack([torch.hypot(radii[:, 0] * cos, radii[:, 1] * sin),
-                         torch.hypot(radii[:, 0] * sin, radii[:, 1] * cos)], 1)  # the turned ellipse's half extents
+    reach = torch.stack(
+        [torch.hypot(radii[:, 0] * cos, radii[:, 1] * sin), torch.hypot(radii[:, 0] * sin, radii[:, 1] * cos)], 1
+    )  # the turned ellipse's half extents
     grow = (ring_half.clamp_min(0.5) + 1.0)[:, None]  # the outline and the anti-aliasing margin
     bounds = torch.cat([center - reach - grow, center + reach + grow], 1)
     bounds[:, 1].masked_fill_(ring_half <= 0, -1.0)  # no outline: no tile is listed
@@ -204,14 +229,29 @@ def ellipses(frame, center: torch.Tensor, radii: torch.Tensor, width, color, ang
     outlines = _make(frame, ELLIPSE, params, color, bounds)
     if fill_color is None:
         return outlines
-    fills = _make(frame, ELLIPSE, params[:4] + [zero] * 4 + params[8:], fill_color,
-                  torch.cat([center - reach - 1.0, center + reach + 1.0], 1))
-    pairs = [torch.stack([f, o], 1).flatten(0, 1) for f, o in zip(fills.fields()[:5], outlines.fields()[:5])]
+    fills = _make(
+        frame,
+        ELLIPSE,
+        params[:4] + [zero] * 4 + params[8:],
+        fill_color,
+        torch.cat([center - reach - 1.0, center + reach + 1.0], 1),
+    )
+    pairs = [
+        torch.stack([f, o], 1).flatten(0, 1) for f, o in zip(fills.fields()[:5], outlines.fields()[:5], strict=False)
+    ]
     return Primitives(*pairs, torch.arange(2 * n, device=center.device))
 
 
-def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, stroke_color=(1, 1, 1, 1),
-                  fill_color=(1, 1, 1, 0), corner_length=0.0, angle=0.0) -> Primitives:
+def rounded_boxes(
+    frame,
+    xyxy: torch.Tensor,
+    stroke_width=2.0,
+    radius=0.0,
+    stroke_color=(1, 1, 1, 1),
+    fill_color=(1, 1, 1, 0),
+    corner_length=0.0,
+    angle=0.0,
+) -> Primitives:
     """Boxes [P,4] (x1,y1,x2,y2, any order) with a stroke centred on the outline and a fill, turned by
     `angle` (radians, clockwise on screen, scalar or [P]) about their centres.
 
@@ -233,7 +273,8 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
     host_colours = not (isinstance(fill_color, torch.Tensor) or isinstance(stroke_color, torch.Tensor))
     # stroke_width / 2: exact for a number and for a tensor
     stroke_half, corner_length, zero, one, *colours = _columns(
-        [stroke_width / 2, corner_length, 0.0, 1.0, *((*fill_color, *stroke_color) if host_colours else ())], n, xyxy)
+        [stroke_width / 2, corner_length, 0.0, 1.0, *((*fill_color, *stroke_color) if host_colours else ())], n, xyxy
+    )
     if isinstance(angle, (int, float)) and angle == 0:
         cos, sin = one, zero
     else:
@@ -242,8 +283,9 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
         spread = (torch.stack([cos, sin], 1).abs()[:, None, :] * torch.stack([half_size, half_size.flip(1)], 1)).sum(2)
         spread = spread - half_size
         low, high = low - spread, high + spread
-    params = torch.stack([centre[:, 0], centre[:, 1], half_size[:, 0], half_size[:, 1], r, stroke_half,
-                          corner_length, zero, cos, sin], 1)
+    params = torch.stack(
+        [centre[:, 0], centre[:, 1], half_size[:, 0], half_size[:, 1], r, stroke_half, corner_length, zero, cos, sin], 1
+    )
     # the box grown by the anti-aliasing margin (fill), and by half the stroke too (stroke)
     grow = F.pad((stroke_half.clamp_min(0.5) + 1.0)[:, None], (1, 0), value=1.0)
     bounds = torch.cat([low[:, None] - grow[..., None], high[:, None] + grow[..., None]], 2)
@@ -256,11 +298,14 @@ def rounded_boxes(frame, xyxy: torch.Tensor, stroke_width=2.0, radius=0.0, strok
         frame = frame.to(device, torch.int64).expand(n)[:, None].expand(n, 2)
     else:
         frame = torch.full((2 * n,), int(frame), dtype=torch.int64, device=device)
-    return Primitives(frame.reshape(2 * n),
-                      torch.arange(BOX_FILL, BOX_STROKE + 1, device=device).repeat(n),
-                      params[:, None].expand(n, 2, N_PARAMS).reshape(2 * n, N_PARAMS), colors.reshape(2 * n, 4),
-                      bounds.reshape(2 * n, 4), torch.arange(2 * n, device=device))
-
+    return Primitives(
+        frame.reshape(2 * n),
+        torch.arange(BOX_FILL, BOX_STROKE + 1, device=device).repeat(n),
+        params[:, None].expand(n, 2, N_PARAMS).reshape(2 * n, N_PARAMS),
+        colors.reshape(2 * n, 4),
+        bounds.reshape(2 * n, 4),
+        torch.arange(2 * n, device=device),
+    )
 
 
 def halos(frame, xyxy: torch.Tensor, width, radius, color, angle=0.0) -> Primitives:
@@ -276,8 +321,17 @@ def halos(frame, xyxy: torch.Tensor, width, radius, color, angle=0.0) -> Primiti
         reach = width * (m + 1) / HALO_RINGS
         ring_opacity = 1 - (1 - target[m]) / (1 - target[m + 1])
         grown = xyxy.float() + torch.tensor([-1.0, -1.0, 1.0, 1.0], device=xyxy.device) * (reach / 2)
-        rings.append(rounded_boxes(frame, grown, reach, radius + reach / 2, torch.cat([color[:, :3], ring_opacity], 1),
-                                   (0, 0, 0, 0), angle=angle))
+        rings.append(
+            rounded_boxes(
+                frame,
+                grown,
+                reach,
+                radius + reach / 2,
+                torch.cat([color[:, :3], ring_opacity], 1),
+                (0, 0, 0, 0),
+                angle=angle,
+            )
+        )
     return concat(*rings)
 
 
@@ -303,8 +357,9 @@ def sprites(frame, origin: torch.Tensor, atlas_rect: torch.Tensor, color) -> Pri
     origin = origin.float().floor()
     rect = atlas_rect.float()
     bounds = torch.stack([origin[:, 0], origin[:, 1], origin[:, 0] + rect[:, 2], origin[:, 1] + rect[:, 3]], 1)
-    return _make(frame, SPRITE, [origin[:, 0], origin[:, 1], rect[:, 2], rect[:, 3], rect[:, 0], rect[:, 1]],
-                 color, bounds)
+    return _make(
+        frame, SPRITE, [origin[:, 0], origin[:, 1], rect[:, 2], rect[:, 3], rect[:, 0], rect[:, 1]], color, bounds
+    )
 
 
 def finite(values: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """Images of series (parsed by inputs.series and inputs.audio into one padded batch): one or several
 series per image, as lines (optionally filled under) or bars, composited over an opaque or transparent
 background."""
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,6 @@ from ..core.device import check_memory, memory_budget, numba_usable, run_chunked
 from ..inputs.series import VALUE_LIMIT
 from .compositor import straight_alpha
 from .line_plots import fill_coverage, render_polylines, series_points, value_range
-
 
 # Bars fill their slot of the plot's width but for a gap of this fraction, so that neighbours stay apart.
 BAR_GAP = 0.2
@@ -32,8 +32,9 @@ CHUNK_WORK = 1 << 23
 VALUE_WORK = 64
 
 
-def _bar_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, width: int,
-                  antialiased: bool) -> torch.Tensor:
+def _bar_coverage(
+    points: torch.Tensor, lengths: torch.Tensor, height: int, width: int, antialiased: bool
+) -> torch.Tensor:
     """Coverage float [N,H,W] of bars (points [N,T,2] from series_points): value k of a series of n
     fills slot [k W/n, (k+1) W/n) but for BAR_GAP of it, from its y up to the bottom edge. Bars
     narrower than a pixel (n > W) are a filled area instead: each column full up to the highest of
@@ -52,7 +53,8 @@ def _bar_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, widt
     narrow = slot < 1
     centre = ((torch.arange(points.shape[1], device=points.device) + 0.5) * slot).long().clamp_max(width - 1)
     highest = torch.full((points.shape[0], width), math.inf, device=points.device).scatter_reduce_(
-        1, centre, points[..., 1].nan_to_num(math.inf), "amin")  # the smallest y: the highest bar, inf over gaps
+        1, centre, points[..., 1].nan_to_num(math.inf), "amin"
+    )  # the smallest y: the highest bar, inf over gaps
     top = torch.where(narrow, highest.masked_fill_(highest == math.inf, math.nan), top)
     across = torch.where(narrow, torch.ones_like(across), across)
     top = top[:, None]  # [N,1,W]; NaN over gaps
@@ -68,10 +70,21 @@ def _bar_coverage(points: torch.Tensor, lengths: torch.Tensor, height: int, widt
 FEW_LAYERS = 4
 
 
-def render_series(data: Ragged, height: int, width: int, per_image: int = 1, style: str = "line",
-                  mode: str = "antialiased", line_width: float = 2.0, scale: str = "per_image",
-                  colors=((1.0, 1.0, 1.0, 1.0),), fill_colors=None, background=(0.0, 0.0, 0.0, 1.0),
-                  device=None, on_progress=None) -> tuple[torch.Tensor, torch.Tensor]:
+def render_series(
+    data: Ragged,
+    height: int,
+    width: int,
+    per_image: int = 1,
+    style: str = "line",
+    mode: str = "antialiased",
+    line_width: float = 2.0,
+    scale: str = "per_image",
+    colors=((1.0, 1.0, 1.0, 1.0),),
+    fill_colors=None,
+    background=(0.0, 0.0, 0.0, 1.0),
+    device=None,
+    on_progress=None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Images of B = N / per_image plots: image b shows series b*K .. b*K+K-1 of data (Ragged y values
     [N,T], K = per_image) over each other, series k in colors[k] (RGBA, K of them), later ones on top.
     style "line": render_polylines' lines (mode, line_width), over the area under each in fill_colors[k]
@@ -101,8 +114,9 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
     opaque = background[3] >= 1
     steps = data.values.shape[1]
     values_drawn = style == "line" and mode == "antialiased" and not numba_usable(device)
-    least, _peak, limit = series_memory(batch, steps, height, width, per_image, len(ink), 3 if opaque else 4,
-                                        values_drawn, device)
+    least, _peak, limit = series_memory(
+        batch, steps, height, width, per_image, len(ink), 3 if opaque else 4, values_drawn, device
+    )
     check_memory(least, f"series: {batch:,} plots of {height} x {width} ({per_image * steps:,} values each)", device)
     lengths = data.lengths.to(home)
     values = data.values.float()
@@ -121,8 +135,9 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
             coverage = _bar_coverage(on(points), on(lengths), height, width, antialiased)
         else:  # pixel xy, scaled above over each image's series; interrupts checked within its chunks too
             inner = None if on_progress is None else (lambda done, total: on_progress(start, batch))
-            coverage = render_polylines(on(points), height, width, on(lengths), mode=mode, line_width=line_width,
-                                        on_progress=inner)
+            coverage = render_polylines(
+                on(points), height, width, on(lengths), mode=mode, line_width=line_width, on_progress=inner
+            )
         coverage = coverage.view(stop - start, per_image, height, width)
         if len(ink) > per_image:
             under = fill_coverage(on(points), on(lengths), height, width, antialiased)
@@ -157,8 +172,17 @@ def render_series(data: Ragged, height: int, width: int, per_image: int = 1, sty
     return images, alpha
 
 
-def series_memory(batch: int, steps: int, height: int, width: int, per_image: int, layers: int, channels: int,
-                  values_drawn: bool, device) -> tuple[int, int, int]:
+def series_memory(
+    batch: int,
+    steps: int,
+    height: int,
+    width: int,
+    per_image: int,
+    layers: int,
+    channels: int,
+    values_drawn: bool,
+    device,
+) -> tuple[int, int, int]:
     """render_series' memory in bytes, for `batch` images of height x width x channels (and their alpha)
     of per_image series of `steps` values each, `layers` inks (lines and fills), values_drawn when every
     segment of a chunk is set up at once (see VALUE_BYTES): (the least it can run in: the outputs and one

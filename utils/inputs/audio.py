@@ -1,5 +1,6 @@
 """ComfyUI AUDIO as series for the line-plot engine: the first clip's waveform in one window per video
 frame, or its spectrum per frame (FFT amplitudes on log-spaced bands, smoothed over frames)."""
+
 from __future__ import annotations
 
 import math
@@ -23,7 +24,9 @@ def _clip(audio, input_name: str) -> torch.Tensor:
     except (TypeError, KeyError):
         raise ValueError(f"{input_name}: expected ComfyUI AUDIO, a dict with a 'waveform' tensor [B,C,S]") from None
     if not isinstance(waveform, torch.Tensor) or waveform.ndim != 3:
-        raise ValueError(f"{input_name}: waveform must be a tensor [B,C,S], got {getattr(waveform, 'shape', waveform)!r}")
+        raise ValueError(
+            f"{input_name}: waveform must be a tensor [B,C,S], got {getattr(waveform, 'shape', waveform)!r}"
+        )
     if waveform.shape[0] == 0 or waveform.shape[1] == 0:
         raise ValueError(f"{input_name}: the waveform holds no clip or no channel: shape {tuple(waveform.shape)}")
     return torch.nan_to_num(waveform[0].float())
@@ -101,9 +104,17 @@ def _band_range(rate: int, fft_size: int) -> tuple[float, float]:
     return max(min(SPECTRUM_LOWEST_HZ, highest / 2), rate / fft_size), highest
 
 
-def from_audio_spectrum(audio, frames: int, fps: float = 0.0, fft_size: int = 2048, bands: int = 64,
-                        magnitude: str = "dB", smoothing: float = 0.0, channels: bool = False,
-                        input_name: str = "audio") -> Ragged:
+def from_audio_spectrum(
+    audio,
+    frames: int,
+    fps: float = 0.0,
+    fft_size: int = 2048,
+    bands: int = 64,
+    magnitude: str = "dB",
+    smoothing: float = 0.0,
+    channels: bool = False,
+    input_name: str = "audio",
+) -> Ragged:
     """ComfyUI AUDIO as one spectrum per frame (frames as in from_audio): the amplitude of each band of
     torch.fft.rfft over a Hann window of fft_size samples centred on the frame (silence past the clip's
     ends), on `bands` log-spaced frequencies (spectrum_bands; a band's value is the largest bin within it,
@@ -132,8 +143,9 @@ def from_audio_spectrum(audio, frames: int, fps: float = 0.0, fft_size: int = 20
     # each bin raises the band that holds it: bands end halfway (in log frequency) to their neighbours
     lowest, highest = _band_range(rate, fft_size)
     half_step = math.log(highest / lowest) / (bands - 1) / 2
-    edges = torch.cat([centres[:1] * math.exp(-half_step), (centres[:-1] * centres[1:]).sqrt(),
-                       centres[-1:] * math.exp(half_step)])
+    edges = torch.cat(
+        [centres[:1] * math.exp(-half_step), (centres[:-1] * centres[1:]).sqrt(), centres[-1:] * math.exp(half_step)]
+    )
     band = torch.bucketize(torch.arange(bins, device=signal.device) * (rate / fft_size), edges, right=True) - 1
     band = torch.where((band >= 0) & (band < bands), band, bands)  # outside every band: a spare column
 
@@ -148,7 +160,7 @@ def from_audio_spectrum(audio, frames: int, fps: float = 0.0, fft_size: int = 20
     # frames in chunks of ~4M window samples (tens of MB of temporaries), so that a long clip with a large
     # fft_size fits in memory; every chunk is one batched FFT
     chunk = max(1, (1 << 22) // (fft_size * signal.shape[0]))
-    amplitude = torch.cat([band_amplitudes(starts[i:i + chunk]) for i in range(0, len(starts), chunk)])
+    amplitude = torch.cat([band_amplitudes(starts[i : i + chunk]) for i in range(0, len(starts), chunk)])
     count, per_frame = amplitude.shape[:2]
     amplitude = exponential_smoothing(amplitude.reshape(count, -1), smoothing).reshape(count * per_frame, bands)
     if magnitude == "dB":
@@ -175,7 +187,10 @@ def exponential_smoothing(values: torch.Tensor, factor: float) -> torch.Tensor:
     local = torch.matmul((1 - factor) * powers(step[:, None] - step[None]), padded)  # each block from rest
     # the state at each block's end: its local end plus the state before it, decayed over the block
     index = torch.arange(blocks, device=values.device, dtype=values.dtype)
-    ends = powers((index[:, None] - index[None]) * block) @ local[:, -1] + powers((index[:, None] + 1) * block) * values[:1]
+    ends = (
+        powers((index[:, None] - index[None]) * block) @ local[:, -1]
+        + powers((index[:, None] + 1) * block) * values[:1]
+    )
     before = torch.cat([values[:1], ends[:-1]])  # the state entering each block (the first: values[0])
     smoothed = local + powers(step + 1)[None, :, None] * before[:, None]
     return smoothed.reshape(blocks * block, -1)[:frames]

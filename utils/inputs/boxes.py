@@ -7,6 +7,7 @@ degrees, clockwise on screen, beside any of its forms; or ultralytics' forms, "x
 r] (centre, size, r in radians clockwise on screen) or "points": its 4 corners in order around it
 ([[x, y], ...] or 8 numbers).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,7 +18,6 @@ import torch
 
 from .colors import palette, palette_from_hex, parse_hex, stable_index
 from .text import coordinates, load_json, short, text_limit
-
 
 # Bounds on the work one call can ask for: the engine needs up to ~100 KB per box drawn at once (its tile
 # pairs), and every box of every frame is a record here.
@@ -83,18 +83,24 @@ def _corners(points, where: str, input_name: str) -> tuple[list[float], float]:
     """(xyxy of the box before it turns, angle in radians) of a rectangle given by its 4 corners in order
     around it: [[x, y], ...] or 8 numbers. Its first side (corner 0 to corner 1) gives the width and the
     angle."""
-    if isinstance(points, (list, tuple)) and len(points) == 4 and all(
-            isinstance(p, (list, tuple)) and len(p) == 2 for p in points):
+    if (
+        isinstance(points, (list, tuple))
+        and len(points) == 4
+        and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in points)
+    ):
         points = [v for p in points for v in p]
     if not isinstance(points, (list, tuple)) or len(points) != 8:
-        raise ValueError(f"{input_name}: {where} has points {short(points)}; expected 4 corners [[x, y], ...] "
-                         f"or 8 numbers")
+        raise ValueError(
+            f"{input_name}: {where} has points {short(points)}; expected 4 corners [[x, y], ...] or 8 numbers"
+        )
     p = np.array(coordinates(points, where, input_name)).reshape(4, 2)
     diagonals = np.hypot(*(p[2] - p[0])), np.hypot(*(p[3] - p[1]))
     tolerance = RECTANGLE_TOLERANCE_PX + RECTANGLE_TOLERANCE * max(diagonals)
     if np.hypot(*(p[0] + p[2] - p[1] - p[3])) / 2 > tolerance or abs(diagonals[0] - diagonals[1]) > tolerance:
-        raise ValueError(f"{input_name}: {where} has points {short(points)} that are not the corners of a "
-                         f"rectangle in order around it")
+        raise ValueError(
+            f"{input_name}: {where} has points {short(points)} that are not the corners of a "
+            f"rectangle in order around it"
+        )
     centre = p.mean(0)
     width = (np.hypot(*(p[1] - p[0])) + np.hypot(*(p[2] - p[3]))) / 2
     height = (np.hypot(*(p[3] - p[0])) + np.hypot(*(p[2] - p[1]))) / 2
@@ -105,8 +111,11 @@ def _corners(points, where: str, input_name: str) -> tuple[list[float], float]:
 def _is_box(item) -> bool:
     if isinstance(item, dict):
         return True
-    return isinstance(item, (list, tuple)) and len(item) == 4 and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in item)
+    return (
+        isinstance(item, (list, tuple))
+        and len(item) == 4
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in item)
+    )
 
 
 def _box_record(item, where: str, input_name: str) -> dict:
@@ -114,15 +123,18 @@ def _box_record(item, where: str, input_name: str) -> dict:
         angle = 0.0
         if "points" in item or "xywhr" in item:
             if "angle" in item or ("points" in item and "xywhr" in item):
-                raise ValueError(f"{input_name}: {where} gives its angle twice (points and xywhr carry one; "
-                                 f"angle goes with x1,y1,x2,y2 or x,y,w,h), got {short(item)}")
+                raise ValueError(
+                    f"{input_name}: {where} gives its angle twice (points and xywhr carry one; "
+                    f"angle goes with x1,y1,x2,y2 or x,y,w,h), got {short(item)}"
+                )
         if "points" in item:
             xyxy, angle = _corners(item["points"], where, input_name)
         elif "xywhr" in item:
             form = item["xywhr"]
             if not isinstance(form, (list, tuple)) or len(form) != 5:
-                raise ValueError(f"{input_name}: {where} has xywhr {short(form)}; expected [cx, cy, w, h, r] "
-                                 f"(r in radians)")
+                raise ValueError(
+                    f"{input_name}: {where} has xywhr {short(form)}; expected [cx, cy, w, h, r] (r in radians)"
+                )
             cx, cy, w, h = coordinates(form[:4], where, input_name)
             xyxy = coordinates([cx - abs(w) / 2, cy - abs(h) / 2, cx + abs(w) / 2, cy + abs(h) / 2], where, input_name)
             angle = _angle(form[4], where, input_name, "xywhr angle", 2 * math.pi)
@@ -132,19 +144,29 @@ def _box_record(item, where: str, input_name: str) -> dict:
             x, y, w, h = coordinates([item[k] for k in ("x", "y", "w", "h")], where, input_name)
             xyxy = coordinates([x, y, x + w, y + h], where, input_name)
         else:
-            raise ValueError(f"{input_name}: {where} needs numeric x1,y1,x2,y2 or x,y,w,h (or xywhr, or 4 corner "
-                             f"points), got {short(item)}")
+            raise ValueError(
+                f"{input_name}: {where} needs numeric x1,y1,x2,y2 or x,y,w,h (or xywhr, or 4 corner "
+                f"points), got {short(item)}"
+            )
         if "angle" in item:
             angle = math.radians(_angle(item["angle"], where, input_name, "angle", 360.0))
-        record = {"xyxy": xyxy, "label": item.get("label"), "id": item.get("id"), "score": item.get("score"),
-                  "color": item.get("color"), "angle": math.remainder(angle, 2 * math.pi)}
+        record = {
+            "xyxy": xyxy,
+            "label": item.get("label"),
+            "id": item.get("id"),
+            "score": item.get("score"),
+            "color": item.get("color"),
+            "angle": math.remainder(angle, 2 * math.pi),
+        }
         if record["id"] is not None and not isinstance(record["id"], int):
             raise ValueError(f"{input_name}: {where} has a non-integer id {record['id']!r}")
         if record["score"] is not None and not isinstance(record["score"], (int, float)):
             raise ValueError(f"{input_name}: {where} has a non-numeric score {record['score']!r}")
         if record["label"] is not None and len(str(record["label"])) > text_limit("label"):
-            raise ValueError(f"{input_name}: {where} has a label of {len(str(record['label'])):,} characters "
-                             f"({short(record['label'], 40)}); at most {text_limit('label'):,} are drawn")
+            raise ValueError(
+                f"{input_name}: {where} has a label of {len(str(record['label'])):,} characters "
+                f"({short(record['label'], 40)}); at most {text_limit('label'):,} are drawn"
+            )
     else:
         xyxy = coordinates(item, where, input_name)
         record = {"xyxy": xyxy, "label": None, "id": None, "score": None, "color": None, "angle": 0.0}
@@ -159,20 +181,22 @@ def _per_frame(data, batch: int, input_name: str) -> list[list]:
         return [list(data)] * batch
     if all(isinstance(item, (list, tuple)) and all(_is_box(b) for b in item) for item in data):
         if len(data) != batch:
-            raise ValueError(f"{input_name}: {len(data)} per-frame box lists for a batch of {batch} frames; "
-                             f"give one list per frame, or one list of boxes for all frames")
+            raise ValueError(
+                f"{input_name}: {len(data)} per-frame box lists for a batch of {batch} frames; "
+                f"give one list per frame, or one list of boxes for all frames"
+            )
         return [list(item) for item in data]
     bad = next(item for item in data if not _is_box(item))
-    raise ValueError(f"{input_name}: a box is [x1,y1,x2,y2] or a dict with x1,y1,x2,y2 (or x,y,w,h); "
-                     f"got {short(bad)}")
+    raise ValueError(f"{input_name}: a box is [x1,y1,x2,y2] or a dict with x1,y1,x2,y2 (or x,y,w,h); got {short(bad)}")
 
 
 def _table(frames: list[list[dict]]) -> BoxTable:
     records = [(f, r) for f, frame in enumerate(frames) for r in frame]
     frame = torch.tensor([f for f, _ in records], dtype=torch.int64)
     xyxy = torch.tensor([r["xyxy"] for _, r in records], dtype=torch.float32).reshape(-1, 4)
-    xyxy = torch.stack([xyxy[:, [0, 2]].amin(1), xyxy[:, [1, 3]].amin(1),
-                        xyxy[:, [0, 2]].amax(1), xyxy[:, [1, 3]].amax(1)], dim=1)
+    xyxy = torch.stack(
+        [xyxy[:, [0, 2]].amin(1), xyxy[:, [1, 3]].amin(1), xyxy[:, [0, 2]].amax(1), xyxy[:, [1, 3]].amax(1)], dim=1
+    )
     angle = torch.tensor([r.get("angle", 0.0) for _, r in records], dtype=torch.float32)
     return BoxTable(frame, xyxy, *([r[key] for _, r in records] for key in ("label", "id", "score", "color")), angle)
 
@@ -182,11 +206,15 @@ def from_lists(data, batch: int, input_name: str) -> BoxTable:
     frames = _per_frame(data, batch, input_name)
     busiest = max(range(len(frames)), key=lambda f: len(frames[f]), default=0)
     if frames and len(frames[busiest]) > MAX_BOXES_PER_FRAME:
-        raise ValueError(f"{input_name}: {len(frames[busiest]):,} boxes in frame {busiest}; at most "
-                         f"{MAX_BOXES_PER_FRAME:,} per frame are drawn")
+        raise ValueError(
+            f"{input_name}: {len(frames[busiest]):,} boxes in frame {busiest}; at most "
+            f"{MAX_BOXES_PER_FRAME:,} per frame are drawn"
+        )
     if sum(map(len, frames)) > MAX_BOXES:
-        raise ValueError(f"{input_name}: {sum(map(len, frames)):,} boxes over {len(frames)} frames; at most "
-                         f"{MAX_BOXES:,} per run (split the video into several runs)")
+        raise ValueError(
+            f"{input_name}: {sum(map(len, frames)):,} boxes over {len(frames)} frames; at most "
+            f"{MAX_BOXES:,} per run (split the video into several runs)"
+        )
     parsed, index = [], 0
     for f, frame in enumerate(frames):
         rows = []
@@ -207,11 +235,20 @@ def from_json(text: str, batch: int, input_name: str = "boxes") -> BoxTable:
 def from_bounding_box(detections, batch: int, input_name: str = "bounding_box") -> BoxTable:
     """Core ComfyUI's BOUNDING_BOX: per image a list of {x, y, width, height, label, score}; a single
     list (or a list holding one image's list) serves every frame."""
+
     def box(item, where):
         if not isinstance(item, dict) or not all(k in item for k in ("x", "y", "width", "height")):
-            raise ValueError(f"{input_name}: {where} should be {{x, y, width, height, label, score}}, got {short(item)}")
-        return {"x": item["x"], "y": item["y"], "w": item["width"], "h": item["height"],
-                "label": item.get("label"), "score": item.get("score")}
+            raise ValueError(
+                f"{input_name}: {where} should be {{x, y, width, height, label, score}}, got {short(item)}"
+            )
+        return {
+            "x": item["x"],
+            "y": item["y"],
+            "w": item["width"],
+            "h": item["height"],
+            "label": item.get("label"),
+            "score": item.get("score"),
+        }
 
     if not isinstance(detections, (list, tuple)):
         raise ValueError(f"{input_name}: expected per-image lists of detections, got {short(detections)}")
@@ -221,8 +258,9 @@ def from_bounding_box(detections, batch: int, input_name: str = "bounding_box") 
         return from_lists([box(item, f"detection {i}") for i, item in enumerate(detections)], batch, input_name)
     if not all(isinstance(frame, (list, tuple)) for frame in detections):
         raise ValueError(f"{input_name}: expected per-image lists of detections, got {short(detections)}")
-    frames = [[box(item, f"detection {i} of image {f}") for i, item in enumerate(frame)]
-              for f, frame in enumerate(detections)]
+    frames = [
+        [box(item, f"detection {i} of image {f}") for i, item in enumerate(frame)] for f, frame in enumerate(detections)
+    ]
     return from_lists(frames, batch, input_name)
 
 
@@ -230,11 +268,21 @@ def from_segs(segs, batch: int, input_name: str = "segs") -> BoxTable:
     """Impact Pack SEGS ((H, W), [SEG, ...]); the same boxes on every frame."""
     try:
         _shape, items = segs
-        boxes = [{"x1": s.bbox[0], "y1": s.bbox[1], "x2": s.bbox[2], "y2": s.bbox[3],
-                  "label": getattr(s, "label", None), "score": _scalar(getattr(s, "confidence", None))}
-                 for s in items]
+        boxes = [
+            {
+                "x1": s.bbox[0],
+                "y1": s.bbox[1],
+                "x2": s.bbox[2],
+                "y2": s.bbox[3],
+                "label": getattr(s, "label", None),
+                "score": _scalar(getattr(s, "confidence", None)),
+            }
+            for s in items
+        ]
     except (TypeError, ValueError, AttributeError, IndexError):
-        raise ValueError(f"{input_name}: expected SEGS ((height, width), [SEG with .bbox, ...]), got {short(segs)}") from None
+        raise ValueError(
+            f"{input_name}: expected SEGS ((height, width), [SEG with .bbox, ...]), got {short(segs)}"
+        ) from None
     return from_lists(boxes, batch, input_name)
 
 
@@ -258,8 +306,18 @@ def from_mask(mask: torch.Tensor, batch: int, input_name: str = "mask") -> BoxTa
     frames = []
     for f in range(batch):  # connected components are a per-frame library call
         count, _labels, stats, _ = cv2.connectedComponentsWithStats(binary[min(f, len(binary) - 1)], connectivity=8)
-        frames.append([{"xyxy": [float(x), float(y), float(x + w), float(y + h)], "label": None, "id": None,
-                        "score": None, "color": None} for x, y, w, h, _area in stats[1:count]])
+        frames.append(
+            [
+                {
+                    "xyxy": [float(x), float(y), float(x + w), float(y + h)],
+                    "label": None,
+                    "id": None,
+                    "score": None,
+                    "color": None,
+                }
+                for x, y, w, h, _area in stats[1:count]
+            ]
+        )
     return _table(frames)
 
 
@@ -289,8 +347,10 @@ def _check_mask(mask, images, input_name: str = "mask") -> None:
     if not isinstance(mask, torch.Tensor):
         raise ValueError(f"{input_name}: expected a MASK tensor [B,H,W], got {type(mask).__name__}")
     if mask.ndim not in (2, 3) or tuple(mask.shape[-2:]) != tuple(images.shape[1:3]):
-        raise ValueError(f"{input_name}: expected a MASK of the images' size [B,{images.shape[1]},{images.shape[2]}], "
-                         f"got shape {tuple(mask.shape)} (resize it to the images first)")
+        raise ValueError(
+            f"{input_name}: expected a MASK of the images' size [B,{images.shape[1]},{images.shape[2]}], "
+            f"got shape {tuple(mask.shape)} (resize it to the images first)"
+        )
 
 
 def box_label_texts(table: BoxTable, mode: str) -> list[str]:

@@ -1,4 +1,5 @@
 """Colours: hex strings and named palettes, as float RGBA in 0..1."""
+
 from __future__ import annotations
 
 import re
@@ -10,10 +11,36 @@ _HEX = re.compile(r"^#?([0-9a-fA-F]{6})([0-9a-fA-F]{2})?$")
 
 # Categorical palettes; "default" is ordered so that neighbours differ strongly in hue.
 PALETTES = {
-    "default": ["#E6194B", "#3CB44B", "#FFE119", "#4363D8", "#F58231", "#911EB4", "#46F0F0", "#F032E6",
-                "#BCF60C", "#FABEBE", "#008080", "#E6BEFF", "#9A6324", "#FFFAC8", "#800000", "#AAFFC3"],
-    "tab10": ["#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#7F7F7F",
-              "#BCBD22", "#17BECF"],
+    "default": [
+        "#E6194B",
+        "#3CB44B",
+        "#FFE119",
+        "#4363D8",
+        "#F58231",
+        "#911EB4",
+        "#46F0F0",
+        "#F032E6",
+        "#BCF60C",
+        "#FABEBE",
+        "#008080",
+        "#E6BEFF",
+        "#9A6324",
+        "#FFFAC8",
+        "#800000",
+        "#AAFFC3",
+    ],
+    "tab10": [
+        "#1F77B4",
+        "#FF7F0E",
+        "#2CA02C",
+        "#D62728",
+        "#9467BD",
+        "#8C564B",
+        "#E377C2",
+        "#7F7F7F",
+        "#BCBD22",
+        "#17BECF",
+    ],
     "pastel": ["#FBB4AE", "#B3CDE3", "#CCEBC5", "#DECBE4", "#FED9A6", "#FFFFCC", "#E5D8BD", "#FDDAEC"],
     "neon": ["#FF073A", "#39FF14", "#00FFFF", "#FF00FF", "#FFFF33", "#FF6EC7"],
     "white": ["#FFFFFF"],
@@ -27,7 +54,7 @@ def parse_hex(value: str, input_name: str) -> tuple[float, float, float, float]:
     if match is None:
         raise ValueError(f"{input_name}: expected a hex colour like #RRGGBB or #RRGGBBAA, got {short(value)}")
     digits = match.group(1) + (match.group(2) or "FF")
-    return tuple(int(digits[i:i + 2], 16) / 255 for i in range(0, 8, 2))
+    return tuple(int(digits[i : i + 2], 16) / 255 for i in range(0, 8, 2))
 
 
 def palette(name: str, input_name: str = "palette") -> list[tuple[float, float, float, float]]:

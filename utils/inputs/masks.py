@@ -1,5 +1,6 @@
 """Per-object masks for the mask overlay (gpu_rendering.masks): a MASK batch (SAM3's per-object masks)
 or Impact Pack SEGS as `MaskObjects`, the objects' colours and their label texts."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -59,8 +60,10 @@ def from_masks(masks, batch: int, input_name: str = "masks") -> MaskObjects:
     elif count % batch == 0:
         source = torch.arange(count)
     else:
-        raise ValueError(f"{input_name}: {count} masks for {batch} images; expected 1 (for every frame), "
-                         f"{batch} (one per frame) or a multiple of {batch} (objects per frame, frame after frame)")
+        raise ValueError(
+            f"{input_name}: {count} masks for {batch} images; expected 1 (for every frame), "
+            f"{batch} (one per frame) or a multiple of {batch} (objects per frame, frame after frame)"
+        )
     per_frame = max(1, count // batch)
     frame = source // per_frame if count > 1 else torch.arange(batch)
     slot = source % per_frame
@@ -86,17 +89,21 @@ def from_segs(segs, batch: int, height: int, width: int, input_name: str = "segs
             crop = torch.as_tensor(np.asarray(seg.cropped_mask, dtype=np.float32))
             x1, y1, x2, y2 = (int(v) for v in seg.crop_region)
         except (AttributeError, TypeError, ValueError):
-            raise ValueError(f"{input_name}: SEG {i} lacks a .cropped_mask array and a .crop_region "
-                             f"(x1, y1, x2, y2), got {short(seg)}") from None
+            raise ValueError(
+                f"{input_name}: SEG {i} lacks a .cropped_mask array and a .crop_region "
+                f"(x1, y1, x2, y2), got {short(seg)}"
+            ) from None
         if crop.ndim != 2 or x2 <= x1 or y2 <= y1:
-            raise ValueError(f"{input_name}: SEG {i}: a cropped_mask [h,w] and a non-empty crop_region expected, "
-                             f"got shape {tuple(crop.shape)} and region {(x1, y1, x2, y2)}")
+            raise ValueError(
+                f"{input_name}: SEG {i}: a cropped_mask [h,w] and a non-empty crop_region expected, "
+                f"got shape {tuple(crop.shape)} and region {(x1, y1, x2, y2)}"
+            )
         if crop.shape != (y2 - y1, x2 - x1):
             crop = F.interpolate(crop[None, None], size=(y2 - y1, x2 - x1), mode="bilinear", align_corners=False)[0, 0]
         top, left = max(y1, 0), max(x1, 0)
         bottom, right = min(y2, height), min(x2, width)
         if bottom > top and right > left:
-            masks[i, top:bottom, left:right] = crop[top - y1:bottom - y1, left - x1:right - x1]
+            masks[i, top:bottom, left:right] = crop[top - y1 : bottom - y1, left - x1 : right - x1]
         labels.append(None if getattr(seg, "label", None) is None else str(seg.label))
         confidence = getattr(seg, "confidence", None)
         scores.append(None if confidence is None else float(np.asarray(confidence, dtype=np.float32).reshape(-1)[0]))
@@ -117,21 +124,29 @@ def mask_objects(masks, segs, batch: int, height: int, width: int) -> MaskObject
         return from_segs(segs, batch, height, width)
     objects = from_masks(masks, batch)
     if tuple(objects.masks.shape[1:]) != (height, width):
-        raise ValueError(f"masks: masks of {objects.masks.shape[2]}x{objects.masks.shape[1]} for images of "
-                         f"{width}x{height}; resize the masks to the images (they are not resized here)")
+        raise ValueError(
+            f"masks: masks of {objects.masks.shape[2]}x{objects.masks.shape[1]} for images of "
+            f"{width}x{height}; resize the masks to the images (they are not resized here)"
+        )
     return objects
 
 
-def object_colors(objects: MaskObjects, color: str, palette_name: str, palette_colors: str,
-                  color_by: str) -> torch.Tensor:
+def object_colors(
+    objects: MaskObjects, color: str, palette_name: str, palette_colors: str, color_by: str
+) -> torch.Tensor:
     """float [K,3]: the fixed colour, else the palette slot of each object's index in its frame (or its
     label, where it has one and color_by is label): the same object has the same colour in every frame."""
     if color.strip():
         return torch.tensor(parse_hex(color, "color")[:3]).expand(len(objects), 3)
     colours = palette_from_hex(palette_colors) if palette_colors.strip() else palette(palette_name)
     slots = objects.slot.tolist()
-    keys = [label if color_by == "label" and label is not None else slot for slot, label in zip(slots, objects.label)]
-    return torch.tensor([colours[stable_index(key, len(colours))][:3] for key in keys], dtype=torch.float32).reshape(-1, 3)
+    keys = [
+        label if color_by == "label" and label is not None else slot
+        for slot, label in zip(slots, objects.label, strict=False)
+    ]
+    return torch.tensor([colours[stable_index(key, len(colours))][:3] for key in keys], dtype=torch.float32).reshape(
+        -1, 3
+    )
 
 
 def object_label_texts(objects: MaskObjects, mode: str, present: torch.Tensor) -> list[str]:

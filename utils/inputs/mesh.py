@@ -2,6 +2,7 @@
 trimesh into tensors, the optional fields of a trimesh (UVs, base-colour texture, vertex colours,
 normals), the render's shading inputs, Mesh Rasterizer's view list and core Load3D's camera_info. Errors
 name the input, the value and what is accepted."""
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,9 @@ class Mesh:
     colours, 0..1), normals float [B,V,3]; vertex_counts and face_counts int [B] where the items of a
     batch are padded."""
 
-    def __init__(self, vertices, faces, uvs=None, texture=None, colors=None, normals=None, vertex_counts=None,
-                 face_counts=None):
+    def __init__(
+        self, vertices, faces, uvs=None, texture=None, colors=None, normals=None, vertex_counts=None, face_counts=None
+    ):
         self.vertices = vertices
         self.faces = faces
         self.uvs, self.texture, self.colors, self.normals = uvs, texture, colors, normals
@@ -99,20 +101,24 @@ def _from_mesh(mesh):
         else:
             vertices, faces = torch.as_tensor(mesh.v), torch.as_tensor(mesh.f)
     except (AttributeError, TypeError, ValueError, RuntimeError):
-        raise ValueError(f"mesh: expected a MESH with .vertices and .faces (or .v and .f), "
-                         f"got {type(mesh).__name__}") from None
+        raise ValueError(
+            f"mesh: expected a MESH with .vertices and .faces (or .v and .f), got {type(mesh).__name__}"
+        ) from None
     batched = vertices.ndim == 3
     vertices, faces = (vertices[0], faces[0]) if batched else (vertices, faces)
     fields = {name: getattr(mesh, name, None) for name in ("uvs", "texture", "colors", "normals")}
     if fields["colors"] is None:  # an older spelling
         fields["colors"] = getattr(mesh, "vertex_colors", None)
-    fields = {name: torch.as_tensor(value)[0] if batched else torch.as_tensor(value)
-              for name, value in fields.items() if value is not None}
+    fields = {
+        name: torch.as_tensor(value)[0] if batched else torch.as_tensor(value)
+        for name, value in fields.items()
+        if value is not None
+    }
     if batched and getattr(mesh, "vertex_counts", None) is not None:
-        vertices = vertices[:int(mesh.vertex_counts[0])]
-        fields = {name: value if name == "texture" else value[:len(vertices)] for name, value in fields.items()}
+        vertices = vertices[: int(mesh.vertex_counts[0])]
+        fields = {name: value if name == "texture" else value[: len(vertices)] for name, value in fields.items()}
     if batched and getattr(mesh, "face_counts", None) is not None:
-        faces = faces[:int(mesh.face_counts[0])]
+        faces = faces[: int(mesh.face_counts[0])]
     return vertices, faces, fields
 
 
@@ -130,13 +136,16 @@ def _checked_geometry(vertices: torch.Tensor, faces: torch.Tensor) -> tuple[torc
     if not math.isfinite(largest):
         raise ValueError("mesh: vertices contain NaN or infinite values; finite coordinates are accepted")
     if largest > MAX_COORDINATE:
-        raise ValueError(f"mesh: vertices are finite but reach {largest:.3g}, beyond what float32 rendering can "
-                         f"take; coordinates up to {MAX_COORDINATE:g} are accepted (scale the mesh down, e.g. "
-                         f"LoadMesh's normalize)")
+        raise ValueError(
+            f"mesh: vertices are finite but reach {largest:.3g}, beyond what float32 rendering can "
+            f"take; coordinates up to {MAX_COORDINATE:g} are accepted (scale the mesh down, e.g. "
+            f"LoadMesh's normalize)"
+        )
     faces = _face_indices(faces)
     if int(faces.min()) < 0 or int(faces.max()) >= vertices.shape[0]:
-        raise ValueError(f"mesh: face indices must lie in 0..{vertices.shape[0] - 1}, "
-                         f"got {int(faces.min())}..{int(faces.max())}")
+        raise ValueError(
+            f"mesh: face indices must lie in 0..{vertices.shape[0] - 1}, got {int(faces.min())}..{int(faces.max())}"
+        )
     return vertices, faces
 
 
@@ -145,15 +154,20 @@ def _checked_fields(fields: dict, vertices: torch.Tensor) -> dict:
     0..1 RGB; else a ValueError naming mesh and the field."""
     for name, channels in (("uvs", (2,)), ("colors", (3, 4)), ("normals", (3,))):
         value = fields.get(name)
-        if value is not None and (value.shape[:1] != vertices.shape[:1] or value.ndim != 2
-                                  or value.shape[1] not in channels):
-            raise ValueError(f"mesh: {name} should be [{len(vertices)},{'|'.join(map(str, channels))}] "
-                             f"(one per vertex), got shape {tuple(value.shape)}")
+        if value is not None and (
+            value.shape[:1] != vertices.shape[:1] or value.ndim != 2 or value.shape[1] not in channels
+        ):
+            raise ValueError(
+                f"mesh: {name} should be [{len(vertices)},{'|'.join(map(str, channels))}] "
+                f"(one per vertex), got shape {tuple(value.shape)}"
+            )
     texture = fields.get("texture")
     if texture is not None and (texture.ndim != 3 or texture.shape[-1] not in (3, 4) or 0 in texture.shape):
         raise ValueError(f"mesh: texture should be an image [H,W,3], got shape {tuple(texture.shape)}")
-    return {name: unit_float(value, f"mesh: {name}")[..., :3] if name in ("colors", "texture")
-            else value.float() for name, value in fields.items()}
+    return {
+        name: unit_float(value, f"mesh: {name}")[..., :3] if name in ("colors", "texture") else value.float()
+        for name, value in fields.items()
+    }
 
 
 def _face_indices(faces: torch.Tensor) -> torch.Tensor:
@@ -165,8 +179,10 @@ def _face_indices(faces: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"mesh: faces should be whole vertex indices, got dtype {faces.dtype}")
     fractional = faces != faces.round()  # NaN too
     if bool(fractional.any()):
-        raise ValueError(f"mesh: faces should be whole vertex indices, got {float(faces[fractional][0])} "
-                         f"({faces.dtype}); integer indices (or floats without a fraction) are accepted")
+        raise ValueError(
+            f"mesh: faces should be whole vertex indices, got {float(faces[fractional][0])} "
+            f"({faces.dtype}); integer indices (or floats without a fraction) are accepted"
+        )
     return faces.long()
 
 
@@ -177,8 +193,10 @@ def shading_inputs(shading: str, fields: dict, matcap) -> dict:
         raise ValueError(f"shading: expected one of {', '.join(SHADINGS)}, got {short(shading)}")
     if shading == "texture":
         if "uvs" not in fields or "texture" not in fields:
-            raise ValueError("shading: texture needs a mesh with UVs and a base-colour texture (a textured "
-                             ".glb or .obj with its .mtl and image beside it)")
+            raise ValueError(
+                "shading: texture needs a mesh with UVs and a base-colour texture (a textured "
+                ".glb or .obj with its .mtl and image beside it)"
+            )
         return {"uvs": fields["uvs"], "texture": fields["texture"]}
     if shading == "vertex_color":
         if "colors" not in fields:
@@ -190,8 +208,9 @@ def shading_inputs(shading: str, fields: dict, matcap) -> dict:
         if not isinstance(matcap, torch.Tensor):
             raise ValueError(f"matcap: expected an IMAGE [B,H,W,3], got {short(matcap)}")
         if matcap.ndim not in (3, 4) or matcap.shape[-1] not in (3, 4) or 0 in matcap.shape:
-            raise ValueError(f"matcap: expected an IMAGE [B,H,W,3] (its first image is used), got shape "
-                             f"{tuple(matcap.shape)}")
+            raise ValueError(
+                f"matcap: expected an IMAGE [B,H,W,3] (its first image is used), got shape {tuple(matcap.shape)}"
+            )
         image = matcap[0] if matcap.ndim == 4 else matcap
         return {"matcap": unit_float(image, "matcap")[..., :3]}
     return {}
@@ -206,8 +225,10 @@ def parse_view_list(text: str) -> tuple[list[float], list[float], list[float]]:
         if not item:
             continue
         if len(azimuths) == MAX_VIEWS:
-            raise ValueError(f"view_list: more than {MAX_VIEWS:,} views; at most {MAX_VIEWS:,} are rendered at once "
-                             f"(split the list over several nodes)")
+            raise ValueError(
+                f"view_list: more than {MAX_VIEWS:,} views; at most {MAX_VIEWS:,} are rendered at once "
+                f"(split the list over several nodes)"
+            )
         numbers = _view(item)
         azimuths.append(numbers[0])
         elevations.append(numbers[1])
@@ -239,15 +260,19 @@ def parse_camera_info(info) -> tuple[torch.Tensor, torch.Tensor, float, float, s
         target = torch.tensor([float(info["target"][axis]) for axis in "xyz"])
         zoom = float(info.get("zoom", 1) or 1)
     except (KeyError, TypeError, ValueError, AttributeError):
-        raise ValueError(f"camera_info: expected Load3D's camera_info (position, target: x, y, z; zoom), "
-                         f"got {short(info)}") from None
+        raise ValueError(
+            f"camera_info: expected Load3D's camera_info (position, target: x, y, z; zoom), got {short(info)}"
+        ) from None
     far = float(torch.cat([position, target]).abs().max())  # NaN where any is NaN
     if far > MAX_CAMERA_DISTANCE:
-        raise ValueError(f"camera_info: the camera's position or target lies {far:.3g} from the origin; up to "
-                         f"{MAX_CAMERA_DISTANCE:g} (the distance input's range) is accepted, got {short(info)}")
+        raise ValueError(
+            f"camera_info: the camera's position or target lies {far:.3g} from the origin; up to "
+            f"{MAX_CAMERA_DISTANCE:g} (the distance input's range) is accepted, got {short(info)}"
+        )
     distance = float((position - target).norm())
     if not (math.isfinite(distance) and distance > 0 and math.isfinite(zoom) and zoom > 0):
-        raise ValueError(f"camera_info: the camera needs a finite position away from its target and zoom > 0, "
-                         f"got {short(info)}")
+        raise ValueError(
+            f"camera_info: the camera needs a finite position away from its target and zoom > 0, got {short(info)}"
+        )
     camera_type = {"perspective": "perspective", "orthographic": "orthographic"}.get(info.get("cameraType"))
     return position, target, distance, zoom, camera_type

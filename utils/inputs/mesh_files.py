@@ -11,6 +11,7 @@ Also Load Mesh's files: the mesh files of a list of folders (ComfyUI's input fol
 bundled assets, passed in by the node), a name resolved inside them and nowhere else, and a file loaded
 with trimesh after its declared sizes are checked.
 """
+
 from __future__ import annotations
 
 import base64
@@ -44,6 +45,7 @@ MAX_JSON_BYTES = 64 << 20
 @dataclass
 class Declared:
     """A mesh file's declared vertex and triangle counts and texture sizes (width, height) per image."""
+
     vertices: int = 0
     faces: int = 0
     textures: list[tuple[int, int]] = field(default_factory=list)
@@ -190,7 +192,7 @@ def _image_bytes(image: dict, views: list, buffers: list, binary: bytes | None, 
         with open(path, "rb") as file:
             file.seek(max(0, start))
             return file.read(max(0, length))
-    return binary[start:start + length] if binary is not None else None
+    return binary[start : start + length] if binary is not None else None
 
 
 def _obj(file, folder: str) -> Declared:
@@ -273,8 +275,11 @@ def mesh_files(folders) -> list[str]:
             for file in files:
                 path = os.path.join(folder, file)
                 # regular files only: a FIFO or a device named like a mesh would block or stream forever
-                if file.lower().endswith(MESH_EXTENSIONS) and _inside(os.path.realpath(path), root) \
-                        and os.path.isfile(path):
+                if (
+                    file.lower().endswith(MESH_EXTENSIONS)
+                    and _inside(os.path.realpath(path), root)
+                    and os.path.isfile(path)
+                ):
                     found.append(os.path.relpath(path, root).replace(os.sep, "/"))
         names.update(dict.fromkeys(sorted(found)))
     return list(names)
@@ -295,8 +300,10 @@ def resolve_mesh_file(name: str, folders) -> str:
             path = os.path.realpath(os.path.join(root, name))
             if _inside(path, root) and os.path.isfile(path):
                 return path
-    raise ValueError(f"mesh_file: no mesh file {shown!r} in ComfyUI's input folder (choose one from the list, "
-                     f"or upload one with the node's button)")
+    raise ValueError(
+        f"mesh_file: no mesh file {shown!r} in ComfyUI's input folder (choose one from the list, "
+        f"or upload one with the node's button)"
+    )
 
 
 def load_mesh_file(path: str, name: str, normalize: bool):
@@ -332,12 +339,21 @@ def check_declared(path: str, name: str) -> None:
         return  # unreadable headers: trimesh names the problem
     for width, height in counts.textures:
         if width * height > MAX_TEXTURE_PIXELS:
-            raise ValueError(f"mesh_file: {short(name)} has a {width}x{height} texture; textures of up to "
-                             f"{MAX_TEXTURE_PIXELS:,} texels (8192 x 8192) are read")
-    estimate = (LOAD_BYTES_PER_VERTEX * counts.vertices + LOAD_BYTES_PER_FACE * counts.faces
-                + LOAD_BYTES_PER_TEXEL * sum(width * height for width, height in counts.textures))
-    check_memory(estimate, f"mesh_file: {short(name)} ({counts.vertices:,} vertices, {counts.faces:,} "
-                           f"triangles, {len(counts.textures)} textures)", torch.device("cpu"))
+            raise ValueError(
+                f"mesh_file: {short(name)} has a {width}x{height} texture; textures of up to "
+                f"{MAX_TEXTURE_PIXELS:,} texels (8192 x 8192) are read"
+            )
+    estimate = (
+        LOAD_BYTES_PER_VERTEX * counts.vertices
+        + LOAD_BYTES_PER_FACE * counts.faces
+        + LOAD_BYTES_PER_TEXEL * sum(width * height for width, height in counts.textures)
+    )
+    check_memory(
+        estimate,
+        f"mesh_file: {short(name)} ({counts.vertices:,} vertices, {counts.faces:,} "
+        f"triangles, {len(counts.textures)} textures)",
+        torch.device("cpu"),
+    )
 
 
 def _reason(error: BaseException) -> str:

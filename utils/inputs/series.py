@@ -1,5 +1,6 @@
 """Series text (JSON or CSV) as one padded batch of values for the line-plot engine
 (gpu_rendering.render_series), and the series node's colour list."""
+
 from __future__ import annotations
 
 import csv
@@ -48,18 +49,27 @@ def from_text(text: str, orientation: str = "rows", input_name: str = "series") 
                 data = [data]
             names = list(range(len(data)))
         rows = []
-        for name, item in zip(names, data):
+        for name, item in zip(names, data, strict=False):
             if not isinstance(item, list):
                 raise ValueError(f"{input_name}: series {name} is not a list: {item!r}")
-            rows.append([math.nan if v is None else _number(v, f"series {name} value {j}", input_name)
-                         for j, v in enumerate(item)])
+            rows.append(
+                [
+                    math.nan if v is None else _number(v, f"series {name} value {j}", input_name)
+                    for j, v in enumerate(item)
+                ]
+            )
     else:
         check_size(text, input_name)
         table = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
         if table and not _is_numeric_row(table[0]):
             table = table[1:]  # header
-        cells = [[math.nan if not cell.strip() else _number(cell, f"row {r + 1}, column {c + 1}", input_name)
-                  for c, cell in enumerate(row)] for r, row in enumerate(table)]
+        cells = [
+            [
+                math.nan if not cell.strip() else _number(cell, f"row {r + 1}, column {c + 1}", input_name)
+                for c, cell in enumerate(row)
+            ]
+            for r, row in enumerate(table)
+        ]
         if orientation == "columns":
             width = max((len(row) for row in cells), default=0)
             cells = [[row[c] for row in cells if c < len(row)] for c in range(width)]
@@ -68,8 +78,10 @@ def from_text(text: str, orientation: str = "rows", input_name: str = "series") 
         raise ValueError(f"{input_name}: no series found")
     longest = max(range(len(rows)), key=lambda i: len(rows[i]))
     if len(rows[longest]) > MAX_SERIES_VALUES:
-        raise ValueError(f"{input_name}: series {longest} has {len(rows[longest]):,} values; at most "
-                         f"{MAX_SERIES_VALUES:,} per series are plotted (resample it first, or connect it as audio)")
+        raise ValueError(
+            f"{input_name}: series {longest} has {len(rows[longest]):,} values; at most "
+            f"{MAX_SERIES_VALUES:,} per series are plotted (resample it first, or connect it as audio)"
+        )
     return pack([row or [math.nan] for row in rows])  # an empty series is one gap: a blank image
 
 

@@ -1,6 +1,7 @@
 """Text inputs (JSON, Python-style lists, CSV) read with limits, so that a hostile or mistaken input
 gets an error naming it instead of a RecursionError, Python's integer digit limit or gigabytes of
 parsed objects."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,11 @@ MAX_TEXT_CHARS = 4_000_000
 # and each bounds the objects parsed from it (roughly 50x the text) and what they make the engines
 # allocate (whose estimates then refuse what does not fit). Inputs not listed: MAX_TEXT_CHARS.
 TEXT_LIMITS = {
-    "boxes": 1_000_000,           # ~30k boxes
+    "boxes": 1_000_000,  # ~30k boxes
     "tracks_json": MAX_TEXT_CHARS,  # Point Tracker's own output for long videos
-    "series": MAX_TEXT_CHARS,     # 20 series of 65,536 values at ~3 characters
-    "label": 1_000,               # one box's or track's label text
-    "colors": 4_096,              # ~500 hex colours
+    "series": MAX_TEXT_CHARS,  # 20 series of 65,536 values at ~3 characters
+    "label": 1_000,  # one box's or track's label text
+    "colors": 4_096,  # ~500 hex colours
     "palette_colors": 4_096,
 }
 
@@ -61,8 +62,10 @@ def check_size(text: str, input_name: str, limit: int | None = None) -> None:
     """ValueError naming the input when `text` is longer than its limit (text_limit, or `limit`)."""
     limit = text_limit(input_name) if limit is None else limit
     if len(text) > limit:
-        raise ValueError(f"{input_name}: {len(text):,} characters; at most {limit:,} are read "
-                         f"(split the data over several nodes or runs)")
+        raise ValueError(
+            f"{input_name}: {len(text):,} characters; at most {limit:,} are read "
+            f"(split the data over several nodes or runs)"
+        )
 
 
 def load_json(text: str, input_name: str, single_quotes: bool = False):
@@ -78,8 +81,9 @@ def load_json(text: str, input_name: str, single_quotes: bool = False):
                 return _parse(text.replace("'", '"'), input_name)
             except json.JSONDecodeError:
                 pass
-        raise ValueError(f"{input_name}: not valid JSON ({error.msg} at line {error.lineno} column "
-                         f"{error.colno}): {short(text)}") from None
+        raise ValueError(
+            f"{input_name}: not valid JSON ({error.msg} at line {error.lineno} column {error.colno}): {short(text)}"
+        ) from None
 
 
 def _parse(text: str, input_name: str):

@@ -1,6 +1,7 @@
 """Tracked points in every format of DESIGN.md, as padded xy [T,N,2] and visible [T,N]: the pack's
 RASTERKIT_TRACKS, ys-vision-tools' TRACKS and tracks_json; with the tracks' text labels where the
 format gives them (Labels)."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ class Labels:
     index: torch.Tensor
 
     @staticmethod
-    def none(frames: int, n: int) -> "Labels":
+    def none(frames: int, n: int) -> Labels:
         return Labels([], torch.full((frames, n), -1, dtype=torch.int64))
 
 
@@ -30,14 +31,15 @@ def _point(item, where: str, input_name: str) -> tuple[float, float]:
     try:
         x, y = (item["x"], item["y"]) if isinstance(item, dict) else item
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"{input_name}: {where} should be {{\"x\": .., \"y\": ..}} or [x, y], got {short(item)}") from None
+        raise ValueError(f'{input_name}: {where} should be {{"x": .., "y": ..}} or [x, y], got {short(item)}') from None
     x, y = coordinates((x, y), where, input_name)
     return x, y
 
 
 def _is_point(item) -> bool:
-    return isinstance(item, dict) or (isinstance(item, (list, tuple)) and len(item) == 2
-                                      and all(isinstance(v, (int, float)) for v in item))
+    return isinstance(item, dict) or (
+        isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(v, (int, float)) for v in item)
+    )
 
 
 def _label(item, where: str, input_name: str) -> str | None:
@@ -46,8 +48,10 @@ def _label(item, where: str, input_name: str) -> str | None:
     if label is not None and not isinstance(label, str):
         raise ValueError(f"{input_name}: {where} label should be a string, got {short(label)}")
     if label is not None and len(label) > text_limit("label"):
-        raise ValueError(f"{input_name}: {where} label has {len(label):,} characters ({short(label, 40)}); at most "
-                         f"{text_limit('label'):,} are drawn")
+        raise ValueError(
+            f"{input_name}: {where} label has {len(label):,} characters ({short(label, 40)}); at most "
+            f"{text_limit('label'):,} are drawn"
+        )
     return label
 
 
@@ -68,7 +72,7 @@ def _held_labels(per_track: list[list[str | None]], frames: int) -> Labels:
             continue
         latest = np.maximum.accumulate(np.where(given >= 0, np.arange(len(given)), -1))  # the last named frame
         index[: len(given), n] = given[np.where(latest >= 0, latest, named[0])]
-        index[len(given):, n] = index[len(given) - 1, n]
+        index[len(given) :, n] = index[len(given) - 1, n]
     return labels
 
 
@@ -93,7 +97,9 @@ def labelled_json(text: str, frames: int, input_name: str = "tracks_json") -> tu
     if not isinstance(data, list):
         raise ValueError(f"{input_name}: expected a list of tracks or of points, got {short(data)}")
     if data and all(isinstance(item, str) for item in data):
-        data = [load_json(item, f"{input_name}: track {n}", single_quotes=True) for n, item in enumerate(data)]  # CoTracker
+        data = [
+            load_json(item, f"{input_name}: track {n}", single_quotes=True) for n, item in enumerate(data)
+        ]  # CoTracker
     if data and all(_is_point(item) for item in data):
         data = [data]  # KJNodes: one moving point
     tracks, labels = [], []
@@ -110,7 +116,7 @@ def from_lists(tracks: list[list[tuple[float, float]]], frames: int) -> tuple[to
     for n, track in enumerate(tracks):  # per-track copies on the host, before one tensor is made
         points = np.asarray(track[:frames], np.float32)
         xy[: len(points), n] = points
-        xy[len(points):, n] = points[-1]
+        xy[len(points) :, n] = points[-1]
     xy = torch.from_numpy(xy)
     return xy, (xy >= 0).all(-1)
 
@@ -124,17 +130,22 @@ def labelled_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[to
     """from_tracks' xy and visible, and the Labels of the optional "labels" entry of RASTERKIT_TRACKS: a
     list of N strings (None: a track without one), one per track for every frame."""
     if isinstance(tracks, (np.ndarray, list, tuple)):
-        raise ValueError(f"{input_name}: got {type(tracks).__name__}, ys-vision-tools' TRACKS (arrays of x, y): "
-                         f"connect it to ys_tracks")
+        raise ValueError(
+            f"{input_name}: got {type(tracks).__name__}, ys-vision-tools' TRACKS (arrays of x, y): "
+            f"connect it to ys_tracks"
+        )
     try:
         xy = torch.as_tensor(tracks["xy"], dtype=torch.float32)
         visible = torch.as_tensor(tracks["visible"], dtype=torch.bool)
     except (TypeError, KeyError, IndexError, ValueError, RuntimeError):
-        raise ValueError(f"{input_name}: expected RASTERKIT_TRACKS, a dict with xy [T,N,2] and visible [T,N], "
-                         f"got {short(tracks)}") from None
+        raise ValueError(
+            f"{input_name}: expected RASTERKIT_TRACKS, a dict with xy [T,N,2] and visible [T,N], got {short(tracks)}"
+        ) from None
     if xy.ndim != 3 or xy.shape[-1] != 2 or visible.shape != xy.shape[:2] or xy.shape[0] == 0:
-        raise ValueError(f"{input_name}: xy {tuple(xy.shape)} and visible {tuple(visible.shape)} "
-                         f"should be [T,N,2] and [T,N] with T > 0")
+        raise ValueError(
+            f"{input_name}: xy {tuple(xy.shape)} and visible {tuple(visible.shape)} "
+            f"should be [T,N,2] and [T,N] with T > 0"
+        )
     n = xy.shape[1]
     names = tracks.get("labels") if isinstance(tracks, dict) else None
     if names is None:
@@ -145,8 +156,9 @@ def labelled_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[to
         if name is not None and not isinstance(name, str):
             raise ValueError(f"{input_name}: label {i} should be a string, got {short(name)}")
         if name is not None and len(name) > text_limit("label"):
-            raise ValueError(f"{input_name}: label {i} has {len(name):,} characters; at most "
-                             f"{text_limit('label'):,} are drawn")
+            raise ValueError(
+                f"{input_name}: label {i} has {len(name):,} characters; at most {text_limit('label'):,} are drawn"
+            )
     return (*_fitted(xy, visible, frames), _held_labels([[name] for name in names], frames))
 
 
@@ -159,8 +171,11 @@ def from_ys_tracks(tracks, frames: int, input_name: str = "ys_tracks") -> tuple[
     listed = isinstance(tracks, (list, tuple))
     arrays = []
     for t, points in enumerate(tracks[:frames] if listed else [tracks]):  # host objects, read once per frame
-        expected = (f"{input_name}: frame {t} should be an array [N,2] of x, y" if listed else
-                    f"{input_name}: expected an array [N,2] of x, y or a list of them, one per frame")
+        expected = (
+            f"{input_name}: frame {t} should be an array [N,2] of x, y"
+            if listed
+            else f"{input_name}: expected an array [N,2] of x, y or a list of them, one per frame"
+        )
         try:
             points = np.asarray(points, np.float32)
         except (TypeError, ValueError):
@@ -192,8 +207,9 @@ def to_json(xy: torch.Tensor, visible: torch.Tensor) -> str:
     return json.dumps([[{"x": x, "y": y} for x, y in track] for track in points.transpose(0, 1).tolist()])
 
 
-def track_points(frames: int, tracks=None, ys_tracks=None,
-                 tracks_json: str = "") -> tuple[torch.Tensor, torch.Tensor, Labels]:
+def track_points(
+    frames: int, tracks=None, ys_tracks=None, tracks_json: str = ""
+) -> tuple[torch.Tensor, torch.Tensor, Labels]:
     """The Line Link Renderer's track source for `frames` frames as xy float [T,N,2], visible bool [T,N]
     and the tracks' Labels: the connected socket (RASTERKIT_TRACKS or core TRACKS on tracks, ys-vision-tools'
     TRACKS on ys_tracks), else the tracks_json text (a connected socket wins over the text, so that its

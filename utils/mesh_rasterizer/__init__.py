@@ -7,6 +7,7 @@ Used by the nodes RasterKit_MeshRasterizer (nodes/mesh.py), RasterKit_UVMaps and
 Modules: raster (torch path and backend choice), raster_cuda (kernels and launch), raster_cpu (numba),
 constants (shared by those three), cameras, maps, shading, bake, custom_rasterizer.
 """
+
 from . import bake, custom_rasterizer, shading
 from .bake import camera_matrices, dilate, uv_maps, view_weights
 from .cameras import (
@@ -31,7 +32,29 @@ def cpu_loops():
     return raster_cpu
 
 
-__all__ = ["STANDARD_VIEWS", "bake", "camera_matrices", "cpu_loops", "custom_rasterizer", "dilate", "edge_partners",
-           "face_colours", "interpolate", "light_direction", "look_at", "look_from", "orbit_cameras", "orthographic",
-           "perspective", "projection_matrix", "rasterize", "rasterize_views", "render_maps", "shading",
-           "turned_rig", "uv_maps", "vertex_normals", "view_weights"]
+__all__ = [
+    "STANDARD_VIEWS",
+    "bake",
+    "camera_matrices",
+    "cpu_loops",
+    "custom_rasterizer",
+    "dilate",
+    "edge_partners",
+    "face_colours",
+    "interpolate",
+    "light_direction",
+    "look_at",
+    "look_from",
+    "orbit_cameras",
+    "orthographic",
+    "perspective",
+    "projection_matrix",
+    "rasterize",
+    "rasterize_views",
+    "render_maps",
+    "shading",
+    "turned_rig",
+    "uv_maps",
+    "vertex_normals",
+    "view_weights",
+]

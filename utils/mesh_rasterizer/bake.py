@@ -9,6 +9,7 @@ the rasterizer samples is a texel centre and its rows are the texture's rows. Vi
 rows down (upright, as MeshRasterizer returns them) of cameras given by view and projection matrices
 (mesh_rasterizer.orbit_cameras, perspective, orthographic; MeshRasterizer's raster output holds them).
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,8 +34,15 @@ def uv_clip(uvs: torch.Tensor, size: int) -> torch.Tensor:
 BAND_TEXELS = 1 << 20
 
 
-def uv_maps(vertices: torch.Tensor, normals: torch.Tensor, uvs: torch.Tensor, faces: torch.Tensor,
-            uv_faces: torch.Tensor, size: int, on_band=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def uv_maps(
+    vertices: torch.Tensor,
+    normals: torch.Tensor,
+    uvs: torch.Tensor,
+    faces: torch.Tensor,
+    uv_faces: torch.Tensor,
+    size: int,
+    on_band=None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The surface in the texture's layout: vertices float [V,3], normals float [V,3] (world space), uvs
     float [V',2], faces int [F,3] (into vertices), uv_faces int [F,3] (into uvs; the same as faces where
     UVs are per vertex), size >= 2 -> position float [S,S,3], normal float [S,S,3] (unit length) and mask
@@ -56,8 +64,9 @@ def uv_maps(vertices: torch.Tensor, normals: torch.Tensor, uvs: torch.Tensor, fa
     for start in range(0, size, rows):
         band = slice(start, min(size, start + rows))
         position[band] = M.interpolate(vertices, findices[band], barycentric[band], faces)
-        normal[band] = torch.nn.functional.normalize(M.interpolate(normals, findices[band], barycentric[band],
-                                                                   faces), dim=-1)
+        normal[band] = torch.nn.functional.normalize(
+            M.interpolate(normals, findices[band], barycentric[band], faces), dim=-1
+        )
         if on_band is not None:
             on_band(band.stop, size)
     return position, normal, findices > 0
@@ -72,8 +81,12 @@ def _tensor(value, name: str) -> torch.Tensor:
 def _points(value, name: str, channels: int, count: int | None = None) -> torch.Tensor:
     """A float32 [N,channels] tensor (N = count where given) of finite values, else a ValueError naming it."""
     value = _tensor(value, name)
-    if value.ndim != 2 or value.shape[1] != channels or (count is not None and len(value) != count) \
-            or not (value.is_floating_point() or integral(value)):
+    if (
+        value.ndim != 2
+        or value.shape[1] != channels
+        or (count is not None and len(value) != count)
+        or not (value.is_floating_point() or integral(value))
+    ):
         expected = f"[{'N' if count is None else count},{channels}]"
         raise ValueError(f"{name}: expected numbers {expected}, got {value.dtype} {tuple(value.shape)}")
     value = value.float()
@@ -105,8 +118,10 @@ def dilate(maps: torch.Tensor, mask: torch.Tensor, pixels: int, on_band=None) ->
     maps = _tensor(maps, "maps")
     mask = _tensor(mask, "mask")
     if maps.ndim != 3 or not maps.is_floating_point() or mask.shape != maps.shape[:2] or mask.dtype != torch.bool:
-        raise ValueError(f"maps, mask: expected float maps [S,S,C] and a bool mask of their size, got "
-                         f"{maps.dtype} {tuple(maps.shape)} and {mask.dtype} {tuple(mask.shape)}")
+        raise ValueError(
+            f"maps, mask: expected float maps [S,S,C] and a bool mask of their size, got "
+            f"{maps.dtype} {tuple(maps.shape)} and {mask.dtype} {tuple(mask.shape)}"
+        )
     if isinstance(pixels, bool) or not isinstance(pixels, int) or pixels < 0:
         raise ValueError(f"pixels: expected a whole number >= 0, got {short(pixels)}")
     height, width = mask.shape
@@ -124,8 +139,9 @@ def dilate(maps: torch.Tensor, mask: torch.Tensor, pixels: int, on_band=None) ->
             neighbours = torch.nn.functional.avg_pool2d(around, 3, 1, 1, count_include_pad=False)[..., inner, :]
             sums = torch.nn.functional.avg_pool2d(sums_of, 3, 1, 1, count_include_pad=False)[..., inner, :]
             grows = (neighbours > 0) & (around[..., inner, :] == 0)
-            grown_values[..., start:stop, :] = torch.where(grows, sums / neighbours.clamp_min(1e-12),
-                                                           sums_of[..., inner, :])
+            grown_values[..., start:stop, :] = torch.where(
+                grows, sums / neighbours.clamp_min(1e-12), sums_of[..., inner, :]
+            )
             grown[..., start:stop, :] = torch.where(grows, 1.0, around[..., inner, :])
             if on_band is not None:
                 on_band(step * len(bands) + number + 1, pixels * len(bands))
@@ -141,8 +157,9 @@ BAKE_CHUNK_TEXEL_VIEWS = 1 << 19
 CHUNK_WORK = 1 << 16
 
 
-def inpaint_mesh(texture: torch.Tensor, seen: torch.Tensor, vertices: torch.Tensor, uvs: torch.Tensor,
-                 faces: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def inpaint_mesh(
+    texture: torch.Tensor, seen: torch.Tensor, vertices: torch.Tensor, uvs: torch.Tensor, faces: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Unseen texels inside the UV islands filled by colour propagation over the mesh (Hunyuan3D-2.1's
     mesh inpainting, utils/mesh_inpaint.py's "smooth" rule: in its order on the CPU with numba, all
     vertices at once elsewhere, which colours the same texels a little differently): texture float
@@ -165,21 +182,31 @@ def inpaint_mesh(texture: torch.Tensor, seen: torch.Tensor, vertices: torch.Tens
     best = torch.full((len(positions),), -1.0, device=texture.device).scatter_reduce(0, corner, share, "amax")
     order = torch.arange(len(share), device=texture.device)
     pick = torch.full((len(positions),), -1, dtype=torch.long, device=texture.device).scatter_reduce(
-        0, corner, torch.where(share == best.index_select(0, corner), order, -1), "amax")
+        0, corner, torch.where(share == best.index_select(0, corner), order, -1), "amax"
+    )
     known = pick >= 0
     colours = texture.reshape(-1, channels).index_select(0, texel.index_select(0, pick.clamp_min(0) // 3))
-    colours, state = propagate(colours, known, ~known.index_select(0, pos_idx.view(-1)), positions, pos_idx,
-                               sequential=True)
+    colours, state = propagate(
+        colours, known, ~known.index_select(0, pos_idx.view(-1)), positions, pos_idx, sequential=True
+    )
     coloured = (state > 0).float().index_select(0, welded)[:, None]
-    values = M.interpolate(torch.cat([colours.index_select(0, welded) * coloured, coloured], -1), findices,
-                           barycentric, faces)
+    values = M.interpolate(
+        torch.cat([colours.index_select(0, welded) * coloured, coloured], -1), findices, barycentric, faces
+    )
     fill = (findices > 0) & ~seen & (values[..., -1] > 1e-6)
     filled = values[..., :channels] / values[..., -1:].clamp_min(1e-6)
     return torch.where(fill[..., None], filled, texture), seen | fill
 
 
-def view_depths(vertices: torch.Tensor, faces: torch.Tensor, view: torch.Tensor, projection: torch.Tensor,
-                width: int, height: int, on_chunk=None) -> tuple[torch.Tensor, torch.Tensor]:
+def view_depths(
+    vertices: torch.Tensor,
+    faces: torch.Tensor,
+    view: torch.Tensor,
+    projection: torch.Tensor,
+    width: int,
+    height: int,
+    on_chunk=None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The depth buffers of N views: vertices float [V,3], faces int [F,3], view float [N,4,4], projection
     float [N,4,4] (or [4,4]) -> distance along each camera's axis float [N,H,W] of the nearest surface
     and covered bool [N,H,W], in the rasterizer's rows (NDC y up). Back faces are kept, so that the
@@ -202,10 +229,21 @@ def view_depths(vertices: torch.Tensor, faces: torch.Tensor, view: torch.Tensor,
     return depth, covered
 
 
-def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, vertices: torch.Tensor,
-         faces: torch.Tensor, position: torch.Tensor, normal: torch.Tensor, mask: torch.Tensor,
-         weights: torch.Tensor | None = None, exponent: float = 4.0, depth_tolerance: float = 0.01,
-         chunk_texel_views: int = BAKE_CHUNK_TEXEL_VIEWS, on_chunk=None) -> tuple[torch.Tensor, torch.Tensor]:
+def bake(
+    images: torch.Tensor,
+    view: torch.Tensor,
+    projection: torch.Tensor,
+    vertices: torch.Tensor,
+    faces: torch.Tensor,
+    position: torch.Tensor,
+    normal: torch.Tensor,
+    mask: torch.Tensor,
+    weights: torch.Tensor | None = None,
+    exponent: float = 4.0,
+    depth_tolerance: float = 0.01,
+    chunk_texel_views: int = BAKE_CHUNK_TEXEL_VIEWS,
+    on_chunk=None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Views blended into a texture: images float [N,H,W,C] (rows down), view float [N,4,4], projection
     float [N,4,4] (or [4,4]), vertices float [V,3], faces int [F,3] (the occluders), position, normal
     float [S,S,3] and mask bool [S,S] (uv_maps), weights float [N] (finite, >= 0; None: 1 each) ->
@@ -229,10 +267,17 @@ def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, ver
     faces = _faces(faces, "faces", len(vertices))
     position, normal = _tensor(position, "position"), _tensor(normal, "normal")
     mask = _tensor(mask, "mask")
-    if position.ndim != 3 or position.shape[2] != 3 or position.shape != normal.shape \
-            or mask.shape != position.shape[:2] or mask.dtype != torch.bool:
-        raise ValueError(f"position, normal, mask: expected uv_maps' float [S,S,3], [S,S,3] and bool [S,S], got "
-                         f"{tuple(position.shape)}, {tuple(normal.shape)} and {mask.dtype} {tuple(mask.shape)}")
+    if (
+        position.ndim != 3
+        or position.shape[2] != 3
+        or position.shape != normal.shape
+        or mask.shape != position.shape[:2]
+        or mask.dtype != torch.bool
+    ):
+        raise ValueError(
+            f"position, normal, mask: expected uv_maps' float [S,S,3], [S,S,3] and bool [S,S], got "
+            f"{tuple(position.shape)}, {tuple(normal.shape)} and {mask.dtype} {tuple(mask.shape)}"
+        )
     weights = view_weights(weights, count, images.device)
     size = position.shape[0]
     rows = max(1, chunk_texel_views // (count * position.shape[1]))
@@ -249,9 +294,19 @@ def bake(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, ver
     textures, totals = [], []
     for number, start in enumerate(range(0, size, rows)):
         stop = min(size, start + rows)
-        texture, total = blend_views(images, view, projection, depth, covered,
-                                     position[start:stop], normal[start:stop], mask[start:stop], weights,
-                                     exponent, tolerance)
+        texture, total = blend_views(
+            images,
+            view,
+            projection,
+            depth,
+            covered,
+            position[start:stop],
+            normal[start:stop],
+            mask[start:stop],
+            weights,
+            exponent,
+            tolerance,
+        )
         textures.append(texture)
         totals.append(total)
         if on_chunk is not None:
@@ -268,8 +323,10 @@ def camera_matrices(value, name: str, count: int | None = None) -> torch.Tensor:
     else:
         shape_ok = value.shape in ((4, 4), (count, 4, 4))
     if not shape_ok or not (value.is_floating_point() or integral(value)):
-        raise ValueError(f"{name}: expected camera matrices [{'N' if count is None else count},4,4]"
-                         f"{'' if count is None else ' or [4,4]'}, got {value.dtype} {tuple(value.shape)}")
+        raise ValueError(
+            f"{name}: expected camera matrices [{'N' if count is None else count},4,4]"
+            f"{'' if count is None else ' or [4,4]'}, got {value.dtype} {tuple(value.shape)}"
+        )
     value = value.float()
     if not bool(torch.isfinite(value).all()):
         raise ValueError(f"{name}: the camera matrices contain NaN or infinite values; finite numbers are accepted")
@@ -290,15 +347,25 @@ def view_weights(weights, count: int, device: torch.device) -> torch.Tensor:
     bad = ~(torch.isfinite(weights) & (weights >= 0))
     if bool(bad.any()):
         index = int(bad.nonzero()[0, 0])
-        raise ValueError(f"view_weights: view {index} has weight {float(weights[index])}; weights are finite "
-                         f"numbers >= 0")
+        raise ValueError(
+            f"view_weights: view {index} has weight {float(weights[index])}; weights are finite numbers >= 0"
+        )
     return weights
 
 
-def blend_views(images: torch.Tensor, view: torch.Tensor, projection: torch.Tensor, depth: torch.Tensor,
-                covered: torch.Tensor, position: torch.Tensor, normal: torch.Tensor, mask: torch.Tensor,
-                weights: torch.Tensor, exponent: float, tolerance: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def blend_views(
+    images: torch.Tensor,
+    view: torch.Tensor,
+    projection: torch.Tensor,
+    depth: torch.Tensor,
+    covered: torch.Tensor,
+    position: torch.Tensor,
+    normal: torch.Tensor,
+    mask: torch.Tensor,
+    weights: torch.Tensor,
+    exponent: float,
+    tolerance: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """bake() on texels position, normal float [R,S,3] and mask bool [R,S] (any rows of the texture), with
     projection float [N,4,4], depth float [N,H,W] and covered bool [N,H,W] (view_depths), weights float [N]
     and tolerance (scene units) -> texture float [R,S,C] and weight float [R,S]."""
@@ -314,22 +381,27 @@ def blend_views(images: torch.Tensor, view: torch.Tensor, projection: torch.Tens
     screen_y = (ndc[..., 1] * 0.5 + 0.5) * (height - 1) + 0.5
     column, row = screen_x.floor().long(), screen_y.floor().long()
     inside = (w > 0) & (column >= 0) & (column < width) & (row >= 0) & (row < height) & mask
-    pixel = (torch.arange(count, device=device).view(-1, 1, 1) * height + row.clamp(0, height - 1)) * width \
-        + column.clamp(0, width - 1)
+    pixel = (
+        torch.arange(count, device=device).view(-1, 1, 1) * height + row.clamp(0, height - 1)
+    ) * width + column.clamp(0, width - 1)
     near = (depth.reshape(-1)[pixel] - (-camera[..., 2])).abs() <= tolerance
     # the direction to the camera in view space: towards the eye (perspective: w depends on the point)
     # or along +z (orthographic)
     orthographic = (projection[:, 3, :3].abs().sum(-1) == 0).view(-1, 1, 1, 1)
-    towards = torch.where(orthographic, torch.tensor([0.0, 0.0, 1.0], device=device),
-                          torch.nn.functional.normalize(-camera[..., :3], dim=-1))
+    towards = torch.where(
+        orthographic,
+        torch.tensor([0.0, 0.0, 1.0], device=device),
+        torch.nn.functional.normalize(-camera[..., :3], dim=-1),
+    )
     view_normal = torch.einsum("bij,hwj->bhwi", view[:, :3, :3], normal)
     cosine = (view_normal * towards).sum(-1).clamp_min(0)
     seen = inside & near & covered.reshape(-1)[pixel]
-    weight = torch.where(seen, weights.view(-1, 1, 1) * cosine ** exponent, 0.0)  # [N,R,S]
+    weight = torch.where(seen, weights.view(-1, 1, 1) * cosine**exponent, 0.0)  # [N,R,S]
     # grid_sample's coordinates: -1 and 1 are the images' outer edges; images' rows run down
     grid = torch.stack([screen_x / width * 2 - 1, 1 - screen_y / height * 2], -1)
-    samples = torch.nn.functional.grid_sample(images.permute(0, 3, 1, 2), grid, mode="bilinear",
-                                              padding_mode="border", align_corners=False)  # [N,C,R,S]
+    samples = torch.nn.functional.grid_sample(
+        images.permute(0, 3, 1, 2), grid, mode="bilinear", padding_mode="border", align_corners=False
+    )  # [N,C,R,S]
     total = weight.sum(0)
     texture = torch.einsum("bhw,bchw->hwc", weight, samples) / total.clamp_min(1e-12)[..., None]
     return texture, total

@@ -3,6 +3,7 @@ cameras on a sphere around the origin, the six texture-baking views, a camera at
 target) and projections [4,4] (perspective, orthographic), with the near and far planes the Mesh
 Rasterizer node uses.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,14 +28,26 @@ def look_at(eye: torch.Tensor, target: torch.Tensor, up: torch.Tensor) -> torch.
 def perspective(fov_degrees: float, aspect: float, near: float, far: float) -> torch.Tensor:
     """OpenGL perspective projection [4,4]; fov is vertical."""
     f = 1.0 / math.tan(math.radians(fov_degrees) / 2)
-    return torch.tensor([[f / aspect, 0, 0, 0], [0, f, 0, 0],
-                         [0, 0, (far + near) / (near - far), 2 * far * near / (near - far)], [0, 0, -1, 0]])
+    return torch.tensor(
+        [
+            [f / aspect, 0, 0, 0],
+            [0, f, 0, 0],
+            [0, 0, (far + near) / (near - far), 2 * far * near / (near - far)],
+            [0, 0, -1, 0],
+        ]
+    )
 
 
 def orthographic(half_height: float, aspect: float, near: float, far: float) -> torch.Tensor:
     """OpenGL orthographic projection [4,4] of a view half_height tall (in world units)."""
-    return torch.tensor([[1 / (half_height * aspect), 0, 0, 0], [0, 1 / half_height, 0, 0],
-                         [0, 0, -2 / (far - near), -(far + near) / (far - near)], [0, 0, 0, 1]])
+    return torch.tensor(
+        [
+            [1 / (half_height * aspect), 0, 0, 0],
+            [0, 1 / half_height, 0, 0],
+            [0, 0, -2 / (far - near), -(far + near) / (far - near)],
+            [0, 0, 0, 1],
+        ]
+    )
 
 
 def orbit_cameras(azimuths, elevations, distance: float) -> torch.Tensor:
@@ -42,11 +55,23 @@ def orbit_cameras(azimuths, elevations, distance: float) -> torch.Tensor:
     from +z, 90 from +x; elevation 90 from above (+y)."""
     azimuth = torch.tensor(azimuths, dtype=torch.float32).deg2rad()
     elevation = torch.tensor(elevations, dtype=torch.float32).deg2rad()
-    eye = torch.stack([torch.cos(elevation) * torch.sin(azimuth), torch.sin(elevation),
-                       torch.cos(elevation) * torch.cos(azimuth)], -1) * distance
+    eye = (
+        torch.stack(
+            [
+                torch.cos(elevation) * torch.sin(azimuth),
+                torch.sin(elevation),
+                torch.cos(elevation) * torch.cos(azimuth),
+            ],
+            -1,
+        )
+        * distance
+    )
     # looking straight up or down, "up" is the -z/+z axis instead of +y
-    up = torch.where((elevation.abs() > math.radians(89.9))[:, None], torch.tensor([0.0, 0.0, -1.0]) *
-                     torch.sign(elevation)[:, None], torch.tensor([0.0, 1.0, 0.0]))
+    up = torch.where(
+        (elevation.abs() > math.radians(89.9))[:, None],
+        torch.tensor([0.0, 0.0, -1.0]) * torch.sign(elevation)[:, None],
+        torch.tensor([0.0, 1.0, 0.0]),
+    )
     return look_at(eye, torch.zeros_like(eye), up)
 
 
@@ -65,13 +90,17 @@ def look_from(position: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     core Load3D's camera_info)."""
     forward = (target - position) / float((position - target).norm())
     # looking straight up or down, "up" is the -z/+z axis instead of +y (as orbit_cameras)
-    up = torch.tensor([0.0, 0.0, float(forward[1] > 0) * 2 - 1]) if abs(float(forward[1])) > 0.9999 else \
-        torch.tensor([0.0, 1.0, 0.0])
+    up = (
+        torch.tensor([0.0, 0.0, float(forward[1] > 0) * 2 - 1])
+        if abs(float(forward[1])) > 0.9999
+        else torch.tensor([0.0, 1.0, 0.0])
+    )
     return look_at(position[None], target[None], up[None])
 
 
-def projection_matrix(kind: str, fov: float, distance: float, aspect: float, zoom: float = 1.0,
-                      ortho_scale: float = 0.0) -> torch.Tensor:
+def projection_matrix(
+    kind: str, fov: float, distance: float, aspect: float, zoom: float = 1.0, ortho_scale: float = 0.0
+) -> torch.Tensor:
     """The projection [4,4] of a camera `distance` from the mesh centre: "perspective" with vertical fov
     (degrees) narrowed by zoom, else orthographic, ortho_scale tall (0: the height a perspective view of
     this fov shows at the centre) divided by zoom; near and far planes 10 units around the centre."""
@@ -79,6 +108,5 @@ def projection_matrix(kind: str, fov: float, distance: float, aspect: float, zoo
     if kind == "perspective":
         shown = fov if zoom == 1 else 2 * math.degrees(math.atan(math.tan(math.radians(fov) / 2) / zoom))
         return perspective(shown, aspect, near, far)
-    half_height = ortho_scale / 2 if ortho_scale > 0 else \
-        distance * torch.tan(torch.tensor(fov).deg2rad() / 2).item()
+    half_height = ortho_scale / 2 if ortho_scale > 0 else distance * torch.tan(torch.tensor(fov).deg2rad() / 2).item()
     return orthographic(half_height / zoom, aspect, near, far)

@@ -15,6 +15,7 @@ for minutes); fragments of depth >= 8192 (NDC z >= ~16383) are drawn at the satu
 depth, as the kernel's CUDA build draws them, where its x86-64 CPU build's float-to-int conversion
 overflows and drops them.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,13 @@ import torch
 from . import raster as mesh_rasterizer
 
 
-def rasterize(pos: torch.Tensor, tri: torch.Tensor, resolution, clamp_depth: torch.Tensor = torch.zeros(0),
-              use_depth_prior: int = 0):
+def rasterize(
+    pos: torch.Tensor,
+    tri: torch.Tensor,
+    resolution,
+    clamp_depth: torch.Tensor = torch.zeros(0),  # noqa: B008  (Hunyuan3D-2's signature, exactly)
+    use_depth_prior: int = 0,
+):
     """pos float [1,N,4] clip-space vertices (of [B,N,4], pos[0], as Hunyuan3D-2's wrapper takes it; [N,4]
     too; any float dtype, in an autograd graph or not), tri int [M,3] (any integer dtype), resolution
     (H, W); clamp_depth float with H x W values ([H,W]), the NDC depth prior, read only when
@@ -35,8 +41,10 @@ def rasterize(pos: torch.Tensor, tri: torch.Tensor, resolution, clamp_depth: tor
     if use_depth_prior:
         if not isinstance(clamp_depth, torch.Tensor) or clamp_depth.numel() != height * width:
             got = f"shape {tuple(clamp_depth.shape)}" if isinstance(clamp_depth, torch.Tensor) else clamp_depth
-            raise ValueError(f"clamp_depth: with use_depth_prior=1 it must hold H x W = {height} x {width} values "
-                             f"([H,W], the NDC depth of each pixel), got {got}")
+            raise ValueError(
+                f"clamp_depth: with use_depth_prior=1 it must hold H x W = {height} x {width} values "
+                f"([H,W], the NDC depth of each pixel), got {got}"
+            )
         prior = clamp_depth
     return mesh_rasterizer.rasterize(pos, tri, width, height, prior, use_depth_prior=int(use_depth_prior))
 

@@ -27,6 +27,7 @@ them 255 in the mask (the caller inpaints between those texels, e.g. with cv2.in
 [V,C], state uint8 [V]: 1 seen, 2 coloured by the sweeps, 0 neither). UVs outside [0, 1] read the
 nearest texel (the extension reads outside its buffer).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,12 +64,19 @@ def _last_per(target: torch.Tensor, size: int, valid: torch.Tensor) -> torch.Ten
     """For each of size slots, the last index i (in order) with valid[i] and target[i] == slot, else -1."""
     order = torch.arange(target.numel(), device=target.device)
     return torch.full((size,), -1, dtype=torch.long, device=target.device).scatter_reduce(
-        0, target, torch.where(valid, order, -1), "amax")
+        0, target, torch.where(valid, order, -1), "amax"
+    )
 
 
-def vertex_colors(texture: torch.Tensor, known: torch.Tensor, corner_texel: torch.Tensor, vtx_pos: torch.Tensor,
-                  pos_idx: torch.Tensor, method: str = "smooth", sequential: bool = False
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def vertex_colors(
+    texture: torch.Tensor,
+    known: torch.Tensor,
+    corner_texel: torch.Tensor,
+    vtx_pos: torch.Tensor,
+    pos_idx: torch.Tensor,
+    method: str = "smooth",
+    sequential: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Colours propagated over the mesh: texture float [H,W,C], known bool [H,W], corner_texel int64
     [F*3] (corner_texels), vtx_pos float [V,3], pos_idx int64 [F,3] -> colours float [V,C] and state
     uint8 [V] (SEEN, FILLED or 0), by the module docstring's rule for `method` (propagate)."""
@@ -82,9 +90,15 @@ def vertex_colors(texture: torch.Tensor, known: torch.Tensor, corner_texel: torc
     return propagate(colours, seen, ~corner_known, vtx_pos, pos_idx, method, sequential)
 
 
-def propagate(colours: torch.Tensor, seen: torch.Tensor, listed: torch.Tensor, vtx_pos: torch.Tensor,
-              pos_idx: torch.Tensor, method: str = "smooth", sequential: bool = False
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+def propagate(
+    colours: torch.Tensor,
+    seen: torch.Tensor,
+    listed: torch.Tensor,
+    vtx_pos: torch.Tensor,
+    pos_idx: torch.Tensor,
+    method: str = "smooth",
+    sequential: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """colours float [V,C] of the seen bool [V] vertices spread to the others over the mesh vtx_pos float
     [V,3], pos_idx int64 [F,3]; listed bool [F*3]: the corners whose vertex "smooth" updates (once per
     corner) -> colours float [V,C] and state uint8 [V] (SEEN, FILLED or 0). sequential: in the
@@ -104,8 +118,9 @@ def propagate(colours: torch.Tensor, seen: torch.Tensor, listed: torch.Tensor, v
         start = torch.zeros(count + 1, dtype=torch.long).index_add_(0, source + 1, torch.ones_like(source)).cumsum(0)
         first = (corners[listed] if method == "smooth" else seen.nonzero().squeeze(1)).numpy()
         loop = mesh_inpaint_cpu.smooth if method == "smooth" else mesh_inpaint_cpu.forward
-        result = loop(first, start.numpy(), target[order].numpy(), weight[order].numpy(), colours.numpy(),
-                      state.numpy())
+        result = loop(
+            first, start.numpy(), target[order].numpy(), weight[order].numpy(), colours.numpy(), state.numpy()
+        )
         if result is not None:
             return torch.from_numpy(result[0]), torch.from_numpy(result[1])
     if method == "forward":
@@ -115,7 +130,8 @@ def propagate(colours: torch.Tensor, seen: torch.Tensor, listed: torch.Tensor, v
             w = torch.where(edge, weight, 0.0)
             total = torch.zeros(count, device=device).index_add(0, target, w)
             sums = torch.zeros(count, channels, device=device).index_add(
-                0, target, w[:, None] * colours.index_select(0, source))
+                0, target, w[:, None] * colours.index_select(0, source)
+            )
             active = total > 0
             colours = torch.where(active[:, None], sums / total.clamp_min(1e-30)[:, None], colours)
             coloured = coloured | active
@@ -129,7 +145,8 @@ def propagate(colours: torch.Tensor, seen: torch.Tensor, listed: torch.Tensor, v
         w = torch.where(coloured.index_select(0, target), weight, 0.0)
         total = torch.zeros(count, device=device).index_add(0, source, w)
         sums = torch.zeros(count, channels, device=device).index_add(
-            0, source, w[:, None] * colours.index_select(0, target))
+            0, source, w[:, None] * colours.index_select(0, target)
+        )
         update = pending & (total > 0)
         colours = torch.where(update[:, None], sums / total.clamp_min(1e-30)[:, None], colours)
         coloured = coloured | update
@@ -141,8 +158,11 @@ def propagate(colours: torch.Tensor, seen: torch.Tensor, listed: torch.Tensor, v
 
 
 def _inputs(texture, mask, vtx_pos, vtx_uv, pos_idx, uv_idx):
-    texture = torch.as_tensor(np.asarray(texture, dtype=np.float32) if not isinstance(texture, torch.Tensor)
-                              else texture).detach().float()
+    texture = (
+        torch.as_tensor(np.asarray(texture, dtype=np.float32) if not isinstance(texture, torch.Tensor) else texture)
+        .detach()
+        .float()
+    )
     if texture.ndim != 3:
         raise ValueError(f"texture: expected float [H,W,C], got shape {tuple(texture.shape)}")
     mask = torch.as_tensor(np.asarray(mask) if not isinstance(mask, torch.Tensor) else mask).detach()

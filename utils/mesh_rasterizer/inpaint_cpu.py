@@ -3,6 +3,7 @@
 "forward" walks its queue, adding up in its order, so that the stand-in gives its colours (up to
 float32 rounding of the weights, which it computes in double).
 Compiled on first use and cached beside this file."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,7 +61,7 @@ def _forward(seen, start, neighbour, weight, colours, state):
     total = np.zeros(count, np.float32)  # minus the extension's vtx_mask while a vertex is pending
     active = np.empty(count, np.int64)
     pending = np.empty(count, np.int64)
-    active[:seen.shape[0]] = seen
+    active[: seen.shape[0]] = seen
     active_count = seen.shape[0]
     while active_count > 0:
         pending_count = 0

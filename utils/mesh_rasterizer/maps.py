@@ -2,6 +2,7 @@
 maps, the rasterizer's findices and barycentrics, and a render (Lambert, flat, matcap, vertex colours or
 texture; anti-aliased at silhouettes on request), all in one pass per chunk of views.
 """
+
 from __future__ import annotations
 
 import torch
@@ -13,8 +14,21 @@ AMBIENT = 0.2  # Lambert shading's light where the surface faces away from the l
 GOLDEN_RATIO_16 = 40503  # 0.6180339887 * 65536
 
 
-def render_maps(clip, view, vertices, faces, vertex_normals, width, height, cull_back_faces, normal_space,
-                depth_mode, shade, light, partners):
+def render_maps(
+    clip,
+    view,
+    vertices,
+    faces,
+    vertex_normals,
+    width,
+    height,
+    cull_back_faces,
+    normal_space,
+    depth_mode,
+    shade,
+    light,
+    partners,
+):
     """The maps of B views on clip's device: normal, depth, position [B,H,W,3], mask [B,H,W], face colours
     [B,H,W,3], findices int32 [B,H,W], barycentric [B,H,W,3], render [B,H,W,3], render alpha [B,H,W]. clip
     float [B,V,4] (clip-space vertices per view), view float [B,4,4], vertices float [V,3], faces int64
@@ -45,8 +59,17 @@ def render_maps(clip, view, vertices, faces, vertex_normals, width, height, cull
     rgba = torch.cat([colour, covered.float()], -1)
     if partners is not None:
         rgba = antialias(rgba, findices, screen_corners(clip, faces, width, height), partners)
-    return (normal_map, depth[..., None].expand(-1, -1, -1, 3).contiguous(), position_map, mask.float(),
-            face_colours(findices), findices, barycentric, rgba[..., :3].contiguous(), rgba[..., 3].contiguous())
+    return (
+        normal_map,
+        depth[..., None].expand(-1, -1, -1, 3).contiguous(),
+        position_map,
+        mask.float(),
+        face_colours(findices),
+        findices,
+        barycentric,
+        rgba[..., :3].contiguous(),
+        rgba[..., 3].contiguous(),
+    )
 
 
 def _shade(shade, light, view_normals, covered, findices, barycentric, faces):

@@ -25,15 +25,25 @@ texture's 'linear-mipmap-linear' and 'linear-mipmap-nearest' sample the base lev
 prefiltering: minified textures alias), and the 'cube' boundary mode is not supported. antialias is an
 approximation of nvdiffrast's: see its docstring. DepthPeeler is not provided.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import torch
 
 from .raster import rasterize_views
 
-__all__ = ["RasterizeCudaContext", "RasterizeGLContext", "get_log_level", "set_log_level", "rasterize", "interpolate",
-           "texture", "texture_construct_mip", "antialias", "antialias_construct_topology_hash"]
+__all__ = [
+    "RasterizeCudaContext",
+    "RasterizeGLContext",
+    "get_log_level",
+    "set_log_level",
+    "rasterize",
+    "interpolate",
+    "texture",
+    "texture_construct_mip",
+    "antialias",
+    "antialias_construct_topology_hash",
+]
 FILTER_MODES = ("auto", "nearest", "linear", "linear-mipmap-nearest", "linear-mipmap-linear")
 BOUNDARY_MODES = ("wrap", "clamp", "zero")
 _log_level = 1
@@ -103,8 +113,9 @@ def _barycentrics(corners: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
     return b, db_dx, db_dy
 
 
-def rasterize(glctx, pos: torch.Tensor, tri: torch.Tensor, resolution, ranges: torch.Tensor | None = None,
-              grad_db: bool = True):
+def rasterize(
+    glctx, pos: torch.Tensor, tri: torch.Tensor, resolution, ranges: torch.Tensor | None = None, grad_db: bool = True
+):
     """nvdiffrast.torch.rasterize: pos float [minibatch,V,4] (instanced mode) or [V,4] with ranges int
     [minibatch,2] (range mode: first triangle and count per minibatch index), tri int [M,3], resolution
     (height, width). Returns rast float32 [minibatch,H,W,4] = (u, v, z/w, triangle_id + 1), 0 where no
@@ -127,8 +138,10 @@ def rasterize(glctx, pos: torch.Tensor, tri: torch.Tensor, resolution, ranges: t
     engine_faces = faces
     if pos.ndim == 2:
         if not isinstance(ranges, torch.Tensor) or ranges.ndim != 2 or ranges.shape[-1] != 2:
-            raise ValueError(f"ranges: range mode (pos [V,4]) needs ranges int [minibatch,2] = (first triangle, "
-                             f"count), got {_shape(ranges)}")
+            raise ValueError(
+                f"ranges: range mode (pos [V,4]) needs ranges int [minibatch,2] = (first triangle, "
+                f"count), got {_shape(ranges)}"
+            )
         if faces.numel() and not 0 <= int(faces.min()) <= int(faces.max()) < pos.shape[0]:
             raise ValueError(f"tri: vertex indices must lie in 0..{pos.shape[0] - 1}")
         # each minibatch index gets the triangles' own corners, NaN (not drawn) outside its range
@@ -159,8 +172,18 @@ def rasterize(glctx, pos: torch.Tensor, tri: torch.Tensor, resolution, ranges: t
     pixels = views * height * width
     values = torch.stack([b[:, 0], b[:, 1], depth, (face + 1).float()], -1) * keep[:, None]
     rast = torch.zeros(pixels, 4, device=device).index_put((covered,), values)
-    derivative = torch.stack([db_dx[:, 0] * (2.0 / width), db_dy[:, 0] * (2.0 / height),
-                              db_dx[:, 1] * (2.0 / width), db_dy[:, 1] * (2.0 / height)], -1) * keep[:, None]
+    derivative = (
+        torch.stack(
+            [
+                db_dx[:, 0] * (2.0 / width),
+                db_dy[:, 0] * (2.0 / height),
+                db_dx[:, 1] * (2.0 / width),
+                db_dy[:, 1] * (2.0 / height),
+            ],
+            -1,
+        )
+        * keep[:, None]
+    )
     if not grad_db:
         derivative = derivative.detach()
     rast_db = torch.zeros(pixels, 4, device=device).index_put((covered,), derivative)
@@ -175,8 +198,9 @@ def _covered(rast: torch.Tensor):
     return covered, covered // (height * width), ids.index_select(0, covered).long() - 1
 
 
-def interpolate(attr: torch.Tensor, rast: torch.Tensor, tri: torch.Tensor, rast_db: torch.Tensor | None = None,
-                diff_attrs=None):
+def interpolate(
+    attr: torch.Tensor, rast: torch.Tensor, tri: torch.Tensor, rast_db: torch.Tensor | None = None, diff_attrs=None
+):
     """nvdiffrast.torch.interpolate: attr float [V,A] (range mode) or [minibatch or 1,V,A] (instanced
     mode), rast [minibatch,H,W,4] (rasterize's), tri int [M,3]; with rast_db [minibatch,H,W,4] and
     diff_attrs (a list of attribute indices, or 'all'), also the attributes' image-space derivatives.
@@ -230,9 +254,16 @@ def _texel_index(index: torch.Tensor, size: int, boundary_mode: str) -> tuple[to
     return index.clamp(0, size - 1), inside if boundary_mode == "zero" else torch.ones_like(inside)
 
 
-def texture(tex: torch.Tensor, uv: torch.Tensor, uv_da: torch.Tensor | None = None,
-            mip_level_bias: torch.Tensor | None = None, mip=None, filter_mode: str = "auto",
-            boundary_mode: str = "wrap", max_mip_level: int | None = None) -> torch.Tensor:
+def texture(
+    tex: torch.Tensor,
+    uv: torch.Tensor,
+    uv_da: torch.Tensor | None = None,
+    mip_level_bias: torch.Tensor | None = None,
+    mip=None,
+    filter_mode: str = "auto",
+    boundary_mode: str = "wrap",
+    max_mip_level: int | None = None,
+) -> torch.Tensor:
     """nvdiffrast.torch.texture for 2D textures: tex float [minibatch or 1,TH,TW,C], uv float
     [minibatch,H,W,2] (s across the width, t down the rows of tex: texel (row r, column c) has its centre
     at ((c + 0.5) / TW, (r + 0.5) / TH)) -> float [minibatch,H,W,C]. filter_mode 'nearest' or 'linear'
@@ -242,8 +273,10 @@ def texture(tex: torch.Tensor, uv: torch.Tensor, uv_da: torch.Tensor | None = No
     if filter_mode not in FILTER_MODES:
         raise ValueError(f"filter_mode: expected one of {', '.join(FILTER_MODES)}, got {filter_mode!r}")
     if boundary_mode not in BOUNDARY_MODES:
-        raise ValueError(f"boundary_mode: expected one of {', '.join(BOUNDARY_MODES)} (cube maps are not "
-                         f"supported by RasterKit's nvdiffrast stand-in), got {boundary_mode!r}")
+        raise ValueError(
+            f"boundary_mode: expected one of {', '.join(BOUNDARY_MODES)} (cube maps are not "
+            f"supported by RasterKit's nvdiffrast stand-in), got {boundary_mode!r}"
+        )
     if not isinstance(tex, torch.Tensor) or tex.ndim != 4 or not tex.is_floating_point():
         raise ValueError(f"tex: expected a float 2D texture [minibatch,TH,TW,C], got {_shape(tex)}")
     if not isinstance(uv, torch.Tensor) or uv.ndim != 4 or uv.shape[-1] != 2 or not uv.is_floating_point():
@@ -311,12 +344,19 @@ def _edge_values(screen: torch.Tensor, point: torch.Tensor) -> torch.Tensor:
     """Signed screen-space barycentric numerators [P,3] of points [P,2] in triangles screen [P,3,2]:
     value j vanishes on the edge opposite corner j and has the triangle's orientation inside."""
     a, b = screen.roll(-1, 1), screen.roll(-2, 1)
-    return (a[..., 0] - point[:, None, 0]) * (b[..., 1] - point[:, None, 1]) \
-        - (b[..., 0] - point[:, None, 0]) * (a[..., 1] - point[:, None, 1])
+    return (a[..., 0] - point[:, None, 0]) * (b[..., 1] - point[:, None, 1]) - (b[..., 0] - point[:, None, 0]) * (
+        a[..., 1] - point[:, None, 1]
+    )
 
 
-def antialias(color: torch.Tensor, rast: torch.Tensor, pos: torch.Tensor, tri: torch.Tensor,
-              topology_hash: torch.Tensor | None = None, pos_gradient_boost: float = 1.0) -> torch.Tensor:
+def antialias(
+    color: torch.Tensor,
+    rast: torch.Tensor,
+    pos: torch.Tensor,
+    tri: torch.Tensor,
+    topology_hash: torch.Tensor | None = None,
+    pos_gradient_boost: float = 1.0,
+) -> torch.Tensor:
     """nvdiffrast.torch.antialias, approximated: color float [minibatch,H,W,C], rast (rasterize's), pos
     and tri (rasterize's) -> float [minibatch,H,W,C]. For each pair of horizontally or vertically
     adjacent pixels showing different triangles (or one the background), the nearer one's triangle (by
@@ -327,8 +367,9 @@ def antialias(color: torch.Tensor, rast: torch.Tensor, pos: torch.Tensor, tri: t
     corner at w <= 0 are left as they are. Gradients reach color and, through t, pos (scaled by
     pos_gradient_boost), as nvdiffrast's do; their values are this approximation's, not nvdiffrast's."""
     if not isinstance(color, torch.Tensor) or color.ndim != 4 or color.shape[:3] != rast.shape[:3]:
-        raise ValueError(f"color: expected [minibatch,H,W,C] matching rast {tuple(rast.shape[:3])}, "
-                         f"got {_shape(color)}")
+        raise ValueError(
+            f"color: expected [minibatch,H,W,C] matching rast {tuple(rast.shape[:3])}, got {_shape(color)}"
+        )
     faces = tri.to(color.device, torch.long)
     neighbours = antialias_construct_topology_hash(faces) if topology_hash is None else topology_hash.long()
     views, height, width, channels = color.shape

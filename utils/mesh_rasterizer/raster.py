@@ -20,7 +20,8 @@ kernel's float-to-int conversion does on a GPU. The nearest fragment wins, ties 
 index; findices holds face index + 1 (0: background); barycentrics are perspective-correct:
 b_i = (s_i / w_i) / sum_j (s_j / w_j), each step in float32 as the kernel takes it. Triangles with a
 corner at w <= 0 (behind the eye), or of zero or non-finite area, or with a NaN or infinite corner,
-are not drawn (the kernel skips the last kind too, and draws the first kind mirrored through the eye). (This is the arithmetic of the kernel's source, bit for bit
+are not drawn (the kernel skips the last kind too, and draws the first kind mirrored through the eye).
+(This is the arithmetic of the kernel's source, bit for bit
 equal to its x86-64 CPU build: bench/verify_custom_rasterizer.py; its nvcc build, or a g++ build that
 fuses multiply-adds, moves the last bits.)
 
@@ -35,6 +36,7 @@ thread per (triangle, 8x8 block), and the resolve, each in launches of bounded s
 LAUNCH_PIXELS). Grids are 1-D (gridDim.y and z stay 1); every index is int64 but the keys' triangle
 field, which bounds views x faces below 2^31 (checked).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -66,8 +68,15 @@ def _alpha(beta: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
     return (FIXED - fixed).float() * (1.0 / FIXED)
 
 
-def rasterize(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch.Tensor | None = None,
-              occlusion_truncation: float = 1e-6, use_depth_prior: int = 0):
+def rasterize(
+    V: torch.Tensor,
+    F: torch.Tensor,
+    width: int,
+    height: int,
+    D: torch.Tensor | None = None,
+    occlusion_truncation: float = 1e-6,
+    use_depth_prior: int = 0,
+):
     """Hunyuan3D-2's custom_rasterizer.rasterize with its kernel's behaviour (custom_rasterizer.py has
     its exact signature): V float [N,4] clip space, or [B,N,4] of which V[0] is drawn (as its wrapper
     takes pos[0]); F int [M,3]; D float [H,W] (NDC depth prior, used when use_depth_prior): fragments
@@ -112,13 +121,17 @@ def _checked(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch
     if face_count and not vertex_count:
         raise ValueError(f"F: {face_count} triangles, but V has no vertices for their indices")
     if views * face_count >= ID_BASE:  # the keys' triangle field; findices (int32) holds less than that too
-        raise ValueError(f"F: {face_count} triangles x {views} views = {views * face_count} exceeds "
-                         f"{ID_BASE - 1}, the most one call draws: pass fewer views at once")
+        raise ValueError(
+            f"F: {face_count} triangles x {views} views = {views * face_count} exceeds "
+            f"{ID_BASE - 1}, the most one call draws: pass fewer views at once"
+        )
     prior = None
     if D is not None:
         if not isinstance(D, torch.Tensor) or D.numel() != views * height * width:
-            raise ValueError(f"D: the depth prior must hold views x height x width = {views} x {height} x {width} "
-                             f"values ([B,H,W]), got {_shape(D)}")
+            raise ValueError(
+                f"D: the depth prior must hold views x height x width = {views} x {height} x {width} "
+                f"values ([B,H,W]), got {_shape(D)}"
+            )
         if not D.is_floating_point():
             raise ValueError(f"D: the depth prior must be float, got {D.dtype}")
         prior = D.detach().to(V.device, torch.float32).reshape(-1).contiguous()
@@ -126,8 +139,16 @@ def _checked(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch
     return V, F.detach().to(V.device, torch.long).contiguous(), prior, width, height
 
 
-def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch.Tensor | None = None,
-                    occlusion_truncation: float = 1e-6, cull_back_faces: bool = False, clip_near: bool = True):
+def rasterize_views(
+    V: torch.Tensor,
+    F: torch.Tensor,
+    width: int,
+    height: int,
+    D: torch.Tensor | None = None,
+    occlusion_truncation: float = 1e-6,
+    cull_back_faces: bool = False,
+    clip_near: bool = True,
+):
     """rasterize for B views at once: V float [B,N,4] (any float dtype), F int [M,3] (any integer
     dtype), D float [B,H,W] or None.
 
@@ -147,13 +168,16 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
     if prior is not None:
         prior = prior * 0.49999 + 0.5 + occlusion_truncation
     if not (views and face_count and width and height):  # nothing to draw (faces unchecked, as they index nothing)
-        return (torch.zeros(views, height, width, dtype=torch.int32, device=device),
-                torch.zeros(views, height, width, 3, device=device))
+        return (
+            torch.zeros(views, height, width, dtype=torch.int32, device=device),
+            torch.zeros(views, height, width, 3, device=device),
+        )
     use_kernels = cupy_usable(device)
     tile = CUDA_BLOCK if use_kernels else TILE_ROWS
     # gathers with clamped indices, so that bad faces are reported after the one sync, not crash before it
-    triangles, box, counts, behind = _triangles(V, faces.clamp(0, vertex_count - 1), width, height, tile,
-                                                cull_back_faces, clip_near)
+    triangles, box, counts, behind = _triangles(
+        V, faces.clamp(0, vertex_count - 1), width, height, tile, cull_back_faces, clip_near
+    )
     block_end = counts.cumsum(0)
     checks = [faces.min(), faces.max(), block_end[-1]] + ([behind.sum(1).max()] if clip_near else [])
     low, high, total, *to_clip = torch.stack(checks).tolist()
@@ -163,14 +187,18 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
     if to_clip and to_clip[0]:
         V, faces, pieces = _clip_near(V, faces, behind, to_clip[0])
         if views * faces.shape[0] >= ID_BASE:
-            raise ValueError(f"F: {face_count} triangles and their pieces clipped at the near plane x {views} views "
-                             f"exceed {ID_BASE - 1} triangles, the most one call draws: pass fewer views at once")
+            raise ValueError(
+                f"F: {face_count} triangles and their pieces clipped at the near plane x {views} views "
+                f"exceed {ID_BASE - 1} triangles, the most one call draws: pass fewer views at once"
+            )
         triangles, box, counts, _ = _triangles(V, faces, width, height, tile, cull_back_faces, False)
         block_end = counts.cumsum(0)
         total = int(block_end[-1])
     if not total:
-        return (torch.zeros(views, height, width, dtype=torch.int32, device=device),
-                torch.zeros(views, height, width, 3, device=device))
+        return (
+            torch.zeros(views, height, width, dtype=torch.int32, device=device),
+            torch.zeros(views, height, width, 3, device=device),
+        )
     zbuffer = on_huge_pages(torch.empty(views * height * width, dtype=torch.long, device=device)).fill_(EMPTY)
     drawn_faces = faces.shape[0]
     if use_kernels:
@@ -179,8 +207,9 @@ def rasterize_views(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D
     else:
         rasterized = None
         if numba_usable(device):  # the CPU: numba's loops
-            rasterized = _mesh_rasterizer_cpu().rasterize(zbuffer, triangles, box, counts, prior, drawn_faces, width,
-                                                          height)
+            rasterized = _mesh_rasterizer_cpu().rasterize(
+                zbuffer, triangles, box, counts, prior, drawn_faces, width, height
+            )
             if rasterized is None:  # numba failed, perhaps partway: the torch path starts afresh
                 zbuffer.fill_(EMPTY)
         if rasterized is None:
@@ -226,8 +255,14 @@ def _clip_near(V: torch.Tensor, faces: torch.Tensor, behind: torch.Tensor, count
     return V, torch.cat([faces, new_faces]), (face.repeat_interleave(2, 1), weights)
 
 
-def _pieces_to_faces(findices: torch.Tensor, barycentric: torch.Tensor, face_count: int, pixels: int,
-                     origin: torch.Tensor, weights: torch.Tensor) -> None:
+def _pieces_to_faces(
+    findices: torch.Tensor,
+    barycentric: torch.Tensor,
+    face_count: int,
+    pixels: int,
+    origin: torch.Tensor,
+    weights: torch.Tensor,
+) -> None:
     """In place on findices int32 [B*H*W] and barycentric float32 [B*H*W,3]: pixels won by a piece of
     _clip_near (face index >= face_count) get its face's id and barycentrics over that face's corners
     (b_face = sum_j b_j weights_j: the piece's corners are those combinations of the face's)."""
@@ -239,8 +274,9 @@ def _pieces_to_faces(findices: torch.Tensor, barycentric: torch.Tensor, face_cou
     barycentric.index_copy_(0, at, mapped)
 
 
-def _triangles(V: torch.Tensor, faces: torch.Tensor, width: int, height: int, tile: int,
-               cull_back_faces: bool, find_behind: bool):
+def _triangles(
+    V: torch.Tensor, faces: torch.Tensor, width: int, height: int, tile: int, cull_back_faces: bool, find_behind: bool
+):
     """The set-up of the K = B * M triangles (view-major) of V float32 [B,N,4], faces int64 [M,3]:
     triangles float32 [14,K]: a_x, a_y, c_x - a_x, c_y - a_y, b_x - a_x, b_y - a_y (times the sign of
     S(a, b, c), which orients the edge functions so that the inside is where both are >= 0: negation is
@@ -269,15 +305,34 @@ def _triangles(V: torch.Tensor, faces: torch.Tensor, width: int, height: int, ti
     tiles = torch.ceil(span / tile).prod(-1)
     counts = torch.where(keep, tiles, 0).long().view(-1)  # where, not a product: span is NaN where w = 0
     # the bound leaves a margin of 2^-20 (16 float32 roundings) above the area
-    triangles = torch.stack([a[..., 0], a[..., 1], *ac.unbind(-1), *ab.unbind(-1), (1 + 2 ** -20) / inverse, inverse,
-                             *corners[..., 2].unbind(-1), *w.unbind(-1)]).view(14, -1)
+    triangles = torch.stack(
+        [
+            a[..., 0],
+            a[..., 1],
+            *ac.unbind(-1),
+            *ab.unbind(-1),
+            (1 + 2**-20) / inverse,
+            inverse,
+            *corners[..., 2].unbind(-1),
+            *w.unbind(-1),
+        ]
+    ).view(14, -1)
     box = torch.stack([*first.unbind(-1), *last.unbind(-1)]).long().view(4, -1)
     return triangles, box, counts, finite & (w.amin(-1) <= 0) if find_behind else None
 
 
-def _depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor, counts: torch.Tensor,
-                block_end: torch.Tensor, total: int, prior: torch.Tensor | None, face_count: int, width: int,
-                height: int) -> None:
+def _depth_test(
+    zbuffer: torch.Tensor,
+    triangles: torch.Tensor,
+    box: torch.Tensor,
+    counts: torch.Tensor,
+    block_end: torch.Tensor,
+    total: int,
+    prior: torch.Tensor | None,
+    face_count: int,
+    width: int,
+    height: int,
+) -> None:
     """Depth-test the candidate pixels of all triangles into zbuffer int64 [B*H*W], in place: `total`
     tiles (counts [K] per triangle, block_end [K] their running total) tested as dense [TILE_ROWS,
     TILE_COLUMNS, tiles] batches (tiles innermost, so that every elementwise operation runs over
@@ -323,7 +378,7 @@ def _depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tenso
         else:  # a negative quantised depth is never drawn
             visible = (alpha >= 0) & (depth >= prior.index_select(0, pixel)) & (scaled > -1)
         # triangles are in (view, face) order: equal depths go to the lower face
-        key = scaled.clamp_max(2.0 ** 31).long() * ID_BASE + triangle
+        key = scaled.clamp_max(2.0**31).long() * ID_BASE + triangle
         zbuffer.scatter_reduce_(0, pixel, torch.where(visible, key, EMPTY), "amin")
 
     per_tile = TILE_ROWS * TILE_COLUMNS
@@ -353,8 +408,9 @@ def _resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, wi
     return findices, barycentric.T.contiguous()
 
 
-def interpolate(attributes: torch.Tensor, findices: torch.Tensor, barycentric: torch.Tensor,
-                faces: torch.Tensor) -> torch.Tensor:
+def interpolate(
+    attributes: torch.Tensor, findices: torch.Tensor, barycentric: torch.Tensor, faces: torch.Tensor
+) -> torch.Tensor:
     """Per-pixel attributes: attributes float [N,C] or [B,N,C] per vertex, findices int [..,H,W]
     (0 = background), barycentric [..,H,W,3], faces int [M,3] -> float [..,H,W,C] (0 on background)."""
     faces = faces.long()

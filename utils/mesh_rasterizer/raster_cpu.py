@@ -6,6 +6,7 @@ frame-sized temporaries. Bands of rows run in parallel on as many threads as tor
 and the user's setting; never more); each band takes every triangle's rows in it, so no two threads
 write one pixel. Compiled on first use and cached beside this file.
 """
+
 from __future__ import annotations
 
 import numba
@@ -32,8 +33,15 @@ def _depth_test(zbuffer, triangles, box, drawn, prior, has_prior, face_count, wi
             first_y, last_y = max(box[1, t], band_first), min(box[3, t], band_last)
             if first_y > last_y:
                 continue
-            ax, ay, acx, acy, abx, aby, bound = (triangles[0, t], triangles[1, t], triangles[2, t], triangles[3, t],
-                                                 triangles[4, t], triangles[5, t], triangles[6, t])
+            ax, ay, acx, acy, abx, aby, bound = (
+                triangles[0, t],
+                triangles[1, t],
+                triangles[2, t],
+                triangles[3, t],
+                triangles[4, t],
+                triangles[5, t],
+                triangles[6, t],
+            )
             inverse, z0, z1, z2 = triangles[7, t], triangles[8, t], triangles[9, t], triangles[10, t]
             base = t // face_count * pixels
             for y in range(first_y, last_y + 1):
@@ -57,7 +65,7 @@ def _depth_test(zbuffer, triangles, box, drawn, prior, has_prior, face_count, wi
                     else:
                         visible = alpha >= 0 and depth >= 0
                     if visible:
-                        key = np.int64(min(scaled, np.float32(2.0 ** 31))) * ID_BASE + t
+                        key = np.int64(min(scaled, np.float32(2.0**31))) * ID_BASE + t
                         if key < zbuffer[pixel]:
                             zbuffer[pixel] = key
 
@@ -87,8 +95,16 @@ def _resolve(zbuffer, triangles, face_count, width, height, findices, barycentri
 
 
 @falls_back
-def rasterize(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor, counts: torch.Tensor,
-              prior: torch.Tensor | None, face_count: int, width: int, height: int):
+def rasterize(
+    zbuffer: torch.Tensor,
+    triangles: torch.Tensor,
+    box: torch.Tensor,
+    counts: torch.Tensor,
+    prior: torch.Tensor | None,
+    face_count: int,
+    width: int,
+    height: int,
+):
     """raster's depth test into zbuffer int64 [B*H*W] (CPU, filled with EMPTY), from the
     triangles' set-up float32 [14,K], box int64 [4,K] and counts [K] (0: not drawn), prior float32
     [B*H*W] or None; then its resolve: findices int32 [B*H*W], barycentric float32 [B*H*W,3]. None
@@ -102,18 +118,42 @@ def resolve(zbuffer: torch.Tensor, triangles: torch.Tensor, face_count: int, wid
     torch_threads()
     findices = on_huge_pages(torch.empty(zbuffer.shape[0], dtype=torch.int32))
     barycentric = on_huge_pages(torch.empty(zbuffer.shape[0], 3))
-    _resolve(zbuffer.numpy(), triangles.contiguous().numpy(), face_count, width, height, findices.numpy(),
-             barycentric.numpy())
+    _resolve(
+        zbuffer.numpy(),
+        triangles.contiguous().numpy(),
+        face_count,
+        width,
+        height,
+        findices.numpy(),
+        barycentric.numpy(),
+    )
     return findices, barycentric
 
 
-def depth_test(zbuffer: torch.Tensor, triangles: torch.Tensor, box: torch.Tensor, counts: torch.Tensor,
-               prior: torch.Tensor | None, face_count: int, width: int, height: int) -> None:
+def depth_test(
+    zbuffer: torch.Tensor,
+    triangles: torch.Tensor,
+    box: torch.Tensor,
+    counts: torch.Tensor,
+    prior: torch.Tensor | None,
+    face_count: int,
+    width: int,
+    height: int,
+) -> None:
     """raster._depth_test's result into zbuffer int64 [B*H*W] (CPU), from the triangles'
     set-up float32 [14,K], box int64 [4,K] and counts [K] (0: not drawn); prior float32 [B*H*W] or None."""
     threads = torch_threads()
     drawn = torch.nonzero(counts).squeeze(1).numpy()
     bands = max(1, min(height, threads * BANDS_PER_THREAD if threads > 1 else 1))
-    _depth_test(zbuffer.numpy(), triangles.contiguous().numpy(), box.contiguous().numpy(), drawn,
-                prior.numpy() if prior is not None else np.zeros(1, np.float32), prior is not None, face_count,
-                width, height, bands)
+    _depth_test(
+        zbuffer.numpy(),
+        triangles.contiguous().numpy(),
+        box.contiguous().numpy(),
+        drawn,
+        prior.numpy() if prior is not None else np.zeros(1, np.float32),
+        prior is not None,
+        face_count,
+        width,
+        height,
+        bands,
+    )

@@ -2,6 +2,7 @@
 launchers. The kernels' `#define`s are generated from constants.py, which the torch path and numba's
 loops read too.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,10 +14,19 @@ from .constants import CUDA_BLOCK, DEPTH_STEPS, EMPTY, FIXED, ID_BASE, LAUNCH_BL
 # The set-up of a triangle (screen corners, edge terms, reciprocal of the area) is recomputed from V and F
 # by each thread that needs it, with the torch path's float32 arithmetic in the same order, so both paths
 # give the same findices and barycentrics.
-_DEFINES = "".join(f"#define {name} {value}LL\n" for name, value in
-                   (("ID_BASE", ID_BASE), ("EMPTY", EMPTY), ("FIXED", FIXED), ("DEPTH_STEPS", DEPTH_STEPS),
-                    ("CUDA_BLOCK", CUDA_BLOCK)))
-_RASTERIZE_SOURCE = _DEFINES + r"""
+_DEFINES = "".join(
+    f"#define {name} {value}LL\n"
+    for name, value in (
+        ("ID_BASE", ID_BASE),
+        ("EMPTY", EMPTY),
+        ("FIXED", FIXED),
+        ("DEPTH_STEPS", DEPTH_STEPS),
+        ("CUDA_BLOCK", CUDA_BLOCK),
+    )
+)
+_RASTERIZE_SOURCE = (
+    _DEFINES
+    + r"""
 struct Triangle { float ax, ay, acx, acy, abx, aby, inverse_area, z[3], w[3]; };
 
 // triangle k = view * face_count + face of V float [B,N,4], faces int64 [M,3]
@@ -112,18 +122,33 @@ extern "C" __global__ void resolve_pixels(
     barycentric[i * 3 + 2] = w2 * inverse_total;
 }
 """
+)
 
 
-def rasterize_triangles_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torch.Tensor, box: torch.Tensor,
-                             block_end: torch.Tensor, total: int, prior: torch.Tensor | None, width: int,
-                             height: int) -> None:
+def rasterize_triangles_cuda(
+    zbuffer: torch.Tensor,
+    V: torch.Tensor,
+    faces: torch.Tensor,
+    box: torch.Tensor,
+    block_end: torch.Tensor,
+    total: int,
+    prior: torch.Tensor | None,
+    width: int,
+    height: int,
+) -> None:
     """Depth-test the triangles of V float32 [B,N,4], faces int64 [M,3] into zbuffer int64 [B*H*W]
     (contiguous), in place, with the torch path's keys: box int64 [4,B*M] (first and last candidate
     column and row), block_end int64 [B*M] (running total of CUDA_BLOCK^2 blocks over the boxes,
     `total` at the end), prior float32 [B*H*W] (depth threshold) or None. All contiguous (the kernel
     reads them as flat arrays). Launches of at most LAUNCH_BLOCKS threads, one after another."""
-    for name, tensor in (("zbuffer", zbuffer), ("V", V), ("faces", faces), ("box", box), ("block_end", block_end),
-                         ("prior", prior)):
+    for name, tensor in (
+        ("zbuffer", zbuffer),
+        ("V", V),
+        ("faces", faces),
+        ("box", box),
+        ("block_end", block_end),
+        ("prior", prior),
+    ):
         if tensor is not None and not tensor.is_contiguous():
             raise ValueError(f"{name} must be contiguous: the kernel reads it as a flat array")
     has_prior = prior is not None
@@ -136,8 +161,11 @@ def rasterize_triangles_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torc
     with cuda.stream(zbuffer.device):
         for first in range(0, total, LAUNCH_BLOCKS):
             stop = min(total, first + LAUNCH_BLOCKS)
-            launch(((stop - first + threads - 1) // threads,), (threads,),
-                   tuple(head + [np.int64(first), np.int64(stop)] + tail))
+            launch(
+                ((stop - first + threads - 1) // threads,),
+                (threads,),
+                tuple(head + [np.int64(first), np.int64(stop)] + tail),
+            )
 
 
 def resolve_pixels_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torch.Tensor, width: int, height: int):
@@ -147,14 +175,23 @@ def resolve_pixels_cuda(zbuffer: torch.Tensor, V: torch.Tensor, faces: torch.Ten
     n = zbuffer.numel()
     findices = torch.empty(n, dtype=torch.int32, device=zbuffer.device)
     barycentric = torch.empty(n, 3, dtype=torch.float32, device=zbuffer.device)
-    tail = [*cuda.arrays(V, faces), np.int64(V.shape[1]), np.int64(faces.shape[0]), np.int32(width),
-            np.int32(height), *cuda.arrays(findices, barycentric)]
+    tail = [
+        *cuda.arrays(V, faces),
+        np.int64(V.shape[1]),
+        np.int64(faces.shape[0]),
+        np.int32(width),
+        np.int32(height),
+        *cuda.arrays(findices, barycentric),
+    ]
     head = cuda.arrays(zbuffer)
     threads = 256
     launch = cuda.kernel(_RASTERIZE_SOURCE, "resolve_pixels")
     with cuda.stream(zbuffer.device):
         for first in range(0, n, LAUNCH_PIXELS):
             stop = min(n, first + LAUNCH_PIXELS)
-            launch(((stop - first + threads - 1) // threads,), (threads,),
-                   tuple(head + [np.int64(first), np.int64(stop)] + tail))
+            launch(
+                ((stop - first + threads - 1) // threads,),
+                (threads,),
+                tuple(head + [np.int64(first), np.int64(stop)] + tail),
+            )
     return findices, barycentric

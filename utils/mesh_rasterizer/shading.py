@@ -5,6 +5,7 @@ Conventions: images are [B,H,W,C] with row 0 at the top (the MeshRasterizer node
 rasterizer's rows flipped); findices int [B,H,W] is face + 1 (0 = background). UVs are OpenGL's
 (v up): a texture's row 0 is at v = 1, and lookups repeat past [0, 1] (glTF's default wrap).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,9 @@ def light_direction(azimuth: float, elevation: float) -> torch.Tensor:
     """A unit direction [3] towards the light, with the orbit cameras' angles: azimuth 0 is +z, 90 is +x,
     elevation 90 is +y. In view space (x right, y up, z towards the camera) 0, 0 is a headlight."""
     azimuth, elevation = math.radians(azimuth), math.radians(elevation)
-    return torch.tensor([math.cos(elevation) * math.sin(azimuth), math.sin(elevation),
-                         math.cos(elevation) * math.cos(azimuth)])
+    return torch.tensor(
+        [math.cos(elevation) * math.sin(azimuth), math.sin(elevation), math.cos(elevation) * math.cos(azimuth)]
+    )
 
 
 def lambert(normals: torch.Tensor, light: torch.Tensor, ambient: float) -> torch.Tensor:
@@ -46,7 +48,9 @@ def mip_pyramid(texture: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     first = [0]
     for w, h in sizes[:-1]:
         first.append(first[-1] + w * h)
-    table = torch.tensor([[o, w, h] for o, (w, h) in zip(first, sizes)], dtype=torch.long, device=texture.device)
+    table = torch.tensor(
+        [[o, w, h] for o, (w, h) in zip(first, sizes, strict=False)], dtype=torch.long, device=texture.device
+    )
     return torch.cat(pixels), table
 
 
@@ -94,8 +98,9 @@ def sample_texture(texels: torch.Tensor, levels: torch.Tensor, uv: torch.Tensor,
     return bilinear[0] * (1 - fraction) + bilinear[1] * fraction
 
 
-def textured(texture: torch.Tensor, uvs: torch.Tensor, findices: torch.Tensor, barycentric: torch.Tensor,
-             faces: torch.Tensor) -> torch.Tensor:
+def textured(
+    texture: torch.Tensor, uvs: torch.Tensor, findices: torch.Tensor, barycentric: torch.Tensor, faces: torch.Tensor
+) -> torch.Tensor:
     """Texture colours [B,H,W,C] (0 on background) of texture float [Ht,Wt,C] through per-vertex uvs
     float [V,2], mipmapped where the texture is minified; findices int [B,H,W], barycentric
     [B,H,W,3], faces int [M,3]."""
@@ -147,8 +152,7 @@ def weld(vertices: torch.Tensor) -> torch.Tensor:
     for axis in (2, 1, 0):
         order = order[vertices[order, axis].argsort(stable=True)]
     ordered = vertices[order]
-    first = torch.cat([torch.ones(1, dtype=torch.bool, device=vertices.device),
-                       (ordered[1:] != ordered[:-1]).any(-1)])
+    first = torch.cat([torch.ones(1, dtype=torch.bool, device=vertices.device), (ordered[1:] != ordered[:-1]).any(-1)])
     return torch.empty_like(order).scatter_(0, order, first.long().cumsum(0) - 1)
 
 
@@ -179,8 +183,13 @@ def silhouette_edges(corners: torch.Tensor, partners: torch.Tensor) -> torch.Ten
     return (partners < 0) | (across != front[..., None])
 
 
-def antialias(colour: torch.Tensor, findices: torch.Tensor, corners: torch.Tensor, partners: torch.Tensor,
-              depth_margin: float = 1e-4) -> torch.Tensor:
+def antialias(
+    colour: torch.Tensor,
+    findices: torch.Tensor,
+    corners: torch.Tensor,
+    partners: torch.Tensor,
+    depth_margin: float = 1e-4,
+) -> torch.Tensor:
     """nvdiffrast-style antialiasing of silhouette edges: colour float [B,H,W,C], findices int [B,H,W],
     corners float [B,M,3,3] from screen_corners, partners int64 [M,3] from edge_partners -> float
     [B,H,W,C].
@@ -217,8 +226,9 @@ def antialias(colour: torch.Tensor, findices: torch.Tensor, corners: torch.Tenso
             t, first = torch.where(crossing, at_p / (at_p - at_q), torch.inf).flatten(-2).min(-1)
             which = first // 3  # 0: T, 1: the triangle across
             triangle = triangles.gather(-3, which[..., None, None, None].expand(-1, -1, -1, 1, 3, 3))[..., 0, :, :]
-            depth_at_q = (at_q.gather(-2, which[..., None, None].expand(-1, -1, -1, 1, 3))[..., 0, :]
-                          * triangle[..., 2]).sum(-1)
+            depth_at_q = (
+                at_q.gather(-2, which[..., None, None].expand(-1, -1, -1, 1, 3))[..., 0, :] * triangle[..., 2]
+            ).sum(-1)
             q_face, q_colour = findices.roll(-step, dim), colour.roll(-step, dim)
             in_front = (q_face == 0) | (depth_at_q < own_depth.roll(-step, dim) - depth_margin)
             # the crossing edge's direction decides the axis: across columns for steep edges
@@ -231,7 +241,8 @@ def antialias(colour: torch.Tensor, findices: torch.Tensor, corners: torch.Tenso
             edge_pair = (findices > 0) & (q_face != findices) & (t < torch.inf) & in_front & along
             # the pair's last index wraps around with roll: never a pair
             last = torch.arange(findices.shape[dim], device=findices.device) == (
-                findices.shape[dim] - 1 if step == 1 else 0)
+                findices.shape[dim] - 1 if step == 1 else 0
+            )
             edge_pair &= ~(last[:, None] if dim == 1 else last)
             weight_p = torch.where(edge_pair, (0.5 - t).clamp_min(0), 0.0)[..., None]
             weight_q = torch.where(edge_pair, (t - 0.5).clamp_min(0), 0.0)[..., None]
