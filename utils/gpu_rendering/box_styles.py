@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..inputs.boxes import BoxTable
-from . import compositor as R
+from . import primitives as R
 
 MARKERS = ("box", "ellipse", "dot", "halo")
 

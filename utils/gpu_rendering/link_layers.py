@@ -16,7 +16,7 @@ import torch
 
 from ..gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
 from ..inputs.tracks import Labels
-from . import compositor as R
+from . import primitives as R
 from . import link_styles as styles
 from .labels import DEFAULT_FONT, text_atlas
 
