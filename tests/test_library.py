@@ -66,7 +66,7 @@ def test_import_and_render_without_comfyui(installed, tmp_path):
     code = """
 import rasterkit, torch
 from rasterkit.gpu_rendering import render_polylines
-from rasterkit.device import torch_device
+from rasterkit.core import torch_device
 images = render_polylines(torch.tensor([[0.0, 1.0, 0.5]]), 8, 12, dtype=torch.uint8)
 assert images.shape == (1, 8, 12) and images.dtype == torch.uint8 and int(images.max()) == 255
 assert not [m for m in sys.modules if m.split('.')[0] in ('comfy', 'nodes', 'utils')]
