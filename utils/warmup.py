@@ -47,7 +47,7 @@ def mesh_rasterizer_loops() -> None:
 
 
 def primitive_search() -> None:
-    """PrimitiveMesh's coverage sums (color_optimizer.search_cpu), both shape families that use them."""
+    """PrimitiveMesh's coverage sums (color_optimizer/search_cpu.py), both shape families that use them."""
     target = torch.linspace(0, 1, 8 * 8 * 3).reshape(1, 8, 8, 3)
     kinds = color_optimizer.kind_codes("triangle, ellipse")
     color_optimizer.approximate(target, 1, kinds, candidates=4, mutations=2, generator=torch.Generator().manual_seed(0))
@@ -64,9 +64,7 @@ FAMILIES = {
 
 def loop_modules() -> list:
     """The modules that hold numba loops (importing them imports numba: slow, hence here)."""
-    from .color_optimizer import search_cpu
-
-    return [*gpu_rendering.loop_modules(), search_cpu, mesh_rasterizer.cpu_loops()]
+    return [*gpu_rendering.loop_modules(), *color_optimizer.loop_modules(), mesh_rasterizer.cpu_loops()]
 
 
 def loops() -> list:

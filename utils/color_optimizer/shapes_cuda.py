@@ -1,10 +1,10 @@
-"""The shapes' geometry as CUDA device code, shared by the search kernels (search_kernels.py) and the
-render kernels (render_kernel.py), with the torch path's constants written in: kind and family codes,
+"""The shapes' geometry as CUDA device code, shared by the search kernels (search_cuda.py) and the
+render kernels (render_cuda.py), with the torch path's constants written in: kind and family codes,
 N_PARAMS. Its functions repeat the torch path's float32 operations in the same order, so that a shape
 crosses the same rows at the same places on both paths."""
 from __future__ import annotations
 
-from . import _CONVEX, _ELLIPTIC, _FAMILY, _POLY4, _STROKE, KINDS, N_PARAMS
+from .shapes import _CONVEX, _ELLIPTIC, _FAMILY, _POLY4, _STROKE, KINDS, N_PARAMS
 
 _FAMILIES = {"CONVEX": _CONVEX, "POLY4": _POLY4, "STROKE": _STROKE, "ELLIPTIC": _ELLIPTIC}
 

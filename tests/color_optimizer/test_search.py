@@ -1,33 +1,17 @@
 """The primitive-approximation engine: coverage from row crossings, closed-form colours, the search, AA render."""
+import importlib
 import math
 
 import pytest
 import torch
 
 from rasterkit.utils import color_optimizer as co
+from rasterkit.utils.color_optimizer import search as co_search
+from rasterkit.utils.color_optimizer import shapes as co_shapes
 
+from primitive_scenes import scene, transparent
 
-def scene(height=40, width=56, seed=0):
-    """A smooth generated picture with a few blobs, float [1,H,W,3]."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.arange(height, dtype=torch.float32)[:, None]
-    x = torch.arange(width, dtype=torch.float32)[None, :]
-    image = torch.stack([0.3 + 0.4 * x / width + 0 * y, 0.2 + 0.5 * y / height + 0 * x, 0.5 + 0 * x + 0 * y], -1)
-    for _ in range(4):
-        cx, cy, r = torch.rand(3, generator=g) * torch.tensor([width, height, 12.0]) + torch.tensor([0, 0, 4.0])
-        colour = torch.rand(3, generator=g)
-        blob = (((x - cx) ** 2 + (y - cy) ** 2) < r ** 2).float()[..., None]
-        image = image * (1 - blob) + colour * blob
-    return image[None]
-
-
-def transparent(image, seed=0):
-    """image [1,H,W,3] as premultiplied RGBA with a generated alpha (clear, opaque and between), [1,H,W,4]."""
-    height, width = image.shape[1:3]
-    y = torch.arange(height, dtype=torch.float32)[:, None]
-    x = torch.arange(width, dtype=torch.float32)[None, :]
-    alpha = ((x / width + 0.3 * torch.sin(y / 5 + seed)) * 1.6 - 0.4).clamp(0, 1)[None, ..., None]
-    return torch.cat([image * alpha, alpha], -1)
+co_render = importlib.import_module("rasterkit.utils.color_optimizer.render")  # the package's `render` is the function
 
 
 def one_of_each():
@@ -77,7 +61,7 @@ def inside_at_centres(kind, p, height, width):
     if kind == co.RECTANGLE:
         return ((x - p[0]) * (x - p[2]) <= 0) & ((y - p[1]) * (y - p[3]) <= 0)
     if kind == co.QUADRATIC:
-        vertices = co._stroke_outline(p[None].float())[0].double()
+        vertices = co_shapes._stroke_outline(p[None].float())[0].double()
     else:
         vertices = p[:6].view(3, 2) if kind == co.TRIANGLE else p.view(4, 2)
     winding = torch.zeros(height, width, dtype=torch.long)
@@ -91,7 +75,7 @@ def inside_at_centres(kind, p, height, width):
 def test_crossings_match_direct_inside_test_for_every_kind():
     height, width = 40, 56
     kind, params = one_of_each()
-    mask = co._commit_mask(kind, params, 8, height, width, tuple(range(8)))
+    mask = co_search._commit_mask(kind, params, 8, height, width, tuple(range(8)))
     for k in range(8):
         reference = inside_at_centres(k, params[k], height, width)
         assert reference.sum() > 10, co.KINDS[k]
@@ -100,7 +84,7 @@ def test_crossings_match_direct_inside_test_for_every_kind():
 
 
 def reference_terms(target, current, alpha):
-    """Per-pixel terms of `co.Terms` and the count, float64 [H,W,T+1], computed directly."""
+    """Per-pixel terms of `co_shapes.Terms` and the count, float64 [H,W,T+1], computed directly."""
     d, c = (target - current)[0].double(), current[0].double()
     one = torch.ones_like(d[..., :1])
     if alpha is None:
@@ -116,10 +100,10 @@ def test_coverage_sums_equal_sums_over_the_mask(alpha, channels):
     if channels == 4:
         target, current = transparent(target), transparent(current, seed=2)
     kind, params = one_of_each()
-    terms = co._terms(target, current, alpha)
-    sums, fits, needed = co._coverage_sums(terms, torch.zeros(8, dtype=torch.long), kind, params, tuple(range(8)))
+    terms = co_shapes._terms(target, current, alpha)
+    sums, fits, needed = co_search._coverage_sums(terms, torch.zeros(8, dtype=torch.long), kind, params, tuple(range(8)))
     assert sums.dtype == torch.int64 and bool(fits.all())
-    mask = co._commit_mask(kind, params, 8, 40, 56, tuple(range(8))).double()
+    mask = co_search._commit_mask(kind, params, 8, 40, 56, tuple(range(8))).double()
     expected = torch.einsum("khw,hwt->kt", mask, reference_terms(target, current, alpha))
     assert torch.allclose(sums.double() / terms.scale, expected, atol=1e-3)
     assert torch.equal(sums[:, -1], mask.sum((1, 2)).long() * int(terms.scale))  # the pixel count, exactly
@@ -130,17 +114,17 @@ def test_coverage_sums_equal_sums_over_the_mask(alpha, channels):
 def test_shapes_whose_rows_do_not_fit_the_slots_are_reported():
     target, current = scene(), scene(seed=3) * 0.7
     kind, params = one_of_each()
-    terms = co._terms(target, current, None)
+    terms = co_shapes._terms(target, current, None)
     image = torch.zeros(8, dtype=torch.long)
-    enough, fits, needed = co._coverage_sums(terms, image, kind, params, tuple(range(8)))
+    enough, fits, needed = co_search._coverage_sums(terms, image, kind, params, tuple(range(8)))
     exact = {family: int(n) for family, n in needed.items()}
-    again, fits, _ = co._coverage_sums(terms, image, kind, params, tuple(range(8)), exact)
+    again, fits, _ = co_search._coverage_sums(terms, image, kind, params, tuple(range(8)), exact)
     assert torch.equal(again, enough) and bool(fits.all())
     short = {family: n - 1 for family, n in exact.items()}
-    partial, fits, _ = co._coverage_sums(terms, image, kind, params, tuple(range(8)), short)
+    partial, fits, _ = co_search._coverage_sums(terms, image, kind, params, tuple(range(8)), short)
     assert int(fits.sum()) == 8 - len(short)  # the last shape of each family lost its last row
     assert torch.equal(partial[fits], enough[fits]) and not torch.equal(partial, enough)
-    change, _, _ = co.score(terms, image, kind, params, torch.full((8,), 0.5), tuple(range(8)), short)
+    change, _, _ = co_search.score(terms, image, kind, params, torch.full((8,), 0.5), tuple(range(8)), short)
     assert torch.equal(torch.isinf(change), ~fits)  # not scored: a search passes them over
 
 
@@ -153,11 +137,11 @@ def test_closed_form_colour_equals_brute_force_search(fixed, channels):
     if channels == 4:
         target, current = transparent(target), transparent(current, seed=2)
     kind, params = torch.tensor([co.TRIANGLE, co.ROTATED_ELLIPSE]), one_of_each()[1][[0, 4]]
-    mask = co._commit_mask(kind, params, 2, 40, 56, (co.TRIANGLE, co.ROTATED_ELLIPSE))
+    mask = co_search._commit_mask(kind, params, 2, 40, 56, (co.TRIANGLE, co.ROTATED_ELLIPSE))
     for alpha in (0.25, 0.5, 0.9):
-        terms = co._terms(target, current, alpha if fixed else None)
+        terms = co_shapes._terms(target, current, alpha if fixed else None)
         alphas = torch.full((2,), alpha)
-        change, colour, _ = co.score(terms, torch.zeros(2, dtype=torch.long), kind, params, alphas,
+        change, colour, _ = co_search.score(terms, torch.zeros(2, dtype=torch.long), kind, params, alphas,
                                      (co.TRIANGLE, co.ROTATED_ELLIPSE))
         assert change.dtype == torch.float32
         levels = torch.arange(256, dtype=torch.float64) / 255
@@ -175,11 +159,11 @@ def test_closed_form_colour_equals_brute_force_search(fixed, channels):
 
 
 def float64_score(seen):
-    """A float64 reference of `co.score`: coverage masks, then the sums over them in float64 (seen
+    """A float64 reference of `co_search.score`: coverage masks, then the sums over them in float64 (seen
     holds the target and current images of the shape being searched)."""
     def score(terms, image, kind, params, alpha, kinds, capacity=None, live=None):
         height, width = terms.height, terms.width
-        masks = co._commit_mask(kind, params, kind.shape[0], height, width, kinds).double()
+        masks = co_search._commit_mask(kind, params, kind.shape[0], height, width, kinds).double()
         per_pixel = reference_terms(seen["target"], seen["current"], None)  # [H,W,2C+3]
         sums = torch.einsum("khw,hwt->kt", masks, per_pixel)
         a, c = alpha.double(), seen["target"].shape[-1]
@@ -189,23 +173,23 @@ def float64_score(seen):
         colour = (sum_u[:, :3] / (a * count.clamp_min(1))[:, None]).clamp(0, 1)
         paint = torch.cat([colour, torch.ones_like(colour[:, :1])], 1)[:, :c]  # RGBA paints alpha 1
         change = sum_q - 2 * a * (paint * sum_u).sum(1) + a * a * count * (paint * paint).sum(1)
-        change = torch.where(co._valid(kind, params, kinds), change, float("inf"))
+        change = torch.where(co_search._valid(kind, params, kinds), change, float("inf"))
         if live is not None:
             change = torch.where(live, change, float("inf"))
-        return change, colour.float(), {family: torch.zeros((), dtype=torch.long) for family in co._families(kinds)}
+        return change, colour.float(), {family: torch.zeros((), dtype=torch.long) for family in co_shapes._families(kinds)}
     return score
 
 
 def recording_terms(monkeypatch, seen):
-    """Route co._terms through a recorder of the images each shape is searched on, and give every
+    """Route co_search._terms through a recorder of the images each shape is searched on, and give every
     scoring all the row slots it may need (so that no candidate is passed over)."""
-    monkeypatch.setattr(co._Schedule, "capacity", lambda self, stage, round=0: None)
-    terms = co._terms
+    monkeypatch.setattr(co_search._Schedule, "capacity", lambda self, stage, round=0: None)
+    terms = co_shapes._terms
 
     def record(target, current, alpha):
         seen.update(target=target, current=current)
         return terms(target, current, alpha)
-    monkeypatch.setattr(co, "_terms", record)
+    monkeypatch.setattr(co_search, "_terms", record)
 
 
 @pytest.mark.parametrize("kinds", [(co.TRIANGLE,), co.kind_codes("combo")])
@@ -216,7 +200,7 @@ def test_search_picks_the_shapes_a_float64_scoring_picks(monkeypatch, kinds):
     seen = {}
     recording_terms(monkeypatch, seen)
     ours = run()
-    monkeypatch.setattr(co, "score", float64_score(seen))
+    monkeypatch.setattr(co_search, "score", float64_score(seen))
     reference = run()
     assert torch.equal(ours.kind, reference.kind)
     assert torch.allclose(ours.params, reference.params, atol=1e-4)
@@ -230,21 +214,21 @@ def test_every_score_of_a_search_equals_a_float64_scoring(monkeypatch, kinds, al
     float32 rounding leaves about 1e-6 per covered pixel. (With a searched opacity, the sums are
     combined after summing: candidates closer than that may be ranked differently, and a search
     then goes another way.)"""
-    seen, score = {}, co.score
+    seen, score = {}, co_search.score
     recording_terms(monkeypatch, seen)
     checked = []
 
     def checking_score(terms, image, kind, params, alpha, kinds, capacity=None, live=None):
         ours = score(terms, image, kind, params, alpha, kinds, capacity, live)
         expected, _, _ = float64_score(seen)(terms, image, kind, params, alpha, kinds, capacity, live)
-        pixels = co._commit_mask(kind, params, kind.shape[0], terms.height, terms.width, kinds).sum((1, 2))
+        pixels = co_search._commit_mask(kind, params, kind.shape[0], terms.height, terms.width, kinds).sum((1, 2))
         finite = torch.isfinite(expected)
         assert torch.equal(torch.isfinite(ours[0]), finite)
         error = (ours[0].double() - expected)[finite].abs()
         assert bool((error <= 1e-6 * pixels[finite] + 1e-5).all()), float(error.max())
         checked.append(int(finite.sum()))
         return ours
-    monkeypatch.setattr(co, "score", checking_score)
+    monkeypatch.setattr(co_search, "score", checking_score)
     target = scene(height=24, width=32)
     co.approximate(target if channels == 3 else transparent(target), 6, kinds, alpha=alpha, candidates=60,
                    mutations=12, generator=torch.Generator().manual_seed(2))
@@ -297,7 +281,7 @@ def test_antialiased_coverage_matches_supersampled_reference():
     kind, params = one_of_each()
     covered = coverage(kind, params, 40, 56)
     factor = 8  # reference: point samples on an 8x finer grid, averaged
-    fine = co._commit_mask(kind, co.scale_params(kind, params, factor), 8, 40 * factor, 56 * factor,
+    fine = co_search._commit_mask(kind, co.scale_params(kind, params, factor), 8, 40 * factor, 56 * factor,
                            tuple(range(8))).float()
     reference = fine.view(8, 40, factor, 56, factor).mean((2, 4))
     assert float((covered - reference).abs().mean()) < 0.01
@@ -403,7 +387,7 @@ def random_result(kinds, batch, shapes, size, channels=3, seed=0):
     """An `co.Approximation` of `shapes` random shapes of `kinds` per image (some past the edges, the
     last two of each image padding of opacity 0) in a size x size frame."""
     g = torch.Generator().manual_seed(seed)
-    kind, params = co.random_shapes(kinds, batch * shapes, size, size, g, "cpu")
+    kind, params = co_search.random_shapes(kinds, batch * shapes, size, size, g, "cpu")
     params = co.scale_params(kind, params, 3.0) - torch.rand(batch * shapes, 1, generator=g) * size / 2
     alpha = torch.randint(1, 256, (batch, shapes), generator=g) / 255
     alpha[:, -2:] = 0
@@ -436,7 +420,7 @@ def composited_one_at_a_time(result, height, width, frame_every):
     batch, total = result.kind.shape
     covered = coverage(result.kind.reshape(-1), result.params.reshape(-1, 8), height, width).view(batch, total,
                                                                                                   height, width)
-    paint = co._paint(result.color, result.background.shape[1])
+    paint = co_shapes._paint(result.color, result.background.shape[1])
     image = result.background[:, None, None, :].expand(batch, height, width, -1)
     frames = []
     for n in range(total):
@@ -456,7 +440,7 @@ def test_render_equals_compositing_one_shape_at_a_time(channels, frame_every, me
     into chunks of a few shapes and blocks of rows."""
     monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
     if memory is not None:
-        monkeypatch.setattr(co, "free_memory_bytes", lambda device: memory)
+        monkeypatch.setattr(co_render, "free_memory_bytes", lambda device: memory)
     result = random_result(tuple(range(8)), 2, 13, 24, channels)
     chunks = []
     image, frames = co.render(result, 48, 40, 2.0, frame_every, on_chunk=lambda done, total: chunks.append(done))
@@ -477,15 +461,15 @@ def test_render_plan_splits_rows_where_one_shape_does_not_fit():
     """Shapes whose layers alone exceed the memory budget are drawn in blocks of rows, each block with
     the exact count of its shapes' sample rows (the output size of the rows' expansion: no host read)."""
     result = random_result((co.TRIANGLE, co.ELLIPSE), 2, 6, 24)
-    shapes = co._outlines(result.kind.reshape(-1), result.params.reshape(-1, 8), result.alpha.reshape(-1), 48, 48)
+    shapes = co_render._outlines(result.kind.reshape(-1), result.params.reshape(-1, 8), result.alpha.reshape(-1), 48, 48)
     first, count, family = torch.stack([shapes.first, shapes.count, shapes.family]).tolist()
-    plan = co._render_plan(first, count, family, 2, 6, 48, 48, 3, 4, shapes.outline.shape[1], 1e4)
+    plan = co_render._render_plan(first, count, family, 2, 6, 48, 48, 3, 4, shapes.outline.shape[1], 1e4)
     # one drawn shape per chunk (the padding of opacity 0 costs nothing), some in several blocks
     assert [(c.start, c.stop) for c in plan] == [(0, 1), (1, 2), (2, 3), (3, 4), (4, 6)]
     assert any(len(c.blocks) > 1 for c in plan)
     for chunk in plan:
         for row, rows, samples in chunk.blocks:
-            lo, hi = row * co.SUBROWS, (row + rows) * co.SUBROWS
+            lo, hi = row * co_shapes.SUBROWS, (row + rows) * co_shapes.SUBROWS
             expected = sum(max(0, min(first[i] + count[i], hi) - max(first[i], lo))
                            for b in range(2) for i in range(b * 6 + chunk.start, b * 6 + chunk.stop))
             assert samples == expected
@@ -565,7 +549,7 @@ def test_a_large_round_checks_interrupts_between_parts(numba, monkeypatch):
                                           mutations=40, generator=torch.Generator().manual_seed(3), on_round=on_round)
     whole_calls, part_calls = [], []
     whole = run(lambda: whole_calls.append(1))
-    monkeypatch.setattr(co, "PART_ROWS", 2000)  # 16 parents x 40 mutations x 40 rows: 13 parts a round
+    monkeypatch.setattr(co_search, "PART_ROWS", 2000)  # 16 parents x 40 mutations x 40 rows: 13 parts a round
     parts = run(lambda: part_calls.append(1))
     assert torch.equal(parts.params, whole.params) and torch.equal(parts.color, whole.color)
     assert len(part_calls) == len(whole_calls) + 12 * (len(whole_calls) - 1)
@@ -617,13 +601,13 @@ def test_any_float_target_is_searched_as_float32_and_bad_targets_are_named():
 
 def test_a_search_with_few_row_slots_still_improves_every_shape(monkeypatch):
     target = scene()
-    start = co._Schedule.__init__
+    start = co_search._Schedule.__init__
 
     def cramped(self, *args):
         start(self, *args)
         self.slots = {group: 64 for group in self.slots}  # far too few for the first shape
-    monkeypatch.setattr(co._Schedule, "__init__", cramped)
-    run = lambda: co.approximate(target, 8, co.kind_codes("combo"), alpha=0, candidates=80, mutations=16,
+    monkeypatch.setattr(co_search._Schedule, "__init__", cramped)
+    run = lambda: co.approximate(target, 8, co.kind_codes("combo"), alpha=0, candidates=80, mutations=16,  # noqa: E731
                                  generator=torch.Generator().manual_seed(4))
     first, second = run(), run()
     assert torch.equal(first.params, second.params)
@@ -640,7 +624,7 @@ def test_rotated_rectangles_are_the_polygons_their_parameters_describe():
     the centre: the search's mask and the anti-aliased render against a direct inside test."""
     params = torch.cat([ROTATED, torch.zeros(4, 3)], 1)
     kind = torch.full((4,), co.ROTATED_RECTANGLE)
-    mask = co._commit_mask(kind, params, 4, 40, 56, (co.ROTATED_RECTANGLE,))
+    mask = co_search._commit_mask(kind, params, 4, 40, 56, (co.ROTATED_RECTANGLE,))
     covered = coverage(kind, params, 40, 56)
     factor = 8
     fine = torch.stack([inside_at_centres(co.ROTATED_RECTANGLE, co.scale_params(kind[k], params[k], factor),

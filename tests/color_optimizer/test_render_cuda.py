@@ -1,4 +1,4 @@
-"""PrimitiveMesh's render kernel (utils/color_optimizer/render_kernel.py) against the torch path
+"""PrimitiveMesh's render kernel (utils/color_optimizer/render_cuda.py) against the torch path
 (`render`): on a real GPU (-m gpu; skipped without CUDA and CuPy) and on the CPU through
 tests/cuda_emulator.py. The emulated runs fail, never skip, without a C++ compiler."""
 import contextlib
@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from rasterkit.utils import color_optimizer as co
-from rasterkit.utils.color_optimizer import render_kernel
-from test_color_optimizer import scene, transparent
+from rasterkit.utils.color_optimizer import search as co_search
+from rasterkit.utils.color_optimizer import render_cuda
+from primitive_scenes import scene, transparent
 
 # the CPU torch path rounds a little differently from the emulated kernel (its vector sqrt, cos and sin
 # may be an ulp off), so the emulator's tolerance is looser; on the GPU both use CUDA's maths
@@ -26,7 +27,7 @@ def every_kind(height, width, channels, seed):
     Bezier whose stroke overlaps itself, edges and vertices on pixel edges and sample rows, a
     degenerate rectangle and a tiny ellipse. The second image's last shapes are padding (opacity 0)."""
     g = torch.Generator().manual_seed(seed)
-    kind, params = co.random_shapes(tuple(range(8)), 40, 256, 256, g, "cpu")
+    kind, params = co_search.random_shapes(tuple(range(8)), 40, 256, 256, g, "cpu")
     frame = torch.tensor([width, height] * 4, dtype=torch.float32)
     params = co.scale_params(kind, params, max(height, width) / 256 * 2)
     params = torch.where(torch.rand(40, 1, generator=g) < 0.3, params - frame / 2, params)  # past the top left
@@ -63,7 +64,7 @@ def every_kind(height, width, channels, seed):
 
 def assert_renders_alike(kernel, torch_path, result, height, width, scale, frame_every):
     expected = torch_path(co.render, result, height, width, scale, frame_every)
-    got = render_kernel.render_cuda(result, height, width, scale, frame_every)
+    got = render_cuda.render_cuda(result, height, width, scale, frame_every)
     assert got[0].shape == expected[0].shape
     assert (got[0] - expected[0]).abs().max() <= TOLERANCE[kernel]
     if frame_every:
@@ -102,13 +103,13 @@ def test_render_in_row_bands_equals_one_launch(kernel, device, monkeypatch):
     draw what one launch draws, bit for bit, frames included."""
     result = every_kind(24, 32, 3, seed=1)
     result = co.Approximation(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(result).items()})
-    whole = render_kernel.render_cuda(result, 25, 32, 1.0, 7)
+    whole = render_cuda.render_cuda(result, 25, 32, 1.0, 7)
     launches = []
-    launch = render_kernel.cuda.kernel
-    monkeypatch.setattr(render_kernel.cuda, "kernel",
+    launch = render_cuda.cuda.kernel
+    monkeypatch.setattr(render_cuda.cuda, "kernel",
                         lambda source, name: launches.append(name) or launch(source, name))
-    monkeypatch.setattr(render_kernel, "LAUNCH_ITERATIONS", 3 * 32 * result.kind.shape[1])
-    banded = render_kernel.render_cuda(result, 25, 32, 1.0, 7)
+    monkeypatch.setattr(render_cuda, "LAUNCH_ITERATIONS", 3 * 32 * result.kind.shape[1])
+    banded = render_cuda.render_cuda(result, 25, 32, 1.0, 7)
     assert launches.count("render_shapes") == -(-2 * 25 // 3)
     assert torch.equal(banded[0], whole[0]) and torch.equal(banded[1], whole[1])
 
@@ -125,12 +126,12 @@ def test_render_kernel_op_budget(monkeypatch):
     monkeypatch.setattr(cuda, "arrays", lambda *tensors: list(tensors))
     monkeypatch.setattr(cuda, "stream", contextlib.nullcontext)
     g = torch.Generator().manual_seed(0)
-    kind, params = co.random_shapes(tuple(range(8)), 100, 256, 256, g, "cpu")
+    kind, params = co_search.random_shapes(tuple(range(8)), 100, 256, 256, g, "cpu")
     result = co.Approximation(kind=kind[None], params=params[None], color=torch.rand(1, 100, 3, generator=g),
                               alpha=torch.full((1, 100), 0.5), count=torch.tensor([100]), error=torch.zeros(1, 101),
                               background=torch.rand(1, 3, generator=g), height=256, width=256)
     with OpCount() as count:
-        render_kernel.render_cuda(result, 1024, 1024, 4.0, frame_every=10)
+        render_cuda.render_cuda(result, 1024, 1024, 4.0, frame_every=10)
     assert launches == ["shape_geometry", "render_shapes"]  # 1024 px x 100 shapes: one band
     assert count.launches <= 2 and count.syncs == 0 and count.float64 == 0, count.summary()
 
@@ -139,25 +140,25 @@ def test_render_kernel_takes_any_float_dtype_grad_and_strides(kernel, device):
     """Issue 28: a float16 or float64 result (written through float* before), one requiring grad
     (DLPack refused it) or strided, renders as its float32 values do; unknown kind codes are not
     drawn (their family was read past its table) and bad inputs are named as the torch path names them."""
-    from test_color_optimizer import refusals
+    from test_search import refusals
 
     result = every_kind(24, 32, 4, seed=2)
     result = co.Approximation(**{k: v.to(device) if torch.is_tensor(v) else v for k, v in vars(result).items()})
-    expected = render_kernel.render_cuda(result, 24, 32, 1.0, 5)
+    expected = render_cuda.render_cuda(result, 24, 32, 1.0, 5)
     for dtype in (torch.float16, torch.float64):
         odd = {name: getattr(result, name).to(dtype) for name in ("params", "color", "alpha", "background")}
         odd["params"] = odd["params"].transpose(0, 1).contiguous().transpose(0, 1).requires_grad_()
-        got = render_kernel.render_cuda(co.Approximation(**{**vars(result), **odd}), 24, 32, 1.0, 5)
-        plain = render_kernel.render_cuda(co.Approximation(**{**vars(result), **{
+        got = render_cuda.render_cuda(co.Approximation(**{**vars(result), **odd}), 24, 32, 1.0, 5)
+        plain = render_cuda.render_cuda(co.Approximation(**{**vars(result), **{
             k: v.detach().float() for k, v in odd.items()}}), 24, 32, 1.0, 5)
         assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
     unknown = result.kind.clone()
     unknown[:, 3] = 99
     alpha = result.alpha.clone()
     alpha[:, 3] = 0
-    got = render_kernel.render_cuda(co.Approximation(**{**vars(result), "kind": unknown}), 24, 32, 1.0, 5)
-    undrawn = render_kernel.render_cuda(co.Approximation(**{**vars(result), "alpha": alpha}), 24, 32, 1.0, 5)
+    got = render_cuda.render_cuda(co.Approximation(**{**vars(result), "kind": unknown}), 24, 32, 1.0, 5)
+    undrawn = render_cuda.render_cuda(co.Approximation(**{**vars(result), "alpha": alpha}), 24, 32, 1.0, 5)
     assert torch.equal(got[0], undrawn[0]) and not torch.equal(got[0], expected[0])
     for args, name in refusals(result):
         with pytest.raises(ValueError, match=f"^{name}: "):
-            render_kernel.render_cuda(*args)
+            render_cuda.render_cuda(*args)

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 RUN = r"""
 import json, sys
 import torch
 from utils import color_optimizer as co
+from utils.color_optimizer.search import random_shapes
 from utils.core.device import MEMORY_FRACTION, free_memory_bytes
 
 def status(key):
@@ -31,7 +32,7 @@ if job == "search":
                                  generator=g)
     estimate = co.search_memory(1, size, size, 3, co.kind_codes(kinds), 128, candidates, mutations, "cpu")
 else:  # 100 shapes spread over the canvas, frames every 2nd
-    kind, params = co.random_shapes(co.kind_codes(kinds), 100, 64, 64, g, "cpu")
+    kind, params = random_shapes(co.kind_codes(kinds), 100, 64, 64, g, "cpu")
     result = co.Approximation(kind=kind[None], params=co.scale_params(kind, params, 3.0)[None],
                               color=torch.rand(1, 100, 3, generator=g), alpha=torch.full((1, 100), 0.5),
                               count=torch.tensor([100]), error=torch.zeros(1, 101), background=torch.rand(1, 3),

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..core import cuda
-from . import KINDS, SUBROWS, Approximation, _checked_result, render_curve_steps
+from .shapes import KINDS, SUBROWS, Approximation, _checked_result, render_curve_steps
 from .shapes_cuda import SHAPES_SOURCE
 
 # Per shape, float32 [4 + 4*(steps+1)]: bounds x_min, y_min, x_max, y_max (y exact, as `_outlines` takes

@@ -1,5 +1,5 @@
 """The primitive search as three CUDA kernels per shape, for NVIDIA GPUs with CuPy: the torch path's
-method (random candidates, hill climbs from the best of them, closed-form colours; see the package
+method (random candidates, hill climbs from the best of them, closed-form colours; see search.py's
 docstring) with every step on the device and no host wait inside a shape.
 
 Per shape:
@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from ..core import cuda
-from . import (CURVE_STEPS, INT32_MAX, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
-               RANDOM_TRIANGLE, _GROUPS, PARENTS, Approximation, _checked_background, _checked_target, _Record,
-               _role_tables, _terms, check_int32)
+from .shapes import (CURVE_STEPS, INT32_MAX, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
+                     RANDOM_TRIANGLE, _GROUPS, PARENTS, Approximation, _checked_background, _checked_target,
+                     _Record, _role_tables, _terms, check_int32)
 from .shapes_cuda import SHAPES_SOURCE
 
 STATUS_EVERY = 8       # shapes between host reads of whether an image is still improving

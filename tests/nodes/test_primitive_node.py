@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rasterkit.utils import color_optimizer as co
-from test_color_optimizer import scene
+from primitive_scenes import scene
 
 SMALL = dict(candidates=120, mutations=24, working_size=48, output_size=96)
 

@@ -1,4 +1,4 @@
-"""PrimitiveMesh's search kernels (utils/color_optimizer/search_kernels.py) against the torch path: on a
+"""PrimitiveMesh's search kernels (utils/color_optimizer/search_cuda.py) against the torch path: on a
 real GPU (-m gpu) and on the CPU through tests/cuda_emulator.py (fails, never skips, without a compiler).
 
 The kernels draw their own random numbers, so they are checked step by step against what the torch
@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from rasterkit.utils import color_optimizer as co
-from rasterkit.utils.color_optimizer import search_kernels as K
-from test_color_optimizer import scene, transparent
+from rasterkit.utils.color_optimizer import search as co_search
+from rasterkit.utils.color_optimizer import shapes as co_shapes
+from rasterkit.utils.color_optimizer import search_cuda as K
+from primitive_scenes import scene, transparent
 
 ALL = tuple(range(len(co.KINDS)))
 
@@ -35,8 +37,8 @@ def search(device, channels=3, alpha=128, kinds=ALL, candidates=48, mutations=12
 
 def torch_score(s, image, kind, params, alpha):
     """The torch path's error change [K] and colour [K,3] of shapes on the search's current terms."""
-    terms = co._terms(s.target, s.current, None if s.searched else s.start_alpha)
-    change, color, _ = co.score(terms, image, kind.long(), params, alpha, s.kinds)
+    terms = co_shapes._terms(s.target, s.current, None if s.searched else s.start_alpha)
+    change, color, _ = co_search.score(terms, image, kind.long(), params, alpha, s.kinds)
     return change, color
 
 
@@ -76,11 +78,11 @@ def test_climbs_report_the_torch_paths_quantised_colour_and_change(device, chann
     s.climb(0)
     assert torch.equal(s.climb_alpha, (s.climb_alpha * 255).round() / 255)
     image = torch.arange(s.climb_kind.shape[0], device=device) // s.parents
-    terms = co._terms(s.target, s.current, None if s.searched else s.start_alpha)
-    sums, _, _ = co._coverage_sums(terms, image, s.climb_kind.long(), s.climb_params, s.kinds)
-    opacity_sums = co._opacity_sums(terms, sums, s.climb_alpha)
-    color = (co.optimal_colors(opacity_sums, s.climb_alpha) * 255).round() / 255
-    change = co._error_change(opacity_sums, color, s.climb_alpha)
+    terms = co_shapes._terms(s.target, s.current, None if s.searched else s.start_alpha)
+    sums, _, _ = co_search._coverage_sums(terms, image, s.climb_kind.long(), s.climb_params, s.kinds)
+    opacity_sums = co_search._opacity_sums(terms, sums, s.climb_alpha)
+    color = (co_search.optimal_colors(opacity_sums, s.climb_alpha) * 255).round() / 255
+    change = co_search._error_change(opacity_sums, color, s.climb_alpha)
     assert torch.allclose(s.climb_color, color, atol=1 / 255 + 1e-6)
     assert (s.climb_color != color).float().mean() < 0.05  # 8-bit rounding ties at most
     assert torch.allclose(s.climb_quantised, change, rtol=1e-3, atol=1e-3)
@@ -95,16 +97,16 @@ def test_commit_paints_the_torch_paths_mask_and_rebuilds_the_prefix_sums(device,
     before = s.current.clone()
     active = s.commit(0)
     best = s.climb_change.view(2, -1).argmin(1) + torch.arange(2, device=device) * s.parents
-    mask = co._commit_mask(s.climb_kind[best].long(), s.climb_params[best], 2, *s.target.shape[1:3], s.kinds)
+    mask = co_search._commit_mask(s.climb_kind[best].long(), s.climb_params[best], 2, *s.target.shape[1:3], s.kinds)
     improves = s.climb_quantised[best] < -1e-6 * (1 + s.climb_count[best])
     assert torch.equal(active.bool(), improves) and improves.all()
     a = s.climb_alpha[best][:, None, None, None]
-    paint = co._paint(s.climb_color[best], channels)[:, None, None, :]
+    paint = co_shapes._paint(s.climb_color[best], channels)[:, None, None, :]
     expected = torch.where(mask[..., None], before * (1 - a) + paint * a, before)
     assert torch.allclose(s.current, expected, atol=1e-6)
     assert (s.current != before).any()
     # the rebuilt rows' sums equal the torch path's terms of the new images (to the unit of the last place)
-    terms = co._terms(s.target, s.current, None if s.searched else s.start_alpha)
+    terms = co_shapes._terms(s.target, s.current, None if s.searched else s.start_alpha)
     assert (s.prefix - terms.prefix).abs().max() <= 2
     # the shape is recorded as the torch path records it
     assert torch.equal(s.kind[:, 0], s.climb_kind[best].long())
@@ -118,7 +120,7 @@ def test_climbs_split_over_launches_end_where_one_launch_ends(device, channels, 
     streams from launch to launch: the same climbs, bit for bit, as one launch."""
     whole = search(device, channels, alpha, mutations=20)
     climbs, per_round = whole.climb_kind.shape[0], 20 * 24  # rows of one climb's round: mutations x height
-    assert (whole.launch_climbs, whole.launch_rounds) == (climbs, co.MAX_ROUNDS)
+    assert (whole.launch_climbs, whole.launch_rounds) == (climbs, co_shapes.MAX_ROUNDS)
     whole.random(0)
     whole.climb(0)
     for budget, groups in [(6 * per_round, (6, 1)), (climbs * per_round * 3, (climbs, 3))]:
@@ -128,7 +130,7 @@ def test_climbs_split_over_launches_end_where_one_launch_ends(device, channels, 
         rounds = []
         split.random(0)
         split.climb(0, on_round=lambda: rounds.append(1))
-        assert len(rounds) == -(-co.MAX_ROUNDS // groups[1])
+        assert len(rounds) == -(-co_shapes.MAX_ROUNDS // groups[1])
         for name in ("climb_kind", "climb_params", "climb_alpha", "climb_color", "climb_change", "climb_quantised",
                      "climb_count"):
             assert torch.equal(getattr(split, name), getattr(whole, name)), (name, groups)

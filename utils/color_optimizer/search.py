@@ -1,0 +1,748 @@
+"""Primitive image approximation: shapes added one at a time, each found by a batched search.
+
+The method is fogleman/primitive's: for each new shape, many random candidates, hill climbing from
+the best of them, and the shape's colour solved in closed form for its opacity. Here every step is
+batched: thousands of candidates, of every image of a batch, are scored in one pass, and the best
+`PARENTS` of each image are hill-climbed side by side, `mutations` proposals each per round.
+
+Scoring cost follows the rows a candidate spans, not its area. A shape is described by where its
+edges cross each pixel row (sorted crossings with nonzero-winding transitions: polygons, the
+outline of a stroked Bezier, or the two roots of an ellipse's equation). The sums of the per-pixel
+terms that the colour and the error change need are read from row prefix sums at those crossings,
+so a candidate costs a few gathers per row it spans. The prefix sums are integers (fixed point):
+exact, so no float64 is needed anywhere and every device sums alike.
+
+A shape is searched without the host waiting on the device: the rows of all candidates go into a
+number of slots and the climbs run a number of rounds, both chosen on the host from the shape
+before (`_Schedule`), and the host reads one status word per shape. That is the torch path (CPU,
+ROCm, Apple MPS, CUDA without CuPy), with numba's coverage sums on the CPU (search_cpu.py). On NVIDIA
+GPUs with CuPy the search is three CUDA kernels per shape (search_cuda.py), over the same prefix sums,
+shape geometry and constants (shapes.py).
+
+Images are RGB, or premultiplied RGBA to fit transparency (fogleman/primitive's error over four
+channels): a shape paints its colour and an alpha channel of 1, at its opacity, source-over.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+
+from ..core.device import cupy_usable, numba_usable
+from ..inputs.text import short
+from .shapes import (CIRCLE, ELLIPSE, MAX_ROUNDS, N_PARAMS, PARENTS, POLYGON, QUADRATIC, RANDOM_CHAIN, RANDOM_SIZE,
+                     RANDOM_STROKE, RANDOM_TRIANGLE, RECTANGLE, ROTATED_ELLIPSE, ROTATED_RECTANGLE, TRIANGLE, _CONVEX,
+                     _ELLIPTIC, _FAMILY, _GROUPS, _POLY4, _STROKE, _VERTICES, Approximation, Terms, _Record,
+                     _checked_background, _checked_target, _constant, _ellipse_form, _families, _family_of, _paint,
+                     _polygon4, _role_tables, _stroke_outline, _terms)
+
+# Row slots scored at most between two interrupt checks (`_score_in_parts`): at 2048 px, measured on one
+# core of a 2-core CPU shared with other jobs, up to ~0.2 s with numba's loops and ~0.6 s on the torch path.
+PART_ROWS = 2 ** 19
+
+
+def _pixel_index(x, width: int):
+    """Pixels of a row whose centre lies left of x: clamp(ceil(x - 0.5), 0, width)."""
+    return x.clamp(-1, width + 1).sub_(0.5).ceil_().clamp_(0, width).long()
+
+
+def _edges(vertices):
+    """Edges of closed polygons vertices [K,V,2]: y0, y1, x0 and dx/dy [K,V,4] (0 for level edges)."""
+    following = vertices.roll(-1, 1)
+    step = following - vertices
+    dx, dy = step[..., 0], step[..., 1]
+    return torch.stack([vertices[..., 1], following[..., 1], vertices[..., 0], dx / torch.where(dy == 0, 1, dy)], -1)
+
+
+def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
+    """Geometry of K shapes as `family` describes them (polygon edges [K,V,4] as `_edges`, or the
+    ellipse form [K,5]: cx, cy, A, B, C) and the pixel rows whose centres they span: first [K] and
+    count [K] (0 for shapes of other families, and where live [K] is False)."""
+    if family == _ELLIPTIC:
+        cx, cy, a, b, c, half = _ellipse_form(kind, params)
+        geometry = torch.stack([cx, cy, a, b, c], 1)
+        y_min, y_max = cy - half, cy + half
+    else:
+        if family == _STROKE:
+            vertices = _stroke_outline(params)
+        elif family == _CONVEX and not {RECTANGLE, ROTATED_RECTANGLE} & set(kinds):
+            vertices = params[:, :6].reshape(-1, 3, 2)  # triangles alone: no null fourth edge
+        else:
+            vertices = _polygon4(kind, params, kinds)
+        geometry = _edges(vertices)
+        y_min, y_max = vertices[..., 1].amin(1), vertices[..., 1].amax(1)
+    first = torch.ceil(y_min - 0.5).clamp(0, height).long()
+    last = torch.floor(y_max - 0.5).clamp(-1, height - 1).long()
+    count = (last - first + 1).clamp_min(0)
+    if len(_families(kinds)) > 1:
+        count = torch.where(_family_of(kind) == family, count, 0)
+    return geometry, first, count if live is None else torch.where(live, count, 0)
+
+
+def _slots(first, count, capacity: int):
+    """The rows of K shapes (first [K], count [K]) laid out shape after shape in `capacity` slots,
+    without reading the total on the host: owner [C] and row [C] of each slot, used [C] (False past
+    the total), each shape's slot range start, end [K] (clamped to the capacity), whether all its
+    rows fit [K], and the total ()."""
+    end = torch.cumsum(count, 0)
+    start = end - count
+    clamped = start.clamp_max(capacity)
+    # a slot's owner is the last shape starting at or before it (shapes without rows start where
+    # the next one does, so they are passed over)
+    starts = torch.zeros(capacity + 1, dtype=torch.int64, device=count.device)
+    starts.index_put_((clamped,), torch.ones_like(clamped), accumulate=True)
+    owner = torch.cumsum(starts[:capacity], 0) - 1
+    slot = torch.arange(capacity, device=count.device)
+    row = (first - start).index_select(0, owner) + slot
+    total = end[-1]
+    return owner, row, slot < total, clamped, end.clamp_max(capacity), (end <= capacity) | (count == 0), total
+
+
+def _slot_columns(family: int, geometry, owner, row, used, width: int):
+    """Where the slots' rows cross their shapes, as pixel indices (`_pixel_index`): for convex shapes
+    and ellipses [left, right] columns [C,2] (equal where the row misses the shape or the slot is
+    unused) and None; for other polygons columns [C,V] and the transitions s [C,V] (nonzero winding;
+    0 in unused slots)."""
+    if family == _ELLIPTIC:
+        y = row.float() + 0.5
+        cx, cy, a, b, c = geometry.index_select(0, owner).t()
+        dy = y - cy
+        discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
+        root = torch.sqrt(discriminant.clamp_min(0))  # a miss gives root 0: an empty span
+        x = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
+        column = _pixel_index(x, width)
+        return torch.where(used[:, None], column, 0), None
+    y0, y1, x0, slope = geometry.index_select(0, owner).unbind(-1)
+    y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
+    misses = (y0 <= y) == (y1 <= y)
+    x = (y - y0).mul_(slope).add_(x0)
+    if family == _CONVEX:  # (in place where the temporaries allow: measured 25% faster)
+        left = torch.where(misses, float("inf"), x).amin(1)
+        span = torch.stack([left, x.masked_fill_(misses, -float("inf")).amax(1)], 1)
+        column = _pixel_index(span, width)
+        return torch.maximum(column, column[:, :1]), None  # a miss: right = left
+    crosses = ~misses
+    direction = torch.where(crosses, torch.where(y1 > y0, 1, -1), 0)
+    x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
+    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
+    before = torch.nn.functional.pad(inside[:, :-1], (1, 0))
+    return _pixel_index(x, width), inside - before
+
+
+def _mixed_geometry(kind, params, kinds):
+    """Geometry of K shapes of several families in one form: polygon edges [K,V,4] as `_edges` (every
+    polygon's vertices padded to the longest outline by repeating its last one: null edges; an
+    ellipse's edges cross no row), the ellipse form [K,5] (cx, cy, A, B, C), whether each shape is an
+    ellipse [K], and the y extent of each shape's rows, y_min and y_max [K]."""
+    elliptic = _family_of(kind) == _ELLIPTIC
+    vertices = _polygon4(kind, params, kinds) if set(_VERTICES) & set(kinds) else None
+    if QUADRATIC in kinds:
+        outline = _stroke_outline(params)
+        vertices = outline if vertices is None else torch.where(
+            (kind == QUADRATIC)[:, None, None], outline,
+            torch.cat([vertices, vertices[:, 3:].expand(-1, outline.shape[1] - 4, 2)], 1))
+    cx, cy, a, b, c, half = _ellipse_form(kind, params)
+    y_min, y_max = cy - half, cy + half
+    if vertices is not None:
+        y_min = torch.where(elliptic, y_min, vertices[..., 1].amin(1))
+        y_max = torch.where(elliptic, y_max, vertices[..., 1].amax(1))
+        vertices = vertices.masked_fill(elliptic[:, None, None], float("nan"))  # NaN edges cross no row
+    else:
+        vertices = torch.full((kind.shape[0], 1, 2), float("nan"), device=params.device)
+    return _edges(vertices), torch.stack([cx, cy, a, b, c], 1), elliptic, y_min, y_max
+
+
+def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
+    """`_slot_columns` for slots of shapes of several families (`_mixed_geometry`): columns [C,V+2]
+    and transitions s [C,V+2], the polygon crossings sorted with their nonzero-winding transitions,
+    then an ellipse's two roots (+1, -1; transitions 0 where the slot is not an ellipse's)."""
+    y0, y1, x0, slope = edges.index_select(0, owner).unbind(-1)
+    y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
+    crosses = (y0 <= y) != (y1 <= y)
+    x = (y - y0).mul_(slope).add_(x0)
+    direction = torch.where(crosses, torch.where(y1 > y0, 1, -1), 0)
+    x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
+    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
+    before = torch.nn.functional.pad(inside[:, :-1], (1, 0))
+    cx, cy, a, b, c = form.index_select(0, owner).t()
+    dy = y[:, 0] - cy
+    discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
+    root = torch.sqrt(discriminant.clamp_min(0))
+    roots = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
+    hit = (elliptic.index_select(0, owner) & used)[:, None]
+    column = torch.cat([_pixel_index(x, width), torch.where(hit, _pixel_index(roots, width), 0)], 1)
+    return column, torch.cat([inside - before, _constant((1, -1), hit.device, torch.int8) * hit], 1)
+
+
+def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: int, live=None):
+    """`_slots` and `_slot_columns` for K shapes of several families at once: the shapes in family
+    order (order [K]: the shapes by family, stable), each family's rows in its own region of one slot
+    array (regions: slots per family), so that what fits is what the family's own slots would hold,
+    and the crossings of every family in one pass (`_mixed_columns`). Returns order, owner [C] (an
+    index into order), row [C], start and end [K] of each ordered shape's slots, whether all its rows
+    fit [K] (ordered), the rows each family needed int64 [F], and column, s [C,V+2]."""
+    device = kind.device
+    families = _families(kinds)
+    rank_of = _constant(tuple(families.index(f) if f in families else 0 for f in _FAMILY), device)
+    order = torch.argsort(rank_of.index_select(0, kind), stable=True)
+    kind, params = kind.index_select(0, order), params.index_select(0, order)
+    rank = rank_of.index_select(0, kind)
+    edges, form, elliptic, y_min, y_max = _mixed_geometry(kind, params, kinds)
+    first = torch.ceil(y_min - 0.5).clamp(0, height).long()
+    count = (torch.floor(y_max - 0.5).clamp(-1, height - 1).long() - first + 1).clamp_min(0)
+    if live is not None:
+        count = torch.where(live.index_select(0, order), count, 0)
+    # each shape's rows within its family's region (a running count per family), then the region's place
+    ends = torch.cumsum((rank[:, None] == torch.arange(len(families), device=device)) * count[:, None], 0)
+    end = ends.gather(1, rank[:, None]).squeeze(1)
+    limit = _constant(tuple(regions), device).index_select(0, rank)
+    fits = (end <= limit) | (count == 0)
+    offset = _constant(tuple(sum(regions[:i]) for i in range(len(regions))), device).index_select(0, rank)
+    start, end = offset + end - count, offset + end.clamp_max(limit)
+    start = start.clamp_max(end)
+    slots = sum(regions)
+    # a slot's owner is the last shape starting at or before it (shapes in family order: starts ascend)
+    starts = torch.zeros(slots + 1, dtype=torch.int64, device=device)
+    starts.index_put_((start,), torch.ones_like(start), accumulate=True)
+    owner = (torch.cumsum(starts[:slots], 0) - 1).clamp_min(0)
+    slot = torch.arange(slots, device=device)
+    used = (slot >= start.index_select(0, owner)) & (slot < end.index_select(0, owner))
+    row = (first - start).index_select(0, owner) + slot
+    column, s = _mixed_columns(edges, form, elliptic, owner, row, used, width)
+    return order, owner, row, start, end, fits, ends[-1], column, s
+
+
+def _mixed_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None, live):
+    """`_coverage_sums` of shapes of several families at once (`_mixed_slots`)."""
+    families = _families(kinds)
+    regions = [kind.shape[0] * terms.height if capacity is None else capacity[f] for f in families]
+    order, owner, row, start, end, fits, needed, column, s = _mixed_slots(kind, params, kinds, regions, terms.height,
+                                                                          terms.width, live)
+    image = image.index_select(0, order)
+    at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * \
+        (terms.width + 1) + column
+    values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
+    per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
+    running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
+    sums = (running.index_select(1, end) - running.index_select(1, start)).t()
+    unsorted = lambda x: torch.empty_like(x).index_copy_(0, order, x)  # noqa: E731
+    return unsorted(sums), unsorted(fits), dict(zip(families, needed.unbind()))
+
+
+def _search_cpu():
+    """color_optimizer/search_cpu (numba's coverage sums), imported on first use: numba is slow to import."""
+    from . import search_cpu
+    return search_cpu
+
+
+def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None = None, live=None):
+    """Sums over the pixels each of K shapes covers (centre sampled) of the `Terms`: int64 [K,T+1]
+    (units of 1/terms.scale; the last is the pixel count). image int64 [K] picks each shape's image;
+    shapes where live [K] is False get no rows (sums 0).
+
+    Each family of shapes among `kinds` lays its rows out in capacity[family] slots (default K*H,
+    always enough). Also returns which shapes' rows all fit [K] (the sums of the others are
+    partial) and the slots each family needed {family: () int64}."""
+    if len(_families(kinds)) > 1 and not numba_usable(kind.device):  # one pass for every family
+        return _mixed_sums(terms, image, kind, params, kinds, capacity, live)
+    needed = {}
+    sums, fits = 0, True
+    for family in _families(kinds):
+        slots = kind.shape[0] * terms.height if capacity is None else capacity[family]
+        geometry, first, rows = _shape_rows(family, kind, params, kinds, terms.height, live)
+        if family in (_CONVEX, _ELLIPTIC) and numba_usable(kind.device):
+            # the CPU: numba's loop over each shape's rows, no slots (what fits is decided alike)
+            found = _search_cpu().coverage_sums(terms.prefix, image, geometry, first, rows, family == _ELLIPTIC,
+                                                terms.height, terms.width)
+            if found is not None:
+                end = torch.cumsum(rows, 0)
+                fits = fits & ((end <= slots) | (rows == 0))
+                needed[family] = end[-1]
+                sums = sums + found
+                continue
+        owner, row, used, start, end, fit, needed[family] = _slots(first, rows, slots)
+        fits = fits & fit
+        column, s = _slot_columns(family, geometry, owner, row, used, terms.width)
+        at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * \
+            (terms.width + 1) + column
+        if s is None:  # one span [left, right) per row: the difference of two prefixes, exact in int32
+            at = at.t().contiguous()
+            per_row = terms.prefix.index_select(0, at[1]) - terms.prefix.index_select(0, at[0])
+        else:  # the negated transitions weigh the prefixes (in int32: a product is a prefix or its negation)
+            values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
+            per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
+        # rows of a shape are consecutive slots: its sums are differences of an exact running sum
+        # (taken along contiguous memory: terms first)
+        running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
+        sums = sums + (running.index_select(1, end) - running.index_select(1, start)).t()
+    return sums, fits, needed
+
+
+def _opacity_sums(terms: Terms, sums, alpha):
+    """Sums of u = target - (1 - a) current [K,C] and of |u|^2 - |target - current|^2 [K] at opacity
+    alpha [K], and the pixel count [K], float32, from `_coverage_sums`."""
+    values, c = sums.float() / terms.scale, terms.channels
+    if terms.alpha is not None:
+        return values[:, 0:c], values[:, c], values[:, c + 1]
+    return (values[:, 0:c] + alpha[:, None] * values[:, c:2 * c],
+            2 * alpha * values[:, 2 * c] + alpha * alpha * values[:, 2 * c + 1], values[:, 2 * c + 2])
+
+
+def _error_change(opacity_sums, color, alpha):
+    """Change [K] of the squared error over the covered pixels when drawing `color` [K,3] at `alpha` [K]
+    (opacity_sums: `_opacity_sums` at that alpha): the sum of |u - a paint|^2 - |target - current|^2."""
+    sum_u, sum_q, count = opacity_sums
+    color = _paint(color, sum_u.shape[1])
+    return sum_q - 2 * alpha * (color * sum_u).sum(1) + alpha * alpha * count * (color * color).sum(1)
+
+
+def optimal_colors(opacity_sums, alpha):
+    """Closed-form colour [K,3] minimising the squared error over the covered pixels at opacity
+    alpha [K] (opacity_sums: `_opacity_sums` at that alpha): the mean of u / a, clamped to 0..1 (the
+    error is a separable convex quadratic per channel, so clamping the mean gives the constrained
+    optimum; an alpha channel's paint is 1 whatever the colour)."""
+    sum_u, _, count = opacity_sums
+    return (sum_u[:, :3] / (alpha * count.clamp_min(1))[:, None]).clamp(0, 1)
+
+
+def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None = None, live=None):
+    """Error change [K] float32, optimal colour [K,3] of K candidates, and the row slots each family
+    needed (see `_coverage_sums`). The change is inf for invalid shapes, where live [K] is False and
+    for candidates whose rows did not fit the slots (not scored: a search passes them over).
+
+    image int64 [K] picks each candidate's image; kind int64 [K] (codes among `kinds`); params
+    float [K,8]; alpha float [K] in (0, 1] (terms.alpha where that is fixed).
+    """
+    sums, fits, needed = _coverage_sums(terms, image, kind, params, kinds, capacity, live)
+    opacity_sums = _opacity_sums(terms, sums, alpha)
+    color = optimal_colors(opacity_sums, alpha)
+    change = _error_change(opacity_sums, color, alpha).masked_fill(~fits, float("inf"))
+    if QUADRATIC in kinds:
+        change = torch.where(_valid(kind, params, kinds), change, float("inf"))
+    if live is not None:
+        change = torch.where(live, change, float("inf"))
+    return change, color, needed
+
+
+def _valid(kind, p, kinds):
+    """primitive's rule for Beziers: the chord is longer than either control leg (no hairpins)."""
+    if QUADRATIC not in kinds:
+        return torch.ones_like(kind, dtype=torch.bool)
+    leg = lambda i, j: ((p[:, i:i + 2] - p[:, j:j + 2]) ** 2).sum(1)  # noqa: E731
+    chord = leg(0, 4)
+    return (kind != QUADRATIC) | ((chord > leg(0, 2)) & (chord > leg(2, 4)))
+
+
+def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, generator, device):
+    """`count` random shapes drawn as primitive draws them (small, anywhere): kind [count], params [count,8]."""
+    scale = max(height, width) / 256
+    choice = torch.randint(len(kinds), (count,), generator=generator, device=device)
+    kind = _constant(tuple(kinds), torch.device(device)).index_select(0, choice)
+    u = torch.rand(count, N_PARAMS, generator=generator, device=device)
+    anchor_x, anchor_y = u[:, 0] * width, u[:, 1] * height
+    spread = lambda i, reach: (u[:, i] * 2 - 1) * reach * scale  # noqa: E731
+    size = lambda i: 1 + u[:, i] * RANDOM_SIZE * scale  # noqa: E731
+    zero = torch.zeros_like(anchor_x)
+    chain_x2, chain_y2 = anchor_x + spread(2, RANDOM_CHAIN), anchor_y + spread(3, RANDOM_CHAIN)
+    forms = {
+        TRIANGLE: [anchor_x, anchor_y, anchor_x + spread(2, RANDOM_TRIANGLE), anchor_y + spread(3, RANDOM_TRIANGLE),
+                   anchor_x + spread(4, RANDOM_TRIANGLE), anchor_y + spread(5, RANDOM_TRIANGLE), zero, zero],
+        RECTANGLE: [anchor_x, anchor_y, (anchor_x + size(2)).clamp(max=width), (anchor_y + size(3)).clamp(max=height),
+                    zero, zero, zero, zero],
+        ROTATED_RECTANGLE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
+        ELLIPSE: [anchor_x, anchor_y, size(2), size(3), zero, zero, zero, zero],
+        ROTATED_ELLIPSE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
+        CIRCLE: [anchor_x, anchor_y, size(2), zero, zero, zero, zero, zero],
+        QUADRATIC: [anchor_x, anchor_y, chain_x2, chain_y2, chain_x2 + spread(4, RANDOM_CHAIN),
+                    chain_y2 + spread(5, RANDOM_CHAIN), (1 + u[:, 6] * RANDOM_STROKE) * scale, zero],
+        POLYGON: [anchor_x, anchor_y, anchor_x + spread(2, RANDOM_CHAIN), anchor_y + spread(3, RANDOM_CHAIN),
+                  anchor_x + spread(4, RANDOM_CHAIN), anchor_y + spread(5, RANDOM_CHAIN),
+                  anchor_x + spread(6, RANDOM_CHAIN), anchor_y + spread(7, RANDOM_CHAIN)],
+    }
+    params = torch.stack(forms[kinds[0]], 1)
+    for code in kinds[1:]:
+        params = torch.where((kind == code)[:, None], torch.stack(forms[code], 1), params)
+    return kind, params
+
+
+def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
+    """One random move per shape (kind [K] among `kinds`, params [K,8], alpha [K]): a Gaussian step
+    of one parameter group (a vertex, the sizes, the angle), clamped to the frame's margins; with
+    search_alpha, the opacity moves by -10..10 / 255."""
+    bounds, steps = tables
+    count, device = kind.shape[0], kind.device
+    pick = torch.rand(count, generator=generator, device=device)
+    step = torch.randn(count, N_PARAMS, generator=generator, device=device)
+    if len(kinds) == 1:  # one kind: its table rows, no per-shape lookups
+        group = kinds[0] * 4 + (pick * len(_GROUPS[kinds[0]])).long()
+        low, high = bounds[kinds[0]]
+    else:
+        n_groups = _constant(tuple(len(g) for g in _GROUPS), device)
+        group = kind * 4 + (pick * n_groups.index_select(0, kind)).long()
+        low, high = bounds.index_select(0, kind).unbind(1)
+    moved = torch.minimum(torch.maximum(params + step * steps.index_select(0, group), low), high)
+    if search_alpha:
+        change = torch.randint(-10, 11, (count,), generator=generator, device=device) / 255
+        alpha = (alpha + change).clamp(1 / 255, 1)
+    return moved, alpha
+
+
+# -- the search --------------------------------------------------------------------------------------
+
+def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
+    """Binary coverage [B,H,W] (centre sampled) of one shape per image (kind [B], params [B,8])."""
+    edges = torch.zeros(batch * height * (width + 1), dtype=torch.int32, device=params.device)
+    for family in _families(kinds):
+        geometry, first, rows = _shape_rows(family, kind, params, kinds, height)
+        owner, row, used, _, _, _, _ = _slots(first, rows, batch * height)
+        column, s = _slot_columns(family, geometry, owner, row, used, width)
+        if s is None:  # a span: +1 at its left column, -1 at its right (an empty one cancels)
+            s = _constant((1, -1), column.device).expand_as(column)
+        at = ((owner * height + row.clamp(0, height - 1)) * (width + 1))[:, None] + column
+        edges.index_put_((at.reshape(-1),), s.reshape(-1).to(torch.int32), accumulate=True)
+    return torch.cumsum(edges.view(batch, height, width + 1), 2)[..., :width] > 0
+
+
+@contextlib.contextmanager
+def _one_cpu_thread(device: torch.device):
+    """On the CPU, run with one intra-op thread: the search is thousands of small operations, which
+    threads barely speed up, and when another process holds a core each one waits for the busy
+    thread (measured on 2 shared cores: 13x slower with 2 threads than with 1)."""
+    if device.type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha: int = 128,
+                candidates: int = 1000, mutations: int = 100, background: torch.Tensor | None = None,
+                generator: torch.Generator | None = None, on_shape=None, on_round=None) -> Approximation:
+    """Approximate each image of target [B,H,W,C] (0..1; C = 3 RGB, or 4 premultiplied RGBA: a fit
+    of the colours and the transparency) with `shapes` shapes of `kinds`.
+
+    alpha: 1..255 fixed opacity, or 0 to search it per shape (starting at 128).
+    candidates: random shapes per image and shape; the best PARENTS are hill-climbed, `mutations`
+    proposals per round, each until a round brings it no improvement. background [B,C] (default:
+    the mean colour of each image). generator: a torch.Generator on target's device (seeded:
+    deterministic). on_shape(done, total, canvas): called after each shape (progress, interrupts,
+    previews) with the images drawn so far, canvas float [B,H,W,C] on the device (reading it is a
+    host transfer: a caller does it only when it needs it). on_round(): called between the steps of a
+    shape's search (after its random candidates and after each climbing round, and within a round
+    every PART_ROWS row slots; with the CUDA kernels after each launch of climbing rounds), for
+    interrupt checks: an exception it raises stops the
+    search there and reaches the caller.
+    An image stops early when no candidate lowers its error any more.
+
+    On the torch path the host reads the device once per shape (`_Schedule`): a shape runs as a
+    fixed sequence of operations whose sizes were chosen on the host before it (row slots, climbing
+    rounds). Where CuPy kernels run (`cupy_usable`), search_cuda.approximate does the search.
+    """
+    target = _checked_target(target)
+    background = _checked_background(background, target)
+    for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
+        if not isinstance(value, int) or value < least:
+            raise ValueError(f"{name}: expected an integer >= {least}, got {short(value)}")
+    if cupy_usable(target.device):
+        from . import search_cuda
+
+        return search_cuda.approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator,
+                                       on_shape, on_round)
+    with _one_cpu_thread(target.device):
+        return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape,
+                            on_round or (lambda: None))
+
+
+# Bytes per row slot of the torch path's scoring (the slots' geometry, crossings, gathered prefix sums
+# and running sums), measured by peak RSS at 192 px: one family of convex polygons or ellipses ~190, of
+# 4-gons ~510, of stroked Beziers ~2,000; several families in one pass ~790, ~2,100 with Beziers.
+_SLOT_BYTES = {_CONVEX: 240, _ELLIPTIC: 240, _POLY4: 600, _STROKE: 2400}
+_MIXED_SLOT_BYTES = (1000, 2600)  # without, with Beziers
+
+
+def search_memory(batch: int, height: int, width: int, channels: int, kinds, alpha: int, candidates: int,
+                  mutations: int, device) -> int:
+    """Estimated peak bytes of `approximate` on target [B,H,W,C]: the images and their prefix sums, and
+    on the torch path the row slots of the first shape, which has no shape before it to size them by
+    (every row of every candidate, of every mutation of its climbs; numba's loops and the CUDA
+    kernels score convex polygons and ellipses without slots, the kernels everything)."""
+    terms = (2 * channels + 3) if alpha == 0 else channels + 2
+    images = batch * height * width * (4 * channels * 4 + terms * 16)
+    if cupy_usable(device):
+        return images
+    families = _families(kinds)
+    share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds)) for family in families}
+    climb = batch * min(PARENTS, candidates) * mutations * height
+    if len(families) > 1 and not numba_usable(device):  # one pass for every family: regions of one slot array
+        rows = max(sum(share.values()) * batch * candidates * height, climb)
+        return int(images + rows * _MIXED_SLOT_BYTES[_STROKE in families])
+    # each family's slots (the climbs' shared out as the random kinds are: which family wins is the image's)
+    slotted = [f for f in families if not (numba_usable(device) and f in (_CONVEX, _ELLIPTIC))]
+    return int(images + sum(share[f] * max(batch * candidates * height, climb) * _SLOT_BYTES[f] for f in slotted))
+
+
+class _Schedule:
+    """What the host decides for a shape: the row slots of each scoring stage and family, and the
+    climbing rounds. It reads the device once per shape, after the shape's random candidates are
+    scored and its parents chosen: the status of the shape before (`status`) and how many of this
+    shape's parents are of each family (`set_parents`). All families climb in the same rounds, each
+    family's rows in its own slots sized by its parents: a family without parents gets one slot
+    (measured on combo shapes: half the families, and most of the work, were idle when every family
+    climbed every parent's mutations).
+
+    The random candidates get the slots the shape before the last needed, to the next level up. The
+    climbs run the rounds the last shape's took and two more (half as many again when they were
+    cut), and each round of a family gets the slots per parent that the same round of the last
+    shape needed (to the next level up), times its parents now: climbs stop one after another, and
+    later rounds score fewer rows. A round gets at least two parents' share of the family's first
+    round, so that a climb that outlasts the last shape's goes on. A family without parents in the
+    last shape gets twice the rows its random candidates spanned on average, per mutation. Rows past
+    the slots are not scored (`score`): a shape much larger than the last one passes over some moves
+    (as failed ones); the slots follow in the next.
+
+    The first shape has no shape before it: its random candidates get every row, shared out among
+    the kinds' families, its climbs every row of their mutations."""
+
+    MIN_ROUNDS = 4
+    FIRST_ROUNDS = 32
+    SLOT_LEVELS = 4          # slot capacities are 256 * 2**(level / SLOT_LEVELS)
+    LEVEL_BITS = 6
+
+    def __init__(self, kinds, batch: int, candidates: int, parents: int, mutations: int, height: int):
+        self.kinds, self.candidates, self.mutations, self.height = kinds, candidates, mutations, height
+        self.families = _families(kinds)
+        # every row of every candidate, shared out among the families (twice each family's share of
+        # the kinds: random kinds are drawn evenly)
+        share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds))
+                 for family in self.families}
+        self.slots = {("random", family): math.ceil(batch * candidates * height * share[family]) for family in share}
+        self.rounds = min(MAX_ROUNDS, self.FIRST_ROUNDS)
+        self.per_parent = None  # per family, the slots of each round per parent (after the first shape)
+        self.parents = {family: batch * parents if len(self.families) == 1 else 0 for family in self.families}
+
+    def family_counts(self, parent_kind):
+        """How many parents [B*P] (their kinds) are of each family, int64 [F], on the device."""
+        return (_family_of(parent_kind)[:, None] == _constant(tuple(self.families), parent_kind.device)).sum(0)
+
+    def set_parents(self, counts: list[int]) -> None:
+        self.parents = dict(zip(self.families, counts))
+
+    def capacity(self, stage: str, round: int = 0) -> dict:
+        """Row slots per family of a scoring stage: "random", or "climb" at a round (for the parents
+        `set_parents` gave)."""
+        if stage == "random":
+            return {family: self.slots[("random", family)] for family in self.families}
+        every_row = self.mutations * self.height
+        if self.per_parent is None:
+            return {family: max(1, count * every_row) for family, count in self.parents.items()}
+        slots = {}
+        for family, count in self.parents.items():
+            per_round = self.per_parent[family]
+            least = min(count, 2) * per_round[0]
+            slots[family] = max(1, math.ceil(max(least, count * per_round[min(round, len(per_round) - 1)])))
+        return slots
+
+    def _level(self, rows):
+        """The level of the slots `rows` (int64 tensor) need: ceil(SLOT_LEVELS * log2(rows / 256))."""
+        level = torch.ceil(self.SLOT_LEVELS * torch.log2(rows.float().clamp_min(1) / 256) + 1e-3)
+        return level.clamp(0, 2 ** self.LEVEL_BITS - 1).long()
+
+    def _slots(self, level: int) -> int:
+        return math.ceil(256 * 2 ** (level / self.SLOT_LEVELS))
+
+    def status(self, active, cut, climbed, needed: dict):
+        """The device's report of a shape, int64 [1 + F*R] (read with the next shape's parents): a word
+        with bit 0 an image is still active, bit 1 a climb was cut by the last round, bits 2-11 the
+        rounds until every climb had ended, then LEVEL_BITS per family: the level of the slots its
+        random candidates needed; then per family the level of the slots each climbing round needed
+        (0 for a family without parents)."""
+        word = active.any().long() + 2 * cut.long() + 4 * climbed.clamp_max(1023)
+        for i, family in enumerate(self.families):
+            word = word + (self._level(needed[("random", family)]) << (12 + self.LEVEL_BITS * i))
+        zeros = torch.zeros(self.rounds, dtype=torch.int64, device=word.device)
+        return torch.cat([word.view(1)] + [self._level(needed[("climb", family)]) if ("climb", family) in needed
+                                           else zeros for family in self.families])
+
+    def update(self, status: list[int]) -> bool:
+        """Set the slots and rounds of the next shape from the last shape's `status` (before
+        `set_parents` gives the next shape's parents); returns whether an image is still active."""
+        word, climb_levels = status[0], status[1:]
+        random_rows = {}
+        for i, family in enumerate(self.families):
+            random_rows[family] = self._slots(((word >> (12 + self.LEVEL_BITS * i)) & (2 ** self.LEVEL_BITS - 1)) + 1)
+            self.slots[("random", family)] = random_rows[family]
+        rounds = len(climb_levels) // len(self.families)
+        per_parent = {}
+        for i, family in enumerate(self.families):
+            count = self.parents[family]
+            if count > 0:
+                levels = climb_levels[i * rounds:(i + 1) * rounds]
+                per_parent[family] = [self._slots(level + 1) / count for level in levels]
+            else:  # twice a random candidate's rows of the family (on average) per mutation
+                kinds = sum(_FAMILY[k] == family for k in self.kinds)
+                per_parent[family] = [2 * random_rows[family] * self.mutations * len(self.kinds)
+                                      / (self.candidates * kinds)]
+        self.per_parent = per_parent
+        climbed = (word >> 2) & 1023
+        cut = bool(word & 2)
+        self.rounds = min(MAX_ROUNDS, self.rounds + self.rounds // 2 if cut else max(self.MIN_ROUNDS, climbed + 2))
+        return bool(word & 1)
+
+
+def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round):
+    record = _Record(target, shapes, alpha, background, generator)
+    batch, height, width, _ = target.shape
+    device = target.device
+    tables = _role_tables(height, width, device)
+    parents = min(PARENTS, candidates)
+    schedule = _Schedule(kinds, batch, candidates, parents, mutations, height)
+    current, active = record.current, torch.ones(batch, dtype=torch.bool, device=device)
+    status = None  # the last shape's report, read with the next shape's parents
+    for index in range(shapes):
+        shape = _next_shape(record.target, current, active, kinds, record.start_alpha, record.searched, candidates,
+                            parents, mutations, tables, record.generator, schedule, status, on_round)
+        if shape is None:  # the last shape improved no image
+            record.stopped_after(index - 1)
+            break
+        current, active = shape["current"], shape["active"]
+        record.kind[:, index], record.params[:, index], record.color[:, index] = \
+            shape["kind"], shape["params"], shape["color"]
+        record.alpha[:, index] = torch.where(active, shape["alpha"], 0)
+        record.error[:, index + 1] = record.error[:, index] + torch.where(active, shape["change"], 0)
+        if on_shape is not None:
+            on_shape(index + 1, shapes, current)
+        status = schedule.status(shape["active"], *shape["report"])
+    return record.result()
+
+
+def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations, tables,
+                generator, schedule, status, on_round):
+    """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
+    which reads the last shape's `status` and this shape's parents' families (one host read, none for
+    the first shape of one family): returns the new current images and the shape, and its report
+    (see `_Schedule`); None where the last shape improved no image."""
+    batch, height, width, _ = target.shape
+    device = target.device
+    terms = _terms(target, current, None if search_alpha else start_alpha)
+    # random candidates of every image at once; the best `parents` of each image are climbed
+    kind, params = random_shapes(kinds, batch * candidates, height, width, generator, device)
+    shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)
+    image = torch.arange(batch * candidates, device=device) // candidates
+    change, needed = _score_in_parts(terms, image, kind, params, shape_alpha, kinds, schedule.capacity("random"),
+                                     None, on_round)
+    on_round()
+    best = torch.topk(-change.view(batch, candidates), parents, dim=1).indices
+    chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
+    kind, params, shape_alpha, change = kind[chosen], params[chosen], shape_alpha[chosen], change[chosen]
+    several = len(schedule.families) > 1
+    if status is not None or several:
+        report = [status] if status is not None else []
+        read = torch.cat(report + ([schedule.family_counts(kind)] if several else [])).tolist()
+        if status is not None and not schedule.update(read[:len(status)]):
+            return None
+        if several:
+            schedule.set_parents(read[len(read) - len(schedule.families):])
+    kind, params, shape_alpha, change, cut, climbed, climb_needed = _climb_families(
+        terms, kind, params, shape_alpha, change, chosen // candidates, search_alpha, mutations, tables, generator,
+        kinds, schedule, batch, on_round)
+    needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
+    # the best climb of each image becomes its next shape, coloured in 8 bits
+    shape_alpha = (shape_alpha * 255).round() / 255
+    sums, _, _ = _coverage_sums(terms, torch.arange(batch, device=device), kind, params, kinds)
+    opacity_sums = _opacity_sums(terms, sums, shape_alpha)
+    color = (optimal_colors(opacity_sums, shape_alpha) * 255).round() / 255
+    change = _error_change(opacity_sums, color, shape_alpha)
+    # float rounding must not pass for an improvement (a flat image gets no shapes)
+    improves = active & (change < -1e-6 * (1 + sums[:, -1] / terms.scale)) & _valid(kind, params, kinds)
+    mask = _commit_mask(kind, params, batch, height, width, kinds) & improves[:, None, None]
+    a = shape_alpha[:, None, None, None]
+    paint = _paint(color, terms.channels)
+    current = torch.where(mask[..., None], current * (1 - a) + paint[:, None, None, :] * a, current)
+    return dict(current=current, active=improves, kind=kind, params=params, color=color, alpha=shape_alpha,
+                change=change, report=(cut, climbed, needed))
+
+
+def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
+                    schedule, batch: int, on_round):
+    """Hill-climb the parents of every image (kind [B*P] among `kinds`, params [B*P,8], alpha, change
+    [B*P], image [B*P] int64) side by side, every family in the same rounds (`_hill_climb`; each
+    family's rows in its own slots), and pick each image's best climb: kind [B], params [B,8], alpha
+    [B], change [B]; whether a climb was cut by the last round (), the rounds until every climb had
+    stopped (), and the row slots each family with parents needed each round {family: int64 [R]}."""
+    count, device = kind.shape[0], kind.device
+    capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
+    kind, params, alpha, change, cut, climbed, needed = _hill_climb(
+        terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds, capacities,
+        on_round)
+    needed = {family: rows for family, rows in needed.items() if schedule.parents[family] > 0}
+    winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
+    return kind[winner], params[winner], alpha[winner], change[winner], cut, climbed, needed
+
+
+def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
+                capacities: list, on_round):
+    """Hill-climb parents side by side (kind [K], params [K,8], alpha, change [K], image [K] int64).
+    Each round, every parent still climbing makes `mutations` mutations and takes the best one if it
+    lowers the error; a parent stops after a round in which none did. That is primitive's rule (stop
+    when `mutations` moves from the same state fail in a row), with the moves tried side by side and
+    the best success kept, not the first. There is a round per entry of `capacities` (the row slots
+    of each family that round, or None: every row), each of a size fixed on the host (stopped
+    parents' moves cost no rows and are ignored): no host reads. on_round() after each round.
+
+    Returns each climb's end (kind, params, alpha, change), whether a climb was cut by the last round
+    (), the rounds until every climb had stopped (), and the row slots each family needed each round
+    {family: int64 [R]}."""
+    count, device = kind.shape[0], kind.device
+    parent = torch.arange(count, device=device).repeat_interleave(mutations, output_size=count * mutations)
+    mutant_kind = kind[parent] if len(kinds) > 1 else kind[:1].expand(count * mutations)
+    mutant_image = image[parent]
+    first_move = torch.arange(count, device=device) * mutations
+    climbing = torch.ones(count, dtype=torch.bool, device=device)
+    climbed = torch.zeros((), dtype=torch.int64, device=device)
+    needed = {}
+    for capacity in capacities:
+        moved, moved_alpha = mutate(mutant_kind, params[parent], alpha[parent], search_alpha, tables, generator, kinds)
+        moved_change, rows = _score_in_parts(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity,
+                                             climbing[parent], on_round)
+        best_change, best_move = moved_change.view(count, mutations).min(1)
+        climbing = climbing & (best_change < change)
+        pick = first_move + best_move
+        params = torch.where(climbing[:, None], moved[pick], params)
+        alpha = torch.where(climbing, moved_alpha[pick], alpha)
+        change = torch.where(climbing, best_change, change)
+        climbed = climbed + climbing.any()
+        on_round()
+        for family, total in rows.items():
+            needed.setdefault(family, []).append(total)
+    return (kind, params, alpha, change, climbing.any(), climbed,
+            {family: torch.stack(totals) for family, totals in needed.items()})
+
+
+def _score_in_parts(terms, image, kind, params, alpha, kinds, capacity: dict | None, live, on_round):
+    """`score`'s change [K] and rows needed {family: ()} of K shapes (a round's mutants, a shape's random
+    candidates; live [K] or None as `score` takes it), in parts of at most
+    ~PART_ROWS row slots (each part a share of `capacity` as large as its share of the mutants; None:
+    every row), with on_round() after each part but the last: a round at 2048 px and 10,000
+    mutations scores ~1e8 rows, tens of seconds between interrupt checks in one piece."""
+    count = kind.shape[0]
+    slots = sum(capacity.values()) if capacity is not None else count * terms.height
+    parts = min(count, math.ceil(slots / PART_ROWS))
+    if parts <= 1:
+        change, _, rows = score(terms, image, kind, params, alpha, kinds, capacity, live)
+        return change, rows
+    size = math.ceil(count / parts)
+    share = None if capacity is None else {f: max(1, math.ceil(c * size / count)) for f, c in capacity.items()}
+    change, rows = torch.empty(count, device=kind.device), {}
+    for start in range(0, count, size):
+        part = slice(start, start + size)
+        change[part], _, needed = score(terms, image[part], kind[part], params[part], alpha[part], kinds, share,
+                                        None if live is None else live[part])
+        rows = {f: rows.get(f, 0) + n for f, n in needed.items()}
+        if start + size < count:
+            on_round()
+    return change, rows

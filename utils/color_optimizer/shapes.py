@@ -1,0 +1,418 @@
+"""PrimitiveMesh's shapes and the constants every backend of its engine shares: the kinds, their
+parameters and families, the search's sizes, the tables a mutation reads, the shapes' geometry on the
+torch path, and the checks of inputs and results. The CUDA sources (shapes_cuda.py, search_cuda.py,
+render_cuda.py) have their #defines written from these constants.
+
+Conventions: pixel coordinates, x right, y down, pixel centres at +0.5. During the search coverage
+is binary, sampled at pixel centres (as primitive's scanlines); `render` draws the same shapes
+anti-aliased (exact box-filter coverage along x, `SUBROWS` samples per pixel along y).
+
+Shape parameters, float [.., 8] (unused entries 0; angles in degrees, clockwise on screen):
+    triangle           x1 y1 x2 y2 x3 y3
+    rectangle          x1 y1 x2 y2                 (opposite corners)
+    rotated_rectangle  cx cy width height angle
+    ellipse            cx cy rx ry
+    rotated_ellipse    cx cy rx ry angle
+    circle             cx cy r
+    quadratic          x1 y1 cx cy x2 y2 width     (stroked quadratic Bezier, butt caps)
+    polygon            x1 y1 x2 y2 x3 y3 x4 y4     (nonzero fill)
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from ..inputs.text import short
+
+KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
+         "polygon")
+TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, ELLIPSE, ROTATED_ELLIPSE, CIRCLE, QUADRATIC, POLYGON = range(8)
+N_PARAMS = 8
+# Hill climbs per image and shape, each from one of the best random candidates (the CUDA kernels' too).
+# 16 rather than 8, measured at 256 px, 100 shapes: combo RMSE 26.8 against 27.6 on astronaut (three
+# seeds; fogleman/primitive 27.1), triangles 26.7 against 27.3, for a third more time.
+PARENTS = 16
+MAX_ROUNDS = 1000
+MAX_KINDS_TEXT = 256  # every kind named once, with room for spaces, repeats and "combo"
+INT32_MAX = 2 ** 31 - 1  # the CUDA kernels' int (sizes, indices) and grid x limit
+SUBROWS = 8      # anti-aliasing samples per pixel along y in `render`
+CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while searching (render: more)
+# Random shapes, in pixels of a 256 px image (scaled with it): a triangle's vertices within RANDOM_TRIANGLE
+# of its first, a chain's (Bezier, 4-gon) each within RANDOM_CHAIN of the one before, sizes 1 + up to
+# RANDOM_SIZE, Bezier widths 1 + up to RANDOM_STROKE. Shared with the CUDA kernels (search_cuda.py).
+RANDOM_TRIANGLE, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE = 15, 20, 31, 2
+
+# The ways a shape meets a row: a convex polygon (one span), any 4-vertex polygon, a stroke outline
+# polygon (sorted crossings, nonzero winding), an ellipse (the two roots of its equation).
+_CONVEX, _POLY4, _STROKE, _ELLIPTIC = range(4)
+_FAMILY = (_CONVEX, _CONVEX, _CONVEX, _ELLIPTIC, _ELLIPTIC, _ELLIPTIC, _STROKE, _POLY4)
+
+# Parameter roles: how each is mutated and clamped.
+_UNUSED, _VX, _VY, _CX, _CY, _SIZE, _ANGLE, _WIDTH = range(8)
+_ROLES = (
+    (_VX, _VY, _VX, _VY, _VX, _VY, _UNUSED, _UNUSED),
+    (_CX, _CY, _CX, _CY, _UNUSED, _UNUSED, _UNUSED, _UNUSED),
+    (_CX, _CY, _SIZE, _SIZE, _ANGLE, _UNUSED, _UNUSED, _UNUSED),
+    (_CX, _CY, _SIZE, _SIZE, _UNUSED, _UNUSED, _UNUSED, _UNUSED),
+    (_CX, _CY, _SIZE, _SIZE, _ANGLE, _UNUSED, _UNUSED, _UNUSED),
+    (_CX, _CY, _SIZE, _UNUSED, _UNUSED, _UNUSED, _UNUSED, _UNUSED),
+    (_VX, _VY, _VX, _VY, _VX, _VY, _WIDTH, _UNUSED),
+    (_VX, _VY, _VX, _VY, _VX, _VY, _VX, _VY),
+)
+# A mutation moves one group of parameters (a vertex, a size, the angle), as primitive's do.
+_GROUPS = (
+    ((0, 1), (2, 3), (4, 5)),
+    ((0, 1), (2, 3)),
+    ((0, 1), (2, 3), (4,)),
+    ((0, 1), (2,), (3,)),
+    ((0, 1), (2, 3), (4,)),
+    ((0, 1), (2,)),
+    ((0, 1), (2, 3), (4, 5), (6,)),
+    ((0, 1), (2, 3), (4, 5), (6, 7)),
+)
+
+
+def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
+    """The kind codes a search draws from, ascending: one kind, all of them for "combo", or any
+    subset written as kind names separated by commas or spaces (e.g. "triangle, ellipse"), at most
+    MAX_KINDS_TEXT characters. A ValueError that starts with `name` (the input it came from) for
+    anything else."""
+    if not isinstance(shape_type, str) or len(shape_type) > MAX_KINDS_TEXT:
+        got = f"{len(shape_type)} characters" if isinstance(shape_type, str) else short(shape_type)
+        raise ValueError(f"{name}: expected kind names separated by commas, at most {MAX_KINDS_TEXT} characters, "
+                         f"got {got}")
+    names = [part for part in re.split(r"[\s,]+", str(shape_type).strip().lower()) if part]
+    unknown = [part for part in names if part not in KINDS + ("combo",)]
+    if not names or unknown:
+        raise ValueError(f"{name}: expected one of {', '.join(KINDS + ('combo',))}, or several separated by commas, "
+                         f"got {short(shape_type)}")
+    if "combo" in names:
+        return tuple(range(len(KINDS)))
+    return tuple(sorted({KINDS.index(part) for part in names}))
+
+
+@dataclass
+class Approximation:
+    """N shapes per image of a batch of B, in drawing order; images that stopped early (no shape
+    improved them) are padded with shapes of zero opacity.
+
+    kind   int64   [B,N]     index into KINDS
+    params float32 [B,N,8]   working-size pixel coordinates (see the module docstring)
+    color  float32 [B,N,3]   RGB in 0..1, quantised to 8 bits
+    alpha  float32 [B,N]     opacity in 0..1 (a multiple of 1/255; 0 for padding)
+    count  int64   [B]       shapes actually placed
+    error  float32 [B,N+1]   sum of squared error over the C channels (0..1 units) of the working
+                             image, after 0..N shapes (point-sampled coverage, as searched; after
+                             the first, each as the search predicted it from its sums)
+    background float32 [B,C] C = 3: RGB; C = 4: premultiplied RGBA (the fit is then RGBA),
+                             straight colour and alpha quantised to 8 bits
+    height, width: the working size
+    """
+
+    kind: torch.Tensor
+    params: torch.Tensor
+    color: torch.Tensor
+    alpha: torch.Tensor
+    count: torch.Tensor
+    error: torch.Tensor
+    background: torch.Tensor
+    height: int
+    width: int
+
+
+@functools.lru_cache(maxsize=128)
+def _constant(values: tuple, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """A small table of numbers [len(values)] as a tensor on `device`, made once per process by
+    device fills: a tensor made from host data is an upload that waits for the stream on a GPU."""
+    return torch.stack([torch.full((), v, dtype=dtype, device=device) for v in values])
+
+
+def _family_of(kind):
+    """The family code [K] of each kind [K] (int64)."""
+    return _constant(_FAMILY, kind.device).index_select(0, kind)
+
+
+# -- geometry: where shapes cross rows ---------------------------------------------------------------
+
+def _rotation(angle_degrees):
+    radians = angle_degrees * (math.pi / 180)
+    return torch.cos(radians), torch.sin(radians)
+
+
+def _rotated_rectangle(p):
+    cos, sin = _rotation(p[:, 4])
+    corner_x = _constant((-0.5, 0.5, 0.5, -0.5), p.device, torch.float32) * p[:, 2:3]
+    corner_y = _constant((-0.5, -0.5, 0.5, 0.5), p.device, torch.float32) * p[:, 3:4]
+    return torch.stack([p[:, 0:1] + corner_x * cos[:, None] - corner_y * sin[:, None],
+                        p[:, 1:2] + corner_x * sin[:, None] + corner_y * cos[:, None]], 2)
+
+
+_VERTICES = {
+    TRIANGLE: lambda p: torch.cat([p[:, :6], p[:, 4:6]], 1).view(-1, 4, 2),  # last vertex repeated: a null edge
+    RECTANGLE: lambda p: torch.stack([p[:, 0], p[:, 1], p[:, 2], p[:, 1], p[:, 2], p[:, 3], p[:, 0], p[:, 3]],
+                                     1).view(-1, 4, 2),
+    ROTATED_RECTANGLE: _rotated_rectangle,
+    POLYGON: lambda p: p.reshape(-1, 4, 2),
+}
+
+
+def _polygon4(kind, p, kinds):
+    """Vertices [K,4,2] of triangles, rectangles and 4-gons; only the forms of `kinds` are computed."""
+    present = [k for k in _VERTICES if k in kinds]
+    vertices = _VERTICES[present[0]](p)
+    for code in present[1:]:
+        vertices = torch.where((kind == code)[:, None, None], _VERTICES[code](p), vertices)
+    return vertices
+
+
+def _stroke_outline(p, steps: int = CURVE_STEPS):
+    """Outline polygon [K, 2*(steps+1), 2] of quadratic Beziers stroked p[:,6] wide, butt caps."""
+    t = torch.linspace(0, 1, steps + 1, device=p.device)[None, :, None]
+    a, c, b = p[:, None, 0:2], p[:, None, 2:4], p[:, None, 4:6]
+    point = (1 - t) ** 2 * a + 2 * (1 - t) * t * c + t ** 2 * b
+    tangent = (1 - t) * (c - a) + t * (b - c)
+    # a degenerate tangent (control point on an end point) falls back to the chord's direction
+    tangent = torch.where(tangent.norm(dim=-1, keepdim=True) > 1e-6, tangent, (b - a).expand_as(tangent))
+    normal = torch.stack([-tangent[..., 1], tangent[..., 0]], -1)
+    normal = normal / normal.norm(dim=-1, keepdim=True).clamp_min(1e-6) * (p[:, None, 6:7] / 2)
+    return torch.cat([point + normal, (point - normal).flip(1)], 1)
+
+
+def _ellipse_form(kind, p):
+    """Centre and quadratic form of ellipses: cx, cy, A, B, C [K] with
+    A dx^2 + B dx dy + C dy^2 <= 1 inside, and the half height [K]."""
+    circle = kind == CIRCLE
+    rx = p[:, 2].clamp_min(1e-3)
+    ry = torch.where(circle, rx, p[:, 3].clamp_min(1e-3))
+    cos, sin = _rotation(torch.where(kind == ROTATED_ELLIPSE, p[:, 4], torch.zeros_like(p[:, 4])))
+    ix, iy = 1 / rx ** 2, 1 / ry ** 2
+    form = (cos ** 2 * ix + sin ** 2 * iy, 2 * cos * sin * (ix - iy), sin ** 2 * ix + cos ** 2 * iy)
+    half_height = torch.sqrt((rx * sin) ** 2 + (ry * cos) ** 2)
+    return p[:, 0], p[:, 1], *form, half_height
+
+
+def _edge_crossings(vertices, y):
+    """Where rows y [Q] cross the edges of closed polygons vertices [Q,V,2] (half-open in y, so a
+    row through a vertex counts it once): crosses bool [Q,V], x [Q,V], y1 > y0 [Q,V]."""
+    x0, y0 = vertices[..., 0], vertices[..., 1]
+    x1, y1 = vertices.roll(-1, 1).unbind(-1)
+    y = y[:, None]
+    crosses = (y0 <= y) != (y1 <= y)
+    t = (y - y0) / torch.where(crosses, y1 - y0, torch.ones_like(y0))
+    return crosses, x0 + t * (x1 - x0), y1 > y0
+
+
+def _polygon_crossings(vertices, y):
+    """Crossings of rows y [Q] with closed polygons vertices [Q,V,2]: x [Q,V] sorted and the
+    change of inside-ness (nonzero winding) at each, s [Q,V] in {-1, 0, 1}."""
+    crosses, x, downward = _edge_crossings(vertices, y)
+    direction = torch.where(crosses, torch.where(downward, 1, -1), 0)
+    x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
+    winding = torch.cumsum(direction.gather(1, order), 1)
+    inside = (winding != 0).to(torch.int8)
+    return x, inside - torch.nn.functional.pad(inside[:, :-1], (1, 0))
+
+
+def _ellipse_crossings(form, y):
+    """Crossings of rows y [Q] with ellipses (form: cx, cy, A, B, C per row [Q]): x [Q,2], s [Q,2]."""
+    cx, cy, a, b, c = form
+    dy = y - cy
+    discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
+    root = torch.sqrt(discriminant.clamp_min(0))
+    x = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
+    hit = (discriminant > 0).to(torch.int8)[:, None]
+    return x, _constant((1, -1), y.device, torch.int8) * hit
+
+
+# -- scoring terms and paint -------------------------------------------------------------------------
+
+class Terms(NamedTuple):
+    """Row prefix sums of the per-pixel terms that scoring reads, in fixed point: exact integer sums,
+    the same on every device, no float64.
+
+    prefix int32 [B*H*(W+1), T+1]: row (b*H + y)*(W+1) + j sums pixels 0..j-1 of row y of image b, in
+    units of 1/scale. The terms, over the C channels (3, or 4 for RGBA): at a fixed opacity a,
+    u = target - (1 - a) current (C) and |u|^2 - |target - current|^2 (T = C + 1); when the opacity is
+    searched (alpha None), d = target - current (C), current (C), d.current and |current|^2 (T = 2C + 2);
+    last, 1 (the pixel count). Every term lies in -C..C.
+    """
+
+    prefix: torch.Tensor
+    scale: float
+    height: int
+    width: int
+    alpha: float | None
+    channels: int
+
+
+def _terms(target, current, alpha: float | None) -> Terms:
+    """`Terms` of images target and current [B,H,W,C] (0..1), for a fixed opacity alpha or a searched one (None)."""
+    batch, height, width, channels = target.shape
+    d = target - current
+    one = torch.ones_like(d[..., :1])
+    if alpha is None:
+        terms = [d, current, (d * current).sum(-1, keepdim=True), (current * current).sum(-1, keepdim=True), one]
+    else:
+        u = d + alpha * current
+        terms = [u, ((u * u) - (d * d)).sum(-1, keepdim=True), one]
+    # the largest power of two that keeps a row's sum of terms within int32
+    scale = float(2 ** math.floor(math.log2((2 ** 31 - 1) / (channels * (width + 1) + 1))))
+    fixed = torch.round(torch.cat(terms, -1) * scale).to(torch.int32)
+    prefix = torch.nn.functional.pad(torch.cumsum(fixed, 2, dtype=torch.int32), (0, 0, 1, 0))
+    return Terms(prefix.view(batch * height * (width + 1), -1), scale, height, width, alpha, channels)
+
+
+def _families(kinds) -> list[int]:
+    return sorted({_FAMILY[k] for k in kinds})
+
+
+def _paint(color, channels: int):
+    """What a shape of colour [..,3] adds at full opacity, over `channels`: RGB, or premultiplied RGBA (alpha 1)."""
+    return color if channels == 3 else torch.cat([color, torch.ones_like(color[..., :1])], -1)
+
+
+# -- mutation bounds, input and result checks, the search's record ------------------------------------
+
+def _role_tables(height: int, width: int, device):
+    """Per kind: lower and upper bounds of its parameters [8,2,8]; per kind and group (kind * 4 +
+    group) the mutation sigma of the parameters the group moves, 0 for the others [32,8]."""
+    scale = max(height, width) / 256
+    margin = 16 * scale
+    lo = {_VX: -margin, _VY: -margin, _CX: 0.0, _CY: 0.0, _SIZE: 1.0, _ANGLE: -math.inf, _WIDTH: 1.0}
+    hi = {_VX: width + margin, _VY: height + margin, _CX: float(width), _CY: float(height),
+          _SIZE: float(max(height, width)), _ANGLE: math.inf, _WIDTH: max(1.0, 16 * scale)}
+    sigma = {_VX: 16 * scale, _VY: 16 * scale, _CX: 16 * scale, _CY: 16 * scale, _SIZE: 16 * scale, _ANGLE: 32.0,
+             _WIDTH: max(0.5, scale)}
+    device = torch.device(device)
+    # per-role values looked up by the role tables, all made on the device (no upload)
+    value = lambda table: _constant(tuple(table.get(r, 0.0) for r in range(len(_ROLES))), device,  # noqa: E731
+                                    torch.float32)
+    roles = _constant(sum(_ROLES, ()), device)
+    bounds = torch.stack([value(lo).index_select(0, roles), value(hi).index_select(0, roles)]).view(2, -1, N_PARAMS)
+    member = _constant(tuple(int(i in members) for groups in _GROUPS for members in groups + ((),) * (4 - len(groups))
+                             for i in range(N_PARAMS)), device, torch.float32).view(-1, 4, N_PARAMS)
+    steps = value(sigma).index_select(0, roles).view(-1, 1, N_PARAMS) * member
+    return bounds.transpose(0, 1).contiguous(), steps.view(-1, N_PARAMS)
+
+
+def _checked_target(target) -> torch.Tensor:
+    """The search's target as float32 [B,H,W,C], C 3 or 4, detached (any float dtype converted once on
+    its device), or a ValueError that names it."""
+    if not isinstance(target, torch.Tensor) or target.dim() != 4 or not target.is_floating_point():
+        got = f"{tuple(target.shape)} {target.dtype}" if isinstance(target, torch.Tensor) else type(target).__name__
+        raise ValueError(f"target: expected a float tensor [B,H,W,C], got {got}")
+    if target.shape[-1] not in (3, 4) or 0 in target.shape:
+        raise ValueError(f"target: expected 3 (RGB) or 4 (premultiplied RGBA) channels and no empty dimension, "
+                         f"got shape {tuple(target.shape)}")
+    return target.detach().to(torch.float32)
+
+
+def _checked_background(background, target) -> torch.Tensor | None:
+    """The search's background as float32 [B,C] on the target's device (C and B the target's; any float
+    dtype, detached), None for the default, or a ValueError that names it."""
+    if background is None:
+        return None
+    batch, channels = target.shape[0], target.shape[-1]
+    if not isinstance(background, torch.Tensor) or not background.is_floating_point() or \
+            tuple(background.shape) != (batch, channels):
+        raise ValueError(f"background: expected a float tensor [{batch},{channels}] (the target's images and "
+                         f"channels), got {_described(background)}")
+    return background.detach().to(target.device, torch.float32)
+
+
+def _described(value) -> str:
+    return f"{list(value.shape)} {value.dtype}" if isinstance(value, torch.Tensor) else short(value)
+
+
+def check_int32(name: str, value: int, least: int = 0) -> int:
+    """value as a CUDA kernel's int (or grid size) takes it: least .. 2**31 - 1, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= INT32_MAX:
+        raise ValueError(f"{name}: expected an integer in {least}..{INT32_MAX}, got {short(value)}")
+    return value
+
+
+def _checked_result(result, height, width, scale, frame_every) -> Approximation:
+    """`render`'s inputs checked, before anything is allocated: the result's tensors as float32 and
+    int64 (any float or integer dtype, converted once on their device), detached and contiguous; the
+    canvas sizes, scale and frame_every in range. A ValueError naming the input otherwise."""
+    if not isinstance(result, Approximation):
+        raise ValueError(f"result: expected an Approximation (from approximate), got {type(result).__name__}")
+    check_int32("height", height, 1)
+    check_int32("width", width, 1)
+    check_int32("frame_every", frame_every)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+        raise ValueError(f"scale: expected a finite number > 0, got {short(scale)}")
+    kind = result.kind
+    if not isinstance(kind, torch.Tensor) or kind.dim() != 2 or kind.is_floating_point() or kind.is_complex() or \
+            kind.dtype == torch.bool:
+        raise ValueError(f"result.kind: expected an integer tensor [B,N], got {_described(kind)}")
+    batch, total = kind.shape
+    fields = {"kind": kind.detach().to(torch.int64).contiguous()}
+    for name, shape in (("params", [batch, total, N_PARAMS]), ("color", [batch, total, 3]), ("alpha", [batch, total]),
+                        ("background", [batch, "3 or 4"])):
+        value = getattr(result, name)
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dim() != len(shape) or \
+                list(value.shape[:-1]) != shape[:-1] or value.shape[-1] not in ((3, 4) if name == "background"
+                                                                                 else (shape[-1],)):
+            what = "3 (RGB) or 4 (premultiplied RGBA) channels" if name == "background" else "float tensor"
+            raise ValueError(f"result.{name}: expected a {what} {shape}, got {_described(value)}")
+        if value.device != kind.device:
+            raise ValueError(f"result.{name}: expected on {kind.device} (as result.kind), got {value.device}")
+        fields[name] = value.detach().to(torch.float32).contiguous()
+    if batch * total > INT32_MAX:
+        raise ValueError(f"result: expected at most {INT32_MAX} shapes in all, got {batch} x {total}")
+    return Approximation(**fields, count=result.count, error=result.error, height=result.height, width=result.width)
+
+
+class _Record:
+    """What both search paths (search.py's torch path and search_cuda.Search) start from and fill in: the
+    working target and canvas float [B,H,W,C] (the quantised background), the generator, whether the
+    opacity is searched and its start, and the shapes so far as `Approximation` holds them (kind,
+    params, color, alpha [B,N..]; error [B,N+1], error[:, 0] the background's)."""
+
+    def __init__(self, target, shapes: int, alpha: int, background, generator):
+        batch, height, width, _ = target.shape
+        device = target.device
+        self.target = target.float().clamp(0, 1).contiguous()
+        self.generator = generator if generator is not None else torch.Generator(device=device).manual_seed(0)
+        self.background = _quantised(self.target.mean((1, 2)) if background is None
+                                     else background.to(device, torch.float32))
+        self.current = self.background[:, None, None, :].expand_as(self.target).contiguous()
+        self.searched = alpha == 0
+        self.start_alpha = (128 if self.searched else alpha) / 255
+        self.kind = torch.zeros(batch, shapes, dtype=torch.int64, device=device)
+        self.params = torch.zeros(batch, shapes, N_PARAMS, device=device)
+        self.color = torch.zeros(batch, shapes, 3, device=device)
+        self.alpha = torch.zeros(batch, shapes, device=device)
+        self.error = torch.zeros(batch, shapes + 1, device=device)
+        self.error[:, 0] = ((self.target - self.current) ** 2).sum((1, 2, 3))
+
+    def stopped_after(self, index: int) -> None:
+        """No image improves after shape `index`: the later errors stay its."""
+        self.error[:, index + 2:] = self.error[:, index + 1:index + 2]
+
+    def result(self) -> Approximation:
+        height, width = self.target.shape[1:3]
+        count = (self.alpha > 0).sum(1)
+        return Approximation(self.kind, self.params, self.color, self.alpha, count, self.error, self.background,
+                             height, width)
+
+
+def _quantised(background):
+    """Background [B,C] with its straight colour and alpha in 8 bits, as the SVG states them."""
+    if background.shape[1] == 3:
+        return (background * 255).round() / 255
+    alpha = (background[:, 3:] * 255).round() / 255
+    straight = (background[:, :3] / background[:, 3:].clamp_min(1e-6) * 255).round().clamp(0, 255) / 255
+    return torch.cat([straight * alpha, alpha], 1)
+
+
+def render_curve_steps(height: int, width: int) -> int:
+    """Segments on each side of a stroked Bezier's outline when rendering at height x width: more for
+    larger canvases, so that the chords stay within a fraction of a pixel of the curve."""
+    return max(16, 8 * int(math.sqrt(max(height, width) / 64)))
