@@ -1,5 +1,6 @@
 """RasterKit_PrimitiveMesh: rebuild images from geometric primitives (fogleman/primitive's method,
 with the candidate search batched), as a picture, a build-up animation and SVG."""
+
 from __future__ import annotations
 
 import io
@@ -8,9 +9,9 @@ import math
 import torch
 
 from ..utils import color_optimizer as engine
-from ..utils.inputs.colors import parse_hex
 from ..utils.core.device import MEMORY_FRACTION, check_memory, free_memory_bytes
 from ..utils.gpu_rendering import straight_alpha
+from ..utils.inputs.colors import parse_hex
 from ._comfy import Progress, animation_preview, check_interrupt, comfy_module, intermediate_device, render_device
 from ._schema import Combo, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
@@ -23,43 +24,94 @@ class PrimitiveMesh(RasterKitNode):
     NODE_ID = "RasterKit_PrimitiveMesh"
     DISPLAY_NAME = "Primitive Mesh (RasterKit)"
     CATEGORY = "RasterKit/stylize"
-    DESCRIPTION = ("Approximates each image with geometric shapes added one at a time, each the best of a batched "
-                   "search (random candidates, then hill climbing, colour solved in closed form). Outputs the "
-                   "picture re-rendered anti-aliased at output_size, the build-up frames, and SVG; shows the picture "
-                   "growing on the node while it runs.")
+    DESCRIPTION = (
+        "Approximates each image with geometric shapes added one at a time, each the best of a batched "
+        "search (random candidates, then hill climbing, colour solved in closed form). Outputs the "
+        "picture re-rendered anti-aliased at output_size, the build-up frames, and SVG; shows the picture "
+        "growing on the node while it runs."
+    )
     INPUTS = [
         Socket("image", "IMAGE", tooltip="each image of the batch is approximated on its own"),
         Int("shapes", 100, 1, 5000, tooltip="number of shapes per image"),
-        Combo("shape_type", ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle",
-                             "quadratic", "polygon", "combo"),
-              tooltip="quadratic: stroked Bezier curves; polygon: 4 vertices; combo: any of them"),
+        Combo(
+            "shape_type",
+            (
+                "triangle",
+                "rectangle",
+                "rotated_rectangle",
+                "ellipse",
+                "rotated_ellipse",
+                "circle",
+                "quadratic",
+                "polygon",
+                "combo",
+            ),
+            tooltip="quadratic: stroked Bezier curves; polygon: 4 vertices; combo: any of them",
+        ),
         Int("alpha", 128, 0, 255, tooltip="opacity of every shape (1..255); 0 searches it per shape"),
         Int("candidates", 1000, 1, 100000, tooltip="random shapes tried per shape before hill climbing"),
-        Int("mutations", 100, 1, 10000,
-            tooltip="hill climbing tries this many mutations per round and stops when none of them improves"),
+        Int(
+            "mutations",
+            100,
+            1,
+            10000,
+            tooltip="hill climbing tries this many mutations per round and stops when none of them improves",
+        ),
         Int("working_size", 256, 16, 2048, tooltip="longer side of the image the search works on"),
         Int("output_size", 1024, 16, 8192, tooltip="longer side of the outputs, re-rendered (not upscaled)"),
         Int("seed", 0, 0, 0xFFFFFFFFFFFFFFFF, tooltip="the same seed and inputs give the same shapes"),
-        String("background", "auto", tooltip="'auto' (the image's mean colour) or a hex colour like #RRGGBB; "
-                                             "#RRGGBBAA with AA below FF fits the transparency too (RGBA outputs)"),
-        String("shape_kinds", "", tooltip="several kinds to mix, separated by commas (e.g. 'triangle, ellipse'); "
-                                          "empty: shape_type alone"),
-        Int("frames", 60, 0, MAX_FRAMES, tooltip="build-up frames per image at most (one every nth shape); 0: none, "
-                                                 "the frames output is the final image"),
+        String(
+            "background",
+            "auto",
+            tooltip="'auto' (the image's mean colour) or a hex colour like #RRGGBB; "
+            "#RRGGBBAA with AA below FF fits the transparency too (RGBA outputs)",
+        ),
+        String(
+            "shape_kinds",
+            "",
+            tooltip="several kinds to mix, separated by commas (e.g. 'triangle, ellipse'); empty: shape_type alone",
+        ),
+        Int(
+            "frames",
+            60,
+            0,
+            MAX_FRAMES,
+            tooltip="build-up frames per image at most (one every nth shape); 0: none, "
+            "the frames output is the final image",
+        ),
     ]
     OUTPUTS = [
-        Output("IMAGE", "image", tooltip="the shapes, anti-aliased, at output_size (RGBA: with the input's alpha, "
-                                         "or fitted with a transparent background)"),
-        Output("IMAGE", "frames", tooltip="build-up frames every nth shape (at most `frames` per image), image "
-                                          "after image"),
-        Output("STRING", "svg", tooltip="one SVG document per image (viewBox in output pixels), separated by a "
-                                        "blank line"),
+        Output(
+            "IMAGE",
+            "image",
+            tooltip="the shapes, anti-aliased, at output_size (RGBA: with the input's alpha, "
+            "or fitted with a transparent background)",
+        ),
+        Output(
+            "IMAGE", "frames", tooltip="build-up frames every nth shape (at most `frames` per image), image after image"
+        ),
+        Output(
+            "STRING", "svg", tooltip="one SVG document per image (viewBox in output pixels), separated by a blank line"
+        ),
         Output("SVG", "svg_documents", tooltip="the same SVG documents as core ComfyUI's SVG type (for Save SVG)"),
     ]
 
     @classmethod
-    def run(cls, image, shapes=100, shape_type="triangle", alpha=128, candidates=1000, mutations=100,
-            working_size=256, output_size=1024, seed=0, background="auto", shape_kinds="", frames=60):
+    def run(
+        cls,
+        image,
+        shapes=100,
+        shape_type="triangle",
+        alpha=128,
+        candidates=1000,
+        mutations=100,
+        working_size=256,
+        output_size=1024,
+        seed=0,
+        background="auto",
+        shape_kinds="",
+        frames=60,
+    ):
         check_images(image, "image")
         for name, text in (("shape_type", shape_type), ("shape_kinds", shape_kinds), ("background", background)):
             if not isinstance(text, str) or len(text) > MAX_TEXT:
@@ -85,24 +137,36 @@ class PrimitiveMesh(RasterKitNode):
         out_h, out_w = _fit(work_h, work_w, output_size)
         every = math.ceil(shapes / frames) if frames else 0
         frame_count = math.ceil(shapes / every) if frames else 0
-        search = engine.search_memory(batch, work_h, work_w, target.shape[-1], kinds, alpha, candidates, mutations,
-                                      device)
-        check_memory(search, f"working_size {working_size} with {candidates} candidates and {mutations} mutations x "
-                             f"{batch} images", device)
+        search = engine.search_memory(
+            batch, work_h, work_w, target.shape[-1], kinds, alpha, candidates, mutations, device
+        )
+        check_memory(
+            search,
+            f"working_size {working_size} with {candidates} candidates and {mutations} mutations x {batch} images",
+            device,
+        )
         outputs = 4 if transparent else 3
-        render = engine.render_memory(batch, shapes, out_h, out_w, outputs, every,
-                                      free_memory_bytes(device) * MEMORY_FRACTION)
+        render = engine.render_memory(
+            batch, shapes, out_h, out_w, outputs, every, free_memory_bytes(device) * MEMORY_FRACTION
+        )
         if transparent or channels == 4:  # straight alpha, or the input's alpha joined: a copy of the outputs
             render += batch * out_h * out_w * 4 * 4 * (frame_count + 1)
         check_memory(render, f"output_size {output_size} with {frame_count} build-up frames x {batch} images", device)
         generator = torch.Generator(device=device).manual_seed(int(seed))
         progress = Progress(shapes + 1)
         # the node shows the first image's canvas as it grows; it is read only when a preview is due
-        result = engine.approximate(target, shapes, kinds, alpha=alpha, candidates=candidates, mutations=mutations,
-                                    background=fill, generator=generator,
-                                    on_shape=lambda done, _, canvas: progress(
-                                        done, preview=canvas[0] if progress.preview_due() else None),
-                                    on_round=check_interrupt)  # a shape at large `mutations` takes minutes
+        result = engine.approximate(
+            target,
+            shapes,
+            kinds,
+            alpha=alpha,
+            candidates=candidates,
+            mutations=mutations,
+            background=fill,
+            generator=generator,
+            on_shape=lambda done, _, canvas: progress(done, preview=canvas[0] if progress.preview_due() else None),
+            on_round=check_interrupt,
+        )  # a shape at large `mutations` takes minutes
         scale = output_size / max(work_h, work_w)
         picture, build_up = engine.render(result, out_h, out_w, scale, frame_every=every)
         progress(shapes + 1)
@@ -148,8 +212,9 @@ def _resize(images: torch.Tensor, height: int, width: int) -> torch.Tensor:
     if images.shape[1:3] == (height, width):
         return images
     planar = images.permute(0, 3, 1, 2)
-    resized = torch.nn.functional.interpolate(planar, size=(height, width), mode="bilinear", align_corners=False,
-                                              antialias=True)
+    resized = torch.nn.functional.interpolate(
+        planar, size=(height, width), mode="bilinear", align_corners=False, antialias=True
+    )
     return resized.permute(0, 2, 3, 1).clamp(0, 1).contiguous()
 
 

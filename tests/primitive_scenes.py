@@ -1,4 +1,5 @@
 """Generated pictures for PrimitiveMesh's tests (tests/color_optimizer, tests/nodes/test_primitive_node.py)."""
+
 import torch
 
 
@@ -11,7 +12,7 @@ def scene(height=40, width=56, seed=0):
     for _ in range(4):
         cx, cy, r = torch.rand(3, generator=g) * torch.tensor([width, height, 12.0]) + torch.tensor([0, 0, 4.0])
         colour = torch.rand(3, generator=g)
-        blob = (((x - cx) ** 2 + (y - cy) ** 2) < r ** 2).float()[..., None]
+        blob = (((x - cx) ** 2 + (y - cy) ** 2) < r**2).float()[..., None]
         image = image * (1 - blob) + colour * blob
     return image[None]
 

@@ -10,6 +10,7 @@ set, replaces both. A later process loads it from there in well under a second.
 `compile_all` runs every family in the calling thread (install.py runs it in a subprocess); `start`
 runs them in a daemon thread (ComfyUI's start), and `wait` lets a node wait for its families only.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,8 +20,7 @@ import time
 
 import torch
 
-from . import color_optimizer
-from . import gpu_rendering, mesh_rasterizer
+from . import color_optimizer, gpu_rendering, mesh_rasterizer
 from .core.device import numba_usable
 
 log = logging.getLogger("rasterkit")
@@ -72,8 +72,12 @@ def loops() -> list:
     loop_modules()."""
     import numba.core.registry
 
-    return [fn for module in loop_modules() for fn in vars(module).values()
-            if isinstance(fn, numba.core.registry.CPUDispatcher) and fn.targetoptions.get("inline") != "always"]
+    return [
+        fn
+        for module in loop_modules()
+        for fn in vars(module).values()
+        if isinstance(fn, numba.core.registry.CPUDispatcher) and fn.targetoptions.get("inline") != "always"
+    ]
 
 
 def uncached() -> list[str]:
@@ -176,8 +180,9 @@ def _run() -> None:
             _ready[family].set()
     seconds = time.perf_counter() - start_time
     if missing:
-        log.info("RasterKit: compiling CPU loops (first run only): done in %.0f s, cached in %s", seconds,
-                 cache_folder())
+        log.info(
+            "RasterKit: compiling CPU loops (first run only): done in %.0f s, cached in %s", seconds, cache_folder()
+        )
     else:
         log.debug("RasterKit: CPU loops loaded from numba's cache in %.1f s", seconds)
 
@@ -202,7 +207,6 @@ def wait(families, on_wait=None, interval: float = 0.5) -> float:
             if on_wait is not None:
                 on_wait(time.perf_counter() - start_time)
     return time.perf_counter() - start_time
-
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """PrimitiveMesh's memory estimates (color_optimizer.search_memory, render_memory) against the peak
 they reach: each run in a fresh process (an allocator keeps what a run before freed, which would hide
 the peak), the rise of its peak RSS over its resident size before the run. Within 2x at three sizes."""
+
 import json
 import os
 import subprocess
@@ -47,9 +48,15 @@ print(json.dumps([status("VmHWM") - before, estimate]))
 
 
 def measured(job, size, kinds, candidates=0, mutations=0, **env):
-    out = subprocess.run([sys.executable, "-c", RUN, json.dumps([job, size, kinds, candidates, mutations])],
-                         cwd=ROOT, env={**os.environ, "RASTERKIT_DISABLE_CUPY": "1", **env}, capture_output=True,
-                         text=True, timeout=600, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", RUN, json.dumps([job, size, kinds, candidates, mutations])],
+        cwd=ROOT,
+        env={**os.environ, "RASTERKIT_DISABLE_CUPY": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     return json.loads(out.stdout.splitlines()[-1])
 
 
@@ -57,19 +64,22 @@ needs_proc = pytest.mark.skipif(sys.platform != "linux", reason="peak RSS throug
 
 
 @needs_proc
-@pytest.mark.parametrize("job, size, kinds, candidates, mutations, env", [
-    # the torch path (a GPU without CuPy): the first shape's slots, every row of every candidate
-    ("search", 128, "triangle", 2000, 50, {"RASTERKIT_DISABLE_NUMBA": "1"}),
-    ("search", 256, "triangle", 2000, 50, {"RASTERKIT_DISABLE_NUMBA": "1"}),
-    ("search", 384, "triangle", 2000, 50, {"RASTERKIT_DISABLE_NUMBA": "1"}),
-    # numba's loops on the CPU: slots for Beziers and 4-gons only
-    ("search", 96, "combo", 1000, 8, {}),
-    ("search", 160, "combo", 1000, 8, {}),
-    ("search", 224, "combo", 1000, 8, {}),
-    ("render", 192, "triangle", 0, 0, {}),
-    ("render", 384, "triangle", 0, 0, {}),
-    ("render", 576, "combo", 0, 0, {}),
-])
+@pytest.mark.parametrize(
+    "job, size, kinds, candidates, mutations, env",
+    [
+        # the torch path (a GPU without CuPy): the first shape's slots, every row of every candidate
+        ("search", 128, "triangle", 2000, 50, {"RASTERKIT_DISABLE_NUMBA": "1"}),
+        ("search", 256, "triangle", 2000, 50, {"RASTERKIT_DISABLE_NUMBA": "1"}),
+        ("search", 384, "triangle", 2000, 50, {"RASTERKIT_DISABLE_NUMBA": "1"}),
+        # numba's loops on the CPU: slots for Beziers and 4-gons only
+        ("search", 96, "combo", 1000, 8, {}),
+        ("search", 160, "combo", 1000, 8, {}),
+        ("search", 224, "combo", 1000, 8, {}),
+        ("render", 192, "triangle", 0, 0, {}),
+        ("render", 384, "triangle", 0, 0, {}),
+        ("render", 576, "combo", 0, 0, {}),
+    ],
+)
 def test_estimates_are_within_twice_the_peak(job, size, kinds, candidates, mutations, env):
     peak, estimate = measured(job, size, kinds, candidates, mutations, **env)
     assert peak / 2 <= estimate <= 2 * peak, (peak, estimate)

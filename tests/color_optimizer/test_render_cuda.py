@@ -1,15 +1,16 @@
 """PrimitiveMesh's render kernel (utils/color_optimizer/render_cuda.py) against the torch path
 (`render`): on a real GPU (-m gpu; skipped without CUDA and CuPy) and on the CPU through
 tests/cuda_emulator.py. The emulated runs fail, never skip, without a C++ compiler."""
+
 import contextlib
 
 import pytest
 import torch
 
-from rasterkit.utils import color_optimizer as co
-from rasterkit.utils.color_optimizer import search as co_search
-from rasterkit.utils.color_optimizer import render_cuda
 from primitive_scenes import scene, transparent
+from rasterkit.utils import color_optimizer as co
+from rasterkit.utils.color_optimizer import render_cuda
+from rasterkit.utils.color_optimizer import search as co_search
 
 # the CPU torch path rounds a little differently from the emulated kernel (its vector sqrt, cos and sin
 # may be an ulp off), so the emulator's tolerance is looser; on the GPU both use CUDA's maths
@@ -32,19 +33,21 @@ def every_kind(height, width, channels, seed):
     params = co.scale_params(kind, params, max(height, width) / 256 * 2)
     params = torch.where(torch.rand(40, 1, generator=g) < 0.3, params - frame / 2, params)  # past the top left
     w, h = float(width), float(height)
-    special = torch.tensor([
-        [co.POLYGON, 0.2 * w, 0.1 * h, 0.9 * w, 0.8 * h, 0.9 * w, 0.1 * h, 0.1 * w, 0.9 * h],  # bowtie
-        # a self-crossing 4-gon whose two crossings meet on a sample row inside a pixel (equal x: a tie)
-        [co.POLYGON, 0.25, 0.0625, 8.25, 8.0625, 8.25, 0.0625, 0.25, 8.0625],
-        [co.QUADRATIC, 0.1 * w, 0.5 * h, 1.4 * w, 0.6 * h, 0.15 * w, 0.7 * h, 0.2 * h, 0],  # hairpin stroke
-        [co.RECTANGLE, 3, 2, 11, 7.5, 0, 0, 0, 0],  # pixel edges
-        [co.TRIANGLE, 4.5, 1.0625, 20, 9.5625, 2, 13.9375, 0, 0],  # vertices on sample rows
-        [co.RECTANGLE, 5, 6, 30, 6, 0, 0, 0, 0],  # no height
-        [co.ELLIPSE, 10.3, 12.7, 0.0001, 0.4, 0, 0, 0, 0],  # thinner than the 1e-3 floor
-        [co.ROTATED_RECTANGLE, 0.5 * w, 0.5 * h, 1.5 * w, 0.2 * h, 90, 0, 0, 0],  # across the frame
-        [co.ROTATED_ELLIPSE, 0.6 * w, 0.4 * h, 0.8 * w, 0.15 * h, -37.5, 0, 0, 0],
-        [co.CIRCLE, w, h, 0.3 * h, 0, 0, 0, 0, 0],  # on the corner
-    ])
+    special = torch.tensor(
+        [
+            [co.POLYGON, 0.2 * w, 0.1 * h, 0.9 * w, 0.8 * h, 0.9 * w, 0.1 * h, 0.1 * w, 0.9 * h],  # bowtie
+            # a self-crossing 4-gon whose two crossings meet on a sample row inside a pixel (equal x: a tie)
+            [co.POLYGON, 0.25, 0.0625, 8.25, 8.0625, 8.25, 0.0625, 0.25, 8.0625],
+            [co.QUADRATIC, 0.1 * w, 0.5 * h, 1.4 * w, 0.6 * h, 0.15 * w, 0.7 * h, 0.2 * h, 0],  # hairpin stroke
+            [co.RECTANGLE, 3, 2, 11, 7.5, 0, 0, 0, 0],  # pixel edges
+            [co.TRIANGLE, 4.5, 1.0625, 20, 9.5625, 2, 13.9375, 0, 0],  # vertices on sample rows
+            [co.RECTANGLE, 5, 6, 30, 6, 0, 0, 0, 0],  # no height
+            [co.ELLIPSE, 10.3, 12.7, 0.0001, 0.4, 0, 0, 0, 0],  # thinner than the 1e-3 floor
+            [co.ROTATED_RECTANGLE, 0.5 * w, 0.5 * h, 1.5 * w, 0.2 * h, 90, 0, 0, 0],  # across the frame
+            [co.ROTATED_ELLIPSE, 0.6 * w, 0.4 * h, 0.8 * w, 0.15 * h, -37.5, 0, 0, 0],
+            [co.CIRCLE, w, h, 0.3 * h, 0, 0, 0, 0, 0],  # on the corner
+        ]
+    )
     kind = torch.cat([special[:, 0].long(), kind]).expand(2, -1).clone()
     kind[1] = kind[1].flip(0)
     params = torch.cat([special[:, 1:], params]).expand(2, -1, -1).clone()
@@ -57,9 +60,17 @@ def every_kind(height, width, channels, seed):
     background = torch.rand(2, channels, generator=g)
     if channels == 4:
         background[:, :3] *= background[:, 3:]
-    return co.Approximation(kind=kind, params=params, color=color, alpha=alpha,
-                            count=torch.tensor([shapes, shapes - 5]), error=torch.zeros(2, shapes + 1),
-                            background=background, height=height, width=width)
+    return co.Approximation(
+        kind=kind,
+        params=params,
+        color=color,
+        alpha=alpha,
+        count=torch.tensor([shapes, shapes - 5]),
+        error=torch.zeros(2, shapes + 1),
+        background=background,
+        height=height,
+        width=width,
+    )
 
 
 def assert_renders_alike(kernel, torch_path, result, height, width, scale, frame_every):
@@ -93,8 +104,16 @@ def test_render_kernel_equals_the_torch_path_on_a_search_result(kernel, device, 
     if channels == 4:
         target = transparent(target)
     generator = torch.Generator(device).manual_seed(0)
-    result = torch_path(co.approximate, target.to(device), 12, tuple(range(8)), alpha=0, candidates=200,
-                        mutations=20, generator=generator)
+    result = torch_path(
+        co.approximate,
+        target.to(device),
+        12,
+        tuple(range(8)),
+        alpha=0,
+        candidates=200,
+        mutations=20,
+        generator=generator,
+    )
     assert_renders_alike(kernel, torch_path, result, 48, 64, 2.0, 5)
 
 
@@ -106,8 +125,7 @@ def test_render_in_row_bands_equals_one_launch(kernel, device, monkeypatch):
     whole = render_cuda.render_cuda(result, 25, 32, 1.0, 7)
     launches = []
     launch = render_cuda.cuda.kernel
-    monkeypatch.setattr(render_cuda.cuda, "kernel",
-                        lambda source, name: launches.append(name) or launch(source, name))
+    monkeypatch.setattr(render_cuda.cuda, "kernel", lambda source, name: launches.append(name) or launch(source, name))
     monkeypatch.setattr(render_cuda, "LAUNCH_ITERATIONS", 3 * 32 * result.kind.shape[1])
     banded = render_cuda.render_cuda(result, 25, 32, 1.0, 7)
     assert launches.count("render_shapes") == -(-2 * 25 // 3)
@@ -127,9 +145,17 @@ def test_render_kernel_op_budget(monkeypatch):
     monkeypatch.setattr(cuda, "stream", contextlib.nullcontext)
     g = torch.Generator().manual_seed(0)
     kind, params = co_search.random_shapes(tuple(range(8)), 100, 256, 256, g, "cpu")
-    result = co.Approximation(kind=kind[None], params=params[None], color=torch.rand(1, 100, 3, generator=g),
-                              alpha=torch.full((1, 100), 0.5), count=torch.tensor([100]), error=torch.zeros(1, 101),
-                              background=torch.rand(1, 3, generator=g), height=256, width=256)
+    result = co.Approximation(
+        kind=kind[None],
+        params=params[None],
+        color=torch.rand(1, 100, 3, generator=g),
+        alpha=torch.full((1, 100), 0.5),
+        count=torch.tensor([100]),
+        error=torch.zeros(1, 101),
+        background=torch.rand(1, 3, generator=g),
+        height=256,
+        width=256,
+    )
     with OpCount() as count:
         render_cuda.render_cuda(result, 1024, 1024, 4.0, frame_every=10)
     assert launches == ["shape_geometry", "render_shapes"]  # 1024 px x 100 shapes: one band
@@ -149,8 +175,9 @@ def test_render_kernel_takes_any_float_dtype_grad_and_strides(kernel, device):
         odd = {name: getattr(result, name).to(dtype) for name in ("params", "color", "alpha", "background")}
         odd["params"] = odd["params"].transpose(0, 1).contiguous().transpose(0, 1).requires_grad_()
         got = render_cuda.render_cuda(co.Approximation(**{**vars(result), **odd}), 24, 32, 1.0, 5)
-        plain = render_cuda.render_cuda(co.Approximation(**{**vars(result), **{
-            k: v.detach().float() for k, v in odd.items()}}), 24, 32, 1.0, 5)
+        plain = render_cuda.render_cuda(
+            co.Approximation(**{**vars(result), **{k: v.detach().float() for k, v in odd.items()}}), 24, 32, 1.0, 5
+        )
         assert torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
     unknown = result.kind.clone()
     unknown[:, 3] = 99

@@ -1,31 +1,33 @@
 """The primitive-approximation engine: coverage from row crossings, closed-form colours, the search, AA render."""
+
 import importlib
 import math
 
 import pytest
 import torch
 
+from primitive_scenes import scene, transparent
 from rasterkit.utils import color_optimizer as co
 from rasterkit.utils.color_optimizer import search as co_search
 from rasterkit.utils.color_optimizer import shapes as co_shapes
-
-from primitive_scenes import scene, transparent
 
 co_render = importlib.import_module("rasterkit.utils.color_optimizer.render")  # the package's `render` is the function
 
 
 def one_of_each():
     """One shape of every kind, kind [8] and params [8,8], inside a 40 x 56 frame."""
-    params = torch.tensor([
-        [5.2, 4.1, 30.7, 9.3, 12.4, 33.8, 0, 0],            # triangle
-        [40.3, 3.6, 52.2, 17.9, 0, 0, 0, 0],                # rectangle
-        [20.5, 20.2, 22.0, 9.5, 33.0, 0, 0, 0],             # rotated rectangle
-        [44.1, 29.7, 8.3, 6.2, 0, 0, 0, 0],                 # ellipse
-        [15.3, 27.9, 11.7, 4.4, -25.0, 0, 0, 0],            # rotated ellipse
-        [30.2, 30.6, 7.3, 0, 0, 0, 0, 0],                   # circle
-        [3.0, 36.0, 28.0, 14.0, 53.0, 37.0, 3.5, 0],         # quadratic
-        [8.0, 8.0, 48.0, 12.0, 20.0, 20.0, 44.0, 34.0],     # polygon (concave)
-    ])
+    params = torch.tensor(
+        [
+            [5.2, 4.1, 30.7, 9.3, 12.4, 33.8, 0, 0],  # triangle
+            [40.3, 3.6, 52.2, 17.9, 0, 0, 0, 0],  # rectangle
+            [20.5, 20.2, 22.0, 9.5, 33.0, 0, 0, 0],  # rotated rectangle
+            [44.1, 29.7, 8.3, 6.2, 0, 0, 0, 0],  # ellipse
+            [15.3, 27.9, 11.7, 4.4, -25.0, 0, 0, 0],  # rotated ellipse
+            [30.2, 30.6, 7.3, 0, 0, 0, 0, 0],  # circle
+            [3.0, 36.0, 28.0, 14.0, 53.0, 37.0, 3.5, 0],  # quadratic
+            [8.0, 8.0, 48.0, 12.0, 20.0, 20.0, 44.0, 34.0],  # polygon (concave)
+        ]
+    )
     return torch.arange(8), params
 
 
@@ -33,10 +35,17 @@ def coverage(kind, params, height, width):
     """The render's anti-aliased coverage [K,H,W] of K shapes (kind [K], params [K,8]): each alone,
     opaque and white on black (source-over then gives its coverage exactly)."""
     count = kind.shape[0]
-    shapes = co.Approximation(kind=kind[:, None], params=params[:, None], color=torch.ones(count, 1, 3),
-                              alpha=torch.ones(count, 1), count=torch.ones(count, dtype=torch.long),
-                              error=torch.zeros(count, 2), background=torch.zeros(count, 3), height=height,
-                              width=width)
+    shapes = co.Approximation(
+        kind=kind[:, None],
+        params=params[:, None],
+        color=torch.ones(count, 1, 3),
+        alpha=torch.ones(count, 1),
+        count=torch.ones(count, dtype=torch.long),
+        error=torch.zeros(count, 2),
+        background=torch.zeros(count, 3),
+        height=height,
+        width=width,
+    )
     return co.render(shapes, height, width, 1.0)[0][..., 0]
 
 
@@ -65,7 +74,7 @@ def inside_at_centres(kind, p, height, width):
     else:
         vertices = p[:6].view(3, 2) if kind == co.TRIANGLE else p.view(4, 2)
     winding = torch.zeros(height, width, dtype=torch.long)
-    for (x0, y0), (x1, y1) in zip(vertices.tolist(), vertices.roll(-1, 0).tolist()):
+    for (x0, y0), (x1, y1) in zip(vertices.tolist(), vertices.roll(-1, 0).tolist(), strict=False):
         crosses = (y0 <= y) != (y1 <= y)
         at = x0 + (y - y0) * (x1 - x0) / (y1 - y0 if y1 != y0 else 1)
         winding += (crosses & (at > x)).long() * (1 if y1 > y0 else -1)
@@ -101,7 +110,9 @@ def test_coverage_sums_equal_sums_over_the_mask(alpha, channels):
         target, current = transparent(target), transparent(current, seed=2)
     kind, params = one_of_each()
     terms = co_shapes._terms(target, current, alpha)
-    sums, fits, needed = co_search._coverage_sums(terms, torch.zeros(8, dtype=torch.long), kind, params, tuple(range(8)))
+    sums, fits, needed = co_search._coverage_sums(
+        terms, torch.zeros(8, dtype=torch.long), kind, params, tuple(range(8))
+    )
     assert sums.dtype == torch.int64 and bool(fits.all())
     mask = co_search._commit_mask(kind, params, 8, 40, 56, tuple(range(8))).double()
     expected = torch.einsum("khw,hwt->kt", mask, reference_terms(target, current, alpha))
@@ -141,8 +152,9 @@ def test_closed_form_colour_equals_brute_force_search(fixed, channels):
     for alpha in (0.25, 0.5, 0.9):
         terms = co_shapes._terms(target, current, alpha if fixed else None)
         alphas = torch.full((2,), alpha)
-        change, colour, _ = co_search.score(terms, torch.zeros(2, dtype=torch.long), kind, params, alphas,
-                                     (co.TRIANGLE, co.ROTATED_ELLIPSE))
+        change, colour, _ = co_search.score(
+            terms, torch.zeros(2, dtype=torch.long), kind, params, alphas, (co.TRIANGLE, co.ROTATED_ELLIPSE)
+        )
         assert change.dtype == torch.float32
         levels = torch.arange(256, dtype=torch.float64) / 255
         for k in range(2):
@@ -161,13 +173,14 @@ def test_closed_form_colour_equals_brute_force_search(fixed, channels):
 def float64_score(seen):
     """A float64 reference of `co_search.score`: coverage masks, then the sums over them in float64 (seen
     holds the target and current images of the shape being searched)."""
+
     def score(terms, image, kind, params, alpha, kinds, capacity=None, live=None):
         height, width = terms.height, terms.width
         masks = co_search._commit_mask(kind, params, kind.shape[0], height, width, kinds).double()
         per_pixel = reference_terms(seen["target"], seen["current"], None)  # [H,W,2C+3]
         sums = torch.einsum("khw,hwt->kt", masks, per_pixel)
         a, c = alpha.double(), seen["target"].shape[-1]
-        sum_u = sums[:, 0:c] + a[:, None] * sums[:, c:2 * c]
+        sum_u = sums[:, 0:c] + a[:, None] * sums[:, c : 2 * c]
         sum_q = 2 * a * sums[:, 2 * c] + a * a * sums[:, 2 * c + 1]
         count = sums[:, 2 * c + 2]
         colour = (sum_u[:, :3] / (a * count.clamp_min(1))[:, None]).clamp(0, 1)
@@ -176,7 +189,12 @@ def float64_score(seen):
         change = torch.where(co_search._valid(kind, params, kinds), change, float("inf"))
         if live is not None:
             change = torch.where(live, change, float("inf"))
-        return change, colour.float(), {family: torch.zeros((), dtype=torch.long) for family in co_shapes._families(kinds)}
+        return (
+            change,
+            colour.float(),
+            {family: torch.zeros((), dtype=torch.long) for family in co_shapes._families(kinds)},
+        )
+
     return score
 
 
@@ -189,14 +207,19 @@ def recording_terms(monkeypatch, seen):
     def record(target, current, alpha):
         seen.update(target=target, current=current)
         return terms(target, current, alpha)
+
     monkeypatch.setattr(co_search, "_terms", record)
 
 
 @pytest.mark.parametrize("kinds", [(co.TRIANGLE,), co.kind_codes("combo")])
 def test_search_picks_the_shapes_a_float64_scoring_picks(monkeypatch, kinds):
     target = scene(height=24, width=32)
-    run = lambda: co.approximate(target, 6, kinds, alpha=128, candidates=60, mutations=12,
-                                 generator=torch.Generator().manual_seed(2))
+
+    def run():
+        return co.approximate(
+            target, 6, kinds, alpha=128, candidates=60, mutations=12, generator=torch.Generator().manual_seed(2)
+        )
+
     seen = {}
     recording_terms(monkeypatch, seen)
     ours = run()
@@ -207,8 +230,10 @@ def test_search_picks_the_shapes_a_float64_scoring_picks(monkeypatch, kinds):
     assert torch.equal(ours.color, reference.color) and torch.equal(ours.alpha, reference.alpha)
 
 
-@pytest.mark.parametrize("kinds, alpha, channels", [((co.TRIANGLE,), 128, 3), (co.kind_codes("combo"), 0, 3),
-                                                   (co.kind_codes("triangle, ellipse"), 0, 4)])
+@pytest.mark.parametrize(
+    "kinds, alpha, channels",
+    [((co.TRIANGLE,), 128, 3), (co.kind_codes("combo"), 0, 3), (co.kind_codes("triangle, ellipse"), 0, 4)],
+)
 def test_every_score_of_a_search_equals_a_float64_scoring(monkeypatch, kinds, alpha, channels):
     """Float tolerance: the error change of a shape is a difference of sums of ~3 per pixel, so
     float32 rounding leaves about 1e-6 per covered pixel. (With a searched opacity, the sums are
@@ -228,18 +253,27 @@ def test_every_score_of_a_search_equals_a_float64_scoring(monkeypatch, kinds, al
         assert bool((error <= 1e-6 * pixels[finite] + 1e-5).all()), float(error.max())
         checked.append(int(finite.sum()))
         return ours
+
     monkeypatch.setattr(co_search, "score", checking_score)
     target = scene(height=24, width=32)
-    co.approximate(target if channels == 3 else transparent(target), 6, kinds, alpha=alpha, candidates=60,
-                   mutations=12, generator=torch.Generator().manual_seed(2))
+    co.approximate(
+        target if channels == 3 else transparent(target),
+        6,
+        kinds,
+        alpha=alpha,
+        candidates=60,
+        mutations=12,
+        generator=torch.Generator().manual_seed(2),
+    )
     assert sum(checked) > 1000
 
 
 def test_error_decreases_with_every_shape():
     target = scene()
     for kinds, alpha in (((co.TRIANGLE,), 128), (co.kind_codes("combo"), 0)):
-        result = co.approximate(target, 25, kinds, alpha=alpha, candidates=200, mutations=40,
-                                generator=torch.Generator().manual_seed(1))
+        result = co.approximate(
+            target, 25, kinds, alpha=alpha, candidates=200, mutations=40, generator=torch.Generator().manual_seed(1)
+        )
         error = result.error[0]
         assert bool((error[1:] <= error[:-1]).all())
         assert float(error[-1]) < 0.5 * float(error[0])
@@ -256,8 +290,17 @@ def test_searched_alpha_varies_and_fixed_alpha_does_not():
 
 def test_seeded_search_is_deterministic():
     target = scene()
-    run = lambda seed: co.approximate(target, 10, co.kind_codes("combo"), candidates=150, mutations=30,
-                                      generator=torch.Generator().manual_seed(seed))
+
+    def run(seed):
+        return co.approximate(
+            target,
+            10,
+            co.kind_codes("combo"),
+            candidates=150,
+            mutations=30,
+            generator=torch.Generator().manual_seed(seed),
+        )
+
     a, b, c = run(7), run(7), run(8)
     assert torch.equal(a.params, b.params) and torch.equal(a.color, b.color) and torch.equal(a.kind, b.kind)
     assert not torch.equal(a.params, c.params)
@@ -281,8 +324,9 @@ def test_antialiased_coverage_matches_supersampled_reference():
     kind, params = one_of_each()
     covered = coverage(kind, params, 40, 56)
     factor = 8  # reference: point samples on an 8x finer grid, averaged
-    fine = co_search._commit_mask(kind, co.scale_params(kind, params, factor), 8, 40 * factor, 56 * factor,
-                           tuple(range(8))).float()
+    fine = co_search._commit_mask(
+        kind, co.scale_params(kind, params, factor), 8, 40 * factor, 56 * factor, tuple(range(8))
+    ).float()
     reference = fine.view(8, 40, factor, 56, factor).mean((2, 4))
     assert float((covered - reference).abs().mean()) < 0.01
     assert float((covered - reference).abs().max()) < 0.2
@@ -326,8 +370,9 @@ def test_kinds_are_one_all_or_any_subset():
 @pytest.mark.parametrize("names", ["triangle, ellipse", "rectangle, quadratic, circle", "polygon, rotated_ellipse"])
 def test_a_subset_of_kinds_places_those_kinds_and_no_others(names):
     kinds = co.kind_codes(names)
-    result = co.approximate(scene(), 24, kinds, alpha=0, candidates=200, mutations=30,
-                            generator=torch.Generator().manual_seed(5))  # a seed that mixes the kinds
+    result = co.approximate(
+        scene(), 24, kinds, alpha=0, candidates=200, mutations=30, generator=torch.Generator().manual_seed(5)
+    )  # a seed that mixes the kinds
     assert set(result.kind[0].tolist()) <= set(kinds)
     assert len(set(result.kind[0].tolist())) > 1  # a mix, not one kind that happened to win
     error = result.error[0]
@@ -340,8 +385,14 @@ def test_each_shape_reports_the_canvas_drawn_so_far():
     is the one the result records (as the search predicted it from its sums)."""
     target = scene()
     canvases = []
-    result = co.approximate(target, 6, (co.TRIANGLE,), candidates=100, mutations=20,
-                            on_shape=lambda done, total, canvas: canvases.append((done, total, canvas)))
+    result = co.approximate(
+        target,
+        6,
+        (co.TRIANGLE,),
+        candidates=100,
+        mutations=20,
+        on_shape=lambda done, total, canvas: canvases.append((done, total, canvas)),
+    )
     assert [(done, total) for done, total, _ in canvases] == [(i, 6) for i in range(1, 7)]
     for done, _, canvas in canvases:
         assert canvas.shape == target.shape
@@ -350,9 +401,14 @@ def test_each_shape_reports_the_canvas_drawn_so_far():
     assert float((rendered - canvases[-1][2]).abs().mean()) < 0.02  # anti-aliased edges apart
 
 
-@pytest.mark.parametrize("kinds, alpha, size, shapes, channels", [((co.TRIANGLE,), 128, 128, 10, 3),
-                                                                 (co.kind_codes("combo"), 0, 48, 5, 3),
-                                                                 (co.kind_codes("triangle, ellipse"), 128, 48, 5, 4)])
+@pytest.mark.parametrize(
+    "kinds, alpha, size, shapes, channels",
+    [
+        ((co.TRIANGLE,), 128, 128, 10, 3),
+        (co.kind_codes("combo"), 0, 48, 5, 3),
+        (co.kind_codes("triangle, ellipse"), 128, 48, 5, 4),
+    ],
+)
 def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, size, shapes, channels, monkeypatch):
     """The torch path a GPU takes (on the CPU numba's loop sums coverage instead: tests/test_search_cpu.py)."""
     from opcount import OpCount
@@ -360,15 +416,27 @@ def test_search_reads_the_device_once_per_shape_without_float64(kinds, alpha, si
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     target = torch.rand(1, size, size, channels, generator=torch.Generator().manual_seed(0))
     with OpCount() as count:
-        result = co.approximate(target, shapes, kinds, alpha=alpha, candidates=200, mutations=32,
-                                generator=torch.Generator().manual_seed(1))
+        result = co.approximate(
+            target, shapes, kinds, alpha=alpha, candidates=200, mutations=32, generator=torch.Generator().manual_seed(1)
+        )
     assert int(result.count[0]) == shapes
     assert count.syncs <= shapes, count.summary()
     assert count.float64 == 0, count.summary()
 
 
-@pytest.mark.parametrize("shape_type", ["triangle", pytest.param("combo", marks=pytest.mark.xfail(
-    strict=True, reason="combo: ~4,300 ops per shape (~310 ops per climbing round for the four families' geometry)"))])
+@pytest.mark.parametrize(
+    "shape_type",
+    [
+        "triangle",
+        pytest.param(
+            "combo",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="combo: ~4,300 ops per shape (~310 ops per climbing round for the four families' geometry)",
+            ),
+        ),
+    ],
+)
 def test_search_per_shape_budget_on_the_torch_path(shape_type, monkeypatch):
     """Issue 28's budget per shape, measured as ../shared/tools/budget.py does (128 px, 10 shapes, 200
     candidates, 32 mutations): <= 2,000 device ops, <= 1 host sync, no upload of host data, no float64."""
@@ -377,8 +445,14 @@ def test_search_per_shape_budget_on_the_torch_path(shape_type, monkeypatch):
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     target = torch.rand(1, 128, 128, 3, generator=torch.Generator().manual_seed(0))
     with OpCount() as count:
-        co.approximate(target, 10, co.kind_codes(shape_type), candidates=200, mutations=32,
-                       generator=torch.Generator().manual_seed(1))
+        co.approximate(
+            target,
+            10,
+            co.kind_codes(shape_type),
+            candidates=200,
+            mutations=32,
+            generator=torch.Generator().manual_seed(1),
+        )
     assert count.uploads == 0 and count.syncs <= 10 and count.float64 == 0, count.summary()
     assert count.launches <= 10 * 2000, count.summary()
 
@@ -392,10 +466,17 @@ def random_result(kinds, batch, shapes, size, channels=3, seed=0):
     alpha = torch.randint(1, 256, (batch, shapes), generator=g) / 255
     alpha[:, -2:] = 0
     background = torch.rand(batch, channels, generator=g)
-    return co.Approximation(kind=kind.view(batch, shapes), params=params.view(batch, shapes, 8),
-                            color=torch.randint(0, 256, (batch, shapes, 3), generator=g) / 255, alpha=alpha,
-                            count=torch.full((batch,), shapes - 2), error=torch.zeros(batch, shapes + 1),
-                            background=background, height=size, width=size)
+    return co.Approximation(
+        kind=kind.view(batch, shapes),
+        params=params.view(batch, shapes, 8),
+        color=torch.randint(0, 256, (batch, shapes, 3), generator=g) / 255,
+        alpha=alpha,
+        count=torch.full((batch,), shapes - 2),
+        error=torch.zeros(batch, shapes + 1),
+        background=background,
+        height=size,
+        width=size,
+    )
 
 
 @pytest.mark.parametrize("frame_every", [0, 2, 10])
@@ -418,8 +499,9 @@ def composited_one_at_a_time(result, height, width, frame_every):
     """Reference of `co.render`: each shape's coverage alone, composited source-over one shape after
     the other: image [B,H,W,C] and frames [B,F,H,W,C]."""
     batch, total = result.kind.shape
-    covered = coverage(result.kind.reshape(-1), result.params.reshape(-1, 8), height, width).view(batch, total,
-                                                                                                  height, width)
+    covered = coverage(result.kind.reshape(-1), result.params.reshape(-1, 8), height, width).view(
+        batch, total, height, width
+    )
     paint = co_shapes._paint(result.color, result.background.shape[1])
     image = result.background[:, None, None, :].expand(batch, height, width, -1)
     frames = []
@@ -445,8 +527,11 @@ def test_render_equals_compositing_one_shape_at_a_time(channels, frame_every, me
     chunks = []
     image, frames = co.render(result, 48, 40, 2.0, frame_every, on_chunk=lambda done, total: chunks.append(done))
     expected_image, expected_frames = composited_one_at_a_time(
-        co.Approximation(**{**result.__dict__, "params": co.scale_params(result.kind, result.params, 2.0)}), 48, 40,
-        frame_every)
+        co.Approximation(**{**result.__dict__, "params": co.scale_params(result.kind, result.params, 2.0)}),
+        48,
+        40,
+        frame_every,
+    )
     assert float((image - expected_image).abs().max()) <= 1e-6
     if frame_every:
         assert frames.shape == expected_frames.shape == (2, math.ceil(13 / frame_every), 48, 40, channels)
@@ -461,7 +546,9 @@ def test_render_plan_splits_rows_where_one_shape_does_not_fit():
     """Shapes whose layers alone exceed the memory budget are drawn in blocks of rows, each block with
     the exact count of its shapes' sample rows (the output size of the rows' expansion: no host read)."""
     result = random_result((co.TRIANGLE, co.ELLIPSE), 2, 6, 24)
-    shapes = co_render._outlines(result.kind.reshape(-1), result.params.reshape(-1, 8), result.alpha.reshape(-1), 48, 48)
+    shapes = co_render._outlines(
+        result.kind.reshape(-1), result.params.reshape(-1, 8), result.alpha.reshape(-1), 48, 48
+    )
     first, count, family = torch.stack([shapes.first, shapes.count, shapes.family]).tolist()
     plan = co_render._render_plan(first, count, family, 2, 6, 48, 48, 3, 4, shapes.outline.shape[1], 1e4)
     # one drawn shape per chunk (the padding of opacity 0 costs nothing), some in several blocks
@@ -470,8 +557,11 @@ def test_render_plan_splits_rows_where_one_shape_does_not_fit():
     for chunk in plan:
         for row, rows, samples in chunk.blocks:
             lo, hi = row * co_shapes.SUBROWS, (row + rows) * co_shapes.SUBROWS
-            expected = sum(max(0, min(first[i] + count[i], hi) - max(first[i], lo))
-                           for b in range(2) for i in range(b * 6 + chunk.start, b * 6 + chunk.stop))
+            expected = sum(
+                max(0, min(first[i] + count[i], hi) - max(first[i], lo))
+                for b in range(2)
+                for i in range(b * 6 + chunk.start, b * 6 + chunk.stop)
+            )
             assert samples == expected
 
 
@@ -488,8 +578,9 @@ def test_render_takes_any_float_dtype_grad_and_strides(dtype, monkeypatch):
     odd = {name: getattr(result, name).to(dtype) for name in ("params", "color", "alpha", "background")}
     odd["params"] = odd["params"].transpose(0, 1).contiguous().transpose(0, 1).requires_grad_()
     odd["kind"] = result.kind.to(torch.int32)
-    expected = co.render(with_fields(result, **{k: v.detach().float() for k, v in odd.items() if k != "kind"}),
-                         30, 30, 1.5, 2)
+    expected = co.render(
+        with_fields(result, **{k: v.detach().float() for k, v in odd.items() if k != "kind"}), 30, 30, 1.5, 2
+    )
     got = co.render(with_fields(result, **odd), 30, 30, 1.5, 2)
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
     assert not got[0].requires_grad
@@ -506,7 +597,7 @@ def refusals(result):
         ((with_fields(result, kind=result.kind.float()), 8, 8, 1.0), "result.kind"),
         ((object(), 8, 8, 1.0), "result"),
         ((result, 0, 8, 1.0), "height"),
-        ((result, 8, 2 ** 31, 1.0), "width"),
+        ((result, 8, 2**31, 1.0), "width"),
         ((result, 8, 8, float("nan")), "scale"),
         ((result, 8, 8, 1.0, -1), "frame_every"),
     ]
@@ -527,8 +618,9 @@ def test_render_of_no_shapes_or_no_images(monkeypatch):
     empty = with_fields(result, **{name: getattr(result, name)[:, :0] for name in ("kind", "params", "color", "alpha")})
     image, frames = co.render(empty, 8, 6, 1.0, 2)
     assert torch.equal(image, result.background[:, None, None].expand(2, 8, 6, 3)) and frames.shape == (2, 0, 8, 6, 3)
-    nothing = with_fields(result, **{name: getattr(result, name)[:0] for name in
-                                     ("kind", "params", "color", "alpha", "background")})
+    nothing = with_fields(
+        result, **{name: getattr(result, name)[:0] for name in ("kind", "params", "color", "alpha", "background")}
+    )
     image, frames = co.render(nothing, 8, 6, 1.0, 2)
     assert image.shape == (0, 8, 6, 3) and frames.shape == (0, 2, 8, 6, 3)
 
@@ -545,8 +637,15 @@ def test_a_large_round_checks_interrupts_between_parts(numba, monkeypatch):
     PART_ROWS); the first shape, whose slots hold every row, finds the same shape either way; what
     on_round raises stops the search within the round."""
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", numba)
-    run = lambda on_round: co.approximate(scene(), 1, co.kind_codes("triangle, ellipse"), candidates=50,  # noqa
-                                          mutations=40, generator=torch.Generator().manual_seed(3), on_round=on_round)
+    run = lambda on_round: co.approximate(  # noqa: E731
+        scene(),
+        1,
+        co.kind_codes("triangle, ellipse"),
+        candidates=50,  # noqa
+        mutations=40,
+        generator=torch.Generator().manual_seed(3),
+        on_round=on_round,
+    )
     whole_calls, part_calls = [], []
     whole = run(lambda: whole_calls.append(1))
     monkeypatch.setattr(co_search, "PART_ROWS", 2000)  # 16 parents x 40 mutations x 40 rows: 13 parts a round
@@ -559,6 +658,7 @@ def test_a_large_round_checks_interrupts_between_parts(numba, monkeypatch):
         calls.append(1)
         if len(calls) == 3:
             raise InterruptedError
+
     with pytest.raises(InterruptedError):
         run(stop)
 
@@ -578,16 +678,27 @@ def test_a_raising_round_callback_stops_the_search_within_a_round(shape_type):
 
     start = time.perf_counter()
     with pytest.raises(InterruptedError):
-        co.approximate(scene(), 3, co.kind_codes(shape_type), candidates=200, mutations=10000, on_round=stop,
-                       generator=torch.Generator().manual_seed(0))
+        co.approximate(
+            scene(),
+            3,
+            co.kind_codes(shape_type),
+            candidates=200,
+            mutations=10000,
+            on_round=stop,
+            generator=torch.Generator().manual_seed(0),
+        )
     assert len(calls) == 3
     assert time.perf_counter() - start < 30  # two climbing rounds of 16 x 10,000 moves at 56 px (~1 s each)
 
 
 def test_any_float_target_is_searched_as_float32_and_bad_targets_are_named():
     target = scene(16, 20)
-    run = lambda t: co.approximate(t, 3, (co.TRIANGLE,), candidates=30, mutations=6,
-                                   generator=torch.Generator().manual_seed(2))
+
+    def run(t):
+        return co.approximate(
+            t, 3, (co.TRIANGLE,), candidates=30, mutations=6, generator=torch.Generator().manual_seed(2)
+        )
+
     reference = run(target)
     for variant in (target.double(), target.clone().requires_grad_(True)):
         assert torch.equal(run(variant).params, reference.params)
@@ -606,17 +717,30 @@ def test_a_search_with_few_row_slots_still_improves_every_shape(monkeypatch):
     def cramped(self, *args):
         start(self, *args)
         self.slots = {group: 64 for group in self.slots}  # far too few for the first shape
+
     monkeypatch.setattr(co_search._Schedule, "__init__", cramped)
-    run = lambda: co.approximate(target, 8, co.kind_codes("combo"), alpha=0, candidates=80, mutations=16,  # noqa: E731
-                                 generator=torch.Generator().manual_seed(4))
+    run = lambda: co.approximate(  # noqa: E731
+        target,
+        8,
+        co.kind_codes("combo"),
+        alpha=0,
+        candidates=80,
+        mutations=16,  # noqa: E731
+        generator=torch.Generator().manual_seed(4),
+    )
     first, second = run(), run()
     assert torch.equal(first.params, second.params)
     assert int(first.count[0]) == 8 and bool((first.error[0, 1:] < first.error[0, :-1]).all())
 
 
-ROTATED = torch.tensor([  # cx cy width height angle: wide and tall, turned both ways and past 90 degrees
-    [20.5, 20.2, 22.0, 9.5, 33.0], [30.1, 18.7, 6.5, 26.0, -70.0], [27.3, 21.9, 30.0, 4.5, 121.0],
-    [25.0, 19.0, 17.0, 11.0, 200.0]])
+ROTATED = torch.tensor(
+    [  # cx cy width height angle: wide and tall, turned both ways and past 90 degrees
+        [20.5, 20.2, 22.0, 9.5, 33.0],
+        [30.1, 18.7, 6.5, 26.0, -70.0],
+        [27.3, 21.9, 30.0, 4.5, 121.0],
+        [25.0, 19.0, 17.0, 11.0, 200.0],
+    ]
+)
 
 
 def test_rotated_rectangles_are_the_polygons_their_parameters_describe():
@@ -627,8 +751,14 @@ def test_rotated_rectangles_are_the_polygons_their_parameters_describe():
     mask = co_search._commit_mask(kind, params, 4, 40, 56, (co.ROTATED_RECTANGLE,))
     covered = coverage(kind, params, 40, 56)
     factor = 8
-    fine = torch.stack([inside_at_centres(co.ROTATED_RECTANGLE, co.scale_params(kind[k], params[k], factor),
-                                          40 * factor, 56 * factor) for k in range(4)]).float()
+    fine = torch.stack(
+        [
+            inside_at_centres(
+                co.ROTATED_RECTANGLE, co.scale_params(kind[k], params[k], factor), 40 * factor, 56 * factor
+            )
+            for k in range(4)
+        ]
+    ).float()
     supersampled = fine.view(4, 40, factor, 56, factor).mean((2, 4))
     for k in range(4):
         assert (mask[k] != inside_at_centres(co.ROTATED_RECTANGLE, params[k], 40, 56)).sum() <= 1, k
@@ -644,8 +774,16 @@ def test_rgba_search_fits_the_transparency_and_renders_what_it_searched():
     """A transparent background (premultiplied RGBA, alpha 0): shapes build up colour and coverage where
     the target has them; the anti-aliased render at working size is the searched image."""
     target = transparent(scene())
-    result = co.approximate(target, 25, co.kind_codes("triangle, rotated_ellipse"), alpha=0, candidates=200,
-                            mutations=30, background=torch.zeros(1, 4), generator=torch.Generator().manual_seed(1))
+    result = co.approximate(
+        target,
+        25,
+        co.kind_codes("triangle, rotated_ellipse"),
+        alpha=0,
+        candidates=200,
+        mutations=30,
+        background=torch.zeros(1, 4),
+        generator=torch.Generator().manual_seed(1),
+    )
     assert result.background.shape == (1, 4) and result.color.shape == (1, 25, 3)
     error = result.error[0]
     assert bool((error[1:] <= error[:-1]).all()) and float(error[-1]) < 0.3 * float(error[0])

@@ -1,6 +1,7 @@
 """utils/color_optimizer/search_cpu (numba's coverage sums, what PrimitiveMesh's search runs on the CPU)
 against the torch path's slots and gathers: the same exact integer sums, the same shapes that fit the
 slots and the same slots needed, so a search picks the same shapes."""
+
 import pytest
 import torch
 
@@ -10,8 +11,14 @@ from rasterkit.utils.color_optimizer import search_cpu
 from rasterkit.utils.color_optimizer import shapes as co_shapes
 
 
-@pytest.mark.parametrize("kinds", [co.kind_codes("combo"), co.kind_codes("triangle"),
-                                   co.kind_codes("ellipse, rotated_rectangle, circle, rectangle, rotated_ellipse")])
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        co.kind_codes("combo"),
+        co.kind_codes("triangle"),
+        co.kind_codes("ellipse, rotated_rectangle, circle, rectangle, rotated_ellipse"),
+    ],
+)
 @pytest.mark.parametrize("alpha, channels", [(0.5, 3), (None, 3), (0.5, 4)])
 def test_the_loop_sums_what_the_slots_sum(torch_path, kinds, alpha, channels):
     g = torch.Generator().manual_seed(len(kinds) + channels)
@@ -31,8 +38,18 @@ def test_the_loop_sums_what_the_slots_sum(torch_path, kinds, alpha, channels):
 
 def test_a_search_picks_the_same_shapes(torch_path):
     target = torch.rand(1, 40, 56, 3, generator=torch.Generator().manual_seed(5))
-    run = lambda: co.approximate(target, 6, co.kind_codes("combo"), alpha=128, candidates=150,
-                                 mutations=24, generator=torch.Generator().manual_seed(2))
+
+    def run():
+        return co.approximate(
+            target,
+            6,
+            co.kind_codes("combo"),
+            alpha=128,
+            candidates=150,
+            mutations=24,
+            generator=torch.Generator().manual_seed(2),
+        )
+
     got, expected = run(), torch_path(run)
     assert torch.equal(got.kind, expected.kind) and torch.equal(got.params, expected.params)
 
@@ -43,5 +60,7 @@ def test_the_loop_is_used_for_convex_shapes_and_ellipses(monkeypatch):
     target = torch.rand(1, 24, 24, 3, generator=torch.Generator().manual_seed(1))
     terms = co_shapes._terms(target, torch.zeros_like(target), 0.5)
     kind, params = co_search.random_shapes(co.kind_codes("combo"), 50, 24, 24, torch.Generator().manual_seed(3), "cpu")
-    co_search.score(terms, torch.zeros(50, dtype=torch.long), kind, params, torch.full((50,), 0.5), co.kind_codes("combo"))
+    co_search.score(
+        terms, torch.zeros(50, dtype=torch.long), kind, params, torch.full((50,), 0.5), co.kind_codes("combo")
+    )
     assert sorted(used) == [False, True]  # convex, elliptic; the curves' strokes keep the torch path

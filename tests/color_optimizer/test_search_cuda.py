@@ -4,14 +4,15 @@ real GPU (-m gpu) and on the CPU through tests/cuda_emulator.py (fails, never sk
 The kernels draw their own random numbers, so they are checked step by step against what the torch
 path computes for the same shapes: every score, colour and sum, the painted pixels and the rebuilt
 prefix sums; and a whole search is checked for quality against the torch path's."""
+
 import pytest
 import torch
 
+from primitive_scenes import scene, transparent
 from rasterkit.utils import color_optimizer as co
 from rasterkit.utils.color_optimizer import search as co_search
-from rasterkit.utils.color_optimizer import shapes as co_shapes
 from rasterkit.utils.color_optimizer import search_cuda as K
-from primitive_scenes import scene, transparent
+from rasterkit.utils.color_optimizer import shapes as co_shapes
 
 ALL = tuple(range(len(co.KINDS)))
 
@@ -60,7 +61,7 @@ def test_climbs_start_from_the_best_candidates_and_only_improve(device, channels
     s = search(device, channels, alpha)
     s.random(0)
     s.climb(0)
-    start = s.cand_change.view(2, -1).sort(1).values[:, :s.parents].reshape(-1)
+    start = s.cand_change.view(2, -1).sort(1).values[:, : s.parents].reshape(-1)
     assert (s.climb_change <= start).all()
     assert (s.climb_change < start).any()  # the climbs go somewhere
     # each climb's change is the torch path's score of where it ended
@@ -129,10 +130,17 @@ def test_climbs_split_over_launches_end_where_one_launch_ends(device, channels, 
         assert (split.launch_climbs, split.launch_rounds) == groups
         rounds = []
         split.random(0)
-        split.climb(0, on_round=lambda: rounds.append(1))
+        split.climb(0, on_round=lambda: rounds.append(1))  # noqa: B023
         assert len(rounds) == -(-co_shapes.MAX_ROUNDS // groups[1])
-        for name in ("climb_kind", "climb_params", "climb_alpha", "climb_color", "climb_change", "climb_quantised",
-                     "climb_count"):
+        for name in (
+            "climb_kind",
+            "climb_params",
+            "climb_alpha",
+            "climb_color",
+            "climb_change",
+            "climb_quantised",
+            "climb_count",
+        ):
             assert torch.equal(getattr(split, name), getattr(whole, name)), (name, groups)
 
 
@@ -157,8 +165,18 @@ def squared_error(result, target):
 def test_a_kernel_search_fits_as_well_as_the_torch_path(device, kinds, channels, alpha):
     """As well over three seeds: single runs of 12 shapes differ by up to a third either way."""
     target = images(channels, device, batch=1, height=32, width=40)
-    run = lambda seed: co.approximate(target, 12, kinds, alpha=alpha, candidates=64, mutations=16,
-                                      generator=torch.Generator(device=device).manual_seed(seed))
+
+    def run(seed):
+        return co.approximate(
+            target,
+            12,
+            kinds,
+            alpha=alpha,
+            candidates=64,
+            mutations=16,
+            generator=torch.Generator(device=device).manual_seed(seed),
+        )
+
     results = [run(seed) for seed in (3, 4, 5)]
     result = results[0]
     assert torch.equal(result.params, run(3).params)  # seeded: deterministic
@@ -170,8 +188,10 @@ def test_a_kernel_search_fits_as_well_as_the_torch_path(device, kinds, channels,
         references = [run(seed) for seed in (3, 4, 5)]
     assert sum(squared_error(r, target) for r in results) <= 1.25 * sum(squared_error(r, target) for r in references)
     # the error the search tracked is the error of what it painted
-    assert abs(errors[-1].item() - ((co.render(result, 32, 40, 1.0)[0] - target) ** 2).sum().item()) < \
-        0.25 * errors[-1].item()
+    assert (
+        abs(errors[-1].item() - ((co.render(result, 32, 40, 1.0)[0] - target) ** 2).sum().item())
+        < 0.25 * errors[-1].item()
+    )
 
 
 def test_a_flat_image_gets_no_shapes_and_stops(device, monkeypatch):
@@ -189,8 +209,10 @@ def test_a_kernel_search_takes_any_float_dtype_and_grad(device):
     """Issue 28: a float16 target that requires grad (DLPack refused it) searches as its float32
     values do; a background of another shape is named."""
     target = images(3, device, batch=1, height=16, width=20)
-    run = lambda image: K.approximate(image, 2, ALL, 128, 16, 4, None,
-                                      torch.Generator(device=device).manual_seed(0), None)
+
+    def run(image):
+        return K.approximate(image, 2, ALL, 128, 16, 4, None, torch.Generator(device=device).manual_seed(0), None)
+
     half = target.half().requires_grad_()
     assert torch.equal(run(half).params, run(half.detach().float()).params)
     with pytest.raises(ValueError, match="^background: "):
@@ -205,9 +227,9 @@ def test_launches_refuse_strided_tensors_and_ints_past_int32(monkeypatch):
     with pytest.raises(ValueError, match="^climb: argument 1 must be contiguous"):
         K._launch("climb", 32, 1, buffer, buffer.t())
     with pytest.raises(ValueError, match="^climb: argument 1 must fit the kernel's int32"):
-        K._launch("climb", 32, 1, buffer, 2 ** 31)
+        K._launch("climb", 32, 1, buffer, 2**31)
     with pytest.raises(ValueError, match="^climb: blocks: "):
-        K._launch("climb", 32, 2 ** 31, buffer)
+        K._launch("climb", 32, 2**31, buffer)
     assert launched == []
 
 
@@ -216,8 +238,10 @@ def test_the_node_runs_on_the_kernels(device, pack, monkeypatch):
         monkeypatch.setattr(pack.nodes.primitives, "render_device", lambda: torch.device("cpu"))
     image = images(3, "cpu", batch=2, height=30, width=40)
     picture, frames, svg, _ = pack.nodes.primitives.PrimitiveMesh.run(
-        image, shapes=6, shape_type="combo", candidates=32, mutations=8, working_size=40, output_size=80, frames=3)
+        image, shapes=6, shape_type="combo", candidates=32, mutations=8, working_size=40, output_size=80, frames=3
+    )
     assert picture.shape == (2, 60, 80, 3) and frames.shape == (6, 60, 80, 3)
     assert svg.count("<svg") == 2 and svg.count("fill-opacity") >= 2 * 6
-    assert ((picture - torch.nn.functional.interpolate(image.permute(0, 3, 1, 2), size=(60, 80)).permute(0, 2, 3, 1))
-            .abs().mean() < 0.2)
+    assert (
+        picture - torch.nn.functional.interpolate(image.permute(0, 3, 1, 2), size=(60, 80)).permute(0, 2, 3, 1)
+    ).abs().mean() < 0.2

@@ -1,4 +1,5 @@
 """RasterKit_PrimitiveMesh: outputs, SVG agreement with the image, determinism, bad input."""
+
 import io
 import math
 import re
@@ -8,8 +9,8 @@ import types
 import pytest
 import torch
 
-from rasterkit.utils import color_optimizer as co
 from primitive_scenes import scene
+from rasterkit.utils import color_optimizer as co
 
 SMALL = dict(candidates=120, mutations=24, working_size=48, output_size=96)
 
@@ -31,7 +32,7 @@ def parse_svg(text):
     width, height = (int(v) for v in re.search(r'width="(\d+)" height="(\d+)"', text).groups())
     number = r"(-?[\d.]+)"
     background = re.search(r'<rect x="0" y="0" [^>]*fill="#(\w{6})"(?: fill-opacity="([\d.]+)")?', text)
-    background_rgb = [int(background.group(1)[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+    background_rgb = [int(background.group(1)[i : i + 2], 16) / 255 for i in (0, 2, 4)]
     if background.group(2) is not None:  # a transparent background: the fit is premultiplied RGBA
         opacity = float(background.group(2))
         background_rgb = [v * opacity for v in background_rgb] + [opacity]
@@ -41,7 +42,10 @@ def parse_svg(text):
         paint = attrs.get("fill") if attrs.get("fill") != "none" else attrs["stroke"]
         opacity = attrs.get("fill-opacity", attrs.get("stroke-opacity"))
         angle = float(re.search(f"rotate\\({number}", attrs["transform"]).group(1)) if "transform" in attrs else None
-        f = lambda name: float(attrs[name])
+
+        def f(name):
+            return float(attrs[name])  # noqa: B023
+
         if element.startswith("<polygon"):
             points = [float(v) for v in re.findall(number, attrs["points"])]
             kinds.append(co.TRIANGLE if len(points) == 6 else co.POLYGON)
@@ -63,12 +67,20 @@ def parse_svg(text):
             kinds.append(co.QUADRATIC)
             p = d + [f("stroke-width"), 0.0]
         params.append(p)
-        colours.append([int(paint[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+        colours.append([int(paint[i : i + 2], 16) / 255 for i in (1, 3, 5)])
         alphas.append(float(opacity))
     n = len(kinds)
-    shapes = co.Approximation(torch.tensor([kinds]), torch.tensor([params]).view(1, n, 8),
-                              torch.tensor([colours]).view(1, n, 3), torch.tensor([alphas]), torch.tensor([n]),
-                              torch.zeros(1, n + 1), torch.tensor([background_rgb]), height, width)
+    shapes = co.Approximation(
+        torch.tensor([kinds]),
+        torch.tensor([params]).view(1, n, 8),
+        torch.tensor([colours]).view(1, n, 3),
+        torch.tensor([alphas]),
+        torch.tensor([n]),
+        torch.zeros(1, n + 1),
+        torch.tensor([background_rgb]),
+        height,
+        width,
+    )
     return shapes, height, width
 
 
@@ -82,8 +94,9 @@ def test_outputs_sizes_frames_and_svg(node):
 
 
 def test_at_most_sixty_frames(node):
-    _, frames, _, _ = node.run(picture(), shapes=130, shape_type="circle", candidates=30, mutations=8,
-                            working_size=32, output_size=32)
+    _, frames, _, _ = node.run(
+        picture(), shapes=130, shape_type="circle", candidates=30, mutations=8, working_size=32, output_size=32
+    )
     assert frames.shape[0] == math.ceil(130 / math.ceil(130 / 60)) <= 60
 
 
@@ -113,8 +126,16 @@ def test_error_falls_as_shapes_are_added(node):
     target = picture(height=48, width=48)
     errors = []
     for shapes in (5, 20, 60):
-        image, *_ = node.run(target, shapes=shapes, shape_type="triangle", seed=3, candidates=150, mutations=30,
-                               working_size=48, output_size=48)
+        image, *_ = node.run(
+            target,
+            shapes=shapes,
+            shape_type="triangle",
+            seed=3,
+            candidates=150,
+            mutations=30,
+            working_size=48,
+            output_size=48,
+        )
         errors.append(float(((image - target) ** 2).mean()))
     assert errors[0] > errors[1] > errors[2]
 
@@ -158,32 +179,41 @@ def test_non_finite_pixels_do_not_break_the_search(node):
     assert bool(torch.isfinite(image).all())
 
 
-@pytest.mark.parametrize("inputs, message", [  # widget values are checked by execute() (nodes/_schema.py)
-    (dict(shapes=0), r"shapes: 0 is outside 1..5000"),
-    (dict(alpha=256), r"alpha: 256 is outside 0\.\.255"),
-    (dict(alpha=-1), r"alpha: -1 is outside"),
-    (dict(background="#12345"), r"background: .*'#12345'"),
-    (dict(background="teal"), r"background: .*'teal'"),
-    (dict(shape_type="hexagon"), r"shape_type: .*'hexagon'"),
-    (dict(shape_kinds="triangle, hexagon"), r"shape_kinds: .*'triangle, hexagon'"),
-    (dict(frames=501), r"frames: 501 is outside 0\.\.500"),
-    (dict(working_size=8), r"working_size: 8 is outside"),
-    (dict(candidates=float("nan")), r"candidates: .*nan"),
-    # issue 29: text inputs have a length limit (a 4M-character prompt was parsed before)
-    (dict(shape_kinds="triangle, " * 100_000), r"^shape_kinds: expected text of at most 256 characters, got 1000000"),
-    (dict(background="#" + "f" * 300), r"^background: expected text of at most 256 characters, got 301"),
-    (dict(shape_kinds=123), r"^shape_kinds: expected text, got 123"),
-])
+@pytest.mark.parametrize(
+    "inputs, message",
+    [  # widget values are checked by execute() (nodes/_schema.py)
+        (dict(shapes=0), r"shapes: 0 is outside 1..5000"),
+        (dict(alpha=256), r"alpha: 256 is outside 0\.\.255"),
+        (dict(alpha=-1), r"alpha: -1 is outside"),
+        (dict(background="#12345"), r"background: .*'#12345'"),
+        (dict(background="teal"), r"background: .*'teal'"),
+        (dict(shape_type="hexagon"), r"shape_type: .*'hexagon'"),
+        (dict(shape_kinds="triangle, hexagon"), r"shape_kinds: .*'triangle, hexagon'"),
+        (dict(frames=501), r"frames: 501 is outside 0\.\.500"),
+        (dict(working_size=8), r"working_size: 8 is outside"),
+        (dict(candidates=float("nan")), r"candidates: .*nan"),
+        # issue 29: text inputs have a length limit (a 4M-character prompt was parsed before)
+        (
+            dict(shape_kinds="triangle, " * 100_000),
+            r"^shape_kinds: expected text of at most 256 characters, got 1000000",
+        ),
+        (dict(background="#" + "f" * 300), r"^background: expected text of at most 256 characters, got 301"),
+        (dict(shape_kinds=123), r"^shape_kinds: expected text, got 123"),
+    ],
+)
 def test_bad_input_names_the_input(node, inputs, message):
     with pytest.raises(ValueError, match=message):
         node.execute(image=picture(), **{**dict(shapes=3, **SMALL), **inputs})
 
 
-@pytest.mark.parametrize("image, message", [
-    (torch.zeros(1, 0, 5, 3), r"image: .*\(1, 0, 5, 3\)"),
-    (torch.zeros(4, 4, 3), r"image: .*\(4, 4, 3\)"),
-    ("not an image", r"image: .*str"),
-])
+@pytest.mark.parametrize(
+    "image, message",
+    [
+        (torch.zeros(1, 0, 5, 3), r"image: .*\(1, 0, 5, 3\)"),
+        (torch.zeros(4, 4, 3), r"image: .*\(4, 4, 3\)"),
+        ("not an image", r"image: .*str"),
+    ],
+)
 def test_bad_image_names_the_input(node, image, message):
     with pytest.raises(ValueError, match=message):
         node.run(image, shapes=3, **SMALL)
@@ -194,13 +224,21 @@ def svg_coverage(element, height, width, factor=8):
     nothing of the engine: a point is inside when turning it by -a about (cx, cy) (SVG's rotate turns
     clockwise on screen, y down) brings it into the untransformed shape. factor x factor samples a pixel."""
     attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', element))
-    a, cx, cy = (float(v) for v in re.fullmatch(r"rotate\(([-\d.]+) ([-\d.]+) ([-\d.]+)\)", attrs["transform"]).groups())
-    sy, sx = torch.meshgrid((torch.arange(height * factor, dtype=torch.float64) + 0.5) / factor,
-                            (torch.arange(width * factor, dtype=torch.float64) + 0.5) / factor, indexing="ij")
+    a, cx, cy = (
+        float(v) for v in re.fullmatch(r"rotate\(([-\d.]+) ([-\d.]+) ([-\d.]+)\)", attrs["transform"]).groups()
+    )
+    sy, sx = torch.meshgrid(
+        (torch.arange(height * factor, dtype=torch.float64) + 0.5) / factor,
+        (torch.arange(width * factor, dtype=torch.float64) + 0.5) / factor,
+        indexing="ij",
+    )
     cos, sin = math.cos(math.radians(a)), math.sin(math.radians(a))
     px = cx + (sx - cx) * cos + (sy - cy) * sin  # rotate(-a): the inverse of SVG's [cos -sin; sin cos]
     py = cy - (sx - cx) * sin + (sy - cy) * cos
-    f = lambda name: float(attrs[name])
+
+    def f(name):
+        return float(attrs[name])
+
     if element.startswith("<rect"):
         inside = (px >= f("x")) & (px <= f("x") + f("width")) & (py >= f("y")) & (py <= f("y") + f("height"))
     else:
@@ -212,19 +250,33 @@ def svg_coverage(element, height, width, factor=8):
 def test_svg_rotated_shapes_are_the_ones_rendered(kind):
     """The SVG's <rect>/<ellipse transform="rotate(a cx cy)"> of each rotated shape covers what the image
     shows (opaque shapes apart from each other, rendered at twice the working size)."""
-    params = torch.tensor([[12.5, 11.0, 16.0, 5.0, 33.0], [36.0, 13.0, 4.0, 15.0, -70.0],
-                           [14.0, 29.0, 18.0, 6.0, 121.0], [40.0, 30.0, 12.0, 7.0, 200.0]])
+    params = torch.tensor(
+        [
+            [12.5, 11.0, 16.0, 5.0, 33.0],
+            [36.0, 13.0, 4.0, 15.0, -70.0],
+            [14.0, 29.0, 18.0, 6.0, 121.0],
+            [40.0, 30.0, 12.0, 7.0, 200.0],
+        ]
+    )
     if kind == co.ROTATED_ELLIPSE:  # radii, not sizes
         params[:, 2:4] /= 2
     colours = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [1.0, 1.0, 0]])
-    result = co.Approximation(torch.full((1, 4), kind), torch.cat([params, torch.zeros(4, 3)], 1)[None],
-                              colours[None], torch.ones(1, 4), torch.tensor([4]), torch.zeros(1, 5), torch.zeros(1, 3),
-                              40, 56)
+    result = co.Approximation(
+        torch.full((1, 4), kind),
+        torch.cat([params, torch.zeros(4, 3)], 1)[None],
+        colours[None],
+        torch.ones(1, 4),
+        torch.tensor([4]),
+        torch.zeros(1, 5),
+        torch.zeros(1, 3),
+        40,
+        56,
+    )
     image, _ = co.render(result, 80, 112, 2.0)
     elements = [line for line in co.svg(result, 0, 80, 112, 2.0).splitlines() if "rotate(" in line]
     assert len(elements) == 4
     expected = torch.zeros(80, 112, 3)
-    for element, colour in zip(elements, colours):
+    for element, colour in zip(elements, colours, strict=False):
         expected += svg_coverage(element, 80, 112)[..., None] * colour
     error = (image[0] - expected).abs()
     assert float(error.mean()) < 0.01 and float(error.max()) < 0.2
@@ -247,8 +299,14 @@ def test_rgba_input_keeps_its_alpha_resized_to_the_output(node):
 
 
 def test_shape_kinds_mixes_the_kinds_it_names_and_wins_over_shape_type(node):
-    _, _, svg, _ = node.run(scene(), shapes=16, shape_type="circle", shape_kinds="triangle, rectangle", alpha=0,
-                            **{**SMALL, "working_size": 56})
+    _, _, svg, _ = node.run(
+        scene(),
+        shapes=16,
+        shape_type="circle",
+        shape_kinds="triangle, rectangle",
+        alpha=0,
+        **{**SMALL, "working_size": 56},
+    )
     elements = [line.split(" ")[0] for line in svg.splitlines()[2:-1]]
     assert len(elements) == 16 and set(elements) == {"<polygon", "<rect"}
     _, _, only_circles, _ = node.run(picture(seed=3), shapes=4, shape_type="circle", shape_kinds=" ", **SMALL)
@@ -290,10 +348,19 @@ def test_memory_estimate_of_the_search_names_its_inputs(node, monkeypatch):
 
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 4 << 30)
-    with pytest.raises(ValueError, match=r"^working_size 2048 with 100000 candidates and 100 mutations x 1 images "
-                                         r"needs ~\d+\.\d GB"):
-        node.execute(image=picture(height=32, width=32), shapes=1, shape_type="combo", candidates=100000,
-                     working_size=2048, frames=0)
+    with pytest.raises(
+        ValueError,
+        match=r"^working_size 2048 with 100000 candidates and 100 mutations x 1 images "
+        r"needs ~\d+\.\d GB",
+    ):
+        node.execute(
+            image=picture(height=32, width=32),
+            shapes=1,
+            shape_type="combo",
+            candidates=100000,
+            working_size=2048,
+            frames=0,
+        )
 
 
 def test_svg_documents_output_holds_one_document_per_image(node):
@@ -373,8 +440,9 @@ def test_a_transparent_background_fits_the_transparency_too(node):
     y, x = torch.meshgrid(torch.arange(30) + 0.5, torch.arange(45) + 0.5, indexing="ij")
     disc = (((x - 22) ** 2 + (y - 15) ** 2) < 120).float()
     cut_out = torch.cat([picture(), disc[None, ..., None]], -1)
-    image, frames, svg, _ = node.run(cut_out, shapes=30, background="#ffffff00", alpha=0, seed=1,
-                                     shape_kinds="ellipse, triangle", frames=6, **SMALL)
+    image, frames, svg, _ = node.run(
+        cut_out, shapes=30, background="#ffffff00", alpha=0, seed=1, shape_kinds="ellipse, triangle", frames=6, **SMALL
+    )
     assert image.shape == (1, 64, 96, 4) and frames.shape == (6, 64, 96, 4)
     assert torch.equal(frames[-1], image[0])
     assert 'fill-opacity="0"/>' in svg.splitlines()[1]

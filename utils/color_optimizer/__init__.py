@@ -10,10 +10,24 @@ found by a batched search (fogleman/primitive's method), then drawn anti-aliased
 The `render` this package exports is the function (the module shadows it: reach the module with
 importlib.import_module).
 """
+
 from .render import render, render_memory, scale_params, svg
 from .search import approximate, search_memory
-from .shapes import (CIRCLE, ELLIPSE, KINDS, MAX_KINDS_TEXT, N_PARAMS, POLYGON, QUADRATIC, RECTANGLE,
-                     ROTATED_ELLIPSE, ROTATED_RECTANGLE, TRIANGLE, Approximation, kind_codes)
+from .shapes import (
+    CIRCLE,
+    ELLIPSE,
+    KINDS,
+    MAX_KINDS_TEXT,
+    N_PARAMS,
+    POLYGON,
+    QUADRATIC,
+    RECTANGLE,
+    ROTATED_ELLIPSE,
+    ROTATED_RECTANGLE,
+    TRIANGLE,
+    Approximation,
+    kind_codes,
+)
 
 
 def loop_modules() -> list:
@@ -25,7 +39,24 @@ def loop_modules() -> list:
 
 
 __all__ = [
-    "CIRCLE", "ELLIPSE", "KINDS", "MAX_KINDS_TEXT", "N_PARAMS", "POLYGON", "QUADRATIC", "RECTANGLE", "ROTATED_ELLIPSE",
-    "ROTATED_RECTANGLE", "TRIANGLE", "Approximation", "approximate", "kind_codes", "loop_modules", "render",
-    "render_memory", "scale_params", "search_memory", "svg",
+    "CIRCLE",
+    "ELLIPSE",
+    "KINDS",
+    "MAX_KINDS_TEXT",
+    "N_PARAMS",
+    "POLYGON",
+    "QUADRATIC",
+    "RECTANGLE",
+    "ROTATED_ELLIPSE",
+    "ROTATED_RECTANGLE",
+    "TRIANGLE",
+    "Approximation",
+    "approximate",
+    "kind_codes",
+    "loop_modules",
+    "render",
+    "render_memory",
+    "scale_params",
+    "search_memory",
+    "svg",
 ]

@@ -1,6 +1,7 @@
 """PrimitiveMesh's shapes drawn anti-aliased at any scale (`render`, frame by frame if asked) and as SVG
 (`svg`): the torch path, or one CUDA kernel (render_cuda.py) where CuPy kernels run.
 """
+
 from __future__ import annotations
 
 import math
@@ -10,15 +11,38 @@ import torch
 
 from ..core.batching import expand_counts
 from ..core.device import MEMORY_FRACTION, cupy_usable, free_memory_bytes
-from .shapes import (CIRCLE, ELLIPSE, KINDS, N_PARAMS, POLYGON, RECTANGLE, ROTATED_ELLIPSE, ROTATED_RECTANGLE, SUBROWS,
-                     TRIANGLE, _ELLIPTIC, _STROKE, _VERTICES, Approximation, _checked_result, _ellipse_crossings,
-                     _ellipse_form, _family_of, _paint, _polygon4, _polygon_crossings, _stroke_outline,
-                     render_curve_steps)
+from .shapes import (
+    _ELLIPTIC,
+    _STROKE,
+    _VERTICES,
+    CIRCLE,
+    ELLIPSE,
+    KINDS,
+    N_PARAMS,
+    POLYGON,
+    RECTANGLE,
+    ROTATED_ELLIPSE,
+    ROTATED_RECTANGLE,
+    SUBROWS,
+    TRIANGLE,
+    Approximation,
+    _checked_result,
+    _ellipse_crossings,
+    _ellipse_form,
+    _family_of,
+    _paint,
+    _polygon4,
+    _polygon_crossings,
+    _stroke_outline,
+    render_curve_steps,
+)
+
 
 def scale_params(kind, params, factor: float):
     """Shape parameters [..,8] in coordinates `factor` times larger (angles unchanged)."""
-    keep_angle = ((kind == ROTATED_RECTANGLE) | (kind == ROTATED_ELLIPSE))[..., None] & \
-        (torch.arange(N_PARAMS, device=params.device) == 4)
+    keep_angle = ((kind == ROTATED_RECTANGLE) | (kind == ROTATED_ELLIPSE))[..., None] & (
+        torch.arange(N_PARAMS, device=params.device) == 4
+    )
     return torch.where(keep_angle, params, params * factor)
 
 
@@ -81,8 +105,9 @@ def _row_crossings(shapes: _Outlines, owner, y, families: set):
     return (xs[0], ss[0]) if len(xs) == 1 else (torch.cat(xs, 1), torch.cat(ss, 1))
 
 
-def _layer_coverage(shapes: _Outlines, layer, start, count, samples: int, families: set, layers: int,
-                    band: tuple[int, int], width: int):
+def _layer_coverage(
+    shapes: _Outlines, layer, start, count, samples: int, families: set, layers: int, band: tuple[int, int], width: int
+):
     """Anti-aliased coverage float32 [L,R,W] of shapes on `layers` layers (layer [S]: each shape's, -1
     for none) in the pixel rows band = (first, R), from the sample rows start .. start+count-1 [S] of
     each shape (within the band; `samples` of them in all, a host figure: no sync), its families among
@@ -100,12 +125,14 @@ def _layer_coverage(shapes: _Outlines, layer, start, count, samples: int, famili
     column = column.long()
     weight = s.float() / SUBROWS
     edges = torch.zeros(layers * rows * (width + 2), device=x.device)
-    edges.index_put_(((base + (column + 1).clamp(0, width + 1)).view(-1),), (weight * (1 - fraction)).view(-1),
-                     accumulate=True)
-    edges.index_put_(((base + (column + 2).clamp(0, width + 1)).view(-1),), (weight * fraction).view(-1),
-                     accumulate=True)
+    edges.index_put_(
+        ((base + (column + 1).clamp(0, width + 1)).view(-1),), (weight * (1 - fraction)).view(-1), accumulate=True
+    )
+    edges.index_put_(
+        ((base + (column + 2).clamp(0, width + 1)).view(-1),), (weight * fraction).view(-1), accumulate=True
+    )
     # pixel j gets the ramps of crossings in pixels < j fully and of pixel j by the covered part
-    return torch.cumsum(edges.view(layers, rows, width + 2), 2)[..., 1:width + 1].clamp(0, 1)
+    return torch.cumsum(edges.view(layers, rows, width + 2), 2)[..., 1 : width + 1].clamp(0, 1)
 
 
 # Bytes `render` holds per layer pixel (coverage with its ramps, opacities, transmittances: float32,
@@ -122,8 +149,9 @@ def _render_outputs(batch: int, shapes: int, height: int, width: int, channels: 
     return batch * height * width * channels * 4 * (frames + 2)
 
 
-def render_memory(batch: int, shapes: int, height: int, width: int, channels: int, frame_every: int,
-                  budget: float) -> int:
+def render_memory(
+    batch: int, shapes: int, height: int, width: int, channels: int, frame_every: int, budget: float
+) -> int:
     """Estimated peak bytes of `render` of `shapes` shapes per image (B of them) on a height x width
     canvas of `channels` with frames every `frame_every`, where `budget` bytes may be used: its outputs,
     and its chunks' work (every shape over the whole canvas, its sample rows crossing a 4-gon and an
@@ -131,8 +159,11 @@ def render_memory(batch: int, shapes: int, height: int, width: int, channels: in
     outputs = _render_outputs(batch, shapes, height, width, channels, frame_every)
     groups = -(-shapes // frame_every) if frame_every else 1
     pixels = batch * height * width
-    work = (shapes * pixels * _LAYER_PIXEL_BYTES + groups * pixels * 4 * (channels + 1) +
-            batch * shapes * height * SUBROWS * 6 * _CROSSING_BYTES)
+    work = (
+        shapes * pixels * _LAYER_PIXEL_BYTES
+        + groups * pixels * 4 * (channels + 1)
+        + batch * shapes * height * SUBROWS * 6 * _CROSSING_BYTES
+    )
     least = batch * width * (_LAYER_PIXEL_BYTES + 4 * (channels + 1)) + batch * SUBROWS * 6 * _CROSSING_BYTES
     return int(outputs + min(work, max(budget - outputs, least)))
 
@@ -151,14 +182,25 @@ class _Chunk(NamedTuple):
     families: set
 
 
-def _render_plan(first: list, count: list, family: list, batch: int, total: int, height: int, width: int,
-                 channels: int, frame_every: int, outline: int, budget: float) -> list[_Chunk]:
+def _render_plan(
+    first: list,
+    count: list,
+    family: list,
+    batch: int,
+    total: int,
+    height: int,
+    width: int,
+    channels: int,
+    frame_every: int,
+    outline: int,
+    budget: float,
+) -> list[_Chunk]:
     """`render`'s chunks, planned on the host from each shape's sample rows (first, count) and family
     (lists [B*N], image after image): as many shapes at once as `budget` bytes hold, whole groups of
     frame_every shapes where they fit, and pixel row blocks where one shape's layers do not."""
     rows, top, bottom = [0] * total, [height] * total, [0] * total
     families = [set() for _ in range(total)]
-    for i, (start, samples, code) in enumerate(zip(first, count, family)):
+    for i, (start, samples, code) in enumerate(zip(first, count, family, strict=False)):
         if samples:
             n = i % total
             rows[n] += samples
@@ -169,8 +211,11 @@ def _render_plan(first: list, count: list, family: list, batch: int, total: int,
     def cost(layers: int, groups: int, band: int, samples: int, kinds: set) -> int:
         crossings = (outline if _STROKE in kinds else 4) + (2 if _ELLIPTIC in kinds else 0)
         pixels = batch * band * width
-        return (layers * pixels * _LAYER_PIXEL_BYTES + groups * pixels * 4 * (channels + 1) +
-                samples * crossings * _CROSSING_BYTES)
+        return (
+            layers * pixels * _LAYER_PIXEL_BYTES
+            + groups * pixels * 4 * (channels + 1)
+            + samples * crossings * _CROSSING_BYTES
+        )
 
     chunks, start = [], 0
     while start < total:
@@ -209,8 +254,11 @@ def _render_plan(first: list, count: list, family: list, batch: int, total: int,
                     crossed = samples
                 else:  # the sample rows of the chunk's shapes within the block
                     lo, hi = row * SUBROWS, (row + block) * SUBROWS
-                    crossed = sum(max(0, min(first[i] + count[i], hi) - max(first[i], lo))
-                                  for b in range(batch) for i in range(b * total + start, b * total + stop))
+                    crossed = sum(
+                        max(0, min(first[i] + count[i], hi) - max(first[i], lo))
+                        for b in range(batch)
+                        for i in range(b * total + start, b * total + stop)
+                    )
                 blocks.append((row, block, crossed))
         chunks.append(_Chunk(start, stop, per_group, groups, frame, blocks, kinds))
         start = stop
@@ -244,17 +292,31 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     channels = result.background.shape[1]
     image = result.background[:, None, None, :].expand(batch, height, width, channels).clone()
     paint = _paint(result.color, channels)
-    frames = (torch.empty(batch, math.ceil(total / frame_every), height, width, channels, device=device)
-              if frame_every else None)
+    frames = (
+        torch.empty(batch, math.ceil(total / frame_every), height, width, channels, device=device)
+        if frame_every
+        else None
+    )
     params = scale_params(result.kind, result.params, scale)
     kind = result.kind.reshape(-1)
     shapes = _outlines(kind, params.reshape(-1, N_PARAMS), result.alpha.reshape(-1), height, width)
     first, count, family, kind = torch.stack([shapes.first, shapes.count, shapes.family, kind]).tolist()  # one read
     if kind and not 0 <= min(kind) <= max(kind) < len(KINDS):
         raise ValueError(f"result.kind: expected kind codes 0..{len(KINDS) - 1}, got {min(kind)}..{max(kind)}")
-    plan = _render_plan(first, count, family, batch, total, height, width, channels, frame_every,
-                        shapes.outline.shape[1], free_memory_bytes(device) * MEMORY_FRACTION -
-                        _render_outputs(batch, total, height, width, channels, frame_every))
+    plan = _render_plan(
+        first,
+        count,
+        family,
+        batch,
+        total,
+        height,
+        width,
+        channels,
+        frame_every,
+        shapes.outline.shape[1],
+        free_memory_bytes(device) * MEMORY_FRACTION
+        - _render_outputs(batch, total, height, width, channels, frame_every),
+    )
     index = torch.arange(batch * total, device=device)
     image_of, shape_of = index // max(1, total), index % max(1, total)
     for chunk in plan:
@@ -262,12 +324,13 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
         # each shape's layer: within a group the last drawn first, so that cumulative products run
         # from the top layer down; -1 for shapes of other chunks
         k = shape_of - chunk.start
-        layer = torch.where((k >= 0) & (k < size),
-                            (image_of * groups + k // per_group) * per_group + per_group - 1 - k % per_group, -1)
+        layer = torch.where(
+            (k >= 0) & (k < size), (image_of * groups + k // per_group) * per_group + per_group - 1 - k % per_group, -1
+        )
         padding = groups * per_group - size
-        opacity = torch.nn.functional.pad(result.alpha[:, chunk.start:chunk.stop], (0, padding))
+        opacity = torch.nn.functional.pad(result.alpha[:, chunk.start : chunk.stop], (0, padding))
         opacity = opacity.view(batch * groups, per_group).flip(1)
-        colour = torch.nn.functional.pad(paint[:, chunk.start:chunk.stop], (0, 0, 0, padding))
+        colour = torch.nn.functional.pad(paint[:, chunk.start : chunk.stop], (0, 0, 0, padding))
         colour = colour.view(batch * groups, per_group, channels).flip(1)
         framed = slice(chunk.frame, chunk.frame + groups) if chunk.frame is not None else None
         if framed is not None and sum(block[1] for block in chunk.blocks) < height:
@@ -277,8 +340,9 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
             if len(chunk.blocks) > 1:  # the sample rows within the block
                 start = start.clamp_min(row * SUBROWS)
                 count = ((shapes.first + count).clamp_max((row + rows) * SUBROWS) - start).clamp_min(0)
-            coverage = _layer_coverage(shapes, layer, start, count, samples, chunk.families,
-                                       batch * groups * per_group, (row, rows), width)
+            coverage = _layer_coverage(
+                shapes, layer, start, count, samples, chunk.families, batch * groups * per_group, (row, rows), width
+            )
             a = coverage.view(batch * groups, per_group, rows, width).mul_(opacity[..., None, None])
             clear = torch.cumprod(1 - a, 1)  # transmittance of each layer and those above it in its group
             a[:, 1:] *= clear[:, :-1]  # each layer's paint shows through the layers above it
@@ -290,10 +354,10 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
                 add[:, step:] += add[:, :-step] * keep[:, step:, ..., None]
                 keep[:, step:] = keep[:, step:] * keep[:, :-step]
                 step *= 2
-            painted = add.addcmul_(image[:, None, row:row + rows], keep[..., None])
+            painted = add.addcmul_(image[:, None, row : row + rows], keep[..., None])
             if framed is not None:
-                frames[:, framed, row:row + rows] = painted
-            image[:, row:row + rows] = painted[:, -1]
+                frames[:, framed, row : row + rows] = painted
+            image[:, row : row + rows] = painted[:, -1]
         if on_chunk is not None:
             on_chunk(chunk.stop, total)
     return image.clamp(0, 1), (frames.clamp_(0, 1) if frames is not None else None)
@@ -302,21 +366,26 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
 def svg(result: Approximation, index: int, height: int, width: int, scale: float) -> str:
     """SVG text of image `index`: viewBox in output pixels, a background rect (with its opacity where
     the fit is RGBA), one element per placed shape with its fill (stroke for Beziers) and opacity."""
-    hex_color = lambda rgb: "#%02x%02x%02x" % tuple(int(round(v * 255)) for v in rgb)  # noqa: E731
+    hex_color = lambda rgb: "#{:02x}{:02x}{:02x}".format(*tuple(int(round(v * 255)) for v in rgb))  # noqa: E731
     number = lambda v: f"{v:.3f}".rstrip("0").rstrip(".")  # noqa: E731
     background = result.background[index].tolist()
     if len(background) == 4:  # premultiplied: the straight colour and its opacity
         opacity = background[3]
-        fill = f'fill="{hex_color([v / opacity if opacity > 0 else 0.0 for v in background[:3]])}" ' \
-               f'fill-opacity="{number(opacity)}"'
+        fill = (
+            f'fill="{hex_color([v / opacity if opacity > 0 else 0.0 for v in background[:3]])}" '
+            f'fill-opacity="{number(opacity)}"'
+        )
     else:
         fill = f'fill="{hex_color(background)}"'
-    lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}">',
-             f'<rect x="0" y="0" width="{width}" height="{height}" {fill}/>']
+    lines = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
+        f'<rect x="0" y="0" width="{width}" height="{height}" {fill}/>',
+    ]
     kinds = result.kind[index].tolist()
     params = scale_params(result.kind[index], result.params[index], scale).tolist()
-    for kind, p, rgb, alpha in zip(kinds, params, result.color[index].tolist(), result.alpha[index].tolist()):
+    for kind, p, rgb, alpha in zip(
+        kinds, params, result.color[index].tolist(), result.alpha[index].tolist(), strict=False
+    ):
         if alpha <= 0:
             continue
         paint = f'fill="{hex_color(rgb)}" fill-opacity="{number(alpha)}"'
@@ -326,21 +395,29 @@ def svg(result: Approximation, index: int, height: int, width: int, scale: float
             lines.append(f'<polygon points="{points}" {paint}/>')
         elif kind == RECTANGLE:
             x0, x1, y0, y1 = min(p[0], p[2]), max(p[0], p[2]), min(p[1], p[3]), max(p[1], p[3])
-            lines.append(f'<rect x="{number(x0)}" y="{number(y0)}" width="{number(x1 - x0)}" '
-                         f'height="{number(y1 - y0)}" {paint}/>')
+            lines.append(
+                f'<rect x="{number(x0)}" y="{number(y0)}" width="{number(x1 - x0)}" '
+                f'height="{number(y1 - y0)}" {paint}/>'
+            )
         elif kind == ROTATED_RECTANGLE:
-            lines.append(f'<rect x="{number(p[0] - p[2] / 2)}" y="{number(p[1] - p[3] / 2)}" width="{n[2]}" '
-                         f'height="{n[3]}" transform="rotate({n[4]} {n[0]} {n[1]})" {paint}/>')
+            lines.append(
+                f'<rect x="{number(p[0] - p[2] / 2)}" y="{number(p[1] - p[3] / 2)}" width="{n[2]}" '
+                f'height="{n[3]}" transform="rotate({n[4]} {n[0]} {n[1]})" {paint}/>'
+            )
         elif kind == ELLIPSE:
             lines.append(f'<ellipse cx="{n[0]}" cy="{n[1]}" rx="{n[2]}" ry="{n[3]}" {paint}/>')
         elif kind == ROTATED_ELLIPSE:
-            lines.append(f'<ellipse cx="{n[0]}" cy="{n[1]}" rx="{n[2]}" ry="{n[3]}" '
-                         f'transform="rotate({n[4]} {n[0]} {n[1]})" {paint}/>')
+            lines.append(
+                f'<ellipse cx="{n[0]}" cy="{n[1]}" rx="{n[2]}" ry="{n[3]}" '
+                f'transform="rotate({n[4]} {n[0]} {n[1]})" {paint}/>'
+            )
         elif kind == CIRCLE:
             lines.append(f'<circle cx="{n[0]}" cy="{n[1]}" r="{n[2]}" {paint}/>')
         else:  # QUADRATIC
             stroke = paint.replace("fill", "stroke")
-            lines.append(f'<path d="M {n[0]} {n[1]} Q {n[2]} {n[3]} {n[4]} {n[5]}" fill="none" {stroke} '
-                         f'stroke-width="{n[6]}" stroke-linecap="butt"/>')
+            lines.append(
+                f'<path d="M {n[0]} {n[1]} Q {n[2]} {n[3]} {n[4]} {n[5]}" fill="none" {stroke} '
+                f'stroke-width="{n[6]}" stroke-linecap="butt"/>'
+            )
     lines.append("</svg>")
     return "\n".join(lines)

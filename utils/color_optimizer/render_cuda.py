@@ -17,6 +17,7 @@ ulp apart, which moves a crossing by an ulp of its coordinate.
 A pixel's cost: a bounds test per shape of its image, and for the shapes that reach it, their
 edges times SUBROWS (a stroke outline's edges once more for each crossing inside the pixel).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -35,11 +36,14 @@ _FORM_AT = 4
 # ~20 instructions where the bounds test rejects the shape, ~300 where it covers the pixel (8 sample rows
 # of its edges), so 2e9 take 6 to 95 ms on a mid-range GPU (~6e12 instructions a second). At the node's
 # maxima (5000 shapes, 8192 px) a band is 48 rows, 171 launches an image.
-LAUNCH_ITERATIONS = 2 * 10 ** 9
-_RENDER_SOURCE = SHAPES_SOURCE + f"""
+LAUNCH_ITERATIONS = 2 * 10**9
+_RENDER_SOURCE = (
+    SHAPES_SOURCE
+    + f"""
 #define FORM_AT {_FORM_AT}
 #define KIND_COUNT {len(KINDS)}
-""" + r"""
+"""
+    + r"""
 // One thread per shape: its parameters times `scale` (angles kept), then its bounds and form.
 // along [steps+1]: the curve parameters of the stroke outline's vertices (t in _stroke_outline).
 extern "C" __global__ void shape_geometry(
@@ -187,6 +191,7 @@ extern "C" __global__ void render_shapes(
     for (int c = 0; c < channels; ++c) image[pixel * channels + c] = fminf(fmaxf(out[c], 0.0f), 1.0f);
 }
 """
+)
 
 
 def render_cuda(result: Approximation, height: int, width: int, scale: float, frame_every: int = 0):
@@ -209,26 +214,36 @@ def render_cuda(result: Approximation, height: int, width: int, scale: float, fr
     geometry = torch.empty(count, _FORM_AT + 4 * (steps + 1), dtype=torch.float32, device=device)
     image = torch.empty(batch, height, width, channels, dtype=torch.float32, device=device)
     frame_count = -(-total // frame_every) if frame_every else 0
-    frames = torch.empty(batch, frame_count, height, width, channels, dtype=torch.float32,
-                         device=device) if frame_every else None
+    frames = (
+        torch.empty(batch, frame_count, height, width, channels, dtype=torch.float32, device=device)
+        if frame_every
+        else None
+    )
     kind = result.kind
     with cuda.stream(device):
         if count:
             args = cuda.arrays(kind, result.params) + [np.int64(count)]
-            args += cuda.arrays(torch.full((1,), scale, dtype=torch.float32, device=device),
-                                torch.linspace(0, 1, steps + 1, dtype=torch.float32, device=device))
+            args += cuda.arrays(
+                torch.full((1,), scale, dtype=torch.float32, device=device),
+                torch.linspace(0, 1, steps + 1, dtype=torch.float32, device=device),
+            )
             args += [np.int32(steps), np.int32(geometry.shape[1]), *cuda.arrays(geometry)]
             cuda.kernel(_RENDER_SOURCE, "shape_geometry")(((count + 127) // 128,), (128,), tuple(args))
         if pixels:
             args = cuda.arrays(kind, result.alpha, result.color, geometry)
-            args += [np.int32(geometry.shape[1]), np.int32(2 * (steps + 1)), *cuda.arrays(result.background),
-                     np.int64(batch)]
+            args += [
+                np.int32(geometry.shape[1]),
+                np.int32(2 * (steps + 1)),
+                *cuda.arrays(result.background),
+                np.int64(batch),
+            ]
             args += [np.int32(v) for v in (total, height, width, channels, SUBROWS, frame_every)]
             outputs = cuda.arrays(image, image if frames is None else frames)  # without frames, none is written
             # bands of whole rows, each at most LAUNCH_ITERATIONS pixel x shape iterations
             band = max(1, LAUNCH_ITERATIONS // max(1, total * width)) * width
             for first in range(0, pixels, band):
                 count = min(band, pixels - first)
-                cuda.kernel(_RENDER_SOURCE, "render_shapes")(((count + 255) // 256,), (256,),
-                                                             tuple(args + [np.int64(first), np.int64(count)] + outputs))
+                cuda.kernel(_RENDER_SOURCE, "render_shapes")(
+                    ((count + 255) // 256,), (256,), tuple(args + [np.int64(first), np.int64(count)] + outputs)
+                )
     return image, frames

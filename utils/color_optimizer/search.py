@@ -22,6 +22,7 @@ shape geometry and constants (shapes.py).
 Images are RGB, or premultiplied RGBA to fit transparency (fogleman/primitive's error over four
 channels): a shape paints its colour and an alpha channel of 1, at its opacity, source-over.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,15 +32,48 @@ import torch
 
 from ..core.device import cupy_usable, numba_usable
 from ..inputs.text import short
-from .shapes import (CIRCLE, ELLIPSE, MAX_ROUNDS, N_PARAMS, PARENTS, POLYGON, QUADRATIC, RANDOM_CHAIN, RANDOM_SIZE,
-                     RANDOM_STROKE, RANDOM_TRIANGLE, RECTANGLE, ROTATED_ELLIPSE, ROTATED_RECTANGLE, TRIANGLE, _CONVEX,
-                     _ELLIPTIC, _FAMILY, _GROUPS, _POLY4, _STROKE, _VERTICES, Approximation, Terms, _Record,
-                     _checked_background, _checked_target, _constant, _ellipse_form, _families, _family_of, _paint,
-                     _polygon4, _role_tables, _stroke_outline, _terms)
+from .shapes import (
+    _CONVEX,
+    _ELLIPTIC,
+    _FAMILY,
+    _GROUPS,
+    _POLY4,
+    _STROKE,
+    _VERTICES,
+    CIRCLE,
+    ELLIPSE,
+    MAX_ROUNDS,
+    N_PARAMS,
+    PARENTS,
+    POLYGON,
+    QUADRATIC,
+    RANDOM_CHAIN,
+    RANDOM_SIZE,
+    RANDOM_STROKE,
+    RANDOM_TRIANGLE,
+    RECTANGLE,
+    ROTATED_ELLIPSE,
+    ROTATED_RECTANGLE,
+    TRIANGLE,
+    Approximation,
+    Terms,
+    _checked_background,
+    _checked_target,
+    _constant,
+    _ellipse_form,
+    _families,
+    _family_of,
+    _paint,
+    _polygon4,
+    _Record,
+    _role_tables,
+    _stroke_outline,
+    _terms,
+)
 
 # Row slots scored at most between two interrupt checks (`_score_in_parts`): at 2048 px, measured on one
 # core of a 2-core CPU shared with other jobs, up to ~0.2 s with numba's loops and ~0.6 s on the torch path.
-PART_ROWS = 2 ** 19
+PART_ROWS = 2**19
 
 
 def _pixel_index(x, width: int):
@@ -139,9 +173,15 @@ def _mixed_geometry(kind, params, kinds):
     vertices = _polygon4(kind, params, kinds) if set(_VERTICES) & set(kinds) else None
     if QUADRATIC in kinds:
         outline = _stroke_outline(params)
-        vertices = outline if vertices is None else torch.where(
-            (kind == QUADRATIC)[:, None, None], outline,
-            torch.cat([vertices, vertices[:, 3:].expand(-1, outline.shape[1] - 4, 2)], 1))
+        vertices = (
+            outline
+            if vertices is None
+            else torch.where(
+                (kind == QUADRATIC)[:, None, None],
+                outline,
+                torch.cat([vertices, vertices[:, 3:].expand(-1, outline.shape[1] - 4, 2)], 1),
+            )
+        )
     cx, cy, a, b, c, half = _ellipse_form(kind, params)
     y_min, y_max = cy - half, cy + half
     if vertices is not None:
@@ -217,22 +257,25 @@ def _mixed_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None,
     """`_coverage_sums` of shapes of several families at once (`_mixed_slots`)."""
     families = _families(kinds)
     regions = [kind.shape[0] * terms.height if capacity is None else capacity[f] for f in families]
-    order, owner, row, start, end, fits, needed, column, s = _mixed_slots(kind, params, kinds, regions, terms.height,
-                                                                          terms.width, live)
+    order, owner, row, start, end, fits, needed, column, s = _mixed_slots(
+        kind, params, kinds, regions, terms.height, terms.width, live
+    )
     image = image.index_select(0, order)
-    at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * \
-        (terms.width + 1) + column
+    at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * (
+        terms.width + 1
+    ) + column
     values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
     per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
     running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
     sums = (running.index_select(1, end) - running.index_select(1, start)).t()
     unsorted = lambda x: torch.empty_like(x).index_copy_(0, order, x)  # noqa: E731
-    return unsorted(sums), unsorted(fits), dict(zip(families, needed.unbind()))
+    return unsorted(sums), unsorted(fits), dict(zip(families, needed.unbind(), strict=False))
 
 
 def _search_cpu():
     """color_optimizer/search_cpu (numba's coverage sums), imported on first use: numba is slow to import."""
     from . import search_cpu
+
     return search_cpu
 
 
@@ -253,8 +296,9 @@ def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | No
         geometry, first, rows = _shape_rows(family, kind, params, kinds, terms.height, live)
         if family in (_CONVEX, _ELLIPTIC) and numba_usable(kind.device):
             # the CPU: numba's loop over each shape's rows, no slots (what fits is decided alike)
-            found = _search_cpu().coverage_sums(terms.prefix, image, geometry, first, rows, family == _ELLIPTIC,
-                                                terms.height, terms.width)
+            found = _search_cpu().coverage_sums(
+                terms.prefix, image, geometry, first, rows, family == _ELLIPTIC, terms.height, terms.width
+            )
             if found is not None:
                 end = torch.cumsum(rows, 0)
                 fits = fits & ((end <= slots) | (rows == 0))
@@ -264,8 +308,9 @@ def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | No
         owner, row, used, start, end, fit, needed[family] = _slots(first, rows, slots)
         fits = fits & fit
         column, s = _slot_columns(family, geometry, owner, row, used, terms.width)
-        at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * \
-            (terms.width + 1) + column
+        at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * (
+            terms.width + 1
+        ) + column
         if s is None:  # one span [left, right) per row: the difference of two prefixes, exact in int32
             at = at.t().contiguous()
             per_row = terms.prefix.index_select(0, at[1]) - terms.prefix.index_select(0, at[0])
@@ -285,8 +330,11 @@ def _opacity_sums(terms: Terms, sums, alpha):
     values, c = sums.float() / terms.scale, terms.channels
     if terms.alpha is not None:
         return values[:, 0:c], values[:, c], values[:, c + 1]
-    return (values[:, 0:c] + alpha[:, None] * values[:, c:2 * c],
-            2 * alpha * values[:, 2 * c] + alpha * alpha * values[:, 2 * c + 1], values[:, 2 * c + 2])
+    return (
+        values[:, 0:c] + alpha[:, None] * values[:, c : 2 * c],
+        2 * alpha * values[:, 2 * c] + alpha * alpha * values[:, 2 * c + 1],
+        values[:, 2 * c + 2],
+    )
 
 
 def _error_change(opacity_sums, color, alpha):
@@ -329,7 +377,7 @@ def _valid(kind, p, kinds):
     """primitive's rule for Beziers: the chord is longer than either control leg (no hairpins)."""
     if QUADRATIC not in kinds:
         return torch.ones_like(kind, dtype=torch.bool)
-    leg = lambda i, j: ((p[:, i:i + 2] - p[:, j:j + 2]) ** 2).sum(1)  # noqa: E731
+    leg = lambda i, j: ((p[:, i : i + 2] - p[:, j : j + 2]) ** 2).sum(1)  # noqa: E731
     chord = leg(0, 4)
     return (kind != QUADRATIC) | ((chord > leg(0, 2)) & (chord > leg(2, 4)))
 
@@ -346,19 +394,50 @@ def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, g
     zero = torch.zeros_like(anchor_x)
     chain_x2, chain_y2 = anchor_x + spread(2, RANDOM_CHAIN), anchor_y + spread(3, RANDOM_CHAIN)
     forms = {
-        TRIANGLE: [anchor_x, anchor_y, anchor_x + spread(2, RANDOM_TRIANGLE), anchor_y + spread(3, RANDOM_TRIANGLE),
-                   anchor_x + spread(4, RANDOM_TRIANGLE), anchor_y + spread(5, RANDOM_TRIANGLE), zero, zero],
-        RECTANGLE: [anchor_x, anchor_y, (anchor_x + size(2)).clamp(max=width), (anchor_y + size(3)).clamp(max=height),
-                    zero, zero, zero, zero],
+        TRIANGLE: [
+            anchor_x,
+            anchor_y,
+            anchor_x + spread(2, RANDOM_TRIANGLE),
+            anchor_y + spread(3, RANDOM_TRIANGLE),
+            anchor_x + spread(4, RANDOM_TRIANGLE),
+            anchor_y + spread(5, RANDOM_TRIANGLE),
+            zero,
+            zero,
+        ],
+        RECTANGLE: [
+            anchor_x,
+            anchor_y,
+            (anchor_x + size(2)).clamp(max=width),
+            (anchor_y + size(3)).clamp(max=height),
+            zero,
+            zero,
+            zero,
+            zero,
+        ],
         ROTATED_RECTANGLE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
         ELLIPSE: [anchor_x, anchor_y, size(2), size(3), zero, zero, zero, zero],
         ROTATED_ELLIPSE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
         CIRCLE: [anchor_x, anchor_y, size(2), zero, zero, zero, zero, zero],
-        QUADRATIC: [anchor_x, anchor_y, chain_x2, chain_y2, chain_x2 + spread(4, RANDOM_CHAIN),
-                    chain_y2 + spread(5, RANDOM_CHAIN), (1 + u[:, 6] * RANDOM_STROKE) * scale, zero],
-        POLYGON: [anchor_x, anchor_y, anchor_x + spread(2, RANDOM_CHAIN), anchor_y + spread(3, RANDOM_CHAIN),
-                  anchor_x + spread(4, RANDOM_CHAIN), anchor_y + spread(5, RANDOM_CHAIN),
-                  anchor_x + spread(6, RANDOM_CHAIN), anchor_y + spread(7, RANDOM_CHAIN)],
+        QUADRATIC: [
+            anchor_x,
+            anchor_y,
+            chain_x2,
+            chain_y2,
+            chain_x2 + spread(4, RANDOM_CHAIN),
+            chain_y2 + spread(5, RANDOM_CHAIN),
+            (1 + u[:, 6] * RANDOM_STROKE) * scale,
+            zero,
+        ],
+        POLYGON: [
+            anchor_x,
+            anchor_y,
+            anchor_x + spread(2, RANDOM_CHAIN),
+            anchor_y + spread(3, RANDOM_CHAIN),
+            anchor_x + spread(4, RANDOM_CHAIN),
+            anchor_y + spread(5, RANDOM_CHAIN),
+            anchor_x + spread(6, RANDOM_CHAIN),
+            anchor_y + spread(7, RANDOM_CHAIN),
+        ],
     }
     params = torch.stack(forms[kinds[0]], 1)
     for code in kinds[1:]:
@@ -390,6 +469,7 @@ def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
 
 # -- the search --------------------------------------------------------------------------------------
 
+
 def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
     """Binary coverage [B,H,W] (centre sampled) of one shape per image (kind [B], params [B,8])."""
     edges = torch.zeros(batch * height * (width + 1), dtype=torch.int32, device=params.device)
@@ -420,9 +500,18 @@ def _one_cpu_thread(device: torch.device):
         torch.set_num_threads(threads)
 
 
-def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha: int = 128,
-                candidates: int = 1000, mutations: int = 100, background: torch.Tensor | None = None,
-                generator: torch.Generator | None = None, on_shape=None, on_round=None) -> Approximation:
+def approximate(
+    target: torch.Tensor,
+    shapes: int,
+    kinds: tuple[int, ...],
+    alpha: int = 128,
+    candidates: int = 1000,
+    mutations: int = 100,
+    background: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    on_shape=None,
+    on_round=None,
+) -> Approximation:
     """Approximate each image of target [B,H,W,C] (0..1; C = 3 RGB, or 4 premultiplied RGBA: a fit
     of the colours and the transparency) with `shapes` shapes of `kinds`.
 
@@ -451,11 +540,22 @@ def approximate(target: torch.Tensor, shapes: int, kinds: tuple[int, ...], alpha
     if cupy_usable(target.device):
         from . import search_cuda
 
-        return search_cuda.approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator,
-                                       on_shape, on_round)
+        return search_cuda.approximate(
+            target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round
+        )
     with _one_cpu_thread(target.device):
-        return _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape,
-                            on_round or (lambda: None))
+        return _approximate(
+            target,
+            shapes,
+            kinds,
+            alpha,
+            candidates,
+            mutations,
+            background,
+            generator,
+            on_shape,
+            on_round or (lambda: None),
+        )
 
 
 # Bytes per row slot of the torch path's scoring (the slots' geometry, crossings, gathered prefix sums
@@ -465,8 +565,9 @@ _SLOT_BYTES = {_CONVEX: 240, _ELLIPTIC: 240, _POLY4: 600, _STROKE: 2400}
 _MIXED_SLOT_BYTES = (1000, 2600)  # without, with Beziers
 
 
-def search_memory(batch: int, height: int, width: int, channels: int, kinds, alpha: int, candidates: int,
-                  mutations: int, device) -> int:
+def search_memory(
+    batch: int, height: int, width: int, channels: int, kinds, alpha: int, candidates: int, mutations: int, device
+) -> int:
     """Estimated peak bytes of `approximate` on target [B,H,W,C]: the images and their prefix sums, and
     on the torch path the row slots of the first shape, which has no shape before it to size them by
     (every row of every candidate, of every mutation of its climbs; numba's loops and the CUDA
@@ -510,7 +611,7 @@ class _Schedule:
 
     MIN_ROUNDS = 4
     FIRST_ROUNDS = 32
-    SLOT_LEVELS = 4          # slot capacities are 256 * 2**(level / SLOT_LEVELS)
+    SLOT_LEVELS = 4  # slot capacities are 256 * 2**(level / SLOT_LEVELS)
     LEVEL_BITS = 6
 
     def __init__(self, kinds, batch: int, candidates: int, parents: int, mutations: int, height: int):
@@ -518,8 +619,9 @@ class _Schedule:
         self.families = _families(kinds)
         # every row of every candidate, shared out among the families (twice each family's share of
         # the kinds: random kinds are drawn evenly)
-        share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds))
-                 for family in self.families}
+        share = {
+            family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds)) for family in self.families
+        }
         self.slots = {("random", family): math.ceil(batch * candidates * height * share[family]) for family in share}
         self.rounds = min(MAX_ROUNDS, self.FIRST_ROUNDS)
         self.per_parent = None  # per family, the slots of each round per parent (after the first shape)
@@ -530,7 +632,7 @@ class _Schedule:
         return (_family_of(parent_kind)[:, None] == _constant(tuple(self.families), parent_kind.device)).sum(0)
 
     def set_parents(self, counts: list[int]) -> None:
-        self.parents = dict(zip(self.families, counts))
+        self.parents = dict(zip(self.families, counts, strict=False))
 
     def capacity(self, stage: str, round: int = 0) -> dict:
         """Row slots per family of a scoring stage: "random", or "climb" at a round (for the parents
@@ -550,7 +652,7 @@ class _Schedule:
     def _level(self, rows):
         """The level of the slots `rows` (int64 tensor) need: ceil(SLOT_LEVELS * log2(rows / 256))."""
         level = torch.ceil(self.SLOT_LEVELS * torch.log2(rows.float().clamp_min(1) / 256) + 1e-3)
-        return level.clamp(0, 2 ** self.LEVEL_BITS - 1).long()
+        return level.clamp(0, 2**self.LEVEL_BITS - 1).long()
 
     def _slots(self, level: int) -> int:
         return math.ceil(256 * 2 ** (level / self.SLOT_LEVELS))
@@ -565,8 +667,13 @@ class _Schedule:
         for i, family in enumerate(self.families):
             word = word + (self._level(needed[("random", family)]) << (12 + self.LEVEL_BITS * i))
         zeros = torch.zeros(self.rounds, dtype=torch.int64, device=word.device)
-        return torch.cat([word.view(1)] + [self._level(needed[("climb", family)]) if ("climb", family) in needed
-                                           else zeros for family in self.families])
+        return torch.cat(
+            [word.view(1)]
+            + [
+                self._level(needed[("climb", family)]) if ("climb", family) in needed else zeros
+                for family in self.families
+            ]
+        )
 
     def update(self, status: list[int]) -> bool:
         """Set the slots and rounds of the next shape from the last shape's `status` (before
@@ -574,19 +681,20 @@ class _Schedule:
         word, climb_levels = status[0], status[1:]
         random_rows = {}
         for i, family in enumerate(self.families):
-            random_rows[family] = self._slots(((word >> (12 + self.LEVEL_BITS * i)) & (2 ** self.LEVEL_BITS - 1)) + 1)
+            random_rows[family] = self._slots(((word >> (12 + self.LEVEL_BITS * i)) & (2**self.LEVEL_BITS - 1)) + 1)
             self.slots[("random", family)] = random_rows[family]
         rounds = len(climb_levels) // len(self.families)
         per_parent = {}
         for i, family in enumerate(self.families):
             count = self.parents[family]
             if count > 0:
-                levels = climb_levels[i * rounds:(i + 1) * rounds]
+                levels = climb_levels[i * rounds : (i + 1) * rounds]
                 per_parent[family] = [self._slots(level + 1) / count for level in levels]
             else:  # twice a random candidate's rows of the family (on average) per mutation
                 kinds = sum(_FAMILY[k] == family for k in self.kinds)
-                per_parent[family] = [2 * random_rows[family] * self.mutations * len(self.kinds)
-                                      / (self.candidates * kinds)]
+                per_parent[family] = [
+                    2 * random_rows[family] * self.mutations * len(self.kinds) / (self.candidates * kinds)
+                ]
         self.per_parent = per_parent
         climbed = (word >> 2) & 1023
         cut = bool(word & 2)
@@ -604,14 +712,31 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     current, active = record.current, torch.ones(batch, dtype=torch.bool, device=device)
     status = None  # the last shape's report, read with the next shape's parents
     for index in range(shapes):
-        shape = _next_shape(record.target, current, active, kinds, record.start_alpha, record.searched, candidates,
-                            parents, mutations, tables, record.generator, schedule, status, on_round)
+        shape = _next_shape(
+            record.target,
+            current,
+            active,
+            kinds,
+            record.start_alpha,
+            record.searched,
+            candidates,
+            parents,
+            mutations,
+            tables,
+            record.generator,
+            schedule,
+            status,
+            on_round,
+        )
         if shape is None:  # the last shape improved no image
             record.stopped_after(index - 1)
             break
         current, active = shape["current"], shape["active"]
-        record.kind[:, index], record.params[:, index], record.color[:, index] = \
-            shape["kind"], shape["params"], shape["color"]
+        record.kind[:, index], record.params[:, index], record.color[:, index] = (
+            shape["kind"],
+            shape["params"],
+            shape["color"],
+        )
         record.alpha[:, index] = torch.where(active, shape["alpha"], 0)
         record.error[:, index + 1] = record.error[:, index] + torch.where(active, shape["change"], 0)
         if on_shape is not None:
@@ -620,8 +745,22 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
     return record.result()
 
 
-def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candidates, parents, mutations, tables,
-                generator, schedule, status, on_round):
+def _next_shape(
+    target,
+    current,
+    active,
+    kinds,
+    start_alpha,
+    search_alpha,
+    candidates,
+    parents,
+    mutations,
+    tables,
+    generator,
+    schedule,
+    status,
+    on_round,
+):
     """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
     which reads the last shape's `status` and this shape's parents' families (one host read, none for
     the first shape of one family): returns the new current images and the shape, and its report
@@ -633,8 +772,9 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
     kind, params = random_shapes(kinds, batch * candidates, height, width, generator, device)
     shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)
     image = torch.arange(batch * candidates, device=device) // candidates
-    change, needed = _score_in_parts(terms, image, kind, params, shape_alpha, kinds, schedule.capacity("random"),
-                                     None, on_round)
+    change, needed = _score_in_parts(
+        terms, image, kind, params, shape_alpha, kinds, schedule.capacity("random"), None, on_round
+    )
     on_round()
     best = torch.topk(-change.view(batch, candidates), parents, dim=1).indices
     chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
@@ -643,13 +783,26 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
     if status is not None or several:
         report = [status] if status is not None else []
         read = torch.cat(report + ([schedule.family_counts(kind)] if several else [])).tolist()
-        if status is not None and not schedule.update(read[:len(status)]):
+        if status is not None and not schedule.update(read[: len(status)]):
             return None
         if several:
-            schedule.set_parents(read[len(read) - len(schedule.families):])
+            schedule.set_parents(read[len(read) - len(schedule.families) :])
     kind, params, shape_alpha, change, cut, climbed, climb_needed = _climb_families(
-        terms, kind, params, shape_alpha, change, chosen // candidates, search_alpha, mutations, tables, generator,
-        kinds, schedule, batch, on_round)
+        terms,
+        kind,
+        params,
+        shape_alpha,
+        change,
+        chosen // candidates,
+        search_alpha,
+        mutations,
+        tables,
+        generator,
+        kinds,
+        schedule,
+        batch,
+        on_round,
+    )
     needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
     # the best climb of each image becomes its next shape, coloured in 8 bits
     shape_alpha = (shape_alpha * 255).round() / 255
@@ -663,12 +816,34 @@ def _next_shape(target, current, active, kinds, start_alpha, search_alpha, candi
     a = shape_alpha[:, None, None, None]
     paint = _paint(color, terms.channels)
     current = torch.where(mask[..., None], current * (1 - a) + paint[:, None, None, :] * a, current)
-    return dict(current=current, active=improves, kind=kind, params=params, color=color, alpha=shape_alpha,
-                change=change, report=(cut, climbed, needed))
+    return dict(
+        current=current,
+        active=improves,
+        kind=kind,
+        params=params,
+        color=color,
+        alpha=shape_alpha,
+        change=change,
+        report=(cut, climbed, needed),
+    )
 
 
-def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
-                    schedule, batch: int, on_round):
+def _climb_families(
+    terms,
+    kind,
+    params,
+    alpha,
+    change,
+    image,
+    search_alpha,
+    mutations,
+    tables,
+    generator,
+    kinds,
+    schedule,
+    batch: int,
+    on_round,
+):
     """Hill-climb the parents of every image (kind [B*P] among `kinds`, params [B*P,8], alpha, change
     [B*P], image [B*P] int64) side by side, every family in the same rounds (`_hill_climb`; each
     family's rows in its own slots), and pick each image's best climb: kind [B], params [B,8], alpha
@@ -677,15 +852,40 @@ def _climb_families(terms, kind, params, alpha, change, image, search_alpha, mut
     count, device = kind.shape[0], kind.device
     capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
     kind, params, alpha, change, cut, climbed, needed = _hill_climb(
-        terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds, capacities,
-        on_round)
+        terms,
+        kind,
+        params,
+        alpha,
+        change,
+        image,
+        search_alpha,
+        mutations,
+        tables,
+        generator,
+        kinds,
+        capacities,
+        on_round,
+    )
     needed = {family: rows for family, rows in needed.items() if schedule.parents[family] > 0}
     winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
     return kind[winner], params[winner], alpha[winner], change[winner], cut, climbed, needed
 
 
-def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutations, tables, generator, kinds,
-                capacities: list, on_round):
+def _hill_climb(
+    terms,
+    kind,
+    params,
+    alpha,
+    change,
+    image,
+    search_alpha,
+    mutations,
+    tables,
+    generator,
+    kinds,
+    capacities: list,
+    on_round,
+):
     """Hill-climb parents side by side (kind [K], params [K,8], alpha, change [K], image [K] int64).
     Each round, every parent still climbing makes `mutations` mutations and takes the best one if it
     lowers the error; a parent stops after a round in which none did. That is primitive's rule (stop
@@ -707,8 +907,9 @@ def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutatio
     needed = {}
     for capacity in capacities:
         moved, moved_alpha = mutate(mutant_kind, params[parent], alpha[parent], search_alpha, tables, generator, kinds)
-        moved_change, rows = _score_in_parts(terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity,
-                                             climbing[parent], on_round)
+        moved_change, rows = _score_in_parts(
+            terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity, climbing[parent], on_round
+        )
         best_change, best_move = moved_change.view(count, mutations).min(1)
         climbing = climbing & (best_change < change)
         pick = first_move + best_move
@@ -719,8 +920,15 @@ def _hill_climb(terms, kind, params, alpha, change, image, search_alpha, mutatio
         on_round()
         for family, total in rows.items():
             needed.setdefault(family, []).append(total)
-    return (kind, params, alpha, change, climbing.any(), climbed,
-            {family: torch.stack(totals) for family, totals in needed.items()})
+    return (
+        kind,
+        params,
+        alpha,
+        change,
+        climbing.any(),
+        climbed,
+        {family: torch.stack(totals) for family, totals in needed.items()},
+    )
 
 
 def _score_in_parts(terms, image, kind, params, alpha, kinds, capacity: dict | None, live, on_round):
@@ -740,8 +948,16 @@ def _score_in_parts(terms, image, kind, params, alpha, kinds, capacity: dict | N
     change, rows = torch.empty(count, device=kind.device), {}
     for start in range(0, count, size):
         part = slice(start, start + size)
-        change[part], _, needed = score(terms, image[part], kind[part], params[part], alpha[part], kinds, share,
-                                        None if live is None else live[part])
+        change[part], _, needed = score(
+            terms,
+            image[part],
+            kind[part],
+            params[part],
+            alpha[part],
+            kinds,
+            share,
+            None if live is None else live[part],
+        )
         rows = {f: rows.get(f, 0) + n for f, n in needed.items()}
         if start + size < count:
             on_round()

@@ -6,6 +6,7 @@ the CPU those temporaries cost more than the sums. Convex shapes (triangles, rec
 ellipses; the other families keep the torch path. Candidates run in parallel on as many threads as
 torch uses. Compiled on first use and cached beside this file.
 """
+
 from __future__ import annotations
 
 import numba
@@ -66,8 +67,16 @@ def _ellipse_sums(prefix, image, form, first, rows, height, width, sums):
 
 
 @falls_back
-def coverage_sums(prefix: torch.Tensor, image: torch.Tensor, geometry: torch.Tensor, first: torch.Tensor,
-                  rows: torch.Tensor, elliptic: bool, height: int, width: int):
+def coverage_sums(
+    prefix: torch.Tensor,
+    image: torch.Tensor,
+    geometry: torch.Tensor,
+    first: torch.Tensor,
+    rows: torch.Tensor,
+    elliptic: bool,
+    height: int,
+    width: int,
+):
     """Sums int64 [K,T+1] of the prefix terms (color_optimizer.Terms.prefix, int32 [B*H*(W+1),T+1]) over
     the pixels each of K shapes covers: image int64 [K], geometry float32 [K,V,4] polygon edges or
     [K,5] ellipse forms (color_optimizer._shape_rows), first and rows int64 [K] its pixel rows. None
@@ -75,6 +84,14 @@ def coverage_sums(prefix: torch.Tensor, image: torch.Tensor, geometry: torch.Ten
     torch_threads()
     sums = torch.empty(first.shape[0], prefix.shape[1], dtype=torch.int64)
     loop = _ellipse_sums if elliptic else _polygon_sums
-    loop(prefix.numpy(), image.contiguous().numpy(), geometry.float().contiguous().numpy(),
-         first.contiguous().numpy(), rows.contiguous().numpy(), height, width, sums.numpy())
+    loop(
+        prefix.numpy(),
+        image.contiguous().numpy(),
+        geometry.float().contiguous().numpy(),
+        first.contiguous().numpy(),
+        rows.contiguous().numpy(),
+        height,
+        width,
+        sums.numpy(),
+    )
     return sums

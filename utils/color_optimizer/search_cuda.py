@@ -19,6 +19,7 @@ seed drawn from the caller's torch.Generator, the shape, and the thread: runs ar
 differ from the torch path's draws. The host reads the device every STATUS_EVERY shapes (has an image
 stopped improving?), not once per shape.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,29 +28,48 @@ import numpy as np
 import torch
 
 from ..core import cuda
-from .shapes import (CURVE_STEPS, INT32_MAX, MAX_ROUNDS, N_PARAMS, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE,
-                     RANDOM_TRIANGLE, _GROUPS, PARENTS, Approximation, _checked_background, _checked_target,
-                     _Record, _role_tables, _terms, check_int32)
+from .shapes import (
+    _GROUPS,
+    CURVE_STEPS,
+    INT32_MAX,
+    MAX_ROUNDS,
+    N_PARAMS,
+    PARENTS,
+    RANDOM_CHAIN,
+    RANDOM_SIZE,
+    RANDOM_STROKE,
+    RANDOM_TRIANGLE,
+    Approximation,
+    _checked_background,
+    _checked_target,
+    _Record,
+    _role_tables,
+    _terms,
+    check_int32,
+)
 from .shapes_cuda import SHAPES_SOURCE
 
-STATUS_EVERY = 8       # shapes between host reads of whether an image is still improving
-MAX_THREADS = 256      # moves tried side by side per climb and round (more mutations: several per thread)
+STATUS_EVERY = 8  # shapes between host reads of whether an image is still improving
+MAX_THREADS = 256  # moves tried side by side per climb and round (more mutations: several per thread)
 # Work per climb launch (a display GPU's launch is reset after ~2 s: Windows TDR), in row evaluations (a
 # shape's span in one pixel row: its crossings and two gathers of the terms): ~100 ms on a mid-range GPU
 # (~1e10 a second). A move is counted at the image's full height, the most it can span.
-LAUNCH_ROWS = 10 ** 9
+LAUNCH_ROWS = 10**9
 # Climbs per image: the torch path's PARENTS. Measured with the emulated kernels (bench photos, 100
 # combo shapes, 256 px): RMSE 26.6, 13.0 and 14.6 with 16 climbs, against 27.6, 13.4 and 15.4 with 8
 # (fogleman/primitive: 27.1, 13.5, 15.8).
 
-SOURCE = SHAPES_SOURCE + f"""
+SOURCE = (
+    SHAPES_SOURCE
+    + f"""
 #define CURVE_STEPS {CURVE_STEPS}
 #define MAX_THREADS {MAX_THREADS}
 #define RANDOM_TRIANGLE {RANDOM_TRIANGLE:.1f}f
 #define RANDOM_CHAIN {RANDOM_CHAIN:.1f}f
 #define RANDOM_SIZE {RANDOM_SIZE:.1f}f
 #define RANDOM_STROKE {RANDOM_STROKE:.1f}f
-""" + r"""
+"""
+    + r"""
 typedef long long i64;
 typedef unsigned long long u64;
 
@@ -501,6 +521,7 @@ extern "C" __global__ void commit_rows(
     }
 }
 """
+)
 
 
 def _launch(name: str, threads: int, blocks: int, *args) -> None:
@@ -510,8 +531,9 @@ def _launch(name: str, threads: int, blocks: int, *args) -> None:
     check_int32(f"{name}: blocks", blocks, 1)
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor) and not a.is_contiguous():
-            raise ValueError(f"{name}: argument {i} must be contiguous (the kernel writes through it), "
-                             f"got strides {a.stride()}")
+            raise ValueError(
+                f"{name}: argument {i} must be contiguous (the kernel writes through it), got strides {a.stride()}"
+            )
         if not isinstance(a, torch.Tensor) and not -INT32_MAX - 1 <= a <= INT32_MAX:
             raise ValueError(f"{name}: argument {i} must fit the kernel's int32, got {a}")
     values = [cuda.arrays(a)[0] if isinstance(a, torch.Tensor) else np.int32(a) for a in args]
@@ -523,12 +545,21 @@ class Search(_Record):
     """The device state of a kernel search (the record of `_Record`, and buffers allocated once,
     filled by the kernels in turn) and its three steps; `approximate` runs them shape after shape."""
 
-    def __init__(self, target, shapes: int, kinds: tuple[int, ...], alpha: int, candidates: int, mutations: int,
-                 background, generator):
+    def __init__(
+        self,
+        target,
+        shapes: int,
+        kinds: tuple[int, ...],
+        alpha: int,
+        candidates: int,
+        mutations: int,
+        background,
+        generator,
+    ):
         super().__init__(target, shapes, alpha, background, generator)
         batch, height, width, channels = target.shape
         device = target.device
-        self.seed = torch.randint(-2 ** 62, 2 ** 62, (1,), generator=self.generator, device=device)
+        self.seed = torch.randint(-(2**62), 2**62, (1,), generator=self.generator, device=device)
         self.terms = _terms(self.target, self.current, None if self.searched else self.start_alpha)
         self.prefix = self.terms.prefix.contiguous()
         self.settings = torch.tensor([self.terms.scale, self.start_alpha], dtype=torch.float32, device=device)
@@ -548,8 +579,9 @@ class Search(_Record):
         self.climb_kind = torch.empty(climbs, dtype=torch.int32, device=device)
         self.climb_params = torch.empty(climbs, N_PARAMS, device=device)
         self.climb_color = torch.empty(climbs, 3, device=device)
-        self.climb_alpha, self.climb_change, self.climb_quantised, self.climb_count = torch.empty(4, climbs,
-                                                                                                 device=device)
+        self.climb_alpha, self.climb_change, self.climb_quantised, self.climb_count = torch.empty(
+            4, climbs, device=device
+        )
         self.threads = min(MAX_THREADS, mutations)
         self.climb_state = torch.empty(climbs, N_PARAMS + 2, device=device)  # params, alpha, change
         self.climb_going = torch.empty(climbs, dtype=torch.int32, device=device)
@@ -563,9 +595,24 @@ class Search(_Record):
     def random(self, index: int) -> None:
         """Draw and score the random candidates of shape `index` (cand_*)."""
         count = self.cand_kind.shape[0]
-        _launch("random_candidates", 128, math.ceil(count / 128), self.prefix, self.settings, self.curve_t,
-                self.kind_list, self.seed, self.cand_kind, self.cand_params, self.cand_alpha, self.cand_change,
-                *self.size, self.candidates, len(self.kinds), index)
+        _launch(
+            "random_candidates",
+            128,
+            math.ceil(count / 128),
+            self.prefix,
+            self.settings,
+            self.curve_t,
+            self.kind_list,
+            self.seed,
+            self.cand_kind,
+            self.cand_params,
+            self.cand_alpha,
+            self.cand_change,
+            *self.size,
+            self.candidates,
+            len(self.kinds),
+            index,
+        )
 
     def climb(self, index: int, on_round=None) -> None:
         """Hill-climb from the best candidates (climb_*), launch_climbs climbs and launch_rounds rounds
@@ -573,13 +620,40 @@ class Search(_Record):
         climbs = self.climb_kind.shape[0]
         for first_round in range(0, MAX_ROUNDS, self.launch_rounds):
             for first_climb in range(0, climbs, self.launch_climbs):
-                _launch("climb", self.threads, min(self.launch_climbs, climbs - first_climb), self.prefix,
-                        self.settings, self.curve_t, self.bounds, self.steps, self.n_groups, self.seed, self.cand_kind,
-                        self.cand_params, self.cand_alpha, self.cand_change, self.climb_kind, self.climb_params,
-                        self.climb_alpha, self.climb_color, self.climb_change, self.climb_quantised, self.climb_count,
-                        self.climb_state, self.climb_going, self.climb_rng, *self.size, self.candidates, self.parents,
-                        self.mutations, first_climb, first_round, min(self.launch_rounds, MAX_ROUNDS - first_round),
-                        index)
+                _launch(
+                    "climb",
+                    self.threads,
+                    min(self.launch_climbs, climbs - first_climb),
+                    self.prefix,
+                    self.settings,
+                    self.curve_t,
+                    self.bounds,
+                    self.steps,
+                    self.n_groups,
+                    self.seed,
+                    self.cand_kind,
+                    self.cand_params,
+                    self.cand_alpha,
+                    self.cand_change,
+                    self.climb_kind,
+                    self.climb_params,
+                    self.climb_alpha,
+                    self.climb_color,
+                    self.climb_change,
+                    self.climb_quantised,
+                    self.climb_count,
+                    self.climb_state,
+                    self.climb_going,
+                    self.climb_rng,
+                    *self.size,
+                    self.candidates,
+                    self.parents,
+                    self.mutations,
+                    first_climb,
+                    first_round,
+                    min(self.launch_rounds, MAX_ROUNDS - first_round),
+                    index,
+                )
             if on_round is not None:
                 on_round()
 
@@ -588,15 +662,49 @@ class Search(_Record):
         returns whether each image is still improving, int32 [B] (on the device)."""
         before, after = self.active[index % 2], self.active[1 - index % 2]
         batch, height = self.size[:2]
-        _launch("commit_rows", 128, math.ceil(batch * height / 128), self.target, self.current, self.prefix,
-                self.settings, self.curve_t, self.climb_kind, self.climb_params, self.climb_alpha, self.climb_color,
-                self.climb_change, self.climb_quantised, self.climb_count, before, after, self.kind, self.params,
-                self.color, self.alpha, self.error, *self.size, self.parents, self.shapes, index)
+        _launch(
+            "commit_rows",
+            128,
+            math.ceil(batch * height / 128),
+            self.target,
+            self.current,
+            self.prefix,
+            self.settings,
+            self.curve_t,
+            self.climb_kind,
+            self.climb_params,
+            self.climb_alpha,
+            self.climb_color,
+            self.climb_change,
+            self.climb_quantised,
+            self.climb_count,
+            before,
+            after,
+            self.kind,
+            self.params,
+            self.color,
+            self.alpha,
+            self.error,
+            *self.size,
+            self.parents,
+            self.shapes,
+            index,
+        )
         return after
 
 
-def approximate(target, shapes: int, kinds: tuple[int, ...], alpha: int, candidates: int, mutations: int,
-                background, generator, on_shape, on_round=None) -> Approximation:
+def approximate(
+    target,
+    shapes: int,
+    kinds: tuple[int, ...],
+    alpha: int,
+    candidates: int,
+    mutations: int,
+    background,
+    generator,
+    on_shape,
+    on_round=None,
+) -> Approximation:
     """The package's `approximate` (same arguments and result) with the search as CUDA kernels: three
     launches per shape, and a host read every STATUS_EVERY shapes."""
     target = _checked_target(target)

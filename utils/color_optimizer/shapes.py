@@ -17,6 +17,7 @@ Shape parameters, float [.., 8] (unused entries 0; angles in degrees, clockwise 
     quadratic          x1 y1 cx cy x2 y2 width     (stroked quadratic Bezier, butt caps)
     polygon            x1 y1 x2 y2 x3 y3 x4 y4     (nonzero fill)
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,8 +30,7 @@ import torch
 
 from ..inputs.text import short
 
-KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic",
-         "polygon")
+KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic", "polygon")
 TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, ELLIPSE, ROTATED_ELLIPSE, CIRCLE, QUADRATIC, POLYGON = range(8)
 N_PARAMS = 8
 # Hill climbs per image and shape, each from one of the best random candidates (the CUDA kernels' too).
@@ -39,9 +39,9 @@ N_PARAMS = 8
 PARENTS = 16
 MAX_ROUNDS = 1000
 MAX_KINDS_TEXT = 256  # every kind named once, with room for spaces, repeats and "combo"
-INT32_MAX = 2 ** 31 - 1  # the CUDA kernels' int (sizes, indices) and grid x limit
-SUBROWS = 8      # anti-aliasing samples per pixel along y in `render`
-CURVE_STEPS = 8   # segments of a stroked Bezier's outline on each side while searching (render: more)
+INT32_MAX = 2**31 - 1  # the CUDA kernels' int (sizes, indices) and grid x limit
+SUBROWS = 8  # anti-aliasing samples per pixel along y in `render`
+CURVE_STEPS = 8  # segments of a stroked Bezier's outline on each side while searching (render: more)
 # Random shapes, in pixels of a 256 px image (scaled with it): a triangle's vertices within RANDOM_TRIANGLE
 # of its first, a chain's (Bezier, 4-gon) each within RANDOM_CHAIN of the one before, sizes 1 + up to
 # RANDOM_SIZE, Bezier widths 1 + up to RANDOM_STROKE. Shared with the CUDA kernels (search_cuda.py).
@@ -84,13 +84,16 @@ def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
     anything else."""
     if not isinstance(shape_type, str) or len(shape_type) > MAX_KINDS_TEXT:
         got = f"{len(shape_type)} characters" if isinstance(shape_type, str) else short(shape_type)
-        raise ValueError(f"{name}: expected kind names separated by commas, at most {MAX_KINDS_TEXT} characters, "
-                         f"got {got}")
+        raise ValueError(
+            f"{name}: expected kind names separated by commas, at most {MAX_KINDS_TEXT} characters, got {got}"
+        )
     names = [part for part in re.split(r"[\s,]+", str(shape_type).strip().lower()) if part]
     unknown = [part for part in names if part not in KINDS + ("combo",)]
     if not names or unknown:
-        raise ValueError(f"{name}: expected one of {', '.join(KINDS + ('combo',))}, or several separated by commas, "
-                         f"got {short(shape_type)}")
+        raise ValueError(
+            f"{name}: expected one of {', '.join(KINDS + ('combo',))}, or several separated by commas, "
+            f"got {short(shape_type)}"
+        )
     if "combo" in names:
         return tuple(range(len(KINDS)))
     return tuple(sorted({KINDS.index(part) for part in names}))
@@ -139,6 +142,7 @@ def _family_of(kind):
 
 # -- geometry: where shapes cross rows ---------------------------------------------------------------
 
+
 def _rotation(angle_degrees):
     radians = angle_degrees * (math.pi / 180)
     return torch.cos(radians), torch.sin(radians)
@@ -148,14 +152,20 @@ def _rotated_rectangle(p):
     cos, sin = _rotation(p[:, 4])
     corner_x = _constant((-0.5, 0.5, 0.5, -0.5), p.device, torch.float32) * p[:, 2:3]
     corner_y = _constant((-0.5, -0.5, 0.5, 0.5), p.device, torch.float32) * p[:, 3:4]
-    return torch.stack([p[:, 0:1] + corner_x * cos[:, None] - corner_y * sin[:, None],
-                        p[:, 1:2] + corner_x * sin[:, None] + corner_y * cos[:, None]], 2)
+    return torch.stack(
+        [
+            p[:, 0:1] + corner_x * cos[:, None] - corner_y * sin[:, None],
+            p[:, 1:2] + corner_x * sin[:, None] + corner_y * cos[:, None],
+        ],
+        2,
+    )
 
 
 _VERTICES = {
     TRIANGLE: lambda p: torch.cat([p[:, :6], p[:, 4:6]], 1).view(-1, 4, 2),  # last vertex repeated: a null edge
-    RECTANGLE: lambda p: torch.stack([p[:, 0], p[:, 1], p[:, 2], p[:, 1], p[:, 2], p[:, 3], p[:, 0], p[:, 3]],
-                                     1).view(-1, 4, 2),
+    RECTANGLE: lambda p: torch.stack([p[:, 0], p[:, 1], p[:, 2], p[:, 1], p[:, 2], p[:, 3], p[:, 0], p[:, 3]], 1).view(
+        -1, 4, 2
+    ),
     ROTATED_RECTANGLE: _rotated_rectangle,
     POLYGON: lambda p: p.reshape(-1, 4, 2),
 }
@@ -174,7 +184,7 @@ def _stroke_outline(p, steps: int = CURVE_STEPS):
     """Outline polygon [K, 2*(steps+1), 2] of quadratic Beziers stroked p[:,6] wide, butt caps."""
     t = torch.linspace(0, 1, steps + 1, device=p.device)[None, :, None]
     a, c, b = p[:, None, 0:2], p[:, None, 2:4], p[:, None, 4:6]
-    point = (1 - t) ** 2 * a + 2 * (1 - t) * t * c + t ** 2 * b
+    point = (1 - t) ** 2 * a + 2 * (1 - t) * t * c + t**2 * b
     tangent = (1 - t) * (c - a) + t * (b - c)
     # a degenerate tangent (control point on an end point) falls back to the chord's direction
     tangent = torch.where(tangent.norm(dim=-1, keepdim=True) > 1e-6, tangent, (b - a).expand_as(tangent))
@@ -190,8 +200,8 @@ def _ellipse_form(kind, p):
     rx = p[:, 2].clamp_min(1e-3)
     ry = torch.where(circle, rx, p[:, 3].clamp_min(1e-3))
     cos, sin = _rotation(torch.where(kind == ROTATED_ELLIPSE, p[:, 4], torch.zeros_like(p[:, 4])))
-    ix, iy = 1 / rx ** 2, 1 / ry ** 2
-    form = (cos ** 2 * ix + sin ** 2 * iy, 2 * cos * sin * (ix - iy), sin ** 2 * ix + cos ** 2 * iy)
+    ix, iy = 1 / rx**2, 1 / ry**2
+    form = (cos**2 * ix + sin**2 * iy, 2 * cos * sin * (ix - iy), sin**2 * ix + cos**2 * iy)
     half_height = torch.sqrt((rx * sin) ** 2 + (ry * cos) ** 2)
     return p[:, 0], p[:, 1], *form, half_height
 
@@ -231,6 +241,7 @@ def _ellipse_crossings(form, y):
 
 # -- scoring terms and paint -------------------------------------------------------------------------
 
+
 class Terms(NamedTuple):
     """Row prefix sums of the per-pixel terms that scoring reads, in fixed point: exact integer sums,
     the same on every device, no float64.
@@ -261,7 +272,7 @@ def _terms(target, current, alpha: float | None) -> Terms:
         u = d + alpha * current
         terms = [u, ((u * u) - (d * d)).sum(-1, keepdim=True), one]
     # the largest power of two that keeps a row's sum of terms within int32
-    scale = float(2 ** math.floor(math.log2((2 ** 31 - 1) / (channels * (width + 1) + 1))))
+    scale = float(2 ** math.floor(math.log2((2**31 - 1) / (channels * (width + 1) + 1))))
     fixed = torch.round(torch.cat(terms, -1) * scale).to(torch.int32)
     prefix = torch.nn.functional.pad(torch.cumsum(fixed, 2, dtype=torch.int32), (0, 0, 1, 0))
     return Terms(prefix.view(batch * height * (width + 1), -1), scale, height, width, alpha, channels)
@@ -278,24 +289,50 @@ def _paint(color, channels: int):
 
 # -- mutation bounds, input and result checks, the search's record ------------------------------------
 
+
 def _role_tables(height: int, width: int, device):
     """Per kind: lower and upper bounds of its parameters [8,2,8]; per kind and group (kind * 4 +
     group) the mutation sigma of the parameters the group moves, 0 for the others [32,8]."""
     scale = max(height, width) / 256
     margin = 16 * scale
     lo = {_VX: -margin, _VY: -margin, _CX: 0.0, _CY: 0.0, _SIZE: 1.0, _ANGLE: -math.inf, _WIDTH: 1.0}
-    hi = {_VX: width + margin, _VY: height + margin, _CX: float(width), _CY: float(height),
-          _SIZE: float(max(height, width)), _ANGLE: math.inf, _WIDTH: max(1.0, 16 * scale)}
-    sigma = {_VX: 16 * scale, _VY: 16 * scale, _CX: 16 * scale, _CY: 16 * scale, _SIZE: 16 * scale, _ANGLE: 32.0,
-             _WIDTH: max(0.5, scale)}
+    hi = {
+        _VX: width + margin,
+        _VY: height + margin,
+        _CX: float(width),
+        _CY: float(height),
+        _SIZE: float(max(height, width)),
+        _ANGLE: math.inf,
+        _WIDTH: max(1.0, 16 * scale),
+    }
+    sigma = {
+        _VX: 16 * scale,
+        _VY: 16 * scale,
+        _CX: 16 * scale,
+        _CY: 16 * scale,
+        _SIZE: 16 * scale,
+        _ANGLE: 32.0,
+        _WIDTH: max(0.5, scale),
+    }
     device = torch.device(device)
     # per-role values looked up by the role tables, all made on the device (no upload)
-    value = lambda table: _constant(tuple(table.get(r, 0.0) for r in range(len(_ROLES))), device,  # noqa: E731
-                                    torch.float32)
+    value = lambda table: _constant(  # noqa: E731
+        tuple(table.get(r, 0.0) for r in range(len(_ROLES))),
+        device,  # noqa: E731
+        torch.float32,
+    )
     roles = _constant(sum(_ROLES, ()), device)
     bounds = torch.stack([value(lo).index_select(0, roles), value(hi).index_select(0, roles)]).view(2, -1, N_PARAMS)
-    member = _constant(tuple(int(i in members) for groups in _GROUPS for members in groups + ((),) * (4 - len(groups))
-                             for i in range(N_PARAMS)), device, torch.float32).view(-1, 4, N_PARAMS)
+    member = _constant(
+        tuple(
+            int(i in members)
+            for groups in _GROUPS
+            for members in groups + ((),) * (4 - len(groups))
+            for i in range(N_PARAMS)
+        ),
+        device,
+        torch.float32,
+    ).view(-1, 4, N_PARAMS)
     steps = value(sigma).index_select(0, roles).view(-1, 1, N_PARAMS) * member
     return bounds.transpose(0, 1).contiguous(), steps.view(-1, N_PARAMS)
 
@@ -307,8 +344,10 @@ def _checked_target(target) -> torch.Tensor:
         got = f"{tuple(target.shape)} {target.dtype}" if isinstance(target, torch.Tensor) else type(target).__name__
         raise ValueError(f"target: expected a float tensor [B,H,W,C], got {got}")
     if target.shape[-1] not in (3, 4) or 0 in target.shape:
-        raise ValueError(f"target: expected 3 (RGB) or 4 (premultiplied RGBA) channels and no empty dimension, "
-                         f"got shape {tuple(target.shape)}")
+        raise ValueError(
+            f"target: expected 3 (RGB) or 4 (premultiplied RGBA) channels and no empty dimension, "
+            f"got shape {tuple(target.shape)}"
+        )
     return target.detach().to(torch.float32)
 
 
@@ -318,10 +357,15 @@ def _checked_background(background, target) -> torch.Tensor | None:
     if background is None:
         return None
     batch, channels = target.shape[0], target.shape[-1]
-    if not isinstance(background, torch.Tensor) or not background.is_floating_point() or \
-            tuple(background.shape) != (batch, channels):
-        raise ValueError(f"background: expected a float tensor [{batch},{channels}] (the target's images and "
-                         f"channels), got {_described(background)}")
+    if (
+        not isinstance(background, torch.Tensor)
+        or not background.is_floating_point()
+        or tuple(background.shape) != (batch, channels)
+    ):
+        raise ValueError(
+            f"background: expected a float tensor [{batch},{channels}] (the target's images and "
+            f"channels), got {_described(background)}"
+        )
     return background.detach().to(target.device, torch.float32)
 
 
@@ -348,17 +392,30 @@ def _checked_result(result, height, width, scale, frame_every) -> Approximation:
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
         raise ValueError(f"scale: expected a finite number > 0, got {short(scale)}")
     kind = result.kind
-    if not isinstance(kind, torch.Tensor) or kind.dim() != 2 or kind.is_floating_point() or kind.is_complex() or \
-            kind.dtype == torch.bool:
+    if (
+        not isinstance(kind, torch.Tensor)
+        or kind.dim() != 2
+        or kind.is_floating_point()
+        or kind.is_complex()
+        or kind.dtype == torch.bool
+    ):
         raise ValueError(f"result.kind: expected an integer tensor [B,N], got {_described(kind)}")
     batch, total = kind.shape
     fields = {"kind": kind.detach().to(torch.int64).contiguous()}
-    for name, shape in (("params", [batch, total, N_PARAMS]), ("color", [batch, total, 3]), ("alpha", [batch, total]),
-                        ("background", [batch, "3 or 4"])):
+    for name, shape in (
+        ("params", [batch, total, N_PARAMS]),
+        ("color", [batch, total, 3]),
+        ("alpha", [batch, total]),
+        ("background", [batch, "3 or 4"]),
+    ):
         value = getattr(result, name)
-        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dim() != len(shape) or \
-                list(value.shape[:-1]) != shape[:-1] or value.shape[-1] not in ((3, 4) if name == "background"
-                                                                                 else (shape[-1],)):
+        if (
+            not isinstance(value, torch.Tensor)
+            or not value.is_floating_point()
+            or value.dim() != len(shape)
+            or list(value.shape[:-1]) != shape[:-1]
+            or value.shape[-1] not in ((3, 4) if name == "background" else (shape[-1],))
+        ):
             what = "3 (RGB) or 4 (premultiplied RGBA) channels" if name == "background" else "float tensor"
             raise ValueError(f"result.{name}: expected a {what} {shape}, got {_described(value)}")
         if value.device != kind.device:
@@ -380,8 +437,9 @@ class _Record:
         device = target.device
         self.target = target.float().clamp(0, 1).contiguous()
         self.generator = generator if generator is not None else torch.Generator(device=device).manual_seed(0)
-        self.background = _quantised(self.target.mean((1, 2)) if background is None
-                                     else background.to(device, torch.float32))
+        self.background = _quantised(
+            self.target.mean((1, 2)) if background is None else background.to(device, torch.float32)
+        )
         self.current = self.background[:, None, None, :].expand_as(self.target).contiguous()
         self.searched = alpha == 0
         self.start_alpha = (128 if self.searched else alpha) / 255
@@ -394,13 +452,14 @@ class _Record:
 
     def stopped_after(self, index: int) -> None:
         """No image improves after shape `index`: the later errors stay its."""
-        self.error[:, index + 2:] = self.error[:, index + 1:index + 2]
+        self.error[:, index + 2 :] = self.error[:, index + 1 : index + 2]
 
     def result(self) -> Approximation:
         height, width = self.target.shape[1:3]
         count = (self.alpha > 0).sum(1)
-        return Approximation(self.kind, self.params, self.color, self.alpha, count, self.error, self.background,
-                             height, width)
+        return Approximation(
+            self.kind, self.params, self.color, self.alpha, count, self.error, self.background, height, width
+        )
 
 
 def _quantised(background):

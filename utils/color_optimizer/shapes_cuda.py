@@ -2,17 +2,21 @@
 render kernels (render_cuda.py), with the torch path's constants written in: kind and family codes,
 N_PARAMS. Its functions repeat the torch path's float32 operations in the same order, so that a shape
 crosses the same rows at the same places on both paths."""
+
 from __future__ import annotations
 
 from .shapes import _CONVEX, _ELLIPTIC, _FAMILY, _POLY4, _STROKE, KINDS, N_PARAMS
 
 _FAMILIES = {"CONVEX": _CONVEX, "POLY4": _POLY4, "STROKE": _STROKE, "ELLIPTIC": _ELLIPTIC}
 
-SHAPES_SOURCE = "".join(f"#define {name.upper()} {code}\n" for code, name in enumerate(KINDS)) + \
-    "".join(f"#define {name} {code}\n" for name, code in _FAMILIES.items()) + f"""
+SHAPES_SOURCE = (
+    "".join(f"#define {name.upper()} {code}\n" for code, name in enumerate(KINDS))
+    + "".join(f"#define {name} {code}\n" for name, code in _FAMILIES.items())
+    + f"""
 #define N_PARAMS {N_PARAMS}
 __device__ const int FAMILY_OF[{len(_FAMILY)}] = {{{", ".join(str(f) for f in _FAMILY)}}};
-""" + r"""
+"""
+    + r"""
 __device__ __forceinline__ void set_bounds(float* bounds, const float* v, int n) {
     bounds[0] = bounds[2] = v[0];
     bounds[1] = bounds[3] = v[1];
@@ -97,3 +101,4 @@ __device__ inline bool valid(int kind, const float* p) {
     return chord > leg1 && chord > leg2;
 }
 """
+)

@@ -16,8 +16,8 @@ import torch
 
 from ..gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
 from ..inputs.tracks import Labels
-from . import primitives as R
 from . import link_styles as styles
+from . import primitives as R
 from .labels import DEFAULT_FONT, text_atlas
 
 POINT_LABELS = ("none", "id", "label")
