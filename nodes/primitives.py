@@ -113,27 +113,13 @@ class PrimitiveMesh(RasterKitNode):
         frames=60,
     ):
         check_images(image, "image")
-        for name, text in (("shape_type", shape_type), ("shape_kinds", shape_kinds), ("background", background)):
-            if not isinstance(text, str) or len(text) > MAX_TEXT:
-                got = f"{len(text)} characters" if isinstance(text, str) else type(text).__name__
-                raise ValueError(f"{name}: expected text of at most {MAX_TEXT} characters, got {got}")
-        kinds = engine.kind_codes(shape_kinds, "shape_kinds") if shape_kinds.strip() else engine.kind_codes(shape_type)
+        kinds = _kinds(shape_type, shape_kinds, background)
         device = render_device()
         batch, height, width, channels = image.shape
         # non-finite pixels (a broken upstream node) count as black rather than poisoning every sum
         pixels = torch.nan_to_num(image.to(device, torch.float32), nan=0.0, posinf=1.0, neginf=0.0).clamp(0, 1)
         work_h, work_w = _fit(height, width, working_size)
-        fill, transparent = None, False
-        if str(background).strip().lower() not in ("", "auto"):
-            red, green, blue, opacity = parse_hex(background, "background")
-            transparent = opacity < 1
-            colour = (red * opacity, green * opacity, blue * opacity, opacity) if transparent else (red, green, blue)
-            fill = torch.tensor(colour, device=device).expand(batch, len(colour))
-        if transparent:  # fit colours and transparency: premultiplied RGBA (an input without alpha is opaque)
-            coverage = pixels[..., 3:] if channels == 4 else torch.ones_like(pixels[..., :1])
-            target = _resize(torch.cat([pixels[..., :3] * coverage, coverage], -1), work_h, work_w)
-        else:
-            target = _resize(pixels[..., :3], work_h, work_w)
+        target, fill, transparent = _target(pixels, background, work_h, work_w)
         out_h, out_w = _fit(work_h, work_w, output_size)
         every = math.ceil(shapes / frames) if frames else 0
         frame_count = math.ceil(shapes / every) if frames else 0
@@ -145,9 +131,8 @@ class PrimitiveMesh(RasterKitNode):
             f"working_size {working_size} with {candidates} candidates and {mutations} mutations x {batch} images",
             device,
         )
-        outputs = 4 if transparent else 3
         render = engine.render_memory(
-            batch, shapes, out_h, out_w, outputs, every, free_memory_bytes(device) * MEMORY_FRACTION
+            batch, shapes, out_h, out_w, 4 if transparent else 3, every, free_memory_bytes(device) * MEMORY_FRACTION
         )
         if transparent or channels == 4:  # straight alpha, or the input's alpha joined: a copy of the outputs
             render += batch * out_h * out_w * 4 * 4 * (frame_count + 1)
@@ -199,6 +184,32 @@ def svg_documents(documents: list[str]):
     runs, else as `SVGDocuments`."""
     core = comfy_module("comfy_extras.nodes_images", "SVG")
     return (SVGDocuments if core is None else core.SVG)([io.BytesIO(text.encode()) for text in documents])
+
+
+def _kinds(shape_type: str, shape_kinds: str, background: str) -> tuple[int, ...]:
+    """The shape kinds to place (shape_kinds when given, else shape_type), the text inputs bounded."""
+    for name, text in (("shape_type", shape_type), ("shape_kinds", shape_kinds), ("background", background)):
+        if not isinstance(text, str) or len(text) > MAX_TEXT:
+            got = f"{len(text)} characters" if isinstance(text, str) else type(text).__name__
+            raise ValueError(f"{name}: expected text of at most {MAX_TEXT} characters, got {got}")
+    return engine.kind_codes(shape_kinds, "shape_kinds") if shape_kinds.strip() else engine.kind_codes(shape_type)
+
+
+def _target(pixels: torch.Tensor, background: str, height: int, width: int):
+    """What the search fits (pixels [B,H,W,C] resized to height x width), the background fill [B,3|4]
+    (None: auto) and whether the fit is RGBA: a translucent background fits colours and transparency,
+    premultiplied (an input without alpha is opaque)."""
+    batch, channels = pixels.shape[0], pixels.shape[-1]
+    fill, transparent = None, False
+    if str(background).strip().lower() not in ("", "auto"):
+        red, green, blue, opacity = parse_hex(background, "background")
+        transparent = opacity < 1
+        colour = (red * opacity, green * opacity, blue * opacity, opacity) if transparent else (red, green, blue)
+        fill = torch.tensor(colour, device=pixels.device).expand(batch, len(colour))
+    if transparent:
+        coverage = pixels[..., 3:] if channels == 4 else torch.ones_like(pixels[..., :1])
+        return _resize(torch.cat([pixels[..., :3] * coverage, coverage], -1), height, width), fill, True
+    return _resize(pixels[..., :3], height, width), fill, False
 
 
 def _fit(height: int, width: int, size: int) -> tuple[int, int]:
