@@ -23,7 +23,7 @@ RENDER_BYTES_PER_PIXEL_FRAME = 40
 RENDER_BYTES_PER_PIXEL = 100
 # Render time on the CPU, measured (30 triangles at 1024 px, 2 cores): 63 ns per output pixel and shape composited,
 # and a build-up frame costs as much as 2.5 shapes (7.1 s with 30 frames, 2.0 s without); the progress bar weighs
-# the render by it. On a GPU the render is one kernel, milliseconds: no weight.
+# the render by it until the render measures its own pace. On a GPU the render is one kernel, milliseconds: no weight.
 RENDER_SECONDS_PER_PIXEL_SHAPE = 63e-9
 RENDER_FRAME_SHAPES = 2.5
 
@@ -122,25 +122,32 @@ class PrimitiveMesh(RasterKitNode):
 
 
 class _SearchThenRender:
-    """One progress bar over the search and the render, each weighted by its cost in seconds: the search's
-    as it is measured while it runs (seconds per shape so far, times the shapes), the render's estimated
-    from its size (pixel-shapes, RENDER_SECONDS_PER_PIXEL_SHAPE). The bar counts milliseconds."""
+    """One progress bar over the search and the render, each weighted by its cost in seconds as measured
+    while it runs (seconds so far per shape searched or rendered, times the shapes left); until the render
+    starts its cost is estimated from its size (pixel-shapes, RENDER_SECONDS_PER_PIXEL_SHAPE). The bar
+    never goes back; it counts thousandths."""
 
-    def __init__(self, shapes: int, render_pixel_shapes: int):
+    def __init__(self, shapes: int, render_pixel_shapes: float):
         self.shapes = max(1, shapes)
-        self.render_seconds = render_pixel_shapes * RENDER_SECONDS_PER_PIXEL_SHAPE
+        self.render_estimate = render_pixel_shapes * RENDER_SECONDS_PER_PIXEL_SHAPE
         self.search_seconds = 0.0
         self.start = time.monotonic()
+        self.shown = 0
         self.progress = Progress(1000)
+
+    def _show(self, fraction: float, preview: torch.Tensor | None = None) -> None:
+        self.shown = max(self.shown, min(1000, round(1000 * fraction)))
+        self.progress(self.shown, preview=preview)
 
     def searched(self, done: int, preview: torch.Tensor | None) -> None:
         self.search_seconds = time.monotonic() - self.start
-        total = self.search_seconds * self.shapes / max(1, done) + self.render_seconds
-        self.progress(round(1000 * self.search_seconds), round(1000 * total), preview=preview)
+        self._show(self.search_seconds / (self.search_seconds * self.shapes / max(1, done) + self.render_estimate),
+                   preview)
 
     def rendered(self, done: int, total: int) -> None:
-        seconds = self.search_seconds + self.render_seconds * done / max(1, total)
-        self.progress(round(1000 * seconds), round(1000 * (self.search_seconds + self.render_seconds)))
+        spent = time.monotonic() - self.start - self.search_seconds  # the render starts as the search ends
+        left = spent * (total - done) / max(1, done)
+        self._show((self.search_seconds + spent) / (self.search_seconds + spent + left))
 
 
 class SVGDocuments:

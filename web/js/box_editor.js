@@ -5,10 +5,13 @@
 // Delete) to remove it. Every edit writes the JSON back into `boxes`, whose text area grows with its text.
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
-import { FrameCanvas, registerFrameEditor } from "./frame_canvas.js";
+import { FrameCanvas, groupAdvanced, registerFrameEditor } from "./frame_canvas.js";
 
 const HANDLE = 10; // px on screen
 const TEXT_MAX_HEIGHT = 240; // px the boxes text area grows to; longer text scrolls
+// Settings behind the node's "advanced settings" toggle: finer label and marker settings, the output choices.
+const ADVANCED = new Set(["corner_length", "layer_alpha", "font", "palette_colors", "label_anchor", "text_color",
+  "label_padding", "label_max_width", "label_avoid_overlap", "marker_size", "outputs"]);
 let palettes = null; // {name: [hex, ...]} from the server, the node's own palettes
 let palettesLoading = null;
 
@@ -105,6 +108,7 @@ function withCoords(item, [x1, y1, x2, y2]) {
 
 class BoxEditor extends FrameCanvas {
   constructor(node) {
+    groupAdvanced(node, ADVANCED);
     super(node, "box_editor");
     this.selected = -1;
     this.drag = null;

@@ -76,6 +76,7 @@ class BuildUpPlayer {
     this.root.append(this.picture, controls);
     this.widget = node.addDOMWidget("buildup_player", "rasterkit_buildup_player", this.root,
                                     { serialize: false, getMinHeight: () => 220 });
+    this.widget.serialize = false; // what LiteGraph reads: no null after the node's values in a saved workflow
     collapseWhenHidden(node, this.widget);
     this.setIcon(false);
     this.hide(); // no empty box before the first run's frames

@@ -4,7 +4,7 @@
 import { api } from "../../scripts/api.js";
 
 const DEFAULT_SIZE = { width: 512, height: 512 };
-const MIN_HEIGHT = 200; // px of the editor widget
+const MIN_HEIGHT = 260; // px of the editor widget (its canvas: less the margins)
 const MAX_HEIGHT = 800;
 export const NOTE_BACKDROP = "rgba(0, 0, 0, 0.7)";
 
@@ -25,6 +25,33 @@ export function collapseWhenHidden(node, widget) {
   }
 }
 
+const TOGGLE = "advanced settings";
+
+// Marks the widgets `names` advanced (LiteGraph hides them until the node shows its advanced widgets) and
+// adds the button that shows or hides them, after the node's own widgets so that the saved widget values
+// keep their places. The node's inputs, their order and values stay as they are.
+export function groupAdvanced(node, names) {
+  for (const widget of node.widgets ?? []) {
+    if (!names.has(widget.name)) continue;
+    widget.advanced = true;
+    collapseWhenHidden(node, widget);
+  }
+  const toggle = node.addWidget("button", TOGGLE, null, () => {
+    node.showAdvanced = !node.showAdvanced;
+    node.setSize([node.size[0], node.computeSize()[1]]); // grows to show them, shrinks when they hide
+    node.setDirtyCanvas(true, true);
+  });
+  toggle.serialize = false;
+}
+
+// The toggle's text: what it does, and how many hidden settings differ from their defaults.
+function toggleLabel(node) {
+  if (node.showAdvanced) return `hide ${TOGGLE}`;
+  const spec = { ...node.constructor.nodeData?.input?.required, ...node.constructor.nodeData?.input?.optional };
+  const changed = (node.widgets ?? []).filter((w) => w.advanced && spec[w.name] && w.value !== spec[w.name][1]?.default);
+  return `show ${TOGGLE}` + (changed.length ? ` (${changed.length} changed)` : "");
+}
+
 export class FrameCanvas {
   constructor(node, name) {
     this.node = node;
@@ -37,6 +64,7 @@ export class FrameCanvas {
     // the frame at the node's full width at least (a wider node, or a taller one, makes it larger)
     this.widget = node.addDOMWidget(name, `rasterkit_${name}`, this.canvas,
                                     { serialize: false, getMinHeight: () => this.minHeight() });
+    this.widget.serialize = false; // what LiteGraph reads: no null after the node's values in a saved workflow
     new ResizeObserver(() => this.draw()).observe(this.canvas);
     for (const w of node.widgets ?? []) {
       const callback = w.callback;
@@ -65,7 +93,8 @@ export class FrameCanvas {
   }
 
   minHeight() {
-    const { width, height } = this.size();
+    if (!this.frame) return MIN_HEIGHT; // the frame's size comes with the first run
+    const { width, height } = this.frame;
     return Math.round(Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, (this.node.size[0] - 20) * (height / width))));
   }
 
@@ -99,6 +128,8 @@ export class FrameCanvas {
   // Clears the canvas and draws the frame; returns the context (in frame-fitted screen pixels)
   // and the scale from image pixels.
   begin() {
+    const toggle = this.node.widgets.find((w) => w.name === TOGGLE);
+    if (toggle) toggle.label = toggleLabel(this.node);
     const { width, height } = this.size();
     const fit = this.fit();
     const ratio = window.devicePixelRatio || 1;

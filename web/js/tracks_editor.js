@@ -7,40 +7,14 @@
 // a list of tracks, or a flat list of points, which is ONE track over frames as for the node
 // (KJNodes' coordinates); a flat list that gains a second track becomes a list of tracks.
 import { app } from "../../scripts/app.js";
-import { FrameCanvas, collapseWhenHidden, registerFrameEditor } from "./frame_canvas.js";
+import { FrameCanvas, groupAdvanced, registerFrameEditor } from "./frame_canvas.js";
 
 const HANDLE = 8; // px on screen
-// Settings shown behind the node's "advanced settings" toggle (LiteGraph's advanced widgets): the graph's
-// finer caps, dash, glow and trail styles, marker and label styles, the output choices. The node's inputs,
-// their order and values stay as they are; only their widgets hide.
+// Settings behind the node's "advanced settings" toggle: the graph's finer caps, dash, glow and trail styles,
+// marker and label styles, the output choices.
 const ADVANCED = new Set(["delta_y_cap", "degree_cap", "mutual", "hysteresis", "curvature", "layer_alpha", "line_style",
   "dash_length", "gap_length", "dash_phase", "dash_speed", "end_color", "glow", "glow_scale", "width_by_length",
   "point_style", "marker_glow", "trail_frames", "trail_smooth", "text_size", "text_color", "outputs"]);
-const TOGGLE = "advanced settings";
-
-// Marks the advanced widgets and adds the button that shows or hides them (after the node's own widgets,
-// so that the saved widget values keep their places).
-function groupAdvanced(node) {
-  for (const widget of node.widgets ?? []) {
-    if (!ADVANCED.has(widget.name)) continue;
-    widget.advanced = true;
-    collapseWhenHidden(node, widget);
-  }
-  const toggle = node.addWidget("button", TOGGLE, null, () => {
-    node.showAdvanced = !node.showAdvanced;
-    node.setSize([node.size[0], node.computeSize()[1]]); // grows to show them, shrinks when they hide
-    node.setDirtyCanvas(true, true);
-  });
-  toggle.serialize = false;
-}
-
-// The toggle's text: what it does, and how many hidden settings differ from their defaults.
-function toggleLabel(node) {
-  if (node.showAdvanced) return `hide ${TOGGLE}`;
-  const spec = { ...node.constructor.nodeData?.input?.required, ...node.constructor.nodeData?.input?.optional };
-  const changed = (node.widgets ?? []).filter((w) => w.advanced && spec[w.name] && w.value !== spec[w.name][1]?.default);
-  return `show ${TOGGLE}` + (changed.length ? ` (${changed.length} changed)` : "");
-}
 // the node's "distance" colouring: near links bright, far links dark
 const DISTANCE_STOPS = [[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]];
 
@@ -98,7 +72,7 @@ export function previewEdges(points, { k, maxDistance, dyCap, degreeCap, mutual,
 
 class TracksEditor extends FrameCanvas {
   constructor(node) {
-    groupAdvanced(node);
+    groupAdvanced(node, ADVANCED);
     super(node, "tracks_editor");
     this.selected = -1;
     this.drag = null;
@@ -203,8 +177,6 @@ class TracksEditor extends FrameCanvas {
   }
 
   draw() {
-    const toggle = this.node.widgets.find((w) => w.name === TOGGLE);
-    if (toggle) toggle.label = toggleLabel(this.node);
     const { ctx, s } = this.begin();
     const state = this.tracks();
     const number = (name, fallback) => Number(this.value(name) ?? fallback);
