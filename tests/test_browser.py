@@ -473,7 +473,9 @@ def test_box_editor_draws_label_tabs_and_its_text_grows(page):
     many = [{"x1": i, "y1": i, "x2": i + 50, "y2": i + 50, "label": f"box {i}"} for i in range(12)]
     set_widget(page, BOX_NODE, "boxes", json.dumps(many))
     page.evaluate(f"{editor}.fitText()")
-    assert page.evaluate(f"{text}.computeLayoutSize({BOX_NODE}).minHeight") > short + 60
+    page.wait_for_timeout(500)
+    wanted = page.evaluate(f"{text}.computeLayoutSize({BOX_NODE}).minHeight")
+    assert wanted > short + 60 and page.evaluate(f"{text}.computedHeight") >= wanted, "the text area did not grow"
     assert not page.errors, page.errors
 
 

@@ -125,11 +125,15 @@ class BoxEditor extends FrameCanvas {
     }
   }
 
-  // Grow the node (never shrink it) so that the boxes text area shows its text.
+  // Grow the node (never shrink it) so that the boxes text area shows its text: LiteGraph gives DOM widgets
+  // what height the node has, less than they ask for when it is short; the layout of the next frame says.
   fitText() {
-    const [width, height] = this.node.size;
-    this.node.setSize([width, Math.max(height, this.node.computeSize()[1])]);
     this.node.setDirtyCanvas?.(true, true);
+    requestAnimationFrame(() => {
+      const missing = this.text.computeLayoutSize(this.node).minHeight - (this.text.computedHeight ?? 0);
+      if (missing > 0) this.node.setSize([this.node.size[0], this.node.size[1] + missing]);
+      this.node.setDirtyCanvas?.(true, true);
+    });
   }
 
   // The editable list: a list of boxes for every frame. A per-frame list shows frame 0, read-only.
