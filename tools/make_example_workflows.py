@@ -2,10 +2,14 @@
 (a thumbnail of its output: the first saved image, or an animation's middle frame) from
 tests/workflows/<name>.api.json, against a live server:
 
-    COMFYUI_URL=http://127.0.0.1:8188 .venv/bin/python tools/make_example_workflows.py [name ...]
+    COMFYUI_URL=http://127.0.0.1:8188 .venv/bin/python tools/make_example_workflows.py [--layout-only] [name ...]
 
 The API files stay the source of truth (the live tests send them to /prompt); the UI files are
-derived from them with the server's /object_info, which says each node's widget order.
+derived from them with the server's /object_info, which says each node's widget order. Names are
+"NN Title": the index orders the template browser's cards. The nodes are laid out at the sizes the
+frontend gives them (headless Chromium with the playwright package: /usr/bin/chromium or $CHROMIUM),
+and each workflow opens zoomed to show them all on a CANVAS-sized view. --layout-only: the UI files
+alone, the thumbnails kept.
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 URL = os.environ.get("COMFYUI_URL", "http://127.0.0.1:8188").rstrip("/")
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
 SEED_NAMES = {"seed", "noise_seed"}  # the frontend adds a control_after_generate value after these
+CANVAS = (1280, 800)  # the view a template opens in, px: a laptop's browser window
+VIEW_MARGIN = (60, 100)  # px of that view under ComfyUI's side bar and top bars
+TITLE_HEIGHT = 30  # px of a node's title bar, above its pos
+GAP = 40  # px between nodes
+PREVIEW_HEIGHT = 280  # px an output node (Save Image, ...) grows to when it shows its result
+MIN_WIDTH = 300  # px of a node without an editor (the pack's editors keep their 380)
+MIN_SCALE, MAX_SCALE = 0.6, 1.0  # below 0.6 LiteGraph draws nodes without their text
 
 
 def get(path):
@@ -117,6 +128,75 @@ def to_ui(prompt, object_info):
     }
 
 
+def frontend_sizes(workflows: list[dict]) -> list[dict]:
+    """{node id: [width, height]} of each UI workflow's nodes as the frontend sizes them (its widgets, the
+    pack's editors), read in headless Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": CANVAS[0], "height": CANVAS[1]})
+        page.goto(URL + "/", wait_until="domcontentloaded")
+        page.wait_for_function("window.app && window.app.graph", timeout=60_000)
+        sizes = []
+        for workflow in workflows:
+            page.evaluate("workflow => window.app.loadGraphData(workflow)", workflow)
+            page.wait_for_timeout(1000)  # the editors size themselves after the first draw
+            page.evaluate(
+                """minWidth => window.app.graph._nodes.forEach(node => {
+                const editor = node.rasterkitBoxEditor ?? node.rasterkitTracksEditor ?? node.rasterkitPlayer;
+                const width = Math.max(node.computeSize()[0], editor ? node.size[0] : minWidth);
+                node.setSize([width, node.computeSize()[1]]);  // the height the widgets need at that width
+            })""",
+                MIN_WIDTH,
+            )
+            page.evaluate("window.app.canvas.draw(true, true)")  # lays the widgets out: a node grows to fit them
+            sizes.append(page.evaluate("Object.fromEntries(window.app.graph._nodes.map(n => [n.id, [...n.size]]))"))
+        browser.close()
+    return sizes
+
+
+def lay_out(ui: dict, prompt: dict, sizes: dict, object_info: dict) -> None:
+    """Place the nodes of `ui` in order of depth (a node below or right of its inputs), stacked in columns, at
+    the frontend's `sizes`, with the column height that shows them largest; then set the view (extra.ds)
+    that shows them all in CANVAS, centred (scale MIN_SCALE..MAX_SCALE)."""
+    columns = depths(prompt)
+    order = sorted(ui["nodes"], key=lambda node: (columns[str(node["id"])], node["id"]))
+    for node in order:
+        width, height = sizes[str(node["id"])]
+        if object_info.get(node["type"], {}).get("output_node"):  # room for the result it will show
+            height = max(height, PREVIEW_HEIGHT)
+        node["size"] = [round(width), round(height)]
+    view = (CANVAS[0] - VIEW_MARGIN[0] - 2 * GAP, CANVAS[1] - VIEW_MARGIN[1] - 2 * GAP)
+    tallest = max(node["size"][1] + TITLE_HEIGHT for node in order)
+    best = None
+    for column_height in range(tallest, sum(node["size"][1] + TITLE_HEIGHT + GAP for node in order) + GAP, 20):
+        places, x, y, width = [], 0, 0, 0
+        for node in order:  # by depth: a node below or right of its inputs
+            height = node["size"][1] + TITLE_HEIGHT
+            if y and y + height > column_height:
+                x, y, width = x + width + GAP, 0, 0
+            places.append((node, [x, y + TITLE_HEIGHT]))
+            y += height + GAP
+            width = max(width, node["size"][0])
+        right = max(pos[0] + node["size"][0] for node, pos in places)
+        bottom = max(pos[1] + node["size"][1] for node, pos in places)
+        scale = min(MAX_SCALE, view[0] / right, view[1] / bottom)
+        if best is None or scale > best[0] + 1e-6:
+            best = (scale, places, right, bottom)
+    scale, places, right, bottom = best
+    for node, pos in places:
+        node["pos"] = pos
+    scale = max(MIN_SCALE, scale)
+    # graph point p shows at (p + offset) * scale: the nodes centred in the view, below the bars
+    offset = [
+        (VIEW_MARGIN[0] + CANVAS[0]) / 2 / scale - right / 2,
+        (VIEW_MARGIN[1] + CANVAS[1]) / 2 / scale - bottom / 2,
+    ]
+    ui["extra"] = {"ds": {"scale": round(scale, 4), "offset": [round(v, 1) for v in offset]}}
+
+
 def run_and_fetch_image(prompt):
     body = json.dumps({"prompt": prompt, "client_id": uuid.uuid4().hex}).encode()
     request = urllib.request.Request(URL + "/prompt", data=body, headers={"Content-Type": "application/json"})
@@ -135,18 +215,32 @@ def run_and_fetch_image(prompt):
     raise RuntimeError("the workflow did not finish")
 
 
-def main(names):
+def main(names, layout_only=False):
     from PIL import Image
 
     object_info = json.loads(get("/object_info"))
     out = ROOT / "example_workflows"
     out.mkdir(exist_ok=True)
-    for path in sorted((ROOT / "tests" / "workflows").glob("*.api.json")):
+    paths = [
+        path
+        for path in sorted((ROOT / "tests" / "workflows").glob("*.api.json"))
+        if not names or path.name.split(".")[0] in names
+    ]
+    prompts = [json.loads(path.read_text()) for path in paths]
+    # a server without a core node (e.g. Load Audio, without torchaudio) lays out the UI file there is
+    workflows = [
+        to_ui(prompt, object_info)
+        if all(e["class_type"] in object_info for e in prompt.values())
+        else json.loads((out / f"{path.name.split('.')[0]}.json").read_text())
+        for path, prompt in zip(paths, prompts)
+    ]
+    for path, prompt, ui, sizes in zip(paths, prompts, workflows, frontend_sizes(workflows)):
         name = path.name.split(".")[0]
-        if names and name not in names:
+        lay_out(ui, prompt, sizes, object_info)
+        (out / f"{name}.json").write_text(json.dumps(ui, indent=2) + "\n")
+        if layout_only:
+            print(f"{name}: example_workflows/{name}.json")
             continue
-        prompt = json.loads(path.read_text())
-        (out / f"{name}.json").write_text(json.dumps(to_ui(prompt, object_info), indent=2) + "\n")
         png = run_and_fetch_image(prompt)
         if png:
             picture = Image.open(io.BytesIO(png))
@@ -158,4 +252,5 @@ def main(names):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    arguments = sys.argv[1:]
+    main([a for a in arguments if a != "--layout-only"], layout_only="--layout-only" in arguments)

@@ -129,7 +129,7 @@ def test_example_workflow_loads_and_runs_in_the_browser(page, path):
 
 
 def test_box_editor_draws_a_box_with_the_mouse(page):
-    load(page, ROOT / "example_workflows" / "Bounding boxes with labels.json")
+    load(page, ROOT / "example_workflows" / "01 Bounding boxes with labels.json")
     boxes_before = json.loads(page.evaluate(f"{BOX_NODE}.widgets.find(w => w.name === 'boxes').value"))
     queue_and_wait(page)  # the editor then shows the first frame at its real size (512x320)
     page.wait_for_timeout(500)
@@ -160,7 +160,7 @@ def test_box_editor_draws_a_box_with_the_mouse(page):
 
 
 def test_editor_preview_uses_the_node_palette(page):
-    load(page, ROOT / "example_workflows" / "Bounding boxes with labels.json")
+    load(page, ROOT / "example_workflows" / "01 Bounding boxes with labels.json")
     page.wait_for_timeout(500)
     colours = page.evaluate(f"""(() => {{
         const editor = {BOX_NODE}.rasterkitBoxEditor;
@@ -204,7 +204,7 @@ def focus_editor(page, node, editor):
     focus(page, node)
     page.evaluate(f"""() => {{
         const top = {editor}.canvas.getBoundingClientRect().top, ds = window.app.canvas.ds;
-        ds.offset = [ds.offset[0], ds.offset[1] - (top - 40)];
+        ds.offset = [ds.offset[0], ds.offset[1] - (top - 120)];  // below the frontend's bars
         window.app.canvas.setDirty(true, true);
     }}""")
     page.wait_for_timeout(500)
@@ -231,7 +231,7 @@ def canvas_pixel(page, editor, x, y):
 
 
 def test_tracks_editor_adds_moves_and_deletes_points(page):
-    load(page, ROOT / "example_workflows" / "Links between tracked points.json")
+    load(page, ROOT / "example_workflows" / "03 Links between tracked points.json")
     page.evaluate(f"{LINK_NODE}.disconnectInput({LINK_NODE}.findInputSlot('tracks'))")  # type the points instead
     for name, value in (
         ("tracks_json", "[]"),
@@ -283,7 +283,7 @@ def test_tracks_editor_adds_moves_and_deletes_points(page):
 
 
 def test_primitive_mesh_plays_its_build_up(page):
-    load(page, ROOT / "example_workflows" / "Image rebuilt from shapes.json")
+    load(page, ROOT / "example_workflows" / "09 Image rebuilt from shapes.json")
     queue_and_wait(page)
     player = "window.app.graph._nodes.find(n => n.type === 'RasterKit_PrimitiveMesh').rasterkitPlayer"
     page.wait_for_function(
@@ -308,7 +308,7 @@ def test_primitive_mesh_plays_its_build_up(page):
 def test_load_mesh_uploads_a_file_and_selects_it(page):
     """The upload button's file picker sends the mesh to input/3d; the node's list then holds it, selected,
     and the workflow runs with it."""
-    load(page, ROOT / "example_workflows" / "Mesh maps from six views.json")
+    load(page, ROOT / "example_workflows" / "10 Mesh maps from six views.json")
     loader = "window.app.graph._nodes.find(n => n.type === 'RasterKit_LoadMesh')"
     assert page.evaluate(f"{loader}.widgets.some(w => w.name === 'upload mesh')")
     name = f"browser_upload_{int(time.time())}.obj"
@@ -327,3 +327,222 @@ def test_load_mesh_uploads_a_file_and_selects_it(page):
     assert page.evaluate(f"{loader}.widgets.find(w => w.name === 'mesh_file').options.values.includes('3d/{name}')")
     assert output_images(queue_and_wait(page))
     assert not page.errors, page.errors
+
+
+PRIMITIVE_NODE = "window.app.graph._nodes.find(n => n.type === 'RasterKit_PrimitiveMesh')"
+
+
+def test_primitive_mesh_seed_is_fixed_on_a_new_node(page):
+    """The frontend gives a seed widget `control after generate = randomize`, which reruns the node on every
+    queue; a new PrimitiveMesh starts at fixed, and a saved workflow's choice still wins."""
+    load(page, ROOT / "example_workflows" / "09 Image rebuilt from shapes.json")
+    control = "node => node.widgets.find(w => w.name === 'seed').linkedWidgets[0].value"
+    assert (
+        page.evaluate(f"""(() => {{
+        const node = window.LiteGraph.createNode('RasterKit_PrimitiveMesh');
+        window.app.graph.add(node);
+        return ({control})(node);
+    }})()""")
+        == "fixed"
+    )
+    workflow = json.loads((ROOT / "example_workflows" / "09 Image rebuilt from shapes.json").read_text())
+    mesh = next(n for n in workflow["nodes"] if n["type"] == "RasterKit_PrimitiveMesh")
+    seed = mesh["widgets_values"].index("fixed")
+    mesh["widgets_values"][seed] = "increment"
+    page.evaluate("workflow => window.app.loadGraphData(workflow)", workflow)
+    page.wait_for_timeout(500)
+    assert page.evaluate(f"({control})({PRIMITIVE_NODE})") == "increment"
+
+
+def test_primitive_mesh_run_moves_its_progress_bar_and_leaves_one_picture(page):
+    """During the run the bar moves with the work (not full long before the end: the render, a third of
+    the run on a CPU, has its share), the player is hidden (no empty box) and the live preview shows until
+    the last shape; after it, the player alone shows the picture (the live preview is gone)."""
+    load(page, ROOT / "example_workflows" / "09 Image rebuilt from shapes.json")
+    set_widget(page, PRIMITIVE_NODE, "seed", time.time_ns() % 1_000_000)  # a new seed: not the cached result
+    assert page.evaluate(f"{PRIMITIVE_NODE}.rasterkitPlayer.widget.hidden"), "an empty player before the first run"
+    page.evaluate(f"""() => {{
+        window.rasterkitEvents = [];
+        const id = String({PRIMITIVE_NODE}.id);
+        const api = window.app.api;
+        api.addEventListener('progress_state', ({{ detail }}) => {{
+            const state = detail.nodes[id];
+            if (state) window.rasterkitEvents.push(['progress', performance.now(), state.value / state.max]);
+        }});
+        for (const kind of ['b_preview', 'b_preview_with_metadata'])
+            api.addEventListener(kind, () => window.rasterkitEvents.push(['preview', performance.now()]));
+    }}""")
+    known = history_ids()
+    page.evaluate("window.app.queuePrompt(0, 1)")
+    hidden_while_running = []
+    deadline = time.time() + 180
+    while not (set(json.load(urllib.request.urlopen(URL + "/history", timeout=30))) - known):
+        assert time.time() < deadline, "the run did not finish"
+        if page.evaluate(f"{PRIMITIVE_NODE}.progress > 0"):
+            hidden_while_running.append(page.evaluate(f"{PRIMITIVE_NODE}.rasterkitPlayer.widget.hidden"))
+        page.wait_for_timeout(300)
+    page.wait_for_function(f"{PRIMITIVE_NODE}.rasterkitPlayer.frames.length > 1")
+    events = page.evaluate("window.rasterkitEvents")
+    progress = [(t, fraction) for kind, t, *fraction in events if kind == "progress" for fraction in fraction]
+    previews = [t for kind, t, *_ in events if kind == "preview"]
+    fractions = [fraction for _, fraction in progress]
+    assert len(set(fractions)) > 10 and fractions[-1] == 1, fractions
+    # the end of the work the bar counts: the render's last chunk (saving the player's frames follows)
+    start, end = progress[0][0], next(t for t, fraction in progress if fraction == 1)
+    nearly_full = next(t for t, fraction in progress if fraction >= 0.95)
+    assert (nearly_full - start) / (end - start) > 0.85, (
+        f"the bar is 95% full at {(nearly_full - start) / 1000:.1f} s of {(end - start) / 1000:.1f} s"
+    )
+    assert previews and (previews[-1] - start) / (end - start) > 0.4, "live previews stop early"
+    assert hidden_while_running and all(hidden_while_running), "the player box shows during the run"
+    state = page.evaluate(f"""(() => {{
+        const node = {PRIMITIVE_NODE};
+        return [node.rasterkitPlayer.widget.hidden, node.widgets.some(w => w.name === '$$canvas-image-preview'),
+                Boolean(node.imgs?.length), String(node.id) in (window.app.nodePreviewImages ?? {{}})];
+    }})()""")
+    assert state == [False, False, False, False], "player hidden, live preview widget, images, preview urls"
+    focus(page, PRIMITIVE_NODE)
+    screenshot(page, "primitive_one_picture")
+    assert not page.errors, page.errors
+
+
+def icon_pixels(page):
+    """(lit pixels in the icon's middle column, in its left third) of the player's button icon."""
+    return page.evaluate(f"""(() => {{
+        const icon = {PRIMITIVE_NODE}.rasterkitPlayer.icon;
+        const {{ width, height }} = icon;
+        const data = icon.getContext('2d').getImageData(0, 0, width, height).data;
+        const lit = (x, y) => data[4 * (y * width + x) + 3] > 128;
+        let middle = 0, left = 0;
+        for (let y = 0; y < height; y++) {{
+            middle += lit(Math.floor(width / 2), y);
+            for (let x = 0; x < width / 3; x++) left += lit(x, y);
+        }}
+        return [middle, left];
+    }})()""")
+
+
+def test_player_icons_are_drawn(page):
+    """Play and pause are drawn on a canvas (the pause glyph shows as an empty box in Chromium): play, a
+    triangle, is lit in its middle; pause, two bars, is not (the gap between them)."""
+    load(page, ROOT / "example_workflows" / "09 Image rebuilt from shapes.json")
+    set_widget(page, PRIMITIVE_NODE, "seed", time.time_ns() % 1_000_000)
+    queue_and_wait(page)
+    player = f"{PRIMITIVE_NODE}.rasterkitPlayer"
+    page.wait_for_function(f"{player}.frames.length > 1 && {player}.timer !== null")
+    middle, left = icon_pixels(page)
+    assert middle == 0 and left > 0, "the pause icon is not two bars"
+    assert page.evaluate(f"{player}.button.title") == "pause"
+    focus(page, PRIMITIVE_NODE)
+    screenshot(page, "primitive_player_pause")
+    page.evaluate(f"{player}.button.click()")
+    middle, left = icon_pixels(page)
+    assert middle > 0 and left > 0 and page.evaluate(f"{player}.button.title") == "play", "no play triangle"
+    screenshot(page, "primitive_player_play")
+    assert not page.errors, page.errors
+
+
+def test_editor_note_has_a_backdrop_on_a_light_image(page):
+    """The points editor's note ("points come from the tracks input") is white on a dark backdrop, readable
+    on a white frame."""
+    load(page, ROOT / "example_workflows" / "03 Links between tracked points.json")
+    editor = f"{LINK_NODE}.rasterkitTracksEditor"
+    focus_editor(page, LINK_NODE, editor)
+    page.evaluate(f"""() => {{
+        const editor = {editor}, white = document.createElement('canvas');
+        white.width = white.height = 8;
+        const ctx = white.getContext('2d');
+        ctx.fillStyle = '#fff';
+        ctx.fillRect(0, 0, 8, 8);
+        editor.image = white;
+        editor.draw();
+    }}""")
+    assert page.evaluate(f"{editor}.tracks().note") == "points come from the tracks input"
+    backdrop = page.evaluate(f"""(() => {{
+        const editor = {editor}, fit = editor.fit(), ratio = window.devicePixelRatio || 1;
+        const pixel = (x, y) => Array.from(editor.canvas.getContext('2d')
+            .getImageData(Math.round((fit.x + x) * ratio), Math.round((fit.y + y) * ratio), 1, 1).data.slice(0, 3));
+        const {{ width, height }} = editor.size();
+        return [pixel(5, 5), pixel(width * fit.scale - 5, height * fit.scale - 5)];
+    }})()""")
+    assert max(backdrop[0]) < 100 and min(backdrop[1]) > 240, backdrop  # dark under the note, the white frame beside
+    screenshot(page, "tracks_editor_note")
+    assert not page.errors, page.errors
+
+
+def test_line_link_renderer_hides_its_advanced_settings_behind_a_toggle(page):
+    """36 widgets made the node 1080 px tall with its editor out of view: the advanced ones hide behind a
+    button (the inputs and saved values stay as they are), and the editor is as wide as the node."""
+    load(page, ROOT / "example_workflows" / "04 Link styles and trails.json")
+    node = LINK_NODE
+    values = page.evaluate(f"{node}.serialize().widgets_values")
+    workflow = json.loads((ROOT / "example_workflows" / "04 Link styles and trails.json").read_text())
+    saved = next(n for n in workflow["nodes"] if n["type"] == "RasterKit_LineLinkRenderer")["widgets_values"]
+    assert values == saved
+    shown = page.evaluate(f"{node}.widgets.filter(w => {node}.isWidgetVisible(w)).length")
+    height = page.evaluate(f"{node}.size[1]")
+    toggle = f"{node}.widgets.find(w => w.name === 'advanced settings')"
+    assert shown < 16 and page.evaluate(f"{toggle}.label").startswith("show advanced settings (")
+    focus(page, node)
+    screenshot(page, "line_link_collapsed")
+    editor = page.evaluate(
+        f"(() => {{ const r = {node}.rasterkitTracksEditor.canvas.getBoundingClientRect(); "
+        f"return [r.width, r.height]; }})()"
+    )
+    assert editor[0] >= page.evaluate(f"{node}.size[0]") - 30 and editor[1] >= 200, editor
+    page.evaluate(f"{toggle}.callback()")
+    page.wait_for_timeout(300)
+    assert page.evaluate(f"{node}.widgets.filter(w => {node}.isWidgetVisible(w)).length") > 30
+    assert page.evaluate(f"{node}.size[1]") > height + 400
+    assert page.evaluate(f"{node}.serialize().widgets_values") == saved
+    assert not page.errors, page.errors
+
+
+def test_box_editor_draws_label_tabs_and_its_text_grows(page):
+    load(page, ROOT / "example_workflows" / "01 Bounding boxes with labels.json")
+    editor = f"{BOX_NODE}.rasterkitBoxEditor"
+    focus_editor(page, BOX_NODE, editor)
+    set_widget(
+        page,
+        BOX_NODE,
+        "boxes",
+        json.dumps([{"x1": 100, "y1": 200, "x2": 300, "y2": 400, "label": "cat", "color": "#00FF00"}]),
+    )
+    page.evaluate(f"{editor}.draw()")
+    tab = canvas_pixel(page, editor, 102, 200 - 8)  # above the box's top left: the tab, in the box's colour
+    assert abs(np.array(tab) - [0, 255, 0]).max() < 30, tab
+    screenshot(page, "box_editor_tabs")
+    text = f"{BOX_NODE}.widgets.find(w => w.name === 'boxes')"
+    short = page.evaluate(f"{text}.computeLayoutSize({BOX_NODE}).minHeight")
+    many = [{"x1": i, "y1": i, "x2": i + 50, "y2": i + 50, "label": f"box {i}"} for i in range(12)]
+    set_widget(page, BOX_NODE, "boxes", json.dumps(many))
+    page.evaluate(f"{editor}.fitText()")
+    page.wait_for_timeout(500)
+    wanted = page.evaluate(f"{text}.computeLayoutSize({BOX_NODE}).minHeight")
+    assert wanted > short + 60 and page.evaluate(f"{text}.computedHeight") >= wanted, "the text area did not grow"
+    assert not page.errors, page.errors
+
+
+def test_templates_are_ordered_and_open_with_their_nodes_in_view(page):
+    """The pack's cards come in the order of their names' index; each template opens zoomed to show all its
+    nodes on a 1280x800 view, at 60% or more (below it LiteGraph leaves out the text)."""
+    templates = page.evaluate("(async () => await window.app.api.getWorkflowTemplates())()")
+    ours = next(names for names in templates.values() if any(name.startswith("01 ") for name in names))
+    assert ours == [path.stem for path in WORKFLOWS]
+    page.set_viewport_size({"width": 1280, "height": 800})
+    try:
+        for path in WORKFLOWS:
+            load(page, path)
+            scale, bounds = page.evaluate("""(() => {
+                const ds = window.app.canvas.ds, title = window.LiteGraph.NODE_TITLE_HEIGHT;
+                const box = window.app.graph._nodes.map(n => [
+                    (n.pos[0] + ds.offset[0]) * ds.scale, (n.pos[1] - title + ds.offset[1]) * ds.scale,
+                    (n.pos[0] + n.size[0] + ds.offset[0]) * ds.scale, (n.pos[1] + n.size[1] + ds.offset[1]) * ds.scale]);
+                return [ds.scale, [Math.min(...box.map(b => b[0])), Math.min(...box.map(b => b[1])),
+                                   Math.max(...box.map(b => b[2])), Math.max(...box.map(b => b[3]))]];
+            })()""")
+            screenshot(page, f"template {path.stem}")
+            assert scale >= 0.6, (path.stem, scale)
+            assert bounds[0] >= 40 and bounds[1] >= 40 and bounds[2] <= 1280 and bounds[3] <= 800, (path.stem, bounds)
+    finally:
+        page.set_viewport_size({"width": 1600, "height": 1000})

@@ -21,11 +21,11 @@ from rasterkit.nodes import NODE_CLASSES
 
 URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
 WORKFLOWS = sorted((Path(__file__).parents[1] / "workflows").glob("*.api.json"))  # named as the templates are titled
-BOXES = Path(__file__).parents[1] / "workflows" / "Bounding boxes with labels.api.json"
-MESH = Path(__file__).parents[1] / "workflows" / "Mesh maps from six views.api.json"
+BOXES = Path(__file__).parents[1] / "workflows" / "01 Bounding boxes with labels.api.json"
+MESH = Path(__file__).parents[1] / "workflows" / "10 Mesh maps from six views.api.json"
 ASSETS = Path(__file__).parents[2] / "example_workflows" / "assets"
 AUDIO = (".wav", ".flac")  # bundled files that core Load Audio reads from the input folder (the README says so)
-# what each example's saving nodes write: frames of an image batch or an animation; a video file counts one
+# what each example's saving nodes write (by title: the file name less its index): frames of an image batch or an animation; a video file counts one
 SAVED_FRAMES = {
     "Audio spectrum": {"3": 72, "6": 1, "8": 72},  # 3 s of audio at fps 24
     "Bake a texture from views": {"6": 4, "7": 1, "8": 6},  # four new views, the texture, the six edited views
@@ -126,7 +126,7 @@ def test_node_is_listed_with_its_inputs(object_info, node):
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name.split(".")[0])
 def test_example_workflow_runs(object_info, path):
     """Each example runs in under a minute and every saving node writes the frames it should, not blank."""
-    name = path.name.split(".")[0]
+    name = path.name.split(".")[0].split(" ", 1)[1]  # the title, less the index
     assert name in SAVED_FRAMES, f"add {name}'s saving nodes and their frame counts to SAVED_FRAMES"
     prompt = json.loads(path.read_text())
     skip_without_core_nodes(prompt, object_info)

@@ -130,6 +130,10 @@ def test_node_list_json_names_every_node_for_comfyui_managers_scanner():
     assert listed == {n.NODE_ID: n.DISPLAY_NAME for n in NODE_CLASSES}
 
 
+# "NN Title": the index orders the template browser's cards (web/js/rasterkit.js sorts the pack's by name)
+TEMPLATE_NAME = re.compile(r"(\d{2}) ([A-Z][^._#?%]* [^._#?%]*)")
+
+
 def test_example_workflows_are_named_as_titles_with_a_colour_thumbnail_and_an_api_twin():
     """ComfyUI's template browser titles a custom node's template by its file name and shows <name>.jpg
     as its card; tools/make_example_workflows.py builds both from tests/workflows/<name>.api.json."""
@@ -140,8 +144,9 @@ def test_example_workflows_are_named_as_titles_with_a_colour_thumbnail_and_an_ap
     names = sorted(path.stem for path in examples.glob("*.json"))
     api_files = (ROOT / "tests" / "workflows").glob("*.api.json")
     assert names == sorted(path.name.removesuffix(".api.json") for path in api_files)
+    indices = [TEMPLATE_NAME.fullmatch(name) and int(TEMPLATE_NAME.fullmatch(name)[1]) for name in names]
+    assert indices == list(range(1, len(names) + 1)), f"{names}: not each an index 01, 02, ... and a title"
     for name in names:
-        assert name[0].isupper() and " " in name and not set(name) & set("._#?%"), f"{name!r} does not read as a title"
         thumbnail = np.asarray(Image.open(examples / f"{name}.jpg").convert("RGB"), dtype=np.int16)
         assert max(thumbnail.shape[:2]) <= 512
         assert (thumbnail.max(-1) - thumbnail.min(-1)).max() > 64, f"{name}.jpg is grey: a mask, not the result?"
@@ -150,7 +155,8 @@ def test_example_workflows_are_named_as_titles_with_a_colour_thumbnail_and_an_ap
 def test_readme_quick_start_names_every_example_workflow():
     quick_start = " ".join((ROOT / "README.md").read_text().split("## Quick start")[1].split("\n## ")[0].split())
     for path in sorted(ASSETS.parent.glob("*.json")):
-        assert f"*{path.stem}*" in quick_start, f"README's Quick start does not name the template {path.stem}"
+        title = TEMPLATE_NAME.fullmatch(path.stem)[2]
+        assert f"*{title}*" in quick_start, f"README's Quick start does not name the template {title}"
 
 
 def readme_node_table() -> dict[str, tuple[list[str], list[str]]]:

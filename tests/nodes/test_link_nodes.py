@@ -201,7 +201,7 @@ def test_track_types_are_the_packs_own():
         assert all(spec.tooltip for spec in node.INPUTS), [spec.name for spec in node.INPUTS if not spec.tooltip]
 
 
-@pytest.mark.parametrize("name", ["Links between tracked points", "Delaunay and spanning tree links"])
+@pytest.mark.parametrize("name", ["03 Links between tracked points", "06 Delaunay and spanning tree links"])
 def test_links_workflow_uses_the_declared_types(name):
     workflow = json.loads((ROOT / "example_workflows" / f"{name}.json").read_text())
     nodes = {node["id"]: node for node in workflow["nodes"]}

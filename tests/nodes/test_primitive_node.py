@@ -415,20 +415,34 @@ def test_the_node_shows_the_canvas_while_it_runs(node, progress_bars, monkeypatc
 
     monkeypatch.setattr(_comfy.Progress, "PREVIEW_INTERVAL", 0.0)
     node.run(picture(batch=2), shapes=4, **SMALL)
-    previews = [(value, preview) for value, _, preview in progress_bars if preview is not None]
-    assert [value for value, _ in previews] == [1, 2, 3, 4]
-    kind, frame, max_size = previews[-1][1]
+    previews = [preview for _, _, preview in progress_bars if preview is not None]
+    assert len(previews) == 4
+    kind, frame, max_size = previews[-1]
     assert (kind, frame.size, frame.mode, max_size) == ("JPEG", (48, 32), "RGB", _comfy.Progress.PREVIEW_SIZE)
-    assert progress_bars[-1] == (5, 5, None)  # the render, after the search
+    assert progress_bars[-1] == (1000, 1000, None)  # the render, after the search
 
 
-def test_previews_come_at_most_every_interval(node, progress_bars, monkeypatch):
+def test_previews_come_at_most_every_interval_and_for_the_last_shape(node, progress_bars, monkeypatch):
     from rasterkit.nodes import _comfy
 
     monkeypatch.setattr(_comfy.Progress, "PREVIEW_INTERVAL", 3600.0)
     node.run(picture(), shapes=6, **SMALL)
-    assert [value for value, _, preview in progress_bars if preview is not None] == [1]  # the first shape's
-    assert [value for value, _, _ in progress_bars] == [1, 2, 3, 4, 5, 6, 7]
+    previews = [index for index, (_, _, preview) in enumerate(progress_bars) if preview is not None]
+    assert previews == [0, 5]  # the first shape's, and the last shape's: the live preview ends on the search's result
+    values = [value for value, _, _ in progress_bars]
+    assert values == sorted(values) and values[-1] == 1000 and len(progress_bars) > 6
+
+
+def test_the_progress_bar_weighs_search_and_render_by_their_cost(node, progress_bars, monkeypatch):
+    """The bar counts thousandths of the run's time: the search's share ends where the render's estimated
+    cost begins (a render estimated at hours leaves the search a sliver), and the render then fills it."""
+    from rasterkit.nodes import primitives
+
+    monkeypatch.setattr(primitives, "RENDER_SECONDS_PER_PIXEL_SHAPE", 1.0)
+    node.run(picture(), shapes=6, **SMALL)
+    values = [value for value, _, _ in progress_bars]
+    searched = values[5]  # after the last shape
+    assert searched < 10 and values[-1] == 1000 and values == sorted(values), values
 
 
 def test_a_transparent_background_fits_the_transparency_too(node):

@@ -4,9 +4,52 @@
 import { api } from "../../scripts/api.js";
 
 const DEFAULT_SIZE = { width: 512, height: 512 };
+const MIN_HEIGHT = 260; // px of the editor widget (its canvas: less the margins)
+const MAX_HEIGHT = 800;
+export const NOTE_BACKDROP = "rgba(0, 0, 0, 0.7)";
 
 export function viewURL(entry) {
   return api.apiURL(`/view?filename=${encodeURIComponent(entry.filename)}&subfolder=${encodeURIComponent(entry.subfolder)}&type=${entry.type}`);
+}
+
+// LiteGraph (ComfyUI frontend 1.27) leaves hidden and advanced widgets out when it sizes a node but still
+// lays them out at their height, a gap in the node: such a widget takes no height while it is hidden.
+export function collapseWhenHidden(node, widget) {
+  if (widget.computeLayoutSize) { // a DOM widget
+    const layout = widget.computeLayoutSize.bind(widget);
+    widget.computeLayoutSize = (n) => (node.isWidgetVisible(widget) ? layout(n) : { minHeight: 0, maxHeight: 0, minWidth: 0 });
+  } else {
+    const size = widget.computeSize?.bind(widget);
+    widget.computeSize = (width) => (node.isWidgetVisible(widget)
+      ? size?.(width) ?? [width, window.LiteGraph.NODE_WIDGET_HEIGHT] : [0, -4]); // LiteGraph adds 4 px
+  }
+}
+
+const TOGGLE = "advanced settings";
+
+// Marks the widgets `names` advanced (LiteGraph hides them until the node shows its advanced widgets) and
+// adds the button that shows or hides them, after the node's own widgets so that the saved widget values
+// keep their places. The node's inputs, their order and values stay as they are.
+export function groupAdvanced(node, names) {
+  for (const widget of node.widgets ?? []) {
+    if (!names.has(widget.name)) continue;
+    widget.advanced = true;
+    collapseWhenHidden(node, widget);
+  }
+  const toggle = node.addWidget("button", TOGGLE, null, () => {
+    node.showAdvanced = !node.showAdvanced;
+    node.setSize([node.size[0], node.computeSize()[1]]); // grows to show them, shrinks when they hide
+    node.setDirtyCanvas(true, true);
+  });
+  toggle.serialize = false;
+}
+
+// The toggle's text: what it does, and how many hidden settings differ from their defaults.
+function toggleLabel(node) {
+  if (node.showAdvanced) return `hide ${TOGGLE}`;
+  const spec = { ...node.constructor.nodeData?.input?.required, ...node.constructor.nodeData?.input?.optional };
+  const changed = (node.widgets ?? []).filter((w) => w.advanced && spec[w.name] && w.value !== spec[w.name][1]?.default);
+  return `show ${TOGGLE}` + (changed.length ? ` (${changed.length} changed)` : "");
 }
 
 export class FrameCanvas {
@@ -18,7 +61,10 @@ export class FrameCanvas {
     this.canvas.className = `rasterkit-${name}`;
     this.canvas.tabIndex = 0;
     this.canvas.style.cssText = "width: 100%; height: 100%; outline: none; cursor: crosshair; background: #222";
-    this.widget = node.addDOMWidget(name, `rasterkit_${name}`, this.canvas, { serialize: false, getMinHeight: () => 200 });
+    // the frame at the node's full width at least (a wider node, or a taller one, makes it larger)
+    this.widget = node.addDOMWidget(name, `rasterkit_${name}`, this.canvas,
+                                    { serialize: false, getMinHeight: () => this.minHeight() });
+    this.widget.serialize = false; // what LiteGraph reads: no null after the node's values in a saved workflow
     new ResizeObserver(() => this.draw()).observe(this.canvas);
     for (const w of node.widgets ?? []) {
       const callback = w.callback;
@@ -46,8 +92,16 @@ export class FrameCanvas {
     return this.frame ?? DEFAULT_SIZE;
   }
 
+  minHeight() {
+    if (!this.frame) return MIN_HEIGHT; // the frame's size comes with the first run
+    const { width, height } = this.frame;
+    return Math.round(Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, (this.node.size[0] - 20) * (height / width))));
+  }
+
   setFrame(entry) {
     this.frame = { width: entry.width, height: entry.height };
+    const [width, height] = this.node.size; // room for the frame at its new aspect ratio
+    this.node.setSize([width, Math.max(height, this.node.computeSize()[1])]);
     const image = new Image();
     image.onload = () => { this.image = image; this.draw(); };
     image.src = viewURL(entry);
@@ -74,6 +128,8 @@ export class FrameCanvas {
   // Clears the canvas and draws the frame; returns the context (in frame-fitted screen pixels)
   // and the scale from image pixels.
   begin() {
+    const toggle = this.node.widgets.find((w) => w.name === TOGGLE);
+    if (toggle) toggle.label = toggleLabel(this.node);
     const { width, height } = this.size();
     const fit = this.fit();
     const ratio = window.devicePixelRatio || 1;
@@ -88,10 +144,16 @@ export class FrameCanvas {
     return { ctx, s: fit.scale };
   }
 
+  // A line of text at the top left of the frame, white on a dark backdrop: readable on any image.
   note(ctx, text) {
     ctx.globalAlpha = 1;
-    ctx.fillStyle = "#fff";
     ctx.font = "12px sans-serif";
+    ctx.fillStyle = NOTE_BACKDROP;
+    ctx.beginPath();
+    ctx.roundRect(4, 4, ctx.measureText(text).width + 8, 19, 3);
+    ctx.fill();
+    ctx.fillStyle = "#fff";
+    ctx.textBaseline = "alphabetic";
     ctx.fillText(text, 8, 18);
   }
 
