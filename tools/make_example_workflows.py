@@ -232,9 +232,9 @@ def main(names, layout_only=False):
         to_ui(prompt, object_info)
         if all(e["class_type"] in object_info for e in prompt.values())
         else json.loads((out / f"{path.name.split('.')[0]}.json").read_text())
-        for path, prompt in zip(paths, prompts)
+        for path, prompt in zip(paths, prompts, strict=False)
     ]
-    for path, prompt, ui, sizes in zip(paths, prompts, workflows, frontend_sizes(workflows)):
+    for path, prompt, ui, sizes in zip(paths, prompts, workflows, frontend_sizes(workflows), strict=False):
         name = path.name.split(".")[0]
         lay_out(ui, prompt, sizes, object_info)
         (out / f"{name}.json").write_text(json.dumps(ui, indent=2) + "\n")

@@ -540,7 +540,7 @@ def test_templates_are_ordered_and_open_with_their_nodes_in_view(page):
                     (n.pos[0] + n.size[0] + ds.offset[0]) * ds.scale, (n.pos[1] + n.size[1] + ds.offset[1]) * ds.scale]);
                 return [ds.scale, [Math.min(...box.map(b => b[0])), Math.min(...box.map(b => b[1])),
                                    Math.max(...box.map(b => b[2])), Math.max(...box.map(b => b[3]))]];
-            })()""")
+            })()""")  # noqa: E501
             screenshot(page, f"template {path.stem}")
             assert scale >= 0.6, (path.stem, scale)
             assert bounds[0] >= 40 and bounds[1] >= 40 and bounds[2] <= 1280 and bounds[3] <= 800, (path.stem, bounds)

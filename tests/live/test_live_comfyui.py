@@ -25,7 +25,7 @@ BOXES = Path(__file__).parents[1] / "workflows" / "01 Bounding boxes with labels
 MESH = Path(__file__).parents[1] / "workflows" / "10 Mesh maps from six views.api.json"
 ASSETS = Path(__file__).parents[2] / "example_workflows" / "assets"
 AUDIO = (".wav", ".flac")  # bundled files that core Load Audio reads from the input folder (the README says so)
-# what each example's saving nodes write (by title: the file name less its index): frames of an image batch or an animation; a video file counts one
+# what each example's saving nodes write (by title: the file name less its index): frames of an image batch or an animation; a video file counts one  # noqa: E501
 SAVED_FRAMES = {
     "Audio spectrum": {"3": 72, "6": 1, "8": 72},  # 3 s of audio at fps 24
     "Bake a texture from views": {"6": 4, "7": 1, "8": 6},  # four new views, the texture, the six edited views
