@@ -80,7 +80,7 @@ def coverage_sums(
     """Sums int64 [K,T+1] of the prefix terms (color_optimizer.Terms.prefix, int32 [B*H*(W+1),T+1]) over
     the pixels each of K shapes covers: image int64 [K], geometry float32 [K,V,4] polygon edges or
     [K,5] ellipse forms (color_optimizer._shape_rows), first and rows int64 [K] its pixel rows. None
-    where numba failed (rendering_cpu.falls_back)."""
+    where numba failed (core.numba.falls_back)."""
     torch_threads()
     sums = torch.empty(first.shape[0], prefix.shape[1], dtype=torch.int64)
     loop = _ellipse_sums if elliptic else _polygon_sums

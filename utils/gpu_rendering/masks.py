@@ -29,11 +29,11 @@ import torch
 import torch.nn.functional as F
 
 from ..inputs.masks import MaskObjects
-from .constants import SPRITE
+from .constants import SPRITE, TILE
 from .labels import PADDING, label_primitives
 from .primitives import Primitives, concat, empty, segments, sprites
 
-TILE = 8  # tiles of the mask read, aligned with the engine's 8x8 tiles: each sprite is one tile pair
+# tiles of the mask read are the engine's tiles (constants.TILE): each sprite is one tile pair
 
 # Marching squares: a cell's corners are top-left (bit 1), top-right (2), bottom-right (4), bottom-left
 # (8); its edges top (0), right (1), bottom (2), left (3). Each case lists up to two pieces, each joining

@@ -108,7 +108,7 @@ def rasterize(
     """raster's depth test into zbuffer int64 [B*H*W] (CPU, filled with EMPTY), from the
     triangles' set-up float32 [14,K], box int64 [4,K] and counts [K] (0: not drawn), prior float32
     [B*H*W] or None; then its resolve: findices int32 [B*H*W], barycentric float32 [B*H*W,3]. None
-    where numba failed (see rendering_cpu.falls_back)."""
+    where numba failed (see core.numba.falls_back)."""
     depth_test(zbuffer, triangles, box, counts, prior, face_count, width, height)
     return resolve(zbuffer, triangles, face_count, width, height)
 
