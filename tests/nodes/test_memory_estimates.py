@@ -3,8 +3,6 @@
 the CPU), jobs past MEMORY_FRACTION of free memory are refused before allocating, and long loops call
 their callback (interrupt checks) often enough to stop within seconds."""
 
-import ctypes
-import gc
 import json
 import sys
 import time
@@ -12,32 +10,13 @@ import time
 import pytest
 import torch
 
+from memory_peak import peak_bytes
 from rasterkit.nodes import _validate
 from rasterkit.utils.core import device as device_module
 from rasterkit.utils.core.batching import pack
 from rasterkit.utils.gpu_rendering import series as S
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
-
-
-def _status(key: str) -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
-
-
-def peak_bytes(fn) -> int:
-    """Resident memory that fn() adds at its peak: freed memory handed back to the system first
-    (malloc_trim), then the high-water mark reset (clear_refs 5) and read after the call."""
-    gc.collect()
-    ctypes.CDLL(None).malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    base = _status("VmRSS:")
-    result = fn()
-    peak = _status("VmHWM:") - base
-    del result
-    gc.collect()
-    return peak
 
 
 @pytest.fixture(params=["numba", "torch"])
