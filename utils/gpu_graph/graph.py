@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from ..core.batching import Ragged
 from .constants import INF, split_keys
@@ -71,7 +72,8 @@ def _new_edges(index, distance, options: GraphOptions, n):
 
 
 def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, slack):
-    """Edges per frame with hysteresis, listed as frame, i, j, keep [M'] in (frame, i, j) order.
+    """Edges per frame with hysteresis, listed as frame, i, j, keep [M'] in (frame, i, j) order, and a
+    bound on the edges of a frame known to the host (None: unknown).
 
     An edge is present in frame t when it is new there, or present in frame t-1 and still within
     the slack of its limits: both ends visible, length <= max_distance * slack, |dy| <=
@@ -83,21 +85,25 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
     Without a degree cap the recurrence has a closed form within a window (the last frame where the
     edge was new, or carried in, with no slack failure since), evaluated for all its frames at once;
     with a cap, which edges survive depends on the frame before, so only that keep/drop step runs
-    frame by frame, on [U] vectors, with no host sync. Host syncs: one for the windows, and one a window.
+    frame by frame, on [U] vectors, with no host sync. Host syncs: none when every slot of the lists
+    (kept or not) fits one window (a chunk of a few frames); else one for the windows, and one a window.
     """
     frames, n = visible.shape
-    # per frame: where its new edges start in the lists, and how many there are (one host transfer)
-    starts = torch.searchsorted(frame, torch.arange(frames + 1, device=frame.device))
-    counts = torch.zeros(frames, dtype=torch.long, device=frame.device).index_add_(0, frame, keep.long())
-    host = torch.cat([starts, counts]).tolist()
-    starts, counts = host[: frames + 1], host[frames + 1 :]
-    windows, first, edges = [], 0, 0  # [first, last) frames: frames x (their new edges) within the bound
-    for t in range(frames):
-        if t > first and (t + 1 - first) * (edges + counts[t]) > HYSTERESIS_ENTRIES:
-            windows.append((first, t))
-            first, edges = t, 0
-        edges += counts[t]
-    windows.append((first, frames))
+    slots = frame.numel()
+    if frames * slots <= HYSTERESIS_ENTRIES:  # the slots bound the distinct edges: one window, no sync
+        windows, starts = [(0, frames)], [0] * frames + [slots]
+    else:  # per frame: where its new edges start in the lists, and how many there are (one host transfer)
+        starts = torch.searchsorted(frame, torch.arange(frames + 1, device=frame.device))
+        counts = torch.zeros(frames, dtype=torch.long, device=frame.device).index_add_(0, frame, keep.long())
+        host = torch.cat([starts, counts]).tolist()
+        starts, counts = host[: frames + 1], host[frames + 1 :]
+        windows, first, edges = [], 0, 0  # [first, last) frames: frames x (their new edges) within the bound
+        for t in range(frames):
+            if t > first and (t + 1 - first) * (edges + counts[t]) > HYSTERESIS_ENTRIES:
+                windows.append((first, t))
+                first, edges = t, 0
+            edges += counts[t]
+        windows.append((first, frames))
     carried = i.new_zeros(0)  # keys i * n + j of the edges present in the frame before the window
     parts = []
     for first, last in windows:  # the recurrence carries one frame's edges on
@@ -112,6 +118,7 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
             options,
             slack,
             n,
+            exact=len(windows) > 1,
         )
         carried = key.masked_fill(~present[-1], n * n)  # n * n: none (no host sync)
         parts.append(
@@ -122,27 +129,43 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
                 present.view(-1),
             )
         )
-    return tuple(torch.cat(column) for column in zip(*parts, strict=False))
+    per_frame = None if len(windows) > 1 else min(slots, n * (n - 1) // 2)
+    return *(torch.cat(column) for column in zip(*parts, strict=False)), per_frame
 
 
 # distinct edges x frames held at once by _hysteresis (~50 bytes each: ~100 MB a window)
 HYSTERESIS_ENTRIES = 1 << 21
 
 
-def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOptions, slack, n):
+def _distinct(keys: torch.Tensor, none: int, exact: bool):
+    """The distinct keys of keys int64 [M] (none: no edge), sorted, and the place of each key among
+    them, inverse int64 [M] (none's: one past the last place). exact: the U distinct keys (torch.unique,
+    one host sync); else M places, sized on the host: repeats and none hold none."""
+    if exact:
+        key, inverse = torch.unique(torch.cat([keys, keys.new_full((1,), none)]), return_inverse=True)
+        return key[:-1], inverse[:-1]
+    key, order = keys.sort()
+    first = F.pad(key[1:] != key[:-1], (1, 0), value=True) & (key != none)
+    place = torch.where(first, torch.arange(key.numel(), device=key.device), 0).cummax(0).values
+    place.masked_fill_(key == none, key.numel())  # none sorts last: past every place
+    return key.masked_fill_(~first, none), torch.empty_like(place).index_put_((order,), place)
+
+
+def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOptions, slack, n, exact=True):
     """_hysteresis over one window of W frames: xy [W,N,2], visible and reach [W,N], the new edges'
     frame and key i * n + j [M] (n * n: no edge), carried int64 [C] (keys present in the frame
-    before, n * n: none). Returns present bool [W,U] and the U distinct keys, sorted."""
+    before, n * n: none). Returns present bool [W,U] and the U places of the distinct keys, sorted:
+    exact, the distinct keys only (one host sync); else M + C places, repeats holding n * n (never
+    present)."""
     frames = visible.shape[0]
-    # one more key than any edge's, always present, collects the slots with no edge
-    key, inverse = torch.unique(torch.cat([key, carried, key.new_full((1,), n * n)]), return_inverse=True)
-    key, edges = key[:-1], key.numel() - 1
-    ends_i, ends_j = key // n, key % n
+    key, inverse = _distinct(torch.cat([key, carried]), n * n, exact)
+    edges = key.numel()
+    ends_i, ends_j = key.clamp_max(n * n - 1) // n, key % n  # none's ends: any point
+    # flags set by index_fill_ (a Python True in an index_put_ is a tensor made from host data)
     new = torch.zeros(frames, edges + 1, dtype=torch.bool, device=key.device)
-    new[frame, inverse[: frame.numel()]] = True
+    new.view(-1).index_fill_(0, frame * (edges + 1) + inverse[: frame.numel()], True)
     new = new[:, :edges]
-    before = torch.zeros(edges + 1, dtype=torch.bool, device=key.device)
-    before[inverse[frame.numel() : -1]] = True
+    before = torch.zeros(edges + 1, dtype=torch.bool, device=key.device).index_fill_(0, inverse[frame.numel() :], True)
     before = before[:edges]
     delta = xy[:, ends_j] - xy[:, ends_i]
     span = delta.norm(dim=-1)
@@ -190,15 +213,18 @@ def _capped_degree(xy, frame, i, j, keep, cap):
     return _cap_degree(torch.stack([i, j]).add_(frame * n), keep, span, cap, frames * n)
 
 
-def _stable_edges(xy, visible, reach, frame, i, j, keep, options: GraphOptions) -> Ragged:
+def _stable_edges(xy, visible, reach, frame, i, j, keep, options: GraphOptions, per_frame=None) -> Ragged:
     """The new edges of every frame (frame, i, j, keep [M], sorted) with hysteresis (reach: see
-    _hysteresis), else the degree cap, packed."""
+    _hysteresis), else the degree cap, packed. per_frame: the most slots of a frame in the lists, where
+    the host knows it (packing then needs no host sync)."""
     frames = visible.shape[0]
     if options.hysteresis > 1:
-        frame, i, j, keep = _hysteresis(xy, visible, reach, frame, i, j, keep, options, float(options.hysteresis))
+        frame, i, j, keep, per_frame = _hysteresis(
+            xy, visible, reach, frame, i, j, keep, options, float(options.hysteresis)
+        )
     elif options.degree_cap > 0:
         keep = _capped_degree(xy, frame, i, j, keep, options.degree_cap)
-    return _ragged_edges(frame, i, j, keep, frames)
+    return _ragged_edges(frame, i, j, keep, frames, width=per_frame)
 
 
 def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, device=None, on_chunk=None) -> Ragged:
@@ -228,7 +254,7 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
     reach = None
     if slack > 1:
         reach = distance[..., -1] if reach_k < n else torch.full_like(distance[..., -1], INF)
-    return _stable_edges(xy, visible, reach, frame, i, j, keep, options)
+    return _stable_edges(xy, visible, reach, frame, i, j, keep, options, per_frame=min(n * options.k, n * (n - 1) // 2))
 
 
 def _finite_points(xy, visible, device):
@@ -327,12 +353,14 @@ def _ragged_edges(
     keep: torch.Tensor,
     frames: int,
     extra: torch.Tensor | None = None,
+    width: int | None = None,
 ):
     """Edges listed as (frame, i, j) [M], sorted by frame, those with keep packed into Ragged
-    [T, E, 2]; with extra [M, ...], that too, packed in the same order (a second Ragged). One host
-    sync: E."""
+    [T, E, 2]; with extra [M, ...], that too, packed in the same order (a second Ragged). E: width, a
+    bound on the edges of a frame that the host knows; else the most edges of a frame (one host sync)."""
     counts = torch.zeros(frames, dtype=torch.long, device=frame.device).index_add_(0, frame, keep.long())
-    width = int(counts.max()) if frames and frame.numel() else 0
+    if width is None:
+        width = int(counts.max()) if frames and frame.numel() else 0
     slot = keep.cumsum(0) - 1 - (counts.cumsum(0) - counts)[frame]
     at = torch.where(keep, frame * width + slot, frames * width)
     values = torch.zeros(frames * width + 1, 2, dtype=torch.long, device=frame.device)
