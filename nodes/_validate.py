@@ -40,6 +40,6 @@ def draw_memory(images: torch.Tensor, prims, atlas, image_only: bool, device) ->
     work = chunk * height * width * DRAW_PIXEL_BYTES + len(prims) * DRAW_PRIMITIVE_BYTES
     if not (numba_usable(device) or cupy_usable(device)) and len(prims):
         _span, sizes = tile_spans(prims.bounds.cpu(), height, width, TILE)
-        area = torch.zeros(batch, dtype=torch.float64).index_add_(0, prims.frame.cpu(), sizes.prod(1).double())
+        area = torch.zeros(batch, dtype=torch.int64).index_add_(0, prims.frame.cpu(), sizes.prod(1))  # no float64
         work += int(area.sort(descending=True).values[:chunk].sum()) * TILE * TILE * DRAW_PAIR_PIXEL_BYTES
     return outputs + work + (atlas.numel() * 8 if atlas is not None else 0)

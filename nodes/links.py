@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 
+import torch
+
 from ..utils import gpu_rendering as R
 from ..utils.core.device import check_memory
 from ..utils.gpu_graph import GRAPHS, GraphOptions, track_points, voronoi_graph
@@ -31,19 +33,27 @@ from ._validate import check_images, draw_memory
 GRAPH_CHOICES = (*GRAPHS, "voronoi")
 
 
-def _links(graph: str, xy, xy_dev, visible, options: GraphOptions, size, device):
-    """The graph's links of points xy float [T,N,2] (xy_dev: on the device), visible bool [T,N], in
-    frames of size (H, W): the edges (Ragged pairs per frame), and per link its frame int64 [E], its
-    pair int64 [E,2] and the ends drawn float [E,2] (the points, or with voronoi their cells' wall)."""
+def _links(graph: str, xy, visible, options: GraphOptions, size, device):
+    """The graph's links of points xy float [T,N,2] and visible bool [T,N] (on the device), in
+    frames of size (H, W): the edges as edges_json lists them (per frame, [i, j] pairs; read back in
+    one transfer), and per link its frame int64 [E], its pair int64 [E,2] and the ends drawn float [E,2]
+    (the points, or with voronoi their cells' wall), on the device."""
     if graph == "voronoi":  # the wall between the cells of each Delaunay pair, in place of its link
         edges, walls = voronoi_graph(xy, visible, options, size, device=device)
-        pairs, frame = edges.flat()
-        start, end = walls.flat()[0].unbind(1)
-        return edges, frame, pairs, start, end
-    searched = {"on_chunk": lambda done, total: check_interrupt()} if graph in ("knn", "radius") else {}
-    edges = GRAPHS[graph](xy, visible, options, device=device, **searched)
-    pairs, frame = edges.flat()
-    return edges, frame, pairs, xy_dev[frame, pairs[:, 0]], xy_dev[frame, pairs[:, 1]]
+    else:
+        searched = {"on_chunk": lambda done, total: check_interrupt()} if graph in ("knn", "radius") else {}
+        edges = GRAPHS[graph](xy, visible, options, device=device, **searched)
+    frames, width = edges.values.shape[:2]
+    host = torch.cat([edges.lengths.to(edges.values.device), edges.values.view(-1)]).cpu().tolist()
+    lengths, values = host[:frames], host[frames:]
+    lists = [
+        [values[at : at + 2] for at in range(2 * width * t, 2 * (width * t + n), 2)] for t, n in enumerate(lengths)
+    ]
+    pairs, frame = edges.flat(sum(lengths))  # the host knows the count: no mask, no sync
+    if graph == "voronoi":
+        start, end = walls.flat(sum(lengths))[0].unbind(1)
+        return lists, frame, pairs, start, end
+    return lists, frame, pairs, xy[frame, pairs[:, 0]], xy[frame, pairs[:, 1]]
 
 
 class LineLinkRenderer(RasterKitNode):
@@ -272,8 +282,8 @@ class LineLinkRenderer(RasterKitNode):
         device = render_device()
         xy, visible, labels = track_sources.track_points(images.shape[0], tracks, ys_tracks, tracks_json)
         options = GraphOptions(k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis)
-        xy_dev = xy.to(device)
-        edges, frame, pairs, start, end = _links(graph, xy, xy_dev, visible, options, images.shape[1:3], device)
+        xy_dev = xy.to(device)  # the tracks go to the device once, for the graph and the layers
+        edges, frame, pairs, start, end = _links(graph, xy_dev, visible.to(device), options, images.shape[1:3], device)
         by_distance = color.strip().lower() == "distance"
         style = LinkStyle(
             rgb=None if by_distance else parse_hex(color, "color")[:3],
@@ -316,10 +326,7 @@ class LineLinkRenderer(RasterKitNode):
             layer_alpha=layer_alpha,
             image_only=outputs == "image only",
         )
-        edges_json = json.dumps(
-            [e[:n].tolist() for e, n in zip(edges.values.cpu(), edges.lengths.cpu().tolist(), strict=False)]
-        )
-        return (*overlay_outputs(*drawn), edges_json)
+        return (*overlay_outputs(*drawn), json.dumps(edges))
 
     @classmethod
     def preview(cls, inputs, outputs):

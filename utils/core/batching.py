@@ -35,8 +35,12 @@ class Ragged:
         steps = torch.arange(self.values.shape[1], device=self.values.device)
         return steps[None, :] < self.lengths.to(self.values.device)[:, None]
 
-    def flat(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The real entries only: values [sum(lengths), *F] and their batch index [sum(lengths)]."""
+    def flat(self, total: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The real entries only: values [sum(lengths), *F] and their batch index [sum(lengths)]. A
+        caller that knows sum(lengths) passes it as total, which spares the host syncs of a mask."""
+        if total is not None:
+            batch_index, rank = expand_counts(self.lengths.to(self.values.device), total)
+            return self.values[batch_index, rank], batch_index
         mask = self.mask()
         batch_index = torch.arange(self.batch, device=mask.device)[:, None].expand_as(mask)
         return self.values[mask], batch_index[mask]

@@ -371,6 +371,13 @@ def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple
     a newline starts a new line (left aligned, one line pitch below). Returns atlas float [Ha,Wa]
     (coverage 0..1) and rects int64 [S,4] (x, y, width, height of each string inside the atlas),
     strings stacked vertically."""
+    atlas, rects = atlas_arrays(strings, size, font)
+    return torch.from_numpy(atlas), torch.from_numpy(rects)
+
+
+def atlas_arrays(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple[np.ndarray, np.ndarray]:
+    """text_atlas as numpy arrays (float32 [Ha,Wa], int64 [S,4]), for callers that pack the rects with
+    other host data before one upload."""
     from PIL import Image, ImageDraw
 
     layouts = [_layout(s, size, font) for s in strings]
@@ -390,8 +397,7 @@ def text_atlas(strings: list[str], size: int, font: str = DEFAULT_FONT) -> tuple
             draw.text((pen - left, y + baseline - top), run, fill=255, font=face, anchor="ls")
         rects.append((0, y, w, h))
         y += h
-    atlas = torch.from_numpy(np.asarray(canvas, dtype=np.float32) / 255.0)
-    return atlas, torch.tensor(rects, dtype=torch.int64).reshape(-1, 4)
+    return np.asarray(canvas, dtype=np.float32) / 255.0, np.array(rects, dtype=np.int64).reshape(-1, 4)
 
 
 def _anchored(

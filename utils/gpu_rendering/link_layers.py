@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
 from ..inputs.tracks import Labels
 from . import link_styles as styles
 from . import primitives as R
-from .labels import DEFAULT_FONT, text_atlas
+from .labels import DEFAULT_FONT, atlas_arrays
 
 POINT_LABELS = ("none", "id", "label")
 # "distance" colouring: near links bright, far links dark (plasma-like stops)
@@ -158,12 +159,12 @@ def _colours(count: int, length: torch.Tensor | None, scale: float, style: LinkS
     and of their far ends (None: one colour), on the device."""
     if style.rgb is None:
         rgb = _gradient(length / max(scale, 1e-6))
-    else:
-        rgb = torch.tensor(style.rgb, device=device).expand(count, 3)
-    colours = torch.cat([rgb, torch.full((count, 1), style.opacity, device=device)], 1)
+        colours = torch.cat([rgb, rgb.new_full((count, 1), style.opacity)], 1)
+    else:  # filled in on the device: a tensor of host values is an upload
+        colours = R.filled([*style.rgb, style.opacity], device).expand(count, 4)
     end_colours = None
     if style.end_rgb is not None:
-        end_colours = torch.tensor([*style.end_rgb, style.opacity], device=device).expand_as(colours)
+        end_colours = R.filled([*style.end_rgb, style.opacity], device).expand_as(colours)
     return colours, end_colours
 
 
@@ -171,32 +172,38 @@ def point_layers(
     xy: torch.Tensor, visible: torch.Tensor, labels: Labels, style: LinkStyle
 ) -> tuple[list[R.Primitives], torch.Tensor | None]:
     """The visible points' layers, bottom first (markers' glow, markers, text), and the text's atlas (None
-    without text)."""
+    without text). visible and labels are the parsed tracks' host data: which points show, and which
+    text, is decided on the host, and the markers' and texts' places go to the device in one upload."""
     layers, atlas = [], None
-    if (style.point_radius <= 0 and style.point_labels == "none") or not visible.any():
+    if style.point_radius <= 0 and style.point_labels == "none":
         return layers, atlas
+    at, index = np.nonzero(visible.cpu().numpy())
     device, rgb, opacity = xy.device, style.point_rgb, style.opacity
-    at, index = visible.cpu().nonzero(as_tuple=True)
+    rows = [np.stack([at, index, *np.zeros((4, at.size), np.int64)], 1)] if style.point_radius > 0 else []
+    if style.point_labels != "none":
+        texts = point_texts(xy.shape[1], at, index, labels, style.point_labels, style.text_size)
+        if texts is not None:
+            atlas, text_rows = torch.from_numpy(texts[0]), texts[1]
+            rows.append(text_rows)
+    if not sum(len(part) for part in rows):
+        return [], None
+    table = torch.from_numpy(np.concatenate(rows)).to(device)  # frame, point, text rect [P,6]: one upload
     if style.point_radius > 0:
-        frame = at.to(device)
-        centre = xy[frame, index.to(device)]
+        frame = table[: at.size, 0]
+        centre = xy[frame, table[: at.size, 1]]
         if style.marker_glow and style.glow > 0:
             layers.append(R.discs(frame, centre, style.point_radius * style.glow_scale, (*rgb, opacity * style.glow)))
         layers.append(
             styles.markers(frame, centre, style.point_radius, (*rgb, opacity), style.point_style, style.width)
         )
-    if style.point_labels != "none":
-        texts, atlas = point_texts(
-            xy,
-            at,
-            index,
-            labels,
-            style.point_labels,
-            style.text_size,
-            style.point_radius + 2,
-            (*(style.text_rgb or rgb), opacity),
-        )
-        layers.append(texts)
+        table = table[at.size :]
+    if atlas is not None:
+        # the ink's lower left corner offset px right of and above the point
+        offset = style.point_radius + 2
+        frame, point, rect = table[:, 0], table[:, 1], table[:, 2:]
+        corner = xy[frame, point]
+        origin = torch.stack([corner[:, 0] + offset, corner[:, 1] - offset - rect[:, 3]], 1)
+        layers.append(R.sprites(frame, origin, rect, (*(style.text_rgb or rgb), opacity)))
     return layers, atlas
 
 
@@ -213,7 +220,7 @@ def _faded(colours: torch.Tensor | None, alpha_scale: float) -> torch.Tensor | N
     """RGBA colours [E,4] with their opacity scaled."""
     if colours is None or alpha_scale == 1:
         return colours
-    return colours * torch.tensor([1.0, 1.0, 1.0, alpha_scale], device=colours.device)
+    return torch.cat([colours[:, :3], colours[:, 3:] * alpha_scale], 1)
 
 
 def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
@@ -222,27 +229,24 @@ def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
     frame, points, lengths = styles.trail_paths(xy, visible, frames)
     if smooth:
         points, lengths = styles.catmull_rom(points, lengths)
-    head = torch.tensor([*rgb, opacity], device=xy.device).expand(len(frame), 4)
+    head = R.filled([*rgb, opacity], xy.device).expand(len(frame), 4)
     return styles.styled_polylines(frame, points, lengths, width, head, _faded(head, 0.0))
 
 
-def point_texts(xy, at, index, labels: Labels, mode: str, size: int, offset: float, rgba):
-    """Text beside the visible points of xy float [T,N,2] (on the render device), frame at and point
-    index int64 [P] (on the host): each point's id, or with mode "label" its label (its id where it has
-    none; an empty label: no text), one sprite a point, its ink's lower left corner `offset` px right of
-    and above the point; the frame's edges cut what lies beyond them. Returns the sprites and the atlas
-    of the distinct strings drawn (None when there is no text)."""
-    strings = labels.names + [str(i) for i in range(xy.shape[1])]  # the labels, then the ids
+def point_texts(n: int, at: np.ndarray, index: np.ndarray, labels: Labels, mode: str, size: int):
+    """Text beside the visible points, frame at and point index int64 [P] (host arrays) of N = n points:
+    each point's id, or with mode "label" its label (its id where it has none; an empty label: no
+    text), one sprite a point; the frame's edges cut what lies beyond them. Returns the atlas float32
+    [Ha,Wa] of the distinct strings drawn and per sprite its frame, point and rect in the atlas (int64
+    [Q,6], host arrays), or None when there is no text."""
+    strings = labels.names + [str(i) for i in range(n)]  # the labels, then the ids
     string = len(labels.names) + index
     if mode == "label":
-        named = labels.index[at, index]
-        string = torch.where(named >= 0, named, string)
-    keep = torch.tensor([bool(text) for text in strings], dtype=torch.bool)[string]  # host data: no sync
-    if not bool(keep.any()):
-        return R.empty(xy.device), None
-    used, string = torch.unique(string[keep], return_inverse=True)
-    atlas, rects = text_atlas([strings[i] for i in used.tolist()], size, DEFAULT_FONT)
-    moved = torch.cat([at[keep, None], index[keep, None], rects[string]], 1).to(xy.device)  # one transfer
-    frame, point, rect = moved[:, 0], moved[:, 1], moved[:, 2:]
-    corner = xy[frame, point] + torch.tensor([offset, -offset], device=xy.device)
-    return R.sprites(frame, torch.stack([corner[:, 0], corner[:, 1] - rect[:, 3]], 1), rect, rgba), atlas
+        named = labels.index.numpy()[at, index]
+        string = np.where(named >= 0, named, string)
+    keep = np.array([bool(text) for text in strings], dtype=bool)[string]
+    if not keep.any():
+        return None
+    used, string = np.unique(string[keep], return_inverse=True)
+    atlas, rects = atlas_arrays([strings[i] for i in used], size, DEFAULT_FONT)
+    return atlas, np.concatenate([at[keep, None], index[keep, None], rects[string]], 1)

@@ -21,6 +21,14 @@ GRADIENT_STEP = 4.0  # pixels of arc per colour step of a gradient: steps of und
 GRADIENT_STEPS = 32  # most colour steps per stroke (longer strokes get longer steps)
 
 
+def _per_line(value, n_lines: int, device) -> torch.Tensor:
+    """float32 [L] (a view) of a tensor [L] or a scalar; a Python number is filled in on the device (a
+    tensor of host values is an upload)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device, torch.float32).expand(n_lines)
+    return torch.full((), float(value), device=device).expand(n_lines)
+
+
 def arc_lengths(points: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Arc length float [L,N] at each point of the polylines (the total from the last used point on)."""
     step = (points[:, 1:] - points[:, :-1]).norm(dim=-1)
@@ -107,7 +115,7 @@ def styled_polylines(
     joins where a polyline point lies at least half the width inside them.
     """
     n_lines, device = points.shape[0], points.device
-    width = torch.as_tensor(width, dtype=torch.float32, device=device).expand(n_lines)
+    width = _per_line(width, n_lines, device)
     if style not in LINE_STYLES:
         raise ValueError(f"line_style: expected one of {', '.join(LINE_STYLES)}, got {style!r}")
     if style != "solid" and not gap_length > 0:
@@ -119,7 +127,7 @@ def styled_polylines(
     gradient = end_color is not None
     if style == "solid" and not gradient:
         return R.polylines(frame, points, lengths, width, start_color)
-    phase = torch.as_tensor(phase, dtype=torch.float32, device=device).expand(n_lines)[:, None]
+    phase = _per_line(phase, n_lines, device)[:, None]
     lengths = lengths.to(device)
     arc = arc_lengths(points, lengths)
     total = arc.gather(1, (lengths.clamp_min(1) - 1)[:, None])
@@ -130,11 +138,7 @@ def styled_polylines(
         return torch.lerp(start_color[:, None], end_color[:, None], t[..., None])
 
     if style == "dotted":
-        spacing = (
-            width
-            if pattern_width is None
-            else torch.as_tensor(pattern_width, dtype=torch.float32, device=device).expand(n_lines)
-        )
+        spacing = width if pattern_width is None else _per_line(pattern_width, n_lines, device)
         period = spacing[:, None] + gap_length
         repeats = math.ceil(max_length / gap_length) + 1
         at = torch.remainder(phase, period) + torch.arange(repeats, device=device)[None] * period  # [L,R]
@@ -206,7 +210,9 @@ def markers(
     (+, arms of `radius`), "square" (outline, half side `radius`) or "diamond" (the square turned 45
     degrees, corners `radius` from the centre); outlines `stroke_width` px wide. color [4] or [P,4]."""
     n, device = center.shape[0], center.device
-    color = torch.as_tensor(color, dtype=torch.float32, device=device).expand(n, 4)
+    if not isinstance(color, torch.Tensor):
+        color = R.filled([float(c) for c in color], device)  # filled in on the device: no upload
+    color = color.to(device, torch.float32).expand(n, 4)
     if style == "dot":
         return R.discs(frame, center, radius, color)
     if style == "ring":
@@ -215,9 +221,9 @@ def markers(
         box = torch.cat([center - radius, center + radius], 1)
         return R.rounded_boxes(frame, box, stroke_width, 0.0, color, torch.zeros_like(color))
     if style == "cross":
-        arms = torch.tensor([[[-1.0, 0.0], [1.0, 0.0]], [[0.0, -1.0], [0.0, 1.0]]], device=device)  # [2 arms, ends, xy]
+        arms = R.filled([-1.0, 0.0, 1.0, 0.0, 0.0, -1.0, 0.0, 1.0], device).view(2, 2, 2)  # [2 arms, ends, xy]
     elif style == "diamond":
-        corner = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]], device=device)
+        corner = R.filled([1.0, 0.0, 0.0, 1.0, -1.0, 0.0, 0.0, -1.0], device).view(4, 2)
         arms = torch.stack([corner, corner.roll(-1, 0)], 1)  # the four sides, corner to corner
     else:
         raise ValueError(f"point_style: expected one of {', '.join(POINT_STYLES)}, got {style!r}")
