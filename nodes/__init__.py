@@ -1,6 +1,6 @@
 """One module per node family; NODE_CLASSES lists every node the pack registers."""
 
-from . import bake, boxes, links, masks, mesh, primitives, series
+from . import bake, boxes, links, masks, mesh, primitives, series, tracks
 
 NODE_CLASSES = [
     *bake.NODES,
@@ -10,4 +10,5 @@ NODE_CLASSES = [
     *mesh.NODES,
     *primitives.NODES,
     *series.NODES,
+    *tracks.NODES,
 ]

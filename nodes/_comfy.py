@@ -251,6 +251,7 @@ class Progress:
 NODE_LOOPS = {
     "RasterKit_BoundingBoxRenderer": ("overlay compositor",),
     "RasterKit_LineLinkRenderer": ("overlay compositor",),
+    "RasterKit_TrackTrails": ("overlay compositor",),
     "RasterKit_SeriesToImages": ("overlay compositor", "line plots"),
     "RasterKit_PrimitiveMesh": ("primitive search",),
     "RasterKit_MeshRasterizer": ("mesh rasterizer",),

@@ -8,7 +8,15 @@ from ..utils import gpu_rendering as R
 from ..utils.core.device import check_memory
 from ..utils.gpu_rendering.box_styles import MARKERS, box_markers
 from ..utils.gpu_rendering.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
-from ..utils.inputs.boxes import COLOR_BY, LABEL_MODES, box_colors, box_label_texts, box_table, label_priority
+from ..utils.inputs.boxes import (
+    BBOX_FORMATS,
+    COLOR_BY,
+    LABEL_MODES,
+    box_colors,
+    box_label_texts,
+    box_table,
+    label_priority,
+)
 from ..utils.inputs.colors import PALETTES, parse_hex
 from ._comfy import (
     LAYER_ALPHA_MODES,
@@ -114,11 +122,20 @@ class BoundingBoxRenderer(RasterKitNode):
         ),
         Float("marker_size", 8.0, 0.0, 256.0, 0.5, tooltip="radius of a dot, width of a halo, in pixels"),
         Combo("outputs", OVERLAY_OUTPUTS, tooltip=OVERLAY_OUTPUTS_TOOLTIP, optional=True),  # old API prompts lack it
+        Combo(
+            "bbox_format",
+            BBOX_FORMATS,
+            tooltip="how the bbox input's boxes are written: xywh, (x, y, width, height) as KJNodes' Batch Crop "
+            "From Mask sends them; xyxy, (x1, y1, x2, y2) as Florence2 To Coordinates, KJNodes' Image Crop By "
+            "Mask And Resize and Points Editor (its default) send them",
+            optional=True,
+        ),
         Socket(
             "bbox",
             "BBOX",
             optional=True,
-            tooltip="boxes from KJNodes, SAM2 or Florence2: (x1, y1, x2, y2) per image, or a list per frame",
+            tooltip="boxes from KJNodes, SAM2 or Florence2 (see bbox_format): a list of boxes for every frame, one "
+            "list per frame, or one box per frame (a list as long as the batch)",
         ),
         Socket("segs", "SEGS", optional=True, tooltip="Impact Pack SEGS: a box per segment, with label and confidence"),
         Socket("mask", "MASK", optional=True, tooltip="one box per connected component of each frame's mask"),
@@ -161,6 +178,7 @@ class BoundingBoxRenderer(RasterKitNode):
         marker="box",
         marker_size=8.0,
         outputs=OVERLAY_OUTPUTS[0],
+        bbox_format=BBOX_FORMATS[0],
         bbox=None,
         segs=None,
         mask=None,
@@ -170,7 +188,7 @@ class BoundingBoxRenderer(RasterKitNode):
         font_chain(font)  # a font name that is not in the list is an error even without labels
         ink = _text_color(text_color)
         batch, height, width, _ = images.shape
-        table = box_table(images, boxes, bbox, segs, mask, bounding_box)
+        table = box_table(images, boxes, bbox, segs, mask, bounding_box, bbox_format)
         rgb = box_colors(table, color, palette, palette_colors, color_by)
         prims = box_markers(
             table, marker, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length, marker_size, rgb

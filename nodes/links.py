@@ -214,8 +214,9 @@ class LineLinkRenderer(RasterKitNode):
             "ys_tracks",
             "TRACKS",
             optional=True,
-            tooltip="ys-vision-tools' TRACKS: an array of x, y, or a list of per-frame arrays; point n is row n "
-            "of every frame, rows a frame lacks are hidden",
+            tooltip="TRACKS of core ComfyUI (the WanMove nodes, Point Tracker's core_tracks: track_path and "
+            "track_visibility) or of ys-vision-tools (an array of x, y, or a list of per-frame arrays; "
+            "point n is row n of every frame, rows a frame lacks are hidden), told apart by their contents",
         ),
     ]
     OUTPUTS = [
@@ -358,6 +359,14 @@ class PointTracker(RasterKitNode):
             "tracks_json",
             "the same tracks as JSON: one list of per-frame {x, y} per track, hidden points at -100, -100",
         ),
+        # core ComfyUI's TRACKS (io.Tracks, since 0.3.7x), declared by name: loads on 0.3.64 too
+        Output(
+            "TRACKS",
+            "core_tracks",
+            "the tracks seen in the first frame as core ComfyUI's TRACKS, for WanMove (WanMove Track To Video, "
+            "WanMove Visualize Tracks) and Track Trails (RasterKit): visibility kept, a hidden point where "
+            "its track was last seen",
+        ),
     ]
 
     @classmethod
@@ -366,7 +375,10 @@ class PointTracker(RasterKitNode):
         xy, visible, text = track_points(
             images, max_points, quality, min_distance, max_error, on_frame=Progress(images.shape[0])
         )
-        return {"xy": xy, "visible": visible}, text
+        # WanMove moves each track from its first frame's position (a track hidden there would take
+        # its features from the latent's last pixel): core TRACKS keep the tracks seen in frame 0
+        first = visible[0]
+        return {"xy": xy, "visible": visible}, text, track_sources.to_core_tracks(xy[:, first], visible[:, first])
 
 
 NODES = [PointTracker, LineLinkRenderer]

@@ -34,6 +34,9 @@ NEEDED = {
     "RasterKit_MeshRasterizer": lambda: {"mesh": tiny_mesh(), "width": 16, "height": 16},
     "RasterKit_UVMaps": lambda: {"mesh": tiny_mesh(uvs=True), "texture_size": 8},
     "RasterKit_BakeTexture": lambda: {"mesh": tiny_mesh(uvs=True), "texture_size": 8, "raster": tiny_raster()},
+    "RasterKit_TrackTrails": lambda: {
+        "tracks": {"track_path": torch.rand(2, 3, 2) * 20, "track_visibility": torch.ones(2, 3, dtype=torch.bool)}
+    },
     "RasterKit_PrimitiveMesh": lambda: {
         "shapes": 5,
         "candidates": 50,

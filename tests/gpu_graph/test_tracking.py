@@ -83,7 +83,7 @@ def reference_tracker(images, max_points, quality, min_distance, max_error):
     ],
 )
 def test_same_outputs_as_the_node_had(images, options):
-    tracks, text = PointTracker.run(images, *options)
+    tracks, text, _ = PointTracker.run(images, *options)
     expected, expected_text = reference_tracker(images, *options)
     assert torch.equal(tracks["xy"], expected["xy"]) and torch.equal(tracks["visible"], expected["visible"])
     assert text == expected_text

@@ -192,3 +192,98 @@ def test_rasterkit_tracks_labels():
     ):
         with pytest.raises(ValueError, match=message):
             T.labelled_tracks({**tracks, "labels": bad}, 2)
+
+
+def generate_tracks(num_frames=5, num_tracks=3, width=832, height=480, track_mask=None):
+    """Core TRACKS as comfy_extras/nodes_wanmove.py's GenerateTracks builds them: a straight path from
+    (0.1, 0.2) to (0.9, 0.6) of the frame, tracks spread across it, track_path float32 [frames,
+    tracks, 2] in pixels and track_visibility bool [frames, tracks], or [frames, 1] from a track_mask."""
+    t = torch.linspace(0, 1, num_frames)
+    x, y = (0.1 + 0.8 * t) * width, (0.2 + 0.4 * t) * height
+    spread = (torch.arange(num_tracks) - (num_tracks - 1) / 2) * 0.025 * (width + height) / 2
+    path = torch.stack([x[:, None] - 0.447 * spread, y[:, None] + 0.894 * spread], -1).float()
+    if track_mask is None:
+        visibility = torch.ones((num_frames, num_tracks), dtype=torch.bool)
+    else:
+        visibility = (track_mask > 0).any(dim=(1, 2)).unsqueeze(-1)
+    return {"track_path": path, "track_visibility": visibility}
+
+
+def test_core_tracks_from_generate_tracks():
+    tracks = generate_tracks()
+    xy, visible = T.from_tracks_socket(tracks, 5)
+    assert torch.equal(xy, tracks["track_path"]) and visible.all() and xy.dtype == torch.float32
+    xy, visible = T.from_tracks_socket(tracks, 7)  # a short path holds its last frame, as the others
+    assert torch.equal(xy[6], tracks["track_path"][4]) and xy.shape == (7, 3, 2)
+    assert T.from_tracks_socket(tracks, None)[0].shape == (5, 3, 2)  # None: the tracks' own length
+
+
+def test_core_tracks_visibility_from_a_track_mask_and_missing():
+    mask = torch.zeros(5, 8, 8)
+    mask[[0, 1, 3]] = 1.0  # frames 2 and 4 masked out: every track hidden there
+    _, visible = T.from_tracks_socket(generate_tracks(track_mask=mask), 5)
+    assert visible.tolist() == [[v] * 3 for v in (True, True, False, True, False)]
+    tracks = generate_tracks()
+    del tracks["track_visibility"]  # optional, as WanMoveTrackToVideo reads it
+    assert T.from_tracks_socket(tracks, 5)[1].all()
+
+
+def test_core_tracks_from_coords_and_concat():
+    """WanMoveTracksFromCoords builds track_path from KJNodes-style JSON: [frames, tracks, 2]; WanMoveConcatTrack
+    concatenates along the track dimension. Negative and non-finite points are hidden."""
+    coords = [[{"x": 10, "y": 20}, {"x": 11, "y": 21}], [{"x": 30, "y": 40}, {"x": -100, "y": -100}]]
+    path = torch.tensor([[[track[f]["x"], track[f]["y"]] for track in coords] for f in range(2)], dtype=torch.float32)
+    one = {"track_path": path, "track_visibility": torch.ones(2, 2, dtype=torch.bool)}
+    both = {
+        "track_path": torch.cat([one["track_path"], path.flip(1)], dim=1),
+        "track_visibility": torch.cat([one["track_visibility"], torch.ones(2, 2, dtype=torch.bool)], dim=-1),
+    }
+    xy, visible = T.from_tracks_socket(both, 2)
+    assert xy.shape == (2, 4, 2) and visible.tolist() == [[True] * 4, [True, False, False, True]]
+    both["track_path"][0, 0, 0] = float("nan")
+    assert not T.from_tracks_socket(both, 2)[1][0, 0]
+
+
+def test_ys_tracks_still_read_on_the_tracks_socket():
+    frames = [np.array([[1.0, 2.0], [3.0, 4.0]], np.float32), np.argwhere(np.eye(3))[:, [1, 0]]]  # as ys' detectors
+    xy, visible = T.from_tracks_socket(frames, 2)
+    assert xy.shape == (2, 3, 2) and visible.tolist() == [[True, True, False], [True] * 3]
+
+
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ("nonsense", "ys_tracks: expected core ComfyUI TRACKS .* or ys-vision-tools' TRACKS"),
+        ({"xy": torch.zeros(2, 1, 2)}, "ys_tracks: expected core ComfyUI TRACKS"),
+        (42, "ys_tracks: expected core ComfyUI TRACKS"),
+        ({"track_path": torch.zeros(3, 2)}, r"ys_tracks: core TRACKS' track_path should be \[T,N,2\] with T > 0"),
+        ({"track_path": torch.zeros(0, 2, 2)}, "track_path should be"),
+        ({"track_path": "abc"}, "ys_tracks: core TRACKS should hold tensors"),
+        (
+            {"track_path": torch.zeros(3, 2, 2), "track_visibility": torch.ones(3, 3)},
+            r"track_visibility \(3, 3\) should be \[T,N\] or \[T,1\]",
+        ),
+    ],
+)
+def test_bad_tracks_socket_values_are_named(value, message):
+    with pytest.raises(ValueError, match=message):
+        T.from_tracks_socket(value, 2)
+
+
+def test_core_tracks_on_the_rasterkit_socket_say_where_they_go():
+    with pytest.raises(ValueError, match="tracks: got core ComfyUI TRACKS .*connect it to ys_tracks"):
+        T.from_tracks(generate_tracks(), 2)
+
+
+def test_to_core_tracks_holds_hidden_points_where_last_seen():
+    xy = torch.tensor([[[-1.0, -1.0], [5, 5]], [[2, 3], [6, 6]], [[-1, -1], [-1, -1]], [[4, 5], [-1, -1]]])
+    visible = (xy >= 0).all(-1)
+    core = T.to_core_tracks(xy, visible)
+    assert core["track_path"].dtype == torch.float32 and core["track_visibility"].dtype == torch.bool
+    assert core["track_path"][:, 0].tolist() == [[2, 3], [2, 3], [2, 3], [4, 5]]  # first seen, then last seen
+    assert core["track_path"][:, 1].tolist() == [[5, 5], [6, 6], [6, 6], [6, 6]]
+    assert torch.equal(core["track_visibility"], visible)
+    never = T.to_core_tracks(torch.full((2, 1, 2), -1.0), torch.zeros(2, 1, dtype=torch.bool))
+    assert never["track_path"].shape == (2, 0, 2)
+    back, seen = T.from_tracks_socket(core, 4)  # the round trip keeps every visible point
+    assert torch.equal(seen, visible) and torch.equal(back[seen], xy[visible])

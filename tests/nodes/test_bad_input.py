@@ -96,6 +96,17 @@ SOCKETS = {
         "junk",
         None,
     ],
+    "TRACKS": [
+        {"track_path": torch.full((2, 3, 2), math.nan), "track_visibility": torch.ones(2, 3, dtype=torch.bool)},
+        {"track_path": torch.tensor([[[math.inf, -math.inf]]]), "track_visibility": torch.ones(1, 1)},
+        {"track_path": torch.zeros(5, 0, 2)},
+        {"track_path": torch.zeros(0, 2, 2)},
+        {"track_path": "junk"},
+        {"track_visibility": torch.ones(2, 2)},
+        [[1e308, -1e308]],
+        "junk",
+        None,
+    ],
     "LOAD3D_CAMERA": [
         {"position": {"x": 0, "y": 0, "z": 1e30}, "target": {"x": 0, "y": 0, "z": 0}},
         {"position": {"x": math.nan, "y": 0, "z": 1}, "target": {"x": 0, "y": 0, "z": 0}},

@@ -67,7 +67,7 @@ def test_partly_outside_boxes_are_clipped():
 
 
 def test_bbox_segs_and_mask_sources():
-    from_bbox = render(boxes="", bbox=[(8, 8, 40, 30)])[1]
+    from_bbox = render(boxes="", bbox=[(8, 8, 40, 30)], bbox_format="xyxy")[1]
     assert torch.equal(from_bbox, render(boxes="[[8, 8, 40, 30]]")[1])
     seg = types.SimpleNamespace(bbox=(8, 8, 40, 30), label="person", confidence=torch.tensor([0.8]))
     table = B.from_segs(((48, 64), [seg]), 2)
@@ -145,7 +145,7 @@ def test_other_bad_inputs():
     with pytest.raises(ValueError, match="images: expected an IMAGE"):
         Node.run(torch.zeros(48, 64, 3), boxes="[]")
     with pytest.raises(ValueError, match="bbox: 3 per-frame box lists"):
-        render(boxes="", bbox=[[(1, 2, 3, 4)], [], []])
+        render(boxes="", bbox=[[(1, 2, 3, 4)], [], []], bbox_format="xyxy")
 
 
 def test_empty_inputs_give_the_frames_back():
@@ -565,3 +565,83 @@ def test_image_only_outputs_the_same_image_and_blanks():
     only = Node.run(images, boxes=boxes, labels="none", outputs="image only")
     assert torch.equal(only[0], image) and alpha.any()
     assert only[1].shape == (2, 1, 1) and only[2].shape == (2, 1, 1, 4) and not only[1].any() and not only[2].any()
+
+
+def batch_crop_from_mask_bboxes(masks, crop_size_mult=1.0):
+    """KJNodes' Batch Crop From Mask's `bboxes` output (nodes/batchcrop_nodes.py, bbox_smooth_alpha 1):
+    per frame, a box of the largest mask's size around the mask's mean pixel, clipped to the frame,
+    as the tuple (min_x, min_y, width, height) of Python ints."""
+    sizes = []
+    for mask in masks:
+        ys, xs = np.nonzero(mask.numpy())
+        sizes.append((xs.max() - xs.min(), ys.max() - ys.min()))
+    half_w = round(round(max(w for w, _ in sizes) * crop_size_mult) / 2)
+    half_h = round(round(max(h for _, h in sizes) * crop_size_mult) / 2)
+    boxes = []
+    for mask in masks:
+        ys, xs = np.nonzero(mask.numpy())
+        cx, cy = round(np.mean(xs)), round(np.mean(ys))
+        min_x, max_x = max(0, cx - half_w), min(mask.shape[1], cx + half_w)
+        min_y, max_y = max(0, cy - half_h), min(mask.shape[0], cy + half_h)
+        boxes.append((min_x, min_y, max_x - min_x, max_y - min_y))
+    return boxes
+
+
+def points_editor_bboxes(drawn, bbox_format="xyxy"):
+    """KJNodes' Points Editor's `bbox` output (nodes/curve_nodes.py): the boxes drawn on its one canvas
+    (startX, startY, endX, endY in any order) as (x_min, y_min, x_max, y_max) tuples, or with its
+    bbox_format xywh (x_min, y_min, width, height)."""
+    boxes = []
+    for box in drawn:
+        x_min, x_max = sorted((int(box["startX"]), int(box["endX"])))
+        y_min, y_max = sorted((int(box["startY"]), int(box["endY"])))
+        boxes.append(
+            (x_min, y_min, x_max, y_max) if bbox_format == "xyxy" else (x_min, y_min, x_max - x_min, y_max - y_min)
+        )
+    return boxes
+
+
+def test_kjnodes_batch_crop_from_mask_is_xywh_one_box_per_frame():
+    masks = torch.zeros(2, 48, 64)
+    masks[0, 10:20, 8:22] = 1
+    masks[1, 20:34, 30:44] = 1
+    bboxes = batch_crop_from_mask_bboxes(masks)
+    table = B.box_table(IMAGES, "", bbox=bboxes)  # bbox_format's default: xywh
+    assert table.frame.tolist() == [0, 1]  # box i on frame i, as KJNodes' BboxVisualize draws them
+    expected = [[x, y, x + w, y + h] for x, y, w, h in bboxes]
+    assert table.xyxy.tolist() == expected
+    _, alpha, _ = render(boxes="", bbox=bboxes, fill_opacity=1.0, corner_radius=0.0, stroke_width=0.0)
+    assert alpha[0, 15, 15] == 1 and alpha[0, 27, 37] == 0 and alpha[1, 27, 37] == 1 and alpha[1, 15, 15] == 0
+    combined = [(8, 10, 36, 24)]  # its combined_bounding_box: one box, every frame
+    assert B.box_table(IMAGES, "", bbox=combined).xyxy.tolist() == [[8, 10, 44, 34]] * 2
+    drawn_as_corners = B.box_table(IMAGES, "", bbox=bboxes, bbox_format="xyxy").xyxy
+    assert drawn_as_corners.tolist() != expected  # the silent wrong box the switch avoids
+
+
+def test_kjnodes_points_editor_boxes_in_either_format():
+    drawn = [{"startX": 40.6, "startY": 30, "endX": 8, "endY": 6.2}, {"startX": 2, "startY": 3, "endX": 12, "endY": 9}]
+    xyxy = B.box_table(IMAGES[:1], "", bbox=points_editor_bboxes(drawn), bbox_format="xyxy")
+    assert xyxy.xyxy.tolist() == [[8, 6, 40, 30], [2, 3, 12, 9]]  # its one canvas's boxes
+    xywh = B.box_table(IMAGES[:1], "", bbox=points_editor_bboxes(drawn, "xywh"), bbox_format="xywh")
+    assert xywh.xyxy.tolist() == xyxy.xyxy.tolist()
+    three = points_editor_bboxes([*drawn, {"startX": 0, "startY": 0, "endX": 5, "endY": 5}])
+    table = B.box_table(IMAGES, "", bbox=three, bbox_format="xyxy")  # not one per frame: every frame
+    assert table.frame.tolist() == [0, 0, 0, 1, 1, 1]
+    assert len(B.box_table(IMAGES, "", bbox=points_editor_bboxes([]))) == 0  # nothing drawn
+
+
+def test_bbox_of_numpy_and_tensor_values():
+    table = B.box_table(IMAGES, "", bbox=[np.array([4, 5, 10, 20], np.int64)])
+    assert table.xyxy.tolist() == [[4, 5, 14, 25]] * 2
+    table = B.box_table(IMAGES[:1], "", bbox=torch.tensor([[4.0, 5.0, 10.0, 20.0], [1, 1, 2, 2]]), bbox_format="xyxy")
+    assert table.xyxy.tolist() == [[4, 5, 10, 20], [1, 1, 2, 2]]
+    assert B.box_table(IMAGES, "", bbox=(np.int64(1), 2, 3, 4)).xyxy.tolist() == [[1, 2, 4, 6]] * 2  # one box
+
+
+def test_bad_bbox_format_and_boxes_are_named():
+    with pytest.raises(ValueError, match="bbox_format: expected one of xywh, xyxy, got 'cxcywh'"):
+        render(boxes="", bbox=[(1, 2, 3, 4)], bbox_format="cxcywh")
+    with pytest.raises(ValueError, match="^bbox: "):
+        render(boxes="", bbox=[(1, 2, 3)])
+    with pytest.raises(ValueError, match="^bbox: "):
+        render(boxes="", bbox="abc")

@@ -338,3 +338,17 @@ def test_v3_entrypoint_gives_a_named_extension_listing_every_node(monkeypatch):
     assert not hasattr(pack, "NODE_CLASS_MAPPINGS")
     assert type(extension).__name__ == "RasterKitExtension" and isinstance(extension, ComfyExtension)
     assert [n.define_schema().kwargs["node_id"] for n in v3_nodes] == [n.NODE_ID for n in NODE_CLASSES]
+
+
+def test_core_tracks_are_declared_by_name_on_comfyui_without_io_tracks():
+    """ComfyUI 0.3.64's io has no Tracks class (fake_io is that io): Point Tracker's core_tracks output and
+    the TRACKS inputs are io.Custom("TRACKS"), the type name core's io.Tracks has, so that they connect
+    to the WanMove nodes where core has them and the pack loads where it does not."""
+    from rasterkit.nodes.links import PointTracker
+    from rasterkit.nodes.tracks import TrackTrails
+
+    assert not hasattr(fake_io(), "Tracks")
+    outputs = to_v3(PointTracker, fake_io()).define_schema().kwargs["outputs"]
+    assert [(o.io_type, o.comfy_type) for o in outputs][2] == ("TRACKS", "Custom")
+    inputs = {i.args[0]: i for i in to_v3(TrackTrails, fake_io()).define_schema().kwargs["inputs"]}
+    assert (inputs["tracks"].io_type, inputs["tracks"].comfy_type) == ("TRACKS", "Custom")

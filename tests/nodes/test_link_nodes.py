@@ -29,7 +29,7 @@ def textured_pan(frames=8, step=(2, 1)):
 
 
 def test_tracker_follows_a_pan():
-    tracks, tracks_json = PointTracker.run(textured_pan(), max_points=60)
+    tracks, tracks_json, _ = PointTracker.run(textured_pan(), max_points=60)
     xy, visible = tracks["xy"], tracks["visible"]
     assert visible.sum(1).min() >= 50  # the count stays near max_points
     both = visible[1:] & visible[:-1]
@@ -168,8 +168,25 @@ def test_bad_input_names_the_input(kw, message):
 def test_tracker_bad_input():
     with pytest.raises(ValueError, match="images: expected an IMAGE"):
         PointTracker.run(torch.zeros(10, 10))
-    tracks, _ = PointTracker.run(torch.zeros(2, 32, 32, 3))  # nothing to track: no points, no crash
-    assert tracks["xy"].shape == (2, 0, 2)
+    tracks, _, core = PointTracker.run(torch.zeros(2, 32, 32, 3))  # nothing to track: no points, no crash
+    assert tracks["xy"].shape == (2, 0, 2) and core["track_path"].shape == (2, 0, 2)
+
+
+def test_tracker_core_tracks_drive_wanmove():
+    """core_tracks is core ComfyUI's TRACKS (comfy_extras/nodes_wanmove.py reads track_path float [T,N,2]
+    and track_visibility bool [T,N]): the tracks seen in frame 0 (WanMove moves each from there), hidden
+    points marked hidden where their track was last seen, never at (-100, -100) marked visible."""
+    tracks, _, core = PointTracker.run(textured_pan(), max_points=60)
+    xy, visible = tracks["xy"], tracks["visible"]
+    path, seen = core["track_path"], core["track_visibility"]
+    first = visible[0]
+    assert path.dtype == torch.float32 and seen.dtype == torch.bool and path.shape == (8, int(first.sum()), 2)
+    assert torch.equal(seen, visible[:, first]) and torch.equal(path[seen], xy[:, first][seen])
+    assert (path >= 0).all() and not seen.all()  # some points are lost on the way: hidden, not at -100
+    lost = (~seen).nonzero()[0]
+    assert torch.equal(path[lost[0], lost[1]], path[lost[0] - 1, lost[1]])  # held where last seen
+    _, alpha, _, _ = LineLinkRenderer.run(textured_pan(), tracks_json="", ys_tracks=core, k=2, point_radius=2.0)
+    assert alpha.amax() > 0.5  # the same tracks draw on the TRACKS socket
 
 
 def test_ys_tracks_on_one_frame_and_on_many():
@@ -194,7 +211,7 @@ def test_a_flat_list_of_points_is_one_point_moving():
 
 
 def test_track_types_are_the_packs_own():
-    assert PointTracker.RETURN_TYPES[0] == "RASTERKIT_TRACKS"
+    assert PointTracker.RETURN_TYPES == ("RASTERKIT_TRACKS", "STRING", "TRACKS")
     optional = LineLinkRenderer.INPUT_TYPES()["optional"]
     assert optional["tracks"][0] == "RASTERKIT_TRACKS" and optional["ys_tracks"][0] == "TRACKS"
     for node in (PointTracker, LineLinkRenderer):

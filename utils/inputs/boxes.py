@@ -24,6 +24,7 @@ from .text import coordinates, load_json, short, text_limit
 MAX_BOXES_PER_FRAME = 10_000
 MAX_BOXES = 200_000
 LABEL_MODES = ("none", "label", "label+score", "id", "label+id", "all")
+BBOX_FORMATS = ("xywh", "xyxy")  # KJNodes' BBOX convention first, as its own BboxVisualize and normalize_bboxes
 COLOR_BY = ("label", "id", "index")
 
 
@@ -232,6 +233,41 @@ def from_json(text: str, batch: int, input_name: str = "boxes") -> BoxTable:
     return from_lists(load_json(text, input_name), batch, input_name)
 
 
+def _plain(value):
+    """BBOX values as Python lists and numbers: tensors and arrays as lists, numpy scalars as numbers."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def from_bbox(bbox, batch: int, bbox_format: str = "xywh", input_name: str = "bbox") -> BoxTable:
+    """A BBOX value (KJNodes, SAM2, Florence2): boxes of 4 numbers in bbox_format, "xywh" (x, y, width,
+    height: KJNodes' Batch Crop From Mask) or "xyxy" (corners); a list of boxes for every frame, one
+    list per frame, or, as KJNodes' BboxVisualize and BatchUncrop read a batch's BBOX, a list of exactly
+    `batch` boxes (batch > 1): one box per frame. A single box serves every frame. Tensors and numpy
+    values are read as numbers; dict boxes keep their own keys."""
+    if bbox_format not in BBOX_FORMATS:
+        raise ValueError(f"bbox_format: expected one of {', '.join(BBOX_FORMATS)}, got {short(bbox_format)}")
+    data = _plain(bbox)
+    if _is_box(data) and not isinstance(data, dict):
+        data = [data]
+    if bbox_format == "xywh":
+        data = _xywh_to_xyxy(data)
+    if isinstance(data, list) and batch > 1 and len(data) == batch and all(_is_box(item) for item in data):
+        data = [[item] for item in data]
+    return from_lists(data, batch, input_name)
+
+
+def _xywh_to_xyxy(data):
+    """Every box of 4 numbers (x, y, w, h) in nested lists as [x1, y1, x2, y2]; anything else as it is."""
+    if isinstance(data, list) and len(data) == 4 and _is_box(data):
+        x, y, w, h = data
+        return [x, y, x + w, y + h]
+    return [_xywh_to_xyxy(item) for item in data] if isinstance(data, list) else data
+
+
 def from_bounding_box(detections, batch: int, input_name: str = "bounding_box") -> BoxTable:
     """Core ComfyUI's BOUNDING_BOX: per image a list of {x, y, width, height, label, score}; a single
     list (or a list holding one image's list) serves every frame."""
@@ -321,16 +357,19 @@ def from_mask(mask: torch.Tensor, batch: int, input_name: str = "mask") -> BoxTa
     return _table(frames)
 
 
-def box_table(images: torch.Tensor, boxes: str, bbox=None, segs=None, mask=None, bounding_box=None) -> BoxTable:
+def box_table(
+    images: torch.Tensor, boxes: str, bbox=None, segs=None, mask=None, bounding_box=None, bbox_format: str = "xywh"
+) -> BoxTable:
     """The boxes for images [B,H,W,C] of the one connected socket, else of the `boxes` text (a connected
-    socket wins over the text, so that its default never blocks a connection)."""
+    socket wins over the text, so that its default never blocks a connection); bbox_format: the BBOX's
+    (from_bbox)."""
     batch = images.shape[0]
     sockets = {"bbox": bbox, "segs": segs, "mask": mask, "bounding_box": bounding_box}
     given = [name for name, value in sockets.items() if value is not None]
     if len(given) > 1:
         raise ValueError(f"{given[0]}: connect one box source, got {', '.join(given)}")
     if bbox is not None:
-        return from_lists(bbox, batch, "bbox")
+        return from_bbox(bbox, batch, bbox_format)
     if segs is not None:
         return from_segs(segs, batch)
     if mask is not None:

@@ -1,6 +1,6 @@
 """Tracked points in every format of DESIGN.md, as padded xy [T,N,2] and visible [T,N]: the pack's
-RASTERKIT_TRACKS, ys-vision-tools' TRACKS and tracks_json; with the tracks' text labels where the
-format gives them (Labels)."""
+RASTERKIT_TRACKS, core ComfyUI's TRACKS (the WanMove nodes'), ys-vision-tools' TRACKS and tracks_json;
+with the tracks' text labels where the format gives them (Labels). to_core_tracks goes the other way."""
 
 from __future__ import annotations
 
@@ -86,12 +86,15 @@ def from_json(text: str, frames: int, input_name: str = "tracks_json") -> tuple[
     return labelled_json(text, frames, input_name)[:2]
 
 
-def labelled_json(text: str, frames: int, input_name: str = "tracks_json") -> tuple[torch.Tensor, torch.Tensor, Labels]:
+def labelled_json(
+    text: str, frames: int | None, input_name: str = "tracks_json"
+) -> tuple[torch.Tensor, torch.Tensor, Labels]:
     """from_json's xy and visible, and the tracks' Labels: a {"x","y"} point may carry a "label"
     string, which names its track from that frame on (and before it, when it is the track's first);
-    tracks without one have none."""
+    tracks without one have none. frames None: the longest track's length (1 without tracks)."""
     text = (text or "").strip()
     if not text:
+        frames = frames or 1
         return torch.zeros(frames, 0, 2), torch.zeros(frames, 0, dtype=torch.bool), Labels.none(frames, 0)
     data = load_json(text, input_name, single_quotes=True)
     if not isinstance(data, list):
@@ -108,6 +111,8 @@ def labelled_json(text: str, frames: int, input_name: str = "tracks_json") -> tu
             raise ValueError(f"{input_name}: track {n} should be a non-empty list of points, got {short(track)}")
         tracks.append([_point(p, f"track {n} point {t}", input_name) for t, p in enumerate(track)])
         labels.append([_label(p, f"track {n} point {t}", input_name) for t, p in enumerate(track)])
+    if frames is None:
+        frames = max(map(len, tracks), default=1)
     return (*from_lists(tracks, frames), _held_labels(labels, frames))
 
 
@@ -126,14 +131,18 @@ def from_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[torch.
     return labelled_tracks(tracks, frames, input_name)[:2]
 
 
-def labelled_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[torch.Tensor, torch.Tensor, Labels]:
+def labelled_tracks(
+    tracks, frames: int | None, input_name: str = "tracks"
+) -> tuple[torch.Tensor, torch.Tensor, Labels]:
     """from_tracks' xy and visible, and the Labels of the optional "labels" entry of RASTERKIT_TRACKS: a
-    list of N strings (None: a track without one), one per track for every frame."""
+    list of N strings (None: a track without one), one per track for every frame (frames None: T)."""
     if isinstance(tracks, (np.ndarray, list, tuple)):
         raise ValueError(
             f"{input_name}: got {type(tracks).__name__}, ys-vision-tools' TRACKS (arrays of x, y): "
             f"connect it to ys_tracks"
         )
+    if isinstance(tracks, dict) and "track_path" in tracks:
+        raise ValueError(f"{input_name}: got core ComfyUI TRACKS (track_path): connect it to ys_tracks")
     try:
         xy = torch.as_tensor(tracks["xy"], dtype=torch.float32)
         visible = torch.as_tensor(tracks["visible"], dtype=torch.bool)
@@ -146,7 +155,7 @@ def labelled_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[to
             f"{input_name}: xy {tuple(xy.shape)} and visible {tuple(visible.shape)} "
             f"should be [T,N,2] and [T,N] with T > 0"
         )
-    n = xy.shape[1]
+    n, frames = xy.shape[1], xy.shape[0] if frames is None else frames
     names = tracks.get("labels") if isinstance(tracks, dict) else None
     if names is None:
         return (*_fitted(xy, visible, frames), Labels.none(frames, n))
@@ -162,12 +171,13 @@ def labelled_tracks(tracks, frames: int, input_name: str = "tracks") -> tuple[to
     return (*_fitted(xy, visible, frames), _held_labels([[name] for name in names], frames))
 
 
-def from_ys_tracks(tracks, frames: int, input_name: str = "ys_tracks") -> tuple[torch.Tensor, torch.Tensor]:
+def from_ys_tracks(tracks, frames: int | None, input_name: str = "ys_tracks") -> tuple[torch.Tensor, torch.Tensor]:
     """ys-vision-tools' TRACKS: one array [N,2] of x, y (one frame: the same points on every frame), or
     a list of per-frame arrays [N_t,2] whose N_t may change. ys-vision-tools detects points per frame
     and gives them no ids, so point n is row n of every frame; a frame with fewer rows hides the rest.
     Empty arrays are frames without points; NaN, infinite and negative coordinates are hidden. A list
-    shorter than the batch holds its last frame (as ys-vision-tools' Track Merge), a longer one is cut."""
+    shorter than the batch holds its last frame (as ys-vision-tools' Track Merge), a longer one is cut.
+    frames None: the list's length (1 for one array)."""
     listed = isinstance(tracks, (list, tuple))
     arrays = []
     for t, points in enumerate(tracks[:frames] if listed else [tracks]):  # host objects, read once per frame
@@ -183,10 +193,70 @@ def from_ys_tracks(tracks, frames: int, input_name: str = "ys_tracks") -> tuple[
         if points.size and (points.ndim != 2 or points.shape[1] != 2):
             raise ValueError(f"{expected}, got shape {points.shape}")
         arrays.append(points.reshape(-1, 2))
+    frames = (len(arrays) or 1) if frames is None else frames
     if not arrays:
         return torch.zeros(frames, 0, 2), torch.zeros(frames, 0, dtype=torch.bool)
     rows = pack(arrays, (2,), pad_value=-1.0)
     return _fitted(rows.values, rows.mask(), frames)
+
+
+def from_core_tracks(
+    tracks: dict, frames: int | None, input_name: str = "ys_tracks"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Core ComfyUI's TRACKS (comfy_api io.Tracks, the WanMove nodes'): {"track_path": float [T,N,2] in
+    pixels, "track_visibility": bool [T,N]}, visibility optional (all visible, as WanMoveTrackToVideo
+    reads it) and [T,1] allowed (GenerateTracks' track_mask: one flag per frame for every track). On any
+    device; NaN, infinite and negative points are hidden. Fitted to `frames` (None: T) as the others."""
+    try:
+        xy = torch.as_tensor(tracks["track_path"]).detach().to("cpu", torch.float32)
+        given = tracks.get("track_visibility")
+        visible = None if given is None else torch.as_tensor(given).detach().to("cpu") != 0
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(
+            f"{input_name}: core TRACKS should hold tensors track_path [T,N,2] and track_visibility [T,N], "
+            f"got {short(tracks)}"
+        ) from None
+    if xy.ndim != 3 or xy.shape[-1] != 2 or xy.shape[0] == 0:
+        raise ValueError(f"{input_name}: core TRACKS' track_path should be [T,N,2] with T > 0, got {tuple(xy.shape)}")
+    if visible is None:
+        visible = torch.ones(xy.shape[:2], dtype=torch.bool)
+    if visible.ndim != 2 or visible.shape[0] != xy.shape[0] or visible.shape[1] not in (1, xy.shape[1]):
+        raise ValueError(
+            f"{input_name}: core TRACKS' track_visibility {tuple(visible.shape)} should be [T,N] or [T,1] "
+            f"for track_path {tuple(xy.shape)}"
+        )
+    return _fitted(xy, visible.expand(xy.shape[:2]), xy.shape[0] if frames is None else frames)
+
+
+TRACKS_ACCEPTED = (
+    "core ComfyUI TRACKS (a dict with track_path [T,N,2] and track_visibility [T,N], from the WanMove nodes) "
+    "or ys-vision-tools' TRACKS (an array [N,2] of x, y, or a list of them, one per frame)"
+)
+
+
+def from_tracks_socket(value, frames: int | None, input_name: str = "ys_tracks") -> tuple[torch.Tensor, torch.Tensor]:
+    """A TRACKS socket's value, which two packs define: core ComfyUI's (a dict with track_path) or
+    ys-vision-tools' (arrays of x, y), told apart by their contents (from_core_tracks, from_ys_tracks)."""
+    if isinstance(value, dict) and "track_path" in value:
+        return from_core_tracks(value, frames, input_name)
+    if isinstance(value, (np.ndarray, torch.Tensor, list, tuple)):
+        return from_ys_tracks(value, frames, input_name)
+    raise ValueError(f"{input_name}: expected {TRACKS_ACCEPTED}, got {short(value)}")
+
+
+def to_core_tracks(xy: torch.Tensor, visible: torch.Tensor) -> dict:
+    """Core ComfyUI's TRACKS of xy float [T,N,2] and visible bool [T,N], for WanMove: track_path float32
+    [T,N,2] and track_visibility bool [T,N], on the CPU. A hidden point sits where its track was last
+    seen (before it is first seen: where it is), never at (-1, -1) or (-100, -100): WanMove's preview
+    draws the path through every point. Tracks never seen are dropped."""
+    xy, visible = xy.detach().to("cpu", torch.float32), visible.detach().to("cpu", torch.bool)
+    seen = visible.any(0)
+    xy, visible = xy[:, seen], visible[:, seen]
+    steps = torch.arange(xy.shape[0])[:, None]
+    last = torch.cummax(torch.where(visible, steps, -1), 0).values  # the last frame seen, -1: not yet
+    first = torch.where(visible, steps, xy.shape[0]).amin(0, keepdim=True)
+    source = torch.where(last >= 0, last, first)
+    return {"track_path": xy.gather(0, source[..., None].expand_as(xy)).contiguous(), "track_visibility": visible}
 
 
 def _fitted(xy: torch.Tensor, visible: torch.Tensor, frames: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -208,17 +278,18 @@ def to_json(xy: torch.Tensor, visible: torch.Tensor) -> str:
 
 
 def track_points(
-    frames: int, tracks=None, ys_tracks=None, tracks_json: str = ""
+    frames: int | None, tracks=None, ys_tracks=None, tracks_json: str = "", names=("tracks", "ys_tracks")
 ) -> tuple[torch.Tensor, torch.Tensor, Labels]:
-    """The Line Link Renderer's track source for `frames` frames as xy float [T,N,2], visible bool [T,N]
-    and the tracks' Labels: the connected socket (RASTERKIT_TRACKS or core TRACKS on tracks, ys-vision-tools'
-    TRACKS on ys_tracks), else the tracks_json text (a connected socket wins over the text, so that its
-    default never blocks a connection; empty text and no socket: no points)."""
+    """The Line Link Renderer's track source for `frames` frames (None: the source's own length) as xy
+    float [T,N,2], visible bool [T,N] and the tracks' Labels: the connected socket (RASTERKIT_TRACKS on
+    tracks, core ComfyUI's or ys-vision-tools' TRACKS on ys_tracks), else the tracks_json text (a
+    connected socket wins over the text, so that its default never blocks a connection; empty text and
+    no socket: no points). names: the node's names of the two sockets, for errors."""
     if tracks is not None and ys_tracks is not None:
-        raise ValueError("tracks: connect one of tracks and ys_tracks, got both")
+        raise ValueError(f"{names[0]}: connect one of {names[0]} and {names[1]}, got both")
     if tracks is not None:
-        return labelled_tracks(tracks, frames)
+        return labelled_tracks(tracks, frames, names[0])
     if ys_tracks is not None:
-        xy, visible = from_ys_tracks(ys_tracks, frames)
-        return xy, visible, Labels.none(frames, xy.shape[1])
+        xy, visible = from_tracks_socket(ys_tracks, frames, names[1])
+        return xy, visible, Labels.none(xy.shape[0], xy.shape[1])
     return labelled_json(tracks_json, frames)
