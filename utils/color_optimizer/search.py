@@ -570,8 +570,9 @@ def search_memory(
 ) -> int:
     """Estimated peak bytes of `approximate` on target [B,H,W,C]: the images and their prefix sums, and
     on the torch path the row slots of the first shape, which has no shape before it to size them by
-    (every row of every candidate, of every mutation of its climbs; numba's loops and the CUDA
-    kernels score convex polygons and ellipses without slots, the kernels everything)."""
+    (every row of every candidate, of every mutation of its climbs), scored PART_ROWS at a time
+    (`_score_in_parts`); numba's loops and the CUDA kernels score convex polygons and ellipses without
+    slots, the kernels everything."""
     terms = (2 * channels + 3) if alpha == 0 else channels + 2
     images = batch * height * width * (4 * channels * 4 + terms * 16)
     if cupy_usable(device):
@@ -579,12 +580,18 @@ def search_memory(
     families = _families(kinds)
     share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds)) for family in families}
     climb = batch * min(PARENTS, candidates) * mutations * height
-    if len(families) > 1 and not numba_usable(device):  # one pass for every family: regions of one slot array
-        rows = max(sum(share.values()) * batch * candidates * height, climb)
-        return int(images + rows * _MIXED_SLOT_BYTES[_STROKE in families])
-    # each family's slots (the climbs' shared out as the random kinds are: which family wins is the image's)
+    mixed = len(families) > 1 and not numba_usable(device)  # one pass for every family: regions of one slot array
     slotted = [f for f in families if not (numba_usable(device) and f in (_CONVEX, _ELLIPTIC))]
-    return int(images + sum(share[f] * max(batch * candidates * height, climb) * _SLOT_BYTES[f] for f in slotted))
+
+    def stage(slots: dict) -> float:  # the bytes of one part of a scoring stage's slots
+        parts = max(1, math.ceil(sum(slots.values()) / PART_ROWS))
+        if mixed:
+            return sum(slots.values()) / parts * _MIXED_SLOT_BYTES[_STROKE in families]
+        return sum(slots[f] / parts * _SLOT_BYTES[f] for f in slotted)
+
+    random = stage({f: share[f] * batch * candidates * height for f in families})
+    climbs = stage({f: climb * share[f] / sum(share.values()) for f in families})  # parents of each family: a guess
+    return int(images + max(random, climbs))
 
 
 class _Schedule:
