@@ -342,22 +342,20 @@ def test_memory_estimate_counts_the_frames_asked_for(node, monkeypatch):
 
 
 def test_memory_estimate_of_the_search_names_its_inputs(node, monkeypatch):
-    """The torch path's first shape gives every row of every candidate a slot: refused where that is
-    past free memory (combo, 2048 px, 100,000 candidates: ~4 TB), before anything is searched."""
+    """The search's images and prefix sums at working_size 2048 (~0.5 GB an image) and a part of the torch
+    path's row slots (PART_ROWS of them): refused past free memory, before anything is searched."""
     from rasterkit.utils.core import device
 
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
-    monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 4 << 30)
+    monkeypatch.setattr(device, "free_memory_bytes", lambda _device: 1 << 30)
     with pytest.raises(
         ValueError,
-        match=r"^working_size 2048 with 100000 candidates and 100 mutations x 1 images "
-        r"needs ~\d+\.\d GB",
+        match=r"^working_size 2048 with 1000 candidates and 100 mutations x 2 images needs ~2\.\d GB",
     ):
         node.execute(
-            image=picture(height=32, width=32),
+            image=picture(batch=2, height=32, width=32),
             shapes=1,
             shape_type="combo",
-            candidates=100000,
             working_size=2048,
             frames=0,
         )

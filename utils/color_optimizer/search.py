@@ -86,7 +86,7 @@ def _edges(vertices):
     following = vertices.roll(-1, 1)
     step = following - vertices
     dx, dy = step[..., 0], step[..., 1]
-    return torch.stack([vertices[..., 1], following[..., 1], vertices[..., 0], dx / torch.where(dy == 0, 1, dy)], -1)
+    return torch.stack([vertices[..., 1], following[..., 1], vertices[..., 0], dx / dy.masked_fill(dy == 0, 1)], -1)
 
 
 def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
@@ -110,8 +110,8 @@ def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
     last = torch.floor(y_max - 0.5).clamp(-1, height - 1).long()
     count = (last - first + 1).clamp_min(0)
     if len(_families(kinds)) > 1:
-        count = torch.where(_family_of(kind) == family, count, 0)
-    return geometry, first, count if live is None else torch.where(live, count, 0)
+        count = count * (_family_of(kind) == family)
+    return geometry, first, count if live is None else count * live
 
 
 def _slots(first, count, capacity: int):
@@ -138,30 +138,42 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
     and ellipses [left, right] columns [C,2] (equal where the row misses the shape or the slot is
     unused) and None; for other polygons columns [C,V] and the transitions s [C,V] (nonzero winding;
     0 in unused slots)."""
-    if family == _ELLIPTIC:
-        y = row.float() + 0.5
-        cx, cy, a, b, c = geometry.index_select(0, owner).t()
-        dy = y - cy
-        discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
-        root = torch.sqrt(discriminant.clamp_min(0))  # a miss gives root 0: an empty span
-        x = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
-        column = _pixel_index(x, width)
-        return torch.where(used[:, None], column, 0), None
+    if family == _ELLIPTIC:  # a miss gives an empty span
+        column = _pixel_index(_ellipse_roots(geometry.index_select(0, owner), row.float() + 0.5), width)
+        return column * used[:, None], None
     y0, y1, x0, slope = geometry.index_select(0, owner).unbind(-1)
     y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
+    if family != _CONVEX:
+        return _winding_columns(y0, y1, x0, slope, y, width)
     misses = (y0 <= y) == (y1 <= y)
-    x = (y - y0).mul_(slope).add_(x0)
-    if family == _CONVEX:  # (in place where the temporaries allow: measured 25% faster)
-        left = torch.where(misses, float("inf"), x).amin(1)
-        span = torch.stack([left, x.masked_fill_(misses, -float("inf")).amax(1)], 1)
-        column = _pixel_index(span, width)
-        return torch.maximum(column, column[:, :1]), None  # a miss: right = left
-    crosses = ~misses
-    direction = torch.where(crosses, torch.where(y1 > y0, 1, -1), 0)
-    x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
+    x = (y - y0).mul_(slope).add_(x0)  # (in place where the temporaries allow: measured 25% faster)
+    left = torch.where(misses, float("inf"), x).amin(1)
+    span = torch.stack([left, x.masked_fill_(misses, -float("inf")).amax(1)], 1)
+    column = _pixel_index(span, width)
+    return torch.maximum(column, column[:, :1]), None  # a miss: right = left
+
+
+def _winding_columns(y0, y1, x0, slope, y, width: int):
+    """Where rows y [C,1] cross polygon edges y0, y1, x0, slope [C,V] (`_edges`; half-open in y, so a row
+    through a vertex counts it once; NaN rows and edges cross nothing): pixel columns [C,V] sorted
+    (`_pixel_index`) and the change of inside-ness at each, s [C,V] int8 (nonzero winding)."""
+    below0, below1 = y0 <= y, y1 <= y
+    direction = below0.to(torch.int8) - below1.to(torch.int8)  # +1: the edge crosses the row going down
+    x = (y - y0).mul_(slope).add_(x0).masked_fill_(below0 == below1, float("inf"))
+    x, order = torch.sort(x, 1)
     inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
     before = torch.nn.functional.pad(inside[:, :-1], (1, 0))
     return _pixel_index(x, width), inside - before
+
+
+def _ellipse_roots(form, y):
+    """Where rows y [C] cross ellipses form [C,5] (cx, cy, A, B, C of each row's shape, `_ellipse_form`):
+    x [C,2], left and right (both at the middle where the row misses)."""
+    cx, cy, a, b, c = form.unbind(1)
+    dy = y - cy
+    discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
+    root = torch.sqrt(discriminant.clamp_min(0))
+    return torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
 
 
 def _mixed_geometry(kind, params, kinds):
@@ -198,21 +210,11 @@ def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
     and transitions s [C,V+2], the polygon crossings sorted with their nonzero-winding transitions,
     then an ellipse's two roots (+1, -1; transitions 0 where the slot is not an ellipse's)."""
     y0, y1, x0, slope = edges.index_select(0, owner).unbind(-1)
-    y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
-    crosses = (y0 <= y) != (y1 <= y)
-    x = (y - y0).mul_(slope).add_(x0)
-    direction = torch.where(crosses, torch.where(y1 > y0, 1, -1), 0)
-    x, order = torch.sort(torch.where(crosses, x, float("inf")), 1)
-    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
-    before = torch.nn.functional.pad(inside[:, :-1], (1, 0))
-    cx, cy, a, b, c = form.index_select(0, owner).t()
-    dy = y[:, 0] - cy
-    discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
-    root = torch.sqrt(discriminant.clamp_min(0))
-    roots = torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
-    hit = (elliptic.index_select(0, owner) & used)[:, None]
-    column = torch.cat([_pixel_index(x, width), torch.where(hit, _pixel_index(roots, width), 0)], 1)
-    return column, torch.cat([inside - before, _constant((1, -1), hit.device, torch.int8) * hit], 1)
+    y = torch.where(used, row + 0.5, float("nan"))  # an unused slot's row crosses nothing
+    column, s = _winding_columns(y0, y1, x0, slope, y[:, None], width)
+    hit = elliptic.index_select(0, owner) & used
+    roots = _pixel_index(_ellipse_roots(form.index_select(0, owner), y), width) * hit[:, None]
+    return torch.cat([column, roots], 1), torch.cat([s, _constant((1, -1), hit.device, torch.int8) * hit[:, None]], 1)
 
 
 def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: int, live=None):
@@ -232,7 +234,7 @@ def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: in
     first = torch.ceil(y_min - 0.5).clamp(0, height).long()
     count = (torch.floor(y_max - 0.5).clamp(-1, height - 1).long() - first + 1).clamp_min(0)
     if live is not None:
-        count = torch.where(live.index_select(0, order), count, 0)
+        count = count * live.index_select(0, order)
     # each shape's rows within its family's region (a running count per family), then the region's place
     ends = torch.cumsum((rank[:, None] == torch.arange(len(families), device=device)) * count[:, None], 0)
     end = ends.gather(1, rank[:, None]).squeeze(1)
@@ -366,10 +368,11 @@ def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None
     opacity_sums = _opacity_sums(terms, sums, alpha)
     color = optimal_colors(opacity_sums, alpha)
     change = _error_change(opacity_sums, color, alpha).masked_fill(~fits, float("inf"))
-    if QUADRATIC in kinds:
-        change = torch.where(_valid(kind, params, kinds), change, float("inf"))
-    if live is not None:
-        change = torch.where(live, change, float("inf"))
+    keep = _valid(kind, params, kinds) if QUADRATIC in kinds else live
+    if QUADRATIC in kinds and live is not None:
+        keep = keep & live
+    if keep is not None:
+        change = torch.where(keep, change, float("inf"))
     return change, color, needed
 
 
@@ -377,9 +380,10 @@ def _valid(kind, p, kinds):
     """primitive's rule for Beziers: the chord is longer than either control leg (no hairpins)."""
     if QUADRATIC not in kinds:
         return torch.ones_like(kind, dtype=torch.bool)
-    leg = lambda i, j: ((p[:, i : i + 2] - p[:, j : j + 2]) ** 2).sum(1)  # noqa: E731
-    chord = leg(0, 4)
-    return (kind != QUADRATIC) | ((chord > leg(0, 2)) & (chord > leg(2, 4)))
+    points = p[:, :6].view(-1, 3, 2)  # start, control, end
+    legs = (points.diff(dim=1) ** 2).sum(2)
+    chord = ((points[:, 2] - points[:, 0]) ** 2).sum(1)
+    return (kind != QUADRATIC) | (chord[:, None] > legs).all(1)
 
 
 def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, generator, device):
@@ -471,16 +475,24 @@ def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
 
 
 def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
-    """Binary coverage [B,H,W] (centre sampled) of one shape per image (kind [B], params [B,8])."""
-    edges = torch.zeros(batch * height * (width + 1), dtype=torch.int32, device=params.device)
-    for family in _families(kinds):
-        geometry, first, rows = _shape_rows(family, kind, params, kinds, height)
-        owner, row, used, _, _, _, _ = _slots(first, rows, batch * height)
-        column, s = _slot_columns(family, geometry, owner, row, used, width)
+    """Binary coverage [B,H,W] (centre sampled) of one shape per image (kind [B], params [B,8]): +1 and -1
+    at the columns where each row's inside-ness changes, summed along the row. Several families in
+    one pass (`_mixed_slots`), as the torch path scores them."""
+    families = _families(kinds)
+    if len(families) > 1:
+        order, owner, row, _, _, _, _, column, s = _mixed_slots(
+            kind, params, kinds, [batch * height] * len(families), height, width
+        )
+        image = order.index_select(0, owner)
+    else:
+        geometry, first, rows = _shape_rows(families[0], kind, params, kinds, height)
+        image, row, used, _, _, _, _ = _slots(first, rows, batch * height)
+        column, s = _slot_columns(families[0], geometry, image, row, used, width)
         if s is None:  # a span: +1 at its left column, -1 at its right (an empty one cancels)
             s = _constant((1, -1), column.device).expand_as(column)
-        at = ((owner * height + row.clamp(0, height - 1)) * (width + 1))[:, None] + column
-        edges.index_put_((at.reshape(-1),), s.reshape(-1).to(torch.int32), accumulate=True)
+    at = ((image * height + row.clamp(0, height - 1)) * (width + 1))[:, None] + column
+    edges = torch.zeros(batch * height * (width + 1), dtype=torch.int32, device=params.device)
+    edges.index_put_((at.reshape(-1),), s.reshape(-1).to(torch.int32), accumulate=True)
     return torch.cumsum(edges.view(batch, height, width + 1), 2)[..., :width] > 0
 
 
@@ -570,8 +582,9 @@ def search_memory(
 ) -> int:
     """Estimated peak bytes of `approximate` on target [B,H,W,C]: the images and their prefix sums, and
     on the torch path the row slots of the first shape, which has no shape before it to size them by
-    (every row of every candidate, of every mutation of its climbs; numba's loops and the CUDA
-    kernels score convex polygons and ellipses without slots, the kernels everything)."""
+    (every row of every candidate, of every mutation of its climbs), scored PART_ROWS at a time
+    (`_score_in_parts`); numba's loops and the CUDA kernels score convex polygons and ellipses without
+    slots, the kernels everything."""
     terms = (2 * channels + 3) if alpha == 0 else channels + 2
     images = batch * height * width * (4 * channels * 4 + terms * 16)
     if cupy_usable(device):
@@ -579,12 +592,18 @@ def search_memory(
     families = _families(kinds)
     share = {family: min(1.0, 2 * sum(_FAMILY[k] == family for k in kinds) / len(kinds)) for family in families}
     climb = batch * min(PARENTS, candidates) * mutations * height
-    if len(families) > 1 and not numba_usable(device):  # one pass for every family: regions of one slot array
-        rows = max(sum(share.values()) * batch * candidates * height, climb)
-        return int(images + rows * _MIXED_SLOT_BYTES[_STROKE in families])
-    # each family's slots (the climbs' shared out as the random kinds are: which family wins is the image's)
+    mixed = len(families) > 1 and not numba_usable(device)  # one pass for every family: regions of one slot array
     slotted = [f for f in families if not (numba_usable(device) and f in (_CONVEX, _ELLIPTIC))]
-    return int(images + sum(share[f] * max(batch * candidates * height, climb) * _SLOT_BYTES[f] for f in slotted))
+
+    def stage(slots: dict) -> float:  # the bytes of one part of a scoring stage's slots
+        parts = max(1, math.ceil(sum(slots.values()) / PART_ROWS))
+        if mixed:
+            return sum(slots.values()) / parts * _MIXED_SLOT_BYTES[_STROKE in families]
+        return sum(slots[f] / parts * _SLOT_BYTES[f] for f in slotted)
+
+    random = stage({f: share[f] * batch * candidates * height for f in families})
+    climbs = stage({f: climb * share[f] / sum(share.values()) for f in families})  # parents of each family: a guess
+    return int(images + max(random, climbs))
 
 
 class _Schedule:

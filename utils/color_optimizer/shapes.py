@@ -180,12 +180,20 @@ def _polygon4(kind, p, kinds):
     return vertices
 
 
+@functools.lru_cache(maxsize=32)
+def _curve_weights(steps: int, device: torch.device):
+    """A quadratic Bezier's weights at t = torch.linspace(0, 1, steps + 1), each [1,steps+1,1], made once
+    per process and device: (1-t)^2, 2(1-t)t and t^2 of its points, 1-t and t of its tangent's legs."""
+    t = torch.linspace(0, 1, steps + 1, device=device)[None, :, None]
+    return (1 - t) ** 2, 2 * (1 - t) * t, t**2, 1 - t, t
+
+
 def _stroke_outline(p, steps: int = CURVE_STEPS):
     """Outline polygon [K, 2*(steps+1), 2] of quadratic Beziers stroked p[:,6] wide, butt caps."""
-    t = torch.linspace(0, 1, steps + 1, device=p.device)[None, :, None]
+    w_a, w_c, w_b, s, t = _curve_weights(steps, p.device)
     a, c, b = p[:, None, 0:2], p[:, None, 2:4], p[:, None, 4:6]
-    point = (1 - t) ** 2 * a + 2 * (1 - t) * t * c + t**2 * b
-    tangent = (1 - t) * (c - a) + t * (b - c)
+    point = w_a * a + w_c * c + w_b * b
+    tangent = s * (c - a) + t * (b - c)
     # a degenerate tangent (control point on an end point) falls back to the chord's direction
     tangent = torch.where(tangent.norm(dim=-1, keepdim=True) > 1e-6, tangent, (b - a).expand_as(tangent))
     normal = torch.stack([-tangent[..., 1], tangent[..., 0]], -1)
