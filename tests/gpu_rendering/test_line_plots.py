@@ -229,16 +229,40 @@ def test_no_float64_in_any_mode():
 
 
 def test_antialiased_plots_keep_their_gpu_budget(monkeypatch):
-    """Issue 28's AA line plots, one chunk of 64 images on the torch path: no boolean masks in polylines() (was 6
-    host syncs), no tensors from host values (was 3 uploads), 238 -> ~200 device ops (the issue's 150 is not
-    reached yet: draw() is ~140 of them)."""
+    """Issue 28's AA line plots, one chunk of 64 images on a GPU's torch path: no boolean masks in polylines()
+    (was 6 host syncs), no tensors from host values (was 3 uploads), and the dense path instead of the
+    compositor's binning (_dense_lines: 203 device ops and 2 host syncs -> 89 and none)."""
     from opcount import OpCount
     from rasterkit.utils.core import device
 
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    monkeypatch.setattr(R, "_dense_lines_run_on", lambda device: True)  # a GPU's choice, measured on the CPU
     monkeypatch.setattr(device, "free_memory_bytes", lambda *a: 8 << 30)  # one chunk, however busy the machine
     values = torch.randn(64, 100, generator=torch.Generator().manual_seed(0)).cumsum(1)
     with OpCount() as count:
         R.render_polylines(values, 224, 224, mode="antialiased", line_width=2.0, device="cpu")
-    assert count.launches <= 210 and count.syncs <= 2 and count.uploads <= 1 and count.float64 == 0, count.summary()
+    assert count.launches <= 150 and count.syncs <= 2 and count.uploads <= 1 and count.float64 == 0, count.summary()
+
+
+@pytest.mark.parametrize("line_width", [0.4, 1.0, 2.5, 4.0, 9.0])
+def test_the_dense_path_draws_the_compositors_pixels(monkeypatch, line_width):
+    """_dense_lines (a GPU's torch path for y values) against the compositor's torch path: equal, with
+    gaps, ragged lengths, steep and flat series, frames that end inside a tile, thin and wide lines."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    g = torch.Generator().manual_seed(5)
+    values = torch.cumsum(torch.randn(9, 50, generator=g) * (1 + 20 * torch.rand(9, 1, generator=g)), 1)
+    values[2, 10], values[3, 0], values[4] = float("nan"), float("inf"), 3.0
+    lengths = torch.tensor([50, 2, 50, 30, 7, 1, 0, 49, 50])
+    used = []
+    dense = R._dense_lines
+    monkeypatch.setattr(R, "_dense_lines", lambda *a: used.append(a[-1]) or dense(*a))
+    for height, width in ((37, 90), (16, 200)):
+        args = (values, height, width)
+        options = dict(lengths=lengths, mode="antialiased", line_width=line_width, color=(1, 1, 1, 0.7))
+        compositor = R.render_polylines(*args, **options)
+        with monkeypatch.context() as patch:
+            patch.setattr(R, "_dense_lines_run_on", lambda device: True)
+            assert torch.equal(R.render_polylines(*args, **options), compositor)
+    assert len(used) == 2 and all(0 < candidates <= R._DENSE_CANDIDATES for candidates in used)
