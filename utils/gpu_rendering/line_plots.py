@@ -39,18 +39,30 @@ def value_range(values: torch.Tensor, lengths: torch.Tensor, scale: str, per_ima
     return low, high
 
 
-def series_points(values: torch.Tensor, lengths: torch.Tensor, low, high, height: int, width: int):
+def stroke_inset(mode: str, line_width: float) -> float:
+    """How far in from the frame's edges render_polylines puts a plot's extremes (px): half the drawn
+    stroke, so that the stroke's outer edge touches the edge, whole. Aliased lines are 1 px (0.5: pixel
+    centres), anti-aliased ones line_width, at least 1 px (thinner ones are drawn 1 px wide, fainter)."""
+    return 0.5 if mode == "aliased" else max(line_width, 1.0) / 2
+
+
+def series_points(values: torch.Tensor, lengths: torch.Tensor, low, high, height: int, width: int, inset: float = 0.5):
     """Pixel-space points [B,T,2] of B series: y values [B,T] at evenly spaced x, or xy [B,T,2].
 
-    y values are mapped low -> bottom row centre, high -> top row centre (a flat series: the
-    middle row); xy are taken as pixel coordinates. Padding and non-finite values become NaN (gaps)."""
+    y values are mapped low -> `inset` px above the bottom edge, high -> `inset` below the top one (a
+    flat series: the middle row), the first point `inset` px right of the left edge and the last `inset`
+    left of the right one (0.5: pixel centres; stroke_inset: a stroke's half width, so that it is not
+    cut off; at most half the frame); xy are taken as pixel coordinates. Padding and non-finite values
+    become NaN (gaps)."""
     batch, steps = values.shape[:2]
     valid = torch.arange(steps, device=values.device)[None] < lengths[:, None]
     if values.ndim == 3:
         return values.masked_fill(~(valid[..., None] & finite(values)), float("nan"))
+    across, down = min(inset, width / 2), min(inset, height / 2)
     unit = ((values - low) / (high - low)).nan_to_num_(0.5)  # a flat series: 0 / 0
-    y = (height - 0.5) - unit * (height - 1)
-    x = 0.5 + torch.arange(steps, device=values.device)[None] * (width - 1) / (lengths[:, None] - 1).clamp_min(1)
+    y = (height - down) - unit * (height - 2 * down)
+    along = torch.arange(steps, device=values.device)[None] * (width - 2 * across)
+    x = across + along / (lengths[:, None] - 1).clamp_min(1)
     return torch.stack([x.expand(batch, -1), y], -1).masked_fill_(~(valid & finite(values))[..., None], float("nan"))
 
 
@@ -205,7 +217,7 @@ def _dense_candidates(steps: int, width: int, line_width: float, inset: float) -
     of them at most) can reach the pixels of one tile column: (the tile's span of pixel centres + twice
     the reach) / the least spacing, + 2 for the segments cut at either side; 0 where there are fewer
     than 2 points, and over _DENSE_CANDIDATES (the compositor's binning is the cheaper)."""
-    spacing = (width - 2 * inset) / max(steps - 1, 1)
+    spacing = (width - 2 * min(inset, width / 2)) / max(steps - 1, 1)
     if steps < 2 or spacing <= 0:
         return 0
     count = int((TILE - 1 + 2 * _reach(line_width)) / spacing) + 2
@@ -237,6 +249,7 @@ def _dense_lines(
     batch, steps = points.shape[:2]
     device = points.device
     tiles_y, tiles_x = -(-height // TILE), -(-width // TILE)
+    inset = min(inset, width / 2)  # as series_points takes it
     # the first segment that can reach each tile column: its far end's x is past the column's first pixel
     # centre less the reach (x_i = inset + i * spacing, spacing per image from its number of points)
     spacing = (width - 2 * inset) / (lengths[:, None] - 1).clamp_min(1)
@@ -260,15 +273,18 @@ def _dense_lines(
 
 
 def fill_coverage(
-    points: torch.Tensor, lengths: torch.Tensor, height: int, width: int, antialiased: bool
+    points: torch.Tensor, lengths: torch.Tensor, height: int, width: int, antialiased: bool, inset: float = 0.5
 ) -> torch.Tensor:
     """Coverage float [B,H,W] of the area under evenly spaced series (points [B,T,2] from
-    series_points, lengths [B]): the rows below the curve, whose height at each pixel column is
-    linearly interpolated between points; columns over a gap are left empty."""
+    series_points with this inset, lengths [B]): the rows below the curve, whose height at each pixel
+    column is linearly interpolated between points and held level out to the frame's sides (beside the
+    first and last points, under the stroke's ends); columns over a gap are left empty."""
     steps = points.shape[1]
-    # the index (fractional) of the series point at each column centre: x_i = 0.5 + i (W-1) / (n-1)
-    column = torch.arange(width, device=points.device, dtype=points.dtype)
-    position = column[None] * ((lengths[:, None] - 1).clamp_min(0) / max(width - 1, 1))
+    across = min(inset, width / 2)
+    span = width - 2 * across  # from the first point's x to the last one's
+    # the index (fractional) of the series point at each column centre: x_i = inset + i span / (n-1)
+    column = (torch.arange(width, device=points.device, dtype=points.dtype) + (0.5 - across)).clamp_(0, span)
+    position = column[None] * ((lengths[:, None] - 1).clamp_min(0) / (span if span > 0 else 1))
     left = position.floor().long().clamp(0, max(steps - 2, 0))
     t = position - left
     y0 = points[..., 1].gather(1, left)
@@ -307,8 +323,10 @@ def render_polylines(
     mode: "aliased" draws 1-px lines exactly as Bresenham's algorithm would (8-connected, one pixel
     per step along the longer axis, pixel (i, j) holds the points in [i, i+1) x [j, j+1));
     "antialiased" draws `line_width` px lines with round joins and caps through `draw`.
-    scale: y values min-max scaled "per_image" or "shared" by all, the lowest to the bottom row
-    centre, the highest to the top one (a flat series: the middle row).
+    scale: y values min-max scaled "per_image" or "shared" by all, the lowest to the bottom, the
+    highest to the top, the first and last to the sides, each inset by half the stroke (stroke_inset:
+    the stroke's outer edge touches the frame's edge, whole; aliased lines: pixel centres); a flat
+    series: the middle row.
     color RGBA, background RGB (channels 3), fill_color RGBA or None (y values only): the area
     under the curve, drawn under the line.
     dtype: a floating type (values 0..1) or torch.uint8 (0..255, as image pipelines store them).
@@ -341,7 +359,7 @@ def render_polylines(
         _plot_lines(out, values, lengths, scale, color, device, limit, on_progress)
         return out
     low, high = value_range(values.float(), lengths.to(home), scale) if values.ndim == 2 else (None, None)
-    inset = 0.5
+    inset = stroke_inset(mode, line_width)
     # y values (evenly spaced x from series_points) on the dense path where it runs, else the compositor
     candidates = 0
     if mode == "antialiased" and values.ndim == 2 and _dense_lines_run_on(device):
@@ -351,7 +369,7 @@ def render_polylines(
     def plot(start, stop, dev):
         chunk = slice(start, stop)
         on = lambda t: None if t is None else t[chunk].to(dev)  # noqa: E731
-        points = series_points(on(values).float(), on(lengths), on(low), on(high), height, width)
+        points = series_points(on(values).float(), on(lengths), on(low), on(high), height, width, inset)
         target = out[chunk] if dev == home else torch.empty(out[chunk].shape, dtype=dtype, device=dev)
         _plot(target, points, on(lengths), mode, line_width, color, background, fill_color, inset, candidates)
         if dev != home:
@@ -501,7 +519,7 @@ def _plot(out, points, lengths, mode, line_width, color, background, fill_color,
     line = line.mul_(color[3])  # a new tensor either way: scaled in place
     under = None
     if fill_color is not None:
-        under = fill_coverage(points, lengths, height, width, mode == "antialiased") * fill_color[3]
+        under = fill_coverage(points, lengths, height, width, mode == "antialiased", inset) * fill_color[3]
     if out.ndim == 3:  # source-over of the line's coverage on the fill's
         result = line if under is None else line + under * (1 - line)
     else:
