@@ -195,9 +195,9 @@ def _dda_steps(columns: torch.Tensor, segment: torch.Tensor, rank: torch.Tensor,
     return step, offset, rest
 
 
-# Most segments a tile column may pair with on the dense path of anti-aliased lines (_dense_lines): about
-# 1 point per pixel column at 2 px wide; denser series go through the compositor's tile binning, whose
-# work follows the covered area rather than candidates x frame height.
+# Most segments a tile column may pair with on the dense path of anti-aliased lines (_dense_lines): points
+# down to ~0.7 px apart at 2 px wide; denser series go through the compositor's tile binning, whose work
+# follows the covered area rather than candidates x frame height.
 _DENSE_CANDIDATES = 16
 # bytes per pair pixel of _dense_lines at its peak (measured on the CPU: 45)
 _DENSE_PAIR_PIXEL_BYTES = 48
@@ -240,12 +240,12 @@ def _dense_lines(
     candidates: int,
 ) -> torch.Tensor:
     """Coverage float [b,H,W] of anti-aliased polylines of width line_width (round caps and joins)
-    through points [b,T,2] evenly spaced along x as series_points gives them with this inset, lengths
-    [b] of them (NaN: a gap), equal to
-    coverage(polylines(...)) on the compositor's torch path: every TILE x TILE tile of every image
-    paired with the `candidates` (_dense_candidates) consecutive segments that can reach its column,
-    each pair's coverage from the compositor's own evaluation, merged by maximum. No binning, no sort,
-    no host wait: a fixed number of operations on batch x tiles x candidates pairs."""
+    through points [b,T,2] evenly spaced along x as series_points gives them with this inset (lengths
+    [b] used; NaN: a gap), equal to coverage(polylines(...)) on the compositor's torch path: every
+    TILE x TILE tile of every image paired with the `candidates` (_dense_candidates) consecutive
+    segments that can reach its column, each pair's coverage from the compositor's own evaluation,
+    merged by maximum. No binning, no sort, no host wait: a fixed number of operations on
+    batch x tiles x candidates pairs."""
     batch, steps = points.shape[:2]
     device = points.device
     tiles_y, tiles_x = -(-height // TILE), -(-width // TILE)
