@@ -42,9 +42,9 @@ def reference_mask(points, height, width):
     return mask
 
 
-def series_points(values, height, width):
+def series_points(values, height, width, inset=0.5):
     lengths = torch.full((values.shape[0],), values.shape[1])
-    return R.series_points(values, lengths, *R.value_range(values, lengths, "per_image"), height, width)
+    return R.series_points(values, lengths, *R.value_range(values, lengths, "per_image"), height, width, inset)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -111,7 +111,7 @@ def test_antialiased_lines_match_a_supersampled_reference():
     values = torch.stack([torch.sin(t), torch.cos(2 * t) + 0.3 * t])
     height, width = 40, 56
     out = R.render_polylines(values, height, width, mode="antialiased", line_width=2.5).numpy()
-    points = series_points(values, height, width).numpy()
+    points = series_points(values, height, width, inset=1.25).numpy()  # half the stroke: not cut off
     for image, pts in zip(out, points, strict=False):
         error = np.abs(image - capsule_union(pts, 1.25, height, width))
         assert error.mean() < 0.01 and error.max() < 0.1, (error.mean(), error.max())
@@ -153,6 +153,53 @@ def test_flat_series_sits_in_the_middle_and_fill_covers_below():
     rows = out.max(1).values
     assert rows[9:11].max() == 1.0  # the line, at the middle row
     assert torch.all(rows[12:] == 0.5) and torch.all(rows[:8] == 0)
+
+
+# a square wave between its min and max: level runs at the extremes, 8 points each way (issue 32)
+SQUARE = torch.tensor([[0.0] * 8 + [1.0] * 8] * 3).view(1, -1)
+
+
+def assert_strokes_whole(out, line_width, height=40, width=96):
+    """The square wave's runs at the top and bottom show the stroke's full width: rows 0 .. w-1 and
+    H-w .. H-1 covered, the next one not (cut off by the frame's edge, they were w/2 + 0.5 rows); its
+    first and last points inset by w/2, so that the round caps touch the sides."""
+    top, bottom = out[0, :, width * 12 // 47], out[0, :, width * 20 // 47]  # mid-run columns (points 12, 20)
+    assert top.sum().item() == pytest.approx(line_width, abs=0.05) and top[line_width - 1] > 0.99
+    assert bottom.sum().item() == pytest.approx(line_width, abs=0.05) and bottom[height - line_width] > 0.99
+    points = series_points(SQUARE, height, width, R.stroke_inset("antialiased", line_width))[0]
+    assert points[0, 0] == line_width / 2 and points[-1, 0] == width - line_width / 2
+    assert out[0, :, 0].max() > 0.5 and out[0, :, width - 1].max() > 0.5  # the caps reach the sides
+
+
+@pytest.mark.parametrize("path", ["numba", "compositor torch", "dense"])
+def test_strokes_at_the_extremes_are_inset_by_half_their_width(monkeypatch, path):
+    if path != "numba":
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+        monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    monkeypatch.setattr(R, "_dense_lines_run_on", lambda device: path == "dense")
+    for line_width in (4, 3):
+        assert_strokes_whole(R.render_polylines(SQUARE, 40, 96, mode="antialiased", line_width=line_width), line_width)
+    aliased = R.render_polylines(SQUARE, 40, 96)[0]  # 1 px at the pixel centres: the top and bottom rows
+    points = series_points(SQUARE, 40, 96)[0]
+    top, bottom = aliased[:, int(points[12, 0])], aliased[:, int(points[20, 0])]
+    assert top.tolist() == [1.0] + [0.0] * 39 and bottom.tolist() == [0.0] * 39 + [1.0]
+
+
+def test_strokes_at_the_extremes_are_inset_by_half_their_width_on_the_kernel(kernel, kernel_device, monkeypatch):
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")  # the kernel, not numba's loop, on the CPU
+    out = R.render_polylines(SQUARE.to(kernel_device), 40, 96, mode="antialiased", line_width=4)
+    assert_strokes_whole(out.cpu(), 4)
+
+
+def test_the_fill_under_an_inset_line_reaches_the_sides():
+    """Beside the first and last points (inset by half the stroke) the area is held level to the frame's
+    sides: no empty columns at the ends of an area chart."""
+    points = series_points(torch.tensor([[0.0, 1.0, 0.5]]), 20, 30, inset=3.0)
+    under = R.fill_coverage(points, torch.tensor([3]), 20, 30, True, inset=3.0)[0]
+    assert (under.sum(0) > 0).all()
+    assert torch.equal(under[:, 0], under[:, 2]) and torch.equal(under[:, -1], under[:, -3])
+    plot = R.render_polylines(torch.tensor([[0.0, 1.0, 0.5]]), 20, 30, mode="antialiased", line_width=6)
+    assert plot[0, :, 0].max() > 0.5 and plot[0, 0].max() > 0.9  # the stroke touches the left and top edges
 
 
 def test_shared_scaling_and_colour_output():
@@ -229,16 +276,40 @@ def test_no_float64_in_any_mode():
 
 
 def test_antialiased_plots_keep_their_gpu_budget(monkeypatch):
-    """Issue 28's AA line plots, one chunk of 64 images on the torch path: no boolean masks in polylines() (was 6
-    host syncs), no tensors from host values (was 3 uploads), 238 -> ~200 device ops (the issue's 150 is not
-    reached yet: draw() is ~140 of them)."""
+    """Issue 28's AA line plots, one chunk of 64 images on a GPU's torch path: no boolean masks in polylines()
+    (was 6 host syncs), no tensors from host values (was 3 uploads), and the dense path instead of the
+    compositor's binning (_dense_lines: 203 device ops and 2 host syncs -> 89 and none)."""
     from opcount import OpCount
     from rasterkit.utils.core import device
 
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
     monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    monkeypatch.setattr(R, "_dense_lines_run_on", lambda device: True)  # a GPU's choice, measured on the CPU
     monkeypatch.setattr(device, "free_memory_bytes", lambda *a: 8 << 30)  # one chunk, however busy the machine
     values = torch.randn(64, 100, generator=torch.Generator().manual_seed(0)).cumsum(1)
     with OpCount() as count:
         R.render_polylines(values, 224, 224, mode="antialiased", line_width=2.0, device="cpu")
-    assert count.launches <= 210 and count.syncs <= 2 and count.uploads <= 1 and count.float64 == 0, count.summary()
+    assert count.launches <= 150 and count.syncs <= 2 and count.uploads <= 1 and count.float64 == 0, count.summary()
+
+
+@pytest.mark.parametrize("line_width", [0.4, 1.0, 2.5, 4.0, 9.0])
+def test_the_dense_path_draws_the_compositors_pixels(monkeypatch, line_width):
+    """_dense_lines (a GPU's torch path for y values) against the compositor's torch path: equal, with
+    gaps, ragged lengths, steep and flat series, frames that end inside a tile, thin and wide lines."""
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
+    g = torch.Generator().manual_seed(5)
+    values = torch.cumsum(torch.randn(9, 50, generator=g) * (1 + 20 * torch.rand(9, 1, generator=g)), 1)
+    values[2, 10], values[3, 0], values[4] = float("nan"), float("inf"), 3.0
+    lengths = torch.tensor([50, 2, 50, 30, 7, 1, 0, 49, 50])
+    used = []
+    dense = R._dense_lines
+    monkeypatch.setattr(R, "_dense_lines", lambda *a: used.append(a[-1]) or dense(*a))
+    for height, width in ((37, 90), (16, 200)):
+        args = (values, height, width)
+        options = dict(lengths=lengths, mode="antialiased", line_width=line_width, color=(1, 1, 1, 0.7))
+        compositor = R.render_polylines(*args, **options)
+        with monkeypatch.context() as patch:
+            patch.setattr(R, "_dense_lines_run_on", lambda device: True)
+            assert torch.equal(R.render_polylines(*args, **options), compositor)
+    assert len(used) == 2 and all(0 < candidates <= R._DENSE_CANDIDATES for candidates in used)

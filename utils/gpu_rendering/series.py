@@ -12,7 +12,7 @@ from ..core.batching import Ragged
 from ..core.device import check_memory, memory_budget, numba_usable, run_chunked
 from ..inputs.series import VALUE_LIMIT
 from .compositor import straight_alpha
-from .line_plots import fill_coverage, render_polylines, series_points, value_range
+from .line_plots import fill_coverage, render_polylines, series_points, stroke_inset, value_range
 
 # Bars fill their slot of the plot's width but for a gap of this fraction, so that neighbours stay apart.
 BAR_GAP = 0.2
@@ -89,7 +89,9 @@ def render_series(
     [N,T], K = per_image) over each other, series k in colors[k] (RGBA, K of them), later ones on top.
     style "line": render_polylines' lines (mode, line_width), over the area under each in fill_colors[k]
     (RGBA, or None: no fill; every area under every line); "bars": one bar per value in colors[k].
-    scale: min-max over each image's series, or over all ("shared"): the lowest at the bottom row centre.
+    scale: min-max over each image's series, or over all ("shared"): the lowest at the bottom, the
+    highest at the top (a line's extremes and ends inset by half its stroke, stroke_inset, so that it
+    shows whole; bars' at the row centres).
     background RGBA: opaque gives RGB images, else RGBA in straight alpha (ComfyUI's convention).
     Returns images float32 [B,H,W,3|4] and alpha float32 [B,H,W] (the ink's opacity, background not
     counted), on the device of data; rendered on `device` (default: the same) in memory-sized chunks."""
@@ -121,7 +123,8 @@ def render_series(
     lengths = data.lengths.to(home)
     values = data.values.float()
     values = torch.where(values.isinf(), values, values.clamp(-VALUE_LIMIT, VALUE_LIMIT))  # finite stay finite
-    points = series_points(values, lengths, *value_range(values, lengths, scale, per_image), height, width)
+    inset = stroke_inset(mode, line_width) if style == "line" else 0.5  # bars have no stroke to keep whole
+    points = series_points(values, lengths, *value_range(values, lengths, scale, per_image), height, width, inset)
     antialiased = mode == "antialiased"
     # the layers' colours and the background's, moved to the device once: [M+1,4]
     palette = torch.tensor(ink + [tuple(background)], dtype=torch.float32, device=home)
@@ -140,7 +143,7 @@ def render_series(
             )
         coverage = coverage.view(stop - start, per_image, height, width)
         if len(ink) > per_image:
-            under = fill_coverage(on(points), on(lengths), height, width, antialiased)
+            under = fill_coverage(on(points), on(lengths), height, width, antialiased, inset)
             coverage = torch.cat([under.view_as(coverage), coverage], 1)
         layers, behind_colour = palette[:-1].to(dev), palette[-1].to(dev)
         opacity = coverage * layers[:, 3, None, None]  # [b,M,H,W], bottom layer first
