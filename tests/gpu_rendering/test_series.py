@@ -178,3 +178,14 @@ def test_spectrogram_over_a_transparent_background_keeps_the_colour_maps_alpha()
     layer, alpha = S.render_spectrogram(values, 8, 6, [(1, 0, 0, 0), (1, 0, 0, 1)], background=(0, 0, 0, 0))
     assert layer.shape == (1, 8, 6, 4) and torch.equal(layer[..., 3], alpha)
     assert float(alpha.min()) == 0 and float(alpha.max()) == 1 and bool((layer[..., 0][alpha > 0] == 1).all())
+
+
+def test_spectrogram_rendered_elsewhere_equals_in_place(monkeypatch):
+    """torch.device("cpu", 0) is not the device of CPU tensors: the render-elsewhere branch, one image a
+    chunk, against the lookups written straight into the outputs."""
+    values = torch.rand(9, 7, generator=torch.Generator().manual_seed(2))
+    kw = dict(colormap=[(0, 0, 1, 0.5), (1, 1, 0, 1)], history=4, background=(0.2, 0, 0, 0.5))
+    here = S.render_spectrogram(values, 12, 10, **kw)
+    monkeypatch.setattr(S, "CHUNK_WORK", 1)
+    elsewhere = S.render_spectrogram(values, 12, 10, device=torch.device("cpu", 0), **kw)
+    assert all(torch.equal(a, b) for a, b in zip(here, elsewhere, strict=True)) and here[0].shape == (9, 12, 10, 4)

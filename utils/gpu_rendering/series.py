@@ -43,14 +43,18 @@ REFLECTION_SHARE = 1 / 3
 REFLECTION_OPACITY = 0.5
 CAP_PIXELS = 2.0
 LAYOUTS = ("linear", "radial")
+# Spectrograms colour each pixel by one lookup in the colour map sampled at this many places (a 10-bit
+# output: finer than an 8-bit image can show).
+SPECTROGRAM_LEVELS = 1024
 MIRRORS = ("none", "centre", "reflection")
 
 
 @dataclass(frozen=True)
 class Look:
     """How render_series draws bars (the defaults: plain bars). layout "radial": around a circle, value
-    k of n at angle 2 pi (k + 1/2) / n clockwise from the top, standing on a circle of RADIAL_HOLE times
-    the outer radius (half the smaller side) and reaching out to it at most. mirror "centre": bars grow
+    k of n at angle 2 pi (k + 1/2) / n clockwise from the top (n: the batch's padded count of values),
+    standing on a circle of RADIAL_HOLE times the outer radius (half the smaller side) and reaching out
+    to it at most. mirror "centre": bars grow
     both ways from the middle line (radial: the middle circle); "reflection": bars on a baseline at
     REFLECTION_SHARE of the plot and below it their mirror image, fading from REFLECTION_OPACITY.
     gradient: RGBA stops along each bar from its base to its full length (lines: up the plot),
@@ -120,43 +124,62 @@ def _bar_columns(
     return across, top, peaks
 
 
-def _interval(v: torch.Tensor, low: torch.Tensor, high, antialiased: bool) -> torch.Tensor:
-    """Coverage of [low, high] along a pixel's axis v (its centre; a box filter one pixel wide)."""
-    if antialiased:
-        return ((v - low + 0.5).clamp(0, 1) + (high - v + 0.5).clamp(0, 1) - 1).clamp_min(0)
-    return ((v >= low) & (v <= high)).to(v.dtype)
-
-
-def _along(v: torch.Tensor, fraction: torch.Tensor, span: float, mirror: str, antialiased: bool, cap: float = 0.0):
-    """Coverage along bars of `fraction` of their full length (or with cap > 0: of caps that thick at
-    that fraction), v the pixel's distance from the plot's base (pixels, span the full length)."""
+def _intervals(fraction, span: float, mirror: str, cap: float = 0.0) -> list:
+    """The spans (low, high, faded) along bars of `fraction` of their full length `span` (pixels from
+    the plot's base; fraction a tensor, low/high tensors like it or floats), or with cap > 0 of their
+    caps that thick at that fraction; faded: the reflection's, to be multiplied by its fade."""
     if mirror == "none":
         tip = fraction * span
-        return _interval(v, tip, tip + cap, antialiased) if cap else _interval(v, 0.0, tip, antialiased)
+        return [(tip, tip + cap, False)] if cap else [(0.0, tip, False)]
     if mirror == "centre":
         middle, half = span / 2, fraction * (span / 2)
-        if not cap:
-            return _interval(v, middle - half, middle + half, antialiased)
-        return _interval(v, middle + half, middle + half + cap, antialiased) + _interval(
-            v, middle - half - cap, middle - half, antialiased
-        )
+        if cap:
+            return [(middle + half, middle + half + cap, False), (middle - half - cap, middle - half, False)]
+        return [(middle - half, middle + half, False)]
     base = span * REFLECTION_SHARE
     tip = fraction * (span - base)
-    fade = REFLECTION_OPACITY * (v / base).clamp(0, 1)
     if cap:
-        up = _interval(v, base + tip, base + tip + cap, antialiased)
-        return up + fade * _interval(v, base - tip - cap, base - tip, antialiased)
-    return _interval(v, base, base + tip, antialiased) + fade * _interval(v, base - tip, base, antialiased)
+        return [(base + tip, base + tip + cap, False), (base - tip - cap, base - tip, True)]
+    return [(base, base + tip, False), (base - tip, base, True)]
 
 
-def _radial_frame(height: int, width: int, device) -> tuple[torch.Tensor, torch.Tensor, float, float]:
-    """(radius, angle clockwise from the top in 0..2 pi) float [H,W] of every pixel centre about the
-    image centre, the bars' base radius and their full length."""
+def _along(at: torch.Tensor, spans: list, fade: torch.Tensor, antialiased: bool, pick=None) -> torch.Tensor:
+    """Coverage along bars of their spans (_intervals), at: each pixel's distance from the plot's base
+    (less half a pixel when antialiased: then the coverage of [low, high] by a box filter one pixel wide,
+    clamp(high - at) - clamp(low - at), exact); pick: each end per pixel (radial), else broadcast."""
+    total = None
+    for low, high, faded in spans:
+        low, high = (low, high) if pick is None else (pick(low), pick(high))
+        if antialiased:
+            part = (high - at).clamp_(0, 1) - (low - at).clamp_(0, 1)
+        else:
+            part = ((at >= low) & (at <= high)).to(at.dtype)
+        part = part * fade if faded else part
+        total = part if total is None else total.add_(part)
+    return total
+
+
+def _radial_frame(height: int, width: int, count: int, device, antialiased: bool):
+    """Polar layout of `count` bars about the image centre, value k clockwise from the top: each pixel's
+    distance from the bars' base circle (float [H,W]), the value its angle falls on (int64 [H,W]), its
+    coverage across that bar (float [H,W]: the box filter's on its distances from the bar's two sides,
+    lines through the centre), and the bars' full length."""
     y = torch.arange(height, device=device, dtype=torch.float32)[:, None] + (0.5 - height / 2)
     x = torch.arange(width, device=device, dtype=torch.float32)[None] + (0.5 - width / 2)
     outer = min(height, width) / 2
-    angle = torch.atan2(x, -y).remainder(2 * math.pi)
-    return torch.hypot(x, y), angle, RADIAL_HOLE * outer, (1 - RADIAL_HOLE) * outer
+    radius = torch.hypot(x, y)
+    slot = torch.atan2(x, -y).remainder(2 * math.pi) * (count / (2 * math.pi))
+    value = slot.floor().clamp_max(count - 1)
+    offset = (slot - value - 0.5) * (2 * math.pi / count)  # radians from the bar's axis
+    half = math.pi * (1 - BAR_GAP) / count
+    if antialiased:
+        near = radius * (half - offset).clamp(-math.pi / 2, math.pi / 2).sin()
+        far = radius * (half + offset).clamp(-math.pi / 2, math.pi / 2).sin()
+        across = (near + 0.5).clamp(0, 1) + (far + 0.5).clamp(0, 1) - 1
+        across = across.clamp_min(0)
+    else:
+        across = (offset.abs() <= half).to(torch.float32)
+    return radius - RADIAL_HOLE * outer, value.long(), across, (1 - RADIAL_HOLE) * outer
 
 
 def _styled_bar_coverage(
@@ -169,35 +192,27 @@ def _styled_bar_coverage(
     look: Look,
 ) -> torch.Tensor:
     """Coverage float [N,H,W] of bars in `look` (points [N,T,2] from series_points, a bar's length the
-    fraction of the height its plain bar has; peaks [N,T] such fractions or None)."""
+    fraction of the height its plain bar has; peaks [N,T] such fractions or None). Radial: the circle
+    holds T slots (the padded count) for every series, so that its layout is computed once."""
     y = points[..., 1]
     if look.layout == "linear":
         across, top, peaks = _bar_columns(y, lengths, width, antialiased, peaks)
-        fraction, across = ((height - top) / height)[:, None], across[:, None]  # [N,1,W]
-        peaks = None if peaks is None else peaks[:, None]
-        v = height - 0.5 - torch.arange(height, device=y.device, dtype=y.dtype)[None, :, None]
-        span = float(height)
-    else:  # the bar at each pixel's angle, and the pixel's distances from the bar's sides
-        radius, angle, base, span = _radial_frame(height, width, y.device)
-        count = lengths.clamp_min(1).to(y.dtype)[:, None, None]  # [N,1,1]
-        slot = angle * (count / (2 * math.pi))
-        value = slot.floor().clamp_max(count - 1)
-        offset = (slot - value - 0.5) * (2 * math.pi / count)  # radians from the bar's axis
-        half = (math.pi * (1 - BAR_GAP)) / count
-        if antialiased:  # distances to both sides (lines through the centre), as in _interval
-            sides = [radius * (half - offset).clamp(-math.pi / 2, math.pi / 2).sin(), None]
-            sides[1] = radius * (half + offset).clamp(-math.pi / 2, math.pi / 2).sin()
-            across = (sides[0].add(0.5).clamp(0, 1) + sides[1].add(0.5).clamp(0, 1) - 1).clamp_min(0)
-        else:
-            across = (offset.abs() <= half).to(y.dtype)
-        index = value.long().flatten(1)
-        fraction = ((height - y) / height).gather(1, index).view_as(across)
-        peaks = None if peaks is None else peaks.gather(1, index).view_as(across)
-        v = radius - base
-    along = _along(v, fraction, span, look.mirror, antialiased)
+        fraction = ((height - top) / height).nan_to_num_(0.0)[:, None]  # [N,1,W]; gaps: no bar
+        across, peaks = across[:, None], (None if peaks is None else peaks[:, None])
+        distance = height - 0.5 - torch.arange(height, device=y.device, dtype=y.dtype)[None, :, None]
+        span, pick = float(height), None
+    else:
+        distance, value, across, span = _radial_frame(height, width, y.shape[1], y.device, antialiased)
+        fraction = ((height - y) / height).nan_to_num_(0.0)
+        index = value.flatten()
+        pick = lambda end: end if isinstance(end, float) else end[:, index].view(-1, height, width)  # noqa: E731
+    at = distance - 0.5 if antialiased else distance
+    fade = REFLECTION_OPACITY * (distance / (span * REFLECTION_SHARE)).clamp(0, 1)
+    spans = _intervals(fraction, span, look.mirror)
     if peaks is not None:
-        along = along + _along(v, peaks, span, look.mirror, antialiased, cap=CAP_PIXELS)
-    return torch.nan_to_num(across * along.clamp_max(1), nan=0.0)
+        spans += _intervals(peaks, span, look.mirror, cap=CAP_PIXELS)
+    along = _along(at, spans, fade, antialiased, pick)
+    return (along.clamp_max_(1) if len(spans) > 1 else along).mul_(across)
 
 
 def bar_peaks(points: torch.Tensor, height: int, per_image: int, fall: float) -> torch.Tensor:
@@ -222,8 +237,7 @@ def _gradient_image(stops: torch.Tensor, height: int, width: int, look: Look, ba
     (mirrored: from the middle or the baseline both ways), or up the plot (lines)."""
     device = stops.device
     if bars and look.layout == "radial":
-        radius, _, base, span = _radial_frame(height, width, device)
-        v = radius - base
+        v, _, _, span = _radial_frame(height, width, 1, device, False)
     else:
         v = (height - 0.5 - torch.arange(height, device=device, dtype=torch.float32))[:, None].expand(height, width)
         span = float(height)
@@ -406,12 +420,12 @@ def render_spectrogram(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Spectrogram images of spectra values float [F,n] (frame after frame, bands from low to high):
     time along x, frequency up y (nearest value), each value coloured from colormap stops (S >= 1 RGBA
-    tuples, evenly spaced) by its place between the lowest and highest value of its image (scale
-    "per_image") or of every frame ("shared"), over the background (RGBA; opaque: RGB images). history
-    0: one image of every frame; else F images, image t of frames t - history + 1 .. t (the latest at
-    the right edge; before the first frame: the colour map's lowest colour). Returns images float32
-    [B,H,W,3|4] and alpha float32 [B,H,W] (the colour map's opacity) on values' device, rendered on
-    `device` (default: the same) in chunks."""
+    tuples, evenly spaced, sampled at SPECTROGRAM_LEVELS places) by its place between the lowest and
+    highest value of the frames its image shows (scale "per_image") or of every frame ("shared"), over
+    the background (RGBA; opaque: RGB images). history 0: one image of every frame; else F images,
+    image t of frames t - history + 1 .. t (the latest at the right edge; before the first frame: the
+    colour map's lowest colour). Returns images float32 [B,H,W,3|4] and alpha float32 [B,H,W] (the
+    colour map's opacity) on values' device, rendered on `device` (default: the same) in chunks."""
     if scale not in ("per_image", "shared"):
         raise ValueError(f"scale: expected 'per_image' or 'shared', got {scale!r}")
     if history < 0:
@@ -425,34 +439,43 @@ def render_spectrogram(
     batch, shown = (1, frames) if history == 0 else (frames, history)
     check_memory(batch * height * width * 24, f"spectrogram: {batch:,} images of {height} x {width}", device)
     values = values.float()
-    low, high = values.amin(), values.amax()  # "shared": every frame's range (device scalars, no sync)
-    # the background and the colour map's stops, moved to the device once: [1+S,4]
+    # the colour map over the background, as output channels, sampled at SPECTROGRAM_LEVELS places: [L,C+1]
     palette = torch.tensor([tuple(background)] + [tuple(c) for c in colormap], dtype=torch.float32, device=home)
+    under, stops = palette[0], palette[1:]
+    colour = gradient_colours(stops, torch.linspace(0, 1, SPECTROGRAM_LEVELS, device=home))
+    opacity = colour[:, 3:]
+    rgb = torch.lerp((under[:3] * under[3]).expand_as(colour[:, :3]), colour[:, :3], opacity)
+    if not opaque:
+        rgb = straight_alpha(torch.cat([rgb, opacity + (1 - opacity) * under[3]], -1))
+    levels = torch.cat([rgb, opacity], -1)
+    # the level of every value, and past the last row the frames before the first (the lowest level)
+    step = (SPECTROGRAM_LEVELS - 1) / (values.amax() - values.amin())  # "shared": every frame's range
+    table = torch.cat([values, values.new_full((1, bands), math.nan)])
+    shared = ((table - values.amin()) * step + 0.5).nan_to_num_(0.0).clamp_(0, SPECTROGRAM_LEVELS - 1).long()
     images = torch.empty(batch, height, width, 3 if opaque else 4, device=home)
     alpha = torch.empty(batch, height, width, device=home)
 
     def paint(start, stop, dev):
-        # each pixel's frame (NaN before the first) and band: the latest frame of image b is b (history)
+        # each column's frame (before the first: row F of the table), the latest of image b being b (history)
         column = ((torch.arange(width, device=dev) + 0.5) * (shown / width)).long()
         frame = column[None] + (torch.arange(start, stop, device=dev)[:, None] - (shown - 1) if history else 0)
+        frame = frame.where(frame >= 0, frames)  # [b,W]
+        if scale == "shared" or history == 0:  # one range for the image(s): every value's level, made once
+            level = shared.to(dev)[frame]  # [b,W,n]
+        else:  # each image's own range, over the frames it shows
+            window = table.to(dev)[frame]
+            lowest = window.nan_to_num(math.inf).amin((1, 2), keepdim=True)
+            ratio = (SPECTROGRAM_LEVELS - 1) / (window.nan_to_num(-math.inf).amax((1, 2), keepdim=True) - lowest)
+            level = ((window - lowest) * ratio + 0.5).nan_to_num_(0.0).clamp_(0, SPECTROGRAM_LEVELS - 1).long()
+        # each row's band (low frequencies at the bottom), then one lookup per pixel into each output
         row = ((height - 0.5 - torch.arange(height, device=dev)) * (bands / height)).long().clamp_max(bands - 1)
-        table = torch.cat([values.to(dev), values.new_full((1, bands), math.nan, device=dev)])  # row F: before
-        image = table[frame.where(frame >= 0, frames)[:, None, :], row[None, :, None]]  # [b,H,W]
-        if scale == "shared":
-            lowest, highest = low.to(dev), high.to(dev)
-        else:
-            lowest = image.nan_to_num(math.inf).amin((1, 2), keepdim=True)
-            highest = image.nan_to_num(-math.inf).amax((1, 2), keepdim=True)
-        place = ((image - lowest) / (highest - lowest)).nan_to_num(0.0)  # a flat image: its lowest colour
-        under, stops = palette.to(dev).split([1, len(colormap)])
-        under = under[0]
-        colour = gradient_colours(stops, place)  # [b,H,W,4]
-        opacity = colour[..., 3:]
-        rgb = torch.lerp((under[:3] * under[3]).expand_as(colour[..., :3]), colour[..., :3], opacity)
-        if not opaque:
-            rgb = straight_alpha(torch.cat([rgb, opacity + (1 - opacity) * under[3]], -1))
-        images[start:stop] = rgb.to(home)
-        alpha[start:stop] = opacity[..., 0].to(home)
+        level = level.transpose(1, 2).index_select(1, row).flatten()  # [b*H*W]
+        for out, lookup in ((images, levels[:, :-1]), (alpha, levels[:, -1])):
+            chunk = out[start:stop]
+            if dev == home:
+                torch.index_select(lookup, 0, level, out=chunk.view(-1, *lookup.shape[1:]))
+            else:
+                chunk.copy_(lookup.to(dev)[level].view(chunk.shape))
 
     limit = max(1, min(batch, CHUNK_WORK // (height * width)))
     run_chunked(paint, batch, 1, device, on_progress, limit=limit)
