@@ -1,12 +1,13 @@
-"""RasterKit_SeriesToImages: line or bar plots of series, of audio windows or of audio spectra, as an
-IMAGE batch and the ink's alpha."""
+"""RasterKit_SeriesToImages: line or bar plots of series, of audio windows or of audio spectra (bars
+straight or radial, mirrored, in gradients, with falling peak caps), or audio spectrograms, as an IMAGE
+batch and the ink's alpha."""
 
 from __future__ import annotations
 
-from ..utils.gpu_rendering.series import render_series
-from ..utils.inputs.audio import from_audio, from_audio_spectrum
+from ..utils.gpu_rendering.series import LAYOUTS, MIRRORS, Look, render_series, render_spectrogram
+from ..utils.inputs.audio import FREQUENCY_SCALES, SPECTRUM_LOWEST_HZ, from_audio, from_audio_spectrum
 from ..utils.inputs.colors import parse_hex
-from ..utils.inputs.series import from_text, series_colors
+from ..utils.inputs.series import from_text, gradient_stops, series_colors
 from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 
@@ -17,9 +18,10 @@ class SeriesToImages(RasterKitNode):
     CATEGORY = "RasterKit/plot"
     DESCRIPTION = (
         "Renders series as line or bar plots, all at once: from JSON or CSV text, or from audio, one "
-        "window or spectrum per video frame (audio-reactive video). Several series can share an "
-        "image, a colour each; a background with alpha gives RGBA images. NaN or empty values leave "
-        "a gap."
+        "window or spectrum per video frame (audio-reactive video), or a spectrogram. Bars can stand "
+        "around a circle, mirror or reflect, take a colour gradient and peak caps that fall. Several "
+        "series can share an image, a colour each; a background with alpha gives RGBA images. NaN or "
+        "empty values leave a gap."
     )
     INPUTS = [
         String(
@@ -68,12 +70,18 @@ class SeriesToImages(RasterKitNode):
         ),
         Combo(
             "audio_plot",
-            ("waveform", "spectrum"),
-            tooltip="audio: the samples of each frame, or their spectrum (FFT amplitude on a log frequency "
-            "axis from 20 Hz to half the sample rate)",
+            ("waveform", "spectrum", "spectrogram"),
+            tooltip="audio: the samples of each frame, or their spectrum (FFT amplitude on bands from min_hz "
+            "to max_hz), or a spectrogram image (time across, frequency up, colours from gradient)",
         ),
         Int("fft_size", 2048, 16, 65536, tooltip="spectrum: samples per FFT window (Hann), centred on each frame"),
-        Int("bands", 64, 2, 4096, tooltip="spectrum: log-spaced frequencies plotted, one value (or bar) each"),
+        Int(
+            "bands",
+            64,
+            2,
+            4096,
+            tooltip="spectrum: frequencies plotted (spaced by frequency_scale), one value (or bar) each",
+        ),
         Combo(
             "magnitude",
             ("dB", "linear"),
@@ -98,6 +106,72 @@ class SeriesToImages(RasterKitNode):
             "tab10",
             tooltip="overlay: a palette name (default, tab10, pastel, neon) or hex colours separated by "
             "commas; series i takes colour i, cycling",
+        ),
+        Float(
+            "min_hz",
+            SPECTRUM_LOWEST_HZ,
+            0.0,
+            100000.0,
+            1.0,
+            optional=True,
+            tooltip="spectrum, spectrogram: the lowest band's frequency in Hz (at least the FFT's first bin, "
+            "sample rate / fft_size)",
+        ),
+        Float(
+            "max_hz",
+            0.0,
+            0.0,
+            100000.0,
+            1.0,
+            optional=True,
+            tooltip="spectrum, spectrogram: the highest band's frequency in Hz; 0: half the sample rate",
+        ),
+        Combo(
+            "frequency_scale",
+            FREQUENCY_SCALES,
+            optional=True,
+            tooltip="spectrum, spectrogram: bands evenly spaced in log frequency, in Hz, in mels or in barks; "
+            "1/3 octave: the standard third-octave bands in the range (bands is ignored)",
+        ),
+        Combo(
+            "layout",
+            LAYOUTS,
+            optional=True,
+            tooltip="bars: side by side, or radial: around a circle, the first at the top, clockwise",
+        ),
+        Combo(
+            "mirror",
+            MIRRORS,
+            optional=True,
+            tooltip="bars: centre grows them both ways from the middle line (radial: circle); reflection "
+            "stands them on a baseline with a fading mirror image below (radial: inside)",
+        ),
+        String(
+            "gradient",
+            "",
+            optional=True,
+            tooltip="colours along each bar from its base (lines: up the plot), replacing line_color and "
+            "colors: hex colours separated by commas, or a colour map (magma, inferno, viridis, plasma, "
+            "gray); spectrogram: its colour map (empty: magma)",
+        ),
+        Float(
+            "peak_fall",
+            0.0,
+            0.0,
+            1.0,
+            0.005,
+            optional=True,
+            tooltip="bars: a cap on each bar at its peak, falling this fraction of the full height per frame "
+            "(0: no caps)",
+        ),
+        Int(
+            "history",
+            0,
+            0,
+            100000,
+            optional=True,
+            tooltip="spectrogram: 0 gives one image of the whole clip; else one image per frame showing "
+            "its last history frames, the latest at the right",
         ),
     ]
     OUTPUTS = [
@@ -135,11 +209,37 @@ class SeriesToImages(RasterKitNode):
         style="line",
         overlay=False,
         colors="tab10",
+        min_hz=SPECTRUM_LOWEST_HZ,
+        max_hz=0.0,
+        frequency_scale="log",
+        layout="linear",
+        mirror="none",
+        gradient="",
+        peak_fall=0.0,
+        history=0,
     ):
+        bands_in = dict(min_hz=min_hz, max_hz=max_hz, frequency_scale=frequency_scale)
+        stops = gradient_stops(gradient)
+        if audio is not None and audio_plot == "spectrogram":
+            spectra = from_audio_spectrum(audio, frames, fps, fft_size, bands, magnitude, smoothing, **bands_in)
+            images, alpha = render_spectrogram(
+                spectra.values,
+                height,
+                width,
+                stops or gradient_stops("magma"),
+                history,
+                scale,
+                parse_hex(background, "background"),
+                render_device(),
+                Progress(spectra.batch if history else 1),
+            )
+            return images.to(intermediate_device()), alpha.to(intermediate_device())
         if audio is None:
             data = from_text(series, csv_series)
         elif audio_plot == "spectrum":
-            data = from_audio_spectrum(audio, frames, fps, fft_size, bands, magnitude, smoothing, channels=overlay)
+            data = from_audio_spectrum(
+                audio, frames, fps, fft_size, bands, magnitude, smoothing, channels=overlay, **bands_in
+            )
         else:
             data = from_audio(audio, frames, fps, channels=overlay)
         if not overlay:
@@ -165,6 +265,7 @@ class SeriesToImages(RasterKitNode):
             background=parse_hex(background, "background"),
             device=render_device(),
             on_progress=Progress(data.batch // per_image),
+            look=Look(layout, mirror, tuple(stops), peak_fall),
         )
         return images.to(intermediate_device()), alpha.to(intermediate_device())
 

@@ -396,3 +396,98 @@ def test_spectrum_bars_keep_a_gpu_budget(monkeypatch):
     with OpCount() as count:
         Node.run(series=series, overlay=True, fill=True, mode="aliased", background="#00000000")
     assert count.launches <= 250 and count.syncs <= 2 and count.float64 == 0, count.summary()
+
+
+# -- audio visualiser looks: frequency range and scale, radial, mirror, gradient, caps, spectrogram ---------
+
+
+@pytest.mark.parametrize("scale", ["log", "linear", "mel", "bark", "1/3 octave"])
+def test_a_sine_draws_the_radial_bar_at_its_bands_angle(scale):
+    range_ = dict(min_hz=100.0, max_hz=10000.0, frequency_scale=scale)
+    centres, edges = A.band_layout(RATE, 2048, 24, None, 100.0, 10000.0, scale)
+    band, count = int(torch.bucketize(torch.tensor(3000.0), edges, right=True)) - 1, len(centres)
+    _, alpha = Node.run(
+        audio=tone(3000.0, 0.2), frames=2, audio_plot="spectrum", bands=24, magnitude="linear", smoothing=0.0,
+        style="bars", layout="radial", width=96, height=96, **range_,
+    )  # fmt: skip
+    y, x = torch.nonzero(alpha[0] > 0.5, as_tuple=True)
+    dx, dy = x + 0.5 - 48, y + 0.5 - 48
+    far = torch.hypot(dx, dy).argmax()  # the tip of the tallest bar
+    angle = math.atan2(float(dx[far]), -float(dy[far])) % (2 * math.pi)
+    assert abs(angle - 2 * math.pi * (band + 0.5) / count) < math.pi / count, (angle, band, count)
+
+
+def test_new_inputs_at_their_defaults_draw_what_the_audio_spectrum_template_drew():
+    import json
+    from pathlib import Path
+
+    prompt = json.loads((Path(__file__).parents[1] / "workflows" / "08 Audio spectrum.api.json").read_text())
+    inputs = {k: v for k, v in prompt["2"]["inputs"].items() if not isinstance(v, list)}
+    inputs.update(audio=tone(440.0, 0.5, channels=2), width=128, height=48)
+    defaults = dict(min_hz=20.0, max_hz=0.0, frequency_scale="log", layout="linear", mirror="none", gradient="")
+    before, alpha_before = Node.run(**inputs)
+    after, alpha_after = Node.run(**inputs, **defaults, peak_fall=0.0, history=0)
+    assert torch.equal(before, after) and torch.equal(alpha_before, alpha_after)
+    assert not S.Look().styled  # the default look takes the plain bar path
+
+
+@pytest.mark.parametrize(
+    "look",
+    [
+        dict(layout="radial"),
+        dict(mirror="centre"),
+        dict(mirror="reflection", gradient="magma"),
+        dict(peak_fall=0.02, gradient="#FF0000, #FFFF00"),
+        dict(layout="radial", mirror="reflection", peak_fall=0.05, gradient="viridis"),
+    ],
+)
+def test_looks_draw_finite_images_with_their_alpha(look):
+    kw = dict(audio=tone(880.0, 0.5, channels=2), frames=6, audio_plot="spectrum", style="bars", width=48, height=40)
+    images, alpha = Node.run(background="#00000000", overlay=True, **kw, **look)
+    assert images.shape == (6, 40, 48, 4) and torch.equal(images[..., 3], alpha)
+    assert images.isfinite().all() and 0 < float(alpha.max()) <= 1 and float(alpha.min()) == 0
+
+
+def test_spectrogram_mode_gives_one_image_or_one_per_frame():
+    audio = tone(1000.0, 0.5)
+    whole, alpha = Node.run(audio=audio, frames=10, audio_plot="spectrogram", width=40, height=32)
+    assert whole.shape == (1, 32, 40, 3) and bool((alpha == 1).all())
+    scrolling, _ = Node.run(audio=audio, frames=10, audio_plot="spectrogram", history=5, width=40, height=32)
+    assert scrolling.shape == (10, 32, 40, 3)
+    row = int(whole[0, :, 20].sum(-1).argmax())  # 1 kHz on log bands from 23 Hz: ~58% of the way up
+    assert abs((32 - 0.5 - row) / 32 - math.log(1000 / (RATE / 2048)) / math.log(24000 / (RATE / 2048))) < 0.06
+    gray = Node.run(audio=audio, frames=10, audio_plot="spectrogram", gradient="gray", width=40, height=64)[0]
+    assert torch.allclose(gray[..., 0], gray[..., 2]) and float(gray.max()) == 1  # a row per band: the peak shown
+
+
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(min_hz=5000.0, max_hz=1000.0), "min_hz: 5000 Hz is not below the highest band, 1000 Hz"),
+        (dict(max_hz=5.0), "max_hz: 5 Hz is not above the lowest band"),
+        (dict(gradient="rainbow"), "gradient: colour 1: expected a hex colour .*'rainbow'; or a colour map: magma"),
+        (dict(frequency_scale="erb"), "frequency_scale: expected one of"),
+        (dict(layout="spiral", style="bars"), "layout: expected one of linear, radial, got 'spiral'"),
+        (dict(mirror="both", style="bars"), "mirror: expected one of none, centre, reflection"),
+    ],
+)
+def test_bad_look_input_names_the_input(kw, message):
+    with pytest.raises(ValueError, match=message):
+        Node.run(audio=tone(440.0, 0.1), frames=2, audio_plot="spectrum", width=16, height=16, **kw)
+
+
+def test_looks_and_spectrograms_keep_a_gpu_budget(monkeypatch):
+    """Radial reflected bars with a gradient and caps, and a scrolling spectrogram: the same bounded
+    number of device ops for 24 frames as for 96 (nothing per frame or per bar), no sync, no float64."""
+    from opcount import OpCount
+
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    looks = dict(layout="radial", mirror="reflection", gradient="magma", peak_fall=0.02, style="bars")
+    counts = []
+    for frames in (24, 96):
+        for plot in (dict(audio_plot="spectrum", **looks), dict(audio_plot="spectrogram", history=16)):
+            with OpCount() as count:
+                Node.run(audio=tone(440.0, 4.0), frames=frames, width=128, height=64, **plot)
+            assert count.syncs == 0 and count.float64 == 0, count.summary()
+            counts.append(count.launches)
+    assert counts[:2] == counts[2:] and max(counts) <= 300, counts

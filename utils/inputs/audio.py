@@ -92,16 +92,107 @@ def from_audio(audio, frames: int, fps: float = 0.0, channels: bool = False, inp
     return Ragged(values, torch.full((values.shape[0],), values.shape[1], dtype=torch.long, device=values.device))
 
 
-def spectrum_bands(rate: int, fft_size: int, bands: int, device=None) -> torch.Tensor:
-    """Centre frequencies float32 [bands] in Hz, log-spaced from SPECTRUM_LOWEST_HZ (or the first FFT
-    bin, rate / fft_size, when higher) to the Nyquist frequency, rate / 2."""
-    lowest, highest = _band_range(rate, fft_size)
-    return torch.logspace(math.log10(lowest), math.log10(highest), bands, device=device)
+# Frequency scales of the spectrum's bands: centres evenly spaced on the scale's axis (log: in log
+# frequency, mel: HTK mels, bark: Traunmüller's formula), or 1/3-octave bands (centres 1000 * 2**(k/3) Hz,
+# IEC 61260's base-2 series, edges a sixth of an octave either side; as many as fit in the range).
+FREQUENCY_SCALES = ("log", "linear", "mel", "bark", "1/3 octave")
+# Traunmüller's bark formula has a pole at this many barks (infinite frequency): band edges stay below it.
+_BARK_POLE = 26.28
 
 
-def _band_range(rate: int, fft_size: int) -> tuple[float, float]:
-    highest = rate / 2
-    return max(min(SPECTRUM_LOWEST_HZ, highest / 2), rate / fft_size), highest
+def _to_scale(hz: float, scale: str) -> float:
+    if scale == "mel":
+        return 2595 * math.log10(1 + hz / 700)
+    if scale == "bark":
+        return 26.81 * hz / (1960 + hz) - 0.53
+    return hz  # linear
+
+
+def _from_scale(value, scale: str):
+    if scale == "mel":
+        return 700 * (torch.pow(10, value / 2595) - 1)
+    if scale == "bark":
+        value = value.clamp_max(_BARK_POLE - 0.01)
+        return 1960 * (value + 0.53) / (_BARK_POLE - value)
+    return value  # linear
+
+
+def spectrum_bands(
+    rate: int,
+    fft_size: int,
+    bands: int,
+    device=None,
+    min_hz: float = SPECTRUM_LOWEST_HZ,
+    max_hz: float = 0.0,
+    scale: str = "log",
+) -> torch.Tensor:
+    """Centre frequencies float32 [bands] in Hz (1/3 octave: as many as fit), from min_hz (or the first
+    FFT bin, rate / fft_size, when higher) to max_hz (0: the Nyquist frequency, rate / 2), spaced
+    evenly on `scale` (FREQUENCY_SCALES)."""
+    return band_layout(rate, fft_size, bands, device, min_hz, max_hz, scale)[0]
+
+
+def band_layout(
+    rate: int,
+    fft_size: int,
+    bands: int,
+    device=None,
+    min_hz: float = SPECTRUM_LOWEST_HZ,
+    max_hz: float = 0.0,
+    scale: str = "log",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(centres float32 [n], edges float32 [n+1]) in Hz of spectrum_bands' bands: band i holds the
+    frequencies in [edges[i], edges[i+1]), its edges halfway (on the scale) to its neighbours' centres
+    and as far out at the ends; n = bands, or the 1/3-octave centres in the range."""
+    if scale not in FREQUENCY_SCALES:
+        raise ValueError(f"frequency_scale: expected one of {', '.join(FREQUENCY_SCALES)}, got {scale!r}")
+    lowest, highest = _band_range(rate, fft_size, min_hz, max_hz)
+    if scale == "log":
+        centres = torch.logspace(math.log10(lowest), math.log10(highest), bands, device=device)
+        half_step = math.log(highest / lowest) / (bands - 1) / 2
+        edges = torch.cat(
+            [
+                centres[:1] * math.exp(-half_step),
+                (centres[:-1] * centres[1:]).sqrt(),
+                centres[-1:] * math.exp(half_step),
+            ]
+        )
+        return centres, edges
+    if scale == "1/3 octave":
+        first = math.ceil(3 * math.log2(lowest / 1000) - 1e-9)
+        last = math.floor(3 * math.log2(highest / 1000) + 1e-9)
+        if last < first:
+            raise ValueError(f"min_hz, max_hz: no 1/3-octave band centre between {lowest:g} and {highest:g} Hz")
+        steps = torch.arange(first, last + 2, device=device, dtype=torch.float32)
+        centres = 1000 * torch.pow(2.0, steps[:-1] / 3)
+        return centres, 1000 * torch.pow(2.0, (steps - 0.5) / 3)
+    low, high = _to_scale(lowest, scale), _to_scale(highest, scale)
+    axis = torch.linspace(low, high, bands, device=device)
+    half_step = (high - low) / (bands - 1) / 2
+    edges = torch.cat([axis[:1] - half_step, (axis[:-1] + axis[1:]) / 2, axis[-1:] + half_step])
+    return _from_scale(axis, scale), _from_scale(edges, scale)
+
+
+def _band_range(rate: int, fft_size: int, min_hz: float = SPECTRUM_LOWEST_HZ, max_hz: float = 0.0):
+    """(lowest, highest) band centre in Hz; ValueError naming min_hz or max_hz when they leave no range."""
+    nyquist = rate / 2
+    if not (0 <= min_hz and 0 <= max_hz):
+        raise ValueError(f"min_hz, max_hz: expected frequencies >= 0 Hz, got {min_hz!r} and {max_hz!r}")
+    highest = nyquist if max_hz == 0 else min(max_hz, nyquist)
+    if min_hz != SPECTRUM_LOWEST_HZ and min_hz >= highest:
+        raise ValueError(
+            f"min_hz: {min_hz:g} Hz is not below the highest band, {highest:g} Hz (max_hz, at most half "
+            f"the sample rate {rate} Hz)"
+        )
+    if min_hz == SPECTRUM_LOWEST_HZ:  # the default gives way at tiny sample rates
+        min_hz = min(min_hz, highest / 2)
+    lowest = max(min_hz, rate / fft_size)
+    if lowest >= highest:
+        raise ValueError(
+            f"max_hz: {highest:g} Hz is not above the lowest band the FFT resolves, {lowest:g} Hz "
+            f"(sample rate / fft_size); raise max_hz or fft_size"
+        )
+    return lowest, highest
 
 
 def from_audio_spectrum(
@@ -114,11 +205,15 @@ def from_audio_spectrum(
     smoothing: float = 0.0,
     channels: bool = False,
     input_name: str = "audio",
+    min_hz: float = SPECTRUM_LOWEST_HZ,
+    max_hz: float = 0.0,
+    frequency_scale: str = "log",
 ) -> Ragged:
     """ComfyUI AUDIO as one spectrum per frame (frames as in from_audio): the amplitude of each band of
     torch.fft.rfft over a Hann window of fft_size samples centred on the frame (silence past the clip's
-    ends), on `bands` log-spaced frequencies (spectrum_bands; a band's value is the largest bin within it,
-    or the amplitude interpolated at its centre where no bin is). Amplitudes are of a full-scale sine = 1;
+    ends), on `bands` frequencies from min_hz to max_hz spaced on frequency_scale (band_layout; 1/3 octave:
+    as many as fit); a band's value is the largest bin within it, or the amplitude interpolated at its
+    centre where no bin is. Amplitudes are of a full-scale sine = 1;
     smoothed over frames (each frame `smoothing` of the last one plus 1 - smoothing of its own, as Web
     Audio's AnalyserNode); magnitude "dB" (20 log10, floored at SPECTRUM_FLOOR_DB) or "linear".
     channels: one spectrum per channel ([F*C, bands]), else of the channels averaged ([F, bands])."""
@@ -137,15 +232,11 @@ def from_audio_spectrum(
     starts = _window_starts(signal.shape[1], fft_size, frames, fps, rate)
     hann = torch.hann_window(fft_size, device=signal.device)
     bins = fft_size // 2 + 1
-    centres = spectrum_bands(rate, fft_size, bands, signal.device)
+    # each bin raises the band that holds it: bands end halfway (on the scale) to their neighbours
+    centres, edges = band_layout(rate, fft_size, bands, signal.device, min_hz, max_hz, frequency_scale)
+    bands = len(centres)
     position = centres * (fft_size / rate)  # fractional bin of each band's centre
     left = position.floor().long().clamp(0, bins - 2)
-    # each bin raises the band that holds it: bands end halfway (in log frequency) to their neighbours
-    lowest, highest = _band_range(rate, fft_size)
-    half_step = math.log(highest / lowest) / (bands - 1) / 2
-    edges = torch.cat(
-        [centres[:1] * math.exp(-half_step), (centres[:-1] * centres[1:]).sqrt(), centres[-1:] * math.exp(half_step)]
-    )
     band = torch.bucketize(torch.arange(bins, device=signal.device) * (rate / fft_size), edges, right=True) - 1
     band = torch.where((band >= 0) & (band < bands), band, bands)  # outside every band: a spare column
 

@@ -8,7 +8,7 @@ import io
 import math
 
 from ..core.batching import Ragged, pack
-from .colors import PALETTES, palette, palette_from_hex
+from .colors import PALETTES, palette, palette_from_hex, parse_hex
 from .text import check_size, load_json
 
 # More values than this per plot cost memory (anti-aliased lines: ~40 KB per value) without a visible
@@ -98,3 +98,27 @@ def series_colors(text: str, count: int, input_name: str = "colors") -> list[tup
     text = (text or "").strip()
     choices = palette(text, input_name) if text in PALETTES else palette_from_hex(text, input_name)
     return [choices[i % len(choices)] for i in range(count)]
+
+
+# Colour maps for gradients and spectrograms: matplotlib's perceptually uniform maps, sampled evenly.
+COLORMAPS = {
+    "magma": ["#000004", "#3B0F70", "#8C2981", "#DE4968", "#FE9F6D", "#FCFDBF"],
+    "inferno": ["#000004", "#420A68", "#932667", "#DD513A", "#FCA50A", "#FCFFA4"],
+    "viridis": ["#440154", "#3B528B", "#21918C", "#5EC962", "#FDE725"],
+    "plasma": ["#0D0887", "#6A00A8", "#B12A90", "#E16462", "#FCA636", "#F0F921"],
+    "gray": ["#000000", "#FFFFFF"],
+}
+
+
+def gradient_stops(text: str, input_name: str = "gradient") -> list[tuple[float, float, float, float]]:
+    """RGBA stops of a colour map name (COLORMAPS) or of hex colours separated by commas or spaces; []
+    for empty text."""
+    text = (text or "").strip()
+    if not text:
+        return []
+    if text in COLORMAPS:
+        return [parse_hex(c, input_name) for c in COLORMAPS[text]]
+    try:
+        return palette_from_hex(text, input_name)
+    except ValueError as error:
+        raise ValueError(f"{error}; or a colour map: {', '.join(COLORMAPS)}") from None
