@@ -72,10 +72,11 @@ def link_layers(
     start: torch.Tensor,
     end: torch.Tensor,
     style: LinkStyle,
+    frame_size: tuple[int, int],
 ) -> tuple[R.Primitives, torch.Tensor | None]:
     """The overlay's primitives, bottom first: the links' glow, the trails, the links, the markers' glow,
-    the markers, the point text; and the atlas of the text (None without text). Shapes in the module's
-    docstring."""
+    the markers, the point text (kept inside frames of frame_size, height and width); and the atlas of the
+    text (None without text). Shapes in the module's docstring."""
     glow, links = link_strokes(frame, pairs, start, end, style)
     layers = [glow] if glow is not None else []
     if style.trail_frames > 0 and xy.shape[0] > 1:
@@ -91,7 +92,7 @@ def link_layers(
             )
         )
     layers.append(links)
-    points, atlas = point_layers(xy, visible, labels, style)
+    points, atlas = point_layers(xy, visible, labels, style, frame_size)
     return R.concat(*layers, *points), atlas
 
 
@@ -168,10 +169,10 @@ def _colours(count: int, length: torch.Tensor | None, scale: float, style: LinkS
 
 
 def point_layers(
-    xy: torch.Tensor, visible: torch.Tensor, labels: Labels, style: LinkStyle
+    xy: torch.Tensor, visible: torch.Tensor, labels: Labels, style: LinkStyle, frame_size: tuple[int, int]
 ) -> tuple[list[R.Primitives], torch.Tensor | None]:
-    """The visible points' layers, bottom first (markers' glow, markers, text), and the text's atlas (None
-    without text)."""
+    """The visible points' layers, bottom first (markers' glow, markers, text inside frames of frame_size,
+    height and width), and the text's atlas (None without text)."""
     layers, atlas = [], None
     if (style.point_radius <= 0 and style.point_labels == "none") or not visible.any():
         return layers, atlas
@@ -195,6 +196,7 @@ def point_layers(
             style.text_size,
             style.point_radius + 2,
             (*(style.text_rgb or rgb), opacity),
+            frame_size,
         )
         layers.append(texts)
     return layers, atlas
@@ -226,12 +228,13 @@ def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
     return styles.styled_polylines(frame, points, lengths, width, head, _faded(head, 0.0))
 
 
-def point_texts(xy, at, index, labels: Labels, mode: str, size: int, offset: float, rgba):
+def point_texts(xy, at, index, labels: Labels, mode: str, size: int, offset: float, rgba, frame_size):
     """Text beside the visible points of xy float [T,N,2] (on the render device), frame at and point
     index int64 [P] (on the host): each point's id, or with mode "label" its label (its id where it has
     none; an empty label: no text), one sprite a point, its ink's lower left corner `offset` px right of
-    and above the point; the frame's edges cut what lies beyond them. Returns the sprites and the atlas
-    of the distinct strings drawn (None when there is no text)."""
+    and above the point; to its left where the frame (frame_size: height, width) has no room on the right,
+    below it where there is none above, then moved inside the frame, as box labels are. Returns the
+    sprites and the atlas of the distinct strings drawn (None when there is no text)."""
     strings = labels.names + [str(i) for i in range(xy.shape[1])]  # the labels, then the ids
     string = len(labels.names) + index
     if mode == "label":
@@ -244,5 +247,13 @@ def point_texts(xy, at, index, labels: Labels, mode: str, size: int, offset: flo
     atlas, rects = text_atlas([strings[i] for i in used.tolist()], size, DEFAULT_FONT)
     moved = torch.cat([at[keep, None], index[keep, None], rects[string]], 1).to(xy.device)  # one transfer
     frame, point, rect = moved[:, 0], moved[:, 1], moved[:, 2:]
-    corner = xy[frame, point] + torch.tensor([offset, -offset], device=xy.device)
-    return R.sprites(frame, torch.stack([corner[:, 0], corner[:, 1] - rect[:, 3]], 1), rect, rgba), atlas
+    height, width = frame_size
+    at_point, text_w, text_h = xy[frame, point], rect[:, 2].float(), rect[:, 3].float()
+    left = torch.where(
+        at_point[:, 0] + offset + text_w <= width, at_point[:, 0] + offset, at_point[:, 0] - offset - text_w
+    )
+    top = torch.where(at_point[:, 1] - offset - text_h >= 0, at_point[:, 1] - offset - text_h, at_point[:, 1] + offset)
+    # Python bounds less the text's size: device ops, no upload
+    left = left.clamp_min(0).minimum((width - text_w).clamp_min(0))
+    top = top.clamp_min(0).minimum((height - text_h).clamp_min(0))
+    return R.sprites(frame, torch.stack([left, top], 1), rect, rgba), atlas
