@@ -428,6 +428,40 @@ def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opac
     assert error.mean() < 0.01 and error[~across_edge].max() < 0.1, (error.mean(), error[~across_edge].max())
 
 
+def test_later_halos_never_cover_a_label():
+    """Labels of a frame are drawn over every box's marks: a later box's halo that reaches an earlier box's
+    label leaves the label's pixels as they are without that box."""
+    first = '{"x1": 10, "y1": 30, "x2": 60, "y2": 90, "label": "first"}'
+    second = '{"x1": 70, "y1": 24, "x2": 150, "y2": 90, "label": "second"}'
+
+    def run(boxes, **kw):
+        kw = dict(labels="label", marker="halo", marker_size=80.0, label_size=12, label_padding=3) | kw
+        return Node.run(torch.zeros(1, 100, 160, 3), boxes=f"[{boxes}]", **kw)
+
+    left, top, right, bottom = label_extent(run(first, marker_size=0.0, fill_opacity=0.0)[1])
+    inside = (slice(top + 3, bottom - 3), slice(left + 3, right - 3))  # the tab's opaque middle
+    halo = run(second, labels="none")[1][0]
+    assert halo[inside].min() > 0.05  # the second box's halo reaches the first label
+    alone, both = run(first)[0][0], run(f"{first}, {second}")[0][0]
+    assert (both[inside] - alone[inside]).abs().max() < 1e-6
+
+
+def test_a_later_label_is_drawn_whole_over_an_earlier_one():
+    """Each label is its tab then its text: a label over another hides the text under it (every tab, then
+    every text, drew the earlier text over the later tab)."""
+    earlier = '{"x1": 20, "y1": 40, "x2": 100, "y2": 90, "label": "WWWW"}'
+    later = '{"x1": 22, "y1": 42, "x2": 100, "y2": 90, "label": "ii"}'
+
+    def run(boxes):
+        kw = dict(labels="label", stroke_width=0.0, fill_opacity=0.0, label_size=12, label_padding=3)
+        return Node.run(torch.zeros(1, 120, 160, 3), boxes=f"[{boxes}]", color="#FF0000", **kw)
+
+    left, top, right, bottom = label_extent(run(later)[1])
+    inside = (slice(top, bottom), slice(left + 3, right - 3))
+    assert run(earlier)[1][0][inside].sum() > 0  # the earlier label lies under the later one
+    assert (run(f"{earlier}, {later}")[0][0][inside] - run(later)[0][0][inside]).abs().max() < 1e-6
+
+
 def test_oriented_boxes_in_every_form_give_the_same_table():
     """An angle in degrees (clockwise on screen) beside x1,y1,x2,y2 or x,y,w,h; ultralytics' xywhr (radians)
     and its 4 corners (xyxyxyxy: the first side sets width and angle, so the same rectangle may come back
