@@ -311,7 +311,7 @@ class LineLinkRenderer(RasterKitNode):
             text_size=text_size,
             text_rgb=ink,
         )
-        prims, atlas = link_layers(xy_dev, visible, labels, frame, pairs, start, end, style)
+        prims, atlas = link_layers(xy_dev, visible, labels, frame, pairs, start, end, style, images.shape[1:3])
         check_memory(
             draw_memory(images, prims, atlas, outputs == "image only", device),
             f"tracks: {len(prims):,} lines and points on {images.shape[0]} frames of "

@@ -28,7 +28,7 @@ def device(kernel_device):
 
 
 def every_kind(batch, height, width, count, seed):
-    """A scene with every primitive kind and option (turned boxes and ellipses too), spread over the frames
+    """A scene with every primitive kind and option (turned boxes, ellipses and halos too), spread over the frames
     and past their edges."""
     g = torch.Generator().manual_seed(seed)
     rand = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
@@ -67,6 +67,15 @@ def every_kind(batch, height, width, count, seed):
             colours,
             angle=rand(count) * 7,
             fill_color=colours * torch.tensor([1, 1, 1, 0.5]),
+        ),
+        # halos, some turned, some with rounded corners, some of no width
+        R.halos(
+            frames,
+            xyxy,
+            torch.where(rand(count) > 0.1, rand(count) * 20, 0.0),
+            rand(count) * 15,
+            colours * torch.tensor([1, 1, 1, 0.6]),
+            angle=torch.where(rand(count) > 0.5, rand(count) * 7, 0.0),
         ),
     )
 

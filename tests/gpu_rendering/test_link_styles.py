@@ -378,10 +378,14 @@ def text_reference(text, size, left, bottom, height=H, width=W):
 
 def test_point_text_is_the_fonts_coverage_up_and_right_of_the_point():
     """Text with its ink's lower left corner at (x + r + 2, y - r - 2) in whole pixels (r: the marker's
-    radius), at the opacity; the labelled track shows its label, the others their ids; the frame's
-    edges cut text that reaches past them. Away from the markers, the coverage is the font's."""
-    tracks = '[[{"x": 20.6, "y": 30.2, "label": "Vega"}], [[40.3, 12.0]], [[58.0, 38.0]]]'
-    texts = (("Vega", 20.6, 30.2), ("1", 40.3, 12.0), ("2", 58.0, 38.0))
+    radius), at the opacity; the labelled track shows its label, the others their ids. Text with no room
+    on the right goes to the left of its point, with none above below it: no text is cut. Away from the
+    markers, the coverage is the font's."""
+    from PIL import ImageFont
+
+    font = ImageFont.load_default(size=12)
+    tracks = '[[{"x": 20.6, "y": 30.2, "label": "Vega"}], [[8.3, 6.0]], [[58.0, 38.0]]]'
+    texts = (("Vega", 20.6, 30.2), ("1", 8.3, 6.0), ("2", 58.0, 38.0))
     X, Y = np.meshgrid(np.arange(W) + 0.5, np.arange(H) + 0.5)
     for radius, opacity in ((0.0, 1.0), (3.0, 0.7)):
         _, alpha, _, _ = LineLinkRenderer.run(
@@ -394,13 +398,17 @@ def test_point_text_is_the_fonts_coverage_up_and_right_of_the_point():
             point_labels="label",
             text_size=12,
         )
-        offset = radius + 2
-        reference = sum(
-            text_reference(text, 12, math.floor(x + offset), math.floor(y - offset)) for text, x, y in texts
-        )
+        offset, reference, sides = radius + 2, 0, set()
+        for text, x, y in texts:
+            ink_left, ink_top, ink_right, ink_bottom = font.getbbox(text, anchor="ls")
+            w, h = ink_right - ink_left, ink_bottom - ink_top
+            left = x + offset if x + offset + w <= W else x - offset - w
+            top = y - offset - h if y - offset - h >= 0 else y + offset
+            sides.add((left < x, top > y))
+            reference = reference + text_reference(text, 12, math.floor(left), math.floor(top) + h)
         away = np.all([np.hypot(X - x, Y - y) > radius + 1 for _, x, y in texts], 0)
         assert np.abs(alpha[0].numpy() - opacity * reference)[away].max() < 1e-6
-        assert reference[:, W - 1].max() > 0.3  # the "2" reaches past the right edge: cut there
+        assert {(True, False), (False, True)} < sides  # the "2" has no room on the right, the "1" none above
 
 
 def test_point_text_colour_hidden_points_and_ids():
@@ -508,7 +516,7 @@ def test_link_layers_on_plain_tensors_are_what_the_node_draws(monkeypatch):
     xy, visible, labels = track_points(3, tracks_json=PAIR)
     frame, pairs = torch.arange(3), torch.tensor([[0, 1]] * 3)
     style = LinkStyle(end_rgb=(1.0, 0.0, 0.0), **{k: v for k, v in options.items() if k != "end_color"})
-    prims, atlas = link_layers(xy, visible, labels, frame, pairs, xy[:, 0], xy[:, 1], style)
+    prims, atlas = link_layers(xy, visible, labels, frame, pairs, xy[:, 0], xy[:, 1], style, IMAGES.shape[1:3])
     for name in ("frame", "kind", "params", "color", "bounds", "group"):
         assert torch.equal(getattr(prims, name), getattr(drawn["prims"], name)), name
     assert torch.equal(atlas, drawn["atlas"])

@@ -408,16 +408,15 @@ def test_dot_marker_against_a_supersampled_disc(box, radius):
     "box,radius,width,opacity", [((12.3, 10.1, 32.2, 26.7), 4.0, 8.0, 1.0), ((10, 9, 34, 28), 0.0, 5.5, 0.6)]
 )
 def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opacity):
-    """Around the box, out to `width`: opacity * (1 - m / k) in the m-th of k bands; the fill inside. On the
-    pixels across the box's edge, where the rings' inner edges and the fill's edge coincide, their partial
-    coverages compose source-over rather than add: those are held to the mean only."""
-    from rasterkit.utils.gpu_rendering import HALO_RINGS
+    """Around the box, out to `width`: opacity * (1 - smoothstep(d / width)) at a distance d from it; the fill
+    inside. On the pixels across the box's edge, where the halo's inner edge and the fill's edge coincide,
+    their partial coverages compose source-over rather than add: those are held to the mean only."""
     from sdf_reference import H, S, W, pixel_mean, rounded_box_distance, samples
 
     X, Y = samples()
     distance = rounded_box_distance(X, Y, box, radius)
-    band = np.floor(distance / width * HALO_RINGS)
-    halo = np.where((distance > 0) & (band < HALO_RINGS), opacity * (1 - band / HALO_RINGS), 0.0)
+    t = np.clip(distance / width, 0, 1)
+    halo = np.where(distance > 0, opacity * (1 - t) ** 2 * (1 + 2 * t), 0.0)
     fill = 0.25 * (distance <= 0)
     reference = pixel_mean(fill + halo)
     alpha = marker_alpha(
@@ -426,6 +425,73 @@ def test_halo_marker_against_a_supersampled_fading_ring(box, radius, width, opac
     error = np.abs(alpha - reference)
     across_edge = np.abs(distance[S // 2 :: S, S // 2 :: S].reshape(H, W)) < 1
     assert error.mean() < 0.01 and error[~across_edge].max() < 0.1, (error.mean(), error[~across_edge].max())
+
+
+def halo_levels(width, opacity):
+    """8-bit alpha of a white halo marker along a row leaving a box's right edge (from its first pixel
+    wholly outside the box out past the halo), and the box's right edge."""
+    _, alpha, _ = Node.run(
+        torch.zeros(1, 40, 40 + int(width) + 8, 3),
+        boxes="[[4, 4, 36, 36]]",
+        labels="none",
+        marker="halo",
+        marker_size=width,
+        stroke_opacity=opacity,
+        fill_opacity=0.0,
+        color="#FFFFFF",
+    )
+    return np.round(alpha[0, 20, 36:].numpy().astype(np.float64) * 255)
+
+
+def test_a_wide_halo_fades_without_bands_at_8_bit():
+    """The halo is a smooth function of the distance from the box: along a row out of the box its 8-bit
+    values fall monotonically, a level or two a pixel, with no plateau followed by a jump (nested rings of
+    stepped opacity gave bands: flat runs and then steps of opacity / rings)."""
+    levels = halo_levels(64.0, 0.3)
+    steps = np.diff(levels)
+    assert levels[0] >= 0.3 * 255 - 2 and levels[-1] == 0
+    assert (steps <= 0).all() and steps.min() >= -2, steps
+
+
+def test_a_narrow_halo_falls_smoothly():
+    """The template's halo (14 px, opacity 1): monotone, and each step within a few levels of the step
+    before it (rings gave flat runs, then drops of 255 / rings)."""
+    steps = np.diff(halo_levels(14.0, 1.0))
+    assert (steps <= 0).all() and np.abs(np.diff(steps)).max() <= 10, steps
+
+
+def test_later_halos_never_cover_a_label():
+    """Labels of a frame are drawn over every box's marks: a later box's halo that reaches an earlier box's
+    label leaves the label's pixels as they are without that box."""
+    first = '{"x1": 10, "y1": 30, "x2": 60, "y2": 90, "label": "first"}'
+    second = '{"x1": 70, "y1": 24, "x2": 150, "y2": 90, "label": "second"}'
+
+    def run(boxes, **kw):
+        kw = dict(labels="label", marker="halo", marker_size=80.0, label_size=12, label_padding=3) | kw
+        return Node.run(torch.zeros(1, 100, 160, 3), boxes=f"[{boxes}]", **kw)
+
+    left, top, right, bottom = label_extent(run(first, marker_size=0.0, fill_opacity=0.0)[1])
+    inside = (slice(top + 3, bottom - 3), slice(left + 3, right - 3))  # the tab's opaque middle
+    halo = run(second, labels="none")[1][0]
+    assert halo[inside].min() > 0.05  # the second box's halo reaches the first label
+    alone, both = run(first)[0][0], run(f"{first}, {second}")[0][0]
+    assert (both[inside] - alone[inside]).abs().max() < 1e-6
+
+
+def test_a_later_label_is_drawn_whole_over_an_earlier_one():
+    """Each label is its tab then its text: a label over another hides the text under it (every tab, then
+    every text, drew the earlier text over the later tab)."""
+    earlier = '{"x1": 20, "y1": 40, "x2": 100, "y2": 90, "label": "WWWW"}'
+    later = '{"x1": 22, "y1": 42, "x2": 100, "y2": 90, "label": "ii"}'
+
+    def run(boxes):
+        kw = dict(labels="label", stroke_width=0.0, fill_opacity=0.0, label_size=12, label_padding=3)
+        return Node.run(torch.zeros(1, 120, 160, 3), boxes=f"[{boxes}]", color="#FF0000", **kw)
+
+    left, top, right, bottom = label_extent(run(later)[1])
+    inside = (slice(top, bottom), slice(left + 3, right - 3))
+    assert run(earlier)[1][0][inside].sum() > 0  # the earlier label lies under the later one
+    assert (run(f"{earlier}, {later}")[0][0][inside] - run(later)[0][0][inside]).abs().max() < 1e-6
 
 
 def test_oriented_boxes_in_every_form_give_the_same_table():

@@ -243,6 +243,22 @@ def test_text_at_points_skips_hidden_non_finite_and_missing_points():
         assert render(tracks_json=empty, point_labels="label", point_radius=3.0)[1].sum() == 0
 
 
+@pytest.mark.parametrize("at", [(78.0, 32.0), (40.0, 1.0), (78.0, 1.0), (78.0, 63.0)], ids=str)
+def test_point_ids_stay_inside_the_frame(at):
+    """An id near an edge moves inside the frame, as box labels do: the whole text is drawn, near its point
+    (the frame's edges cut ids that lay past them)."""
+    hidden = [[[-100, -100]]] * 10  # points 0 to 9 are off the frame: invisible, no text
+
+    def ink(x, y):
+        tracks = json.dumps([*hidden, [[x, y]]])
+        return render(tracks_json=tracks, point_labels="id", opacity=1.0, text_color="#FFFFFF")[1][0]
+
+    whole, near_edge = ink(40.0, 32.0), ink(*at)
+    rows, columns = (near_edge > 0).nonzero(as_tuple=True)
+    assert whole.sum() > 10 and torch.isclose(near_edge.sum(), whole.sum())  # every pixel of "10"
+    assert (columns - at[0]).abs().min() <= 4 and (rows - at[1]).abs().min() <= 4
+
+
 def test_voronoi_graph_in_the_node():
     """The walls between the cells of the Delaunay pairs; edges_json lists the pairs whose wall is drawn."""
     _, alpha, _, edges = render(tracks_json=TRIANGLE, graph="voronoi", opacity=1.0)

@@ -13,7 +13,7 @@ numba's loop), line_plots / line_plots_cpu (line plots), labels, link_styles, ma
 
 from .box_styles import MARKERS, box_markers
 from .compositor import composite, coverage, draw, straight_alpha
-from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO_RINGS, SEGMENT, SPRITE, TILE
+from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO, SEGMENT, SPRITE, TILE
 from .labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives, text_atlas
 from .line_plots import fill_coverage, render_polylines, series_points, value_range
 from .link_layers import POINT_LABELS, LinkStyle, link_layers
@@ -68,7 +68,7 @@ __all__ = [
     "DEFAULT_FONT",
     "DISC",
     "ELLIPSE",
-    "HALO_RINGS",
+    "HALO",
     "LINE_STYLES",
     "PADDING",
     "POINT_STYLES",

@@ -62,6 +62,15 @@ from .constants import (
     ELLIPSE_RING_HALF,
     ELLIPSE_SIN,
     ELLIPSE_STEPS,
+    HALO,
+    HALO_COS,
+    HALO_CX,
+    HALO_CY,
+    HALO_HALF_X,
+    HALO_HALF_Y,
+    HALO_RADIUS,
+    HALO_SIN,
+    HALO_WIDTH,
     N_KINDS,
     N_PAIR_CLASSES,
     PAIR_BOX_FILL,
@@ -69,6 +78,7 @@ from .constants import (
     PAIR_BOX_STROKE,
     PAIR_DISC,
     PAIR_ELLIPSE,
+    PAIR_HALO,
     PAIR_MISSED,
     PAIR_SEGMENT,
     PAIR_SOLID,
@@ -231,6 +241,22 @@ def _turned_box_coverage(p, origin, g, counts):
     return outline * keep
 
 
+def _halo_coverage(p, origin, g):
+    """Coverage of halos: outside their box (the box fill's complement, so that halo and fill meet without
+    a seam), 1 - smoothstep of the distance d from the box over the halo's width: (1 - t)^2 (1 + 2t),
+    t = d / width clamped to 0..1."""
+    ox, oy, gx, gy = _pixels(origin, g)
+    x, y = (ox - _col(p, HALO_CX)) + gx, (oy - _col(p, HALO_CY)) + gy
+    cos, sin = _col(p, HALO_COS), _col(p, HALO_SIN)
+    ax, ay = (cos * x + sin * y).abs(), (cos * y - sin * x).abs()
+    hx, hy, r = _col(p, HALO_HALF_X), _col(p, HALO_HALF_Y), _col(p, HALO_RADIUS)
+    qx, qy = ax - (hx - r), ay - (hy - r)
+    cx, cy = qx.clamp_min(0), qy.clamp_min(0)
+    distance = torch.sqrt(cx * cx + cy * cy) + torch.maximum(qx, qy).clamp_max(0) - r
+    t = (distance / _col(p, HALO_WIDTH)).clamp(0, 1)
+    return (1 - _turned_box(ax, ay, hx, hy, r)) * ((1 - t) * (1 - t) * (1 + 2 * t))
+
+
 def _ellipse_distance(ax, ay, a, b):
     """Signed distance from points at |offset from the centre| along the axes, ax, ay [m,N], to
     ellipses of semi-axes a, b [m,1]: the closest point on the quarter ellipse by ELLIPSE_STEPS steps
@@ -309,6 +335,7 @@ def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g, b
         ),
         (PAIR_DISC, PAIR_DISC, lambda p, o: _disc_coverage(p, o, g)),
         (PAIR_ELLIPSE, PAIR_ELLIPSE, lambda p, o: _ellipse_coverage(p, o, g)),
+        (PAIR_HALO, PAIR_HALO, lambda p, o: _halo_coverage(p, o, g)),
         (PAIR_SPRITE, PAIR_SPRITE, lambda p, o: _sprite_coverage(p, o, g, atlas)),
         (PAIR_SOLID, PAIR_SOLID, None),
     ):
@@ -364,14 +391,14 @@ def _classify(
     """Class int64 [Q] of the pairs of primitive [Q] and tiles whose first pixel centre is origin [Q,2].
 
     PAIR_MISSED where the shape cannot reach any pixel of the tile though its bounds do (far from a
-    segment's line, outside a disc or an ellipse or inside a ring, inside a box outline); PAIR_SOLID where
+    segment's line, outside a disc or an ellipse or inside a ring, inside a box outline or halo); PAIR_SOLID where
     it covers every pixel (box fills, discs and ellipses). Each kind present is tested on every pair
     (pairs are cheap next to pixels), and the kind of the pair picks. turned_boxes: some boxes are
     turned (sin != 0)."""
     p = prims.params[primitive]
     groups = [
         kinds
-        for kinds in ((SEGMENT,), (BOX_FILL, BOX_STROKE), (DISC,), (SPRITE,), (ELLIPSE,))
+        for kinds in ((SEGMENT,), (BOX_FILL, BOX_STROKE), (DISC,), (SPRITE,), (ELLIPSE,), (HALO,))
         if any(per_kind[k] for k in kinds)
     ]
     kind = prims.kind[primitive] if len(groups) > 1 or len(groups[0]) > 1 else None
@@ -401,6 +428,8 @@ def _classify(
             found = (missed * (PAIR_MISSED - base) + base).masked_fill_(solid, PAIR_SOLID)
         elif kinds == (SPRITE,):
             found = torch.full_like(primitive, PAIR_SPRITE)
+        elif kinds == (HALO,):
+            found = _classify_halos(p, to_centre, tile)
         else:
             found = _classify_boxes(p, to_centre, kind, per_kind, turned_boxes, tile)
         if pair_class is None:
@@ -442,6 +471,22 @@ def _classify_boxes(p, to_centre, kind, per_kind, turned_boxes, tile):
     if not per_kind[BOX_STROKE]:
         return fill
     return torch.where(stroke[:, 0], outline, fill) if per_kind[BOX_FILL] else outline
+
+
+def _classify_halos(p, to_centre, tile):
+    """The classes of halo pairs (see _classify): PAIR_MISSED for tiles beyond the halo's width from its box
+    or inside the box's straight parts (where the fill covers every pixel), else PAIR_HALO; measured in the
+    box's frame, as turned boxes are."""
+    cos, sin = _col(p, HALO_COS), _col(p, HALO_SIN)
+    to_centre = torch.cat(
+        [cos * to_centre[:, :1] + sin * to_centre[:, 1:], cos * to_centre[:, 1:] - sin * to_centre[:, :1]], 1
+    )
+    spread = (tile - 1) / 2 * (cos.abs() + sin.abs()) + 1
+    distance = to_centre.abs()
+    half_size = _col(p, HALO_HALF_X, HALO_HALF_Y)
+    outside = (distance - spread > half_size + _col(p, HALO_WIDTH)).any(1)
+    inner = (distance + spread + 0.5 <= half_size - _col(p, HALO_RADIUS)).all(1)
+    return (outside | inner) * (PAIR_MISSED - PAIR_HALO) + PAIR_HALO
 
 
 def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: int, tile: int) -> _Pairs:

@@ -39,6 +39,13 @@ from .constants import (
     ELLIPSE_RING_HALF,
     ELLIPSE_SIN,
     ELLIPSE_STEPS,
+    HALO,
+    HALO_COS,
+    HALO_HALF_X,
+    HALO_HALF_Y,
+    HALO_RADIUS,
+    HALO_SIN,
+    HALO_WIDTH,
     PAIR_MISSED,
     PAIR_SOLID,
     SEGMENT,
@@ -155,6 +162,16 @@ def _coverage(kind, pair_class, params, p, ox, oy, gx, gy, atlas):
         if ring > 0.0:
             return _from_distance(abs(distance) - max(ring, np.float32(0.5))) * _thin_weight(ring)
         return _from_distance(distance)
+    if kind == HALO:  # see compositor._halo_coverage
+        cosine, sine = params[p, HALO_COS], params[p, HALO_SIN]
+        ax, ay = abs(cosine * x + sine * y), abs(cosine * y - sine * x)
+        hx, hy, r = params[p, HALO_HALF_X], params[p, HALO_HALF_Y], params[p, HALO_RADIUS]
+        qx, qy = ax - (hx - r), ay - (hy - r)
+        cx, cy = max(qx, np.float32(0.0)), max(qy, np.float32(0.0))
+        distance = np.sqrt(np.float32(cx * cx + cy * cy)) + min(max(qx, qy), np.float32(0.0)) - r
+        t = min(max(distance / params[p, HALO_WIDTH], np.float32(0.0)), np.float32(1.0))
+        fade = (np.float32(1.0) - t) * (np.float32(1.0) - t) * (np.float32(1.0) + np.float32(2.0) * t)
+        return (np.float32(1.0) - _box(ax, ay, hx, hy, r, True)) * fade
     if kind == SPRITE:
         u = np.int64(np.rint(((ox - np.float32(0.5)) - params[p, SPRITE_X0]) + gx))  # half to even, as torch.round
         v = np.int64(np.rint(((oy - np.float32(0.5)) - params[p, SPRITE_Y0]) + gy))
@@ -217,6 +234,17 @@ def _tile_class(kind, params, p, ox, oy, tile):
             return PAIR_MISSED if kind == BOX_STROKE else PAIR_SOLID
         if tx + (spread + 1) >= hx - r and ty + (spread + 1) >= hy - r:
             return _NEAR_CORNER
+        return _EVALUATE
+    if kind == HALO:  # see compositor._classify_halos
+        cosine, sine = params[p, HALO_COS], params[p, HALO_SIN]
+        tx, ty = abs(cosine * tx + sine * ty), abs(cosine * ty - sine * tx)
+        spread = spread * (abs(cosine) + abs(sine)) + np.float32(1.0)
+        hx, hy, width = params[p, HALO_HALF_X], params[p, HALO_HALF_Y], params[p, HALO_WIDTH]
+        if tx - spread > hx + width or ty - spread > hy + width:
+            return PAIR_MISSED
+        r = params[p, HALO_RADIUS]
+        if tx + spread + np.float32(0.5) <= hx - r and ty + spread + np.float32(0.5) <= hy - r:
+            return PAIR_MISSED
         return _EVALUATE
     return _EVALUATE
 

@@ -125,6 +125,17 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
         }
         return from_distance(distance);
     }
+    if (kind == HALO) {  // see _halo_coverage
+        float x = (ox - p[HALO_CX]) + gx, y = (oy - p[HALO_CY]) + gy;
+        float cosine = p[HALO_COS], sine = p[HALO_SIN];
+        float ax = fabsf(cosine * x + sine * y), ay = fabsf(cosine * y - sine * x);
+        float hx = p[HALO_HALF_X], hy = p[HALO_HALF_Y], r = p[HALO_RADIUS];
+        float qx = ax - (hx - r), qy = ay - (hy - r);
+        float cx = fmaxf(qx, 0.0f), cy = fmaxf(qy, 0.0f);
+        float distance = sqrtf(cx * cx + cy * cy) + fminf(fmaxf(qx, qy), 0.0f) - r;
+        float t = fminf(fmaxf(distance / p[HALO_WIDTH], 0.0f), 1.0f);
+        return (1.0f - box_fill(ax, ay, hx, hy, r, true, true)) * ((1.0f - t) * (1.0f - t) * (1.0f + 2.0f * t));
+    }
     if (kind == SPRITE) {
         long long u = (long long)rintf(((ox - 0.5f) - p[SPRITE_X0]) + gx);
         long long v = (long long)rintf(((oy - 0.5f) - p[SPRITE_Y0]) + gy);

@@ -8,14 +8,14 @@ from __future__ import annotations
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
 
 # primitive kinds
-SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE, ELLIPSE = range(6)
-N_KINDS = 6
+SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE, ELLIPSE, HALO = range(7)
+N_KINDS = 7
 
 # The parameter columns of each kind (Primitives.params float32 [P, N_PARAMS]; columns not named hold 0):
 # the one table that the torch path, numba's loop and the CUDA kernel read. Every kind's anchor (a
 # segment's first end, a centre, a sprite's corner) is columns ANCHOR_X, ANCHOR_Y; the turned kinds
-# (boxes, ellipses) keep cos and sin of their angle in the same columns (BOX_SIN == ELLIPSE_SIN: sin != 0
-# is "turned" for both).
+# (boxes, ellipses, halos) keep cos and sin of their angle in the same columns (BOX_SIN == ELLIPSE_SIN ==
+# HALO_SIN: sin != 0 is "turned" for all).
 N_PARAMS = 10
 ANCHOR_X, ANCHOR_Y = 0, 1
 SEGMENT_AX, SEGMENT_AY, SEGMENT_BX, SEGMENT_BY, SEGMENT_HALF_WIDTH, SEGMENT_BUTT = range(6)  # BUTT: 1 butt caps
@@ -25,8 +25,10 @@ DISC_CX, DISC_CY, DISC_RADIUS, DISC_RING_HALF = range(4)  # RING_HALF: 0 a fille
 ELLIPSE_CX, ELLIPSE_CY, ELLIPSE_RADIUS_X, ELLIPSE_RADIUS_Y, ELLIPSE_RING_HALF = range(5)  # RING_HALF: 0 a fill
 ELLIPSE_COS, ELLIPSE_SIN = 8, 9
 SPRITE_X0, SPRITE_Y0, SPRITE_WIDTH, SPRITE_HEIGHT, SPRITE_ATLAS_X, SPRITE_ATLAS_Y = range(6)
+# a halo: the box it surrounds (as BOX_ columns) and its width, over which its opacity falls smoothly to 0
+HALO_CX, HALO_CY, HALO_HALF_X, HALO_HALF_Y, HALO_RADIUS, HALO_WIDTH = range(6)
+HALO_COS, HALO_SIN = 8, 9
 
-HALO_RINGS = 6  # nested outlines whose opacities compose to a halo fading outwards
 ELLIPSE_STEPS = 4  # closest-point iterations: within 0.02 px of the true distance up to 15:1 axes
 
 # Classes of (tile, primitive) pairs, in the order in which the torch path evaluates them. Box pairs form
@@ -44,8 +46,9 @@ ELLIPSE_STEPS = 4  # closest-point iterations: within 0.02 px of the true distan
     PAIR_TURNED_STROKE,
     PAIR_DISC,
     PAIR_ELLIPSE,
+    PAIR_HALO,
     PAIR_SPRITE,
     PAIR_SOLID,
     PAIR_MISSED,
-) = range(12)
-N_PAIR_CLASSES = 12
+) = range(13)
+N_PAIR_CLASSES = 13

@@ -482,7 +482,7 @@ def label_primitives(
     max_width: int = 0,
     priority: torch.Tensor | None = None,
 ) -> tuple[R.Primitives, torch.Tensor | None]:
-    """Labels for N boxes: background then text, at `anchor` of each box (one of ANCHORS, see
+    """Labels for N boxes, each its background then its text, at `anchor` of each box (one of ANCHORS, see
     `_anchored`) and shifted to stay inside the frame.
 
     frame int64 [N], xyxy float [N,4], texts N strings ("" = no label), colors float [N,4]
@@ -525,4 +525,8 @@ def label_primitives(
         ink = torch.tensor(text_color, dtype=torch.float32).expand(len(kept), 4)
     ink = ink * torch.cat([torch.ones(len(kept), 3), colour[:, 3:4]], 1)
     text = R.sprites(frame, torch.stack([left + padding, top + padding], 1), rect, ink)
-    return R.concat(background, text), atlas
+    # each label whole (its tab's fill and stroke, then its text) before the next: a later label over an
+    # earlier one hides it rather than mixing the two texts on its tab
+    n = len(kept)
+    order = torch.cat([torch.arange(2 * n).view(n, 2), torch.arange(2 * n, 3 * n)[:, None]], 1).flatten()
+    return R.concat(background, text).select(order), atlas

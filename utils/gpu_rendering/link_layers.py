@@ -73,10 +73,11 @@ def link_layers(
     start: torch.Tensor,
     end: torch.Tensor,
     style: LinkStyle,
+    frame_size: tuple[int, int],
 ) -> tuple[R.Primitives, torch.Tensor | None]:
     """The overlay's primitives, bottom first: the links' glow, the trails, the links, the markers' glow,
-    the markers, the point text; and the atlas of the text (None without text). Shapes in the module's
-    docstring."""
+    the markers, the point text (kept inside frames of frame_size, height and width); and the atlas of the
+    text (None without text). Shapes in the module's docstring."""
     glow, links = link_strokes(frame, pairs, start, end, style)
     layers = [glow] if glow is not None else []
     if style.trail_frames > 0 and xy.shape[0] > 1:
@@ -92,7 +93,7 @@ def link_layers(
             )
         )
     layers.append(links)
-    points, atlas = point_layers(xy, visible, labels, style)
+    points, atlas = point_layers(xy, visible, labels, style, frame_size)
     return R.concat(*layers, *points), atlas
 
 
@@ -169,11 +170,12 @@ def _colours(count: int, length: torch.Tensor | None, scale: float, style: LinkS
 
 
 def point_layers(
-    xy: torch.Tensor, visible: torch.Tensor, labels: Labels, style: LinkStyle
+    xy: torch.Tensor, visible: torch.Tensor, labels: Labels, style: LinkStyle, frame_size: tuple[int, int]
 ) -> tuple[list[R.Primitives], torch.Tensor | None]:
-    """The visible points' layers, bottom first (markers' glow, markers, text), and the text's atlas (None
-    without text). visible and labels are the parsed tracks' host data: which points show, and which
-    text, is decided on the host, and the markers' and texts' places go to the device in one upload."""
+    """The visible points' layers, bottom first (markers' glow, markers, text inside frames of frame_size,
+    height and width), and the text's atlas (None without text). visible and labels are the parsed
+    tracks' host data: which points show, and which text, is decided on the host, and the markers' and
+    texts' places go to the device in one upload."""
     layers, atlas = [], None
     if style.point_radius <= 0 and style.point_labels == "none":
         return layers, atlas
@@ -198,11 +200,8 @@ def point_layers(
         )
         table = table[at.size :]
     if atlas is not None:
-        # the ink's lower left corner offset px right of and above the point
-        offset = style.point_radius + 2
         frame, point, rect = table[:, 0], table[:, 1], table[:, 2:]
-        corner = xy[frame, point]
-        origin = torch.stack([corner[:, 0] + offset, corner[:, 1] - offset - rect[:, 3]], 1)
+        origin = _text_origin(xy[frame, point], rect, style.point_radius + 2, frame_size)
         layers.append(R.sprites(frame, origin, rect, (*(style.text_rgb or rgb), opacity)))
     return layers, atlas
 
@@ -236,9 +235,9 @@ def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
 def point_texts(n: int, at: np.ndarray, index: np.ndarray, labels: Labels, mode: str, size: int):
     """Text beside the visible points, frame at and point index int64 [P] (host arrays) of N = n points:
     each point's id, or with mode "label" its label (its id where it has none; an empty label: no
-    text), one sprite a point; the frame's edges cut what lies beyond them. Returns the atlas float32
-    [Ha,Wa] of the distinct strings drawn and per sprite its frame, point and rect in the atlas (int64
-    [Q,6], host arrays), or None when there is no text."""
+    text), one sprite a point. Returns the atlas float32 [Ha,Wa] of the distinct strings drawn and per
+    sprite its frame, point and rect in the atlas (int64 [Q,6], host arrays), or None when there is no
+    text."""
     strings = labels.names + [str(i) for i in range(n)]  # the labels, then the ids
     string = len(labels.names) + index
     if mode == "label":
@@ -250,3 +249,19 @@ def point_texts(n: int, at: np.ndarray, index: np.ndarray, labels: Labels, mode:
     used, string = np.unique(string[keep], return_inverse=True)
     atlas, rects = atlas_arrays([strings[i] for i in used], size, DEFAULT_FONT)
     return atlas, np.concatenate([at[keep, None], index[keep, None], rects[string]], 1)
+
+
+def _text_origin(at_point: torch.Tensor, rect: torch.Tensor, offset: float, frame_size: tuple[int, int]):
+    """Top left corners float [P,2] of texts of size rect[:, 2:4] beside points at_point [P,2]: the ink's
+    lower left corner `offset` px right of and above the point; to its left where the frame (frame_size:
+    height, width) has no room on the right, below it where there is none above, then moved inside the
+    frame, as box labels are."""
+    height, width = frame_size
+    text_w, text_h = rect[:, 2].float(), rect[:, 3].float()
+    x, y = at_point[:, 0], at_point[:, 1]
+    left = torch.where(x + offset + text_w <= width, x + offset, x - offset - text_w)
+    top = torch.where(y - offset - text_h >= 0, y - offset - text_h, y + offset)
+    # Python bounds less the text's size: device ops, no upload
+    left = left.clamp_min(0).minimum((width - text_w).clamp_min(0))
+    top = top.clamp_min(0).minimum((height - text_h).clamp_min(0))
+    return torch.stack([left, top], 1)

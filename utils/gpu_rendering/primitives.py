@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO_RINGS, N_PARAMS, SEGMENT, SPRITE
+from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO, N_PARAMS, SEGMENT, SPRITE
 
 
 @dataclass
@@ -19,7 +19,7 @@ class Primitives:
     """P primitives over a batch of frames, drawn in index order (later ones over earlier ones).
 
     frame  int64   [P]     frame index in the batch
-    kind   int64   [P]     SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE or ELLIPSE
+    kind   int64   [P]     SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE, ELLIPSE or HALO
     params float32 [P,N_PARAMS]  geometry: the columns of its kind (constants.py)
     color  float32 [P,4]   straight RGB in 0..1 and opacity (the same within a group)
     bounds float32 [P,4]   x0, y0, x1, y1: pixels outside have zero coverage
@@ -309,30 +309,27 @@ def rounded_boxes(
 
 
 def halos(frame, xyxy: torch.Tensor, width, radius, color, angle=0.0) -> Primitives:
-    """Soft rings `width` pixels wide around boxes [P,4] whose corners have `radius`: HALO_RINGS outlines
-    from the box edge out to 1/k, 2/k, ... of the width, one group each ring, with opacities that compose
-    to color's opacity * (1 - m/k) in the m-th band out from the box. color [4] or [P,4]; angle turns the
-    boxes as in rounded_boxes."""
-    color = torch.as_tensor(color, dtype=torch.float32, device=xyxy.device).expand(xyxy.shape[0], 4)
-    opacity = color[:, 3:]
-    target = [opacity * (1 - m / HALO_RINGS) for m in range(HALO_RINGS + 1)]
-    rings = []
-    for m in range(HALO_RINGS):  # a fixed few rings, each built for every box at once
-        reach = width * (m + 1) / HALO_RINGS
-        ring_opacity = 1 - (1 - target[m]) / (1 - target[m + 1])
-        grown = xyxy.float() + torch.tensor([-1.0, -1.0, 1.0, 1.0], device=xyxy.device) * (reach / 2)
-        rings.append(
-            rounded_boxes(
-                frame,
-                grown,
-                reach,
-                radius + reach / 2,
-                torch.cat([color[:, :3], ring_opacity], 1),
-                (0, 0, 0, 0),
-                angle=angle,
-            )
-        )
-    return concat(*rings)
+    """Soft rings `width` pixels wide (scalar or [P]) around boxes [P,4] (x1,y1,x2,y2, any order) whose
+    corners have `radius` (at most half the box's smaller side, as rounded_boxes draws them): at a distance
+    d outside its box, a halo's opacity is color's opacity * (1 - smoothstep(d / width)), a smooth fall to
+    0 at its width with no bands at 8 bits; none inside the box. color [4] or [P,4]; angle turns the boxes
+    as in rounded_boxes. An empty width draws nothing.
+    params: the HALO_ columns (cx, cy, half width, half height, radius, width, cos, sin)."""
+    n = xyxy.shape[0]
+    xyxy = xyxy.float()
+    low, high = torch.minimum(xyxy[:, :2], xyxy[:, 2:]), torch.maximum(xyxy[:, :2], xyxy[:, 2:])
+    centre, half_size = (low + high) / 2, (high - low) / 2
+    r = torch.minimum(_column(radius, n, xyxy).clamp_min(0), half_size.amin(1))
+    reach = _column(width, n, xyxy)
+    cos, sin = _turn(angle, n, xyxy)
+    # the turned box's half extents along the axes, grown by the halo and the anti-aliasing margin
+    extent = (torch.stack([cos, sin], 1).abs()[:, None, :] * torch.stack([half_size, half_size.flip(1)], 1)).sum(2)
+    grow = extent + (reach.clamp_min(0) + 1.0)[:, None]
+    bounds = torch.cat([centre - grow, centre + grow], 1)
+    bounds[:, 1].masked_fill_(~(reach > 0), -1.0)  # no width (or NaN): no tile is listed
+    zero = torch.zeros((), device=xyxy.device).expand(n)
+    params = [centre[:, 0], centre[:, 1], half_size[:, 0], half_size[:, 1], r, reach, zero, zero, cos, sin]
+    return _make(frame, HALO, params, color, bounds)
 
 
 def discs(frame, center: torch.Tensor, radius, color, ring_width=0.0) -> Primitives:
