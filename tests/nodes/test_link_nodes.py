@@ -284,7 +284,8 @@ def test_links_pipeline_keeps_its_gpu_budget(monkeypatch):
     _grid_width and the brute-force rows, its own budget; frames of up to BRUTE_FORCE_POINTS points take
     none), the Bezier flattening's longest curve (gpu_curves.py, 1), edges_json's one readback
     (links.py), the torch path's draw memory estimate (_validate.draw_memory, 1), and one read of the
-    parsed visibility, host data that the counter counts though no device waits on it (link_layers.py)."""
+    parsed visibility, host data that the counter counts though no device waits on it (link_layers.py).
+    Keeping point text inside the frame adds ~20 ops (715)."""
     from opcount import OpCount
     from rasterkit.utils.core import device
     from rasterkit.utils.gpu_graph import neighbours
@@ -302,4 +303,4 @@ def test_links_pipeline_keeps_its_gpu_budget(monkeypatch):
     with OpCount() as count:
         _, alpha, _, edges = LineLinkRenderer.run(images, **options)
     assert all(len(frame) > 200 for frame in json.loads(edges)) and alpha.amax() > 0.5
-    assert count.launches <= 700 and count.syncs <= 8 and count.uploads <= 2 and count.float64 == 0, count.summary()
+    assert count.launches <= 720 and count.syncs <= 8 and count.uploads <= 2 and count.float64 == 0, count.summary()
