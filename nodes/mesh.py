@@ -16,8 +16,11 @@ from ..utils.inputs.mesh import (
     MESH_FIELDS,
     SHADINGS,
     Mesh,
+    core_colours,
+    log_unread_fields,
     mesh_tensors,
     parse_camera_info,
+    parse_model_info,
     parse_view_list,
     shading_inputs,
 )
@@ -58,6 +61,7 @@ def make_mesh(vertices: torch.Tensor, faces: torch.Tensor, **fields) -> object:
     mesh = _mesh_class()(vertices, faces)
     for name in MESH_FIELDS:
         setattr(mesh, name, fields.get(name))
+    mesh.vertex_colors = mesh.colors  # newer cores' name for them (SaveGLB and Render Mesh read it)
     return mesh
 
 
@@ -125,7 +129,7 @@ class LoadMesh(RasterKitNode):
     @classmethod
     def run(cls, mesh_file="", normalize=True):
         vertices, faces, fields, loaded = files.load_mesh_file(resolve_mesh_file(mesh_file), mesh_file, normalize)
-        return make_mesh(vertices, faces, **fields), loaded
+        return make_mesh(vertices, faces, **core_colours(fields)), loaded
 
 
 class MeshRasterizer(RasterKitNode):
@@ -167,11 +171,12 @@ class MeshRasterizer(RasterKitNode):
         ),
         Float(
             "distance",
-            3.0,
+            5.5,
             0.1,
             1000.0,
             0.1,
-            tooltip="camera distance from the origin (a normalized mesh fits the cube [-1, 1])",
+            tooltip="camera distance from the origin (a normalized mesh fits the cube [-1, 1]; from 5.5 on, "
+            "every view of it at fov 40 shows all of it)",
         ),
         Combo(
             "projection",
@@ -274,8 +279,16 @@ class MeshRasterizer(RasterKitNode):
             "camera_info",
             "LOAD3D_CAMERA",
             optional=True,
-            tooltip="core Load3D's camera_info: when connected, one view from its position towards its target, "
-            "its zoom and camera type (views, azimuth, elevation and distance unused)",
+            tooltip="core Load3D's camera_info: when connected, Load3D's own view of the mesh: from its position "
+            "towards its target, its zoom, camera type and fov (where it sends one, else the fov input), with the "
+            "mesh fitted as Load3D fits a model (views, azimuth, elevation and distance unused)",
+        ),
+        Socket(
+            "model_3d_info",
+            "LOAD3D_MODEL_INFO",
+            optional=True,
+            tooltip="core Load3D's model_3d_info, with its camera_info: the viewer's model transform, applied to "
+            "the mesh instead of Load3D's fit (give the mesh as the file has it: Load Mesh with normalize off)",
         ),
     ]
     OUTPUTS = [
@@ -309,7 +322,7 @@ class MeshRasterizer(RasterKitNode):
         views="single",
         azimuth=30.0,
         elevation=20.0,
-        distance=3.0,
+        distance=5.5,
         projection="perspective",
         fov=40.0,
         cull_back_faces=True,
@@ -326,23 +339,35 @@ class MeshRasterizer(RasterKitNode):
         ortho_scale=0.0,
         matcap=None,
         camera_info=None,
+        model_3d_info=None,
     ):
         vertices, faces, fields = mesh_tensors(mesh, trimesh)
+        log_unread_fields(mesh, cls.DISPLAY_NAME)
         shade = shading_inputs(shading, fields, matcap)
         device = render_device()
-        view, proj, weights = _cameras(
-            width / height,
-            views,
-            azimuth,
-            elevation,
-            distance,
-            projection,
-            fov,
-            turn_six_views,
-            view_list,
-            ortho_scale,
-            camera_info,
-        )
+        if camera_info is not None:
+            vertices, fields, view, proj = _load3d_view(
+                vertices, fields, width, height, projection, fov, ortho_scale, camera_info, model_3d_info
+            )
+            weights = None
+        elif model_3d_info is not None:
+            raise ValueError(
+                "model_3d_info: connect the camera_info of the same Load3D too (the transform places the mesh "
+                "in that viewer's scene)"
+            )
+        else:
+            view, proj, weights = _cameras(
+                width / height,
+                views,
+                azimuth,
+                elevation,
+                distance,
+                projection,
+                fov,
+                turn_six_views,
+                view_list,
+                ortho_scale,
+            )
         homogeneous = torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
         camera = proj @ view
         count, pixels = len(view), width * height
@@ -394,17 +419,27 @@ class MeshRasterizer(RasterKitNode):
         return normal, depth, position, mask, face_id, raster, shaded, alpha
 
 
-def _cameras(
-    aspect, views, azimuth, elevation, distance, projection, fov, turn_six_views, view_list, ortho_scale, info
-):
+def _load3d_view(vertices, fields, width, height, projection, fov, ortho_scale, info, model_info):
+    """Load3D's view of the mesh: vertices [V,3] and fields moved by the viewer's model transform
+    (model_3d_info's, else Load3D's fit of a model to its view), the view [1,4,4] and projection [4,4] of
+    its camera_info (fov and orthographic height where it sends them, else the fov input and
+    ortho_scale, else Load3D's default frustum, 10 tall)."""
+    camera = parse_camera_info(info)
+    model = M.load3d_fit(vertices) if model_info is None else M.model_matrix(*parse_model_info(model_info))
+    vertices, fields = M.moved(model, vertices, fields)
+    view = M.look_from(camera.position, camera.target)
+    near, far = M.depth_range(view[0], vertices)
+    half_height = camera.half_height or (ortho_scale / 2 if ortho_scale > 0 else M.LOAD3D_FRUSTUM_HEIGHT / 2)
+    proj = M.load3d_projection(
+        camera.camera_type or projection, camera.fov or fov, half_height, camera.zoom, width, height, near, far
+    )
+    return vertices, fields, view, proj
+
+
+def _cameras(aspect, views, azimuth, elevation, distance, projection, fov, turn_six_views, view_list, ortho_scale):
     """view [B,4,4], projection [4,4] and the views' weights (None: all 1) of MeshRasterizer's inputs."""
     weights = None
-    zoom = 1.0
-    if info is not None:
-        position, target, distance, zoom, camera_type = parse_camera_info(info)
-        view = M.look_from(position, target)
-        projection = camera_type or projection
-    elif views == "six":
+    if views == "six":
         view = M.turned_rig(
             M.orbit_cameras([azimuth], [elevation], distance)[0] if turn_six_views else torch.eye(4), distance
         )
@@ -413,7 +448,7 @@ def _cameras(
         view = M.orbit_cameras(azimuths, elevations, distance)
     else:
         view = M.orbit_cameras([azimuth], [elevation], distance)
-    return view, M.projection_matrix(projection, fov, distance, aspect, zoom, ortho_scale), weights
+    return view, M.projection_matrix(projection, fov, distance, aspect, 1.0, ortho_scale), weights
 
 
 def _check_render_memory(width, height, views, vertices, faces, antialias, views_per_chunk, device) -> int:

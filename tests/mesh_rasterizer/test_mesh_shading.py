@@ -83,7 +83,9 @@ def test_vertex_colours_against_ray_casting():
     colours = np.random.default_rng(3).random((8, 3))
     faces, bary, _ = cast_rays(cube, **VIEW)
     expected = (bary[..., None] * colours[cube.faces[faces]]).sum(-2)
-    out = render(mesh_of(cube, colors=torch.tensor(colours, dtype=torch.float32)[None]), shading="vertex_color")
+    # a MESH holds linear colours, as core stores them: the render shows them in sRGB
+    linear = torch.tensor(colours**2.2, dtype=torch.float32)[None]
+    out = render(mesh_of(cube, colors=linear), shading="vertex_color")
     inner = interior(faces)
     assert inner.sum() > 400
     error = np.abs(out["render"][0].numpy() - expected)[inner]
@@ -334,7 +336,9 @@ def test_view_list_cameras_and_weights():
 
 
 def test_load3d_camera_info():
-    """core Load3D's camera_info: the camera at position looking at target; zoom narrows the view."""
+    """core Load3D's camera_info: the camera at position looking at target; zoom narrows the view; the
+    orthographic height is ortho_scale where camera_info sends no frustum. (Its framing against three.js'
+    own: test_load3d.py.)"""
     ball = mesh_of(sphere(2))
     orbit = render(ball, azimuth=0.0, elevation=0.0, distance=3.0)
     info = {
@@ -345,13 +349,12 @@ def test_load3d_camera_info():
     }
     load3d = render(ball, camera_info=info, views="six")
     assert torch.allclose(load3d["raster"]["view"], orbit["raster"]["view"], atol=1e-6)
-    assert torch.equal(load3d["raster"]["findices"], orbit["raster"]["findices"])
-    far = {**info, "position": {"x": 0, "y": 0, "z": 8}}
+    far = {**info, "position": {"x": 0, "y": 2.5, "z": 20}, "target": {"x": 0, "y": 2.5, "z": 0}}
     zoomed, unzoomed = render(ball, camera_info={**far, "zoom": 2}), render(ball, camera_info=far)
     assert 3.5 * unzoomed["mask"].sum() < zoomed["mask"].sum() < 4.5 * unzoomed["mask"].sum()
-    ortho = render(ball, camera_info={**info, "cameraType": "orthographic"}, ortho_scale=4.0)
-    assert torch.equal(ortho["raster"]["projection"], M.orthographic(2.0, 48 / 40, 0.03, 13.0))
-    above = render(ball, camera_info={**info, "position": {"x": 0, "y": 5, "z": 0}})
+    ortho = render(ball, camera_info={**far, "cameraType": "orthographic"}, ortho_scale=8.0)
+    assert ortho["raster"]["projection"][1, 1] == pytest.approx(40 / 39 / 4.0)  # a view 8 tall
+    above = render(ball, camera_info={**info, "position": {"x": 0, "y": 12, "z": 0}})
     assert above["mask"].sum() > 0
     for bad in ({}, {**info, "position": info["target"]}, {**info, "zoom": -1}, "camera"):
         with pytest.raises(ValueError, match="camera_info: "):

@@ -38,7 +38,7 @@ def test_load_mesh_reads_the_bundled_textured_glb():
 def test_single_view_maps():
     mesh, _ = sphere_mesh()
     normal, depth, position, mask, face_id, raster, *_ = MeshRasterizer.run(
-        width=64, height=48, azimuth=0, elevation=0, mesh=mesh
+        width=64, height=48, azimuth=0, elevation=0, distance=3.0, mesh=mesh
     )
     assert normal.shape == (1, 48, 64, 3) and mask.shape == (1, 48, 64)
     assert normal[0, 0, 0].tolist() == [0.5, 0.5, 1.0]  # background #8080FF
@@ -64,7 +64,7 @@ def test_six_views_are_the_standard_texture_baking_views_unless_turned():
     only with turn_six_views, and at 0, 0 it is the standard rig."""
     mesh, _ = sphere_mesh()
     standard = mesh_nodes.M.orbit_cameras(
-        [a for a, _ in mesh_nodes.M.STANDARD_VIEWS], [e for _, e in mesh_nodes.M.STANDARD_VIEWS], 3.0
+        [a for a, _ in mesh_nodes.M.STANDARD_VIEWS], [e for _, e in mesh_nodes.M.STANDARD_VIEWS], 5.5
     )
     for kw in (dict(), dict(azimuth=0.0, elevation=0.0, turn_six_views=True)):
         raster = MeshRasterizer.run(width=16, height=16, views="six", mesh=mesh, **kw)[5]
@@ -342,7 +342,9 @@ def test_a_textured_glb_and_a_ply_with_vertex_colours(input_folder):
     box.visual.vertex_colors = colours.numpy()
     (input_folder / "3d" / "box.ply").write_bytes(box.export(file_type="ply"))
     mesh = LoadMesh.run("3d/box.ply", normalize=False)[0]
-    assert torch.equal(mesh.colors[0], colours[:, :3].float() / 255) and mesh.uvs is None and mesh.texture is None
+    # the file's sRGB colours, held linear as core's MESH holds them (under both of core's names)
+    assert torch.allclose(mesh.colors[0], (colours[:, :3].float() / 255) ** 2.2)
+    assert mesh.vertex_colors is mesh.colors and mesh.uvs is None and mesh.texture is None
 
 
 @pytest.mark.parametrize("texture", ["../../secret.png", "SECRET_ABSOLUTE", "link.png"])

@@ -5,7 +5,9 @@ name the input, the value and what is accepted."""
 
 from __future__ import annotations
 
+import logging
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -17,14 +19,22 @@ MAX_COORDINATE = 1e18
 MAX_VIEWS = 4096
 MAX_CAMERA_DISTANCE = 1000.0  # the distance widget's maximum
 SHADINGS = ("lambert", "none", "matcap", "vertex_color", "texture")
+# core's MESH holds linear vertex colours (glTF's COLOR_0: PaintMesh stores srgb ** 2.2, Render Mesh
+# shows colours ** (1 / 2.2)); the same power here, so that core's colours round-trip exactly
+CORE_COLOUR_GAMMA = 2.2
+# the fields of a core MESH that the Mesh Rasterizer reads (color_counts: older cores' colour lengths)
+READ_FIELDS = frozenset(
+    ("vertices", "faces", "uvs", "texture", "colors", "vertex_colors", "normals")
+    + ("vertex_counts", "face_counts", "color_counts")
+)
 
 
 class Mesh:
     """ComfyUI's MESH layout (comfy_extras.nodes_hunyuan3d.MESH): vertices float [B,V,3], faces int [B,F,3],
     and the newer optional fields (None when absent): uvs float [B,V,2] (OpenGL's: v up, so the texture's
     row 0 is v = 1), texture float [B,H,W,3] (the base-colour image, 0..1), colors float [B,V,3] (vertex
-    colours, 0..1), normals float [B,V,3]; vertex_counts and face_counts int [B] where the items of a
-    batch are padded."""
+    colours, 0..1, linear as core stores them: core_colours), normals float [B,V,3]; vertex_counts and
+    face_counts int [B] where the items of a batch are padded."""
 
     def __init__(
         self, vertices, faces, uvs=None, texture=None, colors=None, normals=None, vertex_counts=None, face_counts=None
@@ -76,8 +86,9 @@ def mesh_fields(loaded) -> dict:
 
 def mesh_tensors(mesh, trimesh_object):
     """vertices float [V,3], faces int64 [F,3] and the optional fields that are there (MESH_FIELDS but the
-    counts: uvs [V,2], texture [H,W,3], colors [V,3], normals [V,3]) from a MESH (core or
-    ComfyUI-3D-Pack's; the first item of a batch, cut to its counts) or a trimesh."""
+    counts: uvs [V,2], texture [H,W,3], colors [V,3] in sRGB, normals [V,3]) from a MESH (core or
+    ComfyUI-3D-Pack's; the first item of a batch, cut to its counts; its linear colours made sRGB) or a
+    trimesh."""
     if (mesh is None) == (trimesh_object is None):
         raise ValueError("mesh: connect a MESH or a TRIMESH (one of them)")
     if mesh is not None:
@@ -89,7 +100,36 @@ def mesh_tensors(mesh, trimesh_object):
         except AttributeError:
             raise ValueError(f"trimesh: expected a trimesh.Trimesh, got {type(trimesh_object).__name__}") from None
     vertices, faces = _checked_geometry(vertices, faces)
-    return vertices, faces, _checked_fields(fields, vertices)
+    fields = _checked_fields(fields, vertices)
+    if mesh is not None and "colors" in fields:  # a trimesh's colours are sRGB already
+        fields["colors"] = fields["colors"].clamp(0, 1) ** (1 / CORE_COLOUR_GAMMA)
+    return vertices, faces, fields
+
+
+def core_colours(fields: dict) -> dict:
+    """The optional fields (mesh_fields') with the vertex colours made linear, as a core MESH holds them."""
+    if fields.get("colors") is None:
+        return fields
+    return {**fields, "colors": fields["colors"].clamp(0, 1) ** CORE_COLOUR_GAMMA}
+
+
+def log_unread_fields(mesh, node: str) -> None:
+    """Name, in one line of the log, the fields of a core MESH that carry something (not None, False or
+    empty) and that `node` does not read (PBR maps, tangents, material, ...): they are not drawn."""
+    unread = [
+        name
+        for name, value in sorted(getattr(mesh, "__dict__", {}).items())
+        if name not in READ_FIELDS and value is not None and value is not False and not _empty(value)
+    ]
+    if hasattr(mesh, "vertices") and unread:
+        logging.getLogger("rasterkit").info(f"{node}: the MESH's {', '.join(unread)} are not used (not drawn)")
+
+
+def _empty(value) -> bool:
+    try:
+        return len(value) == 0
+    except TypeError:
+        return False
 
 
 def _from_mesh(mesh):
@@ -251,17 +291,34 @@ def _view(item: str) -> list[float]:
     return numbers
 
 
-def parse_camera_info(info) -> tuple[torch.Tensor, torch.Tensor, float, float, str | None]:
-    """position [3], target [3], distance, zoom and camera type ("perspective", "orthographic" or None) of
-    core Load3D's camera_info ({"position": {x, y, z}, "target": {x, y, z}, "zoom": z, "cameraType": t}),
-    checked: finite, within MAX_CAMERA_DISTANCE of the origin, position away from target, zoom > 0."""
+class Load3DCamera(NamedTuple):
+    """core Load3D's camera_info, checked: position and target [3], zoom, camera type ("perspective",
+    "orthographic" or None where it does not say), vertical fov in degrees and the orthographic view's
+    half height (None where camera_info does not carry them: Load3D before its fov was sent)."""
+
+    position: torch.Tensor
+    target: torch.Tensor
+    zoom: float
+    camera_type: str | None
+    fov: float | None
+    half_height: float | None
+
+
+def parse_camera_info(info) -> Load3DCamera:
+    """core Load3D's camera_info ({"position": {x, y, z}, "target": {x, y, z}, "zoom": z, "cameraType": t},
+    newer ones also "fov" and, orthographic, "frustum": {left, right, top, bottom}), checked: finite,
+    within MAX_CAMERA_DISTANCE of the origin, position away from target, zoom > 0, fov in (0, 180)."""
     try:
         position = torch.tensor([float(info["position"][axis]) for axis in "xyz"])
         target = torch.tensor([float(info["target"][axis]) for axis in "xyz"])
         zoom = float(info.get("zoom", 1) or 1)
+        fov = None if info.get("fov") is None else float(info["fov"])
+        frustum = info.get("frustum")
+        half_height = None if frustum is None else (float(frustum["top"]) - float(frustum["bottom"])) / 2
     except (KeyError, TypeError, ValueError, AttributeError):
         raise ValueError(
-            f"camera_info: expected Load3D's camera_info (position, target: x, y, z; zoom), got {short(info)}"
+            "camera_info: expected Load3D's camera_info (position, target: x, y, z; zoom; optional fov, "
+            f"frustum: left, right, top, bottom), got {short(info)}"
         ) from None
     far = float(torch.cat([position, target]).abs().max())  # NaN where any is NaN
     if far > MAX_CAMERA_DISTANCE:
@@ -274,5 +331,32 @@ def parse_camera_info(info) -> tuple[torch.Tensor, torch.Tensor, float, float, s
         raise ValueError(
             f"camera_info: the camera needs a finite position away from its target and zoom > 0, got {short(info)}"
         )
+    if fov is not None and not 0 < fov < 180:
+        raise ValueError(f"camera_info: fov is a vertical angle in degrees, 0 < fov < 180, got {short(info)}")
+    if half_height is not None and not (math.isfinite(half_height) and half_height > 0):
+        raise ValueError(f"camera_info: the frustum's top must lie above its bottom, got {short(info)}")
     camera_type = {"perspective": "perspective", "orthographic": "orthographic"}.get(info.get("cameraType"))
-    return position, target, distance, zoom, camera_type
+    return Load3DCamera(position, target, zoom, camera_type, fov, half_height)
+
+
+def parse_model_info(info) -> tuple[list[float], list[float], list[float]]:
+    """position (x, y, z), quaternion (x, y, z, w) and scale (x, y, z) of core Load3D's model_3d_info: a
+    list of the viewer's model transforms ({"position": {x, y, z}, "quaternion": {x, y, z, w}, "scale":
+    {x, y, z}}; the first is the model's, as core's Render Mesh reads it) or one transform; checked:
+    finite, a non-zero quaternion and scale."""
+    transform = info[0] if isinstance(info, (list, tuple)) and info else info
+    try:
+        position = [float(transform["position"][axis]) for axis in "xyz"]
+        quaternion = [float(transform["quaternion"][axis]) for axis in "xyzw"]
+        scale = [float(transform["scale"][axis]) for axis in "xyz"]
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        raise ValueError(
+            "model_3d_info: expected Load3D's model_3d_info (a list of transforms: position x, y, z; "
+            f"quaternion x, y, z, w; scale x, y, z), got {short(info)}"
+        ) from None
+    numbers = position + quaternion + scale
+    if not all(math.isfinite(n) and abs(n) <= MAX_COORDINATE for n in numbers):
+        raise ValueError(f"model_3d_info: expected finite numbers, got {short(info)}")
+    if not any(quaternion) or not all(scale):
+        raise ValueError(f"model_3d_info: the quaternion and every scale must be non-zero, got {short(info)}")
+    return position, quaternion, scale

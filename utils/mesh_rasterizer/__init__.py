@@ -11,9 +11,16 @@ constants (shared by those three), cameras, maps, shading, bake, custom_rasteriz
 from . import bake, custom_rasterizer, shading
 from .bake import camera_matrices, dilate, uv_maps, view_weights
 from .cameras import (
+    LOAD3D_FIT_SIZE,
+    LOAD3D_FRUSTUM_HEIGHT,
     STANDARD_VIEWS,
+    depth_range,
+    load3d_fit,
+    load3d_projection,
     look_at,
     look_from,
+    model_matrix,
+    moved,
     orbit_cameras,
     orthographic,
     perspective,
@@ -33,18 +40,25 @@ def cpu_loops():
 
 
 __all__ = [
+    "LOAD3D_FIT_SIZE",
+    "LOAD3D_FRUSTUM_HEIGHT",
     "STANDARD_VIEWS",
     "bake",
     "camera_matrices",
     "cpu_loops",
     "custom_rasterizer",
+    "depth_range",
     "dilate",
     "edge_partners",
     "face_colours",
     "interpolate",
     "light_direction",
+    "load3d_fit",
+    "load3d_projection",
     "look_at",
     "look_from",
+    "model_matrix",
+    "moved",
     "orbit_cameras",
     "orthographic",
     "perspective",

@@ -1,7 +1,8 @@
 """Cameras for the rasterizer, as OpenGL matrices: world-to-view matrices [B,4,4] (look_at, orbit
 cameras on a sphere around the origin, the six texture-baking views, a camera at a position looking at a
 target) and projections [4,4] (perspective, orthographic), with the near and far planes the Mesh
-Rasterizer node uses.
+Rasterizer node uses; and core Load3D's viewer (three.js): its model transform and fit, and its camera's
+projection mapped onto the rasterizer's pixels.
 """
 
 from __future__ import annotations
@@ -110,3 +111,86 @@ def projection_matrix(
         return perspective(shown, aspect, near, far)
     half_height = ortho_scale / 2 if ortho_scale > 0 else distance * torch.tan(torch.tensor(fov).deg2rad() / 2).item()
     return orthographic(half_height / zoom, aspect, near, far)
+
+
+# Load3D (ComfyUI's three.js viewer) scales a model to this largest extent when it fits it to the view,
+# and its orthographic camera shows this height (at zoom 1) where camera_info does not say
+LOAD3D_FIT_SIZE = 5.0
+LOAD3D_FRUSTUM_HEIGHT = 10.0
+
+
+def model_matrix(position, quaternion, scale) -> torch.Tensor:
+    """three.js's Object3D matrix [4,4] (translation @ rotation @ scale) of a position (x, y, z), a
+    rotation quaternion (x, y, z, w; normalised here) and a scale (x, y, z)."""
+    x, y, z, w = (float(q) / math.sqrt(sum(float(c) ** 2 for c in quaternion)) for q in quaternion)
+    rotation = torch.tensor(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+    matrix = torch.eye(4)
+    matrix[:3, :3] = rotation * torch.tensor([float(s) for s in scale])
+    matrix[:3, 3] = torch.tensor([float(p) for p in position])
+    return matrix
+
+
+def load3d_fit(vertices: torch.Tensor) -> torch.Tensor:
+    """The model matrix [4,4] with which Load3D fits a model of vertices [V,3] to its view: scaled to a
+    largest extent of LOAD3D_FIT_SIZE, centred on x and z, standing on y = 0. A similarity maps to the
+    same fit, so a mesh normalised beforehand lands where the viewer puts the file."""
+    low, high = vertices.amin(0), vertices.amax(0)
+    scale = LOAD3D_FIT_SIZE / max(float((high - low).max()), 1e-30)
+    matrix = torch.eye(4) * scale
+    matrix[3, 3] = 1
+    centre = (low + high) / 2
+    matrix[:3, 3] = -torch.stack([centre[0], low[1], centre[2]]) * scale
+    return matrix
+
+
+def moved(model: torch.Tensor, vertices: torch.Tensor, fields: dict) -> tuple[torch.Tensor, dict]:
+    """vertices [V,3] and the optional fields (utils/inputs/mesh's) moved by model [4,4]: the normals by
+    its inverse transpose (renormalised), the rest as they are; new tensors, the inputs untouched."""
+    linear = model[:3, :3]
+    fields = dict(fields)
+    if fields.get("normals") is not None:
+        fields["normals"] = torch.nn.functional.normalize(fields["normals"] @ torch.linalg.inv(linear), dim=-1)
+    return vertices @ linear.T + model[:3, 3], fields
+
+
+def depth_range(view: torch.Tensor, vertices: torch.Tensor) -> tuple[float, float]:
+    """Near and far planes around the depths of vertices [V,3] seen by view [4,4]: the z-buffer's steps
+    spread over the mesh (a viewer's fixed 0.01..10000 would leave it a handful); the near plane stays
+    in front of the eye (at least far / 1000)."""
+    depth = -(vertices @ view[2, :3] + view[2, 3])
+    closest, farthest = float(depth.min()), float(depth.max())
+    margin = 0.01 * (farthest - closest) + 1e-6 * max(abs(farthest), 1.0)
+    far = farthest + margin if farthest > 0 else 1.0
+    return max(closest - margin, far * 1e-3), far
+
+
+def load3d_projection(
+    camera_type: str,
+    fov: float,
+    half_height: float,
+    zoom: float,
+    width: int,
+    height: int,
+    near: float,
+    far: float,
+) -> torch.Tensor:
+    """Load3D's (three.js's) projection [4,4] for a render of width x height pixels, mapped onto the
+    rasterizer's pixels. perspective: vertical fov (degrees) narrowed by zoom (PerspectiveCamera); else
+    orthographic, half_height above and below the view's centre divided by zoom (OrthographicCamera).
+    three.js puts NDC +-1 on the image's outer edges, the rasterizer on its outer pixel centres: x and y
+    are stretched by width / (width - 1) and height / (height - 1), so that every point lands on the
+    same pixel position as in the viewer's own render."""
+    aspect = width / height
+    if camera_type == "perspective":
+        shown = 2 * math.degrees(math.atan(math.tan(math.radians(fov) / 2) / zoom))
+        projection = perspective(shown, aspect, near, far)
+    else:
+        projection = orthographic(half_height / zoom, aspect, near, far)
+    edges = torch.diag(torch.tensor([width / max(width - 1, 1), height / max(height - 1, 1), 1.0, 1.0]))
+    return edges @ projection
