@@ -8,11 +8,11 @@ import torch
 from ..utils.core.device import check_memory
 from ..utils.inputs.mesh import mesh_tensors
 from ..utils.mesh_rasterizer import bake as B
-from ..utils.mesh_rasterizer import vertex_normals
+from ..utils.mesh_rasterizer import corner_normals
 from ._comfy import Progress, intermediate_device, render_device
 from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket
 from ._validate import check_images
-from .mesh import make_mesh
+from .mesh import NORMAL_SMOOTHING, NORMALS_BYTES_PER_FACE, SMOOTHING_ANGLE, make_mesh
 
 # Peak memory (measured on the CPU at three sizes each: tests/nodes/test_mesh_memory.py) of the UV maps per
 # texel (the rasterizer's work, the maps, their seam padding double-buffered: ~140-170 B), of a bake per
@@ -57,12 +57,15 @@ def _uv_mesh(mesh):
 
 def maps_bytes(texture_size: int, faces: int) -> int:
     """UV Maps' estimated peak in bytes: the maps, their seam padding and the mesh."""
-    return MAPS_BYTES_PER_TEXEL * texture_size**2 + MESH_BYTES_PER_FACE * faces
+    return MAPS_BYTES_PER_TEXEL * texture_size**2 + (MESH_BYTES_PER_FACE + NORMALS_BYTES_PER_FACE) * faces
 
 
-def _uv_surface(vertices, faces, fields, texture_size: int, device: torch.device, progress):
-    """vertices, faces on device and uv_maps' position, normal, mask there."""
-    normals = fields["normals"] if "normals" in fields else vertex_normals(vertices, faces)
+def _uv_surface(
+    vertices, faces, fields, texture_size: int, device: torch.device, progress, smoothing="auto", angle=60.0
+):
+    """vertices, faces on device and uv_maps' position, normal, mask there; normals by corner_normals'
+    smoothing and angle."""
+    normals = corner_normals(vertices, faces, smoothing, angle, fields.get("normals"))
     vertices, faces = vertices.to(device), faces.to(device)
     maps = B.uv_maps(
         vertices, normals.to(device), fields["uvs"].to(device), faces, faces, texture_size, on_band=progress
@@ -78,7 +81,13 @@ class UVMaps(RasterKitNode):
         "The mesh's surface in its texture's layout: world positions and normals at every texel "
         "its UV islands cover (the maps texture-baking and inpainting in UV space work on)."
     )
-    INPUTS = [Socket("mesh", "MESH", tooltip="a MESH with UVs (LoadMesh keeps a file's UVs)"), TEXTURE_SIZE, DILATION]
+    INPUTS = [
+        Socket("mesh", "MESH", tooltip="a MESH with UVs (LoadMesh keeps a file's UVs)"),
+        TEXTURE_SIZE,
+        DILATION,
+        NORMAL_SMOOTHING,
+        SMOOTHING_ANGLE,
+    ]
     OUTPUTS = [
         Output(
             "IMAGE",
@@ -91,7 +100,7 @@ class UVMaps(RasterKitNode):
     ]
 
     @classmethod
-    def run(cls, mesh=None, texture_size=1024, dilation=4):
+    def run(cls, mesh=None, texture_size=1024, dilation=4, normal_smoothing="auto", smoothing_angle=60.0):
         device = render_device()
         vertices, faces, fields = _uv_mesh(mesh)
         check_memory(
@@ -100,7 +109,9 @@ class UVMaps(RasterKitNode):
             device,
         )
         progress = Progress(texture_size)
-        vertices, _, (position, normal, mask) = _uv_surface(vertices, faces, fields, texture_size, device, progress)
+        vertices, _, (position, normal, mask) = _uv_surface(
+            vertices, faces, fields, texture_size, device, progress, normal_smoothing, smoothing_angle
+        )
         low, high = vertices.amin(0), vertices.amax(0)
         scaled = torch.where(mask[..., None], (position - low) / (high - low).clamp_min(1e-12), 0.0)
         colours = torch.where(mask[..., None], normal * 0.5 + 0.5, torch.tensor([0.5, 0.5, 1.0], device=device))
@@ -205,6 +216,7 @@ class BakeTexture(RasterKitNode):
             device,
         )
         progress = Progress(texture_size)
+        # the normals weigh the views: smooth across UV seams, so that both sides of a seam take the same views
         vertices, faces, (position, normal, mask) = _uv_surface(vertices, faces, fields, texture_size, device, progress)
         texture, weight = B.bake(
             images[..., :3].to(device),
@@ -260,6 +272,7 @@ def bake_bytes(texture_size: int, views: int, height: int, width: int, faces: in
         + BAKE_BYTES_PER_PIXEL * pixels * views
         + DEPTH_BYTES_PER_PIXEL * pixels * depth_chunk
         + MESH_BYTES_PER_FACE * faces * (1 + depth_chunk)
+        + NORMALS_BYTES_PER_FACE * faces
     )
 
 

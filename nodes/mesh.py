@@ -14,6 +14,7 @@ from ..utils.core.device import check_memory, run_chunked
 from ..utils.inputs import mesh_files as files
 from ..utils.inputs.mesh import (
     MESH_FIELDS,
+    NORMAL_SMOOTHINGS,
     SHADINGS,
     Mesh,
     core_colours,
@@ -26,6 +27,26 @@ from ..utils.inputs.mesh import (
 )
 from ._comfy import Progress, comfy_module, intermediate_device, render_device
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
+
+NORMAL_SMOOTHING = Combo(
+    "normal_smoothing",
+    NORMAL_SMOOTHINGS,
+    tooltip="how the normals are made: auto (the file's normals where the mesh has them, else by_position); "
+    "by_position (smooth across vertices that share a position, so UV seams do not show; hard across "
+    "edges sharper than smoothing_angle); by_vertex (smooth per vertex of the mesh: its split vertices "
+    "are hard edges); flat (each triangle's own); from_file (the mesh's normals)",
+    optional=True,  # so that API prompts saved before it still validate
+)
+SMOOTHING_ANGLE = Float(
+    "smoothing_angle",
+    60.0,
+    0.0,
+    180.0,
+    1.0,
+    tooltip="by_position (and auto without the file's normals): edges whose faces meet at more than this "
+    "many degrees stay hard (0: flat but for coplanar faces; 180: everything smooth)",
+    optional=True,
+)
 
 # Peak memory of MeshRasterizer per pixel of one view (measured: a 2048x2048 view raised the peak RSS by
 # ~190 B a pixel): the outputs it returns (68 B, and their concatenation), and the work of a view.
@@ -40,6 +61,9 @@ WORK_BYTES_PER_FACE_VIEW = 150
 WORK_BYTES_PER_VERTEX_VIEW = 80
 MESH_BYTES_PER_FACE = 200
 MESH_BYTES_PER_VERTEX = 100
+# the normals' work before the views (normals.corner_normals by position: welding, edge partners,
+# smoothing groups), beyond what the mesh's arrays take: measured 250-550 B a triangle at its peak
+NORMALS_BYTES_PER_FACE = 250
 # Work (pixels + faces + vertices) of the views rendered between two interrupt checks: a pixel or a
 # triangle of a view costs ~2-4 us on a 2-core CPU (~15 us when it is busy), so a chunk takes well under
 # a second
@@ -290,6 +314,9 @@ class MeshRasterizer(RasterKitNode):
             tooltip="core Load3D's model_3d_info, with its camera_info: the viewer's model transform, applied to "
             "the mesh instead of Load3D's fit (give the mesh as the file has it: Load Mesh with normalize off)",
         ),
+        # after the older widgets: saved workflows keep their values
+        NORMAL_SMOOTHING,
+        SMOOTHING_ANGLE,
     ]
     OUTPUTS = [
         Output(
@@ -340,6 +367,8 @@ class MeshRasterizer(RasterKitNode):
         matcap=None,
         camera_info=None,
         model_3d_info=None,
+        normal_smoothing="auto",
+        smoothing_angle=60.0,
     ):
         vertices, faces, fields = mesh_tensors(mesh, trimesh)
         log_unread_fields(mesh, cls.DISPLAY_NAME)
@@ -368,6 +397,8 @@ class MeshRasterizer(RasterKitNode):
                 view_list,
                 ortho_scale,
             )
+        # after Load3D's transform, which turns the file's normals with the vertices
+        normals = M.corner_normals(vertices, faces, normal_smoothing, smoothing_angle, fields.get("normals"))
         homogeneous = torch.cat([vertices, torch.ones(len(vertices), 1)], 1)
         camera = proj @ view
         count, pixels = len(view), width * height
@@ -377,7 +408,6 @@ class MeshRasterizer(RasterKitNode):
         per_view = _check_render_memory(
             width, height, count, len(vertices), len(faces), antialias, views_per_chunk, device
         )
-        normals = M.vertex_normals(vertices, faces)
         partners = M.edge_partners(faces, vertices) if antialias else None
         light = M.light_direction(light_azimuth, light_elevation)
         progress = Progress(count)
@@ -480,7 +510,7 @@ def render_bytes(
         + faces * WORK_BYTES_PER_FACE_VIEW
         + vertices * WORK_BYTES_PER_VERTEX_VIEW
     )
-    mesh = MESH_BYTES_PER_FACE * faces + MESH_BYTES_PER_VERTEX * vertices
+    mesh = (MESH_BYTES_PER_FACE + NORMALS_BYTES_PER_FACE) * faces + MESH_BYTES_PER_VERTEX * vertices
     return OUTPUT_BYTES_PER_PIXEL * pixels * views, per_view, mesh
 
 

@@ -383,7 +383,8 @@ def test_renders_need_what_they_draw():
 def test_the_render_path_op_budget(monkeypatch):
     """A textured, anti-aliased render at 1024 x 1024: the maps' ops (324 before renders) plus the
     render's, a fixed number whatever the size; no host syncs beyond the maps' 5 (input checks and the
-    rasterizer's), no float64 (counted on the CPU, on the torch path a GPU takes)."""
+    rasterizer's) and the normals' 3 (a convergence check per pass of the smoothing groups, on the mesh's
+    CPU tensors before the views), no float64 (counted on the CPU, on the torch path a GPU takes)."""
     from opcount import OpCount
 
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
@@ -393,7 +394,7 @@ def test_the_render_path_op_budget(monkeypatch):
     with OpCount() as count:
         MeshRasterizer.run(width=1024, height=1024, mesh=mesh, shading="texture")
     summary = count.summary()
-    assert count.float64 == 0 and count.syncs == 5 and count.launches <= 1150, summary
+    assert count.float64 == 0 and count.syncs == 5 + 3 and count.launches <= 1150, summary
 
 
 def test_a_matcap_or_colours_of_any_dtype_are_read_as_0_to_1():

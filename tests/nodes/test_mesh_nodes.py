@@ -31,7 +31,7 @@ def test_load_mesh_reads_the_bundled_textured_glb():
     """spot.glb (the baking example's mesh): UVs per vertex and its base-colour texture come through."""
     mesh, _ = LoadMesh.run("spot.glb")
     vertices = mesh.vertices.shape[1]
-    assert mesh.uvs.shape == (1, vertices, 2) and mesh.normals.shape == (1, vertices, 3)
+    assert mesh.uvs.shape == (1, vertices, 2) and mesh.normals is None  # the file has none: the nodes make them
     assert mesh.texture.shape == (1, 1024, 1024, 3) and 0 <= mesh.texture.min() < mesh.texture.max() <= 1
 
 
@@ -274,8 +274,12 @@ def test_core_mesh_with_its_newer_optional_fields_is_accepted():
         normals=torch.nn.functional.normalize(vertices, dim=-1),
     )
     plain = MeshRasterizer.run(width=32, height=32, mesh=mesh)
-    rich = MeshRasterizer.run(width=32, height=32, mesh=richer)
+    rich = MeshRasterizer.run(width=32, height=32, mesh=richer, normal_smoothing="by_position")
     assert torch.equal(plain[0], rich[0]) and torch.equal(plain[5]["findices"], rich[5]["findices"])
+    # auto takes the mesh's own normals where it has them
+    given = MeshRasterizer.run(width=32, height=32, mesh=richer, normal_smoothing="from_file")
+    assert torch.equal(MeshRasterizer.run(width=32, height=32, mesh=richer)[0], given[0])
+    assert not torch.equal(given[0], plain[0])
 
 
 # -- the optional MESH fields: UVs, texture, vertex colours, normals ---------------------------------------
@@ -320,7 +324,7 @@ def test_a_textured_obj_keeps_its_uvs_texture_and_seams(input_folder):
     corners = torch.cat([mesh.vertices[0], mesh.uvs[0]], -1)[mesh.faces[0]]
     assert torch.equal(corners, torch.tensor(FILE_CORNERS))  # every face corner keeps its position and UV
     assert torch.equal(mesh.texture[0], texture) and mesh.colors is None
-    assert torch.allclose(mesh.normals[0], torch.tensor([0.0, 0, 1]).expand(mesh.vertices.shape[1], 3))
+    assert mesh.normals is None  # the file has none (trimesh's own, made per split vertex, are not taken)
     normalized, loaded = LoadMesh.run("3d/quad.obj")
     assert torch.equal(normalized.uvs, mesh.uvs) and torch.equal(normalized.texture, mesh.texture)
     assert loaded.visual.kind == "texture"  # the TRIMESH output keeps them too
@@ -572,3 +576,129 @@ def test_many_small_views_stop_soon_after_an_interrupt(monkeypatch):
             width=16, height=16, views="list", view_list="; ".join(f"{i},0" for i in range(2000)), mesh=mesh
         )
     assert rendered == [2] and time.perf_counter() - start < 5.0
+
+
+# -- issue 33: normals across seams ------------------------------------------------------------------------
+
+
+def uv_split_sphere():
+    """An icosphere cut open along a UV seam (longitude +-180 degrees): faces that wrap around take copies
+    of their corners west of the seam (the same positions, other UVs, as a file's split vertices).
+    vertices [V,3], faces [F,3], uvs [V,2] (the west copies beyond the east ones) and bool [F]: the
+    faces that took copies (the seam runs between them and the others)."""
+    import math
+
+    import trimesh
+
+    ball = trimesh.creation.icosphere(subdivisions=3)
+    vertices, faces = torch.tensor(ball.vertices, dtype=torch.float32), torch.tensor(ball.faces)
+    longitude = torch.atan2(vertices[:, 0], vertices[:, 2])
+    corner = longitude[faces]
+    wrapped = corner.amax(1) - corner.amin(1) > math.pi
+    west = wrapped[:, None] & (corner < 0)
+    copied = faces[west].unique()
+    copy_of = torch.zeros(len(vertices), dtype=torch.long)
+    copy_of[copied] = len(vertices) + torch.arange(len(copied))
+    split = torch.where(west, copy_of[faces], faces)
+    latitude = torch.asin(vertices[:, 1].clamp(-1, 1))
+    uvs = torch.stack([(longitude + math.pi) / (4 * math.pi) + 0.25, latitude / math.pi + 0.5], -1)
+    uvs = torch.cat([uvs, uvs[copied] + torch.tensor([0.5, 0.0])])
+    return torch.cat([vertices, vertices[copied]]), split, uvs, wrapped
+
+
+def steps_across(normal, findices, seam_faces, dim):
+    """The angles in degrees between neighbouring pixels along dim (1 rows, 2 columns) of normal maps
+    [1,H,W,3] well inside the mesh (facing the camera: n.z > 0.7), across the seam and elsewhere."""
+    n = torch.nn.functional.normalize(normal[0] * 2 - 1, dim=-1)
+    side = torch.cat([torch.tensor([False]), seam_faces])[findices[0].long()]
+    count = n.shape[dim - 1]
+    a, b = n.narrow(dim - 1, 0, count - 1), n.narrow(dim - 1, 1, count - 1)
+    inside = (findices[0] > 0) & (n[..., 2] > 0.7)
+    inside = inside.narrow(dim - 1, 0, count - 1) & inside.narrow(dim - 1, 1, count - 1)
+    seam = inside & (side.narrow(dim - 1, 0, count - 1) != side.narrow(dim - 1, 1, count - 1))
+    angle = torch.rad2deg(torch.acos((a * b).sum(-1).clamp(-1, 1)))
+    return angle[seam], angle[inside & ~seam]
+
+
+@pytest.mark.parametrize("azimuth, elevation", [(180, 0), (150, -30)])
+def test_a_uv_split_sphere_shows_no_seam_in_its_normal_map(azimuth, elevation):
+    """Vertices split at a UV seam are welded by position: the normal map's step between neighbouring
+    pixels across the seam stays under a degree and no larger than elsewhere; by vertex shows the seam."""
+    vertices, faces, uvs, seam_faces = uv_split_sphere()
+    mesh = Mesh(vertices[None], faces[None], uvs=uvs[None])
+    for smoothing in ("auto", "by_vertex"):
+        normal, *_, raster, _, _ = MeshRasterizer.run(
+            width=512, height=512, azimuth=azimuth, elevation=elevation, mesh=mesh, normal_smoothing=smoothing
+        )
+        for dim in (1, 2):
+            across, elsewhere = steps_across(normal, raster["findices"], seam_faces, dim)
+            assert len(across) > 100
+            if smoothing == "auto":
+                assert across.max() < 1.0 and across.max() <= elsewhere.max(), (dim, across.max(), elsewhere.max())
+            else:
+                assert across.max() > 5.0, (dim, across.max())
+
+
+def test_a_split_cube_keeps_its_hard_edges_in_the_normal_map():
+    """A cube whose sides have their own vertices: every pixel's normal is its side's, within a degree,
+    under auto and flat alike."""
+    import trimesh
+
+    cube = trimesh.creation.box(extents=(1.6, 1.6, 1.6))
+    vertices = torch.tensor(cube.vertices, dtype=torch.float32)[torch.tensor(cube.faces)].reshape(-1, 3)
+    faces = torch.arange(len(vertices)).view(-1, 3)
+    sides = torch.tensor(cube.face_normals, dtype=torch.float32)
+    for smoothing in ("auto", "flat"):
+        normal, *_, raster, _, _ = MeshRasterizer.run(
+            width=128,
+            height=128,
+            mesh=Mesh(vertices[None], faces[None]),
+            normal_space="world",
+            normal_smoothing=smoothing,
+        )
+        findices = raster["findices"][0].long()
+        covered = findices > 0
+        n = torch.nn.functional.normalize(normal[0][covered] * 2 - 1, dim=-1)
+        angle = torch.rad2deg(torch.acos((n * sides[findices[covered] - 1]).sum(-1).clamp(-1, 1)))
+        assert covered.sum() > 1000 and angle.max() < 1.0, smoothing
+
+
+def test_from_file_normals_are_the_meshs():
+    mesh, _ = sphere_mesh()
+    up = torch.tensor([0.0, 1.0, 0.0]).expand_as(mesh.vertices)
+    mesh.normals = up
+    for smoothing in ("auto", "from_file"):
+        normal, _, _, mask, *_ = MeshRasterizer.run(
+            width=32, height=32, mesh=mesh, normal_space="world", normal_smoothing=smoothing
+        )
+        assert torch.allclose(normal[0][mask[0] > 0], torch.tensor([0.5, 1.0, 0.5]))
+    mesh.normals = None
+    with pytest.raises(ValueError, match="^normal_smoothing: from_file needs a mesh with normals"):
+        MeshRasterizer.run(width=32, height=32, mesh=mesh, normal_smoothing="from_file")
+
+
+def test_uv_maps_normals_are_smooth_across_seams():
+    """UV Maps' normal map of the split sphere: within a degree of the sphere's true normal everywhere
+    (by_vertex leaves the seam's texels several degrees off)."""
+    from rasterkit.nodes.bake import UVMaps
+
+    vertices, faces, uvs, _ = uv_split_sphere()
+    mesh = Mesh(vertices[None], faces[None], uvs=uvs[None])
+    low, high = vertices.amin(0), vertices.amax(0)
+    for smoothing, bound in (("auto", (0, 1)), ("by_vertex", (3, 180))):
+        position, normal, mask = UVMaps.run(mesh, texture_size=128, dilation=0, normal_smoothing=smoothing)
+        covered = mask[0] > 0
+        true = torch.nn.functional.normalize((low + position[0] * (high - low))[covered], dim=-1)
+        n = torch.nn.functional.normalize(normal[0][covered] * 2 - 1, dim=-1)
+        worst = torch.rad2deg(torch.acos((n * true).sum(-1).clamp(-1, 1))).max()
+        assert bound[0] < worst < bound[1], (smoothing, worst)
+
+
+def test_a_files_normals_are_loaded_and_others_are_not_made_up(input_folder):
+    (input_folder / "3d" / "tilted.obj").write_text(
+        "v 0 0 0\nv 1 0 0\nv 0 1 0\nvn 1 0 0\nvn 0 1 0\nvn 0 0 1\nf 1//1 2//2 3//3\n"
+    )
+    for normalize in (False, True):
+        mesh, loaded = LoadMesh.run("3d/tilted.obj", normalize=normalize)
+        assert torch.equal(mesh.normals[0], torch.eye(3)) and loaded.vertex_normals.tolist() == torch.eye(3).tolist()
+    assert LoadMesh.run("3d/cube.obj")[0].normals is None

@@ -10,10 +10,20 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import zlib
 
 import numba
 import torch
+
+# numba's threading layer, where the user has not chosen one and before numba's first parallel loop:
+# "workqueue", numba's own pool, whose idle threads wait on a condition instead of spinning. "omp" (the
+# default where TBB is missing) shares OpenMP's threads with torch, whose spin policy was fixed when torch
+# loaded (prestartup_script.py asks for PASSIVE, which ComfyUI applies; a process that loaded torch
+# otherwise keeps spinning threads that fight numba's). workqueue runs one parallel loop at a time per
+# process: warmup.exclusive serializes the background compile with the nodes.
+if "NUMBA_THREADING_LAYER" not in os.environ and not numba.np.ufunc.parallel._is_initialized:
+    numba.config.THREADING_LAYER = "workqueue"
 
 
 def falls_back(fn):

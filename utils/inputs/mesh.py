@@ -27,6 +27,8 @@ READ_FIELDS = frozenset(
     ("vertices", "faces", "uvs", "texture", "colors", "vertex_colors", "normals")
     + ("vertex_counts", "face_counts", "color_counts")
 )
+# how the maps' normals are made: mesh_rasterizer.normals.corner_normals
+NORMAL_SMOOTHINGS = ("auto", "by_position", "by_vertex", "flat", "from_file")
 
 
 class Mesh:
@@ -66,7 +68,8 @@ def unit_float(image, name: str) -> torch.Tensor:
 def mesh_fields(loaded) -> dict:
     """The optional MESH fields of a trimesh, as a batch of one: uvs and the base-colour texture of a
     textured mesh (trimesh splits its vertices at UV seams, so there is one UV per vertex), vertex
-    colours (RGB), vertex normals (the file's where trimesh keeps them, else trimesh's)."""
+    colours (RGB), vertex normals where the mesh has its own (a file's, kept by trimesh in its cache; none
+    are made up here: the renderers make them, smooth across UV seams)."""
     import numpy as np
 
     visual, fields = loaded.visual, {}
@@ -80,7 +83,8 @@ def mesh_fields(loaded) -> dict:
             fields["texture"] = torch.from_numpy(np.asarray(image.convert("RGB"), dtype=np.float32) / 255)[None]
     elif visual.kind == "vertex":
         fields["colors"] = torch.tensor(visual.vertex_colors[:, :3], dtype=torch.float32)[None] / 255
-    fields["normals"] = torch.tensor(loaded.vertex_normals, dtype=torch.float32)[None]
+    if "vertex_normals" in loaded._cache:  # trimesh's own test for normals it was given
+        fields["normals"] = torch.tensor(loaded.vertex_normals, dtype=torch.float32)[None]
     return fields
 
 

@@ -31,9 +31,10 @@ from .text import short
 
 MESH_EXTENSIONS = (".obj", ".glb", ".gltf", ".ply", ".stl", ".off")
 # Load Mesh's peak per declared vertex, triangle and texel (trimesh's arrays, ours, the decoded image
-# and its float copy: measured 160 B, 320 B and 39 B)
-LOAD_BYTES_PER_VERTEX = 200
-LOAD_BYTES_PER_FACE = 400
+# and its float copy: about 170 B a triangle with its share of vertices, and 39 B a texel; no normals are
+# made while loading)
+LOAD_BYTES_PER_VERTEX = 100
+LOAD_BYTES_PER_FACE = 150
 LOAD_BYTES_PER_TEXEL = 40
 MAX_TEXTURE_PIXELS = 8192 * 8192
 # Scene-graph visits counted at most while summing a glTF's instances (cycles, or an absurd scene)
@@ -316,7 +317,7 @@ def load_mesh_file(path: str, name: str, normalize: bool):
     try:
         # trimesh >= 5.2 (requirements.txt) resolves textures and buffers inside the mesh's folder only
         # and fetches nothing remote
-        loaded = trimesh.load(path, force="mesh", process=False)
+        loaded = _load_meshes(path)
     except Exception as error:  # trimesh raises many types for broken files
         raise ValueError(f"mesh_file: could not read {short(name)}: {_reason(error)}") from None
     if len(getattr(loaded, "faces", ())) == 0:
@@ -326,8 +327,28 @@ def load_mesh_file(path: str, name: str, normalize: bool):
     if normalize:  # a translation and a uniform scale: the normals stay
         low, high = vertices.amin(0), vertices.amax(0)
         vertices = (vertices - (low + high) / 2) * (2 / float((high - low).max().clamp_min(1e-12)))
-        loaded = trimesh.Trimesh(vertices.numpy(), loaded.faces, visual=loaded.visual, process=False)
+        normals = fields["normals"][0].numpy() if "normals" in fields else None
+        loaded = trimesh.Trimesh(
+            vertices.numpy(), loaded.faces, visual=loaded.visual, vertex_normals=normals, process=False
+        )
     return vertices[None], torch.tensor(loaded.faces, dtype=torch.int64)[None], fields, loaded
+
+
+def _load_meshes(path: str):
+    """trimesh.load(path, force="mesh", process=False), keeping the normals the file stores: the file's
+    meshes moved to where its scene puts them (their normals turned with them), in one trimesh. (trimesh's
+    own Scene.to_mesh copies each mesh without its cache, which holds a file's normals.)"""
+    import trimesh
+
+    scene = trimesh.load_scene(path, process=False)
+    parts = []
+    for node in scene.graph.nodes_geometry:
+        transform, name = scene.graph[node]
+        if isinstance(scene.geometry[name], trimesh.Trimesh):
+            part = scene.geometry[name].copy(include_cache=True)
+            part.apply_transform(transform)
+            parts.append(part)
+    return parts[0] if len(parts) == 1 else trimesh.util.concatenate(parts)  # (it copies a single one too)
 
 
 def check_declared(path: str, name: str) -> None:

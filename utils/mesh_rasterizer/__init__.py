@@ -5,7 +5,7 @@ Used by the nodes RasterKit_MeshRasterizer (nodes/mesh.py), RasterKit_UVMaps and
 (nodes/bake.py).
 
 Modules: raster (torch path and backend choice), raster_cuda (kernels and launch), raster_cpu (numba),
-constants (shared by those three), cameras, maps, shading, bake, custom_rasterizer.
+constants (shared by those three), cameras, maps, normals, shading, bake, custom_rasterizer.
 """
 
 from . import bake, custom_rasterizer, shading
@@ -27,7 +27,8 @@ from .cameras import (
     projection_matrix,
     turned_rig,
 )
-from .maps import face_colours, render_maps, vertex_normals
+from .maps import face_colours, render_maps
+from .normals import corner_normals
 from .raster import interpolate, rasterize, rasterize_views
 from .shading import edge_partners, light_direction
 
@@ -45,6 +46,7 @@ __all__ = [
     "STANDARD_VIEWS",
     "bake",
     "camera_matrices",
+    "corner_normals",
     "cpu_loops",
     "custom_rasterizer",
     "depth_range",
@@ -69,6 +71,5 @@ __all__ = [
     "shading",
     "turned_rig",
     "uv_maps",
-    "vertex_normals",
     "view_weights",
 ]

@@ -18,6 +18,7 @@ from ..inputs.mesh import integral
 from ..inputs.text import short
 from . import raster as M
 from .inpaint import propagate
+from .normals import interpolate_corners
 
 
 def uv_clip(uvs: torch.Tensor, size: int) -> torch.Tensor:
@@ -43,18 +44,27 @@ def uv_maps(
     size: int,
     on_band=None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The surface in the texture's layout: vertices float [V,3], normals float [V,3] (world space), uvs
-    float [V',2], faces int [F,3] (into vertices), uv_faces int [F,3] (into uvs; the same as faces where
-    UVs are per vertex), size >= 2 -> position float [S,S,3], normal float [S,S,3] (unit length) and mask
-    bool [S,S] (texels some triangle covers; position and normal are 0 elsewhere). Where UV triangles
-    overlap, the lower face index wins. The maps are interpolated in bands of about BAND_TEXELS texels;
-    on_band(done_rows, rows) follows each (progress, interrupts)."""
+    """The surface in the texture's layout: vertices float [V,3], normals float [V,3] or, per face corner,
+    [F,3,3] (world space; normals.corner_normals), uvs float [V',2], faces int [F,3] (into vertices),
+    uv_faces int [F,3] (into uvs; the same as faces where UVs are per vertex), size >= 2 -> position float
+    [S,S,3], normal float [S,S,3] (unit length) and mask bool [S,S] (texels some triangle covers; position
+    and normal are 0 elsewhere). Where UV triangles overlap, the lower face index wins. The maps are
+    interpolated in bands of about BAND_TEXELS texels; on_band(done_rows, rows) follows each (progress,
+    interrupts)."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 2:
         raise ValueError(f"size: a texture needs at least 2 x 2 texels (a whole number), got {short(size)}")
     vertices = _points(vertices, "vertices", 3)
-    normals = _points(normals, "normals", 3, len(vertices))
     uvs = _points(uvs, "uvs", 2)
     faces, uv_faces = _faces(faces, "faces", len(vertices)), _faces(uv_faces, "uv_faces", len(uvs))
+    if isinstance(normals, torch.Tensor) and normals.ndim == 3:  # per face corner
+        if normals.shape != (len(faces), 3, 3):
+            raise ValueError(
+                f"normals: expected [{len(vertices)},3] per vertex or [{len(faces)},3,3] per face corner, "
+                f"got {tuple(normals.shape)}"
+            )
+        normals = _points(normals.reshape(-1, 3), "normals", 3).view(-1, 3, 3)
+    else:
+        normals = _points(normals, "normals", 3, len(vertices))
     if len(uv_faces) != len(faces):
         raise ValueError(f"uv_faces: one UV triangle per face ({len(faces)}), got {len(uv_faces)}")
     findices, barycentric = M.rasterize(uv_clip(uvs, size), uv_faces, size, size)
@@ -65,7 +75,10 @@ def uv_maps(
         band = slice(start, min(size, start + rows))
         position[band] = M.interpolate(vertices, findices[band], barycentric[band], faces)
         normal[band] = torch.nn.functional.normalize(
-            M.interpolate(normals, findices[band], barycentric[band], faces), dim=-1
+            interpolate_corners(normals, findices[band], barycentric[band])
+            if normals.ndim == 3
+            else M.interpolate(normals, findices[band], barycentric[band], faces),
+            dim=-1,
         )
         if on_band is not None:
             on_band(band.stop, size)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from .normals import interpolate_corners
 from .raster import interpolate, rasterize_views
 from .shading import antialias, lambert, matcap, screen_corners, textured
 
@@ -19,7 +20,7 @@ def render_maps(
     view,
     vertices,
     faces,
-    vertex_normals,
+    normals,
     width,
     height,
     cull_back_faces,
@@ -32,15 +33,15 @@ def render_maps(
     """The maps of B views on clip's device: normal, depth, position [B,H,W,3], mask [B,H,W], face colours
     [B,H,W,3], findices int32 [B,H,W], barycentric [B,H,W,3], render [B,H,W,3], render alpha [B,H,W]. clip
     float [B,V,4] (clip-space vertices per view), view float [B,4,4], vertices float [V,3], faces int64
-    [M,3], vertex_normals float [V,3], normal_space "view" or "world", depth_mode "normalized" or
-    "distance", shade: the tensors of utils/inputs/mesh.shading_inputs (empty: lambert or none, by whether
-    light is used), light float [3] (view space), partners int64 [M,3] (shading.edge_partners) or None for
-    no antialiasing."""
+    [M,3], normals float [M,3,3] (at each face's corners: normals.corner_normals), normal_space "view" or
+    "world", depth_mode "normalized" or "distance", shade: the tensors of utils/inputs/mesh.shading_inputs
+    (empty: lambert or none, by whether light is used), light float [3] (view space), partners int64 [M,3]
+    (shading.edge_partners) or None for no antialiasing."""
     findices, barycentric = rasterize_views(clip, faces, width, height, cull_back_faces=cull_back_faces)
     # the rasterizer's rows follow NDC y upwards (its API's convention): flip so that up is up
     findices, barycentric = findices.flip(1), barycentric.flip(1)
     covered = (findices > 0)[..., None]
-    world_normals = interpolate(vertex_normals, findices, barycentric, faces)
+    world_normals = interpolate_corners(normals, findices, barycentric)
     view_normals = torch.nn.functional.normalize(torch.einsum("bij,bhwj->bhwi", view[:, :3, :3], world_normals), dim=-1)
     normals = view_normals if normal_space == "view" else torch.nn.functional.normalize(world_normals, dim=-1)
     normal_map = torch.where(covered, normals * 0.5 + 0.5, torch.tensor([0.5, 0.5, 1.0], device=clip.device))
@@ -85,14 +86,6 @@ def _shade(shade, light, view_normals, covered, findices, barycentric, faces):
         return covered.float().expand(-1, -1, -1, 3)
     intensity = lambert(view_normals, light.expand(len(view_normals), 3), AMBIENT)
     return (intensity * covered).expand(-1, -1, -1, 3)
-
-
-def vertex_normals(vertices: torch.Tensor, faces: torch.Tensor) -> torch.Tensor:
-    """Area-weighted vertex normals [V,3] of vertices float [V,3], faces int64 [F,3]."""
-    corners = vertices[faces]
-    face_normals = torch.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0], dim=-1)
-    normals = torch.zeros_like(vertices).index_add_(0, faces.reshape(-1), face_normals.repeat_interleave(3, 0))
-    return torch.nn.functional.normalize(normals, dim=-1)
 
 
 def face_colours(findices: torch.Tensor) -> torch.Tensor:

@@ -156,11 +156,12 @@ def weld(vertices: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(order).scatter_(0, order, first.long().cumsum(0) - 1)
 
 
-def edge_partners(faces: torch.Tensor, vertices: torch.Tensor) -> torch.Tensor:
+def edge_partners(faces: torch.Tensor, vertices: torch.Tensor, welded: torch.Tensor | None = None) -> torch.Tensor:
     """The face across each edge: faces int [M,3], vertices float [V,3] -> int64 [M,3] (edge i joins
     corners i + 1 and i + 2, where barycentric i is 0; -1 at open edges). Edges are matched by their
-    ends' positions, so that vertices split at UV seams or hard edges still join their faces."""
-    corner = weld(vertices)[faces.long()]
+    ends' positions, so that vertices split at UV seams or hard edges still join their faces; welded
+    int64 [M,3], weld(vertices)[faces], where the caller has it already."""
+    corner = weld(vertices)[faces.long()] if welded is None else welded
     start, end = corner.roll(-1, 1), corner.roll(-2, 1)
     key = (torch.minimum(start, end) * len(vertices) + torch.maximum(start, end)).view(-1)
     order = key.argsort()

@@ -1,0 +1,37 @@
+"""The threading settings the pack makes for numba's loops and torch's OpenMP pool, where the user has
+not made them (each checked in a fresh interpreter: both are read once per process)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = (
+    "import json, os, sys; sys.path.insert(0, {root!r}); import runpy; runpy.run_path({script!r}); "
+    "import utils.core.numba, numba; "
+    "print(json.dumps([os.environ.get('OMP_WAIT_POLICY'), numba.config.THREADING_LAYER]))"
+)
+
+
+def probe(**env) -> list:
+    environment = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "NUMBA_THREADING_LAYER")}
+    environment.update(env)
+    code = PROBE.format(root=str(ROOT), script=str(ROOT / "prestartup_script.py"))
+    out = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, ["PASSIVE", "workqueue"]),
+        ({"OMP_WAIT_POLICY": "ACTIVE", "NUMBA_THREADING_LAYER": "omp"}, ["ACTIVE", "omp"]),
+    ],
+    ids=["defaults", "the user's"],
+)
+def test_passive_openmp_and_numbas_workqueue_unless_the_user_chose(env, expected):
+    assert probe(**env) == expected
