@@ -628,7 +628,13 @@ def test_a_uv_split_sphere_shows_no_seam_in_its_normal_map(azimuth, elevation):
     mesh = Mesh(vertices[None], faces[None], uvs=uvs[None])
     for smoothing in ("auto", "by_vertex"):
         normal, *_, raster, _, _ = MeshRasterizer.run(
-            width=512, height=512, azimuth=azimuth, elevation=elevation, mesh=mesh, normal_smoothing=smoothing
+            width=512,
+            height=512,
+            azimuth=azimuth,
+            elevation=elevation,
+            distance=3.0,  # the sphere filling the frame: the seam over many pixels
+            mesh=mesh,
+            normal_smoothing=smoothing,
         )
         for dim in (1, 2):
             across, elsewhere = steps_across(normal, raster["findices"], seam_faces, dim)
