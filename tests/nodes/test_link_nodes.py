@@ -93,8 +93,11 @@ def test_widgets_added_later_come_last():
         "text_size",
         "text_color",
     ]
+    # optional widgets come after the required ones in the frontend's layout: new ones after "outputs"
+    optional = [spec.name for spec in LineLinkRenderer.INPUTS if spec.optional and spec.type != "RASTERKIT_TRACKS"]
+    assert optional[:6] == ["outputs", "length_falloff", "falloff_on", "palette", "groups", "edges"]
     graphs = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "graph")
-    assert list(graphs) == ["knn", "radius", "delaunay", "mst", "voronoi"]  # new choices last too
+    assert list(graphs) == ["knn", "radius", "delaunay", "mst", "voronoi", "edges"]  # new choices last too
     curves = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "curve")
     assert list(curves) == ["straight", "bezier", "cubic"]
 

@@ -17,6 +17,7 @@ from . import primitives as R
 LINE_STYLES = ("solid", "dashed", "dotted")
 POINT_STYLES = ("dot", "ring", "cross", "square", "diamond")
 WIDTH_BY_LENGTH = ("none", "shorter_thicker", "longer_thicker")
+FALLOFF_TARGETS = ("opacity", "width", "opacity and width")
 GRADIENT_STEP = 4.0  # pixels of arc per colour step of a gradient: steps of under 1/32 of the range are invisible
 GRADIENT_STEPS = 32  # most colour steps per stroke (longer strokes get longer steps)
 
@@ -250,6 +251,18 @@ def width_by_length(length: torch.Tensor, scale: float, width: float, mode: str)
         return torch.full_like(length, width)
     ratio = (length / max(scale, 1e-6)).clamp(0, 1)
     return width * (1.5 - ratio if mode == "shorter_thicker" else 0.5 + ratio)
+
+
+def length_falloff(length: torch.Tensor, scale: float, amount: float) -> torch.Tensor:
+    """Per-link factor float [E] in 0..1 from link lengths [E]: 1 up to (1 - amount) x scale, then
+    falling linearly to 0 at scale (and beyond), scale the longest a link may be (max_distance). The
+    end is fixed at scale so that a link the graph adds or drops at its limit appears or goes at 0
+    (Plexus' fade, no popping); amount (0..1) sets where the fade starts. amount 0: all 1."""
+    if not 0 <= amount <= 1:
+        raise ValueError(f"length_falloff: expected 0 to 1, got {amount!r}")
+    if amount == 0:
+        return torch.ones_like(length)
+    return ((scale - length) / max(amount * scale, 1e-6)).clamp(0, 1)
 
 
 def catmull_rom(points: torch.Tensor, lengths: torch.Tensor, subdivisions: int = 4):
