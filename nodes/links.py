@@ -342,6 +342,7 @@ class LineLinkRenderer(RasterKitNode):
             ("point_labels", point_labels, POINT_LABELS),
             ("graph", graph, GRAPH_CHOICES),
             ("falloff_on", falloff_on, styles.FALLOFF_TARGETS),
+            ("palette", palette, tuple(PALETTES)),
         ):
             if value not in options:
                 raise ValueError(f"{name}: expected one of {', '.join(options)}, got {value!r}")

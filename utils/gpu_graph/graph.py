@@ -48,19 +48,20 @@ def _across(options: GraphOptions, frame, i, j, device):
     return (g_i != g_j) & (g_i >= 0) & (g_j >= 0)
 
 
-def _largest_group(options: GraphOptions) -> int:
-    """The most points of one group in a frame (0 without groups; a host sync where the groups are on a
-    device: the node's are host data)."""
+def _unlinkable(options: GraphOptions) -> int:
+    """The most points of a frame that one grouped point may not link to, itself included: those of its
+    own group and of none (0 without groups; a host sync where the groups are on a device: the node's
+    are host data)."""
     if options.groups is None:
         return 0
-    groups = options.groups.reshape(-1, options.groups.shape[-1])
+    groups = options.groups.reshape(-1, options.groups.shape[-1]) + 1  # 0: no group
     top = int(groups.max()) + 1 if groups.numel() else 0
-    if top <= 0:
+    if top <= 1:
         return 0
     frame = torch.arange(groups.shape[0], device=groups.device)[:, None].expand_as(groups)
-    counts = torch.zeros(groups.shape[0] * top, dtype=torch.long, device=groups.device)
-    counts.index_add_(0, (frame * top + groups)[groups >= 0], torch.ones_like(groups[groups >= 0]))
-    return int(counts.max())
+    counts = torch.zeros(groups.shape[0], top, dtype=torch.long, device=groups.device)
+    counts.view(-1).index_add_(0, (frame * top + groups).view(-1), torch.ones_like(groups).view(-1))
+    return int((counts[:, 1:] + counts[:, :1]).max())
 
 
 # -- edges, caps, hysteresis -----------------------------------------------------------------------
@@ -278,8 +279,9 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
         return _no_edges(frames, device)
     slack = float(options.hysteresis)
     reach_k = max(options.k, math.ceil(options.k * slack)) if slack > 1 else options.k
-    # with groups: the reach_k nearest of other groups are among the reach_k + (own group - 1) nearest
-    searched = min(reach_k + max(_largest_group(options) - 1, 0), max(n - 1, 1))
+    # with groups: the reach_k nearest of other groups are among the reach_k + (own group and none, less
+    # the point itself) nearest
+    searched = min(reach_k + max(_unlinkable(options) - 1, 0), max(n - 1, 1))
     distance, index = nearest_neighbours(
         xy, visible, searched, options.delta_y_cap, options.max_distance * slack, on_chunk
     )
@@ -287,7 +289,7 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
         frame = torch.arange(frames, device=device)[:, None, None].expand_as(index)
         source = torch.arange(n, device=device)[None, :, None].expand_as(index)
         other = _across(options, frame, source, index.clamp_min(0), device) & (index >= 0)
-        distance, order = distance.masked_fill(~other, INF).sort(-1, stable=True)
+        distance, order = distance.masked_fill(~other, INF).sort(dim=-1, stable=True)
         distance, index = distance[..., :reach_k], index.gather(-1, order)[..., :reach_k]
         index = index.masked_fill(~torch.isfinite(distance), -1)
     frame, i, j, keep = _new_edges(index[..., : options.k], distance[..., : options.k], options, n)
