@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from ..core.batching import expand_counts
 from . import primitives as R
 
 LINE_STYLES = ("solid", "dashed", "dotted")
@@ -128,6 +129,8 @@ def styled_polylines(
     gradient = end_color is not None
     if style == "solid" and not gradient:
         return R.polylines(frame, points, lengths, width, start_color)
+    if style == "solid" and points.shape[1] == 2:
+        return _straight_gradients(frame, points, lengths.to(device), width, start_color, end_color)
     phase = _per_line(phase, n_lines, device)[:, None]
     lengths = lengths.to(device)
     arc = arc_lengths(points, lengths)
@@ -202,6 +205,29 @@ def styled_polylines(
     joints.group = (line + joint).reshape(-1)
     both = R.Primitives(*(torch.cat(pair) for pair in zip(pieces.fields(), joints.fields(), strict=False)))
     return both.select(torch.sort(both.group, stable=True).indices)  # each shape's primitives consecutive
+
+
+def _straight_gradients(frame, points, lengths, width, start_color, end_color) -> R.Primitives:
+    """styled_polylines' solid gradients of straight strokes (points float [L,2,2]): the same colour
+    steps and seams, one segment a step and no empty ones (one host sync: their count), where the general
+    cut at the pattern's and the polyline's points keeps GRADIENT_STEPS + 1 pieces a stroke, most of
+    them empty, and sorts them: a plexus' links coloured from their points draw about 3x faster so."""
+    n_lines, device = points.shape[0], points.device
+    a, b = points[:, 0], points[:, 1]
+    total = (b - a).norm(dim=-1)
+    period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, GRADIENT_STEP))
+    steps = torch.ceil(total / period - 1e-4).clamp_min(1)
+    drawn = torch.where((lengths >= 2) & (total > 1e-4), steps, 0).long()
+    line, index = expand_counts(drawn, int(drawn.sum()))
+    total, period, steps = total[line], period[line], steps[line]
+    lo, hi = index * period, torch.minimum((index + 1) * period, total)
+    colour = torch.lerp(start_color[line], end_color[line], (index / (steps - 1).clamp_min(1)).clamp(0, 1)[:, None])
+    overlap = seam_overlap(colour[:, 3]) / 2
+    lo = torch.where(lo > 0, lo - overlap, lo)
+    hi = torch.where(hi < total, hi + overlap, hi)
+    a, direction = a[line], (b - a)[line] / total.clamp_min(1e-6)[:, None]
+    frame = torch.as_tensor(frame, device=device).expand(n_lines)[line]
+    return R.segments(frame, a + direction * lo[:, None], a + direction * hi[:, None], width[line], colour, caps="butt")
 
 
 def markers(
