@@ -575,7 +575,7 @@ def test_length_falloff_is_off_at_0_and_ends_at_the_longest_link_without_max_dis
 
 
 def test_colours_from_the_points_blend_along_the_link_against_a_reference():
-    """color "points": a link from its first point's colour to its second's, in steps of max(4, length / 32)
+    """color "points": a link from its first point's colour to its second's, in steps of max(8, length / 32)
     px (butt ends), each step the blend at its place; the premultiplied colour of every pixel against the
     16x16-sample reference, channel by channel."""
     from rasterkit.utils.gpu_rendering.link_layers import LinkStyle
@@ -588,7 +588,7 @@ def test_colours_from_the_points_blend_along_the_link_against_a_reference():
     reference = np.zeros((H, W, 3))
     for (a, b), (first, second) in zip(links, ((0, 1), (2, 0)), strict=True):
         along, across, length = along_across(X, Y, a, b)
-        step = max(4.0, length / 32)
+        step = max(8.0, length / 32)
         steps = math.ceil(length / step - 1e-4)
         t = np.minimum(np.floor(np.clip(along, 0, length) / step), steps - 1) / max(steps - 1, 1)
         inside = (across <= 1.5) & (along >= 0) & (along <= length)
@@ -596,8 +596,8 @@ def test_colours_from_the_points_blend_along_the_link_against_a_reference():
         for channel in range(3):
             reference[..., channel] += pixel_mean(inside * colour[..., channel])
     premultiplied = layer[..., :3]  # draw() gives the layer premultiplied
-    for channel in range(3):
-        assert_close(premultiplied[..., channel], reference[..., channel])
+    for channel in range(3):  # the seams between steps: within 0.15, as test_gradient_covers_the_link_once...
+        assert_close(premultiplied[..., channel], reference[..., channel], largest=0.15)
 
 
 def test_colours_from_the_points_colour_markers_text_and_trails_by_track():

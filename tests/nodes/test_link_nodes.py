@@ -319,9 +319,9 @@ def test_plexus_groups_edges_colours_and_falloff_in_the_node():
     assert tracks_edges == [[]] * 3  # one label: one group, and unlabelled tracks take no links
     _, alpha, layer, _ = render(tracks_json=square, graph="edges", edges="0-1", color="points", opacity=1.0, width=3.0)
     red, green = torch.tensor([0xE6, 0x19, 0x4B]) / 255, torch.tensor([0x3C, 0xB4, 0x4B]) / 255  # the default palette
-    # 20.1 px: 6 steps of 4 px from red to green; x 28.5 is in the fifth, 4/5 of the way
+    # 20.1 px: 3 steps of 8 px from red to green; x 28.5 is in the third, all the way
     assert torch.allclose(layer[0, 10, 12, :3], red, atol=0.02)
-    assert torch.allclose(layer[0, 11, 28, :3], torch.lerp(red, green, 0.8), atol=0.02)
+    assert torch.allclose(layer[0, 11, 28, :3], green, atol=0.02)
     faded = render(tracks_json=square, graph="delaunay", length_falloff=1.0, max_distance=40.0, opacity=1.0)[1]
     full = render(tracks_json=square, graph="delaunay", max_distance=40.0, opacity=1.0)[1]
     assert 0 < faded.sum() < full.sum() and faded[0, 25, 11] < 0.5 * full[0, 25, 11]  # the 0-2 link, 30 px of 40

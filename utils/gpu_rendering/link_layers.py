@@ -23,6 +23,10 @@ from . import primitives as R
 from .labels import DEFAULT_FONT, atlas_arrays
 
 POINT_LABELS = ("none", "id", "label")
+# px of a link per colour step when coloured from its points: a step is a primitive, and the draw's cost
+# follows their count (4 px steps drew in 2.1x the plain links' time, 8 px in 1.5x: bench_plexus.py);
+# a plexus' links are thin, where steps of 1/13 of the colours' difference on a 100 px link do not show
+POINT_GRADIENT_STEP = 8.0
 # "distance" colouring: near links bright, far links dark (plasma-like stops)
 DISTANCE_STOPS = torch.tensor([[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]])
 
@@ -140,6 +144,7 @@ def link_strokes(
             phase,
             max_length,
             pattern_width=widths,
+            gradient_step=POINT_GRADIENT_STEP if style.point_palette is not None else styles.GRADIENT_STEP,
         )
 
     glow = strokes(widths * style.glow_scale, style.glow) if style.glow > 0 else None

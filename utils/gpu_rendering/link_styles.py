@@ -101,12 +101,13 @@ def styled_polylines(
     phase=0.0,
     max_length: float = 0.0,
     pattern_width=None,
+    gradient_step: float = GRADIENT_STEP,
 ) -> R.Primitives:
     """Strokes along polylines, each one shape (its overlaps drawn once) unless its colour changes.
 
     frame int64 [L], points float [L,N,2] (N >= 2), lengths int64 [L], width float [L] or scalar,
     start_color float [L,4] (RGBA), end_color [L,4] or None: the colour at the far end, blended
-    along the arc in steps of GRADIENT_STEP px (at most GRADIENT_STEPS per stroke), the first step
+    along the arc in steps of gradient_step px (at most GRADIENT_STEPS per stroke), the first step
     start_color, the last end_color; the steps meet butt to butt, overlapping by seam_overlap.
     style "solid"; "dashed", dash_length px on and gap_length px off (butt ends), each dash of one
     colour (the gradient's at its middle); "dotted", dots `width` across with gap_length px between
@@ -130,7 +131,7 @@ def styled_polylines(
     if style == "solid" and not gradient:
         return R.polylines(frame, points, lengths, width, start_color)
     if style == "solid" and points.shape[1] == 2:
-        return _straight_gradients(frame, points, lengths.to(device), width, start_color, end_color)
+        return _straight_gradients(frame, points, lengths.to(device), width, start_color, end_color, gradient_step)
     phase = _per_line(phase, n_lines, device)[:, None]
     lengths = lengths.to(device)
     arc = arc_lengths(points, lengths)
@@ -160,7 +161,7 @@ def styled_polylines(
         index = torch.arange(math.ceil(max_length / (dash_length + gap_length)) + 2, device=device)[None]
         first = torch.remainder(phase, period) + (index - 1) * period  # the dash before the stroke first
     else:  # a solid gradient: one shape per colour step
-        period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, GRADIENT_STEP))
+        period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, gradient_step))
         on, index = period, torch.arange(GRADIENT_STEPS + 1, device=device)[None]
         first = index * period
     span_lo, span_hi = torch.minimum(first, total).clamp_min(0), torch.minimum(first + on, total).clamp_min(0)
@@ -207,7 +208,7 @@ def styled_polylines(
     return both.select(torch.sort(both.group, stable=True).indices)  # each shape's primitives consecutive
 
 
-def _straight_gradients(frame, points, lengths, width, start_color, end_color) -> R.Primitives:
+def _straight_gradients(frame, points, lengths, width, start_color, end_color, step) -> R.Primitives:
     """styled_polylines' solid gradients of straight strokes (points float [L,2,2]): the same colour
     steps and seams, one segment a step and no empty ones (one host sync: their count), where the general
     cut at the pattern's and the polyline's points keeps GRADIENT_STEPS + 1 pieces a stroke, most of
@@ -215,7 +216,7 @@ def _straight_gradients(frame, points, lengths, width, start_color, end_color) -
     n_lines, device = points.shape[0], points.device
     a, b = points[:, 0], points[:, 1]
     total = (b - a).norm(dim=-1)
-    period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, GRADIENT_STEP))
+    period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, step))
     steps = torch.ceil(total / period - 1e-4).clamp_min(1)
     drawn = torch.where((lengths >= 2) & (total > 1e-4), steps, 0).long()
     line, index = expand_counts(drawn, int(drawn.sum()))
