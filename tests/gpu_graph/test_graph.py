@@ -798,8 +798,12 @@ def cross_group_knn(points, visible, group, k):
     return found
 
 
+@pytest.mark.parametrize("search", ["all pairs", "grid"])
 @pytest.mark.parametrize("per_frame", [False, True])
-def test_knn_between_groups_is_each_points_nearest_of_the_other_groups(per_frame):
+def test_knn_between_groups_is_each_points_nearest_of_the_other_groups(monkeypatch, per_frame, search):
+    """Small frames compare every pair; larger ones search each point's k + (own group and none) nearest."""
+    if search == "grid":
+        monkeypatch.setattr(gpu_graph, "GROUP_BRUTE_FORCE_POINTS", 0)
     xy, visible = scattered(frames=3, n=60)
     generator = torch.Generator().manual_seed(3)
     group = torch.randint(-1, 3, (3, 60) if per_frame else (60,), generator=generator)
@@ -899,3 +903,13 @@ def test_edge_list_limits_caps_and_empty_lists():
     assert run(degree_cap=1) == {(0, 1)}
     assert run(groups=gpu_graph.parse_groups("0 1 | 2 3", 4)) == {(1, 2), (1, 3)}
     assert edge_sets(gpu_graph.edge_list_graph(xy, visible, GraphOptions(), gpu_graph.parse_edges(""))) == [set()]
+
+
+def test_knn_between_groups_with_hysteresis_is_the_same_both_ways(monkeypatch):
+    xy = jittered(frames=12, n=80)
+    visible = torch.ones(12, 80, dtype=torch.bool)
+    options = GraphOptions(k=3, hysteresis=1.3, degree_cap=3, groups=torch.arange(80) % 3)
+    pairs = edge_sets(knn_graph(xy, visible, options))
+    monkeypatch.setattr(gpu_graph, "GROUP_BRUTE_FORCE_POINTS", 0)
+    assert edge_sets(knn_graph(xy, visible, options)) == pairs and all(pairs)
+    assert all((i - j) % 3 for frame in pairs for i, j in frame)

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.batching import Ragged
+from ..core.device import run_chunked
 from ..inputs.text import check_size, load_json, short
 from .constants import INF, split_keys
 from .neighbours import nearest_neighbours, radius_neighbour_keys
@@ -279,13 +280,18 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
         return _no_edges(frames, device)
     slack = float(options.hysteresis)
     reach_k = max(options.k, math.ceil(options.k * slack)) if slack > 1 else options.k
-    # with groups: the reach_k nearest of other groups are among the reach_k + (own group and none, less
-    # the point itself) nearest
-    searched = min(reach_k + max(_unlinkable(options) - 1, 0), max(n - 1, 1))
-    distance, index = nearest_neighbours(
-        xy, visible, searched, options.delta_y_cap, options.max_distance * slack, on_chunk
-    )
-    if options.groups is not None:  # the neighbours of the same group (or none) out, the others nearest first
+    if options.groups is not None and n <= GROUP_BRUTE_FORCE_POINTS:
+        distance, index = _group_neighbours(xy, visible, options, min(reach_k, n - 1), slack, on_chunk)
+    else:
+        # with groups: the reach_k nearest of other groups are among the reach_k + (own group and none,
+        # less the point itself) nearest
+        searched = min(reach_k + max(_unlinkable(options) - 1, 0), max(n - 1, 1))
+        distance, index = nearest_neighbours(
+            xy, visible, searched, options.delta_y_cap, options.max_distance * slack, on_chunk
+        )
+    if (
+        options.groups is not None and n > GROUP_BRUTE_FORCE_POINTS
+    ):  # the neighbours of the same group (or none) out, the others nearest first
         frame = torch.arange(frames, device=device)[:, None, None].expand_as(index)
         source = torch.arange(n, device=device)[None, :, None].expand_as(index)
         other = _across(options, frame, source, index.clamp_min(0), device) & (index >= 0)
@@ -298,6 +304,37 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
     if slack > 1:
         reach = distance[..., -1] if reach_k < n else torch.full_like(distance[..., -1], INF)
     return _stable_edges(xy, visible, reach, frame, i, j, keep, options, per_frame=min(n * options.k, n * (n - 1) // 2))
+
+
+# points per frame up to which knn between groups compares every pair of a frame (a [N,N] matrix): the
+# search below needs the nearest k + (a group's size) of each point, ~4x slower with two groups of 150
+GROUP_BRUTE_FORCE_POINTS = 2048
+
+
+def _group_neighbours(xy, visible, options: GraphOptions, k: int, slack: float, on_chunk):
+    """The k nearest visible points of another group of every point, as nearest_neighbours gives them
+    (distance float32 [T,N,k], inf where there are fewer, index int64 [T,N,k], -1 there; ties to the
+    lower index), within the slack of the limits, from each frame's [N,N] distances."""
+    frames, n = visible.shape
+    groups = options.groups.to(xy.device).expand(frames, n)
+    ids = torch.arange(n, device=xy.device)
+
+    def search(start, stop, device):
+        group, shown = groups[start:stop].to(device), visible[start:stop].to(device)
+        x, y = xy[start:stop].to(device).unbind(-1)
+        dx, dy = x[:, None, :] - x[:, :, None], y[:, None, :] - y[:, :, None]  # [F,N,N]: candidate - point
+        d2 = dx * dx + dy * dy
+        shown = shown & (group >= 0)
+        outside = ~shown[:, None, :] | ~shown[:, :, None] | (group[:, None, :] == group[:, :, None])
+        outside |= (dy.abs() > options.delta_y_cap * slack) | (d2 > (options.max_distance * slack) ** 2)
+        d2, order = d2.masked_fill_(outside, INF).sort(dim=-1, stable=True)  # ties: the lower index first
+        d2, index = d2[..., :k], ids.to(device)[order[..., :k]]
+        return d2.sqrt(), index.masked_fill(d2 == INF, -1)
+
+    parts = run_chunked(search, frames, n * n * 40 + n * 200, xy.device, on_chunk)
+    if not parts:
+        return torch.zeros(0, n, k, device=xy.device), torch.zeros(0, n, k, dtype=torch.long, device=xy.device)
+    return torch.cat([part[0].to(xy.device) for part in parts]), torch.cat([part[1].to(xy.device) for part in parts])
 
 
 def _finite_points(xy, visible, device):
