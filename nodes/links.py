@@ -10,11 +10,20 @@ import torch
 
 from ..utils import gpu_rendering as R
 from ..utils.core.device import check_memory
-from ..utils.gpu_graph import GRAPHS, GraphOptions, track_points, voronoi_graph
+from ..utils.gpu_graph import (
+    GRAPHS,
+    GraphOptions,
+    edge_list_graph,
+    parse_edges,
+    parse_groups,
+    track_points,
+    voronoi_graph,
+)
 from ..utils.gpu_rendering import link_styles as styles
 from ..utils.gpu_rendering.link_layers import POINT_LABELS, LinkStyle, link_layers
 from ..utils.inputs import tracks as track_sources
-from ..utils.inputs.colors import parse_hex
+from ..utils.inputs.colors import PALETTES, parse_hex
+from ..utils.inputs.colors import palette as palette_colours
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
@@ -30,16 +39,19 @@ from ._comfy import (
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images, draw_memory
 
-GRAPH_CHOICES = (*GRAPHS, "voronoi")
+GRAPH_CHOICES = (*GRAPHS, "voronoi", "edges")
 
 
-def _links(graph: str, xy, visible, options: GraphOptions, size, device):
+def _links(graph: str, xy, visible, options: GraphOptions, size, device, edge_list=None):
     """The graph's links of points xy float [T,N,2] and visible bool [T,N] (on the device), in
     frames of size (H, W): the edges as edges_json lists them (per frame, [i, j] pairs; read back in
     one transfer), and per link its frame int64 [E], its pair int64 [E,2] and the ends drawn float [E,2]
-    (the points, or with voronoi their cells' wall), on the device."""
+    (the points, or with voronoi their cells' wall), on the device. edge_list: the pairs int64 [P,2] of
+    graph "edges" (host)."""
     if graph == "voronoi":  # the wall between the cells of each Delaunay pair, in place of its link
         edges, walls = voronoi_graph(xy, visible, options, size, device=device)
+    elif graph == "edges":
+        edges = edge_list_graph(xy, visible, options, edge_list, device=device)
     else:
         searched = {"on_chunk": lambda done, total: check_interrupt()} if graph in ("knn", "radius") else {}
         edges = GRAPHS[graph](xy, visible, options, device=device, **searched)
@@ -65,7 +77,9 @@ class LineLinkRenderer(RasterKitNode):
         "the Delaunay triangulation or the minimum spanning tree, or the walls of their Voronoi cells; with "
         "caps, and kept stable across frames by hysteresis) and draws the links as anti-aliased lines or "
         "curves: solid, dashed (marching ants with dash_speed), dotted, in a colour gradient, with a glow; "
-        "point markers, ids or labels; fading trails."
+        "point markers, ids or labels; fading trails. Plexus controls: links that fade or thin with their "
+        "length, coloured from their two points, only between groups of points; or a fixed edge list (a "
+        "skeleton such as COCO-17 keypoints)."
     )
     INPUTS = [
         Socket("images", "IMAGE", tooltip="the frames to draw on"),
@@ -113,7 +127,12 @@ class LineLinkRenderer(RasterKitNode):
         ),
         Float("width", 1.5, 0.1, 64.0, 0.1, tooltip="line width in pixels"),
         Float("opacity", 0.8, 0.0, 1.0, tooltip="opacity of the links and point markers"),
-        String("color", "#FFFFFF", tooltip="hex colour, or 'distance' to colour links by length"),
+        String(
+            "color",
+            "#FFFFFF",
+            tooltip="hex colour; 'distance' to colour links by length; 'points' to colour each point by its "
+            "track's colour of the palette and each link from its one point's colour to the other's",
+        ),
         Float(
             "point_radius",
             3.0,
@@ -130,8 +149,9 @@ class LineLinkRenderer(RasterKitNode):
             "within max_distance; delaunay, the Delaunay triangulation's edges; "
             "mst, the minimum spanning tree (a forest where max_distance cuts it); "
             "voronoi, not links but the walls between the points' Voronoi cells "
-            "(one for each Delaunay link, cut at the frame's edges). The caps "
-            "apply to all, hysteresis to knn and radius",
+            "(one for each Delaunay link, cut at the frame's edges); edges, the "
+            "pairs listed in edges (a skeleton). The caps and groups apply to "
+            "all, hysteresis to knn and radius",
         ),
         Combo(
             "line_style",
@@ -209,6 +229,46 @@ class LineLinkRenderer(RasterKitNode):
         Int("text_size", 12, 6, 128, tooltip="size of the point labels' text in pixels"),
         String("text_color", "", tooltip="hex colour of the point labels' text; empty: the points' colour"),
         Combo("outputs", OVERLAY_OUTPUTS, tooltip=OVERLAY_OUTPUTS_TOOLTIP, optional=True),  # old API prompts lack it
+        # the plexus controls: optional (older prompts lack them), their defaults today's drawing
+        Float(
+            "length_falloff",
+            0.0,
+            0.0,
+            1.0,
+            0.05,
+            tooltip="links fade with their length: full up to (1 - this) x max_distance (or the longest "
+            "link when max_distance is 0), down to nothing at max_distance, so links appear and go "
+            "without popping; 1: from full at length 0; 0: off",
+            optional=True,
+        ),
+        Combo(
+            "falloff_on",
+            styles.FALLOFF_TARGETS,
+            tooltip="what length_falloff fades: the links' opacity, their width, or both",
+            optional=True,
+        ),
+        Combo(
+            "palette",
+            tuple(PALETTES),
+            tooltip="the track colours of color 'points' (track id mod the palette's size)",
+            optional=True,
+        ),
+        String(
+            "groups",
+            "",
+            tooltip="link only points of different groups: groups of track ids separated by | "
+            "(0-9 | 10-19; ids and ranges a-b), or 'labels' (the tracks' labels are the groups); tracks in "
+            "no group take no links; empty: every pair may link",
+            optional=True,
+        ),
+        String(
+            "edges",
+            "coco17",
+            tooltip="the links of graph edges, in every frame where both points show: pairs of track ids "
+            "(0-1, 1-2, 2-3) or JSON pairs ([[0, 1], [1, 2]]), or coco17 (the 19 limbs of COCO's 17 "
+            "keypoints, as pose models number them)",
+            optional=True,
+        ),
         Socket("tracks", "RASTERKIT_TRACKS", optional=True, tooltip="tracks from Point Tracker (RasterKit)"),
         Socket(
             "ys_tracks",
@@ -266,6 +326,11 @@ class LineLinkRenderer(RasterKitNode):
         text_size=12,
         text_color="",
         outputs=OVERLAY_OUTPUTS[0],
+        length_falloff=0.0,
+        falloff_on="opacity",
+        palette="default",
+        groups="",
+        edges="coco17",
         tracks=None,
         ys_tracks=None,
     ):
@@ -276,18 +341,28 @@ class LineLinkRenderer(RasterKitNode):
             ("point_style", point_style, styles.POINT_STYLES),
             ("point_labels", point_labels, POINT_LABELS),
             ("graph", graph, GRAPH_CHOICES),
+            ("falloff_on", falloff_on, styles.FALLOFF_TARGETS),
+            ("palette", palette, tuple(PALETTES)),
         ):
             if value not in options:
                 raise ValueError(f"{name}: expected one of {', '.join(options)}, got {value!r}")
         ink = parse_hex(text_color, "text_color")[:3] if text_color.strip() else None
         device = render_device()
+        edge_list = parse_edges(edges) if graph == "edges" else None
+        by_points = color.strip().lower() == "points"
+        track_colours = tuple(rgba[:3] for rgba in palette_colours(palette)) if by_points else None
         xy, visible, labels = track_sources.track_points(images.shape[0], tracks, ys_tracks, tracks_json)
-        options = GraphOptions(k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis)
+        grouped = labels.index if groups.strip().lower() == "labels" else parse_groups(groups, xy.shape[1])
+        options = GraphOptions(
+            k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis, grouped
+        )
         xy_dev = xy.to(device)  # the tracks go to the device once, for the graph and the layers
-        edges, frame, pairs, start, end = _links(graph, xy_dev, visible.to(device), options, images.shape[1:3], device)
+        edges, frame, pairs, start, end = _links(
+            graph, xy_dev, visible.to(device), options, images.shape[1:3], device, edge_list
+        )
         by_distance = color.strip().lower() == "distance"
         style = LinkStyle(
-            rgb=None if by_distance else parse_hex(color, "color")[:3],
+            rgb=None if by_distance else (1.0, 1.0, 1.0) if by_points else parse_hex(color, "color")[:3],
             opacity=opacity,
             width=width,
             curve=curve,
@@ -310,6 +385,9 @@ class LineLinkRenderer(RasterKitNode):
             point_labels=point_labels,
             text_size=text_size,
             text_rgb=ink,
+            point_palette=track_colours,
+            length_falloff=length_falloff,
+            falloff_on=falloff_on,
         )
         prims, atlas = link_layers(xy_dev, visible, labels, frame, pairs, start, end, style, images.shape[1:3])
         check_memory(

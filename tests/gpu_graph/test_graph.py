@@ -780,3 +780,136 @@ def test_voronoi_op_budget():
     with OpCount() as count:
         voronoi_graph(xy, torch.ones(60, 1000, dtype=torch.bool), GraphOptions(max_distance=200.0), (2160, 3840))
     assert count.syncs <= 2 and count.launches <= 200 and count.float64 == 0, count.summary()
+
+
+# -- groups and fixed edge lists ---------------------------------------------------------------------
+
+
+def cross_group_knn(points, visible, group, k):
+    """Each visible point's k nearest visible points of another group (ties: the lower index), brute force."""
+    found = set()
+    for a in np.flatnonzero(visible & (group >= 0)):
+        others = np.flatnonzero(visible & (group >= 0) & (group != group[a]))
+        if not others.size:
+            continue
+        d = np.hypot(*(points[others] - points[a]).T)
+        for b in others[np.lexsort((others, d))[:k]]:
+            found.add((min(a, int(b)), max(a, int(b))))
+    return found
+
+
+@pytest.mark.parametrize("search", ["all pairs", "grid"])
+@pytest.mark.parametrize("per_frame", [False, True])
+def test_knn_between_groups_is_each_points_nearest_of_the_other_groups(monkeypatch, per_frame, search):
+    """Small frames compare every pair; larger ones search each point's k + (own group and none) nearest."""
+    if search == "grid":
+        monkeypatch.setattr(gpu_graph, "GROUP_BRUTE_FORCE_POINTS", 0)
+    xy, visible = scattered(frames=3, n=60)
+    generator = torch.Generator().manual_seed(3)
+    group = torch.randint(-1, 3, (3, 60) if per_frame else (60,), generator=generator)
+    found = edge_sets(knn_graph(xy, visible, GraphOptions(k=3, groups=group)))
+    for t in range(3):
+        frame_group = (group[t] if per_frame else group).numpy()
+        expected = cross_group_knn(xy[t].double().numpy(), visible[t].numpy(), frame_group, 3)
+        assert found[t] == expected and all(frame_group[i] != frame_group[j] for i, j in found[t])
+
+
+@pytest.mark.parametrize("graph", ["knn", "radius", "delaunay", "mst", "voronoi"])
+def test_no_graph_links_within_a_group(graph):
+    xy, visible = scattered(frames=3, n=60)
+    group = gpu_graph.parse_groups("0-19 | 20-39", 60)  # 40-59: in no group, no links
+    options = GraphOptions(k=4, max_distance=80.0 if graph == "radius" else math.inf, groups=group, hysteresis=1.3)
+    if graph == "voronoi":
+        edges = voronoi_graph(xy, visible, options, (300, 300))[0]
+    else:
+        edges = GRAPHS[graph](xy, visible, options)
+    found = edge_sets(edges)
+    assert all(found)
+    for t, pairs in enumerate(found):
+        assert all(i < 20 <= j < 40 for i, j in pairs), (t, pairs)
+        if graph == "radius" and t == 0:  # every pair across the groups within the radius (none held yet)
+            pair = pairs_within(xy[t], visible[t], 80.0)
+            assert pairs == {(i, j) for i, j in pair if i < 20 <= j < 40}
+
+
+def test_groups_parse_and_name_their_input():
+    assert gpu_graph.parse_groups("0-2 | 3, 5", 6).tolist() == [0, 0, 0, 1, -1, 1]
+    assert gpu_graph.parse_groups("  ", 6) is None
+    for text, message in (
+        ("0-3", "groups: expected two or more groups"),
+        ("0-2 | 2-3", "groups: track 2 is in two groups"),
+        ("0-9 | 10", r"groups: 0-9 is not a range of the tracks' ids \(0 to 5: 6 tracks\)"),
+        ("a | 1", "groups: expected track ids or ranges like 0-9, got 'a'"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            gpu_graph.parse_groups(text, 6)
+
+
+def test_edge_list_is_exactly_the_pairs_whose_points_show():
+    xy, visible = scattered(frames=4, n=20)
+    edges = gpu_graph.parse_edges("0-1, 1-2; 2-3 5-4 4-5 7-19")  # 5-4 and 4-5: one edge
+    found = edge_sets(gpu_graph.edge_list_graph(xy, visible, GraphOptions(), edges))
+    for t in range(4):
+        shown = visible[t].tolist()
+        expected = {(i, j) for i, j in ((0, 1), (1, 2), (2, 3), (4, 5), (7, 19)) if shown[i] and shown[j]}
+        assert found[t] == expected
+    assert not all(visible.flatten())  # some points hidden: their edges skipped
+    assert gpu_graph.parse_edges("[[0, 1], [2, 1]]").tolist() == [[0, 1], [2, 1]]
+    nan = xy.clone()
+    nan[:, 0] = math.nan  # a point with no position is hidden
+    assert all(
+        (0, 1) not in pairs for pairs in edge_sets(gpu_graph.edge_list_graph(nan, visible, GraphOptions(), edges))
+    )
+
+
+def test_coco17_skeleton_on_pose_keypoints():
+    """The COCO skeleton: 19 limbs over 17 keypoints, every keypoint on one; hidden keypoints drop theirs."""
+    coco = gpu_graph.parse_edges("coco17")
+    assert coco.shape == (19, 2) and set(coco.ravel().tolist()) == set(range(17))
+    limbs = {tuple(sorted(pair)) for pair in coco.tolist()}
+    assert {(5, 7), (7, 9), (6, 8), (8, 10), (11, 13), (13, 15), (12, 14), (14, 16), (5, 6), (11, 12)} <= limbs
+    xy = torch.rand(2, 17, 2) * 100
+    visible = torch.ones(2, 17, dtype=torch.bool)
+    visible[1, 9] = False  # the left wrist
+    found = edge_sets(gpu_graph.edge_list_graph(xy, visible, GraphOptions(), coco))
+    assert found[0] == limbs and found[1] == limbs - {(7, 9)}
+
+
+@pytest.mark.parametrize(
+    "text,n,message",
+    [
+        ("0-1, 1-17", 17, r"edges: the pair 1-17 names a track past the 17 tracks \(ids 0 to 16\)"),
+        ("coco17", 5, "edges: the pair 15-13 names a track past the 5 tracks"),
+        ("0-0", 5, "edges: expected pairs of two different track ids like 0-1, 1-2"),
+        ("0-x", 5, "edges: expected pairs .* got '0-x'"),
+        ("[[0, -1]]", 5, r"edges: expected pairs .* got \[0, -1\]"),
+        ('{"a": 1}', 5, "edges: expected pairs"),
+    ],
+)
+def test_bad_edge_lists_name_the_input(text, n, message):
+    with pytest.raises(ValueError, match=message):
+        gpu_graph.edge_list_graph(
+            torch.zeros(1, n, 2), torch.ones(1, n, dtype=torch.bool), GraphOptions(), gpu_graph.parse_edges(text)
+        )
+
+
+def test_edge_list_limits_caps_and_empty_lists():
+    xy = torch.tensor([[[0.0, 0.0], [10.0, 0.0], [40.0, 0.0], [10.0, 30.0]]])
+    visible = torch.ones(1, 4, dtype=torch.bool)
+    edges = gpu_graph.parse_edges("0-1 1-2 1-3")
+    run = lambda **kw: edge_sets(gpu_graph.edge_list_graph(xy, visible, GraphOptions(**kw), edges))[0]  # noqa: E731
+    assert run() == {(0, 1), (1, 2), (1, 3)}
+    assert run(max_distance=25.0) == {(0, 1)} and run(delta_y_cap=5.0) == {(0, 1), (1, 2)}
+    assert run(degree_cap=1) == {(0, 1)}
+    assert run(groups=gpu_graph.parse_groups("0 1 | 2 3", 4)) == {(1, 2), (1, 3)}
+    assert edge_sets(gpu_graph.edge_list_graph(xy, visible, GraphOptions(), gpu_graph.parse_edges(""))) == [set()]
+
+
+def test_knn_between_groups_with_hysteresis_is_the_same_both_ways(monkeypatch):
+    xy = jittered(frames=12, n=80)
+    visible = torch.ones(12, 80, dtype=torch.bool)
+    options = GraphOptions(k=3, hysteresis=1.3, degree_cap=3, groups=torch.arange(80) % 3)
+    pairs = edge_sets(knn_graph(xy, visible, options))
+    monkeypatch.setattr(gpu_graph, "GROUP_BRUTE_FORCE_POINTS", 0)
+    assert edge_sets(knn_graph(xy, visible, options)) == pairs and all(pairs)
+    assert all((i - j) % 3 for frame in pairs for i, j in frame)

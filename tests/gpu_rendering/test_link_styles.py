@@ -520,3 +520,112 @@ def test_link_layers_on_plain_tensors_are_what_the_node_draws(monkeypatch):
     for name in ("frame", "kind", "params", "color", "bounds", "group"):
         assert torch.equal(getattr(prims, name), getattr(drawn["prims"], name)), name
     assert torch.equal(atlas, drawn["atlas"])
+
+
+# -- plexus controls: length falloff and colours from the points -----------------------------------
+
+# three links of lengths 20, 36 and 52 px on rows apart; max_distance 60
+FALLOFF_LINKS = (((6.3, 7.4), (26.3, 7.4)), ((6.3, 19.6), (42.3, 19.6)), ((5.8, 31.3), (56.8, 33.8)))
+
+
+def link_strokes(style, links=FALLOFF_LINKS):
+    from rasterkit.utils.gpu_rendering.link_layers import link_strokes
+
+    ends = torch.tensor(links, dtype=torch.float32)
+    pairs = torch.arange(2 * len(links)).view(-1, 2)
+    return link_strokes(torch.zeros(len(links), dtype=torch.long), pairs, ends[:, 0], ends[:, 1], style)[1]
+
+
+def falloff(length, max_distance, amount):
+    return np.clip((max_distance - length) / (amount * max_distance), 0, 1)
+
+
+@pytest.mark.parametrize("amount", [1.0, 0.6])
+def test_length_falloff_fades_opacity_against_a_reference(amount):
+    """Each link at its opacity times the falloff of its length: full to (1 - amount) x max_distance, 0 at it."""
+    from rasterkit.utils.gpu_rendering.link_layers import LinkStyle
+
+    style = LinkStyle(opacity=0.9, width=3.0, max_distance=60.0, length_falloff=amount)
+    X, Y = samples()
+    reference = np.zeros((H, W))
+    for a, b in FALLOFF_LINKS:
+        length = math.dist(a, b)
+        reference += 0.9 * falloff(length, 60.0, amount) * pixel_mean(capsule(X, Y, a, b, 1.5))
+    assert_close(draw(link_strokes(style))[0], reference)
+
+
+def test_length_falloff_thins_width_against_a_reference():
+    """falloff_on width: each link falloff(length) x width wide (here 3.3 down to 1.2 px), at full opacity."""
+    from rasterkit.utils.gpu_rendering.link_layers import LinkStyle
+
+    style = LinkStyle(opacity=1.0, width=4.0, max_distance=70.0, length_falloff=0.8, falloff_on="width")
+    X, Y = samples()
+    reference = np.zeros((H, W))
+    for a, b in FALLOFF_LINKS:
+        half = 2.0 * falloff(math.dist(a, b), 70.0, 0.8)
+        assert half >= 0.6  # the engine draws strokes under 1 px as 1 px at lower opacity: not this test's
+        reference += pixel_mean(capsule(X, Y, a, b, half))
+    assert_close(draw(link_strokes(style))[0], reference)
+    both = LinkStyle(opacity=1.0, width=4.0, max_distance=70.0, length_falloff=0.8, falloff_on="opacity and width")
+    assert draw(link_strokes(both))[0].sum() < draw(link_strokes(style))[0].sum()
+
+
+def test_length_falloff_is_off_at_0_and_ends_at_the_longest_link_without_max_distance():
+    from rasterkit.utils.gpu_rendering.link_layers import LinkStyle
+
+    plain = link_strokes(LinkStyle())
+    off = link_strokes(LinkStyle(length_falloff=0.0, falloff_on="width"))
+    assert all(torch.equal(x, y) for x, y in zip(plain.fields(), off.fields(), strict=True))
+    longest = draw(link_strokes(LinkStyle(opacity=1.0, length_falloff=1.0)))[0]
+    assert longest[32, 30] == 0 and longest[7, 8] > 0.5  # the longest link fades to nothing, the shortest shows
+    with pytest.raises(ValueError, match="falloff_on: expected one of opacity, width, opacity and width"):
+        link_strokes(LinkStyle(length_falloff=0.5, falloff_on="colour"))
+
+
+def test_colours_from_the_points_blend_along_the_link_against_a_reference():
+    """color "points": a link from its first point's colour to its second's, in steps of max(8, length / 32)
+    px (butt ends), each step the blend at its place; the premultiplied colour of every pixel against the
+    16x16-sample reference, channel by channel."""
+    from rasterkit.utils.gpu_rendering.link_layers import LinkStyle
+
+    palette = ((1.0, 0.2, 0.0), (0.0, 0.4, 1.0), (0.1, 1.0, 0.3))
+    links = (((4.3, 31.2), (58.7, 9.6)), ((8.0, 6.0), (30.0, 8.0)))  # points 0 -> 1 and 2 -> 3 (2 -> 0 mod 3)
+    style = LinkStyle(opacity=1.0, width=3.0, point_palette=palette)
+    alpha, layer = draw(link_strokes(style, links))
+    X, Y = samples()
+    reference = np.zeros((H, W, 3))
+    for (a, b), (first, second) in zip(links, ((0, 1), (2, 0)), strict=True):
+        along, across, length = along_across(X, Y, a, b)
+        step = max(8.0, length / 32)
+        steps = math.ceil(length / step - 1e-4)
+        t = np.minimum(np.floor(np.clip(along, 0, length) / step), steps - 1) / max(steps - 1, 1)
+        inside = (across <= 1.5) & (along >= 0) & (along <= length)
+        colour = (1 - t)[..., None] * np.array(palette[first]) + t[..., None] * np.array(palette[second])
+        for channel in range(3):
+            reference[..., channel] += pixel_mean(inside * colour[..., channel])
+    premultiplied = layer[..., :3]  # draw() gives the layer premultiplied
+    for channel in range(3):  # the seams between steps: within 0.15, as test_gradient_covers_the_link_once...
+        assert_close(premultiplied[..., channel], reference[..., channel], largest=0.15)
+
+
+def test_colours_from_the_points_colour_markers_text_and_trails_by_track():
+    tracks = {
+        "xy": torch.tensor([[[10.0, 10.0], [50.0, 30.0], [10.0, 30.0]]]).expand(3, 3, 2).clone(),
+        "visible": torch.ones(3, 3, dtype=torch.bool),
+    }
+    tracks["xy"][:, 2, 0] += torch.arange(3.0) * 4  # point 2 moves: a trail
+
+    def run(**kw):
+        return LineLinkRenderer.run(
+            IMAGES, tracks_json="", tracks=tracks, k=1, max_distance=1.0, opacity=1.0, color="points", **kw
+        )
+
+    _, alpha, layer, _ = run(point_radius=4.0, palette="tab10")
+    tab10 = [(0x1F / 255, 0x77 / 255, 0xB4 / 255), (1.0, 0x7F / 255, 0x0E / 255), (0x2C / 255, 0xA0 / 255, 0x2C / 255)]
+    for (x, y), rgb in zip(((10, 10), (50, 30), (10, 30)), tab10, strict=True):
+        assert torch.allclose(layer[0, y, x, :3], torch.tensor(rgb), atol=1e-5)
+    _, alpha, layer, _ = run(point_radius=0.0, point_labels="id", palette="tab10")
+    ink = layer[0, :9, 12:22][alpha[0, :9, 12:22] > 0.5]  # the "0" beside point 0
+    assert len(ink) and torch.allclose(ink[:, :3], torch.tensor(tab10[0]), atol=1e-5)
+    _, alpha, layer, _ = run(point_radius=0.0, trail_frames=2, width=2.0, palette="tab10")
+    assert alpha[2, 30, 15] > 0.5 and torch.allclose(layer[2, 30, 15, :3], torch.tensor(tab10[2]), atol=1e-5)

@@ -93,8 +93,11 @@ def test_widgets_added_later_come_last():
         "text_size",
         "text_color",
     ]
+    # optional widgets come after the required ones in the frontend's layout: new ones after "outputs"
+    optional = [spec.name for spec in LineLinkRenderer.INPUTS if spec.optional and spec.type != "RASTERKIT_TRACKS"]
+    assert optional[:6] == ["outputs", "length_falloff", "falloff_on", "palette", "groups", "edges"]
     graphs = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "graph")
-    assert list(graphs) == ["knn", "radius", "delaunay", "mst", "voronoi"]  # new choices last too
+    assert list(graphs) == ["knn", "radius", "delaunay", "mst", "voronoi", "edges"]  # new choices last too
     curves = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "curve")
     assert list(curves) == ["straight", "bezier", "cubic"]
 
@@ -149,6 +152,13 @@ def test_hidden_points_and_frames_without_points():
         (dict(tracks_json=TRIANGLE, graph="radius"), "max_distance: the radius graph needs a limit above 0"),
         (dict(tracks_json=TRIANGLE, graph="gabriel"), "graph: expected one of knn, radius, delaunay, mst, voronoi"),
         (dict(tracks_json=TRIANGLE, point_labels="name"), "point_labels: expected one of none, id, label, got 'name'"),
+        (dict(tracks_json=TRIANGLE, falloff_on="color"), "falloff_on: expected one of opacity, width"),
+        (dict(tracks_json=TRIANGLE, color="points", palette="rainbow"), "palette: expected one of default, tab10"),
+        (dict(tracks_json=TRIANGLE, groups="0 | 1 | 7"), r"groups: 7 is not a range of the tracks' ids \(0 to 2"),
+        (dict(tracks_json=TRIANGLE, groups="0, 1"), "groups: expected two or more groups"),
+        (dict(tracks_json=TRIANGLE, graph="edges"), "edges: the pair 15-13 names a track past the 3 tracks"),
+        (dict(tracks_json=TRIANGLE, graph="edges", edges="0-1, 1-3"), "edges: the pair 1-3 names a track past"),
+        (dict(tracks_json=TRIANGLE, graph="edges", edges="0-1 1>2"), "edges: expected pairs of two different"),
         (dict(tracks_json=TRIANGLE, point_labels="id", text_color="white"), "text_color: expected a hex colour"),
         (
             dict(tracks_json='[[{"x": 1, "y": 2, "label": 7}]]', point_labels="label"),
@@ -304,3 +314,31 @@ def test_links_pipeline_keeps_its_gpu_budget(monkeypatch):
         _, alpha, _, edges = LineLinkRenderer.run(images, **options)
     assert all(len(frame) > 200 for frame in json.loads(edges)) and alpha.amax() > 0.5
     assert count.launches <= 720 and count.syncs <= 8 and count.uploads <= 2 and count.float64 == 0, count.summary()
+
+
+def test_plexus_inputs_at_their_defaults_draw_as_before():
+    """The plexus inputs are optional (older prompts lack them): given at their defaults, or left out, the
+    same image, alpha, layer and edges (bit for bit; the defaults' output is today's, checked against the
+    commit before them when they came)."""
+    options = dict(tracks_json=TRIANGLE, k=2, point_radius=3.0, point_labels="id", curve="bezier", glow=0.3)
+    before = render(**options)
+    after = render(**options, length_falloff=0.0, falloff_on="opacity", palette="default", groups="", edges="coco17")
+    assert all(torch.equal(a, b) for a, b in zip(before[:3], after[:3], strict=True)) and before[3] == after[3]
+
+
+def test_plexus_groups_edges_colours_and_falloff_in_the_node():
+    square = "[[[10, 10]], [[30, 12]], [[12, 40]], [[34, 44]]]"
+    edges = lambda **kw: json.loads(render(tracks_json=square, **kw)[3])  # noqa: E731
+    assert edges(graph="delaunay", groups="0, 1 | 2, 3") == [[[0, 2], [1, 2], [1, 3]]] * 3  # not 0-1 nor 2-3
+    assert edges(graph="edges", edges="[[3, 2], [0, 1]]") == [[[0, 1], [2, 3]]] * 3
+    labelled = '[[{"x": 10, "y": 10, "label": "a"}], [{"x": 30, "y": 12, "label": "a"}], [[12, 40]], [[34, 44]]]'
+    tracks_edges = json.loads(render(tracks_json=labelled, graph="delaunay", groups="labels")[3])
+    assert tracks_edges == [[]] * 3  # one label: one group, and unlabelled tracks take no links
+    _, alpha, layer, _ = render(tracks_json=square, graph="edges", edges="0-1", color="points", opacity=1.0, width=3.0)
+    red, green = torch.tensor([0xE6, 0x19, 0x4B]) / 255, torch.tensor([0x3C, 0xB4, 0x4B]) / 255  # the default palette
+    # 20.1 px: 3 steps of 8 px from red to green; x 28.5 is in the third, all the way
+    assert torch.allclose(layer[0, 10, 12, :3], red, atol=0.02)
+    assert torch.allclose(layer[0, 11, 28, :3], green, atol=0.02)
+    faded = render(tracks_json=square, graph="delaunay", length_falloff=1.0, max_distance=40.0, opacity=1.0)[1]
+    full = render(tracks_json=square, graph="delaunay", max_distance=40.0, opacity=1.0)[1]
+    assert 0 < faded.sum() < full.sum() and faded[0, 25, 11] < 0.5 * full[0, 25, 11]  # the 0-2 link, 30 px of 40

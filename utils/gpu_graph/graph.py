@@ -1,7 +1,9 @@
 """Graphs over tracked points, for all frames at once, with caps and temporal hysteresis: k nearest
 neighbours (knn_graph), all pairs within a radius (radius_graph), the Delaunay triangulation
 (delaunay_graph) and the Euclidean minimum spanning tree (spanning_tree_graph); GRAPHS names them.
-voronoi_graph gives the walls of the Voronoi cells instead of links, one for each Delaunay pair.
+voronoi_graph gives the walls of the Voronoi cells instead of links, one for each Delaunay pair;
+edge_list_graph a fixed list of pairs (a skeleton: parse_edges, SKELETONS). GraphOptions.groups
+(parse_groups) limits every graph to links between points of different groups.
 
 Points are padded [T,N,2] with visibility [T,N]; the searches are neighbours.py's, the
 triangulations triangulation.py's. Edges are undirected (i < j), listed per frame as a Ragged.
@@ -10,12 +12,16 @@ triangulations triangulation.py's. Edges are undirected (i < j), listed per fram
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..core.batching import Ragged
+from ..core.device import run_chunked
+from ..inputs.text import check_size, load_json, short
 from .constants import INF, split_keys
 from .neighbours import nearest_neighbours, radius_neighbour_keys
 from .triangulation import delaunay_neighbour_keys, spanning_forest, voronoi_segments
@@ -29,6 +35,34 @@ class GraphOptions:
     degree_cap: int = 0  # most edges per point, shortest kept (0: no cap)
     mutual: bool = False  # an edge needs each end among the other's k nearest
     hysteresis: float = 1.0  # >1: an edge of the previous frame stays within this slack
+    # int64 [N] or [T,N], each point's group (-1: none); None: every pair may link. Given, only
+    # points of two different groups link (group to group), and points of no group take no link
+    groups: torch.Tensor | None = None
+
+
+def _across(options: GraphOptions, frame, i, j, device):
+    """bool [M]: the edges (frame, i, j [M]) whose ends lie in two different groups (all: no groups)."""
+    if options.groups is None:
+        return torch.ones_like(frame, dtype=torch.bool)
+    groups = options.groups.to(device)
+    g_i, g_j = (groups[i], groups[j]) if groups.ndim == 1 else (groups[frame, i], groups[frame, j])
+    return (g_i != g_j) & (g_i >= 0) & (g_j >= 0)
+
+
+def _unlinkable(options: GraphOptions) -> int:
+    """The most points of a frame that one grouped point may not link to, itself included: those of its
+    own group and of none (0 without groups; a host sync where the groups are on a device: the node's
+    are host data)."""
+    if options.groups is None:
+        return 0
+    groups = options.groups.reshape(-1, options.groups.shape[-1]) + 1  # 0: no group
+    top = int(groups.max()) + 1 if groups.numel() else 0
+    if top <= 1:
+        return 0
+    frame = torch.arange(groups.shape[0], device=groups.device)[:, None].expand_as(groups)
+    counts = torch.zeros(groups.shape[0], top, dtype=torch.long, device=groups.device)
+    counts.view(-1).index_add_(0, (frame * top + groups).view(-1), torch.ones_like(groups).view(-1))
+    return int((counts[:, 1:] + counts[:, :1]).max())
 
 
 # -- edges, caps, hysteresis -----------------------------------------------------------------------
@@ -246,15 +280,61 @@ def knn_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, de
         return _no_edges(frames, device)
     slack = float(options.hysteresis)
     reach_k = max(options.k, math.ceil(options.k * slack)) if slack > 1 else options.k
-    distance, index = nearest_neighbours(
-        xy, visible, min(reach_k, max(n - 1, 1)), options.delta_y_cap, options.max_distance * slack, on_chunk
-    )
+    if options.groups is not None and n <= GROUP_BRUTE_FORCE_POINTS:
+        distance, index = _group_neighbours(xy, visible, options, min(reach_k, n - 1), slack, on_chunk)
+    else:
+        # with groups: the reach_k nearest of other groups are among the reach_k + (own group and none,
+        # less the point itself) nearest
+        searched = min(reach_k + max(_unlinkable(options) - 1, 0), max(n - 1, 1))
+        distance, index = nearest_neighbours(
+            xy, visible, searched, options.delta_y_cap, options.max_distance * slack, on_chunk
+        )
+    if (
+        options.groups is not None and n > GROUP_BRUTE_FORCE_POINTS
+    ):  # the neighbours of the same group (or none) out, the others nearest first
+        frame = torch.arange(frames, device=device)[:, None, None].expand_as(index)
+        source = torch.arange(n, device=device)[None, :, None].expand_as(index)
+        other = _across(options, frame, source, index.clamp_min(0), device) & (index >= 0)
+        distance, order = distance.masked_fill(~other, INF).sort(dim=-1, stable=True)
+        distance, index = distance[..., :reach_k], index.gather(-1, order)[..., :reach_k]
+        index = index.masked_fill(~torch.isfinite(distance), -1)
     frame, i, j, keep = _new_edges(index[..., : options.k], distance[..., : options.k], options, n)
     # the reach_k-th nearest bounds "still among the nearest"; inf when a frame has fewer points
     reach = None
     if slack > 1:
         reach = distance[..., -1] if reach_k < n else torch.full_like(distance[..., -1], INF)
     return _stable_edges(xy, visible, reach, frame, i, j, keep, options, per_frame=min(n * options.k, n * (n - 1) // 2))
+
+
+# points per frame up to which knn between groups compares every pair of a frame (a [N,N] matrix): the
+# search below needs the nearest k + (a group's size) of each point, ~4x slower with two groups of 150
+GROUP_BRUTE_FORCE_POINTS = 2048
+
+
+def _group_neighbours(xy, visible, options: GraphOptions, k: int, slack: float, on_chunk):
+    """The k nearest visible points of another group of every point, as nearest_neighbours gives them
+    (distance float32 [T,N,k], inf where there are fewer, index int64 [T,N,k], -1 there; ties to the
+    lower index), within the slack of the limits, from each frame's [N,N] distances."""
+    frames, n = visible.shape
+    groups = options.groups.to(xy.device).expand(frames, n)
+    ids = torch.arange(n, device=xy.device)
+
+    def search(start, stop, device):
+        group, shown = groups[start:stop].to(device), visible[start:stop].to(device)
+        x, y = xy[start:stop].to(device).unbind(-1)
+        dx, dy = x[:, None, :] - x[:, :, None], y[:, None, :] - y[:, :, None]  # [F,N,N]: candidate - point
+        d2 = dx * dx + dy * dy
+        shown = shown & (group >= 0)
+        outside = ~shown[:, None, :] | ~shown[:, :, None] | (group[:, None, :] == group[:, :, None])
+        outside |= (dy.abs() > options.delta_y_cap * slack) | (d2 > (options.max_distance * slack) ** 2)
+        d2, order = d2.masked_fill_(outside, INF).sort(dim=-1, stable=True)  # ties: the lower index first
+        d2, index = d2[..., :k], ids.to(device)[order[..., :k]]
+        return d2.sqrt(), index.masked_fill(d2 == INF, -1)
+
+    parts = run_chunked(search, frames, n * n * 40 + n * 200, xy.device, on_chunk)
+    if not parts:
+        return torch.zeros(0, n, k, device=xy.device), torch.zeros(0, n, k, dtype=torch.long, device=xy.device)
+    return torch.cat([part[0].to(xy.device) for part in parts]), torch.cat([part[1].to(xy.device) for part in parts])
 
 
 def _finite_points(xy, visible, device):
@@ -283,7 +363,8 @@ def radius_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions,
         return _no_edges(frames, device)
     key = radius_neighbour_keys(xy, visible, options.max_distance, options.delta_y_cap, on_chunk)
     frame, i, j = split_keys(key, n)
-    return _stable_edges(xy, visible, None, frame, i, j, key != frames * n * n - 1, options)
+    keep = (key != frames * n * n - 1) & _across(options, frame, i, j, device)
+    return _stable_edges(xy, visible, None, frame, i, j, keep, options)
 
 
 def _triangulated(xy, visible, options: GraphOptions, device, tree: bool = False, size=None):
@@ -303,6 +384,7 @@ def _triangulated(xy, visible, options: GraphOptions, device, tree: bool = False
     delta = xy[frame, j] - xy[frame, i]
     length = delta.norm(dim=-1)
     keep = (length <= options.max_distance) & (delta[:, 1].abs() <= options.delta_y_cap)
+    keep &= _across(options, frame, i, j, device)
     ends = torch.stack([i, j]).add_(frame * n)  # the points' indices over all frames
     if tree and frame.numel():
         keep = spanning_forest(ends, length, keep, frames * n, n)
@@ -334,6 +416,115 @@ def spanning_tree_graph(xy: torch.Tensor, visible: torch.Tensor, options: GraphO
 
 
 GRAPHS = {"knn": knn_graph, "radius": radius_graph, "delaunay": delaunay_graph, "mst": spanning_tree_graph}
+
+# Fixed edge lists by name. coco17: the 19 limbs of COCO's 17 person keypoints (nose, eyes, ears,
+# shoulders, elbows, wrists, hips, knees, ankles; the dataset's "skeleton", from 1-based to 0-based
+# ids), what pose models (YOLO-pose, RTMPose, ViTPose) output and supervision's EdgeAnnotator draws
+SKELETONS = {
+    "coco17": (
+        (15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7), (6, 8),
+        (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
+    ),
+}  # fmt: skip
+
+
+def _track_id(value) -> int | None:
+    """A track id (an int >= 0, or its digits) or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value >= 0 else None
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def parse_edges(text: str, input_name: str = "edges") -> np.ndarray:
+    """A fixed edge list -> int64 [P,2] (host), pairs as given: a name of SKELETONS ("coco17"), pairs
+    "i-j" separated by commas, semicolons or spaces ("0-1, 1-2"), or JSON pairs ([[0, 1], [1, 2]]);
+    ids are track numbers from 0. Empty: no edges. ValueError naming the input otherwise."""
+    check_size(text, input_name)
+    text = text.strip()
+    if text.lower() in SKELETONS:
+        return np.array(SKELETONS[text.lower()], np.int64)
+    if text.startswith("["):
+        pairs = load_json(text, input_name)
+        if not isinstance(pairs, list):
+            raise ValueError(f"{input_name}: expected a list of [i, j] pairs, got {short(pairs)}")
+        shown = pairs
+    else:
+        shown = [token for token in re.split(r"[\s,;]+", text) if token]
+        pairs = [token.split("-") for token in shown]
+    table = []
+    for pair, as_given in zip(pairs, shown, strict=True):
+        ends = [_track_id(end) for end in pair] if isinstance(pair, (list, tuple)) and len(pair) == 2 else [None]
+        if None in ends or ends[0] == ends[1]:
+            raise ValueError(
+                f"{input_name}: expected pairs of two different track ids like 0-1, 1-2 (or JSON [[0, 1], "
+                f"[1, 2]], or {', '.join(SKELETONS)}), got {short(as_given)}"
+            )
+        table.append(ends)
+    return np.array(table, np.int64).reshape(-1, 2)
+
+
+def parse_groups(text: str, n: int, input_name: str = "groups") -> torch.Tensor | None:
+    """Groups of track ids, separated by | ("0-9 | 10-19": ids and ranges a-b within a group, separated
+    by commas or spaces) -> each of the n points' group int64 [N] (host; -1: in none), or None for an
+    empty text. ValueError naming the input for fewer than two groups, ids past the n tracks, ids in
+    two groups or anything else."""
+    check_size(text, input_name)
+    if not text.strip():
+        return None
+    parts = text.split("|")
+    if len(parts) < 2:
+        raise ValueError(f"{input_name}: expected two or more groups of track ids separated by |, got {short(text)}")
+    group = np.full(n, -1, np.int64)
+    for index, part in enumerate(parts):
+        for token in (t for t in re.split(r"[\s,;]+", part) if t):
+            match = re.fullmatch(r"(\d+)(?:-(\d+))?", token)
+            if match is None:
+                raise ValueError(f"{input_name}: expected track ids or ranges like 0-9, got {short(token)}")
+            low, high = int(match.group(1)), int(match.group(2) or match.group(1))
+            if low > high or high >= n:
+                raise ValueError(
+                    f"{input_name}: {token} is not a range of the tracks' ids (0 to {n - 1}: {n} tracks)"
+                    if n
+                    else f"{input_name}: {token} names a track, but there are no tracks"
+                )
+            taken = group[low : high + 1]
+            if (taken >= 0).any():
+                raise ValueError(f"{input_name}: track {low + int(np.argmax(taken >= 0))} is in two groups")
+            taken[:] = index
+    return torch.from_numpy(group)
+
+
+def edge_list_graph(
+    xy: torch.Tensor, visible: torch.Tensor, options: GraphOptions, edges: np.ndarray, device=None
+) -> Ragged:
+    """Undirected edges per frame, as knn_graph: the pairs of edges int64 [P,2] (host; parse_edges)
+    whose two points are visible, less those beyond max_distance or delta_y_cap or within a group; the
+    degree cap keeps each point's shortest. k, mutual and hysteresis have no part. ValueError naming
+    `edges` for an id past the N points. Host syncs: the packing needs none (one upload: the pairs)."""
+    device = torch.device(device) if device is not None else xy.device
+    xy, visible = _finite_points(xy, visible, device)
+    frames, n = visible.shape
+    if edges.size and int(edges.max()) >= n:
+        a, b = edges[(edges >= n).any(1)][0]
+        raise ValueError(
+            f"edges: the pair {a}-{b} names a track past the {n} tracks (ids 0 to {n - 1})"
+            if n
+            else f"edges: the pair {a}-{b} names a track, but there are no tracks"
+        )
+    pairs = np.unique(np.sort(edges, 1), axis=0)  # i < j, sorted, once each: the order of every graph
+    count = len(pairs)
+    if not count or not frames:
+        return _no_edges(frames, device)
+    table = torch.from_numpy(pairs).to(device)
+    frame = torch.arange(frames, device=device)[:, None].expand(frames, count).reshape(-1)
+    i, j = table[:, 0].repeat(frames), table[:, 1].repeat(frames)
+    delta = xy[frame, j] - xy[frame, i]
+    length = delta.norm(dim=-1)
+    keep = visible[frame, i] & visible[frame, j] & (length <= options.max_distance)
+    keep &= (delta[:, 1].abs() <= options.delta_y_cap) & _across(options, frame, i, j, device)
+    if options.degree_cap > 0:
+        keep = _cap_degree(torch.stack([i, j]).add_(frame * n), keep, length, options.degree_cap, frames * n)
+    return _ragged_edges(frame, i, j, keep, frames, width=count)
 
 
 def voronoi_graph(

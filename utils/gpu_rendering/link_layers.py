@@ -10,6 +10,7 @@ labels (inputs.tracks.Labels).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,10 @@ from . import primitives as R
 from .labels import DEFAULT_FONT, atlas_arrays
 
 POINT_LABELS = ("none", "id", "label")
+# px of a link per colour step when coloured from its points: a step is a primitive, and the draw's cost
+# follows their count (4 px steps drew in 2.1x the plain links' time, 8 px in 1.5x: bench_plexus.py);
+# a plexus' links are thin, where steps of 1/13 of the colours' difference on a 100 px link do not show
+POINT_GRADIENT_STEP = 8.0
 # "distance" colouring: near links bright, far links dark (plasma-like stops)
 DISTANCE_STOPS = torch.tensor([[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]])
 
@@ -33,7 +38,11 @@ class LinkStyle:
     colour); max_distance: the length that scales colours and widths by length (0: the longest link);
     curve: straight, bezier or cubic; line_style one of link_styles.LINE_STYLES, width_by_length one of
     WIDTH_BY_LENGTH, point_style one of POINT_STYLES, point_labels one of POINT_LABELS; text_rgb: the
-    point text's colour (None: the points')."""
+    point text's colour (None: the points'). point_palette: RGB triples that colour each point by its
+    track id (id mod their count), and each link from its first point's colour to its second's (rgb
+    and end_rgb then unused). length_falloff (0..1, 0: off): links fade (falloff_on one of
+    link_styles.FALLOFF_TARGETS) from full at (1 - length_falloff) x max_distance to 0 at it (see
+    link_styles.length_falloff)."""
 
     rgb: tuple | None = (1.0, 1.0, 1.0)
     opacity: float = 0.8
@@ -58,6 +67,9 @@ class LinkStyle:
     point_labels: str = "none"
     text_size: int = 12
     text_rgb: tuple | None = None
+    point_palette: tuple | None = None
+    length_falloff: float = 0.0
+    falloff_on: str = "opacity"
 
     @property
     def point_rgb(self) -> tuple:
@@ -81,17 +93,7 @@ def link_layers(
     glow, links = link_strokes(frame, pairs, start, end, style)
     layers = [glow] if glow is not None else []
     if style.trail_frames > 0 and xy.shape[0] > 1:
-        layers.append(
-            _trails(
-                xy,
-                visible.to(xy.device),
-                style.trail_frames,
-                style.trail_smooth,
-                style.width,
-                style.point_rgb,
-                style.opacity,
-            )
-        )
+        layers.append(_trails(xy, visible.to(xy.device), style))
     layers.append(links)
     points, atlas = point_layers(xy, visible, labels, style, frame_size)
     return R.concat(*layers, *points), atlas
@@ -103,11 +105,19 @@ def link_strokes(
     """The links as strokes (E links, shapes in the module's docstring): (their glow, glow_scale times
     as wide at glow times their opacity, or None; the links)."""
     dashes = style.line_style != "solid"
+    if style.falloff_on not in styles.FALLOFF_TARGETS:
+        raise ValueError(f"falloff_on: expected one of {', '.join(styles.FALLOFF_TARGETS)}, got {style.falloff_on!r}")
     length, longest, scale = _lengths(start, end, style)
-    colours, end_colours = _colours(len(frame), length, scale, style, start.device)
+    colours, end_colours = _colours(pairs, length, scale, style, start.device)
     widths = (
         style.width if length is None else styles.width_by_length(length, scale, style.width, style.width_by_length)
     )
+    if style.length_falloff > 0:
+        fade = styles.length_falloff(length, scale, style.length_falloff)
+        if style.falloff_on != "width":
+            colours, end_colours = _faded(colours, fade[:, None]), _faded(end_colours, fade[:, None])
+        if style.falloff_on != "opacity":
+            widths = widths * fade
     plain = style.curve == "straight" and not dashes and end_colours is None  # one segment per link
     if style.curve != "straight":
         points, lengths = bezier_polylines(
@@ -135,6 +145,7 @@ def link_strokes(
             phase,
             max_length,
             pattern_width=widths,
+            gradient_step=POINT_GRADIENT_STEP if style.point_palette is not None else styles.GRADIENT_STEP,
         )
 
     glow = strokes(widths * style.glow_scale, style.glow) if style.glow > 0 else None
@@ -146,7 +157,7 @@ def _lengths(start: torch.Tensor, end: torch.Tensor, style: LinkStyle):
     longest (one sync, only where needed: the scale without max_distance, the bound on dashes; else 0)
     and the length that scales colours and widths."""
     dashes = style.line_style != "solid"
-    by_length = style.rgb is None or style.width_by_length != "none" or dashes
+    by_length = style.rgb is None or style.width_by_length != "none" or dashes or style.length_falloff > 0
     length = (end - start).norm(dim=-1) if by_length else None
     longest = 0.0
     if length is not None and length.numel() and (dashes or not style.max_distance):
@@ -155,9 +166,13 @@ def _lengths(start: torch.Tensor, end: torch.Tensor, style: LinkStyle):
     return length, longest, scale
 
 
-def _colours(count: int, length: torch.Tensor | None, scale: float, style: LinkStyle, device):
-    """RGBA float [E,4] of the E = count links (by length along DISTANCE_STOPS when style.rgb is None),
-    and of their far ends (None: one colour), on the device."""
+def _colours(pairs: torch.Tensor, length: torch.Tensor | None, scale: float, style: LinkStyle, device):
+    """RGBA float [E,4] of the E links of points pairs int64 [E,2] (by length along DISTANCE_STOPS when
+    style.rgb is None; their first point's with a point_palette), and of their far ends (None: one
+    colour), on the device."""
+    count = len(pairs)
+    if style.point_palette is not None:
+        return _point_colours(pairs[:, 0], style, device), _point_colours(pairs[:, 1], style, device)
     if style.rgb is None:
         rgb = _gradient(length / max(scale, 1e-6))
         colours = torch.cat([rgb, rgb.new_full((count, 1), style.opacity)], 1)
@@ -167,6 +182,22 @@ def _colours(count: int, length: torch.Tensor | None, scale: float, style: LinkS
     if style.end_rgb is not None:
         end_colours = R.filled([*style.end_rgb, style.opacity], device).expand_as(colours)
     return colours, end_colours
+
+
+@functools.lru_cache(maxsize=8)
+def _palette_table(palette: tuple, device: torch.device) -> torch.Tensor:
+    """RGBA float [K,4] of a palette of K RGB triples on the device: one upload a palette and device (a
+    value filled in per colour would be 4 K operations each time); never written to."""
+    return torch.tensor([(*rgb, 1.0) for rgb in palette], dtype=torch.float32).to(device)
+
+
+def _point_colours(point: torch.Tensor, style: LinkStyle, device, opacity: float | None = None) -> torch.Tensor:
+    """RGBA float [P,4] of the points point int64 [P]: their track's colour of style.point_palette (id
+    mod its size), at opacity (default style.opacity)."""
+    table = _palette_table(style.point_palette, torch.device(device))
+    colour = table[point.to(device) % len(table)]
+    colour[:, 3] = style.opacity if opacity is None else opacity
+    return colour
 
 
 def point_layers(
@@ -190,19 +221,26 @@ def point_layers(
     if not sum(len(part) for part in rows):
         return [], None
     table = torch.from_numpy(np.concatenate(rows)).to(device)  # frame, point, text rect [P,6]: one upload
+    by_track = style.point_palette is not None
+
+    def colour(point, alpha):  # the points' colour: one, or their track's
+        return _point_colours(point, style, device, alpha) if by_track else (*rgb, alpha)
+
     if style.point_radius > 0:
-        frame = table[: at.size, 0]
-        centre = xy[frame, table[: at.size, 1]]
+        frame, point = table[: at.size, 0], table[: at.size, 1]
+        centre = xy[frame, point]
         if style.marker_glow and style.glow > 0:
-            layers.append(R.discs(frame, centre, style.point_radius * style.glow_scale, (*rgb, opacity * style.glow)))
+            glow = colour(point, opacity * style.glow)
+            layers.append(R.discs(frame, centre, style.point_radius * style.glow_scale, glow))
         layers.append(
-            styles.markers(frame, centre, style.point_radius, (*rgb, opacity), style.point_style, style.width)
+            styles.markers(frame, centre, style.point_radius, colour(point, opacity), style.point_style, style.width)
         )
         table = table[at.size :]
     if atlas is not None:
         frame, point, rect = table[:, 0], table[:, 1], table[:, 2:]
         origin = _text_origin(xy[frame, point], rect, style.point_radius + 2, frame_size)
-        layers.append(R.sprites(frame, origin, rect, (*(style.text_rgb or rgb), opacity)))
+        ink = (*style.text_rgb, opacity) if style.text_rgb is not None else colour(point, opacity)
+        layers.append(R.sprites(frame, origin, rect, ink))
     return layers, atlas
 
 
@@ -215,21 +253,24 @@ def _gradient(t: torch.Tensor) -> torch.Tensor:
     return stops[low] * (1 - frac) + stops[low + 1] * frac
 
 
-def _faded(colours: torch.Tensor | None, alpha_scale: float) -> torch.Tensor | None:
-    """RGBA colours [E,4] with their opacity scaled."""
-    if colours is None or alpha_scale == 1:
+def _faded(colours: torch.Tensor | None, alpha_scale) -> torch.Tensor | None:
+    """RGBA colours [E,4] with their opacity scaled (alpha_scale a number or float [E,1])."""
+    if colours is None or (not isinstance(alpha_scale, torch.Tensor) and alpha_scale == 1):
         return colours
     return torch.cat([colours[:, :3], colours[:, 3:] * alpha_scale], 1)
 
 
-def _trails(xy, visible, frames, smooth, width, rgb, opacity) -> R.Primitives:
-    """Each visible point's path over its last `frames` frames (xy [T,N,2], visible [T,N]), fading from
-    opacity at the point to nothing at the oldest position."""
-    frame, points, lengths = styles.trail_paths(xy, visible, frames)
-    if smooth:
+def _trails(xy, visible, style: LinkStyle) -> R.Primitives:
+    """Each visible point's path over its last style.trail_frames frames (xy [T,N,2], visible [T,N]),
+    fading from the points' colour and opacity at the point to nothing at the oldest position."""
+    frame, points, lengths = styles.trail_paths(xy, visible, style.trail_frames)
+    if style.trail_smooth:
         points, lengths = styles.catmull_rom(points, lengths)
-    head = R.filled([*rgb, opacity], xy.device).expand(len(frame), 4)
-    return styles.styled_polylines(frame, points, lengths, width, head, _faded(head, 0.0))
+    if style.point_palette is not None:  # trail_paths lists the points of each frame in order
+        head = _point_colours(torch.arange(len(frame), device=xy.device) % xy.shape[1], style, xy.device)
+    else:
+        head = R.filled([*style.point_rgb, style.opacity], xy.device).expand(len(frame), 4)
+    return styles.styled_polylines(frame, points, lengths, style.width, head, _faded(head, 0.0))
 
 
 def point_texts(n: int, at: np.ndarray, index: np.ndarray, labels: Labels, mode: str, size: int):

@@ -12,11 +12,13 @@ import math
 
 import torch
 
+from ..core.batching import expand_counts
 from . import primitives as R
 
 LINE_STYLES = ("solid", "dashed", "dotted")
 POINT_STYLES = ("dot", "ring", "cross", "square", "diamond")
 WIDTH_BY_LENGTH = ("none", "shorter_thicker", "longer_thicker")
+FALLOFF_TARGETS = ("opacity", "width", "opacity and width")
 GRADIENT_STEP = 4.0  # pixels of arc per colour step of a gradient: steps of under 1/32 of the range are invisible
 GRADIENT_STEPS = 32  # most colour steps per stroke (longer strokes get longer steps)
 
@@ -99,12 +101,13 @@ def styled_polylines(
     phase=0.0,
     max_length: float = 0.0,
     pattern_width=None,
+    gradient_step: float = GRADIENT_STEP,
 ) -> R.Primitives:
     """Strokes along polylines, each one shape (its overlaps drawn once) unless its colour changes.
 
     frame int64 [L], points float [L,N,2] (N >= 2), lengths int64 [L], width float [L] or scalar,
     start_color float [L,4] (RGBA), end_color [L,4] or None: the colour at the far end, blended
-    along the arc in steps of GRADIENT_STEP px (at most GRADIENT_STEPS per stroke), the first step
+    along the arc in steps of gradient_step px (at most GRADIENT_STEPS per stroke), the first step
     start_color, the last end_color; the steps meet butt to butt, overlapping by seam_overlap.
     style "solid"; "dashed", dash_length px on and gap_length px off (butt ends), each dash of one
     colour (the gradient's at its middle); "dotted", dots `width` across with gap_length px between
@@ -127,6 +130,8 @@ def styled_polylines(
     gradient = end_color is not None
     if style == "solid" and not gradient:
         return R.polylines(frame, points, lengths, width, start_color)
+    if style == "solid" and points.shape[1] == 2:
+        return _straight_gradients(frame, points, lengths.to(device), width, start_color, end_color, gradient_step)
     phase = _per_line(phase, n_lines, device)[:, None]
     lengths = lengths.to(device)
     arc = arc_lengths(points, lengths)
@@ -156,7 +161,7 @@ def styled_polylines(
         index = torch.arange(math.ceil(max_length / (dash_length + gap_length)) + 2, device=device)[None]
         first = torch.remainder(phase, period) + (index - 1) * period  # the dash before the stroke first
     else:  # a solid gradient: one shape per colour step
-        period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, GRADIENT_STEP))
+        period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, gradient_step))
         on, index = period, torch.arange(GRADIENT_STEPS + 1, device=device)[None]
         first = index * period
     span_lo, span_hi = torch.minimum(first, total).clamp_min(0), torch.minimum(first + on, total).clamp_min(0)
@@ -201,6 +206,29 @@ def styled_polylines(
     joints.group = (line + joint).reshape(-1)
     both = R.Primitives(*(torch.cat(pair) for pair in zip(pieces.fields(), joints.fields(), strict=False)))
     return both.select(torch.sort(both.group, stable=True).indices)  # each shape's primitives consecutive
+
+
+def _straight_gradients(frame, points, lengths, width, start_color, end_color, step) -> R.Primitives:
+    """styled_polylines' solid gradients of straight strokes (points float [L,2,2]): the same colour
+    steps and seams, one segment a step and no empty ones (one host sync: their count), where the general
+    cut at the pattern's and the polyline's points keeps GRADIENT_STEPS + 1 pieces a stroke, most of
+    them empty, and sorts them: a plexus' links coloured from their points draw about 3x faster so."""
+    n_lines, device = points.shape[0], points.device
+    a, b = points[:, 0], points[:, 1]
+    total = (b - a).norm(dim=-1)
+    period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, step))
+    steps = torch.ceil(total / period - 1e-4).clamp_min(1)
+    drawn = torch.where((lengths >= 2) & (total > 1e-4), steps, 0).long()
+    line, index = expand_counts(drawn, int(drawn.sum()))
+    total, period, steps = total[line], period[line], steps[line]
+    lo, hi = index * period, torch.minimum((index + 1) * period, total)
+    colour = torch.lerp(start_color[line], end_color[line], (index / (steps - 1).clamp_min(1)).clamp(0, 1)[:, None])
+    overlap = seam_overlap(colour[:, 3]) / 2
+    lo = torch.where(lo > 0, lo - overlap, lo)
+    hi = torch.where(hi < total, hi + overlap, hi)
+    a, direction = a[line], (b - a)[line] / total.clamp_min(1e-6)[:, None]
+    frame = torch.as_tensor(frame, device=device).expand(n_lines)[line]
+    return R.segments(frame, a + direction * lo[:, None], a + direction * hi[:, None], width[line], colour, caps="butt")
 
 
 def markers(
@@ -250,6 +278,18 @@ def width_by_length(length: torch.Tensor, scale: float, width: float, mode: str)
         return torch.full_like(length, width)
     ratio = (length / max(scale, 1e-6)).clamp(0, 1)
     return width * (1.5 - ratio if mode == "shorter_thicker" else 0.5 + ratio)
+
+
+def length_falloff(length: torch.Tensor, scale: float, amount: float) -> torch.Tensor:
+    """Per-link factor float [E] in 0..1 from link lengths [E]: 1 up to (1 - amount) x scale, then
+    falling linearly to 0 at scale (and beyond), scale the longest a link may be (max_distance). The
+    end is fixed at scale so that a link the graph adds or drops at its limit appears or goes at 0
+    (Plexus' fade, no popping); amount (0..1) sets where the fade starts. amount 0: all 1."""
+    if not 0 <= amount <= 1:
+        raise ValueError(f"length_falloff: expected 0 to 1, got {amount!r}")
+    if amount == 0:
+        return torch.ones_like(length)
+    return ((scale - length) / max(amount * scale, 1e-6)).clamp(0, 1)
 
 
 def catmull_rom(points: torch.Tensor, lengths: torch.Tensor, subdivisions: int = 4):
