@@ -625,7 +625,7 @@ def test_colours_from_the_points_colour_markers_text_and_trails_by_track():
     for (x, y), rgb in zip(((10, 10), (50, 30), (10, 30)), tab10, strict=True):
         assert torch.allclose(layer[0, y, x, :3], torch.tensor(rgb), atol=1e-5)
     _, alpha, layer, _ = run(point_radius=0.0, point_labels="id", palette="tab10")
-    ink = layer[0, :9, 12:22][alpha[0, :9, 12:22] > 0.5]  # the "0" beside point 0
-    assert len(ink) and torch.allclose(ink[:, :3], torch.tensor(tab10[0]), atol=1e-5)
+    ink = layer[0, 10:30, 52:64][alpha[0, 10:30, 52:64] > 0.5]  # the "1" up and right of point 1
+    assert len(ink) and torch.allclose(ink[:, :3], torch.tensor(tab10[1]), atol=1e-5)
     _, alpha, layer, _ = run(point_radius=0.0, trail_frames=2, width=2.0, palette="tab10")
     assert alpha[2, 30, 15] > 0.5 and torch.allclose(layer[2, 30, 15, :3], torch.tensor(tab10[2]), atol=1e-5)
