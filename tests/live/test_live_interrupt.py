@@ -1,7 +1,7 @@
 """Interrupts against a real ComfyUI server (`-m comfyui`; skipped without COMFYUI_URL): each heavy node,
 queued with a job sized to run for tens of seconds on a 2-core CPU, stops within IDLE_SECONDS of
-/interrupt (issue 29). Each latency is logged (`-o log_cli=true`); RASTERKIT_INTERRUPT_LOG=path appends them as JSON
-lines.
+/interrupt (issue 29). Each latency is logged (`-o log_cli=true`); RASTERKIT_INTERRUPT_LOG=path appends
+them as JSON lines. tools/soak_live.py runs these jobs too (this module imports nothing of the pack).
 
   COMFYUI_URL=http://127.0.0.1:8188 .venv/bin/python -m pytest -m comfyui -o log_cli=true \
       tests/live/test_live_interrupt.py
@@ -12,10 +12,13 @@ import logging
 import os
 import random
 import time
+import urllib.error
 import urllib.request
+import uuid
 
 import pytest
-from test_live_comfyui import URL, get, queue
+
+URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
 
 IDLE_SECONDS = 5  # the issue's bound from /interrupt to an idle server on a 2-core machine
 LEAD_SECONDS = 4  # running this long before the interrupt: past the loaders, inside the heavy node's loops
@@ -349,6 +352,25 @@ JOBS = {
     "RasterKit_BoundingBoxRenderer": bounding_box_renderer,
     "RasterKit_MaskRenderer": mask_renderer,
 }
+
+
+def get(path):
+    with urllib.request.urlopen(URL + path, timeout=30) as response:
+        return json.load(response)
+
+
+def queue(prompt):
+    """POST /prompt; its answer (validation errors come back as 400 with a JSON body)."""
+    request = urllib.request.Request(
+        URL + "/prompt",
+        data=json.dumps({"prompt": prompt, "client_id": uuid.uuid4().hex}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as error:
+        return json.load(error)
 
 
 def post(path, body):
