@@ -25,6 +25,7 @@ from ._comfy import (
     OVERLAY_OUTPUTS,
     OVERLAY_OUTPUTS_TOOLTIP,
     Progress,
+    check_interrupt,
     frame_preview,
     overlay_outputs,
     render_device,
@@ -189,10 +190,12 @@ class BoundingBoxRenderer(RasterKitNode):
         ink = _text_color(text_color)
         batch, height, width, _ = images.shape
         table = box_table(images, boxes, bbox, segs, mask, bounding_box, bbox_format)
+        check_interrupt()  # between the batched set-up steps: each takes seconds for 100k boxes
         rgb = box_colors(table, color, palette, palette_colors, color_by)
         prims = box_markers(
             table, marker, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length, marker_size, rgb
         )
+        check_interrupt()
         atlas = None
         if labels != "none" and len(table):
             texts = box_label_texts(table, labels)
@@ -213,6 +216,7 @@ class BoundingBoxRenderer(RasterKitNode):
                 priority,
             )
             prims = R.concat(prims, tags)
+            check_interrupt()
         device, image_only = render_device(), outputs == "image only"
         check_memory(
             draw_memory(images, prims, atlas, image_only, device),

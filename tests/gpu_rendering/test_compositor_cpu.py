@@ -67,6 +67,23 @@ def test_the_loop_in_chunks_of_frames(torch_path, loop_used, monkeypatch):
     assert_same(expected, got)
 
 
+def test_dense_frames_come_in_chunks_sized_by_work(torch_path, monkeypatch):
+    """Frames whose primitives reach far more tile pixels than the frames have pixels are drawn a few at a
+    time (progress and interrupt checks between them: issue 29), each chunk given only its frames'
+    primitives (primitives of the frames in any order), the same pixels as one chunk."""
+    monkeypatch.setattr(compositor, "CPU_CHUNK_WORK", 40 * 50 * 2 + 40 * 50 * 30)  # ~2 frames of 30 boxes
+    images = torch.rand(6, 40, 50, 3)
+    g = torch.Generator().manual_seed(5)
+    corner = torch.rand(180, 2, generator=g) * 30
+    xyxy = torch.cat([corner, corner + 20], 1)
+    frame = torch.randperm(180, generator=g) % 6  # frames interleaved in drawing order
+    prims = R.rounded_boxes(frame, xyxy, 2.0, 4.0, (1, 0, 0, 0.8), (0, 1, 0, 0.3))
+    done = []
+    got = R.draw(images, prims, on_progress=lambda d, t: done.append(d))
+    assert len(done) >= 3 and done[-1] == 6
+    assert_same(torch_path(R.draw, images, prims), got)
+
+
 def test_the_loop_on_a_dense_4k_frame(torch_path):
     images = torch.rand(1, 2160, 3840, 3)
     g = torch.Generator().manual_seed(3)
