@@ -38,6 +38,8 @@ SAVED_FRAMES = {
     "Links between tracked points": {"10": 8},
     "Mesh maps from six views": {"3": 6, "4": 6, "5": 6},
     "Radius links and point markers": {"5": 12},
+    "Plexus with distance falloff": {"10": 8},
+    "Trajectories of tracked points": {"10": 8},
 }
 VIDEO = (".mp4", ".webm", ".mov", ".mkv")
 EXAMPLE_SECONDS = 60  # the issue's bound for an example on the CPU
