@@ -39,9 +39,8 @@ def bezier_polylines(
     else:
         controls = [start, (start + end) / 2 + bend, end]
     degree = len(controls) - 1
-    second_difference = torch.stack(
-        [(controls[i] - 2 * controls[i + 1] + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)]
-    ).amax(0)
+    differences = [(controls[i] - 2 * controls[i + 1] + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)]
+    second_difference = differences[0] if degree == 2 else torch.stack(differences).amax(0)
     segments = torch.ceil(torch.sqrt(degree * (degree - 1) / 8 * second_difference / TOLERANCE))
     if segments.numel() == 0:
         return torch.zeros(0, 2, 2, device=start.device), torch.zeros(0, dtype=torch.long, device=start.device)
