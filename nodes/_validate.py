@@ -23,7 +23,7 @@ def check_images(images, input_name: str = "images") -> None:
 # tile span on the path that sets up every (tile, primitive) pair of a chunk at once (the torch path)
 DRAW_PIXEL_BYTES = 4
 DRAW_PRIMITIVE_BYTES = 500
-DRAW_PAIR_PIXEL_BYTES = 26
+DRAW_PAIR_PIXEL_BYTES = 48
 DRAW_CHUNK_PIXELS = 32 << 20  # draw's chunks on the CPU, of frames
 
 

@@ -12,7 +12,12 @@ MAX_SEGMENTS = 128  # a 400 px cubic S-curve at curvature 0.4 needs 78
 
 
 def bezier_polylines(
-    start: torch.Tensor, end: torch.Tensor, curvature: float, sign: torch.Tensor | None = None, cubic: bool = False
+    start: torch.Tensor,
+    end: torch.Tensor,
+    curvature: float,
+    sign: torch.Tensor | None = None,
+    cubic: bool = False,
+    max_length: float | None = None,
 ):
     """Beziers from start to end (float [E,2] each), as padded polylines. Quadratic: bent along the left
     normal by curvature x length (times sign [E] of +1/-1, default +1). Cubic: an S-curve, its control
@@ -21,6 +26,9 @@ def bezier_polylines(
     Each curve gets the fewest segments that keep it within TOLERANCE of the true curve: a Bezier of
     degree d deviates from n equal-parameter chords by at most d (d - 1) / 8 max |second difference of
     its control points| / n^2.
+    max_length: a host bound on the links' lengths |end - start| (max_distance): the padding follows
+    from it with no host sync (a longer link gets the bound's segments); None: from the curves
+    themselves (one host sync).
     Returns points float [E, S+1, 2] and lengths int64 [E] (points used per curve).
     """
     delta = end - start
@@ -31,18 +39,29 @@ def bezier_polylines(
     else:
         controls = [start, (start + end) / 2 + bend, end]
     degree = len(controls) - 1
-    second_difference = torch.stack(
-        [(controls[i] - 2 * controls[i + 1] + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)]
-    ).amax(0)
+    differences = [(controls[i] - 2 * controls[i + 1] + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)]
+    second_difference = differences[0] if degree == 2 else torch.stack(differences).amax(0)
     segments = torch.ceil(torch.sqrt(degree * (degree - 1) / 8 * second_difference / TOLERANCE))
-    segments = segments.clamp(1, MAX_SEGMENTS).long()
     if segments.numel() == 0:
         return torch.zeros(0, 2, 2, device=start.device), torch.zeros(0, dtype=torch.long, device=start.device)
-    width = int(segments.max())
+    segments = segments.clamp(1, MAX_SEGMENTS).long()
+    if max_length is None:
+        width = int(segments.max())
+    else:  # the largest second difference is degree x |curvature| x length; one more segment for rounding
+        bound = degree * (degree - 1) / 8 * degree * abs(curvature) * max(max_length, 0.0) / TOLERANCE
+        width = min(MAX_SEGMENTS, math.ceil(math.sqrt(bound)) + 1)
+        segments = segments.clamp_max(width)
     step = torch.arange(width + 1, device=start.device)[None]
     t = (step / segments[:, None]).clamp(max=1.0)[..., None]  # padding repeats the end point
-    weights = [math.comb(degree, i) * (1 - t) ** (degree - i) * t**i for i in range(degree + 1)]
-    points = sum(w * c[:, None] for w, c in zip(weights, controls, strict=False))
+    # the Bernstein weights comb(d, i) (1 - t)^(d - i) t^i, less the factors and powers that are 1
+    s = 1 - t
+    if cubic:
+        weights = [s**3, 3 * s**2 * t, 3 * s * t**2, t**3]
+    else:
+        weights = [s**2, 2 * s * t, t**2]
+    points = weights[0] * start[:, None]
+    for w, c in zip(weights[1:], controls[1:], strict=True):
+        points = points + w * c[:, None]
     return points, segments + 1
 
 

@@ -66,3 +66,21 @@ def test_signs_alternate_by_end_points():
     assert alternating_sign(torch.tensor([0, 1]), torch.tensor([2, 2])).tolist() == [1.0, -1.0]
     empty, lengths = bezier_polylines(torch.zeros(0, 2), torch.zeros(0, 2), 0.2)
     assert empty.shape[0] == 0 and lengths.numel() == 0
+
+
+@pytest.mark.parametrize("cubic", [False, True])
+def test_a_host_bound_on_lengths_pads_without_a_sync(cubic):
+    """max_length (max_distance) sizes the padding on the host: no host sync, the same curves."""
+    from opcount import OpCount
+
+    generator = torch.Generator().manual_seed(3)
+    start = torch.rand(50, 2, generator=generator) * 200
+    end = start + (torch.rand(50, 2, generator=generator) - 0.5) * 280  # links up to ~198 px
+    sign = alternating_sign(torch.arange(50), torch.arange(1, 51))
+    points, lengths = bezier_polylines(start, end, -0.4, sign, cubic=cubic)
+    with OpCount() as count:
+        bounded, bounded_lengths = bezier_polylines(start, end, -0.4, sign, cubic=cubic, max_length=198.0)
+    assert count.syncs == 0 and count.uploads == 0, count.summary()
+    assert torch.equal(bounded_lengths, lengths) and bounded.shape[1] >= points.shape[1]
+    assert torch.equal(bounded[:, : points.shape[1]], points)
+    assert torch.equal(bounded[:, points.shape[1] :], points[:, -1:].expand(-1, bounded.shape[1] - points.shape[1], -1))

@@ -7,7 +7,8 @@ by frame and cell), where every point reads the runs of sorted points that cover
 (2 SEARCH_RING + 1)^2 cells around its own, all rows padded to one width, with an exact check
 that nothing outside the block can be nearer. The width is one host decision (the first sync);
 the few points that fail the check, or whose blocks hold more points than the width, search a
-brute-force row (the second). Small frames use brute-force distances directly. Equal distances
+brute-force row (the second). Small frames use brute-force distances directly, with no host sync (up
+to BRUTE_FORCE_POINTS a frame on the CPU, BRUTE_FORCE_POINTS_GPU elsewhere). Equal distances
 are broken by point index everywhere, so results do not depend on the search path or the device.
 
 The radius search reads the same grid, with cells at least the radius wide.
@@ -23,7 +24,10 @@ from ..core.batching import expand_counts
 from ..core.device import run_chunked
 from .constants import INF
 
-BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matrix beats the grid
+BRUTE_FORCE_POINTS = 192  # points per frame up to which an [N,N] distance matrix beats the grid (CPU)
+# the same on a GPU, where the grid's ~110 launches and 2 host syncs a chunk outweigh a [T,N,N] matrix
+# (sync-free) of a few hundred points a frame: 512 is an estimate from those counts (a GPU measurement is owed)
+BRUTE_FORCE_POINTS_GPU = 512
 SEARCH_RING = 2  # cells searched on each side of a point's own
 CELL_OCCUPANCY = 0.25  # grid points per cell per neighbour sought (measured: ~0.05% fall back)
 RADIUS_BYTES_PER_POINT = 4000  # radius search memory, for ~40 candidates a point (more: run_chunked halves)
@@ -276,7 +280,7 @@ def nearest_neighbours(
     SEARCH_CHUNK_POINTS points x k on the CPU).
     """
     frames, n = visible.shape
-    brute = n <= BRUTE_FORCE_POINTS
+    brute = n <= (BRUTE_FORCE_POINTS if torch.device(xy.device).type == "cpu" else BRUTE_FORCE_POINTS_GPU)
     search = _brute_force_frames if brute else _grid_search
     parts = run_chunked(
         lambda start, stop, dev: search(

@@ -19,7 +19,8 @@ The work is organised in three steps, each one batched over every primitive of e
      pairs above it in its tile, a segmented product over the sorted pairs taken by doubling
      (log2 of the deepest tile's depth passes), and each tile sums its pairs' contributions.
 Cost follows the covered area, not frame area times primitive count. The host waits for the device
-twice per chunk of frames (the number of pairs; the sizes of the pair classes), the CUDA kernel once.
+once per chunk of frames, as on the CUDA kernel's path: the number of pairs, read with bounds that size
+the rest (each class group's pairs, each tile's shapes).
 On the CPU, where numba is installed, compositor_cpu.py does the same work as one compiled loop; on
 NVIDIA GPUs with CuPy, compositor_cuda.py's kernel composites the binned pairs.
 """
@@ -76,6 +77,7 @@ from .constants import (
     PAIR_BOX_FILL,
     PAIR_BOX_FILL_CORNER,
     PAIR_BOX_STROKE,
+    PAIR_BOX_STROKE_CORNER,
     PAIR_DISC,
     PAIR_ELLIPSE,
     PAIR_HALO,
@@ -172,34 +174,27 @@ def _rounded_box(offset: torch.Tensor, half_size: torch.Tensor, radius: torch.Te
     return _from_distance(distance)
 
 
-def _box_coverage(p, origin, g, counts):
-    """Coverage of box pairs of classes PAIR_BOX_FILL, PAIR_BOX_STROKE, PAIR_BOX_STROKE_CORNER, PAIR_BOX_FILL_CORNER,
-    counts [4] of each, in that order. Both are an outer box less an inner one: a fill is its box less
-    nothing, an outline the box grown by half the stroke width less the box shrunk by as much. Coverage
-    is separable except in tiles near a corner, where a box whose radius is >= 1 is evaluated from its
-    rounded distance."""
-    fills, strokes, stroke_corners, fill_corners = counts
-    stroke = slice(fills, fills + strokes + stroke_corners)
+def _box_coverage(p, origin, g, pair_class):
+    """Coverage of box pairs of classes PAIR_BOX_FILL, PAIR_BOX_STROKE, PAIR_BOX_STROKE_CORNER, PAIR_BOX_FILL_CORNER
+    (pair_class [m], each row's; rows of later classes get values that no one reads). Both are an outer
+    box less an inner one: a fill is its box less nothing, an outline the box grown by half the stroke
+    width less the box shrunk by as much. Coverage is separable except in tiles near a corner, where a
+    box whose radius is >= 1 is evaluated from its rounded distance."""
+    fill = ((pair_class == PAIR_BOX_FILL) | (pair_class == PAIR_BOX_FILL_CORNER))[:, None]
 
-    def on_strokes(values, fill_value):  # values [m,k] of the stroke rows, fill_value on fill rows
-        return F.pad(values[stroke], (0, 0, fills, fill_corners), value=fill_value)
+    def on_strokes(values, fill_value):  # values [m,k] on the stroke rows, fill_value on fill rows
+        return values.masked_fill(fill, fill_value)
 
     offset = ((origin - _col(p, BOX_CX, BOX_CY))[..., None] + g).abs()[:, None]  # [m,1,2,T]
     size, radius, arms = _col(p, BOX_HALF_X, BOX_HALF_Y), _col(p, BOX_RADIUS), _col(p, BOX_CORNER_LENGTH)
     half = _col(p, BOX_HALF_STROKE).clamp_min(0.5)  # outlines thinner than 1 px are drawn 1 px wide, fainter
-    grow = on_strokes(half, 0.0)
+    grow = half.masked_fill(fill, 0.0)
     # the inner box: none for fills, nor on an axis the stroke is wider than (size -1: no pixel)
     inner = (size - half).masked_fill_(size <= half, -1.0)
     sizes = torch.stack([size + grow, on_strokes(inner, -1.0)], 1)  # [m,2,2] outer, inner
     radii = torch.cat([radius + grow, (radius - half).clamp_min(0)], 1)  # [m,2]
-    coverage = _separable_box(offset, sizes)
-    if stroke_corners + fill_corners:
-        corner = slice(fills + strokes, None)
-        coverage[corner] = torch.where(
-            radii[corner, :, None, None] >= 1,
-            _rounded_box(offset[corner], sizes[corner], radii[corner]),
-            coverage[corner],
-        )
+    rounded = (radii >= 1) & (pair_class >= PAIR_BOX_STROKE_CORNER)[:, None]  # near a corner
+    coverage = torch.where(rounded[..., None, None], _rounded_box(offset, sizes, radii), _separable_box(offset, sizes))
     weight = on_strokes((2 * _col(p, BOX_HALF_STROKE)).clamp(0, 1), 1.0)[..., None]
     outline = (coverage[:, 0] - coverage[:, 1]).clamp_min(0) * weight
     # corner-only outlines keep pixels near both a vertical and a horizontal side; soft ends (AA)
@@ -218,17 +213,17 @@ def _turned_box(ax, ay, hx, hy, r):
     return torch.where(r >= 1, rounded, _from_distance(ax - hx) * _from_distance(ay - hy))
 
 
-def _turned_box_coverage(p, origin, g, counts):
-    """Coverage of the pairs of turned boxes, classes PAIR_TURNED_FILL then PAIR_TURNED_STROKE (counts [2]), in
-    the box's frame, every pixel as unturned boxes near a corner are (no part is separable): a fill is
-    its box, an outline the box grown by half the stroke width less the box shrunk by as much."""
-    fills = counts[0]
+def _turned_box_coverage(p, origin, g, pair_class):
+    """Coverage of the pairs of turned boxes, classes PAIR_TURNED_FILL and PAIR_TURNED_STROKE (pair_class [m],
+    each row's), in the box's frame, every pixel as unturned boxes near a corner are (no part is
+    separable): a fill is its box, an outline the box grown by half the stroke width less the box shrunk
+    by as much."""
     ox, oy, gx, gy = _pixels(origin, g)
     x, y = (ox - _col(p, BOX_CX)) + gx, (oy - _col(p, BOX_CY)) + gy
     cos, sin = _col(p, BOX_COS), _col(p, BOX_SIN)
     ax, ay = (cos * x + sin * y).abs(), (cos * y - sin * x).abs()
     hx, hy, r, arms = _col(p, BOX_HALF_X), _col(p, BOX_HALF_Y), _col(p, BOX_RADIUS), _col(p, BOX_CORNER_LENGTH)
-    stroke = torch.arange(p.shape[0], device=p.device)[:, None] >= fills
+    stroke = (pair_class == PAIR_TURNED_STROKE)[:, None]
     half = _col(p, BOX_HALF_STROKE).clamp_min(0.5) * stroke  # 0 on fills
     outer = _turned_box(ax, ay, hx + half, hy + half, r + half)
     # the inner box: none for fills, nor where the stroke is wider than the box
@@ -314,42 +309,42 @@ def _sprite_coverage(p, origin, g, atlas):
     return atlas[ay, ax] * inside
 
 
-def _pair_coverage(prims, primitive, origin, by_class, class_counts, atlas, g, butt_caps: bool) -> torch.Tensor:
-    """Coverage float [k, T*T] of k pairs in their order, one dense evaluation per class present;
-    by_class [k]: the pairs in class order; class_counts: pairs per class (host ints); g int64 [T]:
-    0 .. T-1; butt_caps: some segments have butt ends."""
-    several = sum(count > 0 for count in class_counts[:PAIR_MISSED]) > 1
-    coverage = torch.empty(origin.shape[0], g.numel() ** 2, device=origin.device)
-    start = 0
-    for first, last, evaluate in (
-        (PAIR_SEGMENT, PAIR_SEGMENT, lambda p, o: _segment_coverage(p, o, g, butt_caps)),
-        (
-            PAIR_BOX_FILL,
-            PAIR_BOX_FILL_CORNER,
-            lambda p, o: _box_coverage(p, o, g, class_counts[PAIR_BOX_FILL:PAIR_TURNED_FILL]),
-        ),
-        (
-            PAIR_TURNED_FILL,
-            PAIR_TURNED_STROKE,
-            lambda p, o: _turned_box_coverage(p, o, g, class_counts[PAIR_TURNED_FILL:PAIR_DISC]),
-        ),
-        (PAIR_DISC, PAIR_DISC, lambda p, o: _disc_coverage(p, o, g)),
-        (PAIR_ELLIPSE, PAIR_ELLIPSE, lambda p, o: _ellipse_coverage(p, o, g)),
-        (PAIR_HALO, PAIR_HALO, lambda p, o: _halo_coverage(p, o, g)),
-        (PAIR_SPRITE, PAIR_SPRITE, lambda p, o: _sprite_coverage(p, o, g, atlas)),
-        (PAIR_SOLID, PAIR_SOLID, None),
-    ):
-        count = sum(class_counts[first : last + 1])
-        if count == 0:
-            continue
-        if not several:
-            return coverage.fill_(1.0) if evaluate is None else evaluate(prims.params[primitive], origin)
-        elif evaluate is None:  # a solid pair covers its whole tile
-            coverage.index_fill_(0, by_class[start : start + count], 1.0)
-        else:
-            rows = by_class[start : start + count]
-            coverage.index_copy_(0, rows, evaluate(prims.params[primitive[rows]], origin[rows]))
-        start += count
+def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
+    """Coverage float [Q, T*T] of the Q pairs in their order (those of missed pairs: any value), one dense
+    evaluation per class group that may be present; g int64 [T]: 0 .. T-1. With one group (and solid pairs)
+    every pair goes through it. Else the pairs are sorted by class, and as the host knows each group's size
+    only as a bound (pairs.group_bounds: pairs of the kinds that feed it), each group reads that many sorted
+    pairs from its start (on the device): the surplus falls on later classes, whose own evaluations
+    overwrite it, or on missed and solid ones (solid ones are filled last)."""
+    params, count, device = prims.params, pairs.primitive.numel(), g.device
+    evaluations = (
+        (PAIR_SEGMENT, lambda p, o, c: _segment_coverage(p, o, g, pairs.butt_caps)),
+        (PAIR_BOX_FILL, lambda p, o, c: _box_coverage(p, o, g, c)),
+        (PAIR_TURNED_FILL, lambda p, o, c: _turned_box_coverage(p, o, g, c)),
+        (PAIR_DISC, lambda p, o, c: _disc_coverage(p, o, g)),
+        (PAIR_ELLIPSE, lambda p, o, c: _ellipse_coverage(p, o, g)),
+        (PAIR_HALO, lambda p, o, c: _halo_coverage(p, o, g)),
+        (PAIR_SPRITE, lambda p, o, c: _sprite_coverage(p, o, g, atlas)),
+    )
+    *bounds, solid = pairs.group_bounds
+    present = [(first, evaluate, bound) for (first, evaluate), bound in zip(evaluations, bounds, strict=True) if bound]
+    primitive, origin = pairs.primitive, pairs.origin
+    if len(present) == 1:
+        coverage = present[0][1](params[primitive], origin, pairs.pair_class)
+    else:
+        classes, by_class = torch.sort(pairs.pair_class)
+        class_start = torch.searchsorted(classes, torch.arange(N_PAIR_CLASSES + 1, device=device))
+        coverage = torch.empty(count, g.numel() ** 2, device=device)
+        slot = torch.arange(max(bound for *_, bound in present), device=device)
+        # in class order; the `bound` sorted pairs from a group's start lie within the pairs, as the pairs of
+        # earlier classes come from the kinds of earlier groups; its surplus rows (later classes') are rewritten
+        for first, evaluate, bound in present:
+            position = slot[:bound] + class_start[first]
+            rows = by_class[position]
+            by_row = classes[position] if first in (PAIR_BOX_FILL, PAIR_TURNED_FILL) else None
+            coverage.index_copy_(0, rows, evaluate(params[primitive[rows]], origin[rows], by_row))
+    if solid:  # a solid pair covers its whole tile
+        coverage.masked_fill_((pairs.pair_class == PAIR_SOLID)[:, None], 1.0)
     return coverage
 
 
@@ -368,7 +363,10 @@ class _Pairs:
 
     tile int64 [Q] (frame * tiles_y * tiles_x + row * tiles_x + column, frames of the chunk),
     primitive int64 [Q], pair_class int64 [Q], origin float32 [Q,2] (centre of the tile's first pixel),
-    per_kind: pairs per primitive kind (host ints); butt_caps: some segments have butt ends."""
+    per_kind: pairs per primitive kind (host ints); butt_caps: some segments have butt ends. For the torch
+    path (else 0 and ()): depth, a bound on the shapes of any tile; merge, whether consecutive primitives
+    share a group (their pairs in a tile merge into one shape); group_bounds, a bound on the pairs of each
+    class group that _pair_coverage evaluates (the pairs of the kinds that feed it)."""
 
     tile: torch.Tensor
     primitive: torch.Tensor
@@ -379,6 +377,9 @@ class _Pairs:
     frames: int
     tiles_y: int
     tiles_x: int
+    depth: int = 0
+    merge: bool = False
+    group_bounds: tuple = ()
 
     @property
     def n_tiles(self) -> int:
@@ -489,34 +490,95 @@ def _classify_halos(p, to_centre, tile):
     return (outside | inner) * (PAIR_MISSED - PAIR_HALO) + PAIR_HALO
 
 
-def _bin(prims: Primitives, frame_start: int, frames: int, height: int, width: int, tile: int) -> _Pairs:
-    """The sorted (tile, primitive) pairs of the primitives on frames frame_start .. + frames - 1."""
+def _depth_bound(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
+    """The most primitives whose tile spans (span int64 [P,4], first and last column and row) cover one
+    tile of frames [P] (drawn bool [P]: the others count for none), a bound on any tile's shapes: 0-dim
+    int64. From 2D differences, +1 at a span's first and past its last corner and -1 at the other two,
+    summed along rows and columns."""
+    device = span.device
+    step, sign = torch.arange(2, device=device), torch.arange(1, -2, -2, device=device)  # 0, 1 and 1, -1
+    rows = span[:, 1::2] + step  # [P,2]: first row, past the last
+    if frames > 1:
+        rows += (frame * (tiles_y + 1))[:, None]
+    index = rows[:, :, None] * (tiles_x + 1) + (span[:, 0::2] + step)[:, None]  # [P,2,2]
+    value = (drawn[:, None] * sign)[:, :, None] * sign
+    grid = torch.zeros(frames * (tiles_y + 1) * (tiles_x + 1), dtype=torch.int64, device=device)
+    grid.index_add_(0, index.view(-1), value.view(-1))
+    return grid.view(frames, tiles_y + 1, tiles_x + 1).cumsum(1).cumsum(2).amax()
+
+
+def _bin(
+    prims: Primitives, frame_start: int, frames: int, height: int, width: int, tile: int, torch_path: bool = False
+) -> _Pairs:
+    """The sorted (tile, primitive) pairs of the primitives on frames frame_start .. + frames - 1 (with the
+    torch path's bounds if torch_path)."""
     device = prims.bounds.device
     tiles_y, tiles_x = -(-height // tile), -(-width // tile)
     n_tiles = frames * tiles_y * tiles_x
     span, sizes = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start if frame_start else prims.frame
-    counts = sizes.prod(1) * ((frame == frame.clamp(0, frames - 1)) & (prims.color[:, 3] > 0))
+    in_chunk = frame.clamp(0, frames - 1)
+    drawn = (frame == in_chunk) & (prims.color[:, 3] > 0)
+    counts = sizes.prod(1) * drawn
     # pairs per kind, those of turned primitives (sin != 0: BOX_SIN, the column of ELLIPSE_SIN too) and of
     # segments with butt ends apart
     flag = torch.where(prims.kind == SEGMENT, prims.params[:, SEGMENT_BUTT], prims.params[:, BOX_SIN]) != 0
     variant = torch.add(prims.kind, flag, alpha=N_KINDS)
-    per_variant = _host(torch.zeros(2 * N_KINDS, dtype=torch.int64, device=device).index_add_(0, variant, counts))
+    per_variant = torch.zeros(2 * N_KINDS, dtype=torch.int64, device=device).index_add_(0, variant, counts)
+    if torch_path:  # the one host read of the torch path: pairs, and bounds that size the compositing
+        group = prims.group
+        shared = (group[1:] == group[:-1]).any()
+        depth = _depth_bound(span, in_chunk, counts > 0, frames, tiles_y, tiles_x)
+        *per_variant, depth, merge = _host(torch.cat([per_variant, depth.view(1), shared.view(1)]))
+    else:
+        per_variant, depth, merge = _host(per_variant), 0, False
     per_kind = [a + b for a, b in zip(per_variant[:N_KINDS], per_variant[N_KINDS:], strict=False)]
     turned_boxes = per_variant[N_KINDS + BOX_FILL] + per_variant[N_KINDS + BOX_STROKE] > 0
     butt_caps = per_variant[N_KINDS + SEGMENT] > 0
     primitive, rank = expand_counts(counts, sum(per_kind))
     first_tile = torch.stack(
-        [span[:, 0], span[:, 1], sizes[:, 0], (frame * tiles_y + span[:, 1]) * tiles_x + span[:, 0]], 1
+        [
+            span[:, 0],
+            span[:, 1],
+            sizes[:, 0],
+            torch.add(span[:, 0], torch.add(span[:, 1], frame, alpha=tiles_y), alpha=tiles_x),
+        ],
+        1,
     )[primitive]
     row, column = rank // first_tile[:, 2], rank % first_tile[:, 2]  # from the first tile
     origin = (first_tile[:, :2] + torch.stack([column, row], 1)) * float(tile) + 0.5
     pair_class = _classify(prims, primitive, origin, per_kind, turned_boxes, tile) if primitive.numel() else primitive
     # sorted by tile, then drawing order (the stable sort keeps the primitives' order); missed pairs last
-    tile_id = (first_tile[:, 3] + row * tiles_x + column).masked_fill_(pair_class == PAIR_MISSED, n_tiles)
+    tile_id = (
+        torch.add(column, row, alpha=tiles_x).add_(first_tile[:, 3]).masked_fill_(pair_class == PAIR_MISSED, n_tiles)
+    )
     tile_id, order = torch.sort(tile_id, stable=True)
+    group_bounds = ()
+    if torch_path:  # _pair_coverage's groups: segments, boxes, turned boxes, discs, ellipses, halos, sprites; solid
+        straight_boxes = per_variant[BOX_FILL] + per_variant[BOX_STROKE]
+        group_bounds = (
+            per_kind[SEGMENT],
+            straight_boxes,
+            per_kind[BOX_FILL] + per_kind[BOX_STROKE] - straight_boxes,
+            per_kind[DISC],
+            per_kind[ELLIPSE],
+            per_kind[HALO],
+            per_kind[SPRITE],
+            per_kind[BOX_FILL] + per_kind[DISC] + per_kind[ELLIPSE],
+        )
     return _Pairs(
-        tile_id, primitive[order], pair_class[order], origin[order], per_kind, butt_caps, frames, tiles_y, tiles_x
+        tile_id,
+        primitive[order],
+        pair_class[order],
+        origin[order],
+        per_kind,
+        butt_caps,
+        frames,
+        tiles_y,
+        tiles_x,
+        depth,
+        bool(merge),
+        group_bounds,
     )
 
 
@@ -543,51 +605,33 @@ def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch
     above = torch.empty_like(alpha)
     above[-1:].fill_(1.0)
     torch.sub(1.0, alpha[1:], out=above[:-1]).masked_fill_(changed[:, None], 1.0)
-    one = torch.ones((), device=alpha.device)
+    one = above[-1]  # 1 throughout: no entry lies above the last
     step, factor = 1, torch.empty_like(alpha)  # one buffer for every pass's factors
     while step < depth - 1:
         torch.where((tile[step:] != tile[:-step])[:, None], one, above[step:], out=factor[step:])
-        above[:-step] *= factor[step:]
+        above[:-step].mul_(factor[step:])
         step *= 2
     return above
 
 
 def _composite_layer(tiles: torch.Tensor, prims: Primitives, pairs: _Pairs, atlas, tile: int) -> None:
-    """Source-over of every tile's pairs at once (torch path), added into tiles [n_tiles, T * T * 4]
-    (zeros; tile after tile, each its T rows of T premultiplied RGBA pixels)."""
-    device = tiles.device
-    # what the host needs to size the work: pairs per class, shapes (a group's pairs in a tile merge
-    # into one shape) and the most shapes in one tile
-    classes, by_class = torch.sort(pairs.pair_class)
-    class_start = torch.searchsorted(classes, torch.arange(N_PAIR_CLASSES + 1, device=device))
-    changed = pairs.tile[1:] != pairs.tile[:-1]
-    group = prims.group[pairs.primitive]
-    new_shape = F.pad(changed | (group[1:] != group[:-1]), (1, 0), value=True)
-    shapes_per_tile = torch.zeros(pairs.n_tiles + 1, dtype=torch.int64, device=device).index_add_(
-        0, pairs.tile, new_shape.long()
-    )[:-1]
-    stats = _host(torch.cat([class_start, torch.stack([shapes_per_tile.sum(), shapes_per_tile.amax()])]))
-    class_counts = [b - a for a, b in zip(stats[:N_PAIR_CLASSES], stats[1 : N_PAIR_CLASSES + 1], strict=False)]
-    kept, (n_shapes, depth) = stats[PAIR_MISSED], stats[N_PAIR_CLASSES + 1 :]
-    if kept == 0:
-        return
-    tile_id, primitive = pairs.tile[:kept], pairs.primitive[:kept]
-    g = torch.arange(tile, device=device)
-    coverage = _pair_coverage(
-        prims, primitive, pairs.origin[:kept], by_class[:kept], class_counts, atlas, g, pairs.butt_caps
-    )
-    colour, changed = prims.color[primitive], changed[: kept - 1]
-    if n_shapes < kept:  # a group's pairs in a tile merge by maximum coverage into one shape
-        shape = torch.cumsum(new_shape[:kept], 0) - 1
-        coverage = torch.zeros(n_shapes, tile * tile, device=device).scatter_reduce_(
-            0, shape[:, None].expand_as(coverage), coverage, "amax"
-        )
+    """Source-over of every tile's pairs at once (torch path), added into tiles [n_tiles + 1, T * T * 4]
+    (zeros; tile after tile, each its T rows of T premultiplied RGBA pixels; the last a spare that takes
+    the missed pairs and unused rows). Sized by the bounds that _bin read (no host wait here)."""
+    device, count = tiles.device, pairs.tile.numel()
+    coverage = _pair_coverage(prims, pairs, atlas, torch.arange(tile, device=device))
+    tile_id, colour = pairs.tile, prims.color[pairs.primitive]
+    changed = tile_id[1:] != tile_id[:-1]
+    if pairs.merge:  # a group's pairs in a tile merge by maximum coverage into one shape (at most `count`)
+        group = prims.group[pairs.primitive]
+        shape = torch.cumsum(F.pad(changed | (group[1:] != group[:-1]), (1, 0), value=True), 0) - 1
+        coverage = torch.zeros_like(coverage).scatter_reduce_(0, shape[:, None].expand_as(coverage), coverage, "amax")
         # a shape's pairs share its tile and colour (one group): whichever pair's write lands is the same
-        colour = colour.new_empty(n_shapes, 4).index_put_((shape,), colour)
-        tile_id = tile_id.new_empty(n_shapes).index_put_((shape,), tile_id)
+        colour = colour.new_empty(count, 4).index_put_((shape,), colour)
+        tile_id = tile_id.new_full((count,), pairs.n_tiles).index_put_((shape,), tile_id)
         changed = tile_id[1:] != tile_id[:-1]
     alpha = coverage.mul_(colour[:, 3:])
-    weight = alpha.mul_(_transmittance_above(alpha, tile_id, changed, depth))  # what reaches the viewer
+    weight = alpha.mul_(_transmittance_above(alpha, tile_id, changed, pairs.depth))  # what reaches the viewer
     added = (weight[..., None] * F.pad(colour[:, :3], (0, 1), value=1.0)[:, None]).view(-1, tile * tile * 4)
     # a pixel's shapes summed in their order: index_add_ does that on the CPU, where index_put_ adds from
     # several threads in any order (so that two draws differed in the last bit); on a GPU index_put_ sorts
@@ -603,10 +647,10 @@ def _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile: int) 
     [b,H,W,C]: the layer over frames [b,H,W,C] (alpha composited too; image None: not wanted). Torch
     path."""
     batch, height, width, channels = frames.shape
-    tiles = torch.zeros(pairs.n_tiles, tile * tile * 4, device=layer.device)
+    tiles = torch.zeros(pairs.n_tiles + 1, tile * tile * 4, device=layer.device)
     if pairs.tile.numel():
         _composite_layer(tiles, prims, pairs, atlas, tile)
-    rows = tiles.view(batch, pairs.tiles_y, pairs.tiles_x, tile, tile, 4).transpose(2, 3)
+    rows = tiles[:-1].view(batch, pairs.tiles_y, pairs.tiles_x, tile, tile, 4).transpose(2, 3)
     if height == pairs.tiles_y * tile and width == pairs.tiles_x * tile:
         layer.view(rows.shape).copy_(rows)
     else:  # the frame ends inside its last tiles
@@ -636,7 +680,7 @@ def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, at
         alpha = torch.empty(batch, height, width, device=frames.device)
     if layer is None:
         layer = torch.empty(batch, height, width, 4, device=frames.device)
-    pairs = _bin(prims, frame_start, batch, height, width, tile)
+    pairs = _bin(prims, frame_start, batch, height, width, tile, torch_path=not kernel)
     if pairs.per_kind[SPRITE] and atlas is None:
         raise ValueError("sprite primitives need the atlas they index")
     if pairs.tile.numel() and kernel:
