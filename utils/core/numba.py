@@ -21,8 +21,9 @@ import torch
 # default where TBB is missing) shares OpenMP's threads with torch, whose spin policy was fixed when torch
 # loaded (prestartup_script.py asks for PASSIVE, which ComfyUI applies; a process that loaded torch
 # otherwise keeps spinning threads that fight numba's). workqueue runs one parallel loop at a time per
-# process: warmup.exclusive serializes the background compile with the nodes.
-if "NUMBA_THREADING_LAYER" not in os.environ and not numba.np.ufunc.parallel._is_initialized:
+# process: warmup.exclusive serializes the background compile with the nodes. (A numba without the private
+# flag: its own default, never an import error.)
+if "NUMBA_THREADING_LAYER" not in os.environ and not getattr(numba.np.ufunc.parallel, "_is_initialized", True):
     numba.config.THREADING_LAYER = "workqueue"
 
 
