@@ -12,7 +12,9 @@ import time
 
 import torch
 
-from ..utils.core.device import backend_description, torch_device
+from ..utils import gpu_rendering as R
+from ..utils.core.device import backend_description, check_memory, torch_device
+from ._validate import draw_memory
 
 LAYER_ALPHA_MODES = ("straight", "premultiplied")
 LAYER_ALPHA_TOOLTIP = (
@@ -36,6 +38,24 @@ def overlay_outputs(image: torch.Tensor, alpha, layer) -> tuple:
     if layer is None:
         layer = torch.zeros(image.shape[0], 1, 1, 4)
     return image.to(out), alpha.to(out), layer.to(out)
+
+
+def draw_overlay(images: torch.Tensor, prims, atlas, device, layer_alpha: str, outputs: str, job: str) -> tuple:
+    """The overlay nodes' last step: draw()'s memory checked (a refusal names `job`, e.g. "boxes: 12 boxes
+    on 4 frames of 512 x 512"), prims (and the text atlas, or None) drawn over images [B,H,W,C] on device
+    with the node's progress bar, and overlay_outputs' image, alpha and layer."""
+    image_only = outputs == OVERLAY_OUTPUTS[1]
+    check_memory(draw_memory(images, prims, atlas, image_only, device), job, device)
+    drawn = R.draw(
+        images,
+        prims,
+        atlas,
+        device=device,
+        on_progress=Progress(images.shape[0]),
+        layer_alpha=layer_alpha,
+        image_only=image_only,
+    )
+    return overlay_outputs(*drawn)
 
 
 def comfy_module(name: str, *needed: str):

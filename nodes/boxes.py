@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from ..utils import gpu_rendering as R
-from ..utils.core.device import check_memory
 from ..utils.gpu_rendering.box_styles import MARKERS, box_markers
 from ..utils.gpu_rendering.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
 from ..utils.inputs.boxes import (
@@ -24,14 +23,13 @@ from ._comfy import (
     LAYER_TOOLTIP,
     OVERLAY_OUTPUTS,
     OVERLAY_OUTPUTS_TOOLTIP,
-    Progress,
     check_interrupt,
+    draw_overlay,
     frame_preview,
-    overlay_outputs,
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
-from ._validate import check_images, draw_memory
+from ._validate import check_images
 
 
 def _text_color(text_color: str):
@@ -217,23 +215,8 @@ class BoundingBoxRenderer(RasterKitNode):
             )
             prims = R.concat(prims, tags)
             check_interrupt()
-        device, image_only = render_device(), outputs == "image only"
-        check_memory(
-            draw_memory(images, prims, atlas, image_only, device),
-            f"boxes: {len(table):,} boxes on {batch} frames of {height} x {width}",
-            device,
-        )
-        return overlay_outputs(
-            *R.draw(
-                images,
-                prims,
-                atlas,
-                device=device,
-                on_progress=Progress(batch),
-                layer_alpha=layer_alpha,
-                image_only=image_only,
-            )
-        )
+        job = f"boxes: {len(table):,} boxes on {batch} frames of {height} x {width}"
+        return draw_overlay(images, prims, atlas, render_device(), layer_alpha, outputs, job)
 
     @classmethod
     def preview(cls, inputs, outputs):

@@ -8,8 +8,6 @@ import math
 
 import torch
 
-from ..utils import gpu_rendering as R
-from ..utils.core.device import check_memory
 from ..utils.gpu_graph import (
     GRAPHS,
     GraphOptions,
@@ -32,12 +30,12 @@ from ._comfy import (
     OVERLAY_OUTPUTS_TOOLTIP,
     Progress,
     check_interrupt,
+    draw_overlay,
     frame_preview,
-    overlay_outputs,
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
-from ._validate import check_images, draw_memory
+from ._validate import check_images
 
 GRAPH_CHOICES = (*GRAPHS, "voronoi", "edges")
 
@@ -390,22 +388,9 @@ class LineLinkRenderer(RasterKitNode):
             falloff_on=falloff_on,
         )
         prims, atlas = link_layers(xy_dev, visible, labels, frame, pairs, start, end, style, images.shape[1:3])
-        check_memory(
-            draw_memory(images, prims, atlas, outputs == "image only", device),
-            f"tracks: {len(prims):,} lines and points on {images.shape[0]} frames of "
-            f"{images.shape[1]} x {images.shape[2]}",
-            device,
-        )
-        drawn = R.draw(
-            images,
-            prims,
-            atlas,
-            device=device,
-            on_progress=Progress(images.shape[0]),
-            layer_alpha=layer_alpha,
-            image_only=outputs == "image only",
-        )
-        return (*overlay_outputs(*drawn), json.dumps(edges))
+        size = "{} frames of {} x {}".format(*images.shape[:3])
+        job = f"tracks: {len(prims):,} lines and points on {size}"
+        return (*draw_overlay(images, prims, atlas, device, layer_alpha, outputs, job), json.dumps(edges))
 
     @classmethod
     def preview(cls, inputs, outputs):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import torch
 
-from ..utils import gpu_rendering as R
-from ..utils.core.device import check_memory
 from ..utils.gpu_rendering.track_trails import HEADS, trail_layers
 from ..utils.inputs import tracks as track_sources
 from ..utils.inputs.colors import PALETTES, palette, parse_hex, stable_index
@@ -16,12 +14,11 @@ from ._comfy import (
     LAYER_TOOLTIP,
     OVERLAY_OUTPUTS,
     OVERLAY_OUTPUTS_TOOLTIP,
-    Progress,
-    overlay_outputs,
+    draw_overlay,
     render_device,
 )
 from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket, String
-from ._validate import check_images, draw_memory
+from ._validate import check_images
 
 
 def track_colours(count: int, color: str, palette_name: str) -> torch.Tensor:
@@ -125,22 +122,9 @@ class TrackTrails(RasterKitNode):
         prims = trail_layers(
             xy.to(device), visible, rgb, trail_length, future_length, line_width, opacity, fade, head, head_size
         )
-        image_only = outputs == "image only"
         batch, height, width, _ = images.shape
-        check_memory(
-            draw_memory(images, prims, None, image_only, device),
-            f"tracks: {xy.shape[1]:,} tracks on {batch} frames of {height} x {width}",
-            device,
-        )
-        drawn = R.draw(
-            images,
-            prims,
-            device=device,
-            on_progress=Progress(batch),
-            layer_alpha=layer_alpha,
-            image_only=image_only,
-        )
-        return overlay_outputs(*drawn)
+        job = f"tracks: {xy.shape[1]:,} tracks on {batch} frames of {height} x {width}"
+        return draw_overlay(images, prims, None, device, layer_alpha, outputs, job)
 
 
 NODES = [TrackTrails]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from memory_peak import peak_bytes
-from rasterkit.nodes import _validate
+from rasterkit.nodes import _comfy, _validate
 from rasterkit.utils.core import device as device_module
 from rasterkit.utils.core.batching import pack
 from rasterkit.utils.gpu_rendering import series as S
@@ -45,7 +45,7 @@ def test_box_draw_estimate_is_within_2x_of_the_peak(path, monkeypatch, frames, s
     from rasterkit.nodes import boxes as node
 
     estimates = []
-    monkeypatch.setattr(node, "draw_memory", lambda *a: estimates.append(_validate.draw_memory(*a)) or estimates[-1])
+    monkeypatch.setattr(_comfy, "draw_memory", lambda *a: estimates.append(_validate.draw_memory(*a)) or estimates[-1])
     corners = torch.rand(boxes, 2, generator=torch.Generator().manual_seed(0)) * size * 0.8
     listed = [[0, 0, size, size]] * boxes if full else [[x, y, x + size / 5, y + size / 5] for x, y in corners.tolist()]
     images = torch.rand(frames, size, size, 3)
@@ -59,7 +59,7 @@ def test_link_draw_estimate_is_within_2x_of_the_peak(monkeypatch):
     from rasterkit.nodes import links as node
 
     estimates = []
-    monkeypatch.setattr(node, "draw_memory", lambda *a: estimates.append(_validate.draw_memory(*a)) or estimates[-1])
+    monkeypatch.setattr(_comfy, "draw_memory", lambda *a: estimates.append(_validate.draw_memory(*a)) or estimates[-1])
     for frames in (4, 16):
         xy = torch.rand(frames, 200, 2, generator=torch.Generator().manual_seed(1)) * 256
         tracks = {"xy": xy, "visible": torch.ones(frames, 200, dtype=torch.bool)}
