@@ -442,16 +442,15 @@ def test_point_text_colour_hidden_points_and_ids():
 
 def test_point_text_is_one_sprite_per_visible_point_and_one_atlas(monkeypatch):
     """Drawn in one batch: one atlas of the distinct strings, one sprite per visible point and frame."""
-    from rasterkit.nodes import links
 
     drawn = {}
-    real_draw = links.R.draw
+    real_draw = R.draw
 
     def record(images, prims, atlas=None, **kw):
         drawn.update(prims=prims, atlas=atlas)
         return real_draw(images, prims, atlas, **kw)
 
-    monkeypatch.setattr(links.R, "draw", record)
+    monkeypatch.setattr(R, "draw", record)
     visible = torch.rand(3, 40, generator=torch.Generator().manual_seed(0)) > 0.3
     tracks = {"xy": torch.rand(3, 40, 2) * torch.tensor([64.0, 40.0]), "visible": visible, "labels": ["a", "b"] * 20}
     LineLinkRenderer.run(IMAGES, tracks_json="", tracks=tracks, point_radius=0.0, point_labels="label")
@@ -489,14 +488,13 @@ def test_voronoi_walls_against_a_reference():
 def test_link_layers_on_plain_tensors_are_what_the_node_draws(monkeypatch):
     """The engine's link layers, called without the node on the points, links and a LinkStyle, give the
     primitives and atlas the node draws (glow, links, marker glow, markers, text)."""
-    from rasterkit.nodes import links
     from rasterkit.utils.gpu_rendering.link_layers import LinkStyle, link_layers
     from rasterkit.utils.inputs.tracks import track_points
 
     drawn = {}
-    real_draw = links.R.draw
+    real_draw = R.draw
     monkeypatch.setattr(
-        links.R,
+        R,
         "draw",
         lambda images, prims, atlas=None, **kw: (
             drawn.update(prims=prims, atlas=atlas) or real_draw(images, prims, atlas, **kw)
