@@ -13,7 +13,7 @@ import time
 import torch
 
 from ..utils import gpu_rendering as R
-from ..utils.core.device import backend_description, check_memory, torch_device
+from ..utils.core.device import backend_description, check_memory, on_huge_pages, torch_device
 from ._validate import draw_memory
 
 LAYER_ALPHA_MODES = ("straight", "premultiplied")
@@ -55,6 +55,45 @@ def draw_overlay(images: torch.Tensor, prims, atlas, device, layer_alpha: str, o
         layer_alpha=layer_alpha,
         image_only=image_only,
     )
+    return overlay_outputs(*drawn)
+
+
+def draw_overlay_in_windows(
+    images: torch.Tensor, windows, layers, device, layer_alpha: str, outputs: str, job: str
+) -> tuple:
+    """draw_overlay over consecutive windows of frames [(start, stop), ...] that cover the batch, the
+    primitives of each built for it alone: layers(start, stop) -> (prims numbered from the window's first
+    frame, atlas). A long video of a dense overlay never holds every frame's primitives at once, and
+    interrupts are seen between windows."""
+    batch = images.shape[0]
+    if len(windows) == 1:
+        return draw_overlay(images, *layers(0, batch), device, layer_alpha, outputs, job)
+    image_only = outputs == OVERLAY_OUTPUTS[1]
+    _, height, width, channels = images.shape
+    output_bytes = batch * height * width * (channels + (0 if image_only else 5)) * images.element_size()
+    check_memory(output_bytes, job, device)
+    progress, drawn = Progress(batch), None
+    for start, stop in windows:
+        check_interrupt()
+        prims, atlas = layers(start, stop)
+        check_memory(draw_memory(images[start:stop], prims, atlas, image_only, device), job, device)
+        parts = R.draw(
+            images[start:stop],
+            prims,
+            atlas,
+            device=device,
+            on_progress=lambda done, _total, first=start: progress(first + done, batch),
+            layer_alpha=layer_alpha,
+            image_only=image_only,
+        )
+        if drawn is None:  # the outputs of every window, made once
+            drawn = [
+                None if part is None else on_huge_pages(torch.empty((batch, *part.shape[1:]), dtype=part.dtype))
+                for part in parts
+            ]
+        for out, part in zip(drawn, parts, strict=True):
+            if part is not None:
+                out[start:stop] = part
     return overlay_outputs(*drawn)
 
 

@@ -346,3 +346,36 @@ def test_plexus_groups_edges_colours_and_falloff_in_the_node():
     faded = render(tracks_json=square, graph="delaunay", length_falloff=1.0, max_distance=40.0, opacity=1.0)[1]
     full = render(tracks_json=square, graph="delaunay", max_distance=40.0, opacity=1.0)[1]
     assert 0 < faded.sum() < full.sum() and faded[0, 25, 11] < 0.5 * full[0, 25, 11]  # the 0-2 link, 30 px of 40
+
+
+@pytest.mark.parametrize(
+    "style",
+    [
+        dict(curve="bezier", color="distance", glow=0.4, trail_frames=3, point_labels="id"),
+        dict(
+            line_style="dashed", dash_speed=3.0, end_color="#FF0000", width_by_length="longer_thicker", trail_frames=9
+        ),
+        dict(color="points", length_falloff=0.5, point_style="ring", trail_frames=2, trail_smooth=True),
+    ],
+)
+def test_windows_of_frames_draw_as_one(style, monkeypatch):
+    """A long video of a dense graph is built and drawn in windows of frames (issue 29: its primitives'
+    memory bounded, interrupts between windows): the same image, alpha, layer and edges, bit for bit, as
+    one window, with trails reaching back over a window's start, dashes marching with the batch's frames
+    and colours scaled by the batch's longest link."""
+    from rasterkit.nodes import links
+
+    layers = links.link_layers
+    generator = torch.Generator().manual_seed(3)
+    xy = torch.rand(1, 12, 2, generator=generator) * 60 + torch.randn(10, 12, 2, generator=generator).cumsum(0)
+    visible = torch.rand(10, 12, generator=generator) > 0.15
+    images = torch.rand(10, 64, 64, 3, generator=generator)
+    options = dict(tracks={"xy": xy, "visible": visible}, tracks_json="", k=3, point_radius=2.5, **style)
+    whole = LineLinkRenderer.run(images, **options)
+    monkeypatch.setattr(links, "WINDOW_ITEMS", 40)  # ~2 frames a window
+    assert len(links._windows(np.full(10, 12 + 3 * 12 // 2))) > 3
+    calls = []
+    monkeypatch.setattr(links, "link_layers", lambda *a, **k: calls.append(a[0].shape[0]) or layers(*a, **k))
+    windowed = LineLinkRenderer.run(images, **options)
+    assert len(calls) > 3  # each given its frames and those its trails reach back to
+    assert all(torch.equal(a, b) for a, b in zip(whole[:3], windowed[:3], strict=True)) and whole[3] == windowed[3]

@@ -86,11 +86,13 @@ def link_layers(
     end: torch.Tensor,
     style: LinkStyle,
     frame_size: tuple[int, int],
+    first_frame: int = 0,
 ) -> tuple[R.Primitives, torch.Tensor | None]:
     """The overlay's primitives, bottom first: the links' glow, the trails, the links, the markers' glow,
     the markers, the point text (kept inside frames of frame_size, height and width); and the atlas of the
-    text (None without text). Shapes in the module's docstring."""
-    glow, links = link_strokes(frame, pairs, start, end, style)
+    text (None without text). Shapes in the module's docstring. first_frame: the batch's number of xy's
+    first frame, where the frames are a part of a longer batch (dashes march with the batch's frames)."""
+    glow, links = link_strokes(frame, pairs, start, end, style, first_frame)
     layers = [glow] if glow is not None else []
     if style.trail_frames > 0 and xy.shape[0] > 1:
         layers.append(_trails(xy, visible.to(xy.device), style))
@@ -100,10 +102,15 @@ def link_layers(
 
 
 def link_strokes(
-    frame: torch.Tensor, pairs: torch.Tensor, start: torch.Tensor, end: torch.Tensor, style: LinkStyle
+    frame: torch.Tensor,
+    pairs: torch.Tensor,
+    start: torch.Tensor,
+    end: torch.Tensor,
+    style: LinkStyle,
+    first_frame: int = 0,
 ) -> tuple[R.Primitives | None, R.Primitives]:
     """The links as strokes (E links, shapes in the module's docstring): (their glow, glow_scale times
-    as wide at glow times their opacity, or None; the links)."""
+    as wide at glow times their opacity, or None; the links). first_frame: as link_layers'."""
     dashes = style.line_style != "solid"
     if style.falloff_on not in styles.FALLOFF_TARGETS:
         raise ValueError(f"falloff_on: expected one of {', '.join(styles.FALLOFF_TARGETS)}, got {style.falloff_on!r}")
@@ -125,7 +132,10 @@ def link_strokes(
         )
     elif not plain:
         points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
-    phase = style.dash_phase + style.dash_speed * frame.float() if dashes else 0.0
+    if dashes:
+        phase = style.dash_phase + style.dash_speed * (frame + first_frame if first_frame else frame).float()
+    else:
+        phase = 0.0
     max_length = longest * control_polygon_length(style.curve, style.curvature)
 
     def strokes(stroke_width, alpha_scale):
