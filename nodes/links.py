@@ -22,9 +22,9 @@ from ..utils.gpu_graph import (
 from ..utils.gpu_rendering import link_styles as styles
 from ..utils.gpu_rendering.link_layers import POINT_LABELS, LinkStyle, link_layers
 from ..utils.inputs import tracks as track_sources
-from ..utils.inputs.tracks import Labels
 from ..utils.inputs.colors import PALETTES, parse_hex
 from ..utils.inputs.colors import palette as palette_colours
+from ..utils.inputs.tracks import Labels
 from ._comfy import (
     LAYER_ALPHA_MODES,
     LAYER_ALPHA_TOOLTIP,
