@@ -8,9 +8,9 @@ would have to say which of them wins.
 
 from __future__ import annotations
 
-from ..utils import gpu_rendering as R
+from ..utils.core.device import check_memory
 from ..utils.gpu_rendering.labels import DEFAULT_FONT, font_chain, font_names
-from ..utils.gpu_rendering.masks import LABEL_PLACES, labelled, overlay
+from ..utils.gpu_rendering.masks import LABEL_PLACES, labelled, overlay, overlay_memory
 from ..utils.inputs.colors import PALETTES
 from ..utils.inputs.masks import COLOR_BY, LABEL_MODES, mask_objects, object_colors, object_label_texts
 from ._comfy import (
@@ -19,8 +19,7 @@ from ._comfy import (
     LAYER_TOOLTIP,
     OVERLAY_OUTPUTS,
     OVERLAY_OUTPUTS_TOOLTIP,
-    Progress,
-    overlay_outputs,
+    draw_overlay,
     render_device,
 )
 from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket, String
@@ -133,6 +132,10 @@ class MaskRenderer(RasterKitNode):
         objects = mask_objects(masks, segs, batch, height, width)
         rgb = object_colors(objects, color, palette, palette_colors, color_by)
         device = render_device()
+        outlines = outline_width > 0 and outline_opacity > 0
+        job = f"masks: {len(objects):,} objects on {batch} frames of {height} x {width}"
+        halo = halo_width if halo_opacity > 0 else 0.0
+        check_memory(overlay_memory(objects, height, width, mask_threshold, outlines, halo), job, device)
         objects.masks = objects.masks.to(device)  # one transfer; the overlay is built where it is drawn
         drawn = overlay(
             objects,
@@ -150,17 +153,7 @@ class MaskRenderer(RasterKitNode):
         if labels != "none" and len(objects):
             texts = object_label_texts(objects, labels, drawn.present.cpu())
             prims, atlas = labelled(drawn, objects.frame, texts, rgb, height, width, label_size, font, label_position)
-        return overlay_outputs(
-            *R.draw(
-                images,
-                prims,
-                atlas,
-                device=device,
-                on_progress=Progress(batch),
-                layer_alpha=layer_alpha,
-                image_only=outputs == "image only",
-            )
-        )
+        return draw_overlay(images, prims, atlas, device, layer_alpha, outputs, job)
 
 
 NODES = [MaskRenderer]

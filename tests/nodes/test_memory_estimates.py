@@ -70,6 +70,45 @@ def test_link_draw_estimate_is_within_2x_of_the_peak(monkeypatch):
         assert measured / 2 <= estimates[-1] <= 2 * measured, (frames, measured, estimates[-1])
 
 
+@pytest.mark.parametrize(
+    "frames, size, side, halo, shared",
+    [
+        (16, 512, 0.6, 0.0, False),
+        (64, 256, 0.6, 16.0, False),
+        (8, 1024, 0.3, 128.0, False),
+        (200, 512, 0.6, 64.0, True),
+    ],
+)
+def test_mask_overlay_estimate_is_within_2x_of_the_peak(frames, size, side, halo, shared):
+    """The Mask Renderer's overlay (fills, outlines, halos) against overlay_memory, which the node checks
+    before building it: dense and sparse masks, halos up to 128 px, one mask shown on every frame."""
+    from rasterkit.utils.gpu_rendering import masks as M
+    from rasterkit.utils.inputs.masks import mask_objects
+
+    masks = torch.zeros(1 if shared else frames, size, size)
+    corner = (torch.arange(masks.shape[0]) * 7 % (size - int(size * side))).tolist()
+    for index, at in enumerate(corner):
+        masks[index, at : at + int(size * side), at : at + int(size * side)] = 1
+    objects = mask_objects(masks, None, frames, size, size)
+    colours = torch.rand(len(objects), 3)
+    run = lambda: M.overlay(objects, size, size, colours, 0.45, 2.0, 1.0, halo, 0.6, 0.5)  # noqa: E731
+    run()
+    measured = peak_bytes(run)
+    estimate = M.overlay_memory(objects, size, size, 0.5, True, halo)
+    assert measured / 2 <= estimate <= 2 * measured, (measured, estimate)
+
+
+def test_mask_renderer_refuses_what_memory_cannot_hold(monkeypatch):
+    """A batch of masks with a wide halo past MEMORY_FRACTION of free memory: refused before the overlay is
+    built, naming the masks; the draw's own estimate is checked too (draw_overlay)."""
+    from rasterkit.nodes.masks import MaskRenderer
+
+    monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 64 << 20)
+    masks = torch.ones(64, 256, 256)
+    with pytest.raises(ValueError, match=r"^masks: 64 objects on 64 frames of 256 x 256 needs ~"):
+        MaskRenderer.run(torch.rand(64, 256, 256, 3), masks=masks, halo_width=64.0)
+
+
 def test_twenty_series_at_8192_are_refused_without_allocating(monkeypatch):
     """The 2 KB prompt that got the server killed by the OOM killer at 23.6 GB."""
     from rasterkit.nodes.series import SeriesToImages

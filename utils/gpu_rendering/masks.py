@@ -260,6 +260,46 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
     return source, ty, tx, (2 * blurred).clamp_(0, 1) * (1 - mask)
 
 
+# -- memory -----------------------------------------------------------------------------------------
+
+# Bytes of overlay()'s work, measured (tests/nodes/test_memory_estimates.py): per listed tile (its pixels
+# read, indices, outline pieces, an atlas plane), per halo tile (its bilinear samples and plane), per
+# primitive (a tile or piece of one object, with concat's copies), per halo grid cell (the blur's passes)
+LISTED_TILE_BYTES = 1700
+HALO_TILE_BYTES = 1200
+PRIMITIVE_BYTES = 240
+HALO_GRID_BYTES = 28
+
+
+def overlay_memory(
+    objects: MaskObjects, height: int, width: int, threshold: float, outlines: bool, halo_width: float
+) -> int:
+    """Estimated peak bytes of `overlay` for these objects (their masks [M,H,W] read once here: the
+    tiles it will list, and those a halo of halo_width may reach), before it runs."""
+    masks = objects.masks
+    if len(objects) == 0 or masks.shape[0] == 0:
+        return 0
+    count, grid_y, grid_x = masks.shape[0], height // TILE + 1, width // TILE + 1
+    peak = _tile_peaks(masks)
+    pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
+    fill = F.pad(torch.isnan(peak) | (peak > 0), pad)
+    listed = _near(fill, False) if outlines else fill  # a superset: the tiles whose cells reach filled ones
+    per_source = listed.flatten(1).sum(1)
+    work = count * peak.shape[1] * width * 4 * 2  # the rows' maxima and their padding
+    tiles, prims = int(per_source.sum()), int(per_source[objects.source].sum()) * (1 + outlines)
+    if halo_width > 0:
+        reach = math.ceil(halo_width / TILE) + 1  # tiles: the blur's 3 sigma = halo_width, and bilinear reads
+        near = F.max_pool2d(fill[:, None].float(), 2 * reach + 1, stride=1, padding=reach)[:, 0] > 0
+        halo = near.flatten(1).sum(1)
+        f = max(s for s in (1, 2, 4, 8) if s <= max(1.0, halo_width / 6))
+        work += (
+            int(halo.sum()) * HALO_TILE_BYTES
+            + count * (grid_y + 2 * reach) * (grid_x + 2 * reach) * (TILE // f) ** 2 * HALO_GRID_BYTES
+        )
+        prims += int(halo[objects.source].sum())
+    return work + tiles * LISTED_TILE_BYTES + prims * PRIMITIVE_BYTES
+
+
 # -- the overlay ------------------------------------------------------------------------------------
 
 
