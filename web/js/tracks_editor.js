@@ -11,10 +11,11 @@ import { FrameCanvas, groupAdvanced, registerFrameEditor } from "./frame_canvas.
 
 const HANDLE = 8; // px on screen
 // Settings behind the node's "advanced settings" toggle: the graph's finer caps, dash, glow and trail styles,
-// marker and label styles, the output choices.
+// marker and label styles, the output choices, the plexus's finer controls (falloff target, groups, edge list).
 const ADVANCED = new Set(["delta_y_cap", "degree_cap", "mutual", "hysteresis", "curvature", "layer_alpha", "line_style",
   "dash_length", "gap_length", "dash_phase", "dash_speed", "end_color", "glow", "glow_scale", "width_by_length",
-  "point_style", "marker_glow", "trail_frames", "trail_smooth", "text_size", "text_color", "outputs"]);
+  "point_style", "marker_glow", "trail_frames", "trail_smooth", "text_size", "text_color", "outputs", "falloff_on",
+  "groups", "edges"]);
 // the node's "distance" colouring: near links bright, far links dark
 const DISTANCE_STOPS = [[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]];
 
