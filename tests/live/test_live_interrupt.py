@@ -248,7 +248,7 @@ def line_link_renderer(salt):
 
 def point_tracker(salt):
     """Thousands of points tracked over hundreds of frames."""
-    prompt = _photo_frames(384, 300)
+    prompt = _photo_frames(384, 1500)
     prompt["4"] = {
         "class_type": "RasterKit_PointTracker",
         "inputs": {
