@@ -10,6 +10,7 @@ import math
 import os
 import time
 
+import numpy as np
 import torch
 
 from ..utils import gpu_rendering as R
@@ -56,6 +57,16 @@ def draw_overlay(images: torch.Tensor, prims, atlas, device, layer_alpha: str, o
         image_only=image_only,
     )
     return overlay_outputs(*drawn)
+
+
+def frame_windows(counts, limit: int) -> list[tuple[int, int]]:
+    """Consecutive windows of frames [(start, stop), ...] covering len(counts) frames, each holding about
+    `limit` of the frames' counts (a host sequence of work per frame; more only where one frame holds
+    more)."""
+    counts = np.asarray(counts, np.int64)
+    cuts = np.flatnonzero(np.diff((np.cumsum(counts) - counts) // limit)) + 1  # where a frame starts a window
+    bounds = [0, *cuts.tolist(), len(counts)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def draw_overlay_in_windows(

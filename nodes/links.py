@@ -35,6 +35,7 @@ from ._comfy import (
     check_interrupt,
     draw_overlay_in_windows,
     frame_preview,
+    frame_windows,
     render_device,
 )
 from ._schema import Bool, Combo, Float, Int, Output, RasterKitNode, Socket, String
@@ -45,14 +46,6 @@ GRAPH_CHOICES = (*GRAPHS, "voronoi", "edges")
 # a 2-core CPU): a long video of a dense graph is built window by window, its primitives' memory bounded
 # and interrupts seen between windows
 WINDOW_ITEMS = 1 << 18
-
-
-def _windows(counts: np.ndarray) -> list[tuple[int, int]]:
-    """Consecutive windows of frames [(start, stop), ...] covering len(counts) frames, each holding about
-    WINDOW_ITEMS of the frames' counts int64 [T] (more only where one frame holds more)."""
-    cuts = np.flatnonzero(np.diff(np.cumsum(counts) // WINDOW_ITEMS)) + 1
-    bounds = [0, *cuts.tolist(), len(counts)]
-    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def _links(graph: str, xy, visible, options: GraphOptions, size, device, edge_list=None):
@@ -401,7 +394,7 @@ class LineLinkRenderer(RasterKitNode):
             falloff_on=falloff_on,
         )
         per_frame = np.array([len(links) for links in edges], np.int64)
-        windows = _windows(per_frame + xy.shape[1])  # links and points: a bound the host knows
+        windows = frame_windows(per_frame + xy.shape[1], WINDOW_ITEMS)  # links and points: a bound the host knows
         if len(windows) > 1 and not style.max_distance and len(start):
             # every window's colours and widths scale with the batch's longest link
             style = dataclasses.replace(style, max_distance=float((end - start).norm(dim=-1).amax()))

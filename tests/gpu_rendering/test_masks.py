@@ -230,3 +230,34 @@ def test_node_batched_once_per_call():
         return sum(count.ops.values())
 
     assert ops(4, 6) == ops(1, 2)
+
+
+@pytest.mark.parametrize("per_frame, shared", [(3, False), (1, True)])
+def test_windows_of_frames_draw_as_one(per_frame, shared, monkeypatch):
+    """A long video's overlay is built and drawn in windows of frames (issue 29: interrupts between
+    windows, memory of one window's overlay): the same image, alpha and layer, bit for bit, as one
+    window, with labels, halos and outlines; several objects a frame, or one mask on every frame."""
+    from rasterkit.nodes import masks as node
+
+    frames = 8
+    generator = torch.Generator().manual_seed(5)
+    masks = (torch.rand(1 if shared else frames * per_frame, H, W, generator=generator) > 0.6).float()
+    masks = torch.nn.functional.max_pool2d(masks[:, None], 5, 1, 2)[:, 0]
+    images = torch.rand(frames, H, W, 3, generator=generator)
+    options = dict(masks=masks, labels="id", halo_width=6.0, outline_width=1.5, color_by="index")
+    whole = MaskRenderer.run(images, **options)
+    monkeypatch.setattr(node, "WINDOW_PIXELS", 2 * H * W * per_frame)  # two frames a window
+    windowed = MaskRenderer.run(images, **options)
+    assert len(node.frame_windows(np.full(frames, H * W * per_frame), node.WINDOW_PIXELS)) == frames // 2
+    assert all(torch.equal(a, b) for a, b in zip(whole, windowed, strict=True))
+
+
+def test_one_mask_is_drawn_on_every_frame():
+    """A MASK [1,H,W] on a batch of frames (its objects share one source's tiles): fill, halo and outline
+    on every frame alike. The sprites of the objects after the first pointed past the atlas, so that only
+    the first frame had its fill and halo."""
+    mask = blobs(1)
+    images = torch.rand(1, H, W, 3).expand(5, H, W, 3).contiguous()
+    image, alpha, _ = MaskRenderer.run(images, masks=mask, halo_width=6.0, outline_width=1.5)
+    single, single_alpha, _ = MaskRenderer.run(images[:1], masks=mask, halo_width=6.0, outline_width=1.5)
+    assert all(torch.equal(frame, single[0]) for frame in image) and all(torch.equal(a, single_alpha[0]) for a in alpha)

@@ -373,7 +373,7 @@ def test_windows_of_frames_draw_as_one(style, monkeypatch):
     options = dict(tracks={"xy": xy, "visible": visible}, tracks_json="", k=3, point_radius=2.5, **style)
     whole = LineLinkRenderer.run(images, **options)
     monkeypatch.setattr(links, "WINDOW_ITEMS", 40)  # ~2 frames a window
-    assert len(links._windows(np.full(10, 12 + 3 * 12 // 2))) > 3
+    assert len(links.frame_windows(np.full(10, 12 + 3 * 12 // 2), 40)) > 3
     calls = []
     monkeypatch.setattr(links, "link_layers", lambda *a, **k: calls.append(a[0].shape[0]) or layers(*a, **k))
     windowed = LineLinkRenderer.run(images, **options)

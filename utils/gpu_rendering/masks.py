@@ -147,14 +147,14 @@ def _per_object(objects: MaskObjects, pair_source: torch.Tensor) -> tuple[torch.
     return obj, start[objects.source][obj] + offset
 
 
-def _tile_sprites(frame, ty, tx, planes: torch.Tensor, row0: int, height: int, width: int, color) -> Primitives:
-    """One sprite per tile: planes [P,T,T] lie in the atlas from row `row0`, plane p at row row0 + p*T."""
-    count = planes.shape[0]
+def _tile_sprites(frame, ty, tx, plane: torch.Tensor, row0: int, height: int, width: int, color) -> Primitives:
+    """One sprite per tile, showing plane int64 [S] of the planes that lie in the atlas from row `row0`
+    (plane p at row row0 + p*T): objects that show the same source share its planes."""
     x0, y0 = tx * TILE, ty * TILE
     rect = torch.stack(
         [
             torch.zeros_like(x0),
-            row0 + torch.arange(count, device=x0.device) * TILE,
+            row0 + plane * TILE,
             (width - x0).clamp(max=TILE),
             (height - y0).clamp(max=TILE),
         ],
@@ -353,7 +353,7 @@ def overlay(
         source, ty, tx, halo = _halo_planes(tiles, masks.shape[0], height, width, halo_width)
         obj, pair = _per_object(objects, source)
         color = F.pad(colors[obj], (0, 1), value=float(halo_opacity))
-        parts.append(_tile_sprites(frame[obj], ty[pair], tx[pair], halo[pair], rows, height, width, color))
+        parts.append(_tile_sprites(frame[obj], ty[pair], tx[pair], pair, rows, height, width, color))
         planes.append(halo)
         rows += halo.shape[0] * TILE
 
@@ -363,9 +363,7 @@ def overlay(
     if opacity > 0:
         color = F.pad(colors[obj], (0, 1), value=float(opacity))
         parts.append(
-            _tile_sprites(
-                frame[obj], tiles.ty[filled][pair], tiles.tx[filled][pair], inner[pair], rows, height, width, color
-            )
+            _tile_sprites(frame[obj], tiles.ty[filled][pair], tiles.tx[filled][pair], pair, rows, height, width, color)
         )
         planes.append(inner)
         rows += inner.shape[0] * TILE

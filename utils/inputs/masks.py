@@ -131,6 +131,22 @@ def mask_objects(masks, segs, batch: int, height: int, width: int) -> MaskObject
     return objects
 
 
+def objects_in_frames(objects: MaskObjects, start: int, stop: int) -> tuple[MaskObjects, torch.Tensor]:
+    """The objects of frames start..stop (frames numbered from start, only the source masks they show)
+    and their indices int64 [k] among `objects`."""
+    index = torch.nonzero((objects.frame >= start) & (objects.frame < stop)).squeeze(1)
+    used, source = torch.unique(objects.source[index], return_inverse=True)
+    chosen = index.tolist()
+    return MaskObjects(
+        objects.masks[used],
+        source,
+        objects.frame[index] - start,
+        objects.slot[index],
+        [objects.label[i] for i in chosen],
+        [objects.score[i] for i in chosen],
+    ), index
+
+
 def object_colors(
     objects: MaskObjects, color: str, palette_name: str, palette_colors: str, color_by: str
 ) -> torch.Tensor:
