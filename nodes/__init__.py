@@ -1,10 +1,11 @@
 """One module per node family; NODE_CLASSES lists every node the pack registers."""
 
-from . import bake, boxes, links, masks, mesh, primitives, series, tracks
+from . import bake, boxes, editors, links, masks, mesh, primitives, series, tracks
 
 NODE_CLASSES = [
     *bake.NODES,
     *boxes.NODES,
+    *editors.NODES,
     *links.NODES,
     *masks.NODES,
     *mesh.NODES,

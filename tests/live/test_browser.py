@@ -523,6 +523,82 @@ def test_box_editor_draws_label_tabs_and_its_text_grows(page):
     assert not page.errors, page.errors
 
 
+EDITOR_NODE = "window.app.graph._nodes.find(n => n.type === 'RasterKit_BoxEditor')"
+
+
+def widget_json(page, node, name):
+    return json.loads(page.evaluate(f"{node}.widgets.find(w => w.name === {json.dumps(name)}).value"))
+
+
+def test_box_editor_node_draws_boxes_and_points_that_the_renderer_draws(page):
+    """A Box Editor on an empty 320x240 image, its bounding_box into the Bounding Box Renderer: a box drawn
+    with the mouse, a point by shift-click and a negative point by shift+alt-click land in the node's JSON
+    at the mouse's image pixels, and the run draws the box."""
+    page.keyboard.press("Escape")  # the template dialog that greets a new user
+    registered = page.evaluate("Object.keys(window.LiteGraph.registered_node_types)")
+    skip_without_core_nodes({"1": {"class_type": "EmptyImage"}, "2": {"class_type": "PreviewImage"}}, registered)
+    page.evaluate("""() => {
+        const graph = window.app.graph, make = (type, x, y) => {
+            const node = window.LiteGraph.createNode(type);
+            node.pos = [x, y];
+            graph.add(node);
+            return node;
+        };
+        graph.clear();
+        const empty = make('EmptyImage', 0, 0), editor = make('RasterKit_BoxEditor', 300, 0);
+        const renderer = make('RasterKit_BoundingBoxRenderer', 900, 0), preview = make('PreviewImage', 1300, 0);
+        for (const node of [empty, editor]) {
+            node.widgets.find(w => w.name === 'width').value = 320;
+            node.widgets.find(w => w.name === 'height').value = 240;
+        }
+        empty.connect(0, editor, editor.findInputSlot('image'));
+        empty.connect(0, renderer, renderer.findInputSlot('images'));
+        editor.connect(0, renderer, renderer.findInputSlot('bounding_box'));
+        renderer.connect(0, preview, 0);
+        window.app.canvas.setDirty(true, true);
+    }""")
+    queue_and_wait(page)  # the editor then shows the image's first frame
+    editor = f"{EDITOR_NODE}.rasterkitBoxAndPointEditor"
+    focus_editor(page, EDITOR_NODE, editor)
+    assert page.evaluate(f"[{editor}.size().width, {editor}.size().height]") == [320, 240]
+
+    page.mouse.move(*page.evaluate(f"{editor}.toClient(40, 50)"))
+    page.mouse.down()
+    page.mouse.move(*page.evaluate(f"{editor}.toClient(200, 150)"), steps=6)
+    page.mouse.up()
+    [box] = widget_json(page, EDITOR_NODE, "boxes")
+    assert all(abs(got - wanted) < 3 for got, wanted in zip(box, [40, 50, 200, 150], strict=True)), box
+
+    page.keyboard.down("Shift")
+    page.mouse.click(*page.evaluate(f"{editor}.toClient(260, 200)"))
+    page.keyboard.down("Alt")
+    page.mouse.click(*page.evaluate(f"{editor}.toClient(280, 40)"))
+    page.keyboard.up("Alt")
+    page.keyboard.up("Shift")
+    [point] = widget_json(page, EDITOR_NODE, "points")
+    [negative] = widget_json(page, EDITOR_NODE, "negative_points")
+    assert abs(point["x"] - 260) < 2 and abs(point["y"] - 200) < 2, point
+    assert abs(negative["x"] - 280) < 2 and abs(negative["y"] - 40) < 2, negative
+    assert widget_json(page, EDITOR_NODE, "boxes") == [box]  # the clicks added points, not boxes
+
+    page.mouse.move(*page.evaluate(f"{editor}.toClient(100, 120)"))
+    hover = page.evaluate(f"{editor}.hover")
+    assert abs(hover[0] - 100) < 2 and abs(hover[1] - 120) < 2, hover
+    screenshot(page, "box_editor_node")
+
+    entry = queue_and_wait(page)
+    drawn = output_images(entry)[0]
+    x1, y1, x2, _y2 = box
+    top_edge = drawn[round(y1), round((x1 + x2) / 2)]
+    assert drawn[230, 310].max() < 10 and top_edge.max() > 60, "the drawn box is not in the renderer's output"
+
+    page.mouse.dblclick(*page.evaluate(f"{editor}.toClient(260, 200)"))  # removes the point
+    assert widget_json(page, EDITOR_NODE, "points") == []
+    page.mouse.dblclick(*page.evaluate(f"{editor}.toClient(120, 100)"))  # removes the box
+    assert widget_json(page, EDITOR_NODE, "boxes") == []
+    assert not page.errors, page.errors
+
+
 def test_templates_are_ordered_and_open_with_their_nodes_in_view(page):
     """The pack's cards come in the order of their names' index; each template opens zoomed to show all its
     nodes on a 1280x800 view, at 60% or more (below it LiteGraph leaves out the text)."""

@@ -352,3 +352,17 @@ def test_core_tracks_are_declared_by_name_on_comfyui_without_io_tracks():
     assert [(o.io_type, o.comfy_type) for o in outputs][2] == ("TRACKS", "Custom")
     inputs = {i.args[0]: i for i in to_v3(TrackTrails, fake_io()).define_schema().kwargs["inputs"]}
     assert (inputs["tracks"].io_type, inputs["tracks"].comfy_type) == ("TRACKS", "Custom")
+
+
+def test_core_bounding_box_is_declared_by_name_on_comfyui_without_io_bounding_box():
+    """ComfyUI 0.3.64's io has no BoundingBox class: the Box Editor's bounding_box output and the Bounding
+    Box Renderer's input are io.Custom("BOUNDING_BOX"), the type name of core's io.BoundingBox, so that they
+    connect to SAM3 Detect, RT-DETR Detect and Draw BBoxes where core has them and the pack loads where not."""
+    from rasterkit.nodes.boxes import BoundingBoxRenderer
+    from rasterkit.nodes.editors import BoxEditor
+
+    assert not hasattr(fake_io(), "BoundingBox")
+    outputs = to_v3(BoxEditor, fake_io()).define_schema().kwargs["outputs"]
+    assert (outputs[0].io_type, outputs[0].comfy_type) == ("BOUNDING_BOX", "Custom")
+    inputs = {i.args[0]: i for i in to_v3(BoundingBoxRenderer, fake_io()).define_schema().kwargs["inputs"]}
+    assert (inputs["bounding_box"].io_type, inputs["bounding_box"].comfy_type) == ("BOUNDING_BOX", "Custom")

@@ -174,6 +174,19 @@ def _box_record(item, where: str, input_name: str) -> dict:
     return record
 
 
+def box_records(data, input_name: str) -> list[dict]:
+    """One list of boxes, as parsed from JSON (a box: [x1,y1,x2,y2] or a dict of any form above), as
+    records {xyxy: 4 floats as given (x1 > x2 possible), label, id, score, color, angle: radians}."""
+    if not isinstance(data, (list, tuple)) or not all(_is_box(item) for item in data):
+        raise ValueError(
+            f"{input_name}: expected one list of boxes, each [x1,y1,x2,y2] or a dict with x1,y1,x2,y2 (or "
+            f"x,y,w,h) and optional label, score; got {short(data)}"
+        )
+    if len(data) > MAX_BOXES_PER_FRAME:
+        raise ValueError(f"{input_name}: {len(data):,} boxes; at most {MAX_BOXES_PER_FRAME:,} per frame are drawn")
+    return [_box_record(item, f"box {i}", input_name) for i, item in enumerate(data)]
+
+
 def _per_frame(data, batch: int, input_name: str) -> list[list]:
     """A list of boxes for every frame, or a list of per-frame lists of length `batch`."""
     if not isinstance(data, (list, tuple)):

@@ -16,6 +16,8 @@ MAX_TEXT_CHARS = 4_000_000
 # allocate (whose estimates then refuse what does not fit). Inputs not listed: MAX_TEXT_CHARS.
 TEXT_LIMITS = {
     "boxes": 1_000_000,  # ~30k boxes
+    "points": 1_000_000,  # ~50k drawn points
+    "negative_points": 1_000_000,
     "tracks_json": MAX_TEXT_CHARS,  # Point Tracker's own output for long videos
     "series": MAX_TEXT_CHARS,  # 20 series of 65,536 values at ~3 characters
     "label": 1_000,  # one box's or track's label text

@@ -7,6 +7,8 @@ const DEFAULT_SIZE = { width: 512, height: 512 };
 const MIN_HEIGHT = 260; // px of the editor widget (its canvas: less the margins)
 const MAX_HEIGHT = 800;
 export const NOTE_BACKDROP = "rgba(0, 0, 0, 0.7)";
+export const POINT_HANDLE = 8; // px on screen: how near a click must be to take a point
+const NOTE_HEIGHT = 19; // px of a note's backdrop
 
 export function viewURL(entry) {
   return api.apiURL(`/view?filename=${encodeURIComponent(entry.filename)}&subfolder=${encodeURIComponent(entry.subfolder)}&type=${entry.type}`);
@@ -88,13 +90,24 @@ export class FrameCanvas {
     this.draw();
   }
 
+  // The size of the frame edited, null until it is known (the first run sends it).
+  frameSize() {
+    return this.frame;
+  }
+
+  // The picture under the edits: the first frame of the last run, or null.
+  backdrop() {
+    return this.image;
+  }
+
   size() {
-    return this.frame ?? DEFAULT_SIZE;
+    return this.frameSize() ?? DEFAULT_SIZE;
   }
 
   minHeight() {
-    if (!this.frame) return MIN_HEIGHT; // the frame's size comes with the first run
-    const { width, height } = this.frame;
+    const frame = this.frameSize();
+    if (!frame) return MIN_HEIGHT;
+    const { width, height } = frame;
     return Math.round(Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, (this.node.size[0] - 20) * (height / width))));
   }
 
@@ -140,21 +153,24 @@ export class FrameCanvas {
     ctx.translate(fit.x, fit.y);
     ctx.fillStyle = "#333";
     ctx.fillRect(0, 0, width * fit.scale, height * fit.scale);
-    if (this.image) ctx.drawImage(this.image, 0, 0, width * fit.scale, height * fit.scale);
+    const backdrop = this.backdrop();
+    if (backdrop) ctx.drawImage(backdrop, 0, 0, width * fit.scale, height * fit.scale);
     return { ctx, s: fit.scale };
   }
 
-  // A line of text at the top left of the frame, white on a dark backdrop: readable on any image.
-  note(ctx, text) {
+  // A line of text at the top left of the frame (or its bottom left), white on a dark backdrop: readable
+  // on any image.
+  note(ctx, text, bottom = false) {
+    const top = bottom ? this.size().height * this.fit().scale - NOTE_HEIGHT - 4 : 4;
     ctx.globalAlpha = 1;
     ctx.font = "12px sans-serif";
     ctx.fillStyle = NOTE_BACKDROP;
     ctx.beginPath();
-    ctx.roundRect(4, 4, ctx.measureText(text).width + 8, 19, 3);
+    ctx.roundRect(4, top, ctx.measureText(text).width + 8, NOTE_HEIGHT, 3);
     ctx.fill();
     ctx.fillStyle = "#fff";
     ctx.textBaseline = "alphabetic";
-    ctx.fillText(text, 8, 18);
+    ctx.fillText(text, 8, top + 14);
   }
 
   draw() {}

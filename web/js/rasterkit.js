@@ -8,7 +8,7 @@ import { api } from "../../scripts/api.js";
 // the folder ComfyUI serves this script from, /extensions/<pack>/: the key of the pack's templates
 const PACK = decodeURIComponent(new URL(import.meta.url).pathname.split("/extensions/")[1]?.split("/")[0] ?? "");
 
-const JSON_INPUTS = new Set(["boxes", "tracks_json", "series"]);
+const JSON_INPUTS = new Set(["boxes", "points", "negative_points", "tracks_json", "series"]);
 const SINGLE_QUOTES_READ = new Set(["tracks_json"]);  // as utils/text_input.load_json(single_quotes=True)
 
 function parse(name, text) {

@@ -7,9 +7,8 @@
 // a list of tracks, or a flat list of points, which is ONE track over frames as for the node
 // (KJNodes' coordinates); a flat list that gains a second track becomes a list of tracks.
 import { app } from "../../scripts/app.js";
-import { FrameCanvas, groupAdvanced, registerFrameEditor } from "./frame_canvas.js";
+import { FrameCanvas, POINT_HANDLE, groupAdvanced, registerFrameEditor } from "./frame_canvas.js";
 
-const HANDLE = 8; // px on screen
 // Settings behind the node's "advanced settings" toggle: the graph's finer caps, dash, glow and trail styles,
 // marker and label styles, the output choices, the plexus's finer controls (falloff target, groups, edge list).
 const ADVANCED = new Set(["delta_y_cap", "degree_cap", "mutual", "hysteresis", "curvature", "layer_alpha", "line_style",
@@ -115,7 +114,7 @@ class TracksEditor extends FrameCanvas {
   }
 
   hit(x, y, points) {
-    const handle = HANDLE / this.fit().scale;
+    const handle = POINT_HANDLE / this.fit().scale;
     for (let i = points.length - 1; i >= 0; i--) {
       if (points[i] && Math.hypot(points[i][0] - x, points[i][1] - y) < handle) return i;
     }
