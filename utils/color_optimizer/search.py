@@ -386,67 +386,61 @@ def _valid(kind, p, kinds):
     return (kind != QUADRATIC) | (chord[:, None] > legs).all(1)
 
 
+# Each kind's random parameters as groups of `random_shapes`'s value columns: (group, how many of its columns).
+_RANDOM_FORMS = {
+    TRIANGLE: (("anchor", 2), ("triangle", 4)),
+    RECTANGLE: (("anchor", 2), ("corner", 2)),
+    ROTATED_RECTANGLE: (("anchor", 2), ("size", 2), ("angle", 1)),
+    ELLIPSE: (("anchor", 2), ("size", 2)),
+    ROTATED_ELLIPSE: (("anchor", 2), ("size", 2), ("angle", 1)),
+    CIRCLE: (("anchor", 2), ("size", 1)),
+    QUADRATIC: (("anchor", 2), ("chain", 2), ("bezier", 3)),
+    POLYGON: (("anchor", 2), ("chain", 6)),
+}
+
+
 def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, generator, device):
     """`count` random shapes drawn as primitive draws them (small, anywhere): kind [count], params [count,8]."""
     scale = max(height, width) / 256
+    device = torch.device(device)
     choice = torch.randint(len(kinds), (count,), generator=generator, device=device)
-    kind = _constant(tuple(kinds), torch.device(device)).index_select(0, choice)
+    kind = _constant(tuple(kinds), device).index_select(0, choice)
     u = torch.rand(count, N_PARAMS, generator=generator, device=device)
-    anchor_x, anchor_y = u[:, 0] * width, u[:, 1] * height
-    spread = lambda i, reach: (u[:, i] * 2 - 1) * reach * scale  # noqa: E731
-    size = lambda i: 1 + u[:, i] * RANDOM_SIZE * scale  # noqa: E731
-    zero = torch.zeros_like(anchor_x)
-    chain_x2, chain_y2 = anchor_x + spread(2, RANDOM_CHAIN), anchor_y + spread(3, RANDOM_CHAIN)
-    forms = {
-        TRIANGLE: [
-            anchor_x,
-            anchor_y,
-            anchor_x + spread(2, RANDOM_TRIANGLE),
-            anchor_y + spread(3, RANDOM_TRIANGLE),
-            anchor_x + spread(4, RANDOM_TRIANGLE),
-            anchor_y + spread(5, RANDOM_TRIANGLE),
-            zero,
-            zero,
-        ],
-        RECTANGLE: [
-            anchor_x,
-            anchor_y,
-            (anchor_x + size(2)).clamp(max=width),
-            (anchor_y + size(3)).clamp(max=height),
-            zero,
-            zero,
-            zero,
-            zero,
-        ],
-        ROTATED_RECTANGLE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
-        ELLIPSE: [anchor_x, anchor_y, size(2), size(3), zero, zero, zero, zero],
-        ROTATED_ELLIPSE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
-        CIRCLE: [anchor_x, anchor_y, size(2), zero, zero, zero, zero, zero],
-        QUADRATIC: [
-            anchor_x,
-            anchor_y,
-            chain_x2,
-            chain_y2,
-            chain_x2 + spread(4, RANDOM_CHAIN),
-            chain_y2 + spread(5, RANDOM_CHAIN),
-            (1 + u[:, 6] * RANDOM_STROKE) * scale,
-            zero,
-        ],
-        POLYGON: [
-            anchor_x,
-            anchor_y,
-            anchor_x + spread(2, RANDOM_CHAIN),
-            anchor_y + spread(3, RANDOM_CHAIN),
-            anchor_x + spread(4, RANDOM_CHAIN),
-            anchor_y + spread(5, RANDOM_CHAIN),
-            anchor_x + spread(6, RANDOM_CHAIN),
-            anchor_y + spread(7, RANDOM_CHAIN),
-        ],
-    }
-    params = torch.stack(forms[kinds[0]], 1)
-    for code in kinds[1:]:
-        params = torch.where((kind == code)[:, None], torch.stack(forms[code], 1), params)
-    return kind, params
+    # the values the kinds take, each group for all its parameters at once (the same float operations
+    # in the same order as one parameter at a time), then each shape's picked by its kind: a few
+    # operations whatever the kinds
+    frame = _constant((width, height), device, torch.float32)
+    groups = {"anchor": u[:, :2] * frame}
+    anchor = groups["anchor"][:, None]
+    wanted = {group for k in kinds for group, _ in _RANDOM_FORMS[k]}
+    if "triangle" in wanted:  # the other vertices within RANDOM_TRIANGLE of the first
+        groups["triangle"] = ((u[:, 2:6] * 2 - 1) * RANDOM_TRIANGLE * scale).view(-1, 2, 2).add_(anchor).view(-1, 4)
+    if "chain" in wanted:  # each vertex within RANDOM_CHAIN of the one before (a polygon's all of the first)
+        chain = (u * 2 - 1) * RANDOM_CHAIN * scale
+        groups["chain"] = (chain[:, 2:8].reshape(-1, 3, 2) + anchor).view(-1, 6)
+        if "bezier" in wanted:
+            groups["bezier"] = torch.cat(
+                [groups["chain"][:, :2] + chain[:, 4:6], (1 + u[:, 6:7] * RANDOM_STROKE) * scale], 1
+            )
+    if wanted & {"size", "corner"}:
+        groups["size"] = 1 + u[:, 2:4] * RANDOM_SIZE * scale
+    if "corner" in wanted:
+        groups["corner"] = torch.minimum(groups["anchor"] + groups["size"], frame)
+    if "angle" in wanted:
+        groups["angle"] = u[:, 4:5] * 360
+    groups["zero"] = torch.zeros_like(u[:, :1])
+    at, columns = {}, 0
+    for group, values in groups.items():
+        at[group], columns = columns, columns + values.shape[1]
+    table = []
+    for code in range(len(_RANDOM_FORMS)):
+        index = [at[group] + i for group, n in _RANDOM_FORMS[code] for i in range(n)] if code in kinds else []
+        table.append(tuple(index) + (at["zero"],) * (N_PARAMS - len(index)))
+    values = torch.cat(list(groups.values()), 1)
+    if len(kinds) == 1:
+        return kind, values.index_select(1, _constant(table[kinds[0]], device))
+    pick = _constant(sum(table, ()), device).view(len(table), N_PARAMS)
+    return kind, values.gather(1, pick.index_select(0, kind))
 
 
 def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
@@ -683,16 +677,17 @@ class _Schedule:
         random candidates needed; then per family the level of the slots each climbing round needed
         (0 for a family without parents)."""
         word = active.any().long() + 2 * cut.long() + 4 * climbed.clamp_max(1023)
-        for i, family in enumerate(self.families):
-            word = word + (self._level(needed[("random", family)]) << (12 + self.LEVEL_BITS * i))
         zeros = torch.zeros(self.rounds, dtype=torch.int64, device=word.device)
-        return torch.cat(
-            [word.view(1)]
-            + [
-                self._level(needed[("climb", family)]) if ("climb", family) in needed else zeros
-                for family in self.families
-            ]
+        # every level in one pass: the random candidates' of each family, then each family's rounds
+        rows = torch.cat(
+            [torch.stack([needed[("random", family)] for family in self.families])]
+            + [needed.get(("climb", family), zeros) for family in self.families]
         )
+        levels = self._level(rows)
+        count = len(self.families)
+        shifts = _constant(tuple(12 + self.LEVEL_BITS * i for i in range(count)), word.device)
+        word = word + (levels[:count] << shifts).sum()
+        return torch.cat([word.view(1), levels[count:]])
 
     def update(self, status: list[int]) -> bool:
         """Set the slots and rounds of the next shape from the last shape's `status` (before
