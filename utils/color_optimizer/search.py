@@ -468,10 +468,11 @@ def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
 # -- the search --------------------------------------------------------------------------------------
 
 
-def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
-    """Binary coverage [B,H,W] (centre sampled) of one shape per image (kind [B], params [B,8]): +1 and -1
-    at the columns where each row's inside-ness changes, summed along the row. Several families in
-    one pass (`_mixed_slots`), as the torch path scores them."""
+def _commit_rows(kind, params, batch: int, height: int, width: int, kinds):
+    """Where the rows of one shape per image (kind [B], params [B,8]) change inside-ness: the image of
+    each row slot [C], the prefix-sum index of each crossing (as `Terms.prefix`) at [C,V] and the
+    change s int32 [C,V] (+1 in, -1 out, 0 none). Several families in one pass (`_mixed_slots`), as
+    the torch path scores them."""
     families = _families(kinds)
     if len(families) > 1:
         order, owner, row, _, _, _, _, column, s = _mixed_slots(
@@ -485,9 +486,19 @@ def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
         if s is None:  # a span: +1 at its left column, -1 at its right (an empty one cancels)
             s = _constant((1, -1), column.device).expand_as(column)
     at = ((image * height + row.clamp(0, height - 1)) * (width + 1))[:, None] + column
-    edges = torch.zeros(batch * height * (width + 1), dtype=torch.int32, device=params.device)
-    edges.index_put_((at.reshape(-1),), s.reshape(-1).to(torch.int32), accumulate=True)
+    return image, at, s.to(torch.int32)
+
+
+def _row_coverage(at, s, batch: int, height: int, width: int):
+    """Binary coverage [B,H,W] from `_commit_rows`'s crossings: the changes summed along each row."""
+    edges = torch.zeros(batch * height * (width + 1), dtype=torch.int32, device=at.device)
+    edges.index_put_((at.reshape(-1),), s.reshape(-1), accumulate=True)
     return torch.cumsum(edges.view(batch, height, width + 1), 2)[..., :width] > 0
+
+
+def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
+    """Binary coverage [B,H,W] (centre sampled) of one shape per image (kind [B], params [B,8])."""
+    return _row_coverage(*_commit_rows(kind, params, batch, height, width, kinds)[1:], batch, height, width)
 
 
 @contextlib.contextmanager
@@ -820,13 +831,18 @@ def _next_shape(
     needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
     # the best climb of each image becomes its next shape, coloured in 8 bits
     shape_alpha = (shape_alpha * 255).round() / 255
-    sums, _, _ = _coverage_sums(terms, torch.arange(batch, device=device), kind, params, kinds)
+    # its sums and its coverage from one pass over its rows: the negated changes weigh the prefixes
+    image, at, s = _commit_rows(kind, params, batch, height, width, kinds)
+    per_row = (terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1) * s[..., None]).sum(1, dtype=torch.int64)
+    sums = torch.zeros(batch, per_row.shape[1], dtype=torch.int64, device=device).index_add_(
+        0, image, per_row, alpha=-1
+    )
     opacity_sums = _opacity_sums(terms, sums, shape_alpha)
     color = (optimal_colors(opacity_sums, shape_alpha) * 255).round() / 255
     change = _error_change(opacity_sums, color, shape_alpha)
     # float rounding must not pass for an improvement (a flat image gets no shapes)
     improves = active & (change < -1e-6 * (1 + sums[:, -1] / terms.scale)) & _valid(kind, params, kinds)
-    mask = _commit_mask(kind, params, batch, height, width, kinds) & improves[:, None, None]
+    mask = _row_coverage(at, s, batch, height, width) & improves[:, None, None]
     a = shape_alpha[:, None, None, None]
     paint = _paint(color, terms.channels)
     current = torch.where(mask[..., None], current * (1 - a) + paint[:, None, None, :] * a, current)
