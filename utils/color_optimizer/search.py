@@ -443,21 +443,26 @@ def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, g
     return kind, values.gather(1, pick.index_select(0, kind))
 
 
-def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
-    """One random move per shape (kind [K] among `kinds`, params [K,8], alpha [K]): a Gaussian step
-    of one parameter group (a vertex, the sizes, the angle), clamped to the frame's margins; with
-    search_alpha, the opacity moves by -10..10 / 255."""
+def _moves(kind, tables, kinds):
+    """What `mutate` looks up for shapes of kind [K] (among `kinds`), once for all of a climb's rounds:
+    each shape's first row of the sigma table (kind * 4) and its number of parameter groups (float),
+    [K] or numbers for one kind, its parameters' bounds low and high, [K,8] or [8], and the table."""
     bounds, steps = tables
-    count, device = kind.shape[0], kind.device
+    if len(kinds) == 1:  # one kind: its table rows, no per-shape lookups
+        return (kinds[0] * 4, len(_GROUPS[kinds[0]]), *bounds[kinds[0]], steps)
+    groups = _constant(tuple(float(len(g)) for g in _GROUPS), kind.device, torch.float32).index_select(0, kind)
+    return (kind * 4, groups, *bounds.index_select(0, kind).unbind(1), steps)
+
+
+def mutate(moves, params, alpha, search_alpha: bool, generator):
+    """One random move per shape (params [K,8], alpha [K]; moves: `_moves` of their kinds): a Gaussian
+    step of one parameter group (a vertex, the sizes, the angle), clamped to the frame's margins;
+    with search_alpha, the opacity moves by -10..10 / 255."""
+    first_group, groups, low, high, steps = moves
+    count, device = params.shape[0], params.device
     pick = torch.rand(count, generator=generator, device=device)
     step = torch.randn(count, N_PARAMS, generator=generator, device=device)
-    if len(kinds) == 1:  # one kind: its table rows, no per-shape lookups
-        group = kinds[0] * 4 + (pick * len(_GROUPS[kinds[0]])).long()
-        low, high = bounds[kinds[0]]
-    else:
-        n_groups = _constant(tuple(len(g) for g in _GROUPS), device)
-        group = kind * 4 + (pick * n_groups.index_select(0, kind)).long()
-        low, high = bounds.index_select(0, kind).unbind(1)
+    group = first_group + (pick * groups).long()
     moved = torch.minimum(torch.maximum(params + step * steps.index_select(0, group), low), high)
     if search_alpha:
         change = torch.randint(-10, 11, (count,), generator=generator, device=device) / 255
@@ -615,10 +620,11 @@ class _Schedule:
     """What the host decides for a shape: the row slots of each scoring stage and family, and the
     climbing rounds. It reads the device once per shape, after the shape's random candidates are
     scored and its parents chosen: the status of the shape before (`status`) and how many of this
-    shape's parents are of each family (`set_parents`). All families climb in the same rounds, each
+    shape's parents are of each kind (`set_parents`). All families climb in the same rounds, each
     family's rows in its own slots sized by its parents: a family without parents gets one slot
     (measured on combo shapes: half the families, and most of the work, were idle when every family
-    climbed every parent's mutations).
+    climbed every parent's mutations), and the climbs and the commit compute the forms of the
+    parents' kinds alone (`parent_kinds`).
 
     The random candidates get the slots the shape before the last needed, to the next level up. The
     climbs run the rounds the last shape's took and two more (half as many again when they were
@@ -650,13 +656,19 @@ class _Schedule:
         self.rounds = min(MAX_ROUNDS, self.FIRST_ROUNDS)
         self.per_parent = None  # per family, the slots of each round per parent (after the first shape)
         self.parents = {family: batch * parents if len(self.families) == 1 else 0 for family in self.families}
+        self.parent_kinds = kinds  # the kinds among the parents: the only ones a climb computes the forms of
 
-    def family_counts(self, parent_kind):
-        """How many parents [B*P] (their kinds) are of each family, int64 [F], on the device."""
-        return (_family_of(parent_kind)[:, None] == _constant(tuple(self.families), parent_kind.device)).sum(0)
+    def kind_counts(self, parent_kind):
+        """How many parents [B*P] (their kinds) are of each of the kinds, int64 [len(kinds)], on the device."""
+        return (parent_kind[:, None] == _constant(tuple(self.kinds), parent_kind.device)).sum(0)
 
     def set_parents(self, counts: list[int]) -> None:
-        self.parents = dict(zip(self.families, counts, strict=False))
+        """The parents of the next shape: how many are of each of the kinds (`kind_counts`)."""
+        self.parents = {
+            family: sum(n for k, n in zip(self.kinds, counts, strict=True) if _FAMILY[k] == family)
+            for family in self.families
+        }
+        self.parent_kinds = tuple(k for k, n in zip(self.kinds, counts, strict=True) if n > 0)
 
     def capacity(self, stage: str, round: int = 0) -> dict:
         """Row slots per family of a scoring stage: "random", or "climb" at a round (for the parents
@@ -787,7 +799,7 @@ def _next_shape(
     on_round,
 ):
     """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
-    which reads the last shape's `status` and this shape's parents' families (one host read, none for
+    which reads the last shape's `status` and this shape's parents' kinds (one host read, none for
     the first shape of one family): returns the new current images and the shape, and its report
     (see `_Schedule`); None where the last shape improved no image."""
     batch, height, width, _ = target.shape
@@ -807,11 +819,12 @@ def _next_shape(
     several = len(schedule.families) > 1
     if status is not None or several:
         report = [status] if status is not None else []
-        read = torch.cat(report + ([schedule.family_counts(kind)] if several else [])).tolist()
+        read = torch.cat(report + ([schedule.kind_counts(kind)] if several else [])).tolist()
         if status is not None and not schedule.update(read[: len(status)]):
             return None
         if several:
-            schedule.set_parents(read[len(read) - len(schedule.families) :])
+            schedule.set_parents(read[len(read) - len(kinds) :])
+    kinds = schedule.parent_kinds  # from here on only the parents' kinds: forms of no other are computed
     kind, params, shape_alpha, change, cut, climbed, climb_needed = _climb_families(
         terms,
         kind,
@@ -931,22 +944,30 @@ def _hill_climb(
     parent = torch.arange(count, device=device).repeat_interleave(mutations, output_size=count * mutations)
     mutant_kind = kind[parent] if len(kinds) > 1 else kind[:1].expand(count * mutations)
     mutant_image = image[parent]
-    first_move = torch.arange(count, device=device) * mutations
+    moves = _moves(mutant_kind, tables, kinds)  # (what stays the same from round to round is taken once)
+    mutant_alpha = alpha[parent]
     climbing = torch.ones(count, dtype=torch.bool, device=device)
-    climbed = torch.zeros((), dtype=torch.int64, device=device)
+    rounds = torch.zeros(count, dtype=torch.int64, device=device)  # rounds each parent climbed
     needed = {}
     for capacity in capacities:
-        moved, moved_alpha = mutate(mutant_kind, params[parent], alpha[parent], search_alpha, tables, generator, kinds)
+        if search_alpha:
+            mutant_alpha = alpha[parent]
+        moved, moved_alpha = mutate(moves, params[parent], mutant_alpha, search_alpha, generator)
         moved_change, rows = _score_in_parts(
             terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity, climbing[parent], on_round
         )
         best_change, best_move = moved_change.view(count, mutations).min(1)
-        climbing = climbing & (best_change < change)
-        pick = first_move + best_move
-        params = torch.where(climbing[:, None], moved[pick], params)
-        alpha = torch.where(climbing, moved_alpha[pick], alpha)
+        # a stopped parent's moves score inf (not live): it goes on climbing only where a move improves
+        climbing = best_change < change
+        params = torch.where(
+            climbing[:, None],
+            moved.view(count, mutations, -1).gather(1, best_move.view(-1, 1, 1).expand(-1, 1, N_PARAMS))[:, 0],
+            params,
+        )
+        if search_alpha:
+            alpha = torch.where(climbing, moved_alpha.view(count, mutations).gather(1, best_move[:, None])[:, 0], alpha)
         change = torch.where(climbing, best_change, change)
-        climbed = climbed + climbing.any()
+        rounds = rounds + climbing
         on_round()
         for family, total in rows.items():
             needed.setdefault(family, []).append(total)
@@ -956,7 +977,7 @@ def _hill_climb(
         alpha,
         change,
         climbing.any(),
-        climbed,
+        rounds.max(),
         {family: torch.stack(totals) for family, totals in needed.items()},
     )
 
