@@ -69,6 +69,7 @@ from .shapes import (
     _role_tables,
     _stroke_outline,
     _terms,
+    _turn,
 )
 
 # Row slots scored at most between two interrupt checks (`_score_in_parts`): at 2048 px, measured on one
@@ -94,7 +95,7 @@ def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
     ellipse form [K,5]: cx, cy, A, B, C) and the pixel rows whose centres they span: first [K] and
     count [K] (0 for shapes of other families, and where live [K] is False)."""
     if family == _ELLIPTIC:
-        cx, cy, a, b, c, half = _ellipse_form(kind, params)
+        cx, cy, a, b, c, half = _ellipse_form(kind, params, _turn(params, kinds))
         geometry = torch.stack([cx, cy, a, b, c], 1)
         y_min, y_max = cy - half, cy + half
     else:
@@ -103,7 +104,7 @@ def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
         elif family == _CONVEX and not {RECTANGLE, ROTATED_RECTANGLE} & set(kinds):
             vertices = params[:, :6].reshape(-1, 3, 2)  # triangles alone: no null fourth edge
         else:
-            vertices = _polygon4(kind, params, kinds)
+            vertices = _polygon4(kind, params, kinds, _turn(params, kinds))
         geometry = _edges(vertices)
         y_min, y_max = vertices[..., 1].amin(1), vertices[..., 1].amax(1)
     first = torch.ceil(y_min - 0.5).clamp(0, height).long()
@@ -182,7 +183,8 @@ def _mixed_geometry(kind, params, kinds):
     ellipse's edges cross no row), the ellipse form [K,5] (cx, cy, A, B, C), whether each shape is an
     ellipse [K], and the y extent of each shape's rows, y_min and y_max [K]."""
     elliptic = _family_of(kind) == _ELLIPTIC
-    vertices = _polygon4(kind, params, kinds) if set(_VERTICES) & set(kinds) else None
+    turn = _turn(params, kinds)
+    vertices = _polygon4(kind, params, kinds, turn) if set(_VERTICES) & set(kinds) else None
     if QUADRATIC in kinds:
         outline = _stroke_outline(params)
         vertices = (
@@ -194,7 +196,7 @@ def _mixed_geometry(kind, params, kinds):
                 torch.cat([vertices, vertices[:, 3:].expand(-1, outline.shape[1] - 4, 2)], 1),
             )
         )
-    cx, cy, a, b, c, half = _ellipse_form(kind, params)
+    cx, cy, a, b, c, half = _ellipse_form(kind, params, turn)
     y_min, y_max = cy - half, cy + half
     if vertices is not None:
         y_min = torch.where(elliptic, y_min, vertices[..., 1].amin(1))
