@@ -26,6 +26,7 @@ channels): a shape paints its colour and an alpha channel of 1, at its opacity, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -39,8 +40,8 @@ from .shapes import (
     _GROUPS,
     _POLY4,
     _STROKE,
-    _VERTICES,
     CIRCLE,
+    CURVE_STEPS,
     ELLIPSE,
     MAX_ROUNDS,
     N_PARAMS,
@@ -67,6 +68,7 @@ from .shapes import (
     _polygon4,
     _Record,
     _role_tables,
+    _rotated_rectangle,
     _stroke_outline,
     _terms,
     _turn,
@@ -142,11 +144,13 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
     if family == _ELLIPTIC:  # a miss gives an empty span
         column = _pixel_index(_ellipse_roots(geometry.index_select(0, owner), row.float() + 0.5), width)
         return column * used[:, None], None
-    y0, y1, x0, slope = geometry.index_select(0, owner).unbind(-1)
+    edges = geometry.index_select(0, owner)
     y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
     if family != _CONVEX:
-        return _winding_columns(y0, y1, x0, slope, y, width)
-    misses = (y0 <= y) == (y1 <= y)
+        return _winding_columns(edges, y, width)
+    y0, _, x0, slope = edges.unbind(-1)
+    below = edges[..., :2] <= y[..., None]  # each end of each edge
+    misses = below[..., 0] == below[..., 1]
     x = (y - y0).mul_(slope).add_(x0)  # (in place where the temporaries allow: measured 25% faster)
     left = torch.where(misses, float("inf"), x).amin(1)
     span = torch.stack([left, x.masked_fill_(misses, -float("inf")).amax(1)], 1)
@@ -154,17 +158,19 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
     return torch.maximum(column, column[:, :1]), None  # a miss: right = left
 
 
-def _winding_columns(y0, y1, x0, slope, y, width: int):
-    """Where rows y [C,1] cross polygon edges y0, y1, x0, slope [C,V] (`_edges`; half-open in y, so a row
-    through a vertex counts it once; NaN rows and edges cross nothing): pixel columns [C,V] sorted
-    (`_pixel_index`) and the change of inside-ness at each, s [C,V] int8 (nonzero winding)."""
-    below0, below1 = y0 <= y, y1 <= y
-    direction = below0.to(torch.int8) - below1.to(torch.int8)  # +1: the edge crosses the row going down
-    x = (y - y0).mul_(slope).add_(x0).masked_fill_(below0 == below1, float("inf"))
+def _winding_columns(edges, y, width: int | None):
+    """Where rows y [C,1] cross polygon edges [C,V,4] (y0, y1, x0, slope: `_edges`; half-open in y, so
+    a row through a vertex counts it once; NaN rows and edges cross nothing): pixel columns [C,V]
+    sorted (`_pixel_index`; width None: the crossings x themselves) and the change of inside-ness at
+    each, s [C,V] int32 (nonzero winding)."""
+    y0, _, x0, slope = edges.unbind(-1)
+    below = (edges[..., :2] <= y[..., None]).to(torch.int32)  # each end of each edge
+    direction = below[..., 0] - below[..., 1]  # +1: the edge crosses the row going down
+    x = (y - y0).mul_(slope).add_(x0).masked_fill_(direction == 0, float("inf"))
     x, order = torch.sort(x, 1)
-    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
+    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int32)
     before = torch.nn.functional.pad(inside[:, :-1], (1, 0))
-    return _pixel_index(x, width), inside - before
+    return x if width is None else _pixel_index(x, width), inside - before
 
 
 def _ellipse_roots(form, y):
@@ -172,87 +178,127 @@ def _ellipse_roots(form, y):
     x [C,2], left and right (both at the middle where the row misses)."""
     cx, cy, a, b, c = form.unbind(1)
     dy = y - cy
-    discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
+    b_dy = b * dy
+    discriminant = b_dy**2 - 4 * a * (c * dy * dy - 1)
     root = torch.sqrt(discriminant.clamp_min(0))
-    return torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
+    # cx + (-b dy -+ root) / 2A, both roots at once (-(b dy) is (-b) dy, and a - r is a + -r, exactly)
+    sides = (-b_dy)[:, None] + root[:, None] * _constant((-1.0, 1.0), y.device, torch.float32)
+    return sides / (2 * a)[:, None] + cx[:, None]
+
+
+@functools.lru_cache(maxsize=64)
+def _vertex_columns(kinds: tuple[int, ...]) -> tuple[int, ...]:
+    """For each kind, the columns of `_mixed_geometry`'s sources (params [8], then the rotated
+    rectangle's corners [8] and the stroke outline [4*(CURVE_STEPS+1)] where `kinds` have them, then
+    a NaN) that make its polygon's vertices, padded to the longest outline by repeating the last one
+    (null edges; an ellipse's are NaN: no row crosses them), flat [8*2V]."""
+    corners = N_PARAMS if ROTATED_RECTANGLE in kinds else 0
+    outline = 4 * (CURVE_STEPS + 1) if QUADRATIC in kinds else 0
+    length = outline or 8  # coordinates of each polygon
+    nan = N_PARAMS + corners + outline
+    forms = {
+        TRIANGLE: (0, 1, 2, 3, 4, 5, 4, 5),
+        RECTANGLE: (0, 1, 2, 1, 2, 3, 0, 3),
+        ROTATED_RECTANGLE: tuple(range(N_PARAMS, N_PARAMS + corners)),
+        POLYGON: tuple(range(8)),
+        QUADRATIC: tuple(range(N_PARAMS + corners, nan)),
+    }
+    table = []
+    for code in range(len(_FAMILY)):
+        columns = forms.get(code, (nan, nan)) if code in kinds else (0, 0)
+        table += columns + columns[-2:] * ((length - len(columns)) // 2)
+    return tuple(table)
 
 
 def _mixed_geometry(kind, params, kinds):
     """Geometry of K shapes of several families in one form: polygon edges [K,V,4] as `_edges` (every
     polygon's vertices padded to the longest outline by repeating its last one: null edges; an
-    ellipse's edges cross no row), the ellipse form [K,5] (cx, cy, A, B, C), whether each shape is an
-    ellipse [K], and the y extent of each shape's rows, y_min and y_max [K]."""
-    elliptic = _family_of(kind) == _ELLIPTIC
+    ellipse's edges cross no row), and where `kinds` have ellipses the ellipse form [K,5] (cx, cy, A,
+    B, C) and whether each shape is an ellipse [K] (else None, None); the y extent of each shape's
+    rows, y_min and y_max [K,2]."""
+    device = kind.device
     turn = _turn(params, kinds)
-    vertices = _polygon4(kind, params, kinds, turn) if set(_VERTICES) & set(kinds) else None
+    # every kind's vertex coordinates picked from one table of sources (one gather, no selection per kind)
+    sources = [params]
+    if ROTATED_RECTANGLE in kinds:
+        sources.append(_rotated_rectangle(params, turn).view(-1, 8))
     if QUADRATIC in kinds:
-        outline = _stroke_outline(params)
-        vertices = (
-            outline
-            if vertices is None
-            else torch.where(
-                (kind == QUADRATIC)[:, None, None],
-                outline,
-                torch.cat([vertices, vertices[:, 3:].expand(-1, outline.shape[1] - 4, 2)], 1),
-            )
-        )
+        sources.append(_stroke_outline(params).view(-1, 4 * (CURVE_STEPS + 1)))
+    elliptic = _ELLIPTIC in _families(kinds)
+    if elliptic:
+        sources.append(torch.full_like(params[:, :1], float("nan")))
+    columns = _constant(_vertex_columns(tuple(kinds)), device).view(len(_FAMILY), -1)
+    vertices = torch.cat(sources, 1).gather(1, columns.index_select(0, kind)).view(kind.shape[0], -1, 2)
+    extent = torch.stack(torch.aminmax(vertices[..., 1], dim=1), 1)
+    if not elliptic:
+        return _edges(vertices), None, None, extent
+    elliptic = _constant(tuple(int(f == _ELLIPTIC) for f in _FAMILY), device, torch.bool).index_select(0, kind)
     cx, cy, a, b, c, half = _ellipse_form(kind, params, turn)
-    y_min, y_max = cy - half, cy + half
-    if vertices is not None:
-        y_min = torch.where(elliptic, y_min, vertices[..., 1].amin(1))
-        y_max = torch.where(elliptic, y_max, vertices[..., 1].amax(1))
-        vertices = vertices.masked_fill(elliptic[:, None, None], float("nan"))  # NaN edges cross no row
-    else:
-        vertices = torch.full((kind.shape[0], 1, 2), float("nan"), device=params.device)
-    return _edges(vertices), torch.stack([cx, cy, a, b, c], 1), elliptic, y_min, y_max
+    ellipse_extent = cy[:, None] + half[:, None] * _constant((-1.0, 1.0), device, torch.float32)  # cy -+ half
+    extent = torch.where(elliptic[:, None], ellipse_extent, extent)
+    return _edges(vertices), torch.stack([cx, cy, a, b, c], 1), elliptic, extent
 
 
 def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
     """`_slot_columns` for slots of shapes of several families (`_mixed_geometry`): columns [C,V+2]
-    and transitions s [C,V+2], the polygon crossings sorted with their nonzero-winding transitions,
-    then an ellipse's two roots (+1, -1; transitions 0 where the slot is not an ellipse's)."""
-    y0, y1, x0, slope = edges.index_select(0, owner).unbind(-1)
-    y = torch.where(used, row + 0.5, float("nan"))  # an unused slot's row crosses nothing
-    column, s = _winding_columns(y0, y1, x0, slope, y[:, None], width)
-    hit = elliptic.index_select(0, owner) & used
-    roots = _pixel_index(_ellipse_roots(form.index_select(0, owner), y), width) * hit[:, None]
-    return torch.cat([column, roots], 1), torch.cat([s, _constant((1, -1), hit.device, torch.int8) * hit[:, None]], 1)
+    and transitions s int32 [C,V+2], the polygon crossings sorted with their nonzero-winding
+    transitions, then where there are ellipses an ellipse's two roots (+1, -1; transitions 0 where
+    the slot is not an ellipse's). used None: the slots outside every shape's rows may cross anything
+    (scoring reads none of them)."""
+    y = row + 0.5
+    if used is not None:
+        y = torch.where(used, y, float("nan"))  # an unused slot's row crosses nothing
+    x, s = _winding_columns(edges.index_select(0, owner), y[:, None], None)
+    if form is None:
+        return _pixel_index(x, width), s
+    hit = elliptic.index_select(0, owner)
+    roots = _ellipse_roots(form.index_select(0, owner), y)
+    if used is not None:  # (NaN rows: any column, with no change)
+        hit = hit & used
+        roots = roots.masked_fill(~hit[:, None], 0)
+    column = _pixel_index(torch.cat([x, roots], 1), width)
+    return column, torch.cat([s, _constant((1, -1), hit.device, torch.int32) * hit[:, None]], 1)
 
 
-def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: int, live=None):
+def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: int, live=None, exact=True):
     """`_slots` and `_slot_columns` for K shapes of several families at once: the shapes in family
     order (order [K]: the shapes by family, stable), each family's rows in its own region of one slot
     array (regions: slots per family), so that what fits is what the family's own slots would hold,
     and the crossings of every family in one pass (`_mixed_columns`). Returns order, owner [C] (an
-    index into order), row [C], start and end [K] of each ordered shape's slots, whether all its rows
-    fit [K] (ordered), the rows each family needed int64 [F], and column, s [C,V+2]."""
+    index into order), row [C] (clamped to the frame), start and end [K] of each ordered shape's
+    slots, whether all its rows fit [K] (ordered), the rows each family needed int64 [F], and column,
+    s [C,V+2]. exact False: the slots outside every shape's rows (not read by sums) get any crossings."""
     device = kind.device
     families = _families(kinds)
     rank_of = _constant(tuple(families.index(f) if f in families else 0 for f in _FAMILY), device)
     order = torch.argsort(rank_of.index_select(0, kind), stable=True)
     kind, params = kind.index_select(0, order), params.index_select(0, order)
     rank = rank_of.index_select(0, kind)
-    edges, form, elliptic, y_min, y_max = _mixed_geometry(kind, params, kinds)
-    first = torch.ceil(y_min - 0.5).clamp(0, height).long()
-    count = (torch.floor(y_max - 0.5).clamp(-1, height - 1).long() - first + 1).clamp_min(0)
+    edges, form, elliptic, extent = _mixed_geometry(kind, params, kinds)
+    # the first row ceil(y_min - 0.5) and minus the last, -floor(y_max - 0.5) = ceil(0.5 - y_max), at once
+    rows = (extent - 0.5) * _constant((1.0, -1.0), device, torch.float32)
+    low, high = _constant((0, 1 - height, height, 1), device, torch.float32).view(2, 2)
+    rows = torch.ceil(rows).clamp(low, high).long()
+    first, count = rows[:, 0], (1 - rows.sum(1)).clamp_min(0)
     if live is not None:
         count = count * live.index_select(0, order)
     # each shape's rows within its family's region (a running count per family), then the region's place
-    ends = torch.cumsum((rank[:, None] == torch.arange(len(families), device=device)) * count[:, None], 0)
+    member = rank[:, None] == _constant(tuple(range(len(families))), device)
+    ends = torch.cumsum(member * count[:, None], 0)
     end = ends.gather(1, rank[:, None]).squeeze(1)
-    limit = _constant(tuple(regions), device).index_select(0, rank)
+    offsets = tuple(sum(regions[:i]) for i in range(len(regions)))
+    limit, offset = _constant(tuple(regions) + offsets, device).view(2, -1).index_select(1, rank)
     fits = (end <= limit) | (count == 0)
-    offset = _constant(tuple(sum(regions[:i]) for i in range(len(regions))), device).index_select(0, rank)
     start, end = offset + end - count, offset + end.clamp_max(limit)
     start = start.clamp_max(end)
     slots = sum(regions)
     # a slot's owner is the last shape starting at or before it (shapes in family order: starts ascend)
     starts = torch.zeros(slots + 1, dtype=torch.int64, device=device)
-    starts.index_put_((start,), torch.ones_like(start), accumulate=True)
+    starts.index_put_((start,), _constant((1,), device), accumulate=True)
     owner = (torch.cumsum(starts[:slots], 0) - 1).clamp_min(0)
     slot = torch.arange(slots, device=device)
-    used = (slot >= start.index_select(0, owner)) & (slot < end.index_select(0, owner))
-    row = (first - start).index_select(0, owner) + slot
+    used = (slot >= start.index_select(0, owner)) & (slot < end.index_select(0, owner)) if exact else None
+    row = ((first - start).index_select(0, owner) + slot).clamp(0, height - 1)
     column, s = _mixed_columns(edges, form, elliptic, owner, row, used, width)
     return order, owner, row, start, end, fits, ends[-1], column, s
 
@@ -262,16 +308,14 @@ def _mixed_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None,
     families = _families(kinds)
     regions = [kind.shape[0] * terms.height if capacity is None else capacity[f] for f in families]
     order, owner, row, start, end, fits, needed, column, s = _mixed_slots(
-        kind, params, kinds, regions, terms.height, terms.width, live
+        kind, params, kinds, regions, terms.height, terms.width, live, exact=False
     )
     image = image.index_select(0, order)
-    at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * (
-        terms.width + 1
-    ) + column
+    at = ((image * terms.height).index_select(0, owner) + row)[:, None] * (terms.width + 1) + column
     values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
-    per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
+    per_row = (values * s[..., None]).sum(1, dtype=torch.int64)  # minus the row's sums
     running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
-    sums = (running.index_select(1, end) - running.index_select(1, start)).t()
+    sums = (running.index_select(1, start) - running.index_select(1, end)).t()
     unsorted = lambda x: torch.empty_like(x).index_copy_(0, order, x)  # noqa: E731
     return unsorted(sums), unsorted(fits), dict(zip(families, needed.unbind(), strict=False))
 
@@ -315,16 +359,17 @@ def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | No
         at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * (
             terms.width + 1
         ) + column
+        # per row minus its sums (the sign taken at the end, by the order of a difference)
         if s is None:  # one span [left, right) per row: the difference of two prefixes, exact in int32
             at = at.t().contiguous()
-            per_row = terms.prefix.index_select(0, at[1]) - terms.prefix.index_select(0, at[0])
-        else:  # the negated transitions weigh the prefixes (in int32: a product is a prefix or its negation)
+            per_row = terms.prefix.index_select(0, at[0]) - terms.prefix.index_select(0, at[1])
+        else:  # the transitions weigh the prefixes (in int32: a product is a prefix or its negation)
             values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
-            per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
+            per_row = (values * s[..., None]).sum(1, dtype=torch.int64)
         # rows of a shape are consecutive slots: its sums are differences of an exact running sum
         # (taken along contiguous memory: terms first)
         running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
-        sums = sums + (running.index_select(1, end) - running.index_select(1, start)).t()
+        sums = sums + (running.index_select(1, start) - running.index_select(1, end)).t()
     return sums, fits, needed
 
 
@@ -491,9 +536,9 @@ def _commit_rows(kind, params, batch: int, height: int, width: int, kinds):
         image, row, used, _, _, _, _ = _slots(first, rows, batch * height)
         column, s = _slot_columns(families[0], geometry, image, row, used, width)
         if s is None:  # a span: +1 at its left column, -1 at its right (an empty one cancels)
-            s = _constant((1, -1), column.device).expand_as(column)
+            s = _constant((1, -1), column.device, torch.int32).expand_as(column)
     at = ((image * height + row.clamp(0, height - 1)) * (width + 1))[:, None] + column
-    return image, at, s.to(torch.int32)
+    return image, at, s
 
 
 def _row_coverage(at, s, batch: int, height: int, width: int):
