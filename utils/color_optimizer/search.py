@@ -262,12 +262,13 @@ def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
 
 def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: int, live=None, exact=True):
     """`_slots` and `_slot_columns` for K shapes of several families at once: the shapes in family
-    order (order [K]: the shapes by family, stable), each family's rows in its own region of one slot
-    array (regions: slots per family), so that what fits is what the family's own slots would hold,
-    and the crossings of every family in one pass (`_mixed_columns`). Returns order, owner [C] (an
-    index into order), row [C] (clamped to the frame), start and end [K] of each ordered shape's
-    slots, whether all its rows fit [K] (ordered), the rows each family needed int64 [F], and column,
-    s [C,V+2]. exact False: the slots outside every shape's rows (not read by sums) get any crossings."""
+    order (order [K]: the shapes by family, stable), what fits decided per family as the family's own
+    slots would (regions: slots per family), the rows of the shapes that fit laid out in one slot
+    array (the regions' sum), and the crossings of every family in one pass (`_mixed_columns`).
+    Returns order, owner [C] (an index into order), row [C] (clamped to the frame), start and end [K]
+    of each ordered shape's slots (none where it does not fit), whether all its rows fit [K]
+    (ordered), the rows each family needed int64 [F], and column, s [C,V+2]. exact False: the slots
+    past the last shape's rows (read by no sum) get any crossings."""
     device = kind.device
     families = _families(kinds)
     rank_of = _constant(tuple(families.index(f) if f in families else 0 for f in _FAMILY), device)
@@ -282,22 +283,24 @@ def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: in
     first, count = rows[:, 0], (1 - rows.sum(1)).clamp_min(0)
     if live is not None:
         count = count * live.index_select(0, order)
-    # each shape's rows within its family's region (a running count per family), then the region's place
+    # what fits is what each family's own slots would hold: its shapes' running count of rows within
+    # its region; the rows of the shapes that fit are laid out one after the other (at most the sum of
+    # the regions), a shape that does not gets none (and its sums are not read)
     member = rank[:, None] == _constant(tuple(range(len(families))), device)
     ends = torch.cumsum(member * count[:, None], 0)
-    end = ends.gather(1, rank[:, None]).squeeze(1)
-    offsets = tuple(sum(regions[:i]) for i in range(len(regions)))
-    limit, offset = _constant(tuple(regions) + offsets, device).view(2, -1).index_select(1, rank)
-    fits = (end <= limit) | (count == 0)
-    start, end = offset + end - count, offset + end.clamp_max(limit)
-    start = start.clamp_max(end)
+    limit = _constant(tuple(regions), device).index_select(0, rank)
+    fits = (ends.gather(1, rank[:, None]).squeeze(1) <= limit) | (count == 0)
+    count = count * fits
+    end = torch.cumsum(count, 0)
+    start = end - count
     slots = sum(regions)
-    # a slot's owner is the last shape starting at or before it (shapes in family order: starts ascend)
+    # a slot's owner is the last shape starting at or before it (the first starts at 0; shapes
+    # without rows start where the next one does, so they are passed over)
     starts = torch.zeros(slots + 1, dtype=torch.int64, device=device)
     starts.index_put_((start,), _constant((1,), device), accumulate=True)
-    owner = (torch.cumsum(starts[:slots], 0) - 1).clamp_min(0)
+    owner = torch.cumsum(starts[:slots], 0) - 1
     slot = torch.arange(slots, device=device)
-    used = (slot >= start.index_select(0, owner)) & (slot < end.index_select(0, owner)) if exact else None
+    used = slot < end.index_select(0, owner) if exact else None
     row = ((first - start).index_select(0, owner) + slot).clamp(0, height - 1)
     column, s = _mixed_columns(edges, form, elliptic, owner, row, used, width)
     return order, owner, row, start, end, fits, ends[-1], column, s
