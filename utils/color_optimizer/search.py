@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -210,13 +211,51 @@ def _vertex_columns(kinds: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(table)
 
 
-def _mixed_geometry(kind, params, kinds):
-    """Geometry of K shapes of several families in one form: polygon edges [K,V,4] as `_edges` (every
-    polygon's vertices padded to the longest outline by repeating its last one: null edges; an
-    ellipse's edges cross no row), and where `kinds` have ellipses the ellipse form [K,5] (cx, cy, A,
-    B, C) and whether each shape is an ellipse [K] (else None, None); the y extent of each shape's
-    rows, y_min and y_max [K,2]."""
+class _Layout(NamedTuple):
+    """What the mixed pass (`_mixed_slots`) takes from K shapes' kinds and images alone, made once for
+    all the rounds of a climb (`_mixed_layout`): order [K] (the shapes by family, stable) and in that
+    order their kinds [K], family ranks [K] and memberships [K,F], the columns of their vertices
+    [K,2V] (`_vertex_columns`), whether each is an ellipse [K] (None: no ellipses among the kinds),
+    and its image's first row in the prefix sums [K] (image * height; None without images)."""
+
+    order: torch.Tensor
+    kind: torch.Tensor
+    rank: torch.Tensor
+    member: torch.Tensor
+    columns: torch.Tensor
+    elliptic: torch.Tensor | None
+    image_row: torch.Tensor | None
+
+
+def _mixed_layout(kind, image, kinds, height: int) -> _Layout:
+    """The `_Layout` of shapes of kind [K] (among `kinds`, of several families) in images image [K] (or None)."""
     device = kind.device
+    families = _families(kinds)
+    rank_of = _constant(tuple(families.index(f) if f in families else 0 for f in _FAMILY), device)
+    order = torch.argsort(rank_of.index_select(0, kind), stable=True)
+    kind = kind.index_select(0, order)
+    rank = rank_of.index_select(0, kind)
+    elliptic = None
+    if _ELLIPTIC in families:
+        elliptic = _constant(tuple(int(f == _ELLIPTIC) for f in _FAMILY), device, torch.bool).index_select(0, kind)
+    return _Layout(
+        order,
+        kind,
+        rank,
+        rank[:, None] == _constant(tuple(range(len(families))), device),
+        _constant(_vertex_columns(tuple(kinds)), device).view(len(_FAMILY), -1).index_select(0, kind),
+        elliptic,
+        None if image is None else image.index_select(0, order) * height,
+    )
+
+
+def _mixed_geometry(layout: _Layout, params, kinds):
+    """Geometry of K shapes of several families in one form (their `_Layout`, params [K,8] in its
+    order): polygon edges [K,V,4] as `_edges` (every polygon's vertices padded to the longest outline
+    by repeating its last one: null edges; an ellipse's edges cross no row), where `kinds` have
+    ellipses the ellipse form [K,5] (cx, cy, A, B, C) (else None), and the y extent of each shape's
+    rows, y_min and y_max [K,2]."""
+    kind, device = layout.kind, params.device
     turn = _turn(params, kinds)
     # every kind's vertex coordinates picked from one table of sources (one gather, no selection per kind)
     sources = [params]
@@ -224,19 +263,16 @@ def _mixed_geometry(kind, params, kinds):
         sources.append(_rotated_rectangle(params, turn).view(-1, 8))
     if QUADRATIC in kinds:
         sources.append(_stroke_outline(params).view(-1, 4 * (CURVE_STEPS + 1)))
-    elliptic = _ELLIPTIC in _families(kinds)
-    if elliptic:
+    if layout.elliptic is not None:
         sources.append(torch.full_like(params[:, :1], float("nan")))
-    columns = _constant(_vertex_columns(tuple(kinds)), device).view(len(_FAMILY), -1)
-    vertices = torch.cat(sources, 1).gather(1, columns.index_select(0, kind)).view(kind.shape[0], -1, 2)
+    vertices = torch.cat(sources, 1).gather(1, layout.columns).view(kind.shape[0], -1, 2)
     extent = torch.stack(torch.aminmax(vertices[..., 1], dim=1), 1)
-    if not elliptic:
-        return _edges(vertices), None, None, extent
-    elliptic = _constant(tuple(int(f == _ELLIPTIC) for f in _FAMILY), device, torch.bool).index_select(0, kind)
+    if layout.elliptic is None:
+        return _edges(vertices), None, extent
     cx, cy, a, b, c, half = _ellipse_form(kind, params, turn)
     ellipse_extent = cy[:, None] + half[:, None] * _constant((-1.0, 1.0), device, torch.float32)  # cy -+ half
-    extent = torch.where(elliptic[:, None], ellipse_extent, extent)
-    return _edges(vertices), torch.stack([cx, cy, a, b, c], 1), elliptic, extent
+    extent = torch.where(layout.elliptic[:, None], ellipse_extent, extent)
+    return _edges(vertices), torch.stack([cx, cy, a, b, c], 1), extent
 
 
 def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
@@ -260,22 +296,17 @@ def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
     return column, torch.cat([s, _constant((1, -1), hit.device, torch.int32) * hit[:, None]], 1)
 
 
-def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: int, live=None, exact=True):
+def _mixed_slots(layout: _Layout, params, kinds, regions: list[int], height: int, width: int, live=None, exact=True):
     """`_slots` and `_slot_columns` for K shapes of several families at once: the shapes in family
-    order (order [K]: the shapes by family, stable), what fits decided per family as the family's own
+    order (`_Layout`; params [K,8] and live [K] as the shapes come), what fits decided per family as the family's own
     slots would (regions: slots per family), the rows of the shapes that fit laid out in one slot
     array (the regions' sum), and the crossings of every family in one pass (`_mixed_columns`).
-    Returns order, owner [C] (an index into order), row [C] (clamped to the frame), start and end [K]
+    Returns owner [C] (an index into the order), row [C] (clamped to the frame), start and end [K]
     of each ordered shape's slots (none where it does not fit), whether all its rows fit [K]
     (ordered), the rows each family needed int64 [F], and column, s [C,V+2]. exact False: the slots
     past the last shape's rows (read by no sum) get any crossings."""
-    device = kind.device
-    families = _families(kinds)
-    rank_of = _constant(tuple(families.index(f) if f in families else 0 for f in _FAMILY), device)
-    order = torch.argsort(rank_of.index_select(0, kind), stable=True)
-    kind, params = kind.index_select(0, order), params.index_select(0, order)
-    rank = rank_of.index_select(0, kind)
-    edges, form, elliptic, extent = _mixed_geometry(kind, params, kinds)
+    device, order = params.device, layout.order
+    edges, form, extent = _mixed_geometry(layout, params.index_select(0, order), kinds)
     # the first row ceil(y_min - 0.5) and minus the last, -floor(y_max - 0.5) = ceil(0.5 - y_max), at once
     rows = (extent - 0.5) * _constant((1.0, -1.0), device, torch.float32)
     low, high = _constant((0, 1 - height, height, 1), device, torch.float32).view(2, 2)
@@ -286,10 +317,9 @@ def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: in
     # what fits is what each family's own slots would hold: its shapes' running count of rows within
     # its region; the rows of the shapes that fit are laid out one after the other (at most the sum of
     # the regions), a shape that does not gets none (and its sums are not read)
-    member = rank[:, None] == _constant(tuple(range(len(families))), device)
-    ends = torch.cumsum(member * count[:, None], 0)
-    limit = _constant(tuple(regions), device).index_select(0, rank)
-    fits = (ends.gather(1, rank[:, None]).squeeze(1) <= limit) | (count == 0)
+    ends = torch.cumsum(layout.member * count[:, None], 0)
+    limit = _constant(tuple(regions), device).index_select(0, layout.rank)
+    fits = (ends.gather(1, layout.rank[:, None]).squeeze(1) <= limit) | (count == 0)
     count = count * fits
     end = torch.cumsum(count, 0)
     start = end - count
@@ -302,24 +332,26 @@ def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: in
     slot = torch.arange(slots, device=device)
     used = slot < end.index_select(0, owner) if exact else None
     row = ((first - start).index_select(0, owner) + slot).clamp(0, height - 1)
-    column, s = _mixed_columns(edges, form, elliptic, owner, row, used, width)
-    return order, owner, row, start, end, fits, ends[-1], column, s
+    column, s = _mixed_columns(edges, form, layout.elliptic, owner, row, used, width)
+    return owner, row, start, end, fits, ends[-1], column, s
 
 
-def _mixed_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None, live):
-    """`_coverage_sums` of shapes of several families at once (`_mixed_slots`)."""
+def _mixed_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None, live, layout: _Layout | None):
+    """`_coverage_sums` of shapes of several families at once (`_mixed_slots`; layout: their
+    `_Layout`, or None to make it)."""
     families = _families(kinds)
     regions = [kind.shape[0] * terms.height if capacity is None else capacity[f] for f in families]
-    order, owner, row, start, end, fits, needed, column, s = _mixed_slots(
-        kind, params, kinds, regions, terms.height, terms.width, live, exact=False
+    if layout is None:
+        layout = _mixed_layout(kind, image, kinds, terms.height)
+    owner, row, start, end, fits, needed, column, s = _mixed_slots(
+        layout, params, kinds, regions, terms.height, terms.width, live, exact=False
     )
-    image = image.index_select(0, order)
-    at = ((image * terms.height).index_select(0, owner) + row)[:, None] * (terms.width + 1) + column
+    at = (layout.image_row.index_select(0, owner) + row)[:, None] * (terms.width + 1) + column
     values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
     per_row = (values * s[..., None]).sum(1, dtype=torch.int64)  # minus the row's sums
     running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
     sums = (running.index_select(1, start) - running.index_select(1, end)).t()
-    unsorted = lambda x: torch.empty_like(x).index_copy_(0, order, x)  # noqa: E731
+    unsorted = lambda x: torch.empty_like(x).index_copy_(0, layout.order, x)  # noqa: E731
     return unsorted(sums), unsorted(fits), dict(zip(families, needed.unbind(), strict=False))
 
 
@@ -330,16 +362,22 @@ def _search_cpu():
     return search_cpu
 
 
-def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None = None, live=None):
+def _mixed_pass(kinds, device) -> bool:
+    """Whether shapes of `kinds` are scored in one pass for every family (`_mixed_sums`)."""
+    return len(_families(kinds)) > 1 and not numba_usable(device)
+
+
+def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None = None, live=None, layout=None):
     """Sums over the pixels each of K shapes covers (centre sampled) of the `Terms`: int64 [K,T+1]
     (units of 1/terms.scale; the last is the pixel count). image int64 [K] picks each shape's image;
     shapes where live [K] is False get no rows (sums 0).
 
     Each family of shapes among `kinds` lays its rows out in capacity[family] slots (default K*H,
-    always enough). Also returns which shapes' rows all fit [K] (the sums of the others are
-    partial) and the slots each family needed {family: () int64}."""
-    if len(_families(kinds)) > 1 and not numba_usable(kind.device):  # one pass for every family
-        return _mixed_sums(terms, image, kind, params, kinds, capacity, live)
+    always enough). Also returns which shapes' rows all fit [K] (the sums of the others are not to
+    be read) and the slots each family needed {family: () int64}. layout: the shapes' `_Layout`
+    where the caller has it (`_mixed_pass`)."""
+    if _mixed_pass(kinds, kind.device):
+        return _mixed_sums(terms, image, kind, params, kinds, capacity, live, layout)
     needed = {}
     sums, fits = 0, True
     for family in _families(kinds):
@@ -406,15 +444,16 @@ def optimal_colors(opacity_sums, alpha):
     return (sum_u[:, :3] / (alpha * count.clamp_min(1))[:, None]).clamp(0, 1)
 
 
-def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None = None, live=None):
+def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None = None, live=None, layout=None):
     """Error change [K] float32, optimal colour [K,3] of K candidates, and the row slots each family
     needed (see `_coverage_sums`). The change is inf for invalid shapes, where live [K] is False and
     for candidates whose rows did not fit the slots (not scored: a search passes them over).
 
     image int64 [K] picks each candidate's image; kind int64 [K] (codes among `kinds`); params
-    float [K,8]; alpha float [K] in (0, 1] (terms.alpha where that is fixed).
+    float [K,8]; alpha float [K] in (0, 1] (terms.alpha where that is fixed); layout: their `_Layout`
+    where the caller has it (`_mixed_pass`).
     """
-    sums, fits, needed = _coverage_sums(terms, image, kind, params, kinds, capacity, live)
+    sums, fits, needed = _coverage_sums(terms, image, kind, params, kinds, capacity, live, layout)
     opacity_sums = _opacity_sums(terms, sums, alpha)
     color = optimal_colors(opacity_sums, alpha)
     change = _error_change(opacity_sums, color, alpha).masked_fill(~fits, float("inf"))
@@ -530,10 +569,11 @@ def _commit_rows(kind, params, batch: int, height: int, width: int, kinds):
     the torch path scores them."""
     families = _families(kinds)
     if len(families) > 1:
-        order, owner, row, _, _, _, _, column, s = _mixed_slots(
-            kind, params, kinds, [batch * height] * len(families), height, width
+        layout = _mixed_layout(kind, None, kinds, height)
+        owner, row, _, _, _, _, column, s = _mixed_slots(
+            layout, params, kinds, [batch * height] * len(families), height, width
         )
-        image = order.index_select(0, owner)
+        image = layout.order.index_select(0, owner)
     else:
         geometry, first, rows = _shape_rows(families[0], kind, params, kinds, height)
         image, row, used, _, _, _, _ = _slots(first, rows, batch * height)
@@ -994,7 +1034,9 @@ def _hill_climb(
     parent = torch.arange(count, device=device).repeat_interleave(mutations, output_size=count * mutations)
     mutant_kind = kind[parent] if len(kinds) > 1 else kind[:1].expand(count * mutations)
     mutant_image = image[parent]
-    moves = _moves(mutant_kind, tables, kinds)  # (what stays the same from round to round is taken once)
+    # what stays the same from round to round is taken once
+    moves = _moves(mutant_kind, tables, kinds)
+    layout = _mixed_layout(mutant_kind, mutant_image, kinds, terms.height) if _mixed_pass(kinds, device) else None
     mutant_alpha = alpha[parent]
     climbing = torch.ones(count, dtype=torch.bool, device=device)
     rounds = torch.zeros(count, dtype=torch.int64, device=device)  # rounds each parent climbed
@@ -1004,7 +1046,7 @@ def _hill_climb(
             mutant_alpha = alpha[parent]
         moved, moved_alpha = mutate(moves, params[parent], mutant_alpha, search_alpha, generator)
         moved_change, rows = _score_in_parts(
-            terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity, climbing[parent], on_round
+            terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity, climbing[parent], on_round, layout
         )
         best_change, best_move = moved_change.view(count, mutations).min(1)
         # a stopped parent's moves score inf (not live): it goes on climbing only where a move improves
@@ -1032,17 +1074,18 @@ def _hill_climb(
     )
 
 
-def _score_in_parts(terms, image, kind, params, alpha, kinds, capacity: dict | None, live, on_round):
+def _score_in_parts(terms, image, kind, params, alpha, kinds, capacity: dict | None, live, on_round, layout=None):
     """`score`'s change [K] and rows needed {family: ()} of K shapes (a round's mutants, a shape's random
     candidates; live [K] or None as `score` takes it), in parts of at most
     ~PART_ROWS row slots (each part a share of `capacity` as large as its share of the mutants; None:
     every row), with on_round() after each part but the last: a round at 2048 px and 10,000
-    mutations scores ~1e8 rows, tens of seconds between interrupt checks in one piece."""
+    mutations scores ~1e8 rows, tens of seconds between interrupt checks in one piece. layout: the
+    shapes' `_Layout` where the caller has it (used in one piece)."""
     count = kind.shape[0]
     slots = sum(capacity.values()) if capacity is not None else count * terms.height
     parts = min(count, math.ceil(slots / PART_ROWS))
     if parts <= 1:
-        change, _, rows = score(terms, image, kind, params, alpha, kinds, capacity, live)
+        change, _, rows = score(terms, image, kind, params, alpha, kinds, capacity, live, layout)
         return change, rows
     size = math.ceil(count / parts)
     share = None if capacity is None else {f: max(1, math.ceil(c * size / count)) for f, c in capacity.items()}
