@@ -174,7 +174,7 @@ def float64_score(seen):
     """A float64 reference of `co_search.score`: coverage masks, then the sums over them in float64 (seen
     holds the target and current images of the shape being searched)."""
 
-    def score(terms, image, kind, params, alpha, kinds, capacity=None, live=None):
+    def score(terms, image, kind, params, alpha, kinds, capacity=None, live=None, layout=None):
         height, width = terms.height, terms.width
         masks = co_search._commit_mask(kind, params, kind.shape[0], height, width, kinds).double()
         per_pixel = reference_terms(seen["target"], seen["current"], None)  # [H,W,2C+3]
@@ -243,8 +243,8 @@ def test_every_score_of_a_search_equals_a_float64_scoring(monkeypatch, kinds, al
     recording_terms(monkeypatch, seen)
     checked = []
 
-    def checking_score(terms, image, kind, params, alpha, kinds, capacity=None, live=None):
-        ours = score(terms, image, kind, params, alpha, kinds, capacity, live)
+    def checking_score(terms, image, kind, params, alpha, kinds, capacity=None, live=None, layout=None):
+        ours = score(terms, image, kind, params, alpha, kinds, capacity, live, layout)
         expected, _, _ = float64_score(seen)(terms, image, kind, params, alpha, kinds, capacity, live)
         pixels = co_search._commit_mask(kind, params, kind.shape[0], terms.height, terms.width, kinds).sum((1, 2))
         finite = torch.isfinite(expected)
