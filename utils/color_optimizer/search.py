@@ -187,28 +187,25 @@ def _ellipse_roots(form, y):
     return sides / (2 * a)[:, None] + cx[:, None]
 
 
-@functools.lru_cache(maxsize=64)
-def _vertex_columns(kinds: tuple[int, ...]) -> tuple[int, ...]:
-    """For each kind, the columns of `_mixed_geometry`'s sources (params [8], then the rotated
-    rectangle's corners [8] and the stroke outline [4*(CURVE_STEPS+1)] where `kinds` have them, then
-    a NaN) that make its polygon's vertices, padded to the longest outline by repeating the last one
-    (null edges; an ellipse's are NaN: no row crosses them), flat [8*2V]."""
-    corners = N_PARAMS if ROTATED_RECTANGLE in kinds else 0
-    outline = 4 * (CURVE_STEPS + 1) if QUADRATIC in kinds else 0
-    length = outline or 8  # coordinates of each polygon
-    nan = N_PARAMS + corners + outline
+@functools.lru_cache(maxsize=4)
+def _vertex_columns(outline: bool) -> tuple[int, ...]:
+    """For each kind, the columns of `_mixed_geometry`'s sources (params [0:8], a rotated rectangle's
+    corners [8:16], a NaN [16], and with Beziers the stroke outline [17:]) that make its polygon's
+    vertices, padded to the outline's length (or 4 vertices) by repeating the last one (null edges;
+    an ellipse's are NaN: no row crosses them), flat [8*2V]: the same table whatever the kinds."""
+    nan, length = 2 * N_PARAMS, 4 * (CURVE_STEPS + 1) if outline else 8
     forms = {
         TRIANGLE: (0, 1, 2, 3, 4, 5, 4, 5),
         RECTANGLE: (0, 1, 2, 1, 2, 3, 0, 3),
-        ROTATED_RECTANGLE: tuple(range(N_PARAMS, N_PARAMS + corners)),
+        ROTATED_RECTANGLE: tuple(range(N_PARAMS, 2 * N_PARAMS)),
         POLYGON: tuple(range(8)),
-        QUADRATIC: tuple(range(N_PARAMS + corners, nan)),
+        QUADRATIC: tuple(range(nan + 1, nan + 1 + length)) if outline else (nan, nan),
     }
-    table = []
+    table = ()
     for code in range(len(_FAMILY)):
-        columns = forms.get(code, (nan, nan)) if code in kinds else (0, 0)
+        columns = forms.get(code, (nan, nan))
         table += columns + columns[-2:] * ((length - len(columns)) // 2)
-    return tuple(table)
+    return table
 
 
 class _Layout(NamedTuple):
@@ -243,7 +240,7 @@ def _mixed_layout(kind, image, kinds, height: int) -> _Layout:
         kind,
         rank,
         rank[:, None] == _constant(tuple(range(len(families))), device),
-        _constant(_vertex_columns(tuple(kinds)), device).view(len(_FAMILY), -1).index_select(0, kind),
+        _constant(_vertex_columns(QUADRATIC in kinds), device).view(len(_FAMILY), -1).index_select(0, kind),
         elliptic,
         None if image is None else image.index_select(0, order) * height,
     )
@@ -257,14 +254,12 @@ def _mixed_geometry(layout: _Layout, params, kinds):
     rows, y_min and y_max [K,2]."""
     kind, device = layout.kind, params.device
     turn = _turn(params, kinds)
-    # every kind's vertex coordinates picked from one table of sources (one gather, no selection per kind)
-    sources = [params]
-    if ROTATED_RECTANGLE in kinds:
-        sources.append(_rotated_rectangle(params, turn).view(-1, 8))
+    # every kind's vertex coordinates picked from one table of sources (one gather, no selection per
+    # kind); a form no kind here has is stood in for by params (a view)
+    corners = _rotated_rectangle(params, turn).view(-1, 8) if ROTATED_RECTANGLE in kinds else params
+    sources = [params, corners, _constant((math.nan,), device, torch.float32).expand(kind.shape[0], 1)]
     if QUADRATIC in kinds:
         sources.append(_stroke_outline(params).view(-1, 4 * (CURVE_STEPS + 1)))
-    if layout.elliptic is not None:
-        sources.append(torch.full_like(params[:, :1], float("nan")))
     vertices = torch.cat(sources, 1).gather(1, layout.columns).view(kind.shape[0], -1, 2)
     extent = torch.stack(torch.aminmax(vertices[..., 1], dim=1), 1)
     if layout.elliptic is None:

@@ -131,8 +131,20 @@ class Approximation:
 @functools.lru_cache(maxsize=128)
 def _constant(values: tuple, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
     """A small table of numbers [len(values)] as a tensor on `device`, made once per process by
-    device fills: a tensor made from host data is an upload that waits for the stream on a GPU."""
-    return torch.stack([torch.full((), v, dtype=dtype, device=device) for v in values])
+    device fills: a tensor made from host data is an upload that waits for the stream on a GPU.
+    Small non-negative integers go several to a fill (bit fields of an int64, then split apart)."""
+    small = all(0 <= v < 2**31 and float(v).is_integer() for v in values)
+    per_word = 63 // max(1, int(max(values)).bit_length()) if small else 1
+    if -(-len(values) // per_word) + 5 >= len(values):
+        return torch.stack([torch.full((), v, dtype=dtype, device=device) for v in values])  # one fill a value
+    bits = 63 // per_word
+    words = [
+        sum(int(v) << (bits * i) for i, v in enumerate(values[at : at + per_word]))
+        for at in range(0, len(values), per_word)
+    ]
+    words = torch.stack([torch.full((), w, dtype=torch.int64, device=device) for w in words])
+    shifts = torch.arange(per_word, device=device) * bits
+    return ((words[:, None] >> shifts) & (2**bits - 1)).view(-1)[: len(values)].to(dtype)
 
 
 def _family_of(kind):
