@@ -75,6 +75,10 @@ from .shapes import (
     _turn,
 )
 
+# Climbing rounds of the first shape after which it reads whether a climb goes on (`_hill_climb`): it
+# has no shape before it to size its rounds by (_Schedule.FIRST_ROUNDS), and its climbs mostly end
+# within a few rounds (the combo budget scene: 4 of 32).
+FIRST_CHECK = 8
 # Row slots scored at most between two interrupt checks (`_score_in_parts`): at 2048 px, measured on one
 # core of a 2-core CPU shared with other jobs, up to ~0.2 s with numba's loops and ~0.6 s on the torch path.
 PART_ROWS = 2**19
@@ -318,7 +322,7 @@ def _mixed_slots(layout: _Layout, params, kinds, regions: list[int], height: int
     count = count * fits
     end = torch.cumsum(count, 0)
     start = end - count
-    slots = sum(regions)
+    slots = min(sum(regions), params.shape[0] * height)  # (every row of every shape at most)
     # a slot's owner is the last shape starting at or before it (the first starts at 0; shapes
     # without rows start where the next one does, so they are passed over)
     starts = torch.zeros(slots + 1, dtype=torch.int64, device=device)
@@ -538,19 +542,24 @@ def _moves(kind, tables, kinds):
     return (kind * 4, groups, *bounds.index_select(0, kind).unbind(1), steps)
 
 
+def _draws(count: int, search_alpha: bool, generator, device):
+    """The random numbers of `count` moves (`mutate`), in the order drawn: which parameter group
+    [count], the Gaussian steps [count,8] and, with search_alpha, the opacity steps [count] (else None)."""
+    pick = torch.rand(count, generator=generator, device=device)
+    step = torch.randn(count, N_PARAMS, generator=generator, device=device)
+    return pick, step, torch.randint(-10, 11, (count,), generator=generator, device=device) if search_alpha else None
+
+
 def mutate(moves, params, alpha, search_alpha: bool, generator):
     """One random move per shape (params [K,8], alpha [K]; moves: `_moves` of their kinds): a Gaussian
     step of one parameter group (a vertex, the sizes, the angle), clamped to the frame's margins;
     with search_alpha, the opacity moves by -10..10 / 255."""
     first_group, groups, low, high, steps = moves
-    count, device = params.shape[0], params.device
-    pick = torch.rand(count, generator=generator, device=device)
-    step = torch.randn(count, N_PARAMS, generator=generator, device=device)
+    pick, step, alpha_step = _draws(params.shape[0], search_alpha, generator, params.device)
     group = first_group + (pick * groups).long()
     moved = torch.minimum(torch.maximum(params + step * steps.index_select(0, group), low), high)
     if search_alpha:
-        change = torch.randint(-10, 11, (count,), generator=generator, device=device) / 255
-        alpha = (alpha + change).clamp(1 / 255, 1)
+        alpha = (alpha + alpha_step / 255).clamp(1 / 255, 1)
     return moved, alpha
 
 
@@ -722,7 +731,9 @@ class _Schedule:
     (as failed ones); the slots follow in the next.
 
     The first shape has no shape before it: its random candidates get every row, shared out among
-    the kinds' families, its climbs every row of their mutations."""
+    the kinds' families, its climbs every row of their mutations. Where they are scored in one pass
+    (one family, or the torch path's mixed pass), it reads its parents' kinds with whether a climb
+    goes on FIRST_CHECK rounds in, and scores no more rounds where none does."""
 
     MIN_ROUNDS = 4
     FIRST_ROUNDS = 32
@@ -884,9 +895,10 @@ def _next_shape(
     on_round,
 ):
     """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
-    which reads the last shape's `status` and this shape's parents' kinds (one host read, none for
-    the first shape of one family): returns the new current images and the shape, and its report
-    (see `_Schedule`); None where the last shape improved no image."""
+    which reads the last shape's `status` and this shape's parents' kinds (one host read; the first
+    shape's, where its climbs are scored in one pass, a few rounds into them: `_hill_climb`): returns
+    the new current images and the shape, and its report (see `_Schedule`); None where the last
+    shape improved no image."""
     batch, height, width, _ = target.shape
     device = target.device
     terms = _terms(target, current, None if search_alpha else start_alpha)
@@ -902,14 +914,28 @@ def _next_shape(
     chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
     kind, params, shape_alpha, change = kind[chosen], params[chosen], shape_alpha[chosen], change[chosen]
     several = len(schedule.families) > 1
-    if status is not None or several:
+    check = None
+    if status is None and (not several or _mixed_pass(kinds, device)):
+        # the first shape has no status to read: it reads its parents' kinds with whether a climb
+        # goes on, a few rounds in (`_hill_climb`), its climbs scoring every row of every kind
+        parent_kind = kind
+
+        def check(climbing) -> bool:
+            read = torch.cat(
+                [climbing.any().long().view(1)] + ([schedule.kind_counts(parent_kind)] if several else [])
+            ).tolist()
+            if several:
+                schedule.set_parents(read[1:])
+            return bool(read[0])
+
+    elif status is not None or several:
         report = [status] if status is not None else []
         read = torch.cat(report + ([schedule.kind_counts(kind)] if several else [])).tolist()
         if status is not None and not schedule.update(read[: len(status)]):
             return None
         if several:
             schedule.set_parents(read[len(read) - len(kinds) :])
-    kinds = schedule.parent_kinds  # from here on only the parents' kinds: forms of no other are computed
+        kinds = schedule.parent_kinds  # from here on only the parents' kinds: forms of no other are computed
     kind, params, shape_alpha, change, cut, climbed, climb_needed = _climb_families(
         terms,
         kind,
@@ -925,7 +951,9 @@ def _next_shape(
         schedule,
         batch,
         on_round,
+        check,
     )
+    kinds = schedule.parent_kinds
     needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
     # the best climb of each image becomes its next shape, coloured in 8 bits
     shape_alpha = (shape_alpha * 255).round() / 255
@@ -971,14 +999,19 @@ def _climb_families(
     schedule,
     batch: int,
     on_round,
+    check=None,
 ):
     """Hill-climb the parents of every image (kind [B*P] among `kinds`, params [B*P,8], alpha, change
     [B*P], image [B*P] int64) side by side, every family in the same rounds (`_hill_climb`; each
     family's rows in its own slots), and pick each image's best climb: kind [B], params [B,8], alpha
     [B], change [B]; whether a climb was cut by the last round (), the rounds until every climb had
-    stopped (), and the row slots each family with parents needed each round {family: int64 [R]}."""
+    stopped (), and the row slots each family with parents needed each round {family: int64 [R]}.
+    check: the first shape's (see `_hill_climb`), whose rounds score every row."""
     count, device = kind.shape[0], kind.device
-    capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
+    if check is None:
+        capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
+    else:
+        capacities = [None] * schedule.rounds
     kind, params, alpha, change, cut, climbed, needed = _hill_climb(
         terms,
         kind,
@@ -993,6 +1026,7 @@ def _climb_families(
         kinds,
         capacities,
         on_round,
+        check,
     )
     needed = {family: rows for family, rows in needed.items() if schedule.parents[family] > 0}
     winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
@@ -1013,6 +1047,7 @@ def _hill_climb(
     kinds,
     capacities: list,
     on_round,
+    check=None,
 ):
     """Hill-climb parents side by side (kind [K], params [K,8], alpha, change [K], image [K] int64).
     Each round, every parent still climbing makes `mutations` mutations and takes the best one if it
@@ -1020,7 +1055,12 @@ def _hill_climb(
     when `mutations` moves from the same state fail in a row), with the moves tried side by side and
     the best success kept, not the first. There is a round per entry of `capacities` (the row slots
     of each family that round, or None: every row), each of a size fixed on the host (stopped
-    parents' moves cost no rows and are ignored): no host reads. on_round() after each round.
+    parents' moves cost no rows and are ignored). on_round() after each round.
+
+    No host reads, but for check(climbing [K]), called after FIRST_CHECK rounds (or all, if fewer)
+    where given: one read, which returns whether a climb goes on; where none does, the rounds left
+    score nothing, and draw only the random numbers their moves would (so that what follows draws
+    the same ones).
 
     Returns each climb's end (kind, params, alpha, change), whether a climb was cut by the last round
     (), the rounds until every climb had stopped (), and the row slots each family needed each round
@@ -1036,7 +1076,7 @@ def _hill_climb(
     climbing = torch.ones(count, dtype=torch.bool, device=device)
     rounds = torch.zeros(count, dtype=torch.int64, device=device)  # rounds each parent climbed
     needed = {}
-    for capacity in capacities:
+    for round, capacity in enumerate(capacities):
         if search_alpha:
             mutant_alpha = alpha[parent]
         moved, moved_alpha = mutate(moves, params[parent], mutant_alpha, search_alpha, generator)
@@ -1058,6 +1098,14 @@ def _hill_climb(
         on_round()
         for family, total in rows.items():
             needed.setdefault(family, []).append(total)
+        if check is not None and round + 1 == min(FIRST_CHECK, len(capacities)) and not check(climbing):
+            left = len(capacities) - round - 1
+            for _ in range(left):
+                _draws(count * mutations, search_alpha, generator, device)
+                on_round()
+            for totals in needed.values():
+                totals += [torch.zeros_like(totals[0])] * left
+            break
     return (
         kind,
         params,
