@@ -71,6 +71,7 @@ from .shapes import (
     _role_tables,
     _rotated_rectangle,
     _stroke_outline,
+    _stroke_sides,
     _terms,
     _turn,
 )
@@ -194,16 +195,19 @@ def _ellipse_roots(form, y):
 @functools.lru_cache(maxsize=4)
 def _vertex_columns(outline: bool) -> tuple[int, ...]:
     """For each kind, the columns of `_mixed_geometry`'s sources (params [0:8], a rotated rectangle's
-    corners [8:16], a NaN [16], and with Beziers the stroke outline [17:]) that make its polygon's
-    vertices, padded to the outline's length (or 4 vertices) by repeating the last one (null edges;
-    an ellipse's are NaN: no row crosses them), flat [8*2V]: the same table whatever the kinds."""
+    corners [8:16], a NaN [16], and with Beziers a stroke's two sides [17:], `_stroke_sides`) that make
+    its polygon's vertices (a stroke's outline: one side along the curve, the other back), padded to
+    the outline's length (or 4 vertices) by repeating the last one (null edges; an ellipse's are NaN:
+    no row crosses them), flat [8*2V]: the same table whatever the kinds."""
     nan, length = 2 * N_PARAMS, 4 * (CURVE_STEPS + 1) if outline else 8
+    along = tuple(range(nan + 1, nan + 1 + length // 2))
+    back = sum((along[i : i + 2] for i in range(len(along) - 2, -1, -2)), ())
     forms = {
         TRIANGLE: (0, 1, 2, 3, 4, 5, 4, 5),
         RECTANGLE: (0, 1, 2, 1, 2, 3, 0, 3),
         ROTATED_RECTANGLE: tuple(range(N_PARAMS, 2 * N_PARAMS)),
         POLYGON: tuple(range(8)),
-        QUADRATIC: tuple(range(nan + 1, nan + 1 + length)) if outline else (nan, nan),
+        QUADRATIC: along + tuple(c + length // 2 for c in back) if outline else (nan, nan),
     }
     table = ()
     for code in range(len(_FAMILY)):
@@ -263,7 +267,7 @@ def _mixed_geometry(layout: _Layout, params, kinds):
     corners = _rotated_rectangle(params, turn).view(-1, 8) if ROTATED_RECTANGLE in kinds else params
     sources = [params, corners, _constant((math.nan,), device, torch.float32).expand(kind.shape[0], 1)]
     if QUADRATIC in kinds:
-        sources.append(_stroke_outline(params).view(-1, 4 * (CURVE_STEPS + 1)))
+        sources.append(_stroke_sides(params).view(-1, 4 * (CURVE_STEPS + 1)))
     vertices = torch.cat(sources, 1).gather(1, layout.columns).view(kind.shape[0], -1, 2)
     extent = torch.stack(torch.aminmax(vertices[..., 1], dim=1), 1)
     if layout.elliptic is None:

@@ -198,23 +198,36 @@ def _polygon4(kind, p, kinds, turn):
 
 @functools.lru_cache(maxsize=32)
 def _curve_weights(steps: int, device: torch.device):
-    """A quadratic Bezier's weights at t = torch.linspace(0, 1, steps + 1), each [1,steps+1,1], made once
-    per process and device: (1-t)^2, 2(1-t)t and t^2 of its points, 1-t and t of its tangent's legs."""
+    """A quadratic Bezier's weights at t = torch.linspace(0, 1, steps + 1), made once per process and
+    device: (1-t)^2, 2(1-t)t and t^2 of its points [1,steps+1,3,1], 1-t and t of its tangent's legs
+    [1,steps+1,2,1]."""
     t = torch.linspace(0, 1, steps + 1, device=device)[None, :, None]
-    return (1 - t) ** 2, 2 * (1 - t) * t, t**2, 1 - t, t
+    return torch.stack([(1 - t) ** 2, 2 * (1 - t) * t, t**2], 2), torch.stack([1 - t, t], 2)
+
+
+def _stroke_sides(p, steps: int = CURVE_STEPS):
+    """The sides [K,2,steps+1,2] of quadratic Beziers stroked p[:,6] wide: the curve's points plus,
+    then minus, half the width along its normal."""
+    point_weights, leg_weights = _curve_weights(steps, p.device)
+    # the same products and sums as one at a time: w_a a + w_c c + w_b b and s (c - a) + t (b - c)
+    terms = point_weights * p[:, None, 0:6].view(-1, 1, 3, 2)
+    point = terms[:, :, 0] + terms[:, :, 1] + terms[:, :, 2]
+    legs = leg_weights * (p[:, 2:6] - p[:, 0:4]).view(-1, 1, 2, 2)
+    tangent = legs[:, :, 0] + legs[:, :, 1]
+    # a degenerate tangent (control point on an end point) falls back to the chord's direction
+    chord = p[:, None, 4:6] - p[:, None, 0:2]
+    tangent = torch.where(tangent.norm(dim=-1, keepdim=True) > 1e-6, tangent, chord.expand_as(tangent))
+    normal = tangent.flip(-1) * _constant((-1.0, 1.0), p.device, torch.float32)  # (-ty, tx)
+    normal = normal / normal.norm(dim=-1, keepdim=True).clamp_min(1e-6) * (p[:, None, 6:7] / 2)
+    # point + normal, point - normal (a - b is a + -b exactly)
+    return point[:, None] + normal[:, None] * _constant((1.0, -1.0), p.device, torch.float32).view(2, 1, 1)
 
 
 def _stroke_outline(p, steps: int = CURVE_STEPS):
-    """Outline polygon [K, 2*(steps+1), 2] of quadratic Beziers stroked p[:,6] wide, butt caps."""
-    w_a, w_c, w_b, s, t = _curve_weights(steps, p.device)
-    a, c, b = p[:, None, 0:2], p[:, None, 2:4], p[:, None, 4:6]
-    point = w_a * a + w_c * c + w_b * b
-    tangent = s * (c - a) + t * (b - c)
-    # a degenerate tangent (control point on an end point) falls back to the chord's direction
-    tangent = torch.where(tangent.norm(dim=-1, keepdim=True) > 1e-6, tangent, (b - a).expand_as(tangent))
-    normal = torch.stack([-tangent[..., 1], tangent[..., 0]], -1)
-    normal = normal / normal.norm(dim=-1, keepdim=True).clamp_min(1e-6) * (p[:, None, 6:7] / 2)
-    return torch.cat([point + normal, (point - normal).flip(1)], 1)
+    """Outline polygon [K, 2*(steps+1), 2] of quadratic Beziers stroked p[:,6] wide, butt caps: one
+    side along the curve, the other back."""
+    sides = _stroke_sides(p, steps)
+    return torch.cat([sides[:, 0], sides[:, 1].flip(1)], 1)
 
 
 def _ellipse_form(kind, p, turn):
