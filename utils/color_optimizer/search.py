@@ -459,12 +459,12 @@ def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None
     sums, fits, needed = _coverage_sums(terms, image, kind, params, kinds, capacity, live, layout)
     opacity_sums = _opacity_sums(terms, sums, alpha)
     color = optimal_colors(opacity_sums, alpha)
-    change = _error_change(opacity_sums, color, alpha).masked_fill(~fits, float("inf"))
-    keep = _valid(kind, params, kinds) if QUADRATIC in kinds else live
-    if QUADRATIC in kinds and live is not None:
-        keep = keep & live
-    if keep is not None:
-        change = torch.where(keep, change, float("inf"))
+    keep = fits if live is None else fits & live
+    if QUADRATIC in kinds:
+        keep = keep & _valid(kind, params, kinds)
+    change = torch.where(
+        keep, _error_change(opacity_sums, color, alpha), _constant((math.inf,), kind.device, torch.float32)
+    )
     return change, color, needed
 
 
