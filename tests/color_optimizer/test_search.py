@@ -431,7 +431,7 @@ def test_search_per_shape_budget_on_the_torch_path(shape_type, monkeypatch):
     status of the shape before with the kinds of this shape's parents; the first shape's a few
     climbing rounds in), no upload of host data, no float64. Was ~3,850 ops per shape with combo
     (~10.5 scoring passes of ~300 ops, the first shape's 32 climbing rounds a third of them, and
-    ~450 to commit a shape) and ~1,700 with triangles; now ~1,940 and ~1,160."""
+    ~450 to commit a shape) and ~1,700 with triangles; now ~1,890 and ~1,150."""
     from opcount import OpCount
 
     monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
