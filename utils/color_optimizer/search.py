@@ -282,7 +282,7 @@ def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
     """`_slot_columns` for slots of shapes of several families (`_mixed_geometry`): columns [C,V+2]
     and transitions s int32 [C,V+2], the polygon crossings sorted with their nonzero-winding
     transitions, then where there are ellipses an ellipse's two roots (+1, -1; transitions 0 where
-    the slot is not an ellipse's). used None: the slots outside every shape's rows may cross anything
+    the slot is not an ellipse's). used None: the slots past the last shape's rows may cross anything
     (scoring reads none of them)."""
     y = row + 0.5
     if used is not None:
@@ -301,13 +301,13 @@ def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
 
 def _mixed_slots(layout: _Layout, params, kinds, regions: list[int], height: int, width: int, live=None, exact=True):
     """`_slots` and `_slot_columns` for K shapes of several families at once: the shapes in family
-    order (`_Layout`; params [K,8] and live [K] as the shapes come), what fits decided per family as the family's own
-    slots would (regions: slots per family), the rows of the shapes that fit laid out in one slot
-    array (the regions' sum), and the crossings of every family in one pass (`_mixed_columns`).
-    Returns owner [C] (an index into the order), row [C] (clamped to the frame), start and end [K]
-    of each ordered shape's slots (none where it does not fit), whether all its rows fit [K]
-    (ordered), the rows each family needed int64 [F], and column, s [C,V+2]. exact False: the slots
-    past the last shape's rows (read by no sum) get any crossings."""
+    order (`_Layout`; params [K,8] and live [K] as the shapes come), what fits decided per family as
+    the family's own slots would (regions: slots per family), the rows of the shapes that fit laid
+    out in one slot array (the regions' sum, at most every row of every shape), and the crossings of
+    every family in one pass (`_mixed_columns`). Returns owner [C] (an index into the order), row [C]
+    (clamped to the frame), start and end [K] of each ordered shape's slots (none where it does not
+    fit), whether all its rows fit [K] (ordered), the rows each family needed int64 [F], and column,
+    s [C,V+2]. exact False: the slots past the last shape's rows (read by no sum) get any crossings."""
     device, order = params.device, layout.order
     edges, form, extent = _mixed_geometry(layout, params.index_select(0, order), kinds)
     # the first row ceil(y_min - 0.5) and minus the last, -floor(y_max - 0.5) = ceil(0.5 - y_max), at once
