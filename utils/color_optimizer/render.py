@@ -33,6 +33,7 @@ from .shapes import (
     _paint,
     _polygon4,
     _polygon_crossings,
+    _rotation,
     _stroke_outline,
     render_curve_steps,
 )
@@ -64,9 +65,10 @@ class _Outlines(NamedTuple):
 def _outlines(kind, params, alpha, height: int, width: int) -> _Outlines:
     """`_Outlines` of shapes kind [S], params [S,8] (output pixels) and opacities alpha [S], on a
     height x width canvas: every form of every shape, made on the device (no host read)."""
-    polygon = _polygon4(kind, params, tuple(_VERTICES))
+    turn = _rotation(params[:, 4])  # rotated rectangles' and ellipses'
+    polygon = _polygon4(kind, params, tuple(_VERTICES), turn)
     outline = _stroke_outline(params, render_curve_steps(height, width))
-    cx, cy, a, b, c, half = _ellipse_form(kind, params)
+    cx, cy, a, b, c, half = _ellipse_form(kind, params, turn)
     family = _family_of(kind.clamp(0, len(KINDS) - 1))  # codes out of range are refused after the read
     stroke, elliptic = family == _STROKE, family == _ELLIPTIC
     top = torch.where(elliptic, cy - half, torch.where(stroke, outline[..., 1].amin(1), polygon[..., 1].amin(1)))

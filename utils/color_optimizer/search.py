@@ -26,7 +26,9 @@ channels): a shape paints its colour and an alpha channel of 1, at its opacity, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -39,8 +41,8 @@ from .shapes import (
     _GROUPS,
     _POLY4,
     _STROKE,
-    _VERTICES,
     CIRCLE,
+    CURVE_STEPS,
     ELLIPSE,
     MAX_ROUNDS,
     N_PARAMS,
@@ -67,10 +69,17 @@ from .shapes import (
     _polygon4,
     _Record,
     _role_tables,
+    _rotated_rectangle,
     _stroke_outline,
+    _stroke_sides,
     _terms,
+    _turn,
 )
 
+# Climbing rounds of the first shape after which it reads whether a climb goes on (`_hill_climb`): it
+# has no shape before it to size its rounds by (_Schedule.FIRST_ROUNDS), and its climbs mostly end
+# within a few rounds (the combo budget scene: 4 of 32).
+FIRST_CHECK = 8
 # Row slots scored at most between two interrupt checks (`_score_in_parts`): at 2048 px, measured on one
 # core of a 2-core CPU shared with other jobs, up to ~0.2 s with numba's loops and ~0.6 s on the torch path.
 PART_ROWS = 2**19
@@ -94,7 +103,7 @@ def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
     ellipse form [K,5]: cx, cy, A, B, C) and the pixel rows whose centres they span: first [K] and
     count [K] (0 for shapes of other families, and where live [K] is False)."""
     if family == _ELLIPTIC:
-        cx, cy, a, b, c, half = _ellipse_form(kind, params)
+        cx, cy, a, b, c, half = _ellipse_form(kind, params, _turn(params, kinds))
         geometry = torch.stack([cx, cy, a, b, c], 1)
         y_min, y_max = cy - half, cy + half
     else:
@@ -103,7 +112,7 @@ def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
         elif family == _CONVEX and not {RECTANGLE, ROTATED_RECTANGLE} & set(kinds):
             vertices = params[:, :6].reshape(-1, 3, 2)  # triangles alone: no null fourth edge
         else:
-            vertices = _polygon4(kind, params, kinds)
+            vertices = _polygon4(kind, params, kinds, _turn(params, kinds))
         geometry = _edges(vertices)
         y_min, y_max = vertices[..., 1].amin(1), vertices[..., 1].amax(1)
     first = torch.ceil(y_min - 0.5).clamp(0, height).long()
@@ -141,11 +150,13 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
     if family == _ELLIPTIC:  # a miss gives an empty span
         column = _pixel_index(_ellipse_roots(geometry.index_select(0, owner), row.float() + 0.5), width)
         return column * used[:, None], None
-    y0, y1, x0, slope = geometry.index_select(0, owner).unbind(-1)
+    edges = geometry.index_select(0, owner)
     y = torch.where(used, row + 0.5, float("nan"))[:, None]  # an unused slot's row crosses nothing
     if family != _CONVEX:
-        return _winding_columns(y0, y1, x0, slope, y, width)
-    misses = (y0 <= y) == (y1 <= y)
+        return _winding_columns(edges, y, width)
+    y0, _, x0, slope = edges.unbind(-1)
+    below = edges[..., :2] <= y[..., None]  # each end of each edge
+    misses = below[..., 0] == below[..., 1]
     x = (y - y0).mul_(slope).add_(x0)  # (in place where the temporaries allow: measured 25% faster)
     left = torch.where(misses, float("inf"), x).amin(1)
     span = torch.stack([left, x.masked_fill_(misses, -float("inf")).amax(1)], 1)
@@ -153,17 +164,19 @@ def _slot_columns(family: int, geometry, owner, row, used, width: int):
     return torch.maximum(column, column[:, :1]), None  # a miss: right = left
 
 
-def _winding_columns(y0, y1, x0, slope, y, width: int):
-    """Where rows y [C,1] cross polygon edges y0, y1, x0, slope [C,V] (`_edges`; half-open in y, so a row
-    through a vertex counts it once; NaN rows and edges cross nothing): pixel columns [C,V] sorted
-    (`_pixel_index`) and the change of inside-ness at each, s [C,V] int8 (nonzero winding)."""
-    below0, below1 = y0 <= y, y1 <= y
-    direction = below0.to(torch.int8) - below1.to(torch.int8)  # +1: the edge crosses the row going down
-    x = (y - y0).mul_(slope).add_(x0).masked_fill_(below0 == below1, float("inf"))
+def _winding_columns(edges, y, width: int | None):
+    """Where rows y [C,1] cross polygon edges [C,V,4] (y0, y1, x0, slope: `_edges`; half-open in y, so
+    a row through a vertex counts it once; NaN rows and edges cross nothing): pixel columns [C,V]
+    sorted (`_pixel_index`; width None: the crossings x themselves) and the change of inside-ness at
+    each, s [C,V] int32 (nonzero winding)."""
+    y0, _, x0, slope = edges.unbind(-1)
+    below = (edges[..., :2] <= y[..., None]).to(torch.int32)  # each end of each edge
+    direction = below[..., 0] - below[..., 1]  # +1: the edge crosses the row going down
+    x = (y - y0).mul_(slope).add_(x0).masked_fill_(direction == 0, float("inf"))
     x, order = torch.sort(x, 1)
-    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int8)
+    inside = (torch.cumsum(direction.gather(1, order), 1) != 0).to(torch.int32)
     before = torch.nn.functional.pad(inside[:, :-1], (1, 0))
-    return _pixel_index(x, width), inside - before
+    return x if width is None else _pixel_index(x, width), inside - before
 
 
 def _ellipse_roots(form, y):
@@ -171,106 +184,177 @@ def _ellipse_roots(form, y):
     x [C,2], left and right (both at the middle where the row misses)."""
     cx, cy, a, b, c = form.unbind(1)
     dy = y - cy
-    discriminant = (b * dy) ** 2 - 4 * a * (c * dy * dy - 1)
+    b_dy = b * dy
+    discriminant = b_dy**2 - 4 * a * (c * dy * dy - 1)
     root = torch.sqrt(discriminant.clamp_min(0))
-    return torch.stack([cx + (-b * dy - root) / (2 * a), cx + (-b * dy + root) / (2 * a)], 1)
+    # cx + (-b dy -+ root) / 2A, both roots at once (-(b dy) is (-b) dy, and a - r is a + -r, exactly)
+    sides = (-b_dy)[:, None] + root[:, None] * _constant((-1.0, 1.0), y.device, torch.float32)
+    return sides / (2 * a)[:, None] + cx[:, None]
 
 
-def _mixed_geometry(kind, params, kinds):
-    """Geometry of K shapes of several families in one form: polygon edges [K,V,4] as `_edges` (every
-    polygon's vertices padded to the longest outline by repeating its last one: null edges; an
-    ellipse's edges cross no row), the ellipse form [K,5] (cx, cy, A, B, C), whether each shape is an
-    ellipse [K], and the y extent of each shape's rows, y_min and y_max [K]."""
-    elliptic = _family_of(kind) == _ELLIPTIC
-    vertices = _polygon4(kind, params, kinds) if set(_VERTICES) & set(kinds) else None
-    if QUADRATIC in kinds:
-        outline = _stroke_outline(params)
-        vertices = (
-            outline
-            if vertices is None
-            else torch.where(
-                (kind == QUADRATIC)[:, None, None],
-                outline,
-                torch.cat([vertices, vertices[:, 3:].expand(-1, outline.shape[1] - 4, 2)], 1),
-            )
-        )
-    cx, cy, a, b, c, half = _ellipse_form(kind, params)
-    y_min, y_max = cy - half, cy + half
-    if vertices is not None:
-        y_min = torch.where(elliptic, y_min, vertices[..., 1].amin(1))
-        y_max = torch.where(elliptic, y_max, vertices[..., 1].amax(1))
-        vertices = vertices.masked_fill(elliptic[:, None, None], float("nan"))  # NaN edges cross no row
-    else:
-        vertices = torch.full((kind.shape[0], 1, 2), float("nan"), device=params.device)
-    return _edges(vertices), torch.stack([cx, cy, a, b, c], 1), elliptic, y_min, y_max
+@functools.lru_cache(maxsize=4)
+def _vertex_columns(outline: bool) -> tuple[int, ...]:
+    """For each kind, the columns of `_mixed_geometry`'s sources (params [0:8], a rotated rectangle's
+    corners [8:16], a NaN [16], and with Beziers a stroke's two sides [17:], `_stroke_sides`) that make
+    its polygon's vertices (a stroke's outline: one side along the curve, the other back), padded to
+    the outline's length (or 4 vertices) by repeating the last one (null edges; an ellipse's are NaN:
+    no row crosses them), flat [8*2V]: the same table whatever the kinds."""
+    nan, length = 2 * N_PARAMS, 4 * (CURVE_STEPS + 1) if outline else 8
+    along = tuple(range(nan + 1, nan + 1 + length // 2))
+    back = sum((along[i : i + 2] for i in range(len(along) - 2, -1, -2)), ())
+    forms = {
+        TRIANGLE: (0, 1, 2, 3, 4, 5, 4, 5),
+        RECTANGLE: (0, 1, 2, 1, 2, 3, 0, 3),
+        ROTATED_RECTANGLE: tuple(range(N_PARAMS, 2 * N_PARAMS)),
+        POLYGON: tuple(range(8)),
+        QUADRATIC: along + tuple(c + length // 2 for c in back) if outline else (nan, nan),
+    }
+    table = ()
+    for code in range(len(_FAMILY)):
+        columns = forms.get(code, (nan, nan))
+        table += columns + columns[-2:] * ((length - len(columns)) // 2)
+    return table
 
 
-def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
-    """`_slot_columns` for slots of shapes of several families (`_mixed_geometry`): columns [C,V+2]
-    and transitions s [C,V+2], the polygon crossings sorted with their nonzero-winding transitions,
-    then an ellipse's two roots (+1, -1; transitions 0 where the slot is not an ellipse's)."""
-    y0, y1, x0, slope = edges.index_select(0, owner).unbind(-1)
-    y = torch.where(used, row + 0.5, float("nan"))  # an unused slot's row crosses nothing
-    column, s = _winding_columns(y0, y1, x0, slope, y[:, None], width)
-    hit = elliptic.index_select(0, owner) & used
-    roots = _pixel_index(_ellipse_roots(form.index_select(0, owner), y), width) * hit[:, None]
-    return torch.cat([column, roots], 1), torch.cat([s, _constant((1, -1), hit.device, torch.int8) * hit[:, None]], 1)
+class _Layout(NamedTuple):
+    """What the mixed pass (`_mixed_slots`) takes from K shapes' kinds and images alone, made once for
+    all the rounds of a climb (`_mixed_layout`): order [K] (the shapes by family, stable) and in that
+    order their kinds [K], family ranks [K] and memberships [K,F], the columns of their vertices
+    [K,2V] (`_vertex_columns`), whether each is an ellipse [K] (None: no ellipses among the kinds),
+    and its image's first row in the prefix sums [K] (image * height; None without images)."""
+
+    order: torch.Tensor
+    kind: torch.Tensor
+    rank: torch.Tensor
+    member: torch.Tensor
+    columns: torch.Tensor
+    elliptic: torch.Tensor | None
+    image_row: torch.Tensor | None
 
 
-def _mixed_slots(kind, params, kinds, regions: list[int], height: int, width: int, live=None):
-    """`_slots` and `_slot_columns` for K shapes of several families at once: the shapes in family
-    order (order [K]: the shapes by family, stable), each family's rows in its own region of one slot
-    array (regions: slots per family), so that what fits is what the family's own slots would hold,
-    and the crossings of every family in one pass (`_mixed_columns`). Returns order, owner [C] (an
-    index into order), row [C], start and end [K] of each ordered shape's slots, whether all its rows
-    fit [K] (ordered), the rows each family needed int64 [F], and column, s [C,V+2]."""
+def _mixed_layout(kind, image, kinds, height: int) -> _Layout:
+    """The `_Layout` of shapes of kind [K] (among `kinds`, of several families) in images image [K] (or None)."""
     device = kind.device
     families = _families(kinds)
     rank_of = _constant(tuple(families.index(f) if f in families else 0 for f in _FAMILY), device)
     order = torch.argsort(rank_of.index_select(0, kind), stable=True)
-    kind, params = kind.index_select(0, order), params.index_select(0, order)
+    kind = kind.index_select(0, order)
     rank = rank_of.index_select(0, kind)
-    edges, form, elliptic, y_min, y_max = _mixed_geometry(kind, params, kinds)
-    first = torch.ceil(y_min - 0.5).clamp(0, height).long()
-    count = (torch.floor(y_max - 0.5).clamp(-1, height - 1).long() - first + 1).clamp_min(0)
+    elliptic = None
+    if _ELLIPTIC in families:
+        elliptic = _constant(tuple(int(f == _ELLIPTIC) for f in _FAMILY), device, torch.bool).index_select(0, kind)
+    return _Layout(
+        order,
+        kind,
+        rank,
+        rank[:, None] == _constant(tuple(range(len(families))), device),
+        _constant(_vertex_columns(QUADRATIC in kinds), device).view(len(_FAMILY), -1).index_select(0, kind),
+        elliptic,
+        None if image is None else image.index_select(0, order) * height,
+    )
+
+
+def _mixed_geometry(layout: _Layout, params, kinds):
+    """Geometry of K shapes of several families in one form (their `_Layout`, params [K,8] in its
+    order): polygon edges [K,V,4] as `_edges` (every polygon's vertices padded to the longest outline
+    by repeating its last one: null edges; an ellipse's edges cross no row), where `kinds` have
+    ellipses the ellipse form [K,5] (cx, cy, A, B, C) (else None), and the y extent of each shape's
+    rows, y_min and y_max [K,2]."""
+    kind, device = layout.kind, params.device
+    turn = _turn(params, kinds)
+    # every kind's vertex coordinates picked from one table of sources (one gather, no selection per
+    # kind); a form no kind here has is stood in for by params (a view)
+    corners = _rotated_rectangle(params, turn).view(-1, 8) if ROTATED_RECTANGLE in kinds else params
+    sources = [params, corners, _constant((math.nan,), device, torch.float32).expand(kind.shape[0], 1)]
+    if QUADRATIC in kinds:
+        sources.append(_stroke_sides(params).view(-1, 4 * (CURVE_STEPS + 1)))
+    vertices = torch.cat(sources, 1).gather(1, layout.columns).view(kind.shape[0], -1, 2)
+    extent = torch.stack(torch.aminmax(vertices[..., 1], dim=1), 1)
+    if layout.elliptic is None:
+        return _edges(vertices), None, extent
+    cx, cy, a, b, c, half = _ellipse_form(kind, params, turn)
+    ellipse_extent = cy[:, None] + half[:, None] * _constant((-1.0, 1.0), device, torch.float32)  # cy -+ half
+    extent = torch.where(layout.elliptic[:, None], ellipse_extent, extent)
+    return _edges(vertices), torch.stack([cx, cy, a, b, c], 1), extent
+
+
+def _mixed_columns(edges, form, elliptic, owner, row, used, width: int):
+    """`_slot_columns` for slots of shapes of several families (`_mixed_geometry`): columns [C,V+2]
+    and transitions s int32 [C,V+2], the polygon crossings sorted with their nonzero-winding
+    transitions, then where there are ellipses an ellipse's two roots (+1, -1; transitions 0 where
+    the slot is not an ellipse's). used None: the slots past the last shape's rows may cross anything
+    (scoring reads none of them)."""
+    y = row + 0.5
+    if used is not None:
+        y = torch.where(used, y, float("nan"))  # an unused slot's row crosses nothing
+    x, s = _winding_columns(edges.index_select(0, owner), y[:, None], None)
+    if form is None:
+        return _pixel_index(x, width), s
+    hit = elliptic.index_select(0, owner)
+    roots = _ellipse_roots(form.index_select(0, owner), y)
+    if used is not None:  # (NaN rows: any column, with no change)
+        hit = hit & used
+        roots = roots.masked_fill(~hit[:, None], 0)
+    column = _pixel_index(torch.cat([x, roots], 1), width)
+    return column, torch.cat([s, _constant((1, -1), hit.device, torch.int32) * hit[:, None]], 1)
+
+
+def _mixed_slots(layout: _Layout, params, kinds, regions: list[int], height: int, width: int, live=None, exact=True):
+    """`_slots` and `_slot_columns` for K shapes of several families at once: the shapes in family
+    order (`_Layout`; params [K,8] and live [K] as the shapes come), what fits decided per family as
+    the family's own slots would (regions: slots per family), the rows of the shapes that fit laid
+    out in one slot array (the regions' sum, at most every row of every shape), and the crossings of
+    every family in one pass (`_mixed_columns`). Returns owner [C] (an index into the order), row [C]
+    (clamped to the frame), start and end [K] of each ordered shape's slots (none where it does not
+    fit), whether all its rows fit [K] (ordered), the rows each family needed int64 [F], and column,
+    s [C,V+2]. exact False: the slots past the last shape's rows (read by no sum) get any crossings."""
+    device, order = params.device, layout.order
+    edges, form, extent = _mixed_geometry(layout, params.index_select(0, order), kinds)
+    # the first row ceil(y_min - 0.5) and minus the last, -floor(y_max - 0.5) = ceil(0.5 - y_max), at once
+    rows = (extent - 0.5) * _constant((1.0, -1.0), device, torch.float32)
+    low, high = _constant((0, 1 - height, height, 1), device, torch.float32).view(2, 2)
+    rows = torch.ceil(rows).clamp(low, high).long()
+    first, count = rows[:, 0], (1 - rows.sum(1)).clamp_min(0)
     if live is not None:
         count = count * live.index_select(0, order)
-    # each shape's rows within its family's region (a running count per family), then the region's place
-    ends = torch.cumsum((rank[:, None] == torch.arange(len(families), device=device)) * count[:, None], 0)
-    end = ends.gather(1, rank[:, None]).squeeze(1)
-    limit = _constant(tuple(regions), device).index_select(0, rank)
-    fits = (end <= limit) | (count == 0)
-    offset = _constant(tuple(sum(regions[:i]) for i in range(len(regions))), device).index_select(0, rank)
-    start, end = offset + end - count, offset + end.clamp_max(limit)
-    start = start.clamp_max(end)
-    slots = sum(regions)
-    # a slot's owner is the last shape starting at or before it (shapes in family order: starts ascend)
+    # what fits is what each family's own slots would hold: its shapes' running count of rows within
+    # its region; the rows of the shapes that fit are laid out one after the other (at most the sum of
+    # the regions), a shape that does not gets none (and its sums are not read)
+    ends = torch.cumsum(layout.member * count[:, None], 0)
+    limit = _constant(tuple(regions), device).index_select(0, layout.rank)
+    fits = (ends.gather(1, layout.rank[:, None]).squeeze(1) <= limit) | (count == 0)
+    count = count * fits
+    end = torch.cumsum(count, 0)
+    start = end - count
+    slots = min(sum(regions), params.shape[0] * height)  # (every row of every shape at most)
+    # a slot's owner is the last shape starting at or before it (the first starts at 0; shapes
+    # without rows start where the next one does, so they are passed over)
     starts = torch.zeros(slots + 1, dtype=torch.int64, device=device)
-    starts.index_put_((start,), torch.ones_like(start), accumulate=True)
-    owner = (torch.cumsum(starts[:slots], 0) - 1).clamp_min(0)
+    starts.index_put_((start,), _constant((1,), device), accumulate=True)
+    owner = torch.cumsum(starts[:slots], 0) - 1
     slot = torch.arange(slots, device=device)
-    used = (slot >= start.index_select(0, owner)) & (slot < end.index_select(0, owner))
-    row = (first - start).index_select(0, owner) + slot
-    column, s = _mixed_columns(edges, form, elliptic, owner, row, used, width)
-    return order, owner, row, start, end, fits, ends[-1], column, s
+    used = slot < end.index_select(0, owner) if exact else None
+    row = ((first - start).index_select(0, owner) + slot).clamp(0, height - 1)
+    column, s = _mixed_columns(edges, form, layout.elliptic, owner, row, used, width)
+    return owner, row, start, end, fits, ends[-1], column, s
 
 
-def _mixed_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None, live):
-    """`_coverage_sums` of shapes of several families at once (`_mixed_slots`)."""
+def _mixed_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None, live, layout: _Layout | None):
+    """`_coverage_sums` of shapes of several families at once (`_mixed_slots`; layout: their
+    `_Layout`, or None to make it)."""
     families = _families(kinds)
     regions = [kind.shape[0] * terms.height if capacity is None else capacity[f] for f in families]
-    order, owner, row, start, end, fits, needed, column, s = _mixed_slots(
-        kind, params, kinds, regions, terms.height, terms.width, live
+    if layout is None:
+        layout = _mixed_layout(kind, image, kinds, terms.height)
+    owner, row, start, end, fits, needed, column, s = _mixed_slots(
+        layout, params, kinds, regions, terms.height, terms.width, live, exact=False
     )
-    image = image.index_select(0, order)
-    at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * (
-        terms.width + 1
-    ) + column
+    at = (layout.image_row.index_select(0, owner) + row)[:, None] * (terms.width + 1) + column
     values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
-    per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
+    per_row = (values * s[..., None]).sum(1, dtype=torch.int64)  # minus the row's sums
     running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
-    sums = (running.index_select(1, end) - running.index_select(1, start)).t()
-    unsorted = lambda x: torch.empty_like(x).index_copy_(0, order, x)  # noqa: E731
+    sums = (running.index_select(1, start) - running.index_select(1, end)).t()
+    unsorted = lambda x: torch.empty_like(x).index_copy_(0, layout.order, x)  # noqa: E731
     return unsorted(sums), unsorted(fits), dict(zip(families, needed.unbind(), strict=False))
 
 
@@ -281,16 +365,22 @@ def _search_cpu():
     return search_cpu
 
 
-def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None = None, live=None):
+def _mixed_pass(kinds, device) -> bool:
+    """Whether shapes of `kinds` are scored in one pass for every family (`_mixed_sums`)."""
+    return len(_families(kinds)) > 1 and not numba_usable(device)
+
+
+def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | None = None, live=None, layout=None):
     """Sums over the pixels each of K shapes covers (centre sampled) of the `Terms`: int64 [K,T+1]
     (units of 1/terms.scale; the last is the pixel count). image int64 [K] picks each shape's image;
     shapes where live [K] is False get no rows (sums 0).
 
     Each family of shapes among `kinds` lays its rows out in capacity[family] slots (default K*H,
-    always enough). Also returns which shapes' rows all fit [K] (the sums of the others are
-    partial) and the slots each family needed {family: () int64}."""
-    if len(_families(kinds)) > 1 and not numba_usable(kind.device):  # one pass for every family
-        return _mixed_sums(terms, image, kind, params, kinds, capacity, live)
+    always enough). Also returns which shapes' rows all fit [K] (the sums of the others are not to
+    be read) and the slots each family needed {family: () int64}. layout: the shapes' `_Layout`
+    where the caller has it (`_mixed_pass`)."""
+    if _mixed_pass(kinds, kind.device):
+        return _mixed_sums(terms, image, kind, params, kinds, capacity, live, layout)
     needed = {}
     sums, fits = 0, True
     for family in _families(kinds):
@@ -313,16 +403,17 @@ def _coverage_sums(terms: Terms, image, kind, params, kinds, capacity: dict | No
         at = ((image * terms.height).index_select(0, owner) + row.clamp(0, terms.height - 1))[:, None] * (
             terms.width + 1
         ) + column
+        # per row minus its sums (the sign taken at the end, by the order of a difference)
         if s is None:  # one span [left, right) per row: the difference of two prefixes, exact in int32
             at = at.t().contiguous()
-            per_row = terms.prefix.index_select(0, at[1]) - terms.prefix.index_select(0, at[0])
-        else:  # the negated transitions weigh the prefixes (in int32: a product is a prefix or its negation)
+            per_row = terms.prefix.index_select(0, at[0]) - terms.prefix.index_select(0, at[1])
+        else:  # the transitions weigh the prefixes (in int32: a product is a prefix or its negation)
             values = terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1)
-            per_row = (values * -s[..., None].to(torch.int32)).sum(1, dtype=torch.int64)
+            per_row = (values * s[..., None]).sum(1, dtype=torch.int64)
         # rows of a shape are consecutive slots: its sums are differences of an exact running sum
         # (taken along contiguous memory: terms first)
         running = torch.nn.functional.pad(torch.cumsum(per_row.t(), 1, dtype=torch.int64), (1, 0))
-        sums = sums + (running.index_select(1, end) - running.index_select(1, start)).t()
+        sums = sums + (running.index_select(1, start) - running.index_select(1, end)).t()
     return sums, fits, needed
 
 
@@ -356,23 +447,24 @@ def optimal_colors(opacity_sums, alpha):
     return (sum_u[:, :3] / (alpha * count.clamp_min(1))[:, None]).clamp(0, 1)
 
 
-def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None = None, live=None):
+def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None = None, live=None, layout=None):
     """Error change [K] float32, optimal colour [K,3] of K candidates, and the row slots each family
     needed (see `_coverage_sums`). The change is inf for invalid shapes, where live [K] is False and
     for candidates whose rows did not fit the slots (not scored: a search passes them over).
 
     image int64 [K] picks each candidate's image; kind int64 [K] (codes among `kinds`); params
-    float [K,8]; alpha float [K] in (0, 1] (terms.alpha where that is fixed).
+    float [K,8]; alpha float [K] in (0, 1] (terms.alpha where that is fixed); layout: their `_Layout`
+    where the caller has it (`_mixed_pass`).
     """
-    sums, fits, needed = _coverage_sums(terms, image, kind, params, kinds, capacity, live)
+    sums, fits, needed = _coverage_sums(terms, image, kind, params, kinds, capacity, live, layout)
     opacity_sums = _opacity_sums(terms, sums, alpha)
     color = optimal_colors(opacity_sums, alpha)
-    change = _error_change(opacity_sums, color, alpha).masked_fill(~fits, float("inf"))
-    keep = _valid(kind, params, kinds) if QUADRATIC in kinds else live
-    if QUADRATIC in kinds and live is not None:
-        keep = keep & live
-    if keep is not None:
-        change = torch.where(keep, change, float("inf"))
+    keep = fits if live is None else fits & live
+    if QUADRATIC in kinds:
+        keep = keep & _valid(kind, params, kinds)
+    change = torch.where(
+        keep, _error_change(opacity_sums, color, alpha), _constant((math.inf,), kind.device, torch.float32)
+    )
     return change, color, needed
 
 
@@ -386,114 +478,130 @@ def _valid(kind, p, kinds):
     return (kind != QUADRATIC) | (chord[:, None] > legs).all(1)
 
 
+# Each kind's random parameters as groups of `random_shapes`'s value columns: (group, how many of its columns).
+_RANDOM_FORMS = {
+    TRIANGLE: (("anchor", 2), ("triangle", 4)),
+    RECTANGLE: (("anchor", 2), ("corner", 2)),
+    ROTATED_RECTANGLE: (("anchor", 2), ("size", 2), ("angle", 1)),
+    ELLIPSE: (("anchor", 2), ("size", 2)),
+    ROTATED_ELLIPSE: (("anchor", 2), ("size", 2), ("angle", 1)),
+    CIRCLE: (("anchor", 2), ("size", 1)),
+    QUADRATIC: (("anchor", 2), ("chain", 2), ("bezier", 3)),
+    POLYGON: (("anchor", 2), ("chain", 6)),
+}
+
+
 def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, generator, device):
     """`count` random shapes drawn as primitive draws them (small, anywhere): kind [count], params [count,8]."""
     scale = max(height, width) / 256
+    device = torch.device(device)
     choice = torch.randint(len(kinds), (count,), generator=generator, device=device)
-    kind = _constant(tuple(kinds), torch.device(device)).index_select(0, choice)
+    kind = _constant(tuple(kinds), device).index_select(0, choice)
     u = torch.rand(count, N_PARAMS, generator=generator, device=device)
-    anchor_x, anchor_y = u[:, 0] * width, u[:, 1] * height
-    spread = lambda i, reach: (u[:, i] * 2 - 1) * reach * scale  # noqa: E731
-    size = lambda i: 1 + u[:, i] * RANDOM_SIZE * scale  # noqa: E731
-    zero = torch.zeros_like(anchor_x)
-    chain_x2, chain_y2 = anchor_x + spread(2, RANDOM_CHAIN), anchor_y + spread(3, RANDOM_CHAIN)
-    forms = {
-        TRIANGLE: [
-            anchor_x,
-            anchor_y,
-            anchor_x + spread(2, RANDOM_TRIANGLE),
-            anchor_y + spread(3, RANDOM_TRIANGLE),
-            anchor_x + spread(4, RANDOM_TRIANGLE),
-            anchor_y + spread(5, RANDOM_TRIANGLE),
-            zero,
-            zero,
-        ],
-        RECTANGLE: [
-            anchor_x,
-            anchor_y,
-            (anchor_x + size(2)).clamp(max=width),
-            (anchor_y + size(3)).clamp(max=height),
-            zero,
-            zero,
-            zero,
-            zero,
-        ],
-        ROTATED_RECTANGLE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
-        ELLIPSE: [anchor_x, anchor_y, size(2), size(3), zero, zero, zero, zero],
-        ROTATED_ELLIPSE: [anchor_x, anchor_y, size(2), size(3), u[:, 4] * 360, zero, zero, zero],
-        CIRCLE: [anchor_x, anchor_y, size(2), zero, zero, zero, zero, zero],
-        QUADRATIC: [
-            anchor_x,
-            anchor_y,
-            chain_x2,
-            chain_y2,
-            chain_x2 + spread(4, RANDOM_CHAIN),
-            chain_y2 + spread(5, RANDOM_CHAIN),
-            (1 + u[:, 6] * RANDOM_STROKE) * scale,
-            zero,
-        ],
-        POLYGON: [
-            anchor_x,
-            anchor_y,
-            anchor_x + spread(2, RANDOM_CHAIN),
-            anchor_y + spread(3, RANDOM_CHAIN),
-            anchor_x + spread(4, RANDOM_CHAIN),
-            anchor_y + spread(5, RANDOM_CHAIN),
-            anchor_x + spread(6, RANDOM_CHAIN),
-            anchor_y + spread(7, RANDOM_CHAIN),
-        ],
-    }
-    params = torch.stack(forms[kinds[0]], 1)
-    for code in kinds[1:]:
-        params = torch.where((kind == code)[:, None], torch.stack(forms[code], 1), params)
-    return kind, params
+    # the values the kinds take, each group for all its parameters at once (the same float operations
+    # in the same order as one parameter at a time), then each shape's picked by its kind: a few
+    # operations whatever the kinds
+    frame = _constant((width, height), device, torch.float32)
+    groups = {"anchor": u[:, :2] * frame}
+    anchor = groups["anchor"][:, None]
+    wanted = {group for k in kinds for group, _ in _RANDOM_FORMS[k]}
+    if "triangle" in wanted:  # the other vertices within RANDOM_TRIANGLE of the first
+        groups["triangle"] = ((u[:, 2:6] * 2 - 1) * RANDOM_TRIANGLE * scale).view(-1, 2, 2).add_(anchor).view(-1, 4)
+    if "chain" in wanted:  # each vertex within RANDOM_CHAIN of the one before (a polygon's all of the first)
+        chain = (u * 2 - 1) * RANDOM_CHAIN * scale
+        groups["chain"] = (chain[:, 2:8].reshape(-1, 3, 2) + anchor).view(-1, 6)
+        if "bezier" in wanted:
+            groups["bezier"] = torch.cat(
+                [groups["chain"][:, :2] + chain[:, 4:6], (1 + u[:, 6:7] * RANDOM_STROKE) * scale], 1
+            )
+    if wanted & {"size", "corner"}:
+        groups["size"] = 1 + u[:, 2:4] * RANDOM_SIZE * scale
+    if "corner" in wanted:
+        groups["corner"] = torch.minimum(groups["anchor"] + groups["size"], frame)
+    if "angle" in wanted:
+        groups["angle"] = u[:, 4:5] * 360
+    groups["zero"] = torch.zeros_like(u[:, :1])
+    at, columns = {}, 0
+    for group, values in groups.items():
+        at[group], columns = columns, columns + values.shape[1]
+    table = []
+    for code in range(len(_RANDOM_FORMS)):
+        index = [at[group] + i for group, n in _RANDOM_FORMS[code] for i in range(n)] if code in kinds else []
+        table.append(tuple(index) + (at["zero"],) * (N_PARAMS - len(index)))
+    values = torch.cat(list(groups.values()), 1)
+    if len(kinds) == 1:
+        return kind, values.index_select(1, _constant(table[kinds[0]], device))
+    pick = _constant(sum(table, ()), device).view(len(table), N_PARAMS)
+    return kind, values.gather(1, pick.index_select(0, kind))
 
 
-def mutate(kind, params, alpha, search_alpha: bool, tables, generator, kinds):
-    """One random move per shape (kind [K] among `kinds`, params [K,8], alpha [K]): a Gaussian step
-    of one parameter group (a vertex, the sizes, the angle), clamped to the frame's margins; with
-    search_alpha, the opacity moves by -10..10 / 255."""
+def _moves(kind, tables, kinds):
+    """What `mutate` looks up for shapes of kind [K] (among `kinds`), once for all of a climb's rounds:
+    each shape's first row of the sigma table (kind * 4) and its number of parameter groups (float),
+    [K] or numbers for one kind, its parameters' bounds low and high, [K,8] or [8], and the table."""
     bounds, steps = tables
-    count, device = kind.shape[0], kind.device
+    if len(kinds) == 1:  # one kind: its table rows, no per-shape lookups
+        return (kinds[0] * 4, len(_GROUPS[kinds[0]]), *bounds[kinds[0]], steps)
+    groups = _constant(tuple(float(len(g)) for g in _GROUPS), kind.device, torch.float32).index_select(0, kind)
+    return (kind * 4, groups, *bounds.index_select(0, kind).unbind(1), steps)
+
+
+def _draws(count: int, search_alpha: bool, generator, device):
+    """The random numbers of `count` moves (`mutate`), in the order drawn: which parameter group
+    [count], the Gaussian steps [count,8] and, with search_alpha, the opacity steps [count] (else None)."""
     pick = torch.rand(count, generator=generator, device=device)
     step = torch.randn(count, N_PARAMS, generator=generator, device=device)
-    if len(kinds) == 1:  # one kind: its table rows, no per-shape lookups
-        group = kinds[0] * 4 + (pick * len(_GROUPS[kinds[0]])).long()
-        low, high = bounds[kinds[0]]
-    else:
-        n_groups = _constant(tuple(len(g) for g in _GROUPS), device)
-        group = kind * 4 + (pick * n_groups.index_select(0, kind)).long()
-        low, high = bounds.index_select(0, kind).unbind(1)
+    return pick, step, torch.randint(-10, 11, (count,), generator=generator, device=device) if search_alpha else None
+
+
+def mutate(moves, params, alpha, search_alpha: bool, generator):
+    """One random move per shape (params [K,8], alpha [K]; moves: `_moves` of their kinds): a Gaussian
+    step of one parameter group (a vertex, the sizes, the angle), clamped to the frame's margins;
+    with search_alpha, the opacity moves by -10..10 / 255."""
+    first_group, groups, low, high, steps = moves
+    pick, step, alpha_step = _draws(params.shape[0], search_alpha, generator, params.device)
+    group = first_group + (pick * groups).long()
     moved = torch.minimum(torch.maximum(params + step * steps.index_select(0, group), low), high)
     if search_alpha:
-        change = torch.randint(-10, 11, (count,), generator=generator, device=device) / 255
-        alpha = (alpha + change).clamp(1 / 255, 1)
+        alpha = (alpha + alpha_step / 255).clamp(1 / 255, 1)
     return moved, alpha
 
 
 # -- the search --------------------------------------------------------------------------------------
 
 
-def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
-    """Binary coverage [B,H,W] (centre sampled) of one shape per image (kind [B], params [B,8]): +1 and -1
-    at the columns where each row's inside-ness changes, summed along the row. Several families in
-    one pass (`_mixed_slots`), as the torch path scores them."""
+def _commit_rows(kind, params, batch: int, height: int, width: int, kinds):
+    """Where the rows of one shape per image (kind [B], params [B,8]) change inside-ness: the image of
+    each row slot [C], the prefix-sum index of each crossing (as `Terms.prefix`) at [C,V] and the
+    change s int32 [C,V] (+1 in, -1 out, 0 none). Several families in one pass (`_mixed_slots`), as
+    the torch path scores them."""
     families = _families(kinds)
     if len(families) > 1:
-        order, owner, row, _, _, _, _, column, s = _mixed_slots(
-            kind, params, kinds, [batch * height] * len(families), height, width
+        layout = _mixed_layout(kind, None, kinds, height)
+        owner, row, _, _, _, _, column, s = _mixed_slots(
+            layout, params, kinds, [batch * height] * len(families), height, width
         )
-        image = order.index_select(0, owner)
+        image = layout.order.index_select(0, owner)
     else:
         geometry, first, rows = _shape_rows(families[0], kind, params, kinds, height)
         image, row, used, _, _, _, _ = _slots(first, rows, batch * height)
         column, s = _slot_columns(families[0], geometry, image, row, used, width)
         if s is None:  # a span: +1 at its left column, -1 at its right (an empty one cancels)
-            s = _constant((1, -1), column.device).expand_as(column)
+            s = _constant((1, -1), column.device, torch.int32).expand_as(column)
     at = ((image * height + row.clamp(0, height - 1)) * (width + 1))[:, None] + column
-    edges = torch.zeros(batch * height * (width + 1), dtype=torch.int32, device=params.device)
-    edges.index_put_((at.reshape(-1),), s.reshape(-1).to(torch.int32), accumulate=True)
+    return image, at, s
+
+
+def _row_coverage(at, s, batch: int, height: int, width: int):
+    """Binary coverage [B,H,W] from `_commit_rows`'s crossings: the changes summed along each row."""
+    edges = torch.zeros(batch * height * (width + 1), dtype=torch.int32, device=at.device)
+    edges.index_put_((at.reshape(-1),), s.reshape(-1), accumulate=True)
     return torch.cumsum(edges.view(batch, height, width + 1), 2)[..., :width] > 0
+
+
+def _commit_mask(kind, params, batch: int, height: int, width: int, kinds):
+    """Binary coverage [B,H,W] (centre sampled) of one shape per image (kind [B], params [B,8])."""
+    return _row_coverage(*_commit_rows(kind, params, batch, height, width, kinds)[1:], batch, height, width)
 
 
 @contextlib.contextmanager
@@ -610,10 +718,11 @@ class _Schedule:
     """What the host decides for a shape: the row slots of each scoring stage and family, and the
     climbing rounds. It reads the device once per shape, after the shape's random candidates are
     scored and its parents chosen: the status of the shape before (`status`) and how many of this
-    shape's parents are of each family (`set_parents`). All families climb in the same rounds, each
+    shape's parents are of each kind (`set_parents`). All families climb in the same rounds, each
     family's rows in its own slots sized by its parents: a family without parents gets one slot
     (measured on combo shapes: half the families, and most of the work, were idle when every family
-    climbed every parent's mutations).
+    climbed every parent's mutations), and the climbs and the commit compute the forms of the
+    parents' kinds alone (`parent_kinds`).
 
     The random candidates get the slots the shape before the last needed, to the next level up. The
     climbs run the rounds the last shape's took and two more (half as many again when they were
@@ -626,7 +735,9 @@ class _Schedule:
     (as failed ones); the slots follow in the next.
 
     The first shape has no shape before it: its random candidates get every row, shared out among
-    the kinds' families, its climbs every row of their mutations."""
+    the kinds' families, its climbs every row of their mutations. Where they are scored in one pass
+    (one family, or the torch path's mixed pass), it reads its parents' kinds with whether a climb
+    goes on FIRST_CHECK rounds in, and scores no more rounds where none does."""
 
     MIN_ROUNDS = 4
     FIRST_ROUNDS = 32
@@ -645,13 +756,19 @@ class _Schedule:
         self.rounds = min(MAX_ROUNDS, self.FIRST_ROUNDS)
         self.per_parent = None  # per family, the slots of each round per parent (after the first shape)
         self.parents = {family: batch * parents if len(self.families) == 1 else 0 for family in self.families}
+        self.parent_kinds = kinds  # the kinds among the parents: the only ones a climb computes the forms of
 
-    def family_counts(self, parent_kind):
-        """How many parents [B*P] (their kinds) are of each family, int64 [F], on the device."""
-        return (_family_of(parent_kind)[:, None] == _constant(tuple(self.families), parent_kind.device)).sum(0)
+    def kind_counts(self, parent_kind):
+        """How many parents [B*P] (their kinds) are of each of the kinds, int64 [len(kinds)], on the device."""
+        return (parent_kind[:, None] == _constant(tuple(self.kinds), parent_kind.device)).sum(0)
 
     def set_parents(self, counts: list[int]) -> None:
-        self.parents = dict(zip(self.families, counts, strict=False))
+        """The parents of the next shape: how many are of each of the kinds (`kind_counts`)."""
+        self.parents = {
+            family: sum(n for k, n in zip(self.kinds, counts, strict=True) if _FAMILY[k] == family)
+            for family in self.families
+        }
+        self.parent_kinds = tuple(k for k, n in zip(self.kinds, counts, strict=True) if n > 0)
 
     def capacity(self, stage: str, round: int = 0) -> dict:
         """Row slots per family of a scoring stage: "random", or "climb" at a round (for the parents
@@ -683,16 +800,17 @@ class _Schedule:
         random candidates needed; then per family the level of the slots each climbing round needed
         (0 for a family without parents)."""
         word = active.any().long() + 2 * cut.long() + 4 * climbed.clamp_max(1023)
-        for i, family in enumerate(self.families):
-            word = word + (self._level(needed[("random", family)]) << (12 + self.LEVEL_BITS * i))
         zeros = torch.zeros(self.rounds, dtype=torch.int64, device=word.device)
-        return torch.cat(
-            [word.view(1)]
-            + [
-                self._level(needed[("climb", family)]) if ("climb", family) in needed else zeros
-                for family in self.families
-            ]
+        # every level in one pass: the random candidates' of each family, then each family's rounds
+        rows = torch.cat(
+            [torch.stack([needed[("random", family)] for family in self.families])]
+            + [needed.get(("climb", family), zeros) for family in self.families]
         )
+        levels = self._level(rows)
+        count = len(self.families)
+        shifts = _constant(tuple(12 + self.LEVEL_BITS * i for i in range(count)), word.device)
+        word = word + (levels[:count] << shifts).sum()
+        return torch.cat([word.view(1), levels[count:]])
 
     def update(self, status: list[int]) -> bool:
         """Set the slots and rounds of the next shape from the last shape's `status` (before
@@ -781,9 +899,10 @@ def _next_shape(
     on_round,
 ):
     """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
-    which reads the last shape's `status` and this shape's parents' families (one host read, none for
-    the first shape of one family): returns the new current images and the shape, and its report
-    (see `_Schedule`); None where the last shape improved no image."""
+    which reads the last shape's `status` and this shape's parents' kinds (one host read; the first
+    shape's, where its climbs are scored in one pass, a few rounds into them: `_hill_climb`): returns
+    the new current images and the shape, and its report (see `_Schedule`); None where the last
+    shape improved no image."""
     batch, height, width, _ = target.shape
     device = target.device
     terms = _terms(target, current, None if search_alpha else start_alpha)
@@ -799,13 +918,28 @@ def _next_shape(
     chosen = (best + torch.arange(batch, device=device)[:, None] * candidates).reshape(-1)
     kind, params, shape_alpha, change = kind[chosen], params[chosen], shape_alpha[chosen], change[chosen]
     several = len(schedule.families) > 1
-    if status is not None or several:
+    check = None
+    if status is None and (not several or _mixed_pass(kinds, device)):
+        # the first shape has no status to read: it reads its parents' kinds with whether a climb
+        # goes on, a few rounds in (`_hill_climb`), its climbs scoring every row of every kind
+        parent_kind = kind
+
+        def check(climbing) -> bool:
+            read = torch.cat(
+                [climbing.any().long().view(1)] + ([schedule.kind_counts(parent_kind)] if several else [])
+            ).tolist()
+            if several:
+                schedule.set_parents(read[1:])
+            return bool(read[0])
+
+    elif status is not None or several:
         report = [status] if status is not None else []
-        read = torch.cat(report + ([schedule.family_counts(kind)] if several else [])).tolist()
+        read = torch.cat(report + ([schedule.kind_counts(kind)] if several else [])).tolist()
         if status is not None and not schedule.update(read[: len(status)]):
             return None
         if several:
-            schedule.set_parents(read[len(read) - len(schedule.families) :])
+            schedule.set_parents(read[len(read) - len(kinds) :])
+        kinds = schedule.parent_kinds  # from here on only the parents' kinds: forms of no other are computed
     kind, params, shape_alpha, change, cut, climbed, climb_needed = _climb_families(
         terms,
         kind,
@@ -821,17 +955,24 @@ def _next_shape(
         schedule,
         batch,
         on_round,
+        check,
     )
+    kinds = schedule.parent_kinds
     needed = {**{("random", f): n for f, n in needed.items()}, **{("climb", f): n for f, n in climb_needed.items()}}
     # the best climb of each image becomes its next shape, coloured in 8 bits
     shape_alpha = (shape_alpha * 255).round() / 255
-    sums, _, _ = _coverage_sums(terms, torch.arange(batch, device=device), kind, params, kinds)
+    # its sums and its coverage from one pass over its rows: the negated changes weigh the prefixes
+    image, at, s = _commit_rows(kind, params, batch, height, width, kinds)
+    per_row = (terms.prefix.index_select(0, at.view(-1)).view(*at.shape, -1) * s[..., None]).sum(1, dtype=torch.int64)
+    sums = torch.zeros(batch, per_row.shape[1], dtype=torch.int64, device=device).index_add_(
+        0, image, per_row, alpha=-1
+    )
     opacity_sums = _opacity_sums(terms, sums, shape_alpha)
     color = (optimal_colors(opacity_sums, shape_alpha) * 255).round() / 255
     change = _error_change(opacity_sums, color, shape_alpha)
     # float rounding must not pass for an improvement (a flat image gets no shapes)
     improves = active & (change < -1e-6 * (1 + sums[:, -1] / terms.scale)) & _valid(kind, params, kinds)
-    mask = _commit_mask(kind, params, batch, height, width, kinds) & improves[:, None, None]
+    mask = _row_coverage(at, s, batch, height, width) & improves[:, None, None]
     a = shape_alpha[:, None, None, None]
     paint = _paint(color, terms.channels)
     current = torch.where(mask[..., None], current * (1 - a) + paint[:, None, None, :] * a, current)
@@ -862,14 +1003,19 @@ def _climb_families(
     schedule,
     batch: int,
     on_round,
+    check=None,
 ):
     """Hill-climb the parents of every image (kind [B*P] among `kinds`, params [B*P,8], alpha, change
     [B*P], image [B*P] int64) side by side, every family in the same rounds (`_hill_climb`; each
     family's rows in its own slots), and pick each image's best climb: kind [B], params [B,8], alpha
     [B], change [B]; whether a climb was cut by the last round (), the rounds until every climb had
-    stopped (), and the row slots each family with parents needed each round {family: int64 [R]}."""
+    stopped (), and the row slots each family with parents needed each round {family: int64 [R]}.
+    check: the first shape's (see `_hill_climb`), whose rounds score every row."""
     count, device = kind.shape[0], kind.device
-    capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
+    if check is None:
+        capacities = [schedule.capacity("climb", r) for r in range(schedule.rounds)]
+    else:
+        capacities = [None] * schedule.rounds
     kind, params, alpha, change, cut, climbed, needed = _hill_climb(
         terms,
         kind,
@@ -884,6 +1030,7 @@ def _climb_families(
         kinds,
         capacities,
         on_round,
+        check,
     )
     needed = {family: rows for family, rows in needed.items() if schedule.parents[family] > 0}
     winner = change.view(batch, -1).argmin(1) + torch.arange(batch, device=device) * (count // batch)
@@ -904,6 +1051,7 @@ def _hill_climb(
     kinds,
     capacities: list,
     on_round,
+    check=None,
 ):
     """Hill-climb parents side by side (kind [K], params [K,8], alpha, change [K], image [K] int64).
     Each round, every parent still climbing makes `mutations` mutations and takes the best one if it
@@ -911,7 +1059,12 @@ def _hill_climb(
     when `mutations` moves from the same state fail in a row), with the moves tried side by side and
     the best success kept, not the first. There is a round per entry of `capacities` (the row slots
     of each family that round, or None: every row), each of a size fixed on the host (stopped
-    parents' moves cost no rows and are ignored): no host reads. on_round() after each round.
+    parents' moves cost no rows and are ignored). on_round() after each round.
+
+    No host reads, but for check(climbing [K]), called after FIRST_CHECK rounds (or all, if fewer)
+    where given: one read, which returns whether a climb goes on; where none does, the rounds left
+    score nothing, and draw only the random numbers their moves would (so that what follows draws
+    the same ones).
 
     Returns each climb's end (kind, params, alpha, change), whether a climb was cut by the last round
     (), the rounds until every climb had stopped (), and the row slots each family needed each round
@@ -920,47 +1073,66 @@ def _hill_climb(
     parent = torch.arange(count, device=device).repeat_interleave(mutations, output_size=count * mutations)
     mutant_kind = kind[parent] if len(kinds) > 1 else kind[:1].expand(count * mutations)
     mutant_image = image[parent]
-    first_move = torch.arange(count, device=device) * mutations
+    # what stays the same from round to round is taken once
+    moves = _moves(mutant_kind, tables, kinds)
+    layout = _mixed_layout(mutant_kind, mutant_image, kinds, terms.height) if _mixed_pass(kinds, device) else None
+    mutant_alpha = alpha[parent]
     climbing = torch.ones(count, dtype=torch.bool, device=device)
-    climbed = torch.zeros((), dtype=torch.int64, device=device)
+    rounds = torch.zeros(count, dtype=torch.int64, device=device)  # rounds each parent climbed
     needed = {}
-    for capacity in capacities:
-        moved, moved_alpha = mutate(mutant_kind, params[parent], alpha[parent], search_alpha, tables, generator, kinds)
+    for round, capacity in enumerate(capacities):
+        if search_alpha:
+            mutant_alpha = alpha[parent]
+        moved, moved_alpha = mutate(moves, params[parent], mutant_alpha, search_alpha, generator)
         moved_change, rows = _score_in_parts(
-            terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity, climbing[parent], on_round
+            terms, mutant_image, mutant_kind, moved, moved_alpha, kinds, capacity, climbing[parent], on_round, layout
         )
         best_change, best_move = moved_change.view(count, mutations).min(1)
-        climbing = climbing & (best_change < change)
-        pick = first_move + best_move
-        params = torch.where(climbing[:, None], moved[pick], params)
-        alpha = torch.where(climbing, moved_alpha[pick], alpha)
+        # a stopped parent's moves score inf (not live): it goes on climbing only where a move improves
+        climbing = best_change < change
+        params = torch.where(
+            climbing[:, None],
+            moved.view(count, mutations, -1).gather(1, best_move.view(-1, 1, 1).expand(-1, 1, N_PARAMS))[:, 0],
+            params,
+        )
+        if search_alpha:
+            alpha = torch.where(climbing, moved_alpha.view(count, mutations).gather(1, best_move[:, None])[:, 0], alpha)
         change = torch.where(climbing, best_change, change)
-        climbed = climbed + climbing.any()
+        rounds = rounds + climbing
         on_round()
         for family, total in rows.items():
             needed.setdefault(family, []).append(total)
+        if check is not None and round + 1 == min(FIRST_CHECK, len(capacities)) and not check(climbing):
+            left = len(capacities) - round - 1
+            for _ in range(left):
+                _draws(count * mutations, search_alpha, generator, device)
+                on_round()
+            for totals in needed.values():
+                totals += [torch.zeros_like(totals[0])] * left
+            break
     return (
         kind,
         params,
         alpha,
         change,
         climbing.any(),
-        climbed,
+        rounds.max(),
         {family: torch.stack(totals) for family, totals in needed.items()},
     )
 
 
-def _score_in_parts(terms, image, kind, params, alpha, kinds, capacity: dict | None, live, on_round):
+def _score_in_parts(terms, image, kind, params, alpha, kinds, capacity: dict | None, live, on_round, layout=None):
     """`score`'s change [K] and rows needed {family: ()} of K shapes (a round's mutants, a shape's random
     candidates; live [K] or None as `score` takes it), in parts of at most
     ~PART_ROWS row slots (each part a share of `capacity` as large as its share of the mutants; None:
     every row), with on_round() after each part but the last: a round at 2048 px and 10,000
-    mutations scores ~1e8 rows, tens of seconds between interrupt checks in one piece."""
+    mutations scores ~1e8 rows, tens of seconds between interrupt checks in one piece. layout: the
+    shapes' `_Layout` where the caller has it (used in one piece)."""
     count = kind.shape[0]
     slots = sum(capacity.values()) if capacity is not None else count * terms.height
     parts = min(count, math.ceil(slots / PART_ROWS))
     if parts <= 1:
-        change, _, rows = score(terms, image, kind, params, alpha, kinds, capacity, live)
+        change, _, rows = score(terms, image, kind, params, alpha, kinds, capacity, live, layout)
         return change, rows
     size = math.ceil(count / parts)
     share = None if capacity is None else {f: max(1, math.ceil(c * size / count)) for f, c in capacity.items()}

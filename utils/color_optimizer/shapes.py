@@ -131,8 +131,20 @@ class Approximation:
 @functools.lru_cache(maxsize=128)
 def _constant(values: tuple, device: torch.device, dtype: torch.dtype = torch.int64) -> torch.Tensor:
     """A small table of numbers [len(values)] as a tensor on `device`, made once per process by
-    device fills: a tensor made from host data is an upload that waits for the stream on a GPU."""
-    return torch.stack([torch.full((), v, dtype=dtype, device=device) for v in values])
+    device fills: a tensor made from host data is an upload that waits for the stream on a GPU.
+    Small non-negative integers go several to a fill (bit fields of an int64, then split apart)."""
+    small = all(0 <= v < 2**31 and float(v).is_integer() for v in values)
+    per_word = 63 // max(1, int(max(values)).bit_length()) if small else 1
+    if -(-len(values) // per_word) + 5 >= len(values):
+        return torch.stack([torch.full((), v, dtype=dtype, device=device) for v in values])  # one fill a value
+    bits = 63 // per_word
+    words = [
+        sum(int(v) << (bits * i) for i, v in enumerate(values[at : at + per_word]))
+        for at in range(0, len(values), per_word)
+    ]
+    words = torch.stack([torch.full((), w, dtype=torch.int64, device=device) for w in words])
+    shifts = torch.arange(per_word, device=device) * bits
+    return ((words[:, None] >> shifts) & (2**bits - 1)).view(-1)[: len(values)].to(dtype)
 
 
 def _family_of(kind):
@@ -144,74 +156,99 @@ def _family_of(kind):
 
 
 def _rotation(angle_degrees):
+    """cos and sin [K,2] of angles [K] in degrees."""
     radians = angle_degrees * (math.pi / 180)
-    return torch.cos(radians), torch.sin(radians)
+    return torch.stack([torch.cos(radians), torch.sin(radians)], 1)
 
 
-def _rotated_rectangle(p):
-    cos, sin = _rotation(p[:, 4])
-    corner_x = _constant((-0.5, 0.5, 0.5, -0.5), p.device, torch.float32) * p[:, 2:3]
-    corner_y = _constant((-0.5, -0.5, 0.5, 0.5), p.device, torch.float32) * p[:, 3:4]
-    return torch.stack(
-        [
-            p[:, 0:1] + corner_x * cos[:, None] - corner_y * sin[:, None],
-            p[:, 1:2] + corner_x * sin[:, None] + corner_y * cos[:, None],
-        ],
-        2,
-    )
+def _turn(p, kinds):
+    """`_rotation` of the angles p[:, 4] where `kinds` has a rotated kind (rectangle or ellipse: both
+    forms take it from one pass), else None."""
+    return _rotation(p[:, 4]) if {ROTATED_RECTANGLE, ROTATED_ELLIPSE} & set(kinds) else None
+
+
+def _rotated_rectangle(p, turn):
+    """Corners [K,4,2] of rectangles p (cx cy width height) turned by turn [K,2] (`_rotation`): each
+    corner offset (x, y) goes to (cx + x cos - y sin, cy + x sin + y cos), both coordinates at once."""
+    corner = _constant((-0.5, -0.5, 0.5, -0.5, 0.5, 0.5, -0.5, 0.5), p.device, torch.float32).view(4, 2)
+    corner = corner * p[:, None, 2:4]
+    across = turn.flip(1) * _constant((-1.0, 1.0), p.device, torch.float32)  # -sin, cos (a - b = a + -b exactly)
+    return (p[:, None, 0:2] + corner[..., :1] * turn[:, None]) + corner[..., 1:] * across[:, None]
 
 
 _VERTICES = {
-    TRIANGLE: lambda p: torch.cat([p[:, :6], p[:, 4:6]], 1).view(-1, 4, 2),  # last vertex repeated: a null edge
-    RECTANGLE: lambda p: torch.stack([p[:, 0], p[:, 1], p[:, 2], p[:, 1], p[:, 2], p[:, 3], p[:, 0], p[:, 3]], 1).view(
-        -1, 4, 2
-    ),
+    TRIANGLE: lambda p, turn: torch.cat([p[:, :6], p[:, 4:6]], 1).view(-1, 4, 2),  # last vertex repeated: a null edge
+    RECTANGLE: lambda p, turn: torch.stack(
+        [p[:, 0], p[:, 1], p[:, 2], p[:, 1], p[:, 2], p[:, 3], p[:, 0], p[:, 3]], 1
+    ).view(-1, 4, 2),
     ROTATED_RECTANGLE: _rotated_rectangle,
-    POLYGON: lambda p: p.reshape(-1, 4, 2),
+    POLYGON: lambda p, turn: p.reshape(-1, 4, 2),
 }
 
 
-def _polygon4(kind, p, kinds):
-    """Vertices [K,4,2] of triangles, rectangles and 4-gons; only the forms of `kinds` are computed."""
+def _polygon4(kind, p, kinds, turn):
+    """Vertices [K,4,2] of triangles, rectangles and 4-gons; only the forms of `kinds` are computed.
+    turn: `_turn` of p and kinds (rotated rectangles take it)."""
     present = [k for k in _VERTICES if k in kinds]
-    vertices = _VERTICES[present[0]](p)
+    vertices = _VERTICES[present[0]](p, turn)
     for code in present[1:]:
-        vertices = torch.where((kind == code)[:, None, None], _VERTICES[code](p), vertices)
+        vertices = torch.where((kind == code)[:, None, None], _VERTICES[code](p, turn), vertices)
     return vertices
 
 
 @functools.lru_cache(maxsize=32)
 def _curve_weights(steps: int, device: torch.device):
-    """A quadratic Bezier's weights at t = torch.linspace(0, 1, steps + 1), each [1,steps+1,1], made once
-    per process and device: (1-t)^2, 2(1-t)t and t^2 of its points, 1-t and t of its tangent's legs."""
+    """A quadratic Bezier's weights at t = torch.linspace(0, 1, steps + 1), made once per process and
+    device: (1-t)^2, 2(1-t)t and t^2 of its points [1,steps+1,3,1], 1-t and t of its tangent's legs
+    [1,steps+1,2,1]."""
     t = torch.linspace(0, 1, steps + 1, device=device)[None, :, None]
-    return (1 - t) ** 2, 2 * (1 - t) * t, t**2, 1 - t, t
+    return torch.stack([(1 - t) ** 2, 2 * (1 - t) * t, t**2], 2), torch.stack([1 - t, t], 2)
+
+
+def _stroke_sides(p, steps: int = CURVE_STEPS):
+    """The sides [K,2,steps+1,2] of quadratic Beziers stroked p[:,6] wide: the curve's points plus,
+    then minus, half the width along its normal."""
+    point_weights, leg_weights = _curve_weights(steps, p.device)
+    # the same products and sums as one at a time: w_a a + w_c c + w_b b and s (c - a) + t (b - c)
+    terms = point_weights * p[:, None, 0:6].view(-1, 1, 3, 2)
+    point = terms[:, :, 0] + terms[:, :, 1] + terms[:, :, 2]
+    legs = leg_weights * (p[:, 2:6] - p[:, 0:4]).view(-1, 1, 2, 2)
+    tangent = legs[:, :, 0] + legs[:, :, 1]
+    # a degenerate tangent (control point on an end point) falls back to the chord's direction
+    chord = p[:, None, 4:6] - p[:, None, 0:2]
+    tangent = torch.where(tangent.norm(dim=-1, keepdim=True) > 1e-6, tangent, chord.expand_as(tangent))
+    normal = tangent.flip(-1) * _constant((-1.0, 1.0), p.device, torch.float32)  # (-ty, tx)
+    normal = normal / normal.norm(dim=-1, keepdim=True).clamp_min(1e-6) * (p[:, None, 6:7] / 2)
+    # point + normal, point - normal (a - b is a + -b exactly)
+    return point[:, None] + normal[:, None] * _constant((1.0, -1.0), p.device, torch.float32).view(2, 1, 1)
 
 
 def _stroke_outline(p, steps: int = CURVE_STEPS):
-    """Outline polygon [K, 2*(steps+1), 2] of quadratic Beziers stroked p[:,6] wide, butt caps."""
-    w_a, w_c, w_b, s, t = _curve_weights(steps, p.device)
-    a, c, b = p[:, None, 0:2], p[:, None, 2:4], p[:, None, 4:6]
-    point = w_a * a + w_c * c + w_b * b
-    tangent = s * (c - a) + t * (b - c)
-    # a degenerate tangent (control point on an end point) falls back to the chord's direction
-    tangent = torch.where(tangent.norm(dim=-1, keepdim=True) > 1e-6, tangent, (b - a).expand_as(tangent))
-    normal = torch.stack([-tangent[..., 1], tangent[..., 0]], -1)
-    normal = normal / normal.norm(dim=-1, keepdim=True).clamp_min(1e-6) * (p[:, None, 6:7] / 2)
-    return torch.cat([point + normal, (point - normal).flip(1)], 1)
+    """Outline polygon [K, 2*(steps+1), 2] of quadratic Beziers stroked p[:,6] wide, butt caps: one
+    side along the curve, the other back."""
+    sides = _stroke_sides(p, steps)
+    return torch.cat([sides[:, 0], sides[:, 1].flip(1)], 1)
 
 
-def _ellipse_form(kind, p):
+def _ellipse_form(kind, p, turn):
     """Centre and quadratic form of ellipses: cx, cy, A, B, C [K] with
-    A dx^2 + B dx dy + C dy^2 <= 1 inside, and the half height [K]."""
-    circle = kind == CIRCLE
-    rx = p[:, 2].clamp_min(1e-3)
-    ry = torch.where(circle, rx, p[:, 3].clamp_min(1e-3))
-    cos, sin = _rotation(torch.where(kind == ROTATED_ELLIPSE, p[:, 4], torch.zeros_like(p[:, 4])))
-    ix, iy = 1 / rx**2, 1 / ry**2
-    form = (cos**2 * ix + sin**2 * iy, 2 * cos * sin * (ix - iy), sin**2 * ix + cos**2 * iy)
-    half_height = torch.sqrt((rx * sin) ** 2 + (ry * cos) ** 2)
-    return p[:, 0], p[:, 1], *form, half_height
+    A dx^2 + B dx dy + C dy^2 <= 1 inside, and the half height [K]. turn: `_rotation` of p[:, 4]
+    (only rotated ellipses take it), or None where no ellipse is rotated."""
+    radius = p[:, 2:4].clamp_min(1e-3)
+    radius = torch.where((kind == CIRCLE)[:, None], radius[:, :1], radius)  # rx, ry (a circle's rx twice)
+    upright = _constant((0.0, 1.0), p.device, torch.float32)  # sin, cos of 0
+    if turn is None:
+        turn = upright.expand(p.shape[0], 2)
+    else:
+        turn = torch.where((kind == ROTATED_ELLIPSE)[:, None], turn.flip(1), upright)
+    # the same products and sums as written out one by one, two or four at a time:
+    # A = cos^2 ix + sin^2 iy, C = sin^2 ix + cos^2 iy, half height^2 = (rx sin)^2 + (ry cos)^2
+    inverse = 1 / radius**2  # ix, iy
+    products = ((turn**2)[:, :, None] * inverse[:, None, :]).view(-1, 4)  # sin^2 ix, sin^2 iy, cos^2 ix, cos^2 iy
+    forms = products + products.flip(1)  # C, A
+    b = 2 * turn[:, 1] * turn[:, 0] * (inverse[:, 0] - inverse[:, 1])
+    extent = (radius * turn) ** 2
+    return p[:, 0], p[:, 1], forms[:, 1], b, forms[:, 0], torch.sqrt(extent[:, 0] + extent[:, 1])
 
 
 def _edge_crossings(vertices, y):
