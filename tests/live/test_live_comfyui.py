@@ -40,6 +40,8 @@ SAVED_FRAMES = {
     "Radius links and point markers": {"5": 12},
     "Plexus with distance falloff": {"10": 8},
     "Trajectories of tracked points": {"10": 8},
+    "Mask overlays from a mask batch": {"17": 1},
+    "Boxes drawn in the Box Editor": {"5": 1},
 }
 VIDEO = (".mp4", ".webm", ".mov", ".mkv")
 EXAMPLE_SECONDS = 60  # the issue's bound for an example on the CPU
