@@ -99,7 +99,9 @@ def draw_overlay_in_windows(
         )
         if drawn is None:  # the outputs of every window, made once
             drawn = [
-                None if part is None else on_huge_pages(torch.empty((batch, *part.shape[1:]), dtype=part.dtype))
+                None
+                if part is None
+                else on_huge_pages(torch.empty((batch, *part.shape[1:]), dtype=part.dtype, device=part.device))
                 for part in parts
             ]
         for out, part in zip(drawn, parts, strict=True):
