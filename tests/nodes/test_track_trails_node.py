@@ -78,3 +78,41 @@ def test_mismatched_batches_hold_or_cut_the_tracks():
 def test_bad_input_names_the_input(kw, message):
     with pytest.raises(ValueError, match=message):
         TrackTrails.run(torch.zeros(2, 16, 16, 3), **kw)
+
+
+@pytest.mark.parametrize(
+    "style",
+    [
+        dict(trail_length=4, future_length=0, head="arrow", fade=1.0),
+        dict(trail_length=2, future_length=3, head="dot", fade=0.5),
+        dict(trail_length=0, future_length=2, head="arrow", fade=0.0),
+    ],
+)
+def test_windows_of_frames_draw_as_one(style, monkeypatch):
+    """A long video's trails are built and drawn in windows of frames (issue 29: memory of one window,
+    interrupts between windows): the same image, alpha and layer, bit for bit, as one window, the trails
+    and arrow heads reading the frames before and after a window."""
+    from rasterkit.nodes import tracks as node
+
+    generator = torch.Generator().manual_seed(2)
+    xy = torch.rand(1, 6, 2, generator=generator) * 40 + 10 + torch.randn(12, 6, 2, generator=generator).cumsum(0)
+    visible = torch.rand(12, 6, generator=generator) > 0.1
+    images = torch.rand(12, 64, 64, 3, generator=generator)
+    options = dict(rasterkit_tracks={"xy": xy, "visible": visible}, tracks_json="", line_width=2.0, **style)
+    whole = TrackTrails.run(images, **options)
+    monkeypatch.setattr(node, "WINDOW_ITEMS", 6 * (1 + style["trail_length"] + style["future_length"]) * 3)
+    calls = []
+    layers = node.trail_layers
+    monkeypatch.setattr(node, "trail_layers", lambda *a, **k: calls.append(len(a[0])) or layers(*a, **k))
+    windowed = TrackTrails.run(images, **options)
+    assert len(calls) == 4 and max(calls) < 12
+    assert all(torch.equal(a, b) for a, b in zip(whole, windowed, strict=True))
+
+
+def test_trails_past_memory_are_refused_before_they_are_built(monkeypatch):
+    from rasterkit.utils.core import device as device_module
+
+    monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 1 << 30)
+    tracks = {"xy": torch.rand(2, 20000, 2) * 60, "visible": torch.ones(2, 20000, dtype=torch.bool)}
+    with pytest.raises(ValueError, match=r"^tracks: 20,000 tracks on 2 frames of 64 x 64 needs ~"):
+        TrackTrails.run(torch.zeros(2, 64, 64, 3), rasterkit_tracks=tracks, trail_length=500, future_length=500)
