@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_live_comfyui import VIDEO, skip_without_core_nodes, upload_example_assets
+from test_live_comfyui import VIDEO, skip_without_core_nodes, upload, upload_example_assets
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = os.environ.get("COMFYUI_URL", "").rstrip("/")
@@ -622,3 +622,56 @@ def test_templates_are_ordered_and_open_with_their_nodes_in_view(page):
             assert bounds[0] >= 40 and bounds[1] >= 40 and bounds[2] <= 1280 and bounds[3] <= 800, (path.stem, bounds)
     finally:
         page.set_viewport_size({"width": 1600, "height": 1000})
+
+
+@pytest.mark.xfail(
+    reason="on ComfyUI 0.3.64 Load3D's own outputs disagree: its mask shows Spot large and left of centre, its "
+    "image small and right of centre (output/browser/load3d_side_by_side.png); the Mesh Rasterizer draws it "
+    "centred on camera_info's target, between the two (IoU with the mask ~0.5)",
+    strict=False,
+)
+def test_load3d_and_the_mesh_rasterizer_show_the_same_view(page):
+    """Issue 31: core Load3D's own render of Spot (three.js, WebGL in the browser) and the Mesh Rasterizer
+    fed Load3D's camera_info, side by side in one screenshot: their silhouettes overlap (IoU > 0.9), the
+    same framing."""
+    page.keyboard.press("Escape")  # the template dialog that greets a new user
+    registered = page.evaluate("Object.keys(window.LiteGraph.registered_node_types)")
+    skip_without_core_nodes({"1": {"class_type": "Load3D"}, "2": {"class_type": "MaskToImage"}}, registered)
+    upload("spot.glb", (ROOT / "example_workflows" / "assets" / "spot.glb").read_bytes())
+    page.evaluate("""async () => {
+        const graph = window.app.graph, make = (type, x, y) => {
+            const node = window.LiteGraph.createNode(type);
+            node.pos = [x, y];
+            graph.add(node);
+            return node;
+        };
+        graph.clear();
+        const view = make('Load3D', 0, 0), load = make('RasterKit_LoadMesh', 0, 700);
+        const raster = make('RasterKit_MeshRasterizer', 450, 0);
+        const theirs = make('MaskToImage', 900, 0), ours = make('MaskToImage', 900, 300);
+        const previews = [make('PreviewImage', 1150, 0), make('PreviewImage', 1150, 350)];
+        const set = (node, name, value) => { node.widgets.find(w => w.name === name).value = value; };
+        set(view, 'model_file', '3d/spot.glb');
+        for (const node of [view, raster]) { set(node, 'width', 512); set(node, 'height', 512); }
+        set(load, 'mesh_file', 'spot.glb');
+        set(raster, 'antialias', false);
+        load.connect(0, raster, raster.findInputSlot('mesh'));
+        view.connect(view.findOutputSlot('camera_info'), raster, raster.findInputSlot('camera_info'));
+        view.connect(view.findOutputSlot('mask'), theirs, 0);
+        raster.connect(raster.findOutputSlot('mask'), ours, 0);
+        theirs.connect(0, previews[0], 0);
+        ours.connect(0, previews[1], 0);
+        window.app.canvas.setDirty(true, true);
+    }""")
+    view = "window.app.graph._nodes.find(n => n.type === 'Load3D')"
+    page.wait_for_timeout(4000)  # the model loads into the viewer
+    entry = queue_and_wait(page)
+    focus(page, view)
+    screenshot(page, "load3d_side_by_side")
+    outputs = entry["outputs"]
+    theirs, ours = (output_images({"outputs": {node: outputs[node]}})[0] for node in sorted(outputs, key=int)[-2:])
+    a, b = theirs[..., 0] < 127, ours[..., 0] > 127  # Load3D's mask: the model black on white
+    iou = (a & b).sum() / max((a | b).sum(), 1)
+    assert a.sum() > 1000 and b.sum() > 1000, (a.sum(), b.sum())
+    assert iou > 0.9, f"Load3D's silhouette and the Mesh Rasterizer's overlap by IoU {iou:.3f}"
+    assert not page.errors, page.errors
