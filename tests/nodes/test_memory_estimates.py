@@ -109,6 +109,25 @@ def test_mask_renderer_refuses_what_memory_cannot_hold(monkeypatch):
         MaskRenderer.run(torch.rand(64, 256, 256, 3), masks=masks, halo_width=64.0)
 
 
+@pytest.mark.parametrize("frames, tracks, trail", [(4, 200, 24), (16, 200, 24), (8, 50, 200)])
+def test_track_trails_estimate_is_within_2x_of_the_peak(monkeypatch, frames, tracks, trail):
+    from rasterkit.nodes import tracks as node
+
+    estimates = []
+    monkeypatch.setattr(_comfy, "draw_memory", lambda *a: estimates.append(_validate.draw_memory(*a)) or estimates[-1])
+    xy = (
+        torch.rand(1, tracks, 2, generator=torch.Generator().manual_seed(2)) * 200 + torch.arange(frames)[:, None, None]
+    )
+    options = dict(
+        rasterkit_tracks={"xy": xy, "visible": torch.ones(frames, tracks, dtype=torch.bool)}, trail_length=trail
+    )
+    images = torch.rand(frames, 256, 256, 3)
+    run = lambda: node.TrackTrails.run(images, **options)  # noqa: E731
+    run()
+    measured = peak_bytes(run)
+    assert measured / 2 <= estimates[-1] <= 2 * measured, (measured, estimates[-1])
+
+
 def test_twenty_series_at_8192_are_refused_without_allocating(monkeypatch):
     """The 2 KB prompt that got the server killed by the OOM killer at 23.6 GB."""
     from rasterkit.nodes.series import SeriesToImages
