@@ -13,7 +13,7 @@ import time
 import torch
 
 from ..utils import gpu_rendering as R
-from ..utils.core.device import backend_description, check_memory, torch_device
+from ..utils.core.device import backend_description, check_memory, cupy_usable, numba_usable, torch_device
 from ._validate import draw_memory
 
 LAYER_ALPHA_MODES = ("straight", "premultiplied")
@@ -45,7 +45,11 @@ def draw_overlay(images: torch.Tensor, prims, atlas, device, layer_alpha: str, o
     on 4 frames of 512 x 512"), prims (and the text atlas, or None) drawn over images [B,H,W,C] on device
     with the node's progress bar, and overlay_outputs' image, alpha and layer."""
     image_only = outputs == OVERLAY_OUTPUTS[1]
-    check_memory(draw_memory(images, prims, atlas, image_only, device), job, device)
+    # the torch path (no numba or CUDA loop) bins every tile pair of a chunk at once: its plan sizes that
+    # memory, and draw reads nothing more
+    torch_path = len(prims) > 0 and not (numba_usable(device) or cupy_usable(device))
+    plan = R.draw_plan(prims, *images.shape[:3]) if torch_path else None
+    check_memory(draw_memory(images, prims, atlas, image_only, plan), job, device)
     drawn = R.draw(
         images,
         prims,
@@ -54,6 +58,7 @@ def draw_overlay(images: torch.Tensor, prims, atlas, device, layer_alpha: str, o
         on_progress=Progress(images.shape[0]),
         layer_alpha=layer_alpha,
         image_only=image_only,
+        plan=plan,
     )
     return overlay_outputs(*drawn)
 

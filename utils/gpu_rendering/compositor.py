@@ -490,11 +490,23 @@ def _classify_halos(p, to_centre, tile):
     return (outside | inner) * (PAIR_MISSED - PAIR_HALO) + PAIR_HALO
 
 
-def _depth_bound(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
-    """The most primitives whose tile spans (span int64 [P,4], first and last column and row) cover one
-    tile of frames [P] (drawn bool [P]: the others count for none), a bound on any tile's shapes: 0-dim
-    int64. From 2D differences, +1 at a span's first and past its last corner and -1 at the other two,
-    summed along rows and columns."""
+def _depth_bounds(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
+    """Per frame, the most primitives whose tile spans (span int64 [P,4], first and last column and row)
+    cover one of its tiles (frame [P] in 0 .. frames - 1; drawn bool [P]: the others count for none), a
+    bound on any tile's shapes: int64 [frames]. From 2D differences, +1 at a span's first and past its
+    last corner and -1 at the other two, summed along rows and columns."""
+    per_grid = max(1, DEPTH_GRID_CELLS // ((tiles_y + 1) * (tiles_x + 1)))
+    if frames > per_grid:  # a grid of every frame at once: frames x cells
+        slices = [(first, min(per_grid, frames - first)) for first in range(0, frames, per_grid)]
+        return torch.cat(
+            [
+                _depth_bounds(
+                    span, (frame - first).clamp(0, n - 1), drawn & (frame >= first) & (frame < first + n), n, *tiles
+                )
+                for first, n in slices
+                for tiles in [(tiles_y, tiles_x)]
+            ]
+        )
     device = span.device
     step, sign = torch.arange(2, device=device), torch.arange(1, -2, -2, device=device)  # 0, 1 and 1, -1
     rows = span[:, 1::2] + step  # [P,2]: first row, past the last
@@ -504,34 +516,99 @@ def _depth_bound(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
     value = (drawn[:, None] * sign)[:, :, None] * sign
     grid = torch.zeros(frames * (tiles_y + 1) * (tiles_x + 1), dtype=torch.int64, device=device)
     grid.index_add_(0, index.view(-1), value.view(-1))
-    return grid.view(frames, tiles_y + 1, tiles_x + 1).cumsum(1).cumsum(2).amax()
+    return grid.view(frames, tiles_y + 1, tiles_x + 1).cumsum(1).cumsum(2).amax((1, 2))
+
+
+# _depth_bounds' grid cells at once (int64: 32 MB), so that a plan of a long video takes little memory
+DEPTH_GRID_CELLS = 1 << 22
+
+
+@dataclass
+class PairPlan:
+    """What binning needs the host to know of the primitives on frames first .. first + len(pairs) - 1,
+    read from the device at once: per frame, its (tile, primitive) pairs per variant (2 * N_KINDS host
+    ints: each kind's, then those of its turned primitives and butt-ended segments) and, for the torch
+    path (else empty), a bound on the shapes of any of its tiles; merge: whether consecutive primitives
+    share a group anywhere. draw_plan makes one for draw, which then reads nothing more. spans: the
+    primitives' tile spans, pair counts and frames that it was made from (_bin's, on their device),
+    which a chunk of all its frames reuses."""
+
+    first: int
+    pairs: list
+    depth: list
+    merge: bool
+    spans: tuple = ()
+
+    def chunk(self, start: int, frames: int) -> tuple[list, int, bool]:
+        """Pairs per variant, depth bound and merge of frames start .. start + frames - 1."""
+        rows = slice(start - self.first, start - self.first + frames)
+        per_variant = [sum(column) for column in zip(*self.pairs[rows], strict=True)] or [0] * (2 * N_KINDS)
+        return per_variant, max(self.depth[rows], default=0), self.merge
+
+
+def _pair_counts(prims: Primitives, sizes, frame, frames: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each primitive's (tile, primitive) pairs int64 [P] (its tile span's sizes [P,2]; 0 off frames 0 ..
+    frames - 1 (frame [P]) or transparent) and its frame clamped to them."""
+    in_chunk = frame.clamp(0, frames - 1)
+    return sizes.prod(1) * ((frame == in_chunk) & (prims.color[:, 3] > 0)), in_chunk
+
+
+def _plan(prims: Primitives, span, sizes, counts, in_chunk, frame_start, frames, tiles_y, tiles_x, depth) -> PairPlan:
+    """The PairPlan of frames frame_start .. + frames - 1 (the primitives' tile spans and their sizes, and
+    pairs and frames less frame_start: _pair_counts'), with the torch path's depth bounds if `depth`, in one
+    host read."""
+    # pairs per kind, those of turned primitives (sin != 0: BOX_SIN, the column of ELLIPSE_SIN too) and of
+    # segments with butt ends apart, per frame
+    flag = torch.where(prims.kind == SEGMENT, prims.params[:, SEGMENT_BUTT], prims.params[:, BOX_SIN]) != 0
+    variant = torch.add(prims.kind, flag, alpha=N_KINDS)
+    if frames > 1:
+        variant += in_chunk * (2 * N_KINDS)
+    read = [torch.zeros(frames * 2 * N_KINDS, dtype=torch.int64, device=span.device).index_add_(0, variant, counts)]
+    if depth:
+        group = prims.group
+        read += [_depth_bounds(span, in_chunk, counts > 0, frames, tiles_y, tiles_x), (group[1:] == group[:-1]).any()]
+    host = _host(torch.cat([part.view(-1) for part in read]) if depth else read[0])
+    width = 2 * N_KINDS
+    pairs = [host[at : at + width] for at in range(0, frames * width, width)]
+    bounds, merge = (host[frames * width : -1], bool(host[-1])) if depth else ([], False)
+    return PairPlan(frame_start, pairs, bounds, merge, (span, sizes, counts, in_chunk))
+
+
+def draw_plan(prims: Primitives, batch: int, height: int, width: int, tile: int = TILE) -> PairPlan:
+    """The PairPlan of prims over a batch of frames [batch,H,W] for draw's torch path (one host read),
+    which draw(plan=...) then uses for every chunk instead of a read of its own; its pairs size the
+    memory that path needs."""
+    span, sizes = tile_spans(prims.bounds, height, width, tile)
+    counts, frame = _pair_counts(prims, sizes, prims.frame, batch)
+    return _plan(prims, span, sizes, counts, frame, 0, batch, -(-height // tile), -(-width // tile), depth=True)
 
 
 def _bin(
-    prims: Primitives, frame_start: int, frames: int, height: int, width: int, tile: int, torch_path: bool = False
+    prims: Primitives,
+    frame_start: int,
+    frames: int,
+    height: int,
+    width: int,
+    tile: int,
+    torch_path: bool = False,
+    plan: PairPlan | None = None,
 ) -> _Pairs:
     """The sorted (tile, primitive) pairs of the primitives on frames frame_start .. + frames - 1 (with the
-    torch path's bounds if torch_path)."""
-    device = prims.bounds.device
+    torch path's bounds if torch_path): from `plan` (draw_plan's, for these frames) where given, else
+    from a read of this chunk's."""
     tiles_y, tiles_x = -(-height // tile), -(-width // tile)
     n_tiles = frames * tiles_y * tiles_x
-    span, sizes = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start if frame_start else prims.frame
-    in_chunk = frame.clamp(0, frames - 1)
-    drawn = (frame == in_chunk) & (prims.color[:, 3] > 0)
-    counts = sizes.prod(1) * drawn
-    # pairs per kind, those of turned primitives (sin != 0: BOX_SIN, the column of ELLIPSE_SIN too) and of
-    # segments with butt ends apart
-    flag = torch.where(prims.kind == SEGMENT, prims.params[:, SEGMENT_BUTT], prims.params[:, BOX_SIN]) != 0
-    variant = torch.add(prims.kind, flag, alpha=N_KINDS)
-    per_variant = torch.zeros(2 * N_KINDS, dtype=torch.int64, device=device).index_add_(0, variant, counts)
-    if torch_path:  # the one host read of the torch path: pairs, and bounds that size the compositing
-        group = prims.group
-        shared = (group[1:] == group[:-1]).any()
-        depth = _depth_bound(span, in_chunk, counts > 0, frames, tiles_y, tiles_x)
-        *per_variant, depth, merge = _host(torch.cat([per_variant, depth.view(1), shared.view(1)]))
+    if plan is None:  # the one host read of a chunk: pairs, and for the torch path bounds that size the rest
+        span, sizes = tile_spans(prims.bounds, height, width, tile)
+        counts, in_chunk = _pair_counts(prims, sizes, frame, frames)
+        plan = _plan(prims, span, sizes, counts, in_chunk, frame_start, frames, tiles_y, tiles_x, torch_path)
+    elif (plan.first, len(plan.pairs)) == (frame_start, frames) and plan.spans[0].device == prims.bounds.device:
+        span, sizes, counts, in_chunk = plan.spans  # the plan's frames are this chunk's
     else:
-        per_variant, depth, merge = _host(per_variant), 0, False
+        span, sizes = tile_spans(prims.bounds, height, width, tile)
+        counts, in_chunk = _pair_counts(prims, sizes, frame, frames)
+    per_variant, depth, merge = plan.chunk(frame_start, frames)
     per_kind = [a + b for a, b in zip(per_variant[:N_KINDS], per_variant[N_KINDS:], strict=False)]
     turned_boxes = per_variant[N_KINDS + BOX_FILL] + per_variant[N_KINDS + BOX_STROKE] > 0
     butt_caps = per_variant[N_KINDS + SEGMENT] > 0
@@ -663,11 +740,13 @@ def _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile: int) 
         torch.addcmul(layer[..., colour], frames[..., colour], keep, out=image[..., colour])
 
 
-def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int, straight: bool) -> None:
+def _render(
+    frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int, straight: bool, plan=None
+) -> None:
     """Draw the primitives of frames frame_start .. + b - 1 over frames [b,H,W,C] into image, alpha
     and layer (on frames' device; straight alpha if `straight`; alpha and layer may be None: not
-    wanted): the CuPy kernel on NVIDIA GPUs (compositor_cuda.py), numba's loop on the CPU (compositor_cpu.py), else
-    the torch path."""
+    wanted; plan: draw's): the CuPy kernel on NVIDIA GPUs (compositor_cuda.py), numba's loop on the CPU
+    (compositor_cpu.py), else the torch path."""
     kernel = cupy_usable(frames.device)
     if (
         not kernel
@@ -680,7 +759,7 @@ def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, at
         alpha = torch.empty(batch, height, width, device=frames.device)
     if layer is None:
         layer = torch.empty(batch, height, width, 4, device=frames.device)
-    pairs = _bin(prims, frame_start, batch, height, width, tile, torch_path=not kernel)
+    pairs = _bin(prims, frame_start, batch, height, width, tile, torch_path=not kernel, plan=plan)
     if pairs.per_kind[SPRITE] and atlas is None:
         raise ValueError("sprite primitives need the atlas they index")
     if pairs.tile.numel() and kernel:
@@ -717,6 +796,7 @@ def draw(
     tile: int | None = None,
     layer_alpha: str = "premultiplied",
     image_only: bool = False,
+    plan: PairPlan | None = None,
 ):
     """Render `prims` over `images` and return (image, alpha, layer) on the images' device.
 
@@ -729,6 +809,8 @@ def draw(
     Returns image [B,H,W,C] in the images' dtype (composite), alpha float32 [B,H,W] and layer float32
     [B,H,W,4] (RGB premultiplied, or with layer_alpha="straight" straight as straight_alpha gives it;
     alpha); with image_only, alpha and layer are None (on the CPU neither is made: 60% of the memory).
+    plan: draw_plan(prims, B, H, W, tile) where the caller made one (to size the memory): the chunks'
+    binning reads nothing more from the device.
     """
     if layer_alpha not in ("premultiplied", "straight"):
         raise ValueError(f"layer_alpha: 'premultiplied' or 'straight', got {layer_alpha!r}")
@@ -769,7 +851,9 @@ def draw(
         if first is not None:
             on_device = on_device.select(slice(first[start], first[stop]))
         # one transfer in the images' dtype, converted on the device
-        _render(images[start:stop].to(dev).float(), *staged, on_device, start, sheet, tile, layer_alpha == "straight")
+        _render(
+            images[start:stop].to(dev).float(), *staged, on_device, start, sheet, tile, layer_alpha == "straight", plan
+        )
         for out, result in zip(outputs, staged, strict=False):
             if result is not out:  # one transfer back (and the conversion to the images' dtype)
                 out.copy_(result)

@@ -86,11 +86,12 @@ def link_layers(
     end: torch.Tensor,
     style: LinkStyle,
     frame_size: tuple[int, int],
+    length_bound: float | None = None,
 ) -> tuple[R.Primitives, torch.Tensor | None]:
     """The overlay's primitives, bottom first: the links' glow, the trails, the links, the markers' glow,
     the markers, the point text (kept inside frames of frame_size, height and width); and the atlas of the
-    text (None without text). Shapes in the module's docstring."""
-    glow, links = link_strokes(frame, pairs, start, end, style)
+    text (None without text). Shapes in the module's docstring; length_bound: see link_strokes."""
+    glow, links = link_strokes(frame, pairs, start, end, style, length_bound)
     layers = [glow] if glow is not None else []
     if style.trail_frames > 0 and xy.shape[0] > 1:
         layers.append(_trails(xy, visible.to(xy.device), style))
@@ -100,10 +101,16 @@ def link_layers(
 
 
 def link_strokes(
-    frame: torch.Tensor, pairs: torch.Tensor, start: torch.Tensor, end: torch.Tensor, style: LinkStyle
+    frame: torch.Tensor,
+    pairs: torch.Tensor,
+    start: torch.Tensor,
+    end: torch.Tensor,
+    style: LinkStyle,
+    length_bound: float | None = None,
 ) -> tuple[R.Primitives | None, R.Primitives]:
     """The links as strokes (E links, shapes in the module's docstring): (their glow, glow_scale times
-    as wide at glow times their opacity, or None; the links)."""
+    as wide at glow times their opacity, or None; the links). length_bound: a host bound on the links'
+    lengths, which sizes the curves with no host sync (None: they read their own)."""
     dashes = style.line_style != "solid"
     if style.falloff_on not in styles.FALLOFF_TARGETS:
         raise ValueError(f"falloff_on: expected one of {', '.join(styles.FALLOFF_TARGETS)}, got {style.falloff_on!r}")
@@ -121,7 +128,12 @@ def link_strokes(
     plain = style.curve == "straight" and not dashes and end_colours is None  # one segment per link
     if style.curve != "straight":
         points, lengths = bezier_polylines(
-            start, end, style.curvature, alternating_sign(pairs[:, 0], pairs[:, 1]), cubic=style.curve == "cubic"
+            start,
+            end,
+            style.curvature,
+            alternating_sign(pairs[:, 0], pairs[:, 1]),
+            cubic=style.curve == "cubic",
+            max_length=length_bound,
         )
     elif not plain:
         points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
