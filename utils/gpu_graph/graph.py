@@ -164,7 +164,8 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
             )
         )
     per_frame = None if len(windows) > 1 else min(slots, n * (n - 1) // 2)
-    return *(torch.cat(column) for column in zip(*parts, strict=False)), per_frame
+    columns = zip(*parts, strict=False)
+    return *(torch.cat(column) if len(parts) > 1 else column[0] for column in columns), per_frame
 
 
 # distinct edges x frames held at once by _hysteresis (~50 bytes each: ~100 MB a window)
@@ -180,7 +181,7 @@ def _distinct(keys: torch.Tensor, none: int, exact: bool):
         return key[:-1], inverse[:-1]
     key, order = keys.sort()
     first = F.pad(key[1:] != key[:-1], (1, 0), value=True) & (key != none)
-    place = torch.where(first, torch.arange(key.numel(), device=key.device), 0).cummax(0).values
+    place = (torch.arange(key.numel(), device=key.device) * first).cummax(0).values
     place.masked_fill_(key == none, key.numel())  # none sorts last: past every place
     return key.masked_fill_(~first, none), torch.empty_like(place).index_put_((order,), place)
 
@@ -215,8 +216,9 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
     if options.degree_cap <= 0:
         time = torch.arange(frames, device=key.device)[:, None]
         # carried edges count as new in the frame before the window (-1); -2: never new
-        last_new = torch.cummax(torch.where(new, time, -2), 0).values.maximum(torch.where(before, -1, -2))
-        last_break = torch.cummax(torch.where(holds, -2, time), 0).values
+        # (a Python number in torch.where is one more op: a scalar tensor)
+        last_new = torch.cummax(time.expand_as(new).masked_fill(~new, -2), 0).values.maximum(before.add(-2))
+        last_break = torch.cummax(time.expand_as(holds).masked_fill(holds, -2), 0).values
         return new | ((last_new >= -1) & (last_break <= last_new)), key
     present = torch.zeros_like(new)
     previous = before

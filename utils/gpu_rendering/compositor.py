@@ -120,10 +120,15 @@ def _thin(half: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return half.clamp_min(0.5)[:, None], (2 * half).clamp(0, 1)[:, None]
 
 
+def _offsets(g: torch.Tensor) -> torch.Tensor:
+    """The pixels' offsets in a tile, x and y, float [2,T*T] (pixels row after row) from g [T] (0 .. T-1)."""
+    return torch.stack(torch.meshgrid(g, g, indexing="xy")).view(2, -1)  # one op: a stack of two views
+
+
 def _pixels(origin: torch.Tensor, g: torch.Tensor):
     """Pixel centres ox + gx, oy + gy as columns ox, oy [m,1] and rows gx, gy [1,T*T]."""
-    tile = g.numel()
-    return origin[:, 0:1], origin[:, 1:2], g.repeat(tile)[None], g.repeat_interleave(tile)[None]
+    gx, gy = _offsets(g)
+    return origin[:, 0:1], origin[:, 1:2], gx[None], gy[None]
 
 
 def _col(p: torch.Tensor, first: int, last: int | None = None) -> torch.Tensor:
@@ -289,24 +294,26 @@ def _ellipse_coverage(p, origin, g):
     return torch.where(_col(p, ELLIPSE_RING_HALF) > 0, ring, _from_distance(distance))
 
 
-def _disc_coverage(p, origin, g):
-    ox, oy, gx, gy = _pixels(origin, g)
-    distance = torch.sqrt(((ox - _col(p, DISC_CX)) + gx) ** 2 + ((oy - _col(p, DISC_CY)) + gy) ** 2) - _col(
-        p, DISC_RADIUS
-    )
+def _disc_coverage(p, origin, g, rings: bool = True):
+    """rings False: no disc is a ring (their coverage is not computed)."""
+    offset = (origin - _col(p, DISC_CX, DISC_CY))[..., None] + _offsets(g)  # [m,2,T*T]
+    # the x and y squares at once: a sum of two is one rounded addition, as x^2 + y^2
+    distance = torch.sqrt((offset**2).sum(1)) - _col(p, DISC_RADIUS)
+    if not rings:
+        return _from_distance(distance)
     ring_half, weight = _thin(p[:, DISC_RING_HALF])
     ring = _from_distance(distance.abs() - ring_half) * weight
     return torch.where(_col(p, DISC_RING_HALF) > 0, ring, _from_distance(distance))
 
 
 def _sprite_coverage(p, origin, g, atlas):
-    ox, oy, gx, gy = _pixels(origin, g)
-    u = ((ox - 0.5 - _col(p, SPRITE_X0)) + gx).round().long()
-    v = ((oy - 0.5 - _col(p, SPRITE_Y0)) + gy).round().long()
-    inside = (u >= 0) & (v >= 0) & (u < _col(p, SPRITE_WIDTH).long()) & (v < _col(p, SPRITE_HEIGHT).long())
-    ax = (_col(p, SPRITE_ATLAS_X).long() + u).clamp(0, atlas.shape[1] - 1)
-    ay = (_col(p, SPRITE_ATLAS_Y).long() + v).clamp(0, atlas.shape[0] - 1)
-    return atlas[ay, ax] * inside
+    # the atlas pixel of each pixel, x and y at once: [m,2,T*T]
+    uv = (((origin - 0.5) - _col(p, SPRITE_X0, SPRITE_Y0))[..., None] + _offsets(g)).round().long()
+    inside = ((uv >= 0) & (uv < _col(p, SPRITE_WIDTH, SPRITE_HEIGHT).long()[..., None])).all(1)
+    at = _col(p, SPRITE_ATLAS_X, SPRITE_ATLAS_Y).long()[..., None] + uv
+    # outside its sprite a pixel may index past the atlas (its value is not used)
+    index = (at[:, 1] * atlas.shape[1] + at[:, 0]).clamp(0, atlas.numel() - 1)
+    return atlas.view(-1)[index] * inside
 
 
 def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
@@ -321,7 +328,7 @@ def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
         (PAIR_SEGMENT, lambda p, o, c: _segment_coverage(p, o, g, pairs.butt_caps)),
         (PAIR_BOX_FILL, lambda p, o, c: _box_coverage(p, o, g, c)),
         (PAIR_TURNED_FILL, lambda p, o, c: _turned_box_coverage(p, o, g, c)),
-        (PAIR_DISC, lambda p, o, c: _disc_coverage(p, o, g)),
+        (PAIR_DISC, lambda p, o, c: _disc_coverage(p, o, g, pairs.disc_rings)),
         (PAIR_ELLIPSE, lambda p, o, c: _ellipse_coverage(p, o, g)),
         (PAIR_HALO, lambda p, o, c: _halo_coverage(p, o, g)),
         (PAIR_SPRITE, lambda p, o, c: _sprite_coverage(p, o, g, atlas)),
@@ -366,7 +373,8 @@ class _Pairs:
     per_kind: pairs per primitive kind (host ints); butt_caps: some segments have butt ends. For the torch
     path (else 0 and ()): depth, a bound on the shapes of any tile; merge, whether consecutive primitives
     share a group (their pairs in a tile merge into one shape); group_bounds, a bound on the pairs of each
-    class group that _pair_coverage evaluates (the pairs of the kinds that feed it)."""
+    class group that _pair_coverage evaluates (the pairs of the kinds that feed it); disc_rings, some discs
+    are rings (False: their ring's coverage and classes are not computed)."""
 
     tile: torch.Tensor
     primitive: torch.Tensor
@@ -380,6 +388,7 @@ class _Pairs:
     depth: int = 0
     merge: bool = False
     group_bounds: tuple = ()
+    disc_rings: bool = True
 
     @property
     def n_tiles(self) -> int:
@@ -387,7 +396,13 @@ class _Pairs:
 
 
 def _classify(
-    prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, per_kind: list, turned_boxes: bool, tile: int
+    prims: Primitives,
+    primitive: torch.Tensor,
+    origin: torch.Tensor,
+    per_kind: list,
+    turned_boxes: bool,
+    disc_rings: bool,
+    tile: int,
 ) -> torch.Tensor:
     """Class int64 [Q] of the pairs of primitive [Q] and tiles whose first pixel centre is origin [Q,2].
 
@@ -395,7 +410,7 @@ def _classify(
     segment's line, outside a disc or an ellipse or inside a ring, inside a box outline or halo); PAIR_SOLID where
     it covers every pixel (box fills, discs and ellipses). Each kind present is tested on every pair
     (pairs are cheap next to pixels), and the kind of the pair picks. turned_boxes: some boxes are
-    turned (sin != 0)."""
+    turned (sin != 0); disc_rings: some discs are rings."""
     p = prims.params[primitive]
     groups = [
         kinds
@@ -422,10 +437,14 @@ def _classify(
                 radii = _col(p, ELLIPSE_RADIUS_X, ELLIPSE_RADIUS_Y)
                 ring_half, outer, inner = p[:, ELLIPSE_RING_HALF], radii.amax(1), radii.amin(1)
             base = PAIR_DISC if kinds == (DISC,) else PAIR_ELLIPSE
-            missed = (distance > outer + ring_half.clamp_min(0.5) + reach) | (
-                (ring_half > 0) & (distance < inner - ring_half.clamp_min(0.5) - reach)
-            )
-            solid = (ring_half == 0) & (distance + tile * 0.7072 + 0.5 <= inner)
+            solid = distance + tile * 0.7072 + 0.5 <= inner
+            if kinds == (DISC,) and not disc_rings:  # filled discs: ring_half 0 (its clamp 0.5)
+                missed = distance > outer + 0.5 + reach
+            else:
+                missed = (distance > outer + ring_half.clamp_min(0.5) + reach) | (
+                    (ring_half > 0) & (distance < inner - ring_half.clamp_min(0.5) - reach)
+                )
+                solid &= ring_half == 0
             found = (missed * (PAIR_MISSED - base) + base).masked_fill_(solid, PAIR_SOLID)
         elif kinds == (SPRITE,):
             found = torch.full_like(primitive, PAIR_SPRITE)
@@ -436,7 +455,8 @@ def _classify(
         if pair_class is None:
             pair_class = found
         else:
-            pair_class = torch.where((kind >= kinds[0]) & (kind <= kinds[-1]), found, pair_class)
+            of_kinds = (kind == kinds[0]) if len(kinds) == 1 else (kind >= kinds[0]) & (kind <= kinds[-1])
+            pair_class = torch.where(of_kinds, found, pair_class)
     return pair_class
 
 
@@ -527,7 +547,7 @@ DEPTH_GRID_CELLS = 1 << 22
 class PairPlan:
     """What binning needs the host to know of the primitives on frames first .. first + len(pairs) - 1,
     read from the device at once: per frame, its (tile, primitive) pairs per variant (2 * N_KINDS host
-    ints: each kind's, then those of its turned primitives and butt-ended segments) and, for the torch
+    ints: each kind's, then those of its turned primitives, butt-ended segments and rings) and, for the torch
     path (else empty), a bound on the shapes of any of its tiles; merge: whether consecutive primitives
     share a group anywhere. draw_plan makes one for draw, which then reads nothing more. spans: the
     primitives' tile spans, pair counts and frames that it was made from (_bin's, on their device),
@@ -557,8 +577,8 @@ def _plan(prims: Primitives, span, sizes, counts, in_chunk, frame_start, frames,
     """The PairPlan of frames frame_start .. + frames - 1 (the primitives' tile spans and their sizes, and
     pairs and frames less frame_start: _pair_counts'), with the torch path's depth bounds if `depth`, in one
     host read."""
-    # pairs per kind, those of turned primitives (sin != 0: BOX_SIN, the column of ELLIPSE_SIN too) and of
-    # segments with butt ends apart, per frame
+    # pairs per kind, those of turned primitives (sin != 0: BOX_SIN, the column of ELLIPSE_SIN and of
+    # DISC_RING_FLAG too), of segments with butt ends and of rings apart, per frame
     flag = torch.where(prims.kind == SEGMENT, prims.params[:, SEGMENT_BUTT], prims.params[:, BOX_SIN]) != 0
     variant = torch.add(prims.kind, flag, alpha=N_KINDS)
     if frames > 1:
@@ -624,7 +644,10 @@ def _bin(
     )[primitive]
     row, column = rank // first_tile[:, 2], rank % first_tile[:, 2]  # from the first tile
     origin = (first_tile[:, :2] + torch.stack([column, row], 1)) * float(tile) + 0.5
-    pair_class = _classify(prims, primitive, origin, per_kind, turned_boxes, tile) if primitive.numel() else primitive
+    rings = per_variant[N_KINDS + DISC] > 0
+    pair_class = (
+        _classify(prims, primitive, origin, per_kind, turned_boxes, rings, tile) if primitive.numel() else primitive
+    )
     # sorted by tile, then drawing order (the stable sort keeps the primitives' order); missed pairs last
     tile_id = (
         torch.add(column, row, alpha=tiles_x).add_(first_tile[:, 3]).masked_fill_(pair_class == PAIR_MISSED, n_tiles)
@@ -656,6 +679,7 @@ def _bin(
         depth,
         bool(merge),
         group_bounds,
+        rings,
     )
 
 

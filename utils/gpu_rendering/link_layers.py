@@ -310,11 +310,12 @@ def _text_origin(at_point: torch.Tensor, rect: torch.Tensor, offset: float, fram
     height, width) has no room on the right, below it where there is none above, then moved inside the
     frame, as box labels are."""
     height, width = frame_size
-    text_w, text_h = rect[:, 2].float(), rect[:, 3].float()
-    x, y = at_point[:, 0], at_point[:, 1]
-    left = torch.where(x + offset + text_w <= width, x + offset, x - offset - text_w)
-    top = torch.where(y - offset - text_h >= 0, y - offset - text_h, y + offset)
-    # Python bounds less the text's size: device ops, no upload
-    left = left.clamp_min(0).minimum((width - text_w).clamp_min(0))
-    top = top.clamp_min(0).minimum((height - text_h).clamp_min(0))
-    return torch.stack([left, top], 1)
+    size = rect[:, 2:4].float()  # [P,2]: the texts' width and height
+    after, before = at_point + offset, at_point - offset
+    low = before - size  # left of the point, above it
+    # right of the point where the frame has room (x + offset + width <= frame width), else to its left;
+    # above where there is room (y - offset - height >= 0), else below: both axes in each op
+    far = torch.stack([(after + size)[:, 0] <= width, low[:, 1] < 0], 1)
+    corner = torch.where(far, after, low)
+    # moved inside the frame: the frame's size less the text's (filled in on the device: no upload)
+    return corner.clamp_min(0).minimum((R.filled([float(width), float(height)], at_point.device) - size).clamp_min(0))

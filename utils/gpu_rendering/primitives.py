@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO, N_PARAMS, SEGMENT, SPRITE
+from .constants import BOX_FILL, BOX_STROKE, DISC, DISC_RING_FLAG, ELLIPSE, HALO, N_PARAMS, SEGMENT, SPRITE
 
 
 @dataclass
@@ -46,21 +46,17 @@ class Primitives:
         return Primitives(*(t[keep] for t in self.fields()))
 
 
-def _runs(group: torch.Tensor) -> torch.Tensor:
-    """Runs of equal consecutive values of group [P] numbered 0, 1, 2, ...: the same shapes, ids < P."""
-    change = torch.ones_like(group, dtype=torch.bool)
-    change[1:] = group[1:] != group[:-1]
-    return torch.cumsum(change, 0) - 1
-
-
 def concat(*parts: Primitives) -> Primitives:
     """Primitives of `parts` in that order (the later parts are drawn over the earlier ones)."""
-    groups, offset = [], 0
-    for part in parts:  # renumbered so that groups of different parts never meet
-        groups.append(_runs(part.group) + offset)
-        offset += len(part)
-    merged = [torch.cat(ts) for ts in zip(*(p.fields()[:5] for p in parts), strict=False)]
-    return Primitives(*merged, torch.cat(groups))
+    *merged, group = [torch.cat(ts) for ts in zip(*(p.fields() for p in parts), strict=False)]
+    # groups renumbered as runs of equal consecutive values (0, 1, 2, ...: the same shapes, ids < P),
+    # where no run goes on from one part into the next
+    change = F.pad(group[1:] != group[:-1], (1, 0), value=True)[: len(group)]  # none for no primitive
+    start = 0
+    for part in parts[:-1]:
+        start += len(part)
+        change[start : start + 1].fill_(True)  # fill_: a Python True assigned is a tensor of host data
+    return Primitives(*merged, torch.cumsum(change, 0) - 1)
 
 
 def empty(device=None) -> Primitives:
@@ -335,14 +331,16 @@ def halos(frame, xyxy: torch.Tensor, width, radius, color, angle=0.0) -> Primiti
 def discs(frame, center: torch.Tensor, radius, color, ring_width=0.0) -> Primitives:
     """Filled discs (ring_width 0) or rings of `ring_width` centred on the circle, center [P,2].
 
-    params: the DISC_ columns (cx, cy, radius, ring half width).
+    params: the DISC_ columns (cx, cy, radius, ring half width, and that again as DISC_RING_FLAG).
     """
     n = center.shape[0]
     r = _column(radius, n, center)
     ring_half = _column(ring_width, n, center) / 2
     reach = r + ring_half + 1.0
     bounds = torch.stack([center[:, 0] - reach, center[:, 1] - reach, center[:, 0] + reach, center[:, 1] + reach], 1)
-    return _make(frame, DISC, [center[:, 0], center[:, 1], r, ring_half], color, bounds)
+    zero = center.new_zeros(()).expand(n)
+    params = [center[:, 0], center[:, 1], r, ring_half, *[zero] * (DISC_RING_FLAG - 4), ring_half]
+    return _make(frame, DISC, params, color, bounds)
 
 
 def sprites(frame, origin: torch.Tensor, atlas_rect: torch.Tensor, color) -> Primitives:
