@@ -76,4 +76,4 @@ def control_polygon_length(curve: str, curvature: float) -> float:
 
 def alternating_sign(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
     """+1 or -1 per edge from its end points, stable from frame to frame."""
-    return 1.0 - 2.0 * ((i + j) % 2).float()
+    return ((i + j) % 2).mul(-2.0).add_(1.0)  # float32: an integer tensor times a Python float

@@ -89,9 +89,8 @@ def _new_edges(index, distance, options: GraphOptions, n):
     """Undirected edges (frame, i < j) of every frame from the k nearest of each point, listed once
     each, sorted: frame, i, j, keep [T*N*k] (keep False on repeats and where there is no edge)."""
     frames = index.shape[0]
-    ok = torch.isfinite(distance)
-    if math.isfinite(options.max_distance):
-        ok &= distance <= options.max_distance
+    # within max_distance and finite (distances are >= 0, inf where there is no neighbour): one comparison
+    ok = distance <= options.max_distance if math.isfinite(options.max_distance) else distance < INF
     source = torch.arange(n, device=index.device)[None, :, None]
     low, high = torch.minimum(source, index), torch.maximum(source, index)
     frame = torch.arange(frames, device=index.device)[:, None, None]
@@ -99,9 +98,9 @@ def _new_edges(index, distance, options: GraphOptions, n):
     none = frames * n * n - 1
     key = ((frame * n + low) * n + high).masked_fill_(~ok, none).view(-1).sort().values
     if options.mutual:  # found from both ends: a key and the next one equal
-        keep = torch.cat([key[1:] == key[:-1], key.new_zeros(1, dtype=torch.bool)])
+        keep = F.pad(key[1:] == key[:-1], (0, 1), value=False)
     else:  # the first of equal keys
-        keep = torch.cat([key.new_ones(1, dtype=torch.bool), key[1:] != key[:-1]])
+        keep = F.pad(key[1:] != key[:-1], (1, 0), value=True)
     return key // (n * n), key // n % n, key % n, keep & (key != none)
 
 
@@ -138,7 +137,7 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
                 first, edges = t, 0
             edges += counts[t]
         windows.append((first, frames))
-    carried = i.new_zeros(0)  # keys i * n + j of the edges present in the frame before the window
+    carried = None  # keys i * n + j of the edges present in the frame before the window (None: the first)
     parts = []
     for first, last in windows:  # the recurrence carries one frame's edges on
         rows = slice(starts[first], starts[last])
@@ -189,19 +188,21 @@ def _distinct(keys: torch.Tensor, none: int, exact: bool):
 def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOptions, slack, n, exact=True):
     """_hysteresis over one window of W frames: xy [W,N,2], visible and reach [W,N], the new edges'
     frame and key i * n + j [M] (n * n: no edge), carried int64 [C] (keys present in the frame
-    before, n * n: none). Returns present bool [W,U] and the U places of the distinct keys, sorted:
-    exact, the distinct keys only (one host sync); else M + C places, repeats holding n * n (never
-    present)."""
+    before, n * n: none; None: the first window, none). Returns present bool [W,U] and the U places of
+    the distinct keys, sorted: exact, the distinct keys only (one host sync); else M + C places, repeats
+    holding n * n (never present)."""
     frames = visible.shape[0]
-    key, inverse = _distinct(torch.cat([key, carried]), n * n, exact)
+    key, inverse = _distinct(key if carried is None else torch.cat([key, carried]), n * n, exact)
     edges = key.numel()
     ends_i, ends_j = key.clamp_max(n * n - 1) // n, key % n  # none's ends: any point
     # flags set by index_fill_ (a Python True in an index_put_ is a tensor made from host data)
     new = torch.zeros(frames, edges + 1, dtype=torch.bool, device=key.device)
     new.view(-1).index_fill_(0, frame * (edges + 1) + inverse[: frame.numel()], True)
     new = new[:, :edges]
-    before = torch.zeros(edges + 1, dtype=torch.bool, device=key.device).index_fill_(0, inverse[frame.numel() :], True)
-    before = before[:edges]
+    before = None  # the carried edges, bool [U]
+    if carried is not None:
+        before = torch.zeros(edges + 1, dtype=torch.bool, device=key.device)
+        before = before.index_fill_(0, inverse[frame.numel() :], True)[:edges]
     delta = xy[:, ends_j] - xy[:, ends_i]
     span = delta.norm(dim=-1)
     holds = (
@@ -217,11 +218,13 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
         time = torch.arange(frames, device=key.device)[:, None]
         # carried edges count as new in the frame before the window (-1); -2: never new
         # (a Python number in torch.where is one more op: a scalar tensor)
-        last_new = torch.cummax(time.expand_as(new).masked_fill(~new, -2), 0).values.maximum(before.add(-2))
+        last_new = torch.cummax(time.expand_as(new).masked_fill(~new, -2), 0).values
+        if before is not None:
+            last_new = last_new.maximum(before.add(-2))
         last_break = torch.cummax(time.expand_as(holds).masked_fill(holds, -2), 0).values
         return new | ((last_new >= -1) & (last_break <= last_new)), key
     present = torch.zeros_like(new)
-    previous = before
+    previous = before if before is not None else torch.zeros_like(new[0])
     ends = torch.stack([ends_i, ends_j])
     for t in range(frames):  # the recurrence: a cap decides which held edges exist in frame t
         held = previous & holds[t]

@@ -27,6 +27,7 @@ NVIDIA GPUs with CuPy, compositor_cuda.py's kernel composites the binned pairs.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -120,9 +121,17 @@ def _thin(half: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return half.clamp_min(0.5)[:, None], (2 * half).clamp(0, 1)[:, None]
 
 
+@functools.lru_cache(maxsize=8)
+def _tile_steps(tile: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """0 .. tile - 1, int64 [T], and the pixels' offsets in a tile, x and y, int64 [2,T*T] (pixels row after
+    row), on the device: made once a tile size and device (constants: never written to)."""
+    steps = torch.arange(tile, device=device)
+    return steps, torch.stack(torch.meshgrid(steps, steps, indexing="xy")).view(2, -1)
+
+
 def _offsets(g: torch.Tensor) -> torch.Tensor:
-    """The pixels' offsets in a tile, x and y, float [2,T*T] (pixels row after row) from g [T] (0 .. T-1)."""
-    return torch.stack(torch.meshgrid(g, g, indexing="xy")).view(2, -1)  # one op: a stack of two views
+    """The pixels' offsets in a tile [2,T*T] (_tile_steps') of g [T] (0 .. T-1)."""
+    return _tile_steps(g.numel(), g.device)[1]
 
 
 def _pixels(origin: torch.Tensor, g: torch.Tensor):
@@ -341,15 +350,19 @@ def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
     else:
         classes, by_class = torch.sort(pairs.pair_class)
         class_start = torch.searchsorted(classes, torch.arange(N_PAIR_CLASSES + 1, device=device))
-        coverage = torch.empty(count, g.numel() ** 2, device=device)
+        # evaluated in class order, then put back in the pairs' order once
+        by_class_params, by_class_origin = params[primitive[by_class]], origin[by_class]
+        sorted_coverage = torch.empty(count, g.numel() ** 2, device=device)
         slot = torch.arange(max(bound for *_, bound in present), device=device)
         # in class order; the `bound` sorted pairs from a group's start lie within the pairs, as the pairs of
         # earlier classes come from the kinds of earlier groups; its surplus rows (later classes') are rewritten
         for first, evaluate, bound in present:
             position = slot[:bound] + class_start[first]
-            rows = by_class[position]
             by_row = classes[position] if first in (PAIR_BOX_FILL, PAIR_TURNED_FILL) else None
-            coverage.index_copy_(0, rows, evaluate(params[primitive[rows]], origin[rows], by_row))
+            sorted_coverage.index_copy_(
+                0, position, evaluate(by_class_params[position], by_class_origin[position], by_row)
+            )
+        coverage = torch.empty_like(sorted_coverage).index_copy_(0, by_class, sorted_coverage)
     if solid:  # a solid pair covers its whole tile
         coverage.masked_fill_((pairs.pair_class == PAIR_SOLID)[:, None], 1.0)
     return coverage
@@ -720,7 +733,7 @@ def _composite_layer(tiles: torch.Tensor, prims: Primitives, pairs: _Pairs, atla
     (zeros; tile after tile, each its T rows of T premultiplied RGBA pixels; the last a spare that takes
     the missed pairs and unused rows). Sized by the bounds that _bin read (no host wait here)."""
     device, count = tiles.device, pairs.tile.numel()
-    coverage = _pair_coverage(prims, pairs, atlas, torch.arange(tile, device=device))
+    coverage = _pair_coverage(prims, pairs, atlas, _tile_steps(tile, device)[0])
     tile_id, colour = pairs.tile, prims.color[pairs.primitive]
     changed = tile_id[1:] != tile_id[:-1]
     if pairs.merge:  # a group's pairs in a tile merge by maximum coverage into one shape (at most `count`)

@@ -235,8 +235,12 @@ def point_layers(
     table = torch.from_numpy(np.concatenate(rows)).to(device)  # frame, point, text rect [P,6]: one upload
     by_track = style.point_palette is not None
 
+    @functools.cache
+    def one_colour(alpha):  # filled in on the device once, for the markers and the text alike
+        return R.filled([*rgb, alpha], device)
+
     def colour(point, alpha):  # the points' colour: one, or their track's
-        return _point_colours(point, style, device, alpha) if by_track else (*rgb, alpha)
+        return _point_colours(point, style, device, alpha) if by_track else one_colour(alpha)
 
     if style.point_radius > 0:
         frame, point = table[: at.size, 0], table[: at.size, 1]

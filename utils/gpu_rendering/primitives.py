@@ -124,8 +124,10 @@ def _frames(frame, device) -> torch.Tensor:
 def _make(frame, kind: int, params: list[torch.Tensor], color, bounds) -> Primitives:
     """Primitives of one kind; params: float [n] columns in the order of the kind's columns in constants.py."""
     n = bounds.shape[0]
-    packed = torch.zeros(n, N_PARAMS, dtype=torch.float32, device=bounds.device)
-    packed[:, : len(params)] = torch.stack(params, dim=1) if params else packed[:, :0]
+    if params:  # the columns not given hold 0
+        packed = F.pad(torch.stack(params, dim=1), (0, N_PARAMS - len(params)))
+    else:
+        packed = torch.zeros(n, N_PARAMS, dtype=torch.float32, device=bounds.device)
     frame = _frames(frame, bounds.device).expand(n).clone()
     return Primitives(
         frame,
@@ -337,7 +339,7 @@ def discs(frame, center: torch.Tensor, radius, color, ring_width=0.0) -> Primiti
     r = _column(radius, n, center)
     ring_half = _column(ring_width, n, center) / 2
     reach = r + ring_half + 1.0
-    bounds = torch.stack([center[:, 0] - reach, center[:, 1] - reach, center[:, 0] + reach, center[:, 1] + reach], 1)
+    bounds = torch.cat([center - reach[:, None], center + reach[:, None]], 1)
     zero = center.new_zeros(()).expand(n)
     params = [center[:, 0], center[:, 1], r, ring_half, *[zero] * (DISC_RING_FLAG - 4), ring_half]
     return _make(frame, DISC, params, color, bounds)
@@ -351,7 +353,7 @@ def sprites(frame, origin: torch.Tensor, atlas_rect: torch.Tensor, color) -> Pri
     """
     origin = origin.float().floor()
     rect = atlas_rect.float()
-    bounds = torch.stack([origin[:, 0], origin[:, 1], origin[:, 0] + rect[:, 2], origin[:, 1] + rect[:, 3]], 1)
+    bounds = torch.cat([origin, origin + rect[:, 2:4]], 1)
     return _make(
         frame, SPRITE, [origin[:, 0], origin[:, 1], rect[:, 2], rect[:, 3], rect[:, 0], rect[:, 1]], color, bounds
     )
