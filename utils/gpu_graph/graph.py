@@ -141,11 +141,11 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
     parts = []
     for first, last in windows:  # the recurrence carries one frame's edges on
         rows = slice(starts[first], starts[last])
-        present, key = _hysteresis_window(
+        present, key, ends = _hysteresis_window(
             xy[first:last],
             visible[first:last],
             None if reach is None else reach[first:last],
-            frame[rows] - first,
+            frame[rows] - first if first else frame[rows],
             (i[rows] * n + j[rows]).masked_fill_(~keep[rows], n * n),
             carried,
             options,
@@ -153,12 +153,13 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
             n,
             exact=len(windows) > 1,
         )
-        carried = key.masked_fill(~present[-1], n * n)  # n * n: none (no host sync)
+        if last < frames:  # the next window's: n * n for none (no host sync)
+            carried = key.masked_fill(~present[-1], n * n)
         parts.append(
             (
                 torch.arange(first, last, device=key.device)[:, None].expand_as(present).reshape(-1),
-                (key // n).repeat(last - first),
-                (key % n).repeat(last - first),
+                ends[0].repeat(last - first),
+                ends[1].repeat(last - first),
                 present.view(-1),
             )
         )
@@ -188,9 +189,9 @@ def _distinct(keys: torch.Tensor, none: int, exact: bool):
 def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOptions, slack, n, exact=True):
     """_hysteresis over one window of W frames: xy [W,N,2], visible and reach [W,N], the new edges'
     frame and key i * n + j [M] (n * n: no edge), carried int64 [C] (keys present in the frame
-    before, n * n: none; None: the first window, none). Returns present bool [W,U] and the U places of
-    the distinct keys, sorted: exact, the distinct keys only (one host sync); else M + C places, repeats
-    holding n * n (never present)."""
+    before, n * n: none; None: the first window, none). Returns present bool [W,U], the U places of the
+    distinct keys, sorted: exact, the distinct keys only (one host sync); else M + C places, repeats
+    holding n * n (never present), and their ends i, j int64 [2,U] (any point for n * n)."""
     frames = visible.shape[0]
     key, inverse = _distinct(key if carried is None else torch.cat([key, carried]), n * n, exact)
     edges = key.numel()
@@ -222,7 +223,7 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
         if before is not None:
             last_new = last_new.maximum(before.add(-2))
         last_break = torch.cummax(time.expand_as(holds).masked_fill(holds, -2), 0).values
-        return new | ((last_new >= -1) & (last_break <= last_new)), key
+        return new | ((last_new >= -1) & (last_break <= last_new)), key, (ends_i, ends_j)
     present = torch.zeros_like(new)
     previous = before if before is not None else torch.zeros_like(new[0])
     ends = torch.stack([ends_i, ends_j])
@@ -230,7 +231,7 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
         held = previous & holds[t]
         # held edges rank before new ones, so that a cap does not make links flicker
         previous = present[t] = _cap_degree(ends, new[t] | held, span[t], options.degree_cap, n, held)
-    return present, key
+    return present, key, ends
 
 
 def _check(options: GraphOptions):
