@@ -44,13 +44,13 @@ def bezier_polylines(
     segments = torch.ceil(torch.sqrt(degree * (degree - 1) / 8 * second_difference / TOLERANCE))
     if segments.numel() == 0:
         return torch.zeros(0, 2, 2, device=start.device), torch.zeros(0, dtype=torch.long, device=start.device)
-    segments = segments.clamp(1, MAX_SEGMENTS).long()
     if max_length is None:
+        segments = segments.clamp(1, MAX_SEGMENTS).long()
         width = int(segments.max())
     else:  # the largest second difference is degree x |curvature| x length; one more segment for rounding
         bound = degree * (degree - 1) / 8 * degree * abs(curvature) * max(max_length, 0.0) / TOLERANCE
         width = min(MAX_SEGMENTS, math.ceil(math.sqrt(bound)) + 1)
-        segments = segments.clamp_max(width)
+        segments = segments.clamp(1, width).long()
     step = torch.arange(width + 1, device=start.device)[None]
     t = (step / segments[:, None]).clamp(max=1.0)[..., None]  # padding repeats the end point
     # the Bernstein weights comb(d, i) (1 - t)^(d - i) t^i, less the factors and powers that are 1

@@ -206,12 +206,12 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
         before = before.index_fill_(0, inverse[frame.numel() :], True)[:edges]
     delta = xy[:, ends_j] - xy[:, ends_i]
     span = delta.norm(dim=-1)
-    holds = (
-        visible[:, ends_i]
-        & visible[:, ends_j]
-        & (span <= options.max_distance * slack)
-        & (delta[..., 1].abs() <= options.delta_y_cap * slack)
-    )
+    holds = visible[:, ends_i] & visible[:, ends_j]
+    # an infinite limit holds every span (a NaN span fails the reach test, or a radius graph's finite limit)
+    if math.isfinite(options.max_distance) or reach is None:
+        holds &= span <= options.max_distance * slack
+    if math.isfinite(options.delta_y_cap) or reach is None:
+        holds &= delta[..., 1].abs() <= options.delta_y_cap * slack
     if reach is not None:
         near_i, near_j = span <= reach[:, ends_i], span <= reach[:, ends_j]
         holds &= (near_i & near_j) if options.mutual else (near_i | near_j)

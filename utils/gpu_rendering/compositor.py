@@ -325,6 +325,12 @@ def _sprite_coverage(p, origin, g, atlas):
     return atlas.view(-1)[index] * inside
 
 
+@functools.lru_cache(maxsize=8)
+def _class_numbers(device: torch.device) -> torch.Tensor:
+    """0 .. N_PAIR_CLASSES, int64 on the device: made once a device (a constant: never written to)."""
+    return torch.arange(N_PAIR_CLASSES + 1, device=device)
+
+
 def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
     """Coverage float [Q, T*T] of the Q pairs in their order (those of missed pairs: any value), one dense
     evaluation per class group that may be present; g int64 [T]: 0 .. T-1. With one group (and solid pairs)
@@ -349,7 +355,7 @@ def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
         coverage = present[0][1](params[primitive], origin, pairs.pair_class)
     else:
         classes, by_class = torch.sort(pairs.pair_class)
-        class_start = torch.searchsorted(classes, torch.arange(N_PAIR_CLASSES + 1, device=device))
+        class_start = torch.searchsorted(classes, _class_numbers(device))
         # evaluated in class order, then put back in the pairs' order once
         by_class_params, by_class_origin = params[primitive[by_class]], origin[by_class]
         sorted_coverage = torch.empty(count, g.numel() ** 2, device=device)
@@ -541,15 +547,26 @@ def _depth_bounds(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
             ]
         )
     device = span.device
-    step, sign = torch.arange(2, device=device), torch.arange(1, -2, -2, device=device)  # 0, 1 and 1, -1
-    rows = span[:, 1::2] + step  # [P,2]: first row, past the last
+    corner, sign = _depth_corners(device)
+    corners = span + corner  # [P,4]: first column and row, past the last ones
+    rows = corners[:, 1::2]
     if frames > 1:
-        rows += (frame * (tiles_y + 1))[:, None]
-    index = rows[:, :, None] * (tiles_x + 1) + (span[:, 0::2] + step)[:, None]  # [P,2,2]
-    value = (drawn[:, None] * sign)[:, :, None] * sign
+        rows = rows + (frame * (tiles_y + 1))[:, None]
+    index = rows[:, :, None] * (tiles_x + 1) + corners[:, None, 0::2]  # [P,2,2]
+    value = drawn[:, None, None] * sign
     grid = torch.zeros(frames * (tiles_y + 1) * (tiles_x + 1), dtype=torch.int64, device=device)
     grid.index_add_(0, index.view(-1), value.view(-1))
     return grid.view(frames, tiles_y + 1, tiles_x + 1).cumsum(1).cumsum(2).amax((1, 2))
+
+
+@functools.lru_cache(maxsize=8)
+def _depth_corners(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """_depth_bounds' constants on the device (made once a device, never written to): each tile span
+    column's corner offset, 0 for the first column and row, 1 past the last ones, int64 [4], and the
+    differences' signs at the four corners, int64 [2,2] (rows by columns): 1, -1 and -1, 1."""
+    step = torch.arange(2, device=device)
+    side = 1 - 2 * step
+    return step.repeat_interleave(2), side[:, None] * side
 
 
 # _depth_bounds' grid cells at once (int64: 32 MB), so that a plan of a long video takes little memory

@@ -253,8 +253,10 @@ def point_layers(
         )
         table = table[at.size :]
     if atlas is not None:
-        frame, point, rect = table[:, 0], table[:, 1], table[:, 2:]
-        origin = _text_origin(xy[frame, point], rect, style.point_radius + 2, frame_size)
+        frame, point, rect = table[:, 0], table[:, 1], table[:, 2:].float()  # float once, for both below
+        # a text for every marker (ids): the same points
+        same = style.point_radius > 0 and np.array_equal(text_rows[:, :2], rows[0][:, :2])
+        origin = _text_origin(centre if same else xy[frame, point], rect, style.point_radius + 2, frame_size)
         ink = (*style.text_rgb, opacity) if style.text_rgb is not None else colour(point, opacity)
         layers.append(R.sprites(frame, origin, rect, ink))
     return layers, atlas

@@ -178,8 +178,12 @@ def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) 
     usable = finite(points).all(-1)
     steps = torch.arange(n_points - 1, device=device)
     valid = (steps < (lengths.to(device)[:, None] - 1)) & usable[:, :-1] & usable[:, 1:]
-    half = _column(width, n_lines, points)[:, None, None].expand(n_lines, n_points - 1, 1) / 2
-    reach = half.clamp_min(0.5) + 1.0
+    if isinstance(width, torch.Tensor):
+        half = _column(width, n_lines, points)[:, None, None].expand(n_lines, n_points - 1, 1) / 2
+        reach = half.clamp_min(0.5) + 1.0
+    else:  # a Python number: its half filled in, the reach worked out on the host
+        half = points.new_full((), width / 2).expand(n_lines, n_points - 1, 1)
+        reach = max(width / 2, 0.5) + 1.0
     # params: ax, ay, bx, by, half width, then zeros (round caps)
     params = torch.cat([a, b, half, points.new_zeros(()).expand(n_lines, n_points - 1, N_PARAMS - 5)], -1)
     bounds = torch.cat([torch.minimum(a, b) - reach, torch.maximum(a, b) + reach], -1)
