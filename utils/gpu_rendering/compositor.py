@@ -465,7 +465,10 @@ def _classify(
                 )
                 solid &= ring_half == 0
             found = (missed * (PAIR_MISSED - base) + base).masked_fill_(solid, PAIR_SOLID)
-        elif kinds == (SPRITE,):
+        elif kinds == (SPRITE,):  # a class of their own, whatever the tile
+            if pair_class is not None:
+                pair_class = pair_class.masked_fill_(kind == SPRITE, PAIR_SPRITE)
+                continue
             found = torch.full_like(primitive, PAIR_SPRITE)
         elif kinds == (HALO,):
             found = _classify_halos(p, to_centre, tile)

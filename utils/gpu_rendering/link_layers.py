@@ -224,15 +224,18 @@ def point_layers(
         return layers, atlas
     at, index = np.nonzero(visible.cpu().numpy())
     device, rgb, opacity = xy.device, style.point_rgb, style.opacity
-    rows = [np.stack([at, index, *np.zeros((4, at.size), np.int64)], 1)] if style.point_radius > 0 else []
+    rows = [np.stack([at, index, *np.zeros((6, at.size), np.int64)], 1)] if style.point_radius > 0 else []
     if style.point_labels != "none":
         texts = point_texts(xy.shape[1], at, index, labels, style.point_labels, style.text_size)
         if texts is not None:
             atlas, text_rows = torch.from_numpy(texts[0]), texts[1]
-            rows.append(text_rows)
+            # the room a text has in the frame: the frame's size less its own, worked out on the host
+            room = np.maximum(np.array(frame_size[::-1]) - text_rows[:, 4:6], 0)
+            rows.append(np.concatenate([text_rows, room], 1))
     if not sum(len(part) for part in rows):
         return [], None
-    table = torch.from_numpy(np.concatenate(rows)).to(device)  # frame, point, text rect [P,6]: one upload
+    # frame, point, text rect and room [P,8]: one upload
+    table = torch.from_numpy(np.concatenate(rows)).to(device)
     by_track = style.point_palette is not None
 
     @functools.cache
@@ -253,10 +256,12 @@ def point_layers(
         )
         table = table[at.size :]
     if atlas is not None:
-        frame, point, rect = table[:, 0], table[:, 1], table[:, 2:].float()  # float once, for both below
+        frame, point, rect = table[:, 0], table[:, 1], table[:, 2:].float()  # the rects and room, in one op
         # a text for every marker (ids): the same points
         same = style.point_radius > 0 and np.array_equal(text_rows[:, :2], rows[0][:, :2])
-        origin = _text_origin(centre if same else xy[frame, point], rect, style.point_radius + 2, frame_size)
+        at_point = centre if same else xy[frame, point]
+        origin = _text_origin(at_point, rect[:, 2:4], rect[:, 4:], style.point_radius + 2, frame_size[1])
+        rect = rect[:, :4]
         ink = (*style.text_rgb, opacity) if style.text_rgb is not None else colour(point, opacity)
         layers.append(R.sprites(frame, origin, rect, ink))
     return layers, atlas
@@ -310,18 +315,14 @@ def point_texts(n: int, at: np.ndarray, index: np.ndarray, labels: Labels, mode:
     return atlas, np.concatenate([at[keep, None], index[keep, None], rects[string]], 1)
 
 
-def _text_origin(at_point: torch.Tensor, rect: torch.Tensor, offset: float, frame_size: tuple[int, int]):
-    """Top left corners float [P,2] of texts of size rect[:, 2:4] beside points at_point [P,2]: the ink's
-    lower left corner `offset` px right of and above the point; to its left where the frame (frame_size:
-    height, width) has no room on the right, below it where there is none above, then moved inside the
-    frame, as box labels are."""
-    height, width = frame_size
-    size = rect[:, 2:4].float()  # [P,2]: the texts' width and height
+def _text_origin(at_point: torch.Tensor, size: torch.Tensor, room: torch.Tensor, offset: float, width: int):
+    """Top left corners float [P,2] of texts of size `size` float [P,2] beside points at_point [P,2]: the
+    ink's lower left corner `offset` px right of and above the point; to its left where the frame (of
+    `width`) has no room on the right, below it where there is none above, then moved inside the frame
+    (at most room float [P,2]: the frame's size less the text's, >= 0), as box labels are."""
     after, before = at_point + offset, at_point - offset
     low = before - size  # left of the point, above it
     # right of the point where the frame has room (x + offset + width <= frame width), else to its left;
     # above where there is room (y - offset - height >= 0), else below: both axes in each op
     far = torch.stack([(after + size)[:, 0] <= width, low[:, 1] < 0], 1)
-    corner = torch.where(far, after, low)
-    # moved inside the frame: the frame's size less the text's (filled in on the device: no upload)
-    return corner.clamp_min(0).minimum((R.filled([float(width), float(height)], at_point.device) - size).clamp_min(0))
+    return torch.where(far, after, low).clamp_min(0).minimum(room)
