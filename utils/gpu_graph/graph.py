@@ -96,7 +96,7 @@ def _new_edges(index, distance, options: GraphOptions, n):
     frame = torch.arange(frames, device=index.device)[:, None, None]
     # no edge: the last key of the last frame, (n - 1, n - 1), after every real edge
     none = frames * n * n - 1
-    key = ((frame * n + low) * n + high).masked_fill_(~ok, none).view(-1).sort().values
+    key = torch.add(high, low, alpha=n).add_(frame * (n * n)).masked_fill_(~ok, none).view(-1).sort().values
     if options.mutual:  # found from both ends: a key and the next one equal
         keep = F.pad(key[1:] == key[:-1], (0, 1), value=False)
     else:  # the first of equal keys
@@ -180,7 +180,7 @@ def _distinct(keys: torch.Tensor, none: int, exact: bool):
         key, inverse = torch.unique(torch.cat([keys, keys.new_full((1,), none)]), return_inverse=True)
         return key[:-1], inverse[:-1]
     key, order = keys.sort()
-    first = F.pad(key[1:] != key[:-1], (1, 0), value=True) & (key != none)
+    first = F.pad(key[1:] != key[:-1], (1, 0), value=True)  # the first none too: its place is overwritten
     place = (torch.arange(key.numel(), device=key.device) * first).cummax(0).values
     place.masked_fill_(key == none, key.numel())  # none sorts last: past every place
     return key.masked_fill_(~first, none), torch.empty_like(place).index_put_((order,), place)
@@ -217,13 +217,13 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
         holds &= (near_i & near_j) if options.mutual else (near_i | near_j)
     if options.degree_cap <= 0:
         time = torch.arange(frames, device=key.device)[:, None]
-        # carried edges count as new in the frame before the window (-1); -2: never new
-        # (a Python number in torch.where is one more op: a scalar tensor)
-        last_new = torch.cummax(time.expand_as(new).masked_fill(~new, -2), 0).values
+        # carried edges count as new in the frame before the window (-1); -3: never new, before any break
+        # (-2: none yet), so that it is never present (a Python number in torch.where is one more op)
+        last_new = torch.cummax(time.expand_as(new).masked_fill(~new, -3), 0).values
         if before is not None:
-            last_new = last_new.maximum(before.add(-2))
+            last_new = last_new.maximum(before * 2 - 3)
         last_break = torch.cummax(time.expand_as(holds).masked_fill(holds, -2), 0).values
-        return new | ((last_new >= -1) & (last_break <= last_new)), key, (ends_i, ends_j)
+        return new | (last_break <= last_new), key, (ends_i, ends_j)
     present = torch.zeros_like(new)
     previous = before if before is not None else torch.zeros_like(new[0])
     ends = torch.stack([ends_i, ends_j])

@@ -446,7 +446,7 @@ def _classify(
             d = _col(p, SEGMENT_BX, SEGMENT_BY) - _col(p, SEGMENT_AX, SEGMENT_AY)
             t = ((to_centre * d).sum(1, keepdim=True) / (d * d).sum(1, keepdim=True).clamp_min(1e-12)).clamp(0, 1)
             missed = (to_centre - t * d).norm(dim=1) > p[:, SEGMENT_HALF_WIDTH].clamp_min(0.5) + reach
-            found = missed * (PAIR_MISSED - PAIR_SEGMENT) + PAIR_SEGMENT
+            found = missed * PAIR_MISSED  # PAIR_SEGMENT is 0
         elif kinds in ((DISC,), (ELLIPSE,)):
             # an ellipse lies between the circles of its smaller and larger semi-axes
             distance = to_centre.norm(dim=1)
