@@ -456,9 +456,10 @@ def _classify(
                 radii = _col(p, ELLIPSE_RADIUS_X, ELLIPSE_RADIUS_Y)
                 ring_half, outer, inner = p[:, ELLIPSE_RING_HALF], radii.amax(1), radii.amin(1)
             base = PAIR_DISC if kinds == (DISC,) else PAIR_ELLIPSE
-            solid = distance + tile * 0.7072 + 0.5 <= inner
+            # (the margins have px of slack: their rounding never changes a class that matters)
+            solid = distance + (tile * 0.7072 + 0.5) <= inner
             if kinds == (DISC,) and not disc_rings:  # filled discs: ring_half 0 (its clamp 0.5)
-                missed = distance > outer + 0.5 + reach
+                missed = distance > outer + (0.5 + reach)
             else:
                 missed = (distance > outer + ring_half.clamp_min(0.5) + reach) | (
                     (ring_half > 0) & (distance < inner - ring_half.clamp_min(0.5) - reach)
@@ -610,9 +611,10 @@ def _plan(prims: Primitives, span, sizes, counts, in_chunk, frame_start, frames,
     """The PairPlan of frames frame_start .. + frames - 1 (the primitives' tile spans and their sizes, and
     pairs and frames less frame_start: _pair_counts'), with the torch path's depth bounds if `depth`, in one
     host read."""
-    # pairs per kind, those of turned primitives (sin != 0: BOX_SIN, the column of ELLIPSE_SIN and of
-    # DISC_RING_FLAG too), of segments with butt ends and of rings apart, per frame
-    flag = torch.where(prims.kind == SEGMENT, prims.params[:, SEGMENT_BUTT], prims.params[:, BOX_SIN]) != 0
+    # pairs per kind, those of turned primitives (sin != 0: BOX_SIN, the column of ELLIPSE_SIN and HALO_SIN),
+    # of segments with butt ends and of rings (SEGMENT_BUTT_FLAG and DISC_RING_FLAG: the same column) apart,
+    # per frame
+    flag = prims.params[:, BOX_SIN] != 0
     variant = torch.add(prims.kind, flag, alpha=N_KINDS)
     if frames > 1:
         variant += in_chunk * (2 * N_KINDS)

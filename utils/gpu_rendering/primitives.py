@@ -11,7 +11,18 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .constants import BOX_FILL, BOX_STROKE, DISC, DISC_RING_FLAG, ELLIPSE, HALO, N_PARAMS, SEGMENT, SPRITE
+from .constants import (
+    BOX_FILL,
+    BOX_STROKE,
+    DISC,
+    DISC_RING_FLAG,
+    ELLIPSE,
+    HALO,
+    N_PARAMS,
+    SEGMENT,
+    SEGMENT_BUTT_FLAG,
+    SPRITE,
+)
 
 
 @dataclass
@@ -142,7 +153,8 @@ def _make(frame, kind: int, params: list[torch.Tensor], color, bounds) -> Primit
 def segments(frame, a: torch.Tensor, b: torch.Tensor, width, color, caps: str = "round") -> Primitives:
     """Line segments a->b (float [P,2] each) of `width` pixels with round or butt caps.
 
-    params: the SEGMENT_ columns of constants.py (ax, ay, bx, by, half width, butt 0/1).
+    params: the SEGMENT_ columns of constants.py (ax, ay, bx, by, half width, butt 0/1, and that again as
+    SEGMENT_BUTT_FLAG).
     """
     n = a.shape[0]
     half = _column(width, n, a) / 2
@@ -157,7 +169,9 @@ def segments(frame, a: torch.Tensor, b: torch.Tensor, width, color, caps: str = 
         ],
         dim=1,
     )
-    return _make(frame, SEGMENT, [a[:, 0], a[:, 1], b[:, 0], b[:, 1], half, butt], color, bounds)
+    zero = a.new_zeros(()).expand(n)
+    params = [a[:, 0], a[:, 1], b[:, 0], b[:, 1], half, butt, *[zero] * (SEGMENT_BUTT_FLAG - 6), butt]
+    return _make(frame, SEGMENT, params, color, bounds)
 
 
 def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) -> Primitives:
