@@ -539,17 +539,13 @@ def _depth_bounds(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
     bound on any tile's shapes: int64 [frames]. From 2D differences, +1 at a span's first and past its
     last corner and -1 at the other two, summed along rows and columns."""
     per_grid = max(1, DEPTH_GRID_CELLS // ((tiles_y + 1) * (tiles_x + 1)))
-    if frames > per_grid:  # a grid of every frame at once: frames x cells
-        slices = [(first, min(per_grid, frames - first)) for first in range(0, frames, per_grid)]
-        return torch.cat(
-            [
-                _depth_bounds(
-                    span, (frame - first).clamp(0, n - 1), drawn & (frame >= first) & (frame < first + n), n, *tiles
-                )
-                for first, n in slices
-                for tiles in [(tiles_y, tiles_x)]
-            ]
-        )
+    if frames > per_grid:  # not a grid of every frame at once (frames x cells): per_grid frames at a time
+        bounds = []
+        for first in range(0, frames, per_grid):
+            n = min(per_grid, frames - first)
+            shown = drawn & (frame >= first) & (frame < first + n)
+            bounds.append(_depth_bounds(span, (frame - first).clamp(0, n - 1), shown, n, tiles_y, tiles_x))
+        return torch.cat(bounds)
     device = span.device
     corner, sign = _depth_corners(device)
     corners = span + corner  # [P,4]: first column and row, past the last ones
@@ -584,8 +580,8 @@ class PairPlan:
     ints: each kind's, then those of its turned primitives, butt-ended segments and rings) and, for the torch
     path (else empty), a bound on the shapes of any of its tiles; merge: whether consecutive primitives
     share a group anywhere. draw_plan makes one for draw, which then reads nothing more. spans: the
-    primitives' tile spans, pair counts and frames that it was made from (_bin's, on their device),
-    which a chunk of all its frames reuses."""
+    primitives' tile spans, their sizes, pair counts and frames that it was made from (_bin's, on their
+    device), which a chunk of all its frames reuses."""
 
     first: int
     pairs: list

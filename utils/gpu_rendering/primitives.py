@@ -386,7 +386,7 @@ def tile_spans(bounds: torch.Tensor, height: int, width: int, tile: int) -> tupl
     """First and last tile column and row int64 [P,4] of bounds float [P,4], clamped to the frame, and
     the span's columns and rows int64 [P,2] (0 for bounds past the frame, NaN or infinite)."""
     tiles_y, tiles_x = -(-height // tile), -(-width // tile)
-    span = torch.nan_to_num(bounds, nan=-1.0, posinf=-1.0, neginf=-1.0).div(tile).floor_()
+    span = torch.nan_to_num(bounds, nan=-1.0, posinf=-1.0, neginf=-1.0).floor_divide_(tile)
     for column, (low, high) in enumerate(((0, tiles_x), (0, tiles_y), (-1, tiles_x - 1), (-1, tiles_y - 1))):
         span[:, column].clamp_(low, high)  # Python bounds: no upload of host data
     span = span.long()
