@@ -148,15 +148,15 @@ def _col(p: torch.Tensor, first: int, last: int | None = None) -> torch.Tensor:
 
 def _segment_coverage(p, origin, g, butt_caps: bool = True):
     """butt_caps False: no segment has butt ends (their coverage is not computed)."""
-    _, _, gx, gy = _pixels(origin, g)
     half, weight = _thin(p[:, SEGMENT_HALF_WIDTH])
     # the x and y columns at once: the same values as one at a time (a sum of two is one rounded addition)
     d = _col(p, SEGMENT_BX, SEGMENT_BY) - _col(p, SEGMENT_AX, SEGMENT_AY)
     length = torch.sqrt((d * d).sum(1, keepdim=True)).clamp_min(1e-12)
     u = d / length
     to = origin[:, None] - _col(p, SEGMENT_AX, SEGMENT_BY).view(-1, 2, 2)  # [m,2,2]: from end a, from end b
-    px, py = to[..., 0:1] + gx, to[..., 1:2] + gy  # [m,2,T*T]
-    along = px * u[:, None, 0:1] + py * u[:, None, 1:2]
+    pixel = to[..., None] + _offsets(g)  # [m,2,2,T*T]: from each end, x and y
+    px, py = pixel[:, :, 0], pixel[:, :, 1]
+    along = (pixel * u[:, None, :, None]).sum(2)
     across = (px[:, 0] * u[:, 1:2] - py[:, 0] * u[:, 0:1]).abs()
     # how far past the ends, measured from each end: (p - b).u, where (p - a).u - length loses the low bits
     # of a long segment's length (the torch path, whose CPU sqrt is not correctly rounded, and the kernels
@@ -740,7 +740,8 @@ def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch
     one = above[-1]  # 1 throughout: no entry lies above the last
     step, factor = 1, torch.empty_like(alpha)  # one buffer for every pass's factors
     while step < depth - 1:
-        torch.where((tile[step:] != tile[:-step])[:, None], one, above[step:], out=factor[step:])
+        other_tile = changed if step == 1 else tile[step:] != tile[:-step]
+        torch.where(other_tile[:, None], one, above[step:], out=factor[step:])
         above[:-step].mul_(factor[step:])
         step *= 2
     return above
