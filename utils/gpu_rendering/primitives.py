@@ -354,10 +354,13 @@ def discs(frame, center: torch.Tensor, radius, color, ring_width=0.0) -> Primiti
     params: the DISC_ columns (cx, cy, radius, ring half width, and that again as DISC_RING_FLAG).
     """
     n = center.shape[0]
-    r = _column(radius, n, center)
-    ring_half = _column(ring_width, n, center) / 2
-    reach = r + ring_half + 1.0
-    bounds = torch.cat([center - reach[:, None], center + reach[:, None]], 1)
+    if isinstance(radius, torch.Tensor) or isinstance(ring_width, torch.Tensor):
+        r, ring_half = _column(radius, n, center), _column(ring_width, n, center) / 2
+        reach = (r + ring_half + 1.0)[:, None]
+    else:  # Python numbers: the columns filled in, the reach worked out on the host
+        r, ring_half = _column(radius, n, center), _column(ring_width / 2, n, center)
+        reach = radius + ring_width / 2 + 1.0
+    bounds = torch.cat([center - reach, center + reach], 1)
     zero = center.new_zeros(()).expand(n)
     params = [center[:, 0], center[:, 1], r, ring_half, *[zero] * (DISC_RING_FLAG - 4), ring_half]
     return _make(frame, DISC, params, color, bounds)
