@@ -96,7 +96,7 @@ def _new_edges(index, distance, options: GraphOptions, n):
     frame = torch.arange(frames, device=index.device)[:, None, None]
     # no edge: the last key of the last frame, (n - 1, n - 1), after every real edge
     none = frames * n * n - 1
-    key = torch.add(high, low, alpha=n).add_(frame * (n * n)).masked_fill_(~ok, none).view(-1).sort().values
+    key = torch.add(high, low, alpha=n).add_(frame, alpha=n * n).masked_fill_(~ok, none).view(-1).sort().values
     if options.mutual:  # found from both ends: a key and the next one equal
         keep = F.pad(key[1:] == key[:-1], (0, 1), value=False)
     else:  # the first of equal keys
@@ -198,7 +198,7 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
     ends_i, ends_j = key.clamp_max(n * n - 1) // n, key % n  # none's ends: any point
     # flags set by index_fill_ (a Python True in an index_put_ is a tensor made from host data)
     new = torch.zeros(frames, edges + 1, dtype=torch.bool, device=key.device)
-    new.view(-1).index_fill_(0, frame * (edges + 1) + inverse[: frame.numel()], True)
+    new.view(-1).index_fill_(0, torch.add(inverse[: frame.numel()], frame, alpha=edges + 1), True)
     new = new[:, :edges]
     before = None  # the carried edges, bool [U]
     if carried is not None:
@@ -559,7 +559,7 @@ def _ragged_edges(
     if width is None:
         width = int(counts.max()) if frames and frame.numel() else 0
     slot = keep.cumsum(0) - 1 - (counts.cumsum(0) - counts)[frame]
-    at = torch.where(keep, frame * width + slot, frames * width)
+    at = torch.where(keep, torch.add(slot, frame, alpha=width), frames * width)
     values = torch.zeros(frames * width + 1, 2, dtype=torch.long, device=frame.device)
     values[at] = torch.stack([i, j], 1)
     edges = Ragged(values[:-1].view(frames, width, 2), counts)

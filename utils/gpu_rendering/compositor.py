@@ -445,7 +445,9 @@ def _classify(
         if kinds == (SEGMENT,):
             d = _col(p, SEGMENT_BX, SEGMENT_BY) - _col(p, SEGMENT_AX, SEGMENT_AY)
             t = ((to_centre * d).sum(1, keepdim=True) / (d * d).sum(1, keepdim=True).clamp_min(1e-12)).clamp(0, 1)
-            missed = (to_centre - t * d).norm(dim=1) > p[:, SEGMENT_HALF_WIDTH].clamp_min(0.5) + reach
+            missed = (
+                torch.addcmul(to_centre, t, d, value=-1).norm(dim=1) > p[:, SEGMENT_HALF_WIDTH].clamp_min(0.5) + reach
+            )
             found = missed * PAIR_MISSED  # PAIR_SEGMENT is 0
         elif kinds in ((DISC,), (ELLIPSE,)):
             # an ellipse lies between the circles of its smaller and larger semi-axes
@@ -551,7 +553,7 @@ def _depth_bounds(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
     corners = span + corner  # [P,4]: first column and row, past the last ones
     rows = corners[:, 1::2]
     if frames > 1:
-        rows = rows + (frame * (tiles_y + 1))[:, None]
+        rows = torch.add(rows, frame[:, None], alpha=tiles_y + 1)
     index = rows[:, :, None] * (tiles_x + 1) + corners[:, None, 0::2]  # [P,2,2]
     value = drawn[:, None, None] * sign
     grid = torch.zeros(frames * (tiles_y + 1) * (tiles_x + 1), dtype=torch.int64, device=device)
@@ -613,7 +615,7 @@ def _plan(prims: Primitives, span, sizes, counts, in_chunk, frame_start, frames,
     flag = prims.params[:, BOX_SIN] != 0
     variant = torch.add(prims.kind, flag, alpha=N_KINDS)
     if frames > 1:
-        variant += in_chunk * (2 * N_KINDS)
+        variant.add_(in_chunk, alpha=2 * N_KINDS)
     read = [torch.zeros(frames * 2 * N_KINDS, dtype=torch.int64, device=span.device).index_add_(0, variant, counts)]
     if depth:
         group = prims.group
@@ -757,7 +759,7 @@ def _composite_layer(tiles: torch.Tensor, prims: Primitives, pairs: _Pairs, atla
     changed = tile_id[1:] != tile_id[:-1]
     if pairs.merge:  # a group's pairs in a tile merge by maximum coverage into one shape (at most `count`)
         group = prims.group[pairs.primitive]
-        shape = torch.cumsum(F.pad(changed | (group[1:] != group[:-1]), (1, 0), value=True), 0) - 1
+        shape = torch.cumsum(F.pad(changed | (group[1:] != group[:-1]), (1, 0)), 0)  # from 0: no change first
         coverage = torch.zeros_like(coverage).scatter_reduce_(0, shape[:, None].expand_as(coverage), coverage, "amax")
         # a shape's pairs share its tile and colour (one group): whichever pair's write lands is the same
         colour = colour.new_empty(count, 4).index_put_((shape,), colour)

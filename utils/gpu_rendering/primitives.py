@@ -62,12 +62,13 @@ def concat(*parts: Primitives) -> Primitives:
     *merged, group = [torch.cat(ts) for ts in zip(*(p.fields() for p in parts), strict=False)]
     # groups renumbered as runs of equal consecutive values (0, 1, 2, ...: the same shapes, ids < P),
     # where no run goes on from one part into the next
-    change = F.pad(group[1:] != group[:-1], (1, 0), value=True)[: len(group)]  # none for no primitive
+    change = F.pad(group[1:] != group[:-1], (1, 0))[: len(group)]  # none before the first: its id is 0
     start = 0
     for part in parts[:-1]:
         start += len(part)
-        change[start : start + 1].fill_(True)  # fill_: a Python True assigned is a tensor of host data
-    return Primitives(*merged, torch.cumsum(change, 0) - 1)
+        if start:  # fill_: a Python True assigned is a tensor of host data
+            change[start : start + 1].fill_(True)
+    return Primitives(*merged, torch.cumsum(change, 0))
 
 
 def empty(device=None) -> Primitives:
