@@ -39,7 +39,10 @@ def bezier_polylines(
     else:
         controls = [start, (start + end) / 2 + bend, end]
     degree = len(controls) - 1
-    differences = [(controls[i] - 2 * controls[i + 1] + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)]
+    # c0 - 2 c1 in one op (2 c1 is exact: the same rounding), then + c2
+    differences = [
+        (torch.sub(controls[i], controls[i + 1], alpha=2) + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)
+    ]
     second_difference = differences[0] if degree == 2 else torch.stack(differences).amax(0)
     segments = torch.ceil(torch.sqrt(degree * (degree - 1) / 8 * second_difference / TOLERANCE))
     if segments.numel() == 0:

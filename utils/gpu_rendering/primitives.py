@@ -191,8 +191,8 @@ def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) 
     device, n = points.device, n_lines * (n_points - 1)
     a, b = points[:, :-1], points[:, 1:]
     usable = finite(points).all(-1)
-    steps = torch.arange(n_points - 1, device=device)
-    valid = (steps < (lengths.to(device)[:, None] - 1)) & usable[:, :-1] & usable[:, 1:]
+    ends = torch.arange(1, n_points, device=device)  # each segment's far point: used where below the length
+    valid = (ends < lengths.to(device)[:, None]) & usable[:, :-1] & usable[:, 1:]
     if isinstance(width, torch.Tensor):
         half = _column(width, n_lines, points)[:, None, None].expand(n_lines, n_points - 1, 1) / 2
         reach = half.clamp_min(0.5) + 1.0
