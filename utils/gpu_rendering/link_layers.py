@@ -189,11 +189,18 @@ def _colours(pairs: torch.Tensor, length: torch.Tensor | None, scale: float, sty
         rgb = _gradient(length / max(scale, 1e-6))
         colours = torch.cat([rgb, rgb.new_full((count, 1), style.opacity)], 1)
     else:  # filled in on the device: a tensor of host values is an upload
-        colours = R.filled([*style.rgb, style.opacity], device).expand(count, 4)
+        colours = _ink((*style.rgb, style.opacity), torch.device(device)).expand(count, 4)
     end_colours = None
     if style.end_rgb is not None:
-        end_colours = R.filled([*style.end_rgb, style.opacity], device).expand_as(colours)
+        end_colours = _ink((*style.end_rgb, style.opacity), torch.device(device)).expand_as(colours)
     return colours, end_colours
+
+
+@functools.lru_cache(maxsize=16)
+def _ink(rgba: tuple, device: torch.device) -> torch.Tensor:
+    """One RGBA colour float [4] filled in on the device (no upload): once a colour and device, for the
+    links, markers and text alike (the same colour by default); never written to."""
+    return R.filled(list(rgba), device)
 
 
 @functools.lru_cache(maxsize=8)
@@ -238,12 +245,8 @@ def point_layers(
     table = torch.from_numpy(np.concatenate(rows)).to(device)
     by_track = style.point_palette is not None
 
-    @functools.cache
-    def one_colour(alpha):  # filled in on the device once, for the markers and the text alike
-        return R.filled([*rgb, alpha], device)
-
     def colour(point, alpha):  # the points' colour: one, or their track's
-        return _point_colours(point, style, device, alpha) if by_track else one_colour(alpha)
+        return _point_colours(point, style, device, alpha) if by_track else _ink((*rgb, alpha), torch.device(device))
 
     if style.point_radius > 0:
         frame, point = table[: at.size, 0], table[: at.size, 1]
@@ -292,7 +295,7 @@ def _trails(xy, visible, style: LinkStyle) -> R.Primitives:
     if style.point_palette is not None:  # trail_paths lists the points of each frame in order
         head = _point_colours(torch.arange(len(frame), device=xy.device) % xy.shape[1], style, xy.device)
     else:
-        head = R.filled([*style.point_rgb, style.opacity], xy.device).expand(len(frame), 4)
+        head = _ink((*style.point_rgb, style.opacity), xy.device).expand(len(frame), 4)
     return styles.styled_polylines(frame, points, lengths, style.width, head, _faded(head, 0.0))
 
 
