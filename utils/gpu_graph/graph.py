@@ -146,7 +146,7 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
             visible[first:last],
             None if reach is None else reach[first:last],
             frame[rows] - first if first else frame[rows],
-            (i[rows] * n + j[rows]).masked_fill_(~keep[rows], n * n),
+            torch.add(j[rows], i[rows], alpha=n).masked_fill_(~keep[rows], n * n),
             carried,
             options,
             slack,

@@ -75,6 +75,7 @@ from .constants import (
     HALO_WIDTH,
     N_KINDS,
     N_PAIR_CLASSES,
+    N_PARAMS,
     PAIR_BOX_FILL,
     PAIR_BOX_FILL_CORNER,
     PAIR_BOX_STROKE,
@@ -356,8 +357,9 @@ def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
     else:
         classes, by_class = torch.sort(pairs.pair_class)
         class_start = torch.searchsorted(classes, _class_numbers(device))
-        # evaluated in class order, then put back in the pairs' order once
-        by_class_params, by_class_origin = params[primitive[by_class]], origin[by_class]
+        # evaluated in class order, then put back in the pairs' order once; params and origin side by side,
+        # so that each group gathers its rows of both at once
+        by_class_rows = torch.cat([params[primitive], origin], 1)[by_class]
         sorted_coverage = torch.empty(count, g.numel() ** 2, device=device)
         slot = torch.arange(max(bound for *_, bound in present), device=device)
         # in class order; the `bound` sorted pairs from a group's start lie within the pairs, as the pairs of
@@ -365,9 +367,8 @@ def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
         for first, evaluate, bound in present:
             position = slot[:bound] + class_start[first]
             by_row = classes[position] if first in (PAIR_BOX_FILL, PAIR_TURNED_FILL) else None
-            sorted_coverage.index_copy_(
-                0, position, evaluate(by_class_params[position], by_class_origin[position], by_row)
-            )
+            rows = by_class_rows[position]
+            sorted_coverage.index_copy_(0, position, evaluate(rows[:, :N_PARAMS], rows[:, N_PARAMS:], by_row))
         coverage = torch.empty_like(sorted_coverage).index_copy_(0, by_class, sorted_coverage)
     if solid:  # a solid pair covers its whole tile
         coverage.masked_fill_((pairs.pair_class == PAIR_SOLID)[:, None], 1.0)

@@ -137,7 +137,8 @@ def _make(frame, kind: int, params: list[torch.Tensor], color, bounds) -> Primit
     """Primitives of one kind; params: float [n] columns in the order of the kind's columns in constants.py."""
     n = bounds.shape[0]
     if params:  # the columns not given hold 0
-        packed = F.pad(torch.stack(params, dim=1), (0, N_PARAMS - len(params)))
+        packed = torch.stack(params, dim=1)
+        packed = F.pad(packed, (0, N_PARAMS - len(params))) if len(params) < N_PARAMS else packed
     else:
         packed = torch.zeros(n, N_PARAMS, dtype=torch.float32, device=bounds.device)
     frame = _frames(frame, bounds.device).expand(n).clone()
