@@ -14,7 +14,14 @@ import numpy as np
 import torch
 
 from ..utils import gpu_rendering as R
-from ..utils.core.device import backend_description, check_memory, on_huge_pages, torch_device
+from ..utils.core.device import (
+    backend_description,
+    check_memory,
+    cupy_usable,
+    numba_usable,
+    on_huge_pages,
+    torch_device,
+)
 from ._validate import draw_memory
 
 LAYER_ALPHA_MODES = ("straight", "premultiplied")
@@ -46,17 +53,28 @@ def draw_overlay(images: torch.Tensor, prims, atlas, device, layer_alpha: str, o
     on 4 frames of 512 x 512"), prims (and the text atlas, or None) drawn over images [B,H,W,C] on device
     with the node's progress bar, and overlay_outputs' image, alpha and layer."""
     image_only = outputs == OVERLAY_OUTPUTS[1]
-    check_memory(draw_memory(images, prims, atlas, image_only, device), job, device)
-    drawn = R.draw(
+    return overlay_outputs(
+        *_checked_draw(images, prims, atlas, device, layer_alpha, image_only, job, Progress(len(images)))
+    )
+
+
+def _checked_draw(images, prims, atlas, device, layer_alpha: str, image_only: bool, job: str, on_progress) -> tuple:
+    """draw() of prims over images once its memory is checked: (image, alpha, layer) as draw returns them."""
+    # the torch path (no numba or CUDA loop) bins every tile pair of a chunk at once: its plan sizes that
+    # memory, and draw reads nothing more
+    torch_path = len(prims) > 0 and not (numba_usable(device) or cupy_usable(device))
+    plan = R.draw_plan(prims, *images.shape[:3]) if torch_path else None
+    check_memory(draw_memory(images, prims, atlas, image_only, plan), job, device)
+    return R.draw(
         images,
         prims,
         atlas,
         device=device,
-        on_progress=Progress(images.shape[0]),
+        on_progress=on_progress,
         layer_alpha=layer_alpha,
         image_only=image_only,
+        plan=plan,
     )
-    return overlay_outputs(*drawn)
 
 
 def frame_windows(counts, limit: int) -> list[tuple[int, int]]:
@@ -87,15 +105,15 @@ def draw_overlay_in_windows(
     for start, stop in windows:
         check_interrupt()
         prims, atlas = layers(start, stop)
-        check_memory(draw_memory(images[start:stop], prims, atlas, image_only, device), job, device)
-        parts = R.draw(
+        parts = _checked_draw(
             images[start:stop],
             prims,
             atlas,
-            device=device,
-            on_progress=lambda done, _total, first=start: progress(first + done, batch),
-            layer_alpha=layer_alpha,
-            image_only=image_only,
+            device,
+            layer_alpha,
+            image_only,
+            job,
+            lambda done, _total, first=start: progress(first + done, batch),
         )
         if drawn is None:  # the outputs of every window, made once
             drawn = [

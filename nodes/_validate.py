@@ -27,19 +27,18 @@ DRAW_PAIR_PIXEL_BYTES = 48
 DRAW_CHUNK_PIXELS = 32 << 20  # draw's chunks on the CPU, of frames
 
 
-def draw_memory(images: torch.Tensor, prims, atlas, image_only: bool, device) -> int:
-    """Estimated peak bytes of gpu_rendering.draw(images [B,H,W,C], prims, atlas) on `device`: its
-    outputs (image; alpha and layer unless image_only), the atlas, and the work of its largest chunk of
-    frames (without numba's or CUDA's loop: every tile pair of the busiest frames)."""
-    from ..utils.core.device import cupy_usable, numba_usable
-    from ..utils.gpu_rendering import TILE, tile_spans
-
+def draw_memory(images: torch.Tensor, prims, atlas, image_only: bool, plan=None) -> int:
+    """Estimated peak bytes of gpu_rendering.draw(images [B,H,W,C], prims, atlas): its outputs (image;
+    alpha and layer unless image_only), the atlas, and the work of its largest chunk of frames; plan:
+    gpu_rendering.draw_plan's, where draw takes the torch path (without numba's or CUDA's loop), which
+    sets up every tile pair of the busiest frames at once (host data: no read here)."""
     batch, height, width, channels = images.shape
     outputs = batch * height * width * (channels + (0 if image_only else 5)) * 4
     chunk = max(1, min(batch, DRAW_CHUNK_PIXELS // (height * width)))
     work = chunk * height * width * DRAW_PIXEL_BYTES + len(prims) * DRAW_PRIMITIVE_BYTES
-    if not (numba_usable(device) or cupy_usable(device)) and len(prims):
-        _span, sizes = tile_spans(prims.bounds.cpu(), height, width, TILE)
-        area = torch.zeros(batch, dtype=torch.int64).index_add_(0, prims.frame.cpu(), sizes.prod(1))  # no float64
-        work += int(area.sort(descending=True).values[:chunk].sum()) * TILE * TILE * DRAW_PAIR_PIXEL_BYTES
+    if plan is not None:
+        from ..utils.gpu_rendering import TILE
+
+        busiest = sorted((sum(frame) for frame in plan.pairs), reverse=True)[:chunk]
+        work += sum(busiest) * TILE * TILE * DRAW_PAIR_PIXEL_BYTES
     return outputs + work + (atlas.numel() * 8 if atlas is not None else 0)

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import torch
 
+from ..utils.core.batching import expand_counts
 from ..utils.gpu_graph import (
     GRAPHS,
     GraphOptions,
@@ -50,26 +51,33 @@ WINDOW_ITEMS = 1 << 18
 
 def _links(graph: str, xy, visible, options: GraphOptions, size, device, edge_list=None):
     """The graph's links of points xy float [T,N,2] and visible bool [T,N] (on the device), in
-    frames of size (H, W): the edges as edges_json lists them (per frame, [i, j] pairs; read back in
-    one transfer), and per link its frame int64 [E], its pair int64 [E,2] and the ends drawn float [E,2]
-    (the points, or with voronoi their cells' wall), on the device. edge_list: the pairs int64 [P,2] of
-    graph "edges" (host)."""
+    frames of size (H, W): the edges as edges_json lists them (per frame, [i, j] pairs), a host bound on
+    the links' lengths (whole pixels; read back with them in one transfer), and per link its frame int64
+    [E], its pair int64 [E,2] and the ends drawn float [E,2] (the points, or with voronoi their cells'
+    wall), on the device. edge_list: the pairs int64 [P,2] of graph "edges" (host)."""
     if graph == "voronoi":  # the wall between the cells of each Delaunay pair, in place of its link
         edges, walls = voronoi_graph(xy, visible, options, size, device=device)
-    elif graph == "edges":
-        edges = edge_list_graph(xy, visible, options, edge_list, device=device)
+        ends = walls.values  # [T,E,2,2]
     else:
-        searched = {"on_chunk": lambda done, total: check_interrupt()} if graph in ("knn", "radius") else {}
-        edges = GRAPHS[graph](xy, visible, options, device=device, **searched)
+        if graph == "edges":
+            edges = edge_list_graph(xy, visible, options, edge_list, device=device)
+        else:
+            searched = {"on_chunk": lambda done, total: check_interrupt()} if graph in ("knn", "radius") else {}
+            edges = GRAPHS[graph](xy, visible, options, device=device, **searched)
+        ends = xy[torch.arange(xy.shape[0], device=xy.device)[:, None, None], edges.values]  # [T,E,2,2]
     frames, width = edges.values.shape[:2]
-    host = torch.cat([edges.lengths.to(edges.values.device), edges.values.view(-1)]).cpu().numpy()
-    lengths, values = host[:frames].tolist(), host[frames:].reshape(frames, width, 2)
+    # the longest link (padding: a point to itself) bounds the curves' segments, with no read of its own
+    longest = (
+        (ends[:, :, 1] - ends[:, :, 0]).norm(dim=-1).amax().ceil().long()
+        if ends.numel()
+        else ends.new_zeros((), dtype=torch.long)
+    )
+    host = torch.cat([edges.lengths.to(edges.values.device), edges.values.view(-1), longest.view(1)]).cpu().numpy()
+    lengths, values = host[:frames].tolist(), host[frames:-1].reshape(frames, width, 2)
     lists = [values[t, :n].tolist() for t, n in enumerate(lengths)]  # numpy's tolist: ~10x a Python loop
-    pairs, frame = edges.flat(sum(lengths))  # the host knows the count: no mask, no sync
-    if graph == "voronoi":
-        start, end = walls.flat(sum(lengths))[0].unbind(1)
-        return lists, frame, pairs, start, end
-    return lists, frame, pairs, xy[frame, pairs[:, 0]], xy[frame, pairs[:, 1]]
+    frame, rank = expand_counts(edges.lengths.to(ends.device), sum(lengths))  # the host knows the count: no sync
+    start, end = ends[frame, rank].unbind(1)
+    return lists, int(host[-1]), frame, edges.values[frame, rank], start, end
 
 
 class LineLinkRenderer(RasterKitNode):
@@ -361,7 +369,7 @@ class LineLinkRenderer(RasterKitNode):
             k, max_distance or math.inf, delta_y_cap or math.inf, degree_cap, mutual, hysteresis, grouped
         )
         xy_dev = xy.to(device)  # the tracks go to the device once, for the graph and the layers
-        edges, frame, pairs, start, end = _links(
+        edges, longest, frame, pairs, start, end = _links(
             graph, xy_dev, visible.to(device), options, images.shape[1:3], device, edge_list
         )
         by_distance = color.strip().lower() == "distance"
@@ -403,7 +411,7 @@ class LineLinkRenderer(RasterKitNode):
         def layers(begin, stop):
             """The primitives of frames begin..stop (and the atlas of their text), numbered from begin."""
             if (begin, stop) == (0, len(per_frame)):
-                return link_layers(xy_dev, visible, labels, frame, pairs, start, end, style, images.shape[1:3])
+                return link_layers(xy_dev, visible, labels, frame, pairs, start, end, style, images.shape[1:3], longest)
             since = max(0, begin - style.trail_frames)  # the trails reach back from the window's frames
             chosen = slice(first_link[begin], first_link[stop])
             prims, atlas = link_layers(
@@ -416,6 +424,7 @@ class LineLinkRenderer(RasterKitNode):
                 end[chosen],
                 style,
                 images.shape[1:3],
+                longest,
                 first_frame=since,
             )
             if begin > since:

@@ -39,18 +39,21 @@ def bezier_polylines(
     else:
         controls = [start, (start + end) / 2 + bend, end]
     degree = len(controls) - 1
-    differences = [(controls[i] - 2 * controls[i + 1] + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)]
+    # c0 - 2 c1 in one op (2 c1 is exact: the same rounding), then + c2
+    differences = [
+        (torch.sub(controls[i], controls[i + 1], alpha=2) + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)
+    ]
     second_difference = differences[0] if degree == 2 else torch.stack(differences).amax(0)
     segments = torch.ceil(torch.sqrt(degree * (degree - 1) / 8 * second_difference / TOLERANCE))
     if segments.numel() == 0:
         return torch.zeros(0, 2, 2, device=start.device), torch.zeros(0, dtype=torch.long, device=start.device)
-    segments = segments.clamp(1, MAX_SEGMENTS).long()
     if max_length is None:
+        segments = segments.clamp(1, MAX_SEGMENTS).long()
         width = int(segments.max())
     else:  # the largest second difference is degree x |curvature| x length; one more segment for rounding
         bound = degree * (degree - 1) / 8 * degree * abs(curvature) * max(max_length, 0.0) / TOLERANCE
         width = min(MAX_SEGMENTS, math.ceil(math.sqrt(bound)) + 1)
-        segments = segments.clamp_max(width)
+        segments = segments.clamp(1, width).long()
     step = torch.arange(width + 1, device=start.device)[None]
     t = (step / segments[:, None]).clamp(max=1.0)[..., None]  # padding repeats the end point
     # the Bernstein weights comb(d, i) (1 - t)^(d - i) t^i, less the factors and powers that are 1
@@ -76,4 +79,4 @@ def control_polygon_length(curve: str, curvature: float) -> float:
 
 def alternating_sign(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
     """+1 or -1 per edge from its end points, stable from frame to frame."""
-    return 1.0 - 2.0 * ((i + j) % 2).float()
+    return ((i + j) % 2).mul(-2.0).add_(1.0)  # float32: an integer tensor times a Python float

@@ -269,9 +269,9 @@ def test_hysteresis_memory_grows_linearly_with_frames():
         original = gpu_graph._hysteresis_window
 
         def spy(*args, **kwargs):
-            present, key = original(*args, **kwargs)
-            sizes.append(present.numel())
-            return present, key
+            result = original(*args, **kwargs)
+            sizes.append(result[0].numel())  # present [W,U]
+            return result
 
         gpu_graph._hysteresis_window = spy
         try:

@@ -514,7 +514,8 @@ def test_link_layers_on_plain_tensors_are_what_the_node_draws(monkeypatch):
     xy, visible, labels = track_points(3, tracks_json=PAIR)
     frame, pairs = torch.arange(3), torch.tensor([[0, 1]] * 3)
     style = LinkStyle(end_rgb=(1.0, 0.0, 0.0), **{k: v for k, v in options.items() if k != "end_color"})
-    prims, atlas = link_layers(xy, visible, labels, frame, pairs, xy[:, 0], xy[:, 1], style, IMAGES.shape[1:3])
+    longest = math.ceil((xy[:, 1] - xy[:, 0]).norm(dim=-1).amax())  # the node's bound on the curves' lengths
+    prims, atlas = link_layers(xy, visible, labels, frame, pairs, xy[:, 0], xy[:, 1], style, IMAGES.shape[1:3], longest)
     for name in ("frame", "kind", "params", "color", "bounds", "group"):
         assert torch.equal(getattr(prims, name), getattr(drawn["prims"], name)), name
     assert torch.equal(atlas, drawn["atlas"])

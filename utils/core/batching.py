@@ -74,7 +74,7 @@ def expand_counts(counts: torch.Tensor, total: int | None = None) -> tuple[torch
     """N items owning counts [N] (int64, >= 0) entries each, listed item after item: owner int64 [M]
     (the item of each entry) and rank int64 [M] (0 .. count - 1 within its item), M = sum(counts).
     A caller that knows M passes it as total, which spares a host sync."""
-    owner = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts, output_size=total)
+    owner = torch.repeat_interleave(counts, output_size=total)  # each index i counts[i] times
     rank = torch.arange(owner.numel(), device=counts.device) - (torch.cumsum(counts, 0) - counts)[owner]
     return owner, rank
 

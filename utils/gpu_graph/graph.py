@@ -89,19 +89,18 @@ def _new_edges(index, distance, options: GraphOptions, n):
     """Undirected edges (frame, i < j) of every frame from the k nearest of each point, listed once
     each, sorted: frame, i, j, keep [T*N*k] (keep False on repeats and where there is no edge)."""
     frames = index.shape[0]
-    ok = torch.isfinite(distance)
-    if math.isfinite(options.max_distance):
-        ok &= distance <= options.max_distance
+    # within max_distance and finite (distances are >= 0, inf where there is no neighbour): one comparison
+    ok = distance <= options.max_distance if math.isfinite(options.max_distance) else distance < INF
     source = torch.arange(n, device=index.device)[None, :, None]
     low, high = torch.minimum(source, index), torch.maximum(source, index)
     frame = torch.arange(frames, device=index.device)[:, None, None]
     # no edge: the last key of the last frame, (n - 1, n - 1), after every real edge
     none = frames * n * n - 1
-    key = ((frame * n + low) * n + high).masked_fill_(~ok, none).view(-1).sort().values
+    key = torch.add(high, low, alpha=n).add_(frame, alpha=n * n).masked_fill_(~ok, none).view(-1).sort().values
     if options.mutual:  # found from both ends: a key and the next one equal
-        keep = torch.cat([key[1:] == key[:-1], key.new_zeros(1, dtype=torch.bool)])
+        keep = F.pad(key[1:] == key[:-1], (0, 1), value=False)
     else:  # the first of equal keys
-        keep = torch.cat([key.new_ones(1, dtype=torch.bool), key[1:] != key[:-1]])
+        keep = F.pad(key[1:] != key[:-1], (1, 0), value=True)
     return key // (n * n), key // n % n, key % n, keep & (key != none)
 
 
@@ -138,33 +137,35 @@ def _hysteresis(xy, visible, reach, frame, i, j, keep, options: GraphOptions, sl
                 first, edges = t, 0
             edges += counts[t]
         windows.append((first, frames))
-    carried = i.new_zeros(0)  # keys i * n + j of the edges present in the frame before the window
+    carried = None  # keys i * n + j of the edges present in the frame before the window (None: the first)
     parts = []
     for first, last in windows:  # the recurrence carries one frame's edges on
         rows = slice(starts[first], starts[last])
-        present, key = _hysteresis_window(
+        present, key, ends = _hysteresis_window(
             xy[first:last],
             visible[first:last],
             None if reach is None else reach[first:last],
-            frame[rows] - first,
-            (i[rows] * n + j[rows]).masked_fill_(~keep[rows], n * n),
+            frame[rows] - first if first else frame[rows],
+            torch.add(j[rows], i[rows], alpha=n).masked_fill_(~keep[rows], n * n),
             carried,
             options,
             slack,
             n,
             exact=len(windows) > 1,
         )
-        carried = key.masked_fill(~present[-1], n * n)  # n * n: none (no host sync)
+        if last < frames:  # the next window's: n * n for none (no host sync)
+            carried = key.masked_fill(~present[-1], n * n)
         parts.append(
             (
                 torch.arange(first, last, device=key.device)[:, None].expand_as(present).reshape(-1),
-                (key // n).repeat(last - first),
-                (key % n).repeat(last - first),
+                ends[0].repeat(last - first),
+                ends[1].repeat(last - first),
                 present.view(-1),
             )
         )
     per_frame = None if len(windows) > 1 else min(slots, n * (n - 1) // 2)
-    return *(torch.cat(column) for column in zip(*parts, strict=False)), per_frame
+    columns = zip(*parts, strict=False)
+    return *(torch.cat(column) if len(parts) > 1 else column[0] for column in columns), per_frame
 
 
 # distinct edges x frames held at once by _hysteresis (~50 bytes each: ~100 MB a window)
@@ -179,8 +180,8 @@ def _distinct(keys: torch.Tensor, none: int, exact: bool):
         key, inverse = torch.unique(torch.cat([keys, keys.new_full((1,), none)]), return_inverse=True)
         return key[:-1], inverse[:-1]
     key, order = keys.sort()
-    first = F.pad(key[1:] != key[:-1], (1, 0), value=True) & (key != none)
-    place = torch.where(first, torch.arange(key.numel(), device=key.device), 0).cummax(0).values
+    first = F.pad(key[1:] != key[:-1], (1, 0), value=True)  # the first none too: its place is overwritten
+    place = (torch.arange(key.numel(), device=key.device) * first).cummax(0).values
     place.masked_fill_(key == none, key.numel())  # none sorts last: past every place
     return key.masked_fill_(~first, none), torch.empty_like(place).index_put_((order,), place)
 
@@ -188,44 +189,49 @@ def _distinct(keys: torch.Tensor, none: int, exact: bool):
 def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOptions, slack, n, exact=True):
     """_hysteresis over one window of W frames: xy [W,N,2], visible and reach [W,N], the new edges'
     frame and key i * n + j [M] (n * n: no edge), carried int64 [C] (keys present in the frame
-    before, n * n: none). Returns present bool [W,U] and the U places of the distinct keys, sorted:
-    exact, the distinct keys only (one host sync); else M + C places, repeats holding n * n (never
-    present)."""
+    before, n * n: none; None: the first window, none). Returns present bool [W,U], the U places of the
+    distinct keys, sorted: exact, the distinct keys only (one host sync); else M + C places, repeats
+    holding n * n (never present), and their ends i, j int64 [2,U] (any point for n * n)."""
     frames = visible.shape[0]
-    key, inverse = _distinct(torch.cat([key, carried]), n * n, exact)
+    key, inverse = _distinct(key if carried is None else torch.cat([key, carried]), n * n, exact)
     edges = key.numel()
     ends_i, ends_j = key.clamp_max(n * n - 1) // n, key % n  # none's ends: any point
     # flags set by index_fill_ (a Python True in an index_put_ is a tensor made from host data)
     new = torch.zeros(frames, edges + 1, dtype=torch.bool, device=key.device)
-    new.view(-1).index_fill_(0, frame * (edges + 1) + inverse[: frame.numel()], True)
+    new.view(-1).index_fill_(0, torch.add(inverse[: frame.numel()], frame, alpha=edges + 1), True)
     new = new[:, :edges]
-    before = torch.zeros(edges + 1, dtype=torch.bool, device=key.device).index_fill_(0, inverse[frame.numel() :], True)
-    before = before[:edges]
+    before = None  # the carried edges, bool [U]
+    if carried is not None:
+        before = torch.zeros(edges + 1, dtype=torch.bool, device=key.device)
+        before = before.index_fill_(0, inverse[frame.numel() :], True)[:edges]
     delta = xy[:, ends_j] - xy[:, ends_i]
     span = delta.norm(dim=-1)
-    holds = (
-        visible[:, ends_i]
-        & visible[:, ends_j]
-        & (span <= options.max_distance * slack)
-        & (delta[..., 1].abs() <= options.delta_y_cap * slack)
-    )
+    holds = visible[:, ends_i] & visible[:, ends_j]
+    # an infinite limit holds every span (a NaN span fails the reach test, or a radius graph's finite limit)
+    if math.isfinite(options.max_distance) or reach is None:
+        holds &= span <= options.max_distance * slack
+    if math.isfinite(options.delta_y_cap) or reach is None:
+        holds &= delta[..., 1].abs() <= options.delta_y_cap * slack
     if reach is not None:
         near_i, near_j = span <= reach[:, ends_i], span <= reach[:, ends_j]
         holds &= (near_i & near_j) if options.mutual else (near_i | near_j)
     if options.degree_cap <= 0:
         time = torch.arange(frames, device=key.device)[:, None]
-        # carried edges count as new in the frame before the window (-1); -2: never new
-        last_new = torch.cummax(torch.where(new, time, -2), 0).values.maximum(torch.where(before, -1, -2))
-        last_break = torch.cummax(torch.where(holds, -2, time), 0).values
-        return new | ((last_new >= -1) & (last_break <= last_new)), key
+        # carried edges count as new in the frame before the window (-1); -3: never new, before any break
+        # (-2: none yet), so that it is never present (a Python number in torch.where is one more op)
+        last_new = torch.cummax(time.expand_as(new).masked_fill(~new, -3), 0).values
+        if before is not None:
+            last_new = last_new.maximum(before * 2 - 3)
+        last_break = torch.cummax(time.expand_as(holds).masked_fill(holds, -2), 0).values
+        return new | (last_break <= last_new), key, (ends_i, ends_j)
     present = torch.zeros_like(new)
-    previous = before
+    previous = before if before is not None else torch.zeros_like(new[0])
     ends = torch.stack([ends_i, ends_j])
     for t in range(frames):  # the recurrence: a cap decides which held edges exist in frame t
         held = previous & holds[t]
         # held edges rank before new ones, so that a cap does not make links flicker
         previous = present[t] = _cap_degree(ends, new[t] | held, span[t], options.degree_cap, n, held)
-    return present, key
+    return present, key, ends
 
 
 def _check(options: GraphOptions):
@@ -553,7 +559,7 @@ def _ragged_edges(
     if width is None:
         width = int(counts.max()) if frames and frame.numel() else 0
     slot = keep.cumsum(0) - 1 - (counts.cumsum(0) - counts)[frame]
-    at = torch.where(keep, frame * width + slot, frames * width)
+    at = torch.where(keep, torch.add(slot, frame, alpha=width), frames * width)
     values = torch.zeros(frames * width + 1, 2, dtype=torch.long, device=frame.device)
     values[at] = torch.stack([i, j], 1)
     edges = Ragged(values[:-1].view(frames, width, 2), counts)

@@ -87,8 +87,9 @@ def _neighbour_ids(d2: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 def _brute_force_frames(xy, visible, k, delta_y_cap, within):
     """Neighbours of every point among all points of its frame, as one [T*N,N] distance matrix."""
     frames, n = visible.shape
-    hidden = ~visible
-    outside = hidden[:, None, :] | hidden[:, :, None] | torch.eye(n, dtype=torch.bool, device=xy.device)
+    outside = (visible[:, None, :] & visible[:, :, None]).logical_not_() | torch.eye(
+        n, dtype=torch.bool, device=xy.device
+    )
     x, y = xy.unbind(-1)
     d2 = _masked_d2(x[:, None, :] - x[:, :, None], y[:, None, :] - y[:, :, None], outside, delta_y_cap, within)
     d2, ids = _select(d2.view(-1, n), torch.arange(n, dtype=torch.float32, device=xy.device), k)

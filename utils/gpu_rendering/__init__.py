@@ -12,7 +12,7 @@ numba's loop), line_plots / line_plots_cpu (line plots), labels, link_styles, ma
 """
 
 from .box_styles import MARKERS, box_markers
-from .compositor import composite, coverage, draw, straight_alpha
+from .compositor import PairPlan, composite, coverage, draw, draw_plan, straight_alpha
 from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO, SEGMENT, SPRITE, TILE
 from .labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives, text_atlas
 from .line_plots import fill_coverage, render_polylines, series_points, value_range
@@ -59,6 +59,7 @@ __all__ = [
     "POINT_LABELS",
     "LinkStyle",
     "Overlay",
+    "PairPlan",
     "box_markers",
     "labelled",
     "link_layers",
@@ -83,6 +84,7 @@ __all__ = [
     "coverage",
     "discs",
     "draw",
+    "draw_plan",
     "ellipses",
     "empty",
     "fill_coverage",

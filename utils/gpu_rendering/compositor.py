@@ -27,6 +27,7 @@ NVIDIA GPUs with CuPy, compositor_cuda.py's kernel composites the binned pairs.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -74,6 +75,7 @@ from .constants import (
     HALO_WIDTH,
     N_KINDS,
     N_PAIR_CLASSES,
+    N_PARAMS,
     PAIR_BOX_FILL,
     PAIR_BOX_FILL_CORNER,
     PAIR_BOX_STROKE,
@@ -120,10 +122,23 @@ def _thin(half: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return half.clamp_min(0.5)[:, None], (2 * half).clamp(0, 1)[:, None]
 
 
+@functools.lru_cache(maxsize=8)
+def _tile_steps(tile: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """0 .. tile - 1, int64 [T], and the pixels' offsets in a tile, x and y, int64 [2,T*T] (pixels row after
+    row), on the device: made once a tile size and device (constants: never written to)."""
+    steps = torch.arange(tile, device=device)
+    return steps, torch.stack(torch.meshgrid(steps, steps, indexing="xy")).view(2, -1)
+
+
+def _offsets(g: torch.Tensor) -> torch.Tensor:
+    """The pixels' offsets in a tile [2,T*T] (_tile_steps') of g [T] (0 .. T-1)."""
+    return _tile_steps(g.numel(), g.device)[1]
+
+
 def _pixels(origin: torch.Tensor, g: torch.Tensor):
     """Pixel centres ox + gx, oy + gy as columns ox, oy [m,1] and rows gx, gy [1,T*T]."""
-    tile = g.numel()
-    return origin[:, 0:1], origin[:, 1:2], g.repeat(tile)[None], g.repeat_interleave(tile)[None]
+    gx, gy = _offsets(g)
+    return origin[:, 0:1], origin[:, 1:2], gx[None], gy[None]
 
 
 def _col(p: torch.Tensor, first: int, last: int | None = None) -> torch.Tensor:
@@ -134,15 +149,15 @@ def _col(p: torch.Tensor, first: int, last: int | None = None) -> torch.Tensor:
 
 def _segment_coverage(p, origin, g, butt_caps: bool = True):
     """butt_caps False: no segment has butt ends (their coverage is not computed)."""
-    _, _, gx, gy = _pixels(origin, g)
     half, weight = _thin(p[:, SEGMENT_HALF_WIDTH])
     # the x and y columns at once: the same values as one at a time (a sum of two is one rounded addition)
     d = _col(p, SEGMENT_BX, SEGMENT_BY) - _col(p, SEGMENT_AX, SEGMENT_AY)
     length = torch.sqrt((d * d).sum(1, keepdim=True)).clamp_min(1e-12)
     u = d / length
     to = origin[:, None] - _col(p, SEGMENT_AX, SEGMENT_BY).view(-1, 2, 2)  # [m,2,2]: from end a, from end b
-    px, py = to[..., 0:1] + gx, to[..., 1:2] + gy  # [m,2,T*T]
-    along = px * u[:, None, 0:1] + py * u[:, None, 1:2]
+    pixel = to[..., None] + _offsets(g)  # [m,2,2,T*T]: from each end, x and y
+    px, py = pixel[:, :, 0], pixel[:, :, 1]
+    along = (pixel * u[:, None, :, None]).sum(2)
     across = (px[:, 0] * u[:, 1:2] - py[:, 0] * u[:, 0:1]).abs()
     # how far past the ends, measured from each end: (p - b).u, where (p - a).u - length loses the low bits
     # of a long segment's length (the torch path, whose CPU sqrt is not correctly rounded, and the kernels
@@ -289,24 +304,32 @@ def _ellipse_coverage(p, origin, g):
     return torch.where(_col(p, ELLIPSE_RING_HALF) > 0, ring, _from_distance(distance))
 
 
-def _disc_coverage(p, origin, g):
-    ox, oy, gx, gy = _pixels(origin, g)
-    distance = torch.sqrt(((ox - _col(p, DISC_CX)) + gx) ** 2 + ((oy - _col(p, DISC_CY)) + gy) ** 2) - _col(
-        p, DISC_RADIUS
-    )
+def _disc_coverage(p, origin, g, rings: bool = True):
+    """rings False: no disc is a ring (their coverage is not computed)."""
+    offset = (origin - _col(p, DISC_CX, DISC_CY))[..., None] + _offsets(g)  # [m,2,T*T]
+    # the x and y squares at once: a sum of two is one rounded addition, as x^2 + y^2
+    distance = torch.sqrt((offset**2).sum(1)) - _col(p, DISC_RADIUS)
+    if not rings:
+        return _from_distance(distance)
     ring_half, weight = _thin(p[:, DISC_RING_HALF])
     ring = _from_distance(distance.abs() - ring_half) * weight
     return torch.where(_col(p, DISC_RING_HALF) > 0, ring, _from_distance(distance))
 
 
 def _sprite_coverage(p, origin, g, atlas):
-    ox, oy, gx, gy = _pixels(origin, g)
-    u = ((ox - 0.5 - _col(p, SPRITE_X0)) + gx).round().long()
-    v = ((oy - 0.5 - _col(p, SPRITE_Y0)) + gy).round().long()
-    inside = (u >= 0) & (v >= 0) & (u < _col(p, SPRITE_WIDTH).long()) & (v < _col(p, SPRITE_HEIGHT).long())
-    ax = (_col(p, SPRITE_ATLAS_X).long() + u).clamp(0, atlas.shape[1] - 1)
-    ay = (_col(p, SPRITE_ATLAS_Y).long() + v).clamp(0, atlas.shape[0] - 1)
-    return atlas[ay, ax] * inside
+    # the atlas pixel of each pixel, x and y at once: [m,2,T*T]
+    uv = (((origin - 0.5) - _col(p, SPRITE_X0, SPRITE_Y0))[..., None] + _offsets(g)).round().long()
+    inside = ((uv >= 0) & (uv < _col(p, SPRITE_WIDTH, SPRITE_HEIGHT).long()[..., None])).all(1)
+    at = _col(p, SPRITE_ATLAS_X, SPRITE_ATLAS_Y).long()[..., None] + uv
+    # outside its sprite a pixel may index past the atlas (its value is not used)
+    index = (at[:, 1] * atlas.shape[1] + at[:, 0]).clamp(0, atlas.numel() - 1)
+    return atlas.view(-1)[index] * inside
+
+
+@functools.lru_cache(maxsize=8)
+def _class_numbers(device: torch.device) -> torch.Tensor:
+    """0 .. N_PAIR_CLASSES, int64 on the device: made once a device (a constant: never written to)."""
+    return torch.arange(N_PAIR_CLASSES + 1, device=device)
 
 
 def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
@@ -321,7 +344,7 @@ def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
         (PAIR_SEGMENT, lambda p, o, c: _segment_coverage(p, o, g, pairs.butt_caps)),
         (PAIR_BOX_FILL, lambda p, o, c: _box_coverage(p, o, g, c)),
         (PAIR_TURNED_FILL, lambda p, o, c: _turned_box_coverage(p, o, g, c)),
-        (PAIR_DISC, lambda p, o, c: _disc_coverage(p, o, g)),
+        (PAIR_DISC, lambda p, o, c: _disc_coverage(p, o, g, pairs.disc_rings)),
         (PAIR_ELLIPSE, lambda p, o, c: _ellipse_coverage(p, o, g)),
         (PAIR_HALO, lambda p, o, c: _halo_coverage(p, o, g)),
         (PAIR_SPRITE, lambda p, o, c: _sprite_coverage(p, o, g, atlas)),
@@ -333,16 +356,20 @@ def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
         coverage = present[0][1](params[primitive], origin, pairs.pair_class)
     else:
         classes, by_class = torch.sort(pairs.pair_class)
-        class_start = torch.searchsorted(classes, torch.arange(N_PAIR_CLASSES + 1, device=device))
-        coverage = torch.empty(count, g.numel() ** 2, device=device)
+        class_start = torch.searchsorted(classes, _class_numbers(device))
+        # evaluated in class order, then put back in the pairs' order once; params and origin side by side,
+        # so that each group gathers its rows of both at once
+        by_class_rows = torch.cat([params[primitive], origin], 1)[by_class]
+        sorted_coverage = torch.empty(count, g.numel() ** 2, device=device)
         slot = torch.arange(max(bound for *_, bound in present), device=device)
         # in class order; the `bound` sorted pairs from a group's start lie within the pairs, as the pairs of
         # earlier classes come from the kinds of earlier groups; its surplus rows (later classes') are rewritten
         for first, evaluate, bound in present:
             position = slot[:bound] + class_start[first]
-            rows = by_class[position]
             by_row = classes[position] if first in (PAIR_BOX_FILL, PAIR_TURNED_FILL) else None
-            coverage.index_copy_(0, rows, evaluate(params[primitive[rows]], origin[rows], by_row))
+            rows = by_class_rows[position]
+            sorted_coverage.index_copy_(0, position, evaluate(rows[:, :N_PARAMS], rows[:, N_PARAMS:], by_row))
+        coverage = torch.empty_like(sorted_coverage).index_copy_(0, by_class, sorted_coverage)
     if solid:  # a solid pair covers its whole tile
         coverage.masked_fill_((pairs.pair_class == PAIR_SOLID)[:, None], 1.0)
     return coverage
@@ -366,7 +393,8 @@ class _Pairs:
     per_kind: pairs per primitive kind (host ints); butt_caps: some segments have butt ends. For the torch
     path (else 0 and ()): depth, a bound on the shapes of any tile; merge, whether consecutive primitives
     share a group (their pairs in a tile merge into one shape); group_bounds, a bound on the pairs of each
-    class group that _pair_coverage evaluates (the pairs of the kinds that feed it)."""
+    class group that _pair_coverage evaluates (the pairs of the kinds that feed it); disc_rings, some discs
+    are rings (False: their ring's coverage and classes are not computed)."""
 
     tile: torch.Tensor
     primitive: torch.Tensor
@@ -380,6 +408,7 @@ class _Pairs:
     depth: int = 0
     merge: bool = False
     group_bounds: tuple = ()
+    disc_rings: bool = True
 
     @property
     def n_tiles(self) -> int:
@@ -387,7 +416,13 @@ class _Pairs:
 
 
 def _classify(
-    prims: Primitives, primitive: torch.Tensor, origin: torch.Tensor, per_kind: list, turned_boxes: bool, tile: int
+    prims: Primitives,
+    primitive: torch.Tensor,
+    origin: torch.Tensor,
+    per_kind: list,
+    turned_boxes: bool,
+    disc_rings: bool,
+    tile: int,
 ) -> torch.Tensor:
     """Class int64 [Q] of the pairs of primitive [Q] and tiles whose first pixel centre is origin [Q,2].
 
@@ -395,7 +430,7 @@ def _classify(
     segment's line, outside a disc or an ellipse or inside a ring, inside a box outline or halo); PAIR_SOLID where
     it covers every pixel (box fills, discs and ellipses). Each kind present is tested on every pair
     (pairs are cheap next to pixels), and the kind of the pair picks. turned_boxes: some boxes are
-    turned (sin != 0)."""
+    turned (sin != 0); disc_rings: some discs are rings."""
     p = prims.params[primitive]
     groups = [
         kinds
@@ -411,8 +446,10 @@ def _classify(
         if kinds == (SEGMENT,):
             d = _col(p, SEGMENT_BX, SEGMENT_BY) - _col(p, SEGMENT_AX, SEGMENT_AY)
             t = ((to_centre * d).sum(1, keepdim=True) / (d * d).sum(1, keepdim=True).clamp_min(1e-12)).clamp(0, 1)
-            missed = (to_centre - t * d).norm(dim=1) > p[:, SEGMENT_HALF_WIDTH].clamp_min(0.5) + reach
-            found = missed * (PAIR_MISSED - PAIR_SEGMENT) + PAIR_SEGMENT
+            missed = (
+                torch.addcmul(to_centre, t, d, value=-1).norm(dim=1) > p[:, SEGMENT_HALF_WIDTH].clamp_min(0.5) + reach
+            )
+            found = missed * PAIR_MISSED  # PAIR_SEGMENT is 0
         elif kinds in ((DISC,), (ELLIPSE,)):
             # an ellipse lies between the circles of its smaller and larger semi-axes
             distance = to_centre.norm(dim=1)
@@ -422,12 +459,20 @@ def _classify(
                 radii = _col(p, ELLIPSE_RADIUS_X, ELLIPSE_RADIUS_Y)
                 ring_half, outer, inner = p[:, ELLIPSE_RING_HALF], radii.amax(1), radii.amin(1)
             base = PAIR_DISC if kinds == (DISC,) else PAIR_ELLIPSE
-            missed = (distance > outer + ring_half.clamp_min(0.5) + reach) | (
-                (ring_half > 0) & (distance < inner - ring_half.clamp_min(0.5) - reach)
-            )
-            solid = (ring_half == 0) & (distance + tile * 0.7072 + 0.5 <= inner)
+            # (the margins have px of slack: their rounding never changes a class that matters)
+            solid = distance + (tile * 0.7072 + 0.5) <= inner
+            if kinds == (DISC,) and not disc_rings:  # filled discs: ring_half 0 (its clamp 0.5)
+                missed = distance > outer + (0.5 + reach)
+            else:
+                missed = (distance > outer + ring_half.clamp_min(0.5) + reach) | (
+                    (ring_half > 0) & (distance < inner - ring_half.clamp_min(0.5) - reach)
+                )
+                solid &= ring_half == 0
             found = (missed * (PAIR_MISSED - base) + base).masked_fill_(solid, PAIR_SOLID)
-        elif kinds == (SPRITE,):
+        elif kinds == (SPRITE,):  # a class of their own, whatever the tile
+            if pair_class is not None:
+                pair_class = pair_class.masked_fill_(kind == SPRITE, PAIR_SPRITE)
+                continue
             found = torch.full_like(primitive, PAIR_SPRITE)
         elif kinds == (HALO,):
             found = _classify_halos(p, to_centre, tile)
@@ -436,7 +481,8 @@ def _classify(
         if pair_class is None:
             pair_class = found
         else:
-            pair_class = torch.where((kind >= kinds[0]) & (kind <= kinds[-1]), found, pair_class)
+            of_kinds = (kind == kinds[0]) if len(kinds) == 1 else (kind >= kinds[0]) & (kind <= kinds[-1])
+            pair_class = torch.where(of_kinds, found, pair_class)
     return pair_class
 
 
@@ -490,48 +536,133 @@ def _classify_halos(p, to_centre, tile):
     return (outside | inner) * (PAIR_MISSED - PAIR_HALO) + PAIR_HALO
 
 
-def _depth_bound(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
-    """The most primitives whose tile spans (span int64 [P,4], first and last column and row) cover one
-    tile of frames [P] (drawn bool [P]: the others count for none), a bound on any tile's shapes: 0-dim
-    int64. From 2D differences, +1 at a span's first and past its last corner and -1 at the other two,
-    summed along rows and columns."""
+def _depth_bounds(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
+    """Per frame, the most primitives whose tile spans (span int64 [P,4], first and last column and row)
+    cover one of its tiles (frame [P] in 0 .. frames - 1; drawn bool [P]: the others count for none), a
+    bound on any tile's shapes: int64 [frames]. From 2D differences, +1 at a span's first and past its
+    last corner and -1 at the other two, summed along rows and columns."""
+    per_grid = max(1, DEPTH_GRID_CELLS // ((tiles_y + 1) * (tiles_x + 1)))
+    if frames > per_grid:  # not a grid of every frame at once (frames x cells): per_grid frames at a time
+        bounds = []
+        for first in range(0, frames, per_grid):
+            n = min(per_grid, frames - first)
+            shown = drawn & (frame >= first) & (frame < first + n)
+            bounds.append(_depth_bounds(span, (frame - first).clamp(0, n - 1), shown, n, tiles_y, tiles_x))
+        return torch.cat(bounds)
     device = span.device
-    step, sign = torch.arange(2, device=device), torch.arange(1, -2, -2, device=device)  # 0, 1 and 1, -1
-    rows = span[:, 1::2] + step  # [P,2]: first row, past the last
+    corner, sign = _depth_corners(device)
+    corners = span + corner  # [P,4]: first column and row, past the last ones
+    rows = corners[:, 1::2]
     if frames > 1:
-        rows += (frame * (tiles_y + 1))[:, None]
-    index = rows[:, :, None] * (tiles_x + 1) + (span[:, 0::2] + step)[:, None]  # [P,2,2]
-    value = (drawn[:, None] * sign)[:, :, None] * sign
+        rows = torch.add(rows, frame[:, None], alpha=tiles_y + 1)
+    index = rows[:, :, None] * (tiles_x + 1) + corners[:, None, 0::2]  # [P,2,2]
+    value = drawn[:, None, None] * sign
     grid = torch.zeros(frames * (tiles_y + 1) * (tiles_x + 1), dtype=torch.int64, device=device)
     grid.index_add_(0, index.view(-1), value.view(-1))
-    return grid.view(frames, tiles_y + 1, tiles_x + 1).cumsum(1).cumsum(2).amax()
+    return grid.view(frames, tiles_y + 1, tiles_x + 1).cumsum(1).cumsum(2).amax((1, 2))
+
+
+@functools.lru_cache(maxsize=8)
+def _depth_corners(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """_depth_bounds' constants on the device (made once a device, never written to): each tile span
+    column's corner offset, 0 for the first column and row, 1 past the last ones, int64 [4], and the
+    differences' signs at the four corners, int64 [2,2] (rows by columns): 1, -1 and -1, 1."""
+    step = torch.arange(2, device=device)
+    side = 1 - 2 * step
+    return step.repeat_interleave(2), side[:, None] * side
+
+
+# _depth_bounds' grid cells at once (int64: 32 MB), so that a plan of a long video takes little memory
+DEPTH_GRID_CELLS = 1 << 22
+
+
+@dataclass
+class PairPlan:
+    """What binning needs the host to know of the primitives on frames first .. first + len(pairs) - 1,
+    read from the device at once: per frame, its (tile, primitive) pairs per variant (2 * N_KINDS host
+    ints: each kind's, then those of its turned primitives, butt-ended segments and rings) and, for the torch
+    path (else empty), a bound on the shapes of any of its tiles; merge: whether consecutive primitives
+    share a group anywhere. draw_plan makes one for draw, which then reads nothing more. spans: the
+    primitives' tile spans, their sizes, pair counts and frames that it was made from (_bin's, on their
+    device), which a chunk of all its frames reuses."""
+
+    first: int
+    pairs: list
+    depth: list
+    merge: bool
+    spans: tuple = ()
+
+    def chunk(self, start: int, frames: int) -> tuple[list, int, bool]:
+        """Pairs per variant, depth bound and merge of frames start .. start + frames - 1."""
+        rows = slice(start - self.first, start - self.first + frames)
+        per_variant = [sum(column) for column in zip(*self.pairs[rows], strict=True)] or [0] * (2 * N_KINDS)
+        return per_variant, max(self.depth[rows], default=0), self.merge
+
+
+def _pair_counts(prims: Primitives, sizes, frame, frames: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each primitive's (tile, primitive) pairs int64 [P] (its tile span's sizes [P,2]; 0 off frames 0 ..
+    frames - 1 (frame [P]) or transparent) and its frame clamped to them."""
+    in_chunk = frame.clamp(0, frames - 1)
+    return sizes.prod(1) * ((frame == in_chunk) & (prims.color[:, 3] > 0)), in_chunk
+
+
+def _plan(prims: Primitives, span, sizes, counts, in_chunk, frame_start, frames, tiles_y, tiles_x, depth) -> PairPlan:
+    """The PairPlan of frames frame_start .. + frames - 1 (the primitives' tile spans and their sizes, and
+    pairs and frames less frame_start: _pair_counts'), with the torch path's depth bounds if `depth`, in one
+    host read."""
+    # pairs per kind, those of turned primitives (sin != 0: BOX_SIN, the column of ELLIPSE_SIN and HALO_SIN),
+    # of segments with butt ends and of rings (SEGMENT_BUTT_FLAG and DISC_RING_FLAG: the same column) apart,
+    # per frame
+    flag = prims.params[:, BOX_SIN] != 0
+    variant = torch.add(prims.kind, flag, alpha=N_KINDS)
+    if frames > 1:
+        variant.add_(in_chunk, alpha=2 * N_KINDS)
+    read = [torch.zeros(frames * 2 * N_KINDS, dtype=torch.int64, device=span.device).index_add_(0, variant, counts)]
+    if depth:
+        group = prims.group
+        read += [_depth_bounds(span, in_chunk, counts > 0, frames, tiles_y, tiles_x), (group[1:] == group[:-1]).any()]
+    host = _host(torch.cat([part.view(-1) for part in read]) if depth else read[0])
+    width = 2 * N_KINDS
+    pairs = [host[at : at + width] for at in range(0, frames * width, width)]
+    bounds, merge = (host[frames * width : -1], bool(host[-1])) if depth else ([], False)
+    return PairPlan(frame_start, pairs, bounds, merge, (span, sizes, counts, in_chunk))
+
+
+def draw_plan(prims: Primitives, batch: int, height: int, width: int, tile: int = TILE) -> PairPlan:
+    """The PairPlan of prims over a batch of frames [batch,H,W] for draw's torch path (one host read),
+    which draw(plan=...) then uses for every chunk instead of a read of its own; its pairs size the
+    memory that path needs."""
+    span, sizes = tile_spans(prims.bounds, height, width, tile)
+    counts, frame = _pair_counts(prims, sizes, prims.frame, batch)
+    return _plan(prims, span, sizes, counts, frame, 0, batch, -(-height // tile), -(-width // tile), depth=True)
 
 
 def _bin(
-    prims: Primitives, frame_start: int, frames: int, height: int, width: int, tile: int, torch_path: bool = False
+    prims: Primitives,
+    frame_start: int,
+    frames: int,
+    height: int,
+    width: int,
+    tile: int,
+    torch_path: bool = False,
+    plan: PairPlan | None = None,
 ) -> _Pairs:
     """The sorted (tile, primitive) pairs of the primitives on frames frame_start .. + frames - 1 (with the
-    torch path's bounds if torch_path)."""
-    device = prims.bounds.device
+    torch path's bounds if torch_path): from `plan` (draw_plan's, for these frames) where given, else
+    from a read of this chunk's."""
     tiles_y, tiles_x = -(-height // tile), -(-width // tile)
     n_tiles = frames * tiles_y * tiles_x
-    span, sizes = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start if frame_start else prims.frame
-    in_chunk = frame.clamp(0, frames - 1)
-    drawn = (frame == in_chunk) & (prims.color[:, 3] > 0)
-    counts = sizes.prod(1) * drawn
-    # pairs per kind, those of turned primitives (sin != 0: BOX_SIN, the column of ELLIPSE_SIN too) and of
-    # segments with butt ends apart
-    flag = torch.where(prims.kind == SEGMENT, prims.params[:, SEGMENT_BUTT], prims.params[:, BOX_SIN]) != 0
-    variant = torch.add(prims.kind, flag, alpha=N_KINDS)
-    per_variant = torch.zeros(2 * N_KINDS, dtype=torch.int64, device=device).index_add_(0, variant, counts)
-    if torch_path:  # the one host read of the torch path: pairs, and bounds that size the compositing
-        group = prims.group
-        shared = (group[1:] == group[:-1]).any()
-        depth = _depth_bound(span, in_chunk, counts > 0, frames, tiles_y, tiles_x)
-        *per_variant, depth, merge = _host(torch.cat([per_variant, depth.view(1), shared.view(1)]))
+    if plan is None:  # the one host read of a chunk: pairs, and for the torch path bounds that size the rest
+        span, sizes = tile_spans(prims.bounds, height, width, tile)
+        counts, in_chunk = _pair_counts(prims, sizes, frame, frames)
+        plan = _plan(prims, span, sizes, counts, in_chunk, frame_start, frames, tiles_y, tiles_x, torch_path)
+    elif (plan.first, len(plan.pairs)) == (frame_start, frames) and plan.spans[0].device == prims.bounds.device:
+        span, sizes, counts, in_chunk = plan.spans  # the plan's frames are this chunk's
     else:
-        per_variant, depth, merge = _host(per_variant), 0, False
+        span, sizes = tile_spans(prims.bounds, height, width, tile)
+        counts, in_chunk = _pair_counts(prims, sizes, frame, frames)
+    per_variant, depth, merge = plan.chunk(frame_start, frames)
     per_kind = [a + b for a, b in zip(per_variant[:N_KINDS], per_variant[N_KINDS:], strict=False)]
     turned_boxes = per_variant[N_KINDS + BOX_FILL] + per_variant[N_KINDS + BOX_STROKE] > 0
     butt_caps = per_variant[N_KINDS + SEGMENT] > 0
@@ -547,7 +678,10 @@ def _bin(
     )[primitive]
     row, column = rank // first_tile[:, 2], rank % first_tile[:, 2]  # from the first tile
     origin = (first_tile[:, :2] + torch.stack([column, row], 1)) * float(tile) + 0.5
-    pair_class = _classify(prims, primitive, origin, per_kind, turned_boxes, tile) if primitive.numel() else primitive
+    rings = per_variant[N_KINDS + DISC] > 0
+    pair_class = (
+        _classify(prims, primitive, origin, per_kind, turned_boxes, rings, tile) if primitive.numel() else primitive
+    )
     # sorted by tile, then drawing order (the stable sort keeps the primitives' order); missed pairs last
     tile_id = (
         torch.add(column, row, alpha=tiles_x).add_(first_tile[:, 3]).masked_fill_(pair_class == PAIR_MISSED, n_tiles)
@@ -579,6 +713,7 @@ def _bin(
         depth,
         bool(merge),
         group_bounds,
+        rings,
     )
 
 
@@ -608,7 +743,8 @@ def _transmittance_above(alpha: torch.Tensor, tile: torch.Tensor, changed: torch
     one = above[-1]  # 1 throughout: no entry lies above the last
     step, factor = 1, torch.empty_like(alpha)  # one buffer for every pass's factors
     while step < depth - 1:
-        torch.where((tile[step:] != tile[:-step])[:, None], one, above[step:], out=factor[step:])
+        other_tile = changed if step == 1 else tile[step:] != tile[:-step]
+        torch.where(other_tile[:, None], one, above[step:], out=factor[step:])
         above[:-step].mul_(factor[step:])
         step *= 2
     return above
@@ -619,12 +755,12 @@ def _composite_layer(tiles: torch.Tensor, prims: Primitives, pairs: _Pairs, atla
     (zeros; tile after tile, each its T rows of T premultiplied RGBA pixels; the last a spare that takes
     the missed pairs and unused rows). Sized by the bounds that _bin read (no host wait here)."""
     device, count = tiles.device, pairs.tile.numel()
-    coverage = _pair_coverage(prims, pairs, atlas, torch.arange(tile, device=device))
+    coverage = _pair_coverage(prims, pairs, atlas, _tile_steps(tile, device)[0])
     tile_id, colour = pairs.tile, prims.color[pairs.primitive]
     changed = tile_id[1:] != tile_id[:-1]
     if pairs.merge:  # a group's pairs in a tile merge by maximum coverage into one shape (at most `count`)
         group = prims.group[pairs.primitive]
-        shape = torch.cumsum(F.pad(changed | (group[1:] != group[:-1]), (1, 0), value=True), 0) - 1
+        shape = torch.cumsum(F.pad(changed | (group[1:] != group[:-1]), (1, 0)), 0)  # from 0: no change first
         coverage = torch.zeros_like(coverage).scatter_reduce_(0, shape[:, None].expand_as(coverage), coverage, "amax")
         # a shape's pairs share its tile and colour (one group): whichever pair's write lands is the same
         colour = colour.new_empty(count, 4).index_put_((shape,), colour)
@@ -663,11 +799,13 @@ def _write_outputs(frames, image, alpha, layer, prims, pairs, atlas, tile: int) 
         torch.addcmul(layer[..., colour], frames[..., colour], keep, out=image[..., colour])
 
 
-def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int, straight: bool) -> None:
+def _render(
+    frames, image, alpha, layer, prims: Primitives, frame_start: int, atlas, tile: int, straight: bool, plan=None
+) -> None:
     """Draw the primitives of frames frame_start .. + b - 1 over frames [b,H,W,C] into image, alpha
     and layer (on frames' device; straight alpha if `straight`; alpha and layer may be None: not
-    wanted): the CuPy kernel on NVIDIA GPUs (compositor_cuda.py), numba's loop on the CPU (compositor_cpu.py), else
-    the torch path."""
+    wanted; plan: draw's): the CuPy kernel on NVIDIA GPUs (compositor_cuda.py), numba's loop on the CPU
+    (compositor_cpu.py), else the torch path."""
     kernel = cupy_usable(frames.device)
     if (
         not kernel
@@ -680,7 +818,7 @@ def _render(frames, image, alpha, layer, prims: Primitives, frame_start: int, at
         alpha = torch.empty(batch, height, width, device=frames.device)
     if layer is None:
         layer = torch.empty(batch, height, width, 4, device=frames.device)
-    pairs = _bin(prims, frame_start, batch, height, width, tile, torch_path=not kernel)
+    pairs = _bin(prims, frame_start, batch, height, width, tile, torch_path=not kernel, plan=plan)
     if pairs.per_kind[SPRITE] and atlas is None:
         raise ValueError("sprite primitives need the atlas they index")
     if pairs.tile.numel() and kernel:
@@ -717,6 +855,7 @@ def draw(
     tile: int | None = None,
     layer_alpha: str = "premultiplied",
     image_only: bool = False,
+    plan: PairPlan | None = None,
 ):
     """Render `prims` over `images` and return (image, alpha, layer) on the images' device.
 
@@ -729,6 +868,8 @@ def draw(
     Returns image [B,H,W,C] in the images' dtype (composite), alpha float32 [B,H,W] and layer float32
     [B,H,W,4] (RGB premultiplied, or with layer_alpha="straight" straight as straight_alpha gives it;
     alpha); with image_only, alpha and layer are None (on the CPU neither is made: 60% of the memory).
+    plan: draw_plan(prims, B, H, W, tile) where the caller made one (to size the memory): the chunks'
+    binning reads nothing more from the device.
     """
     if layer_alpha not in ("premultiplied", "straight"):
         raise ValueError(f"layer_alpha: 'premultiplied' or 'straight', got {layer_alpha!r}")
@@ -769,7 +910,9 @@ def draw(
         if first is not None:
             on_device = on_device.select(slice(first[start], first[stop]))
         # one transfer in the images' dtype, converted on the device
-        _render(images[start:stop].to(dev).float(), *staged, on_device, start, sheet, tile, layer_alpha == "straight")
+        _render(
+            images[start:stop].to(dev).float(), *staged, on_device, start, sheet, tile, layer_alpha == "straight", plan
+        )
         for out, result in zip(outputs, staged, strict=False):
             if result is not out:  # one transfer back (and the conversion to the images' dtype)
                 out.copy_(result)

@@ -15,13 +15,16 @@ N_KINDS = 7
 # the one table that the torch path, numba's loop and the CUDA kernel read. Every kind's anchor (a
 # segment's first end, a centre, a sprite's corner) is columns ANCHOR_X, ANCHOR_Y; the turned kinds
 # (boxes, ellipses, halos) keep cos and sin of their angle in the same columns (BOX_SIN == ELLIPSE_SIN ==
-# HALO_SIN: sin != 0 is "turned" for all).
+# HALO_SIN: sin != 0 is "turned" for all); segments and discs repeat their variant there (butt caps, rings),
+# so that binning reads every kind's variant from one column.
 N_PARAMS = 10
 ANCHOR_X, ANCHOR_Y = 0, 1
 SEGMENT_AX, SEGMENT_AY, SEGMENT_BX, SEGMENT_BY, SEGMENT_HALF_WIDTH, SEGMENT_BUTT = range(6)  # BUTT: 1 butt caps
+SEGMENT_BUTT_FLAG = 9  # BUTT again, in the column of the turned kinds' sin: binning's one flag column
 BOX_CX, BOX_CY, BOX_HALF_X, BOX_HALF_Y, BOX_RADIUS, BOX_HALF_STROKE, BOX_CORNER_LENGTH = range(7)  # both box kinds
 BOX_COS, BOX_SIN = 8, 9
 DISC_CX, DISC_CY, DISC_RADIUS, DISC_RING_HALF = range(4)  # RING_HALF: 0 a filled disc
+DISC_RING_FLAG = 9  # RING_HALF again, in the column of the turned kinds' sin: binning's one flag column
 ELLIPSE_CX, ELLIPSE_CY, ELLIPSE_RADIUS_X, ELLIPSE_RADIUS_Y, ELLIPSE_RING_HALF = range(5)  # RING_HALF: 0 a fill
 ELLIPSE_COS, ELLIPSE_SIN = 8, 9
 SPRITE_X0, SPRITE_Y0, SPRITE_WIDTH, SPRITE_HEIGHT, SPRITE_ATLAS_X, SPRITE_ATLAS_Y = range(6)

@@ -86,13 +86,15 @@ def link_layers(
     end: torch.Tensor,
     style: LinkStyle,
     frame_size: tuple[int, int],
+    length_bound: float | None = None,
     first_frame: int = 0,
 ) -> tuple[R.Primitives, torch.Tensor | None]:
     """The overlay's primitives, bottom first: the links' glow, the trails, the links, the markers' glow,
     the markers, the point text (kept inside frames of frame_size, height and width); and the atlas of the
-    text (None without text). Shapes in the module's docstring. first_frame: the batch's number of xy's
-    first frame, where the frames are a part of a longer batch (dashes march with the batch's frames)."""
-    glow, links = link_strokes(frame, pairs, start, end, style, first_frame)
+    text (None without text). Shapes in the module's docstring; length_bound: see link_strokes. first_frame:
+    the batch's number of xy's first frame, where the frames are a part of a longer batch (dashes march
+    with the batch's frames)."""
+    glow, links = link_strokes(frame, pairs, start, end, style, length_bound, first_frame)
     layers = [glow] if glow is not None else []
     if style.trail_frames > 0 and xy.shape[0] > 1:
         layers.append(_trails(xy, visible.to(xy.device), style))
@@ -107,10 +109,13 @@ def link_strokes(
     start: torch.Tensor,
     end: torch.Tensor,
     style: LinkStyle,
+    length_bound: float | None = None,
     first_frame: int = 0,
 ) -> tuple[R.Primitives | None, R.Primitives]:
     """The links as strokes (E links, shapes in the module's docstring): (their glow, glow_scale times
-    as wide at glow times their opacity, or None; the links). first_frame: as link_layers'."""
+    as wide at glow times their opacity, or None; the links). length_bound: a host bound on the links'
+    lengths, which sizes the curves with no host sync (None: they read their own). first_frame: as
+    link_layers'."""
     dashes = style.line_style != "solid"
     if style.falloff_on not in styles.FALLOFF_TARGETS:
         raise ValueError(f"falloff_on: expected one of {', '.join(styles.FALLOFF_TARGETS)}, got {style.falloff_on!r}")
@@ -128,7 +133,12 @@ def link_strokes(
     plain = style.curve == "straight" and not dashes and end_colours is None  # one segment per link
     if style.curve != "straight":
         points, lengths = bezier_polylines(
-            start, end, style.curvature, alternating_sign(pairs[:, 0], pairs[:, 1]), cubic=style.curve == "cubic"
+            start,
+            end,
+            style.curvature,
+            alternating_sign(pairs[:, 0], pairs[:, 1]),
+            cubic=style.curve == "cubic",
+            max_length=length_bound,
         )
     elif not plain:
         points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
@@ -187,11 +197,18 @@ def _colours(pairs: torch.Tensor, length: torch.Tensor | None, scale: float, sty
         rgb = _gradient(length / max(scale, 1e-6))
         colours = torch.cat([rgb, rgb.new_full((count, 1), style.opacity)], 1)
     else:  # filled in on the device: a tensor of host values is an upload
-        colours = R.filled([*style.rgb, style.opacity], device).expand(count, 4)
+        colours = _ink((*style.rgb, style.opacity), torch.device(device)).expand(count, 4)
     end_colours = None
     if style.end_rgb is not None:
-        end_colours = R.filled([*style.end_rgb, style.opacity], device).expand_as(colours)
+        end_colours = _ink((*style.end_rgb, style.opacity), torch.device(device)).expand_as(colours)
     return colours, end_colours
+
+
+@functools.lru_cache(maxsize=16)
+def _ink(rgba: tuple, device: torch.device) -> torch.Tensor:
+    """One RGBA colour float [4] filled in on the device (no upload): once a colour and device, for the
+    links, markers and text alike (the same colour by default); never written to."""
+    return R.filled(list(rgba), device)
 
 
 @functools.lru_cache(maxsize=8)
@@ -222,19 +239,22 @@ def point_layers(
         return layers, atlas
     at, index = np.nonzero(visible.cpu().numpy())
     device, rgb, opacity = xy.device, style.point_rgb, style.opacity
-    rows = [np.stack([at, index, *np.zeros((4, at.size), np.int64)], 1)] if style.point_radius > 0 else []
+    rows = [np.stack([at, index, *np.zeros((6, at.size), np.int64)], 1)] if style.point_radius > 0 else []
     if style.point_labels != "none":
         texts = point_texts(xy.shape[1], at, index, labels, style.point_labels, style.text_size)
         if texts is not None:
             atlas, text_rows = torch.from_numpy(texts[0]), texts[1]
-            rows.append(text_rows)
+            # the room a text has in the frame: the frame's size less its own, worked out on the host
+            room = np.maximum(np.array(frame_size[::-1]) - text_rows[:, 4:6], 0)
+            rows.append(np.concatenate([text_rows, room], 1))
     if not sum(len(part) for part in rows):
         return [], None
-    table = torch.from_numpy(np.concatenate(rows)).to(device)  # frame, point, text rect [P,6]: one upload
+    # frame, point, text rect and room [P,8]: one upload
+    table = torch.from_numpy(np.concatenate(rows)).to(device)
     by_track = style.point_palette is not None
 
     def colour(point, alpha):  # the points' colour: one, or their track's
-        return _point_colours(point, style, device, alpha) if by_track else (*rgb, alpha)
+        return _point_colours(point, style, device, alpha) if by_track else _ink((*rgb, alpha), torch.device(device))
 
     if style.point_radius > 0:
         frame, point = table[: at.size, 0], table[: at.size, 1]
@@ -247,8 +267,12 @@ def point_layers(
         )
         table = table[at.size :]
     if atlas is not None:
-        frame, point, rect = table[:, 0], table[:, 1], table[:, 2:]
-        origin = _text_origin(xy[frame, point], rect, style.point_radius + 2, frame_size)
+        frame, point, rect = table[:, 0], table[:, 1], table[:, 2:].float()  # the rects and room, in one op
+        # a text for every marker (ids): the same points
+        same = style.point_radius > 0 and np.array_equal(text_rows[:, :2], rows[0][:, :2])
+        at_point = centre if same else xy[frame, point]
+        origin = _text_origin(at_point, rect[:, 2:4], rect[:, 4:], style.point_radius + 2, frame_size[1])
+        rect = rect[:, :4]
         ink = (*style.text_rgb, opacity) if style.text_rgb is not None else colour(point, opacity)
         layers.append(R.sprites(frame, origin, rect, ink))
     return layers, atlas
@@ -279,7 +303,7 @@ def _trails(xy, visible, style: LinkStyle) -> R.Primitives:
     if style.point_palette is not None:  # trail_paths lists the points of each frame in order
         head = _point_colours(torch.arange(len(frame), device=xy.device) % xy.shape[1], style, xy.device)
     else:
-        head = R.filled([*style.point_rgb, style.opacity], xy.device).expand(len(frame), 4)
+        head = _ink((*style.point_rgb, style.opacity), xy.device).expand(len(frame), 4)
     return styles.styled_polylines(frame, points, lengths, style.width, head, _faded(head, 0.0))
 
 
@@ -302,17 +326,14 @@ def point_texts(n: int, at: np.ndarray, index: np.ndarray, labels: Labels, mode:
     return atlas, np.concatenate([at[keep, None], index[keep, None], rects[string]], 1)
 
 
-def _text_origin(at_point: torch.Tensor, rect: torch.Tensor, offset: float, frame_size: tuple[int, int]):
-    """Top left corners float [P,2] of texts of size rect[:, 2:4] beside points at_point [P,2]: the ink's
-    lower left corner `offset` px right of and above the point; to its left where the frame (frame_size:
-    height, width) has no room on the right, below it where there is none above, then moved inside the
-    frame, as box labels are."""
-    height, width = frame_size
-    text_w, text_h = rect[:, 2].float(), rect[:, 3].float()
-    x, y = at_point[:, 0], at_point[:, 1]
-    left = torch.where(x + offset + text_w <= width, x + offset, x - offset - text_w)
-    top = torch.where(y - offset - text_h >= 0, y - offset - text_h, y + offset)
-    # Python bounds less the text's size: device ops, no upload
-    left = left.clamp_min(0).minimum((width - text_w).clamp_min(0))
-    top = top.clamp_min(0).minimum((height - text_h).clamp_min(0))
-    return torch.stack([left, top], 1)
+def _text_origin(at_point: torch.Tensor, size: torch.Tensor, room: torch.Tensor, offset: float, width: int):
+    """Top left corners float [P,2] of texts of size `size` float [P,2] beside points at_point [P,2]: the
+    ink's lower left corner `offset` px right of and above the point; to its left where the frame (of
+    `width`) has no room on the right, below it where there is none above, then moved inside the frame
+    (at most room float [P,2]: the frame's size less the text's, >= 0), as box labels are."""
+    after, before = at_point + offset, at_point - offset
+    low = before - size  # left of the point, above it
+    # right of the point where the frame has room (x + offset + width <= frame width), else to its left;
+    # above where there is room (y - offset - height >= 0), else below: both axes in each op
+    far = torch.stack([(after + size)[:, 0] <= width, low[:, 1] < 0], 1)
+    return torch.where(far, after, low).clamp_min(0).minimum(room)

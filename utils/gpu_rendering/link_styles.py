@@ -118,7 +118,6 @@ def styled_polylines(
     joins where a polyline point lies at least half the width inside them.
     """
     n_lines, device = points.shape[0], points.device
-    width = _per_line(width, n_lines, device)
     if style not in LINE_STYLES:
         raise ValueError(f"line_style: expected one of {', '.join(LINE_STYLES)}, got {style!r}")
     if style != "solid" and not gap_length > 0:
@@ -130,6 +129,7 @@ def styled_polylines(
     gradient = end_color is not None
     if style == "solid" and not gradient:
         return R.polylines(frame, points, lengths, width, start_color)
+    width = _per_line(width, n_lines, device)
     if style == "solid" and points.shape[1] == 2:
         return _straight_gradients(frame, points, lengths.to(device), width, start_color, end_color, gradient_step)
     phase = _per_line(phase, n_lines, device)[:, None]

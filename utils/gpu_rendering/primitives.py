@@ -11,7 +11,18 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO, N_PARAMS, SEGMENT, SPRITE
+from .constants import (
+    BOX_FILL,
+    BOX_STROKE,
+    DISC,
+    DISC_RING_FLAG,
+    ELLIPSE,
+    HALO,
+    N_PARAMS,
+    SEGMENT,
+    SEGMENT_BUTT_FLAG,
+    SPRITE,
+)
 
 
 @dataclass
@@ -46,21 +57,18 @@ class Primitives:
         return Primitives(*(t[keep] for t in self.fields()))
 
 
-def _runs(group: torch.Tensor) -> torch.Tensor:
-    """Runs of equal consecutive values of group [P] numbered 0, 1, 2, ...: the same shapes, ids < P."""
-    change = torch.ones_like(group, dtype=torch.bool)
-    change[1:] = group[1:] != group[:-1]
-    return torch.cumsum(change, 0) - 1
-
-
 def concat(*parts: Primitives) -> Primitives:
     """Primitives of `parts` in that order (the later parts are drawn over the earlier ones)."""
-    groups, offset = [], 0
-    for part in parts:  # renumbered so that groups of different parts never meet
-        groups.append(_runs(part.group) + offset)
-        offset += len(part)
-    merged = [torch.cat(ts) for ts in zip(*(p.fields()[:5] for p in parts), strict=False)]
-    return Primitives(*merged, torch.cat(groups))
+    *merged, group = [torch.cat(ts) for ts in zip(*(p.fields() for p in parts), strict=False)]
+    # groups renumbered as runs of equal consecutive values (0, 1, 2, ...: the same shapes, ids < P),
+    # where no run goes on from one part into the next
+    change = F.pad(group[1:] != group[:-1], (1, 0))[: len(group)]  # none before the first: its id is 0
+    start = 0
+    for part in parts[:-1]:
+        start += len(part)
+        if start:  # fill_: a Python True assigned is a tensor of host data
+            change[start : start + 1].fill_(True)
+    return Primitives(*merged, torch.cumsum(change, 0))
 
 
 def empty(device=None) -> Primitives:
@@ -128,8 +136,11 @@ def _frames(frame, device) -> torch.Tensor:
 def _make(frame, kind: int, params: list[torch.Tensor], color, bounds) -> Primitives:
     """Primitives of one kind; params: float [n] columns in the order of the kind's columns in constants.py."""
     n = bounds.shape[0]
-    packed = torch.zeros(n, N_PARAMS, dtype=torch.float32, device=bounds.device)
-    packed[:, : len(params)] = torch.stack(params, dim=1) if params else packed[:, :0]
+    if params:  # the columns not given hold 0
+        packed = torch.stack(params, dim=1)
+        packed = F.pad(packed, (0, N_PARAMS - len(params))) if len(params) < N_PARAMS else packed
+    else:
+        packed = torch.zeros(n, N_PARAMS, dtype=torch.float32, device=bounds.device)
     frame = _frames(frame, bounds.device).expand(n).clone()
     return Primitives(
         frame,
@@ -144,7 +155,8 @@ def _make(frame, kind: int, params: list[torch.Tensor], color, bounds) -> Primit
 def segments(frame, a: torch.Tensor, b: torch.Tensor, width, color, caps: str = "round") -> Primitives:
     """Line segments a->b (float [P,2] each) of `width` pixels with round or butt caps.
 
-    params: the SEGMENT_ columns of constants.py (ax, ay, bx, by, half width, butt 0/1).
+    params: the SEGMENT_ columns of constants.py (ax, ay, bx, by, half width, butt 0/1, and that again as
+    SEGMENT_BUTT_FLAG).
     """
     n = a.shape[0]
     half = _column(width, n, a) / 2
@@ -159,7 +171,9 @@ def segments(frame, a: torch.Tensor, b: torch.Tensor, width, color, caps: str = 
         ],
         dim=1,
     )
-    return _make(frame, SEGMENT, [a[:, 0], a[:, 1], b[:, 0], b[:, 1], half, butt], color, bounds)
+    zero = a.new_zeros(()).expand(n)
+    params = [a[:, 0], a[:, 1], b[:, 0], b[:, 1], half, butt, *[zero] * (SEGMENT_BUTT_FLAG - 6), butt]
+    return _make(frame, SEGMENT, params, color, bounds)
 
 
 def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) -> Primitives:
@@ -178,10 +192,14 @@ def polylines(frame, points: torch.Tensor, lengths: torch.Tensor, width, color) 
     device, n = points.device, n_lines * (n_points - 1)
     a, b = points[:, :-1], points[:, 1:]
     usable = finite(points).all(-1)
-    steps = torch.arange(n_points - 1, device=device)
-    valid = (steps < (lengths.to(device)[:, None] - 1)) & usable[:, :-1] & usable[:, 1:]
-    half = _column(width, n_lines, points)[:, None, None].expand(n_lines, n_points - 1, 1) / 2
-    reach = half.clamp_min(0.5) + 1.0
+    ends = torch.arange(1, n_points, device=device)  # each segment's far point: used where below the length
+    valid = (ends < lengths.to(device)[:, None]) & usable[:, :-1] & usable[:, 1:]
+    if isinstance(width, torch.Tensor):
+        half = _column(width, n_lines, points)[:, None, None].expand(n_lines, n_points - 1, 1) / 2
+        reach = half.clamp_min(0.5) + 1.0
+    else:  # a Python number: its half filled in, the reach worked out on the host
+        half = points.new_full((), width / 2).expand(n_lines, n_points - 1, 1)
+        reach = max(width / 2, 0.5) + 1.0
     # params: ax, ay, bx, by, half width, then zeros (round caps)
     params = torch.cat([a, b, half, points.new_zeros(()).expand(n_lines, n_points - 1, N_PARAMS - 5)], -1)
     bounds = torch.cat([torch.minimum(a, b) - reach, torch.maximum(a, b) + reach], -1)
@@ -335,14 +353,19 @@ def halos(frame, xyxy: torch.Tensor, width, radius, color, angle=0.0) -> Primiti
 def discs(frame, center: torch.Tensor, radius, color, ring_width=0.0) -> Primitives:
     """Filled discs (ring_width 0) or rings of `ring_width` centred on the circle, center [P,2].
 
-    params: the DISC_ columns (cx, cy, radius, ring half width).
+    params: the DISC_ columns (cx, cy, radius, ring half width, and that again as DISC_RING_FLAG).
     """
     n = center.shape[0]
-    r = _column(radius, n, center)
-    ring_half = _column(ring_width, n, center) / 2
-    reach = r + ring_half + 1.0
-    bounds = torch.stack([center[:, 0] - reach, center[:, 1] - reach, center[:, 0] + reach, center[:, 1] + reach], 1)
-    return _make(frame, DISC, [center[:, 0], center[:, 1], r, ring_half], color, bounds)
+    if isinstance(radius, torch.Tensor) or isinstance(ring_width, torch.Tensor):
+        r, ring_half = _column(radius, n, center), _column(ring_width, n, center) / 2
+        reach = (r + ring_half + 1.0)[:, None]
+    else:  # Python numbers: the columns filled in, the reach worked out on the host
+        r, ring_half = _column(radius, n, center), _column(ring_width / 2, n, center)
+        reach = radius + ring_width / 2 + 1.0
+    bounds = torch.cat([center - reach, center + reach], 1)
+    zero = center.new_zeros(()).expand(n)
+    params = [center[:, 0], center[:, 1], r, ring_half, *[zero] * (DISC_RING_FLAG - 4), ring_half]
+    return _make(frame, DISC, params, color, bounds)
 
 
 def sprites(frame, origin: torch.Tensor, atlas_rect: torch.Tensor, color) -> Primitives:
@@ -353,7 +376,7 @@ def sprites(frame, origin: torch.Tensor, atlas_rect: torch.Tensor, color) -> Pri
     """
     origin = origin.float().floor()
     rect = atlas_rect.float()
-    bounds = torch.stack([origin[:, 0], origin[:, 1], origin[:, 0] + rect[:, 2], origin[:, 1] + rect[:, 3]], 1)
+    bounds = torch.cat([origin, origin + rect[:, 2:4]], 1)
     return _make(
         frame, SPRITE, [origin[:, 0], origin[:, 1], rect[:, 2], rect[:, 3], rect[:, 0], rect[:, 1]], color, bounds
     )
@@ -368,7 +391,7 @@ def tile_spans(bounds: torch.Tensor, height: int, width: int, tile: int) -> tupl
     """First and last tile column and row int64 [P,4] of bounds float [P,4], clamped to the frame, and
     the span's columns and rows int64 [P,2] (0 for bounds past the frame, NaN or infinite)."""
     tiles_y, tiles_x = -(-height // tile), -(-width // tile)
-    span = torch.nan_to_num(bounds, nan=-1.0, posinf=-1.0, neginf=-1.0).div(tile).floor_()
+    span = torch.nan_to_num(bounds, nan=-1.0, posinf=-1.0, neginf=-1.0).floor_divide_(tile)
     for column, (low, high) in enumerate(((0, tiles_x), (0, tiles_y), (-1, tiles_x - 1), (-1, tiles_y - 1))):
         span[:, column].clamp_(low, high)  # Python bounds: no upload of host data
     span = span.long()

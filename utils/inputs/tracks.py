@@ -262,7 +262,8 @@ def to_core_tracks(xy: torch.Tensor, visible: torch.Tensor) -> dict:
 def _fitted(xy: torch.Tensor, visible: torch.Tensor, frames: int) -> tuple[torch.Tensor, torch.Tensor]:
     """xy [T,N,2] and visible [T,N] with non-finite and negative points hidden, cut or held (the last
     frame) to `frames`."""
-    visible = visible & torch.isfinite(xy).all(-1) & (xy >= 0).all(-1)
+    # finite and >= 0: a value that clamping to 0 .. the largest float leaves as it is (NaN is unequal)
+    visible = visible & (xy.clamp(0, torch.finfo(xy.dtype).max) == xy).all(-1)
     xy = torch.nan_to_num(xy, nan=-1.0, posinf=-1.0, neginf=-1.0)
     if xy.shape[0] < frames:  # hold the last frame
         extra = frames - xy.shape[0]
