@@ -123,4 +123,5 @@ def box_traces(table: BoxTable, batch: int, frames: int, width: float, opacity: 
     xy[frame, track] = centre
     visible[frame, track] = torch.isfinite(centre).all(1)
     colour[track] = rgb[has_id]
-    return trail_layers(xy, visible, colour, frames, 0, width, opacity, 1.0, "none")
+    trails = trail_layers(xy, visible, colour, frames, 0, width, opacity, 1.0, "none")
+    return trails.select(trails.color[:, 3] > 0)  # most of a fading stroke's pieces are empty: left to no bin
