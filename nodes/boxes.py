@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from ..utils import gpu_rendering as R
-from ..utils.gpu_rendering.box_styles import MARKERS, box_markers
+from ..utils.gpu_rendering.box_regions import INSIDE_EDITS, edit_regions
+from ..utils.gpu_rendering.box_styles import BARS, MARKERS, box_markers, box_traces, score_bars
 from ..utils.gpu_rendering.labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives
 from ..utils.inputs.boxes import (
     BBOX_FORMATS,
@@ -116,8 +117,9 @@ class BoundingBoxRenderer(RasterKitNode):
             "marker",
             MARKERS,
             tooltip="the mark of each detection: box (outline and fill), ellipse (outline and fill of the ellipse "
-            "inscribed in the box), dot (a disc at its centre), halo (its fill and a soft ring around it); "
-            "turned with oriented boxes",
+            "inscribed in the box), dot (a disc at its centre), halo (its fill and a soft ring around it), "
+            "circle (outline and fill of the circle through its corners, about its centre); turned with "
+            "oriented boxes",
         ),
         Float("marker_size", 8.0, 0.0, 256.0, 0.5, tooltip="radius of a dot, width of a halo, in pixels"),
         Combo("outputs", OVERLAY_OUTPUTS, tooltip=OVERLAY_OUTPUTS_TOOLTIP, optional=True),  # old API prompts lack it
@@ -143,6 +145,41 @@ class BoundingBoxRenderer(RasterKitNode):
             "BOUNDING_BOX",
             optional=True,
             tooltip="core ComfyUI's detections (e.g. RT-DETR Detect): per image, {x, y, width, height, label, score}",
+        ),
+        Combo(
+            "bar",
+            BARS,
+            tooltip="a bar below or above each box with a score, as wide as the box, filled from the left to "
+            "the score (0..1) in the box's colour over a faint background of it; none: no bars",
+            optional=True,
+        ),
+        Float("bar_height", 6.0, 0.5, 256.0, 0.5, tooltip="height of the score bars in pixels", optional=True),
+        Combo(
+            "inside",
+            INSIDE_EDITS,
+            tooltip="the image inside every box (its upright bounds) before the boxes are drawn: blurred (a box "
+            "blur inside_size px across), pixelated (blocks of inside_size px), or none: as it is",
+            optional=True,
+        ),
+        Int("inside_size", 15, 1, 512, tooltip="blur width or pixel block size of `inside`, in pixels", optional=True),
+        Float(
+            "dim_outside",
+            0.0,
+            0.0,
+            1.0,
+            tooltip="darkens the image outside every box of its frame by this much before the boxes are drawn "
+            "(0: not at all, 1: black)",
+            optional=True,
+        ),
+        Int(
+            "trace_frames",
+            0,
+            0,
+            4096,
+            tooltip="> 0: each track id's path through its boxes' centres over this many earlier frames, "
+            "fading with age, stroke_width wide (boxes matched across frames by their id; boxes without "
+            "an id have none); 0: no traces",
+            optional=True,
         ),
     ]
     OUTPUTS = [
@@ -182,6 +219,12 @@ class BoundingBoxRenderer(RasterKitNode):
         segs=None,
         mask=None,
         bounding_box=None,
+        bar="none",
+        bar_height=6.0,
+        inside="none",
+        inside_size=15,
+        dim_outside=0.0,
+        trace_frames=0,
     ):
         check_images(images, "images")
         font_chain(font)  # a font name that is not in the list is an error even without labels
@@ -190,9 +233,22 @@ class BoundingBoxRenderer(RasterKitNode):
         table = box_table(images, boxes, bbox, segs, mask, bounding_box, bbox_format)
         check_interrupt()  # between the batched set-up steps: each takes seconds for 100k boxes
         rgb = box_colors(table, color, palette, palette_colors, color_by)
-        prims = box_markers(
-            table, marker, stroke_width, corner_radius, stroke_opacity, fill_opacity, corner_length, marker_size, rgb
+        prims = R.concat(
+            box_traces(table, batch, trace_frames, stroke_width, stroke_opacity, rgb),
+            box_markers(
+                table,
+                marker,
+                stroke_width,
+                corner_radius,
+                stroke_opacity,
+                fill_opacity,
+                corner_length,
+                marker_size,
+                rgb,
+            ),
+            score_bars(table, bar, bar_height, stroke_width / 2, stroke_opacity, rgb),
         )
+        images = edit_regions(images, table.frame, table.bounds(), inside, inside_size, dim_outside)
         check_interrupt()
         atlas = None
         if labels != "none" and len(table):
