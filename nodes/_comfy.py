@@ -339,7 +339,8 @@ class Progress:
 
 # The numba loop families (utils/warmup.FAMILIES) each node runs on the CPU
 NODE_LOOPS = {
-    "RasterKit_BoundingBoxRenderer": ("overlay compositor",),
+    "RasterKit_BoundingBoxRenderer": ("overlay compositor", "box regions"),
+    "RasterKit_MaskRenderer": ("overlay compositor",),
     "RasterKit_LineLinkRenderer": ("overlay compositor",),
     "RasterKit_TrackTrails": ("overlay compositor",),
     "RasterKit_SeriesToImages": ("overlay compositor", "line plots"),

@@ -310,7 +310,7 @@ def test_a_waiting_node_says_so_and_moves_its_progress_bar(monkeypatch, caplog):
     monkeypatch.setattr(warmup, "pending", lambda families: list(families))
 
     def wait(families, on_wait):
-        assert families == ("overlay compositor",)
+        assert families == ("overlay compositor", "box regions")
         for seconds in (1, 10, 60):
             on_wait(seconds)
         return 61.0

@@ -40,6 +40,16 @@ def line_plots() -> None:
         gpu_rendering.render_polylines(values, 8, 8, dtype=dtype, device="cpu")
 
 
+def box_regions() -> None:
+    """The Bounding Box Renderer's edits inside and outside its boxes (gpu_rendering.box_regions_cpu):
+    blur, pixelate and dim."""
+    from .gpu_rendering.box_regions import edit_regions
+
+    images, frame, bounds = torch.zeros(1, 8, 8, 3), torch.zeros(1, dtype=torch.long), torch.tensor([[1.0, 1, 6, 6]])
+    for inside in ("blur", "pixelate"):
+        edit_regions(images, frame, bounds, inside, 3, 0.5)
+
+
 def mesh_rasterizer_loops() -> None:
     """The mesh rasterizer's depth test and resolve (mesh_rasterizer.raster_cpu): Mesh Rasterizer, UV Maps, Bake."""
     corners = torch.tensor([[[-0.5, -0.5, 0.0, 1.0], [0.5, -0.5, 0.0, 1.0], [0.0, 0.5, 0.0, 1.0]]])
@@ -59,6 +69,7 @@ FAMILIES = {
     "line plots": line_plots,
     "primitive search": primitive_search,
     "mesh rasterizer": mesh_rasterizer_loops,
+    "box regions": box_regions,
 }
 
 
