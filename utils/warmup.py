@@ -42,8 +42,10 @@ def line_plots() -> None:
 
 def mesh_rasterizer_loops() -> None:
     """The mesh rasterizer's depth test and resolve (mesh_rasterizer.raster_cpu): Mesh Rasterizer, UV Maps, Bake."""
-    corners = torch.tensor([[[-0.5, -0.5, 0.0, 1.0], [0.5, -0.5, 0.0, 1.0], [0.0, 0.5, 0.0, 1.0]]])
-    mesh_rasterizer.rasterize_views(corners, torch.tensor([[0, 1, 2]]), 8, 8)
+    # the second triangle has a corner behind the eye: the near plane's loop too
+    corners = torch.tensor([[[-0.5, -0.5, 0.0, 1.0], [0.5, -0.5, 0.0, 1.0], [0.0, 0.5, 0.0, 1.0], [0, 0, 0, -1.0]]])
+    for dtype in (torch.long, torch.int32):  # the loops that read faces compile once for each
+        mesh_rasterizer.rasterize_views(corners, torch.tensor([[0, 1, 2], [0, 1, 3]], dtype=dtype), 8, 8)
 
 
 def primitive_search() -> None:
