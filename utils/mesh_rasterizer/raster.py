@@ -421,7 +421,7 @@ def _depth_test(
 
 
 def _mesh_rasterizer_cpu():
-    """raster_cpu (numba's depth test and resolve), imported on first use: numba is slow to import."""
+    """raster_cpu (numba's set-up, depth test and resolve), imported on first use: numba is slow to import."""
     from . import raster_cpu
 
     return raster_cpu
