@@ -371,4 +371,5 @@ def test_a_read_only_install_caches_in_the_users_folder(tmp_path):
     ]
     (path, hits, misses), (path_again, hits_again, misses_again) = runs
     assert path == path_again and path.startswith(str(users / "numba"))
-    assert (hits, misses, hits_again, misses_again) == ("0", "1", "1", "0")
+    # one compile per signature (the faces' int32 and int64), each loaded from there the next time
+    assert hits == misses_again == "0" and misses == hits_again and int(misses) >= 1

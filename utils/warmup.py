@@ -52,8 +52,13 @@ def box_regions() -> None:
 
 def mesh_rasterizer_loops() -> None:
     """The mesh rasterizer's depth test and resolve (mesh_rasterizer.raster_cpu): Mesh Rasterizer, UV Maps, Bake."""
-    corners = torch.tensor([[[-0.5, -0.5, 0.0, 1.0], [0.5, -0.5, 0.0, 1.0], [0.0, 0.5, 0.0, 1.0]]])
-    mesh_rasterizer.rasterize_views(corners, torch.tensor([[0, 1, 2]]), 8, 8)
+    # the second triangle has a corner behind the eye: with clip_near the near plane's loop too (its
+    # pieces make the faces int64), without it (custom_rasterizer's call) the loops on the faces as given
+    corners = torch.tensor([[[-0.5, -0.5, 0.0, 1.0], [0.5, -0.5, 0.0, 1.0], [0.0, 0.5, 0.0, 1.0], [0, 0, 0, -1.0]]])
+    for dtype in (torch.long, torch.int32):  # the loops that read faces compile once for each
+        for clip_near in (True, False):
+            faces = torch.tensor([[0, 1, 2], [0, 1, 3]], dtype=dtype)
+            mesh_rasterizer.rasterize_views(corners, faces, 8, 8, clip_near=clip_near)
 
 
 def primitive_search() -> None:

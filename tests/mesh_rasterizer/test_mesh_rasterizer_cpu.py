@@ -3,6 +3,8 @@
 meet the brute-force reference of test_mesh_rasterizer.py, which runs on the CPU: there, through
 numba's loops."""
 
+import sys
+
 import pytest
 import torch
 
@@ -64,3 +66,44 @@ def test_custom_rasterizer_calls_take_the_loops(loops_used):
     V, F = random_views("cpu", 3, views=1)
     findices, barycentric = custom_rasterizer.rasterize(V, F.int(), (48, 40))
     assert loops_used and findices.shape == (48, 40) and barycentric.shape == (48, 40, 3)
+
+
+def _grid_sphere(rows: int, columns: int):
+    """A unit sphere of rows x columns quads (2 triangles each), seen from 2.6 away: clip-space vertices
+    float32 [N,4] and faces int64 [2 * rows * columns,3]."""
+    from rasterkit.utils import mesh_rasterizer as R
+
+    theta = torch.linspace(0, torch.pi, rows + 1)[:, None]
+    phi = torch.arange(columns) * (2 * torch.pi / columns)
+    vertices = torch.stack([theta.sin() * phi.cos(), theta.cos().expand(-1, columns), theta.sin() * phi.sin()], -1)
+    homogeneous = torch.cat([vertices.view(-1, 3), torch.ones((rows + 1) * columns, 1)], 1)
+    clip = homogeneous @ (R.perspective(50, 1.0, 0.1, 10) @ R.orbit_cameras([30.0], [20.0], 2.6)[0]).T
+    row, column = torch.arange(rows)[:, None], torch.arange(columns)
+    v00, v01 = row * columns + column, row * columns + (column + 1) % columns
+    v10, v11 = v00 + columns, v01 + columns
+    faces = torch.cat([torch.stack([v00, v10, v01], -1).view(-1, 3), torch.stack([v01, v10, v11], -1).view(-1, 3)])
+    return clip, faces
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
+def test_the_loops_memory_at_200k_triangles(torch_path):
+    """Issue 33: the loops read the corners through the face indices (no per-triangle copies in torch),
+    so that beyond the z-buffer and the outputs (24 B a pixel: 25 MB at 1024^2) a 200,000-triangle mesh
+    adds 16 B a vertex and 8 B a triangle: measured 28.4 MB for both calls, under the bound of 37 MB
+    (with the torch set-up before them: 70-89 MB). The same bits as the torch path."""
+    from memory_peak import peak_bytes
+    from rasterkit.utils.mesh_rasterizer import custom_rasterizer
+
+    clip, faces = _grid_sphere(316, 316)
+    tri = faces.int()
+    assert 199_000 < faces.shape[0] < 201_000
+    custom_rasterizer.rasterize(clip[None], tri, (64, 64))  # loads the loops first
+    pixels = 1024 * 1024
+    for call in (
+        lambda: custom_rasterizer.rasterize(clip[None], tri, (1024, 1024)),
+        lambda: M.rasterize_views(clip[None], faces, 1024, 1024),
+    ):
+        assert peak_bytes(call) < 24 * pixels + 12_000_000
+    findices, barycentric = custom_rasterizer.rasterize(clip[None], tri, (1024, 1024))
+    assert (findices > 0).sum() > pixels // 4
+    assert_same(torch_path(custom_rasterizer.rasterize, clip[None], tri, (1024, 1024)), (findices, barycentric))

@@ -104,9 +104,9 @@ def _size(value, name: str) -> int:
 
 
 def _checked(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch.Tensor | None):
-    """rasterize_views' input contract: V float32 [B,N,4], faces int64 [M,3], prior float32 [B*H*W] (or
-    None), all contiguous and detached on V's device, each converted once; a ValueError naming the input
-    for anything else."""
+    """rasterize_views' input contract: V float32 [B,N,4], faces int32 or int64 [M,3] (those two kept as
+    they are, other integers made int64), prior float32 [B*H*W] (or None), all contiguous and detached on
+    V's device, each converted once; a ValueError naming the input for anything else."""
     if not isinstance(V, torch.Tensor) or V.ndim != 3 or V.shape[-1] != 4:
         raise ValueError(f"V: expected clip-space vertices [B,N,4], got {_shape(V)}")
     if not V.is_floating_point():
@@ -136,7 +136,8 @@ def _checked(V: torch.Tensor, F: torch.Tensor, width: int, height: int, D: torch
             raise ValueError(f"D: the depth prior must be float, got {D.dtype}")
         prior = D.detach().to(V.device, torch.float32).reshape(-1).contiguous()
     V = V.detach().to(torch.float32).contiguous()
-    return V, F.detach().to(V.device, torch.long).contiguous(), prior, width, height
+    dtype = F.dtype if F.dtype in (torch.int32, torch.long) else torch.long
+    return V, F.detach().to(V.device, dtype).contiguous(), prior, width, height
 
 
 def rasterize_views(
@@ -173,6 +174,12 @@ def rasterize_views(
             torch.zeros(views, height, width, 3, device=device),
         )
     use_kernels = cupy_usable(device)
+    if not use_kernels and numba_usable(device):  # the CPU: numba's loops, through the face indices
+        rasterized = _rasterize_cpu(V, faces, prior, width, height, cull_back_faces, clip_near)
+        if rasterized is not None:
+            findices, barycentric = rasterized
+            return findices.view(views, height, width), barycentric.view(views, height, width, 3)
+    faces = faces.long()  # numba failed, perhaps partway, or a GPU: the torch path or the kernels start afresh
     tile = CUDA_BLOCK if use_kernels else TILE_ROWS
     # gathers with clamped indices, so that bad faces are reported after the one sync, not crash before it
     triangles, box, counts, behind = _triangles(
@@ -205,20 +212,48 @@ def rasterize_views(
         rasterize_triangles_cuda(zbuffer, V, faces, box, block_end, total, prior, width, height)
         findices, barycentric = resolve_pixels_cuda(zbuffer, V, faces, width, height)
     else:
-        rasterized = None
-        if numba_usable(device):  # the CPU: numba's loops
-            rasterized = _mesh_rasterizer_cpu().rasterize(
-                zbuffer, triangles, box, counts, prior, drawn_faces, width, height
-            )
-            if rasterized is None:  # numba failed, perhaps partway: the torch path starts afresh
-                zbuffer.fill_(EMPTY)
-        if rasterized is None:
-            _depth_test(zbuffer, triangles, box, counts, block_end, total, prior, drawn_faces, width, height)
-            rasterized = _resolve(zbuffer, triangles, drawn_faces, width, height)
-        findices, barycentric = rasterized
+        _depth_test(zbuffer, triangles, box, counts, block_end, total, prior, drawn_faces, width, height)
+        findices, barycentric = _resolve(zbuffer, triangles, drawn_faces, width, height)
     if pieces is not None:
         _pieces_to_faces(findices, barycentric, face_count, height * width, *pieces)
     return findices.view(views, height, width), barycentric.view(views, height, width, 3)
+
+
+def _rasterize_cpu(
+    V: torch.Tensor,
+    faces: torch.Tensor,
+    prior: torch.Tensor | None,
+    width: int,
+    height: int,
+    cull_back_faces: bool,
+    clip_near: bool,
+):
+    """rasterize_views on the CPU through numba's loops (raster_cpu), which read the corners through the
+    face indices: no per-triangle copy of them, no int64 copy of faces int32 [M,3]. findices int32
+    [B*H*W] and barycentric float32 [B*H*W,3], or None where numba failed (the torch path then draws)."""
+    cpu = _mesh_rasterizer_cpu()
+    views, vertex_count, face_count = V.shape[0], V.shape[1], faces.shape[0]
+    low, high = torch.aminmax(faces)
+    low, high = int(low), int(high)
+    if not (0 <= low and high < vertex_count):
+        raise ValueError(f"F: face indices must lie in 0..{vertex_count - 1}, got {low}..{high}")
+    pieces = None
+    if clip_near and bool((V[..., 3] <= 0).any()):  # only then can a triangle lie partly behind the eye
+        behind = cpu.triangles_behind(V, faces)
+        if behind is None:
+            return None
+        count = int(behind.sum(1).max())
+        if count:
+            V, faces, pieces = _clip_near(V, faces.long(), behind, count)
+            if views * faces.shape[0] >= ID_BASE:
+                raise ValueError(
+                    f"F: {face_count} triangles and their pieces clipped at the near plane x {views} views "
+                    f"exceed {ID_BASE - 1} triangles, the most one call draws: pass fewer views at once"
+                )
+    rasterized = cpu.rasterize(V.contiguous(), faces, prior, width, height, cull_back_faces)
+    if rasterized is not None and pieces is not None:
+        _pieces_to_faces(*rasterized, face_count, height * width, *pieces)
+    return rasterized
 
 
 def _clip_near(V: torch.Tensor, faces: torch.Tensor, behind: torch.Tensor, count: int):
@@ -386,7 +421,7 @@ def _depth_test(
 
 
 def _mesh_rasterizer_cpu():
-    """raster_cpu (numba's depth test and resolve), imported on first use: numba is slow to import."""
+    """raster_cpu (numba's set-up, depth test and resolve), imported on first use: numba is slow to import."""
     from . import raster_cpu
 
     return raster_cpu
