@@ -9,9 +9,11 @@ import { BoxEditing, boxShape } from "./box_editing.js";
 import { groupAdvanced, registerFrameEditor } from "./frame_canvas.js";
 
 const TEXT_MAX_HEIGHT = 240; // px the boxes text area grows to; longer text scrolls
-// Settings behind the node's "advanced settings" toggle: finer label and marker settings, the output choices.
+// Settings behind the node's "advanced settings" toggle: finer label and marker settings, the output choices,
+// score bars, traces and the edits inside and outside the boxes.
 const ADVANCED = new Set(["corner_length", "layer_alpha", "font", "palette_colors", "label_anchor", "text_color",
-  "label_padding", "label_max_width", "label_avoid_overlap", "marker_size", "outputs"]);
+  "label_padding", "label_max_width", "label_avoid_overlap", "marker_size", "outputs", "bar", "bar_height", "inside",
+  "inside_size", "dim_outside", "trace_frames"]);
 let palettes = null; // {name: [hex, ...]} from the server, the node's own palettes
 let palettesLoading = null;
 
