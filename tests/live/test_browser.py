@@ -38,6 +38,14 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 BOX_NODE = "window.app.graph._nodes.find(n => n.type === 'RasterKit_BoundingBoxRenderer')"
+# JavaScript that empties the graph and defines make(type, x, y): a new node of that type at (x, y)
+NEW_GRAPH = """const graph = window.app.graph, make = (type, x, y) => {
+            const node = window.LiteGraph.createNode(type);
+            node.pos = [x, y];
+            graph.add(node);
+            return node;
+        };
+        graph.clear();"""
 
 
 @pytest.fixture(scope="module")
@@ -537,14 +545,11 @@ def test_box_editor_node_draws_boxes_and_points_that_the_renderer_draws(page):
     page.keyboard.press("Escape")  # the template dialog that greets a new user
     registered = page.evaluate("Object.keys(window.LiteGraph.registered_node_types)")
     skip_without_core_nodes({"1": {"class_type": "EmptyImage"}, "2": {"class_type": "PreviewImage"}}, registered)
-    page.evaluate("""() => {
-        const graph = window.app.graph, make = (type, x, y) => {
-            const node = window.LiteGraph.createNode(type);
-            node.pos = [x, y];
-            graph.add(node);
-            return node;
-        };
-        graph.clear();
+    page.evaluate(
+        """() => {
+        """
+        + NEW_GRAPH
+        + """
         const empty = make('EmptyImage', 0, 0), editor = make('RasterKit_BoxEditor', 300, 0);
         const renderer = make('RasterKit_BoundingBoxRenderer', 900, 0), preview = make('PreviewImage', 1300, 0);
         for (const node of [empty, editor]) {
@@ -556,7 +561,8 @@ def test_box_editor_node_draws_boxes_and_points_that_the_renderer_draws(page):
         editor.connect(0, renderer, renderer.findInputSlot('bounding_box'));
         renderer.connect(0, preview, 0);
         window.app.canvas.setDirty(true, true);
-    }""")
+    }"""
+    )
     queue_and_wait(page)  # the editor then shows the image's first frame
     editor = f"{EDITOR_NODE}.rasterkitBoxAndPointEditor"
     focus_editor(page, EDITOR_NODE, editor)
@@ -638,14 +644,11 @@ def test_load3d_and_the_mesh_rasterizer_show_the_same_view(page):
     registered = page.evaluate("Object.keys(window.LiteGraph.registered_node_types)")
     skip_without_core_nodes({"1": {"class_type": "Load3D"}, "2": {"class_type": "MaskToImage"}}, registered)
     upload("spot.glb", (ROOT / "example_workflows" / "assets" / "spot.glb").read_bytes())
-    page.evaluate("""async () => {
-        const graph = window.app.graph, make = (type, x, y) => {
-            const node = window.LiteGraph.createNode(type);
-            node.pos = [x, y];
-            graph.add(node);
-            return node;
-        };
-        graph.clear();
+    page.evaluate(
+        """async () => {
+        """
+        + NEW_GRAPH
+        + """
         const view = make('Load3D', 0, 0), load = make('RasterKit_LoadMesh', 0, 700);
         const raster = make('RasterKit_MeshRasterizer', 450, 0);
         const theirs = make('MaskToImage', 900, 0), ours = make('MaskToImage', 900, 300);
@@ -662,7 +665,8 @@ def test_load3d_and_the_mesh_rasterizer_show_the_same_view(page):
         theirs.connect(0, previews[0], 0);
         ours.connect(0, previews[1], 0);
         window.app.canvas.setDirty(true, true);
-    }""")
+    }"""
+    )
     view = "window.app.graph._nodes.find(n => n.type === 'Load3D')"
     page.wait_for_timeout(4000)  # the model loads into the viewer
     entry = queue_and_wait(page)
