@@ -8,6 +8,7 @@ ComfyUI, on the CPU or on the GPU that torch finds.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 from pathlib import Path
@@ -194,7 +195,7 @@ def textured_pan(frames: int = 48, height: int = 360, width: int = 640):
 def links_demo(pack, out: Path):
     """Corners tracked through a panning clip, linked to their nearest neighbours with curves."""
     frames = textured_pan()
-    tracks, _ = pack.nodes.links.PointTracker.run(frames, max_points=160, min_distance=18)
+    tracks, *_ = pack.nodes.links.PointTracker.run(frames, max_points=160, min_distance=18)
     image, _, _, _ = pack.nodes.links.LineLinkRenderer.run(
         frames * 0.6,
         tracks=tracks,
@@ -223,7 +224,7 @@ def link_styles_demo(pack, out: Path):
     import torch
 
     frames = textured_pan(frames=24)
-    tracks, _ = pack.nodes.links.PointTracker.run(frames, max_points=90, min_distance=30)
+    tracks, *_ = pack.nodes.links.PointTracker.run(frames, max_points=90, min_distance=30)
     node = pack.nodes.links.LineLinkRenderer
     styled = node.run(
         frames * 0.45,
@@ -306,6 +307,58 @@ def box_styles_demo(pack, out: Path):
     )[0]
     paths = [out / "box_styles.png"]
     save_png(image[0], paths[0])
+    return paths
+
+
+@demo("masks")
+def masks_demo(pack, out: Path):
+    """Per-object masks over the generated clip (two moving discs a frame, as SAM3 Video Track gives them):
+    translucent fills, anti-aliased outlines, halos and ids, then each object's path as a track trail."""
+    import torch
+
+    frames = moving_scene(frames=24)
+    count, height, width = frames.shape[0], frames.shape[1], frames.shape[2]
+    t = torch.arange(count, dtype=torch.float32)[:, None]
+    start = torch.tensor([[160.0, 120.0], [420.0, 220.0]])  # two objects' centres at frame 0
+    xy = start + torch.stack([40 * torch.sin(t / torch.tensor([9.0, 10.0])), 25 * torch.cos(t / 7).expand(-1, 2)], 2)
+    y, x = torch.meshgrid(torch.arange(height) + 0.5, torch.arange(width) + 0.5, indexing="ij")
+    masks = ((x - xy[..., 0, None, None]) ** 2 + (y - xy[..., 1, None, None]) ** 2 < 55**2).float()  # [T,2,H,W]
+    image = pack.nodes.masks.MaskRenderer.run(
+        frames, masks=masks.reshape(-1, height, width), halo_width=18.0, outline_width=2.5, labels="id"
+    )[0]
+    tracks = {"xy": xy, "visible": torch.ones(count, 2, dtype=torch.bool)}
+    image = pack.nodes.tracks.TrackTrails.run(image, rasterkit_tracks=tracks, trail_length=16, line_width=3.0)[0]
+    paths = [out / "masks.png", out / "masks.mp4"]
+    save_png(image[count - 1], paths[0])
+    save_mp4(image, paths[1], fps=12)
+    return paths
+
+
+@demo("box_marks")
+def box_marks_demo(pack, out: Path):
+    """Supervision's looks on the Bounding Box Renderer: circle marks, score bars, traces of box centres,
+    the inside of one box pixelated and everything outside the boxes dimmed."""
+    import json
+    import math
+
+    frames = moving_scene(frames=24)
+    per_frame = []
+    for t in range(frames.shape[0]):
+        x, y = 120 + 90 * math.sin(t / 6), 140 + 40 * math.cos(t / 5)
+        per_frame.append(
+            [
+                {"x1": x, "y1": y, "x2": x + 110, "y2": y + 110, "id": 1, "label": "tracked", "score": 0.83},
+                {"x1": 400, "y1": 90, "x2": 560, "y2": 250, "id": 2, "label": "private", "score": 0.41},
+            ]
+        )
+    node = pack.nodes.boxes.BoundingBoxRenderer
+    marks = dict(labels="label+score", bar="below", trace_frames=12, stroke_width=3.0, dim_outside=0.45)
+    image = node.run(frames, boxes=json.dumps(per_frame), marker="circle", fill_opacity=0.15, **marks)[0]
+    private = [[box[1]] for box in per_frame]
+    image = node.run(image, boxes=json.dumps(private), inside="pixelate", inside_size=16, stroke_width=2.0)[0]
+    paths = [out / "box_marks.png", out / "box_marks.mp4"]
+    save_png(image[-1], paths[0])
+    save_mp4(image, paths[1], fps=12)
     return paths
 
 
@@ -421,7 +474,7 @@ def main(names=None) -> None:
         start = time.perf_counter()
         written = fn(pack, OUTPUT)
         seconds = time.perf_counter() - start
-        paths = ", ".join(str(p.relative_to(ROOT)) for p in written)
+        paths = ", ".join(os.path.relpath(p, ROOT) for p in written)
         print(f"  {name:<12} {seconds:6.2f} s  -> {paths}")
 
 
