@@ -19,7 +19,7 @@ from ..core.numba import falls_back, jit, torch_threads
 NONE, BLUR, PIXELATE = 0, 1, 2  # the `edit` argument, in box_regions.INSIDE_EDITS' order
 
 
-BAND = 64  # columns a thread takes at a time in the blur's pass down the columns
+BAND = 64  # columns of a frame's span a thread blurs at a time (its rows' window means stay in its cache)
 
 
 @jit(parallel=True)
@@ -64,66 +64,66 @@ def _union_spans(rects, first):
 
 
 @jit(parallel=True)
-def _row_means(src, rows, spans, before, after):
-    """rows[b, r, x - x0]: the mean of src's pixels x - before .. x + after (cut to the frame) of row
-    max(y0 - before, 0) + r, for the columns x0 .. x1 of frame b's span (spans [B,4] x0, y0, x1, y1) and
-    the rows its vertical windows reach; a sliding sum along each row, the rows in parallel."""
+def _blur_union(src, dst, inside, spans, before, after):
+    """dst's colour where `inside` (each frame's union mask) within frame b's span (spans [B,4] x0, y0, x1,
+    y1): the mean of src's window y - before .. y + after, x - before .. x + after (cut to the frame). For
+    each band of BAND columns of a span (the frames' bands in parallel): each row's window means, a sliding
+    sum along it (one per colour, in registers), for the rows the band's windows reach, then a sliding sum
+    of those down the band's columns."""
     batch, height, width, channels = src.shape
     colours = min(channels, 3)
-    depth = rows.shape[1]
-    for job in numba.prange(batch * depth):
-        b, r = job // depth, job % depth
-        x0, y0, x1, y1 = spans[b, 0], spans[b, 1], spans[b, 2], spans[b, 3]
-        y = max(y0 - before, 0) + r
-        if x1 <= x0 or y >= min(y1 + after, height):
-            continue
-        total = np.zeros(colours, np.float32)
-        for x in range(max(x0 - before, 0), min(x0 + after + 1, width)):
-            for c in range(colours):
-                total[c] += src[b, y, x, c]
-        for x in range(x0, x1):
-            if x > x0:
-                if x - before - 1 >= 0:
-                    for c in range(colours):
-                        total[c] -= src[b, y, x - before - 1, c]
-                if x + after < width:
-                    for c in range(colours):
-                        total[c] += src[b, y, x + after, c]
-            scale = np.float32(1.0) / np.float32(min(x + after + 1, width) - max(x - before, 0))
-            for c in range(colours):
-                rows[b, r, x - x0, c] = total[c] * scale
-
-
-@jit(parallel=True)
-def _column_means(rows, dst, inside, spans, before, after):
-    """dst's colour where `inside` (frame b's union mask, within its span): the mean of rows' (_row_means)
-    window means over the rows y - before .. y + after (cut to the frame); a sliding sum down each band of
-    BAND columns, the frames' bands in parallel."""
-    batch, height, width, _ = dst.shape
-    colours = rows.shape[3]
-    bands = (rows.shape[2] + BAND - 1) // BAND
+    c1_, c2_ = min(1, colours - 1), min(2, colours - 1)  # a missing colour reads the last (never written)
+    bands = (width + BAND - 1) // BAND
     for job in numba.prange(batch * bands):
         b, k = job // bands, job % bands
         x0, y0, x1, y1 = spans[b, 0], spans[b, 1], spans[b, 2], spans[b, 3]
-        c0 = k * BAND  # the band's first column, from x0
-        c1 = min(c0 + BAND, x1 - x0)
-        if c1 <= c0:
+        start = x0 + k * BAND
+        stop = min(start + BAND, x1)
+        if stop <= start or y1 <= y0:
             continue
-        top = max(y0 - before, 0)
-        totals = np.zeros((c1 - c0, colours), np.float32)
+        top, bottom = max(y0 - before, 0), min(y1 + after, height)
+        n = (stop - start) * 3
+        rows = np.empty((bottom - top, n), np.float32)
+        for y in range(top, bottom):
+            t0, t1, t2 = np.float32(0.0), np.float32(0.0), np.float32(0.0)
+            for x in range(max(start - before, 0), min(start + after + 1, width)):
+                t0 += src[b, y, x, 0]
+                t1 += src[b, y, x, c1_]
+                t2 += src[b, y, x, c2_]
+            row = rows[y - top]
+            for x in range(start, stop):
+                if x > start:
+                    if x - before - 1 >= 0:
+                        t0 -= src[b, y, x - before - 1, 0]
+                        t1 -= src[b, y, x - before - 1, c1_]
+                        t2 -= src[b, y, x - before - 1, c2_]
+                    if x + after < width:
+                        t0 += src[b, y, x + after, 0]
+                        t1 += src[b, y, x + after, c1_]
+                        t2 += src[b, y, x + after, c2_]
+                scale = np.float32(1.0) / np.float32(min(x + after + 1, width) - max(x - before, 0))
+                i = (x - start) * 3
+                row[i], row[i + 1], row[i + 2] = t0 * scale, t1 * scale, t2 * scale
+        totals = np.zeros(n, np.float32)
         for y in range(top, min(y0 + after + 1, height)):
-            totals += rows[b, y - top, c0:c1]
+            row = rows[y - top]
+            for i in range(n):
+                totals[i] += row[i]
         for y in range(y0, y1):
             if y > y0:
                 if y - before - 1 >= 0:
-                    totals -= rows[b, y - before - 1 - top, c0:c1]
+                    row = rows[y - before - 1 - top]
+                    for i in range(n):
+                        totals[i] -= row[i]
                 if y + after < height:
-                    totals += rows[b, y + after - top, c0:c1]
+                    row = rows[y + after - top]
+                    for i in range(n):
+                        totals[i] += row[i]
             scale = np.float32(1.0) / np.float32(min(y + after + 1, height) - max(y - before, 0))
-            for x in range(c0, c1):
-                if inside[b, y, x0 + x]:
+            for x in range(start, stop):
+                if inside[b, y, x]:
                     for c in range(colours):
-                        dst[b, y, x0 + x, c] = totals[x - c0, c] * scale
+                        dst[b, y, x, c] = totals[(x - start) * 3 + c] * scale
 
 
 @jit(parallel=True)
@@ -158,19 +158,12 @@ def edit_regions(src: np.ndarray, rects: np.ndarray, first: np.ndarray, edit: in
     """box_regions.edit_regions of float32 frames src [B,H,W,C] and the boxes' pixel rects int64 [N,4] in
     frame order (frame b's at first[b]:first[b + 1]): a new array."""
     torch_threads()
-    batch, height, width, channels = src.shape
     dst = np.empty_like(src)
-    inside = np.empty((batch, height, width), np.bool_)
+    inside = np.empty(src.shape[:3], np.bool_)
     _dim_outside(src, dst, inside, rects, first, np.float32(1.0 - dim_outside))
     if edit == PIXELATE:
         _pixelate_boxes(src, dst, rects, first, size)
     elif edit == BLUR:
         before, after = size // 2, size - 1 - size // 2
-        spans = _union_spans(rects, first)
-        depth = int((np.minimum(spans[:, 3] + after, height) - np.maximum(spans[:, 1] - before, 0)).max(initial=0))
-        columns = int((spans[:, 2] - spans[:, 0]).max(initial=0))
-        if depth > 0 and columns > 0:
-            rows = np.empty((batch, depth, columns, min(channels, 3)), np.float32)
-            _row_means(src, rows, spans, before, after)
-            _column_means(rows, dst, inside, spans, before, after)
+        _blur_union(src, dst, inside, _union_spans(rects, first), before, after)
     return dst
