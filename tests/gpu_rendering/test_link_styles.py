@@ -151,6 +151,23 @@ def test_gradient_covers_the_link_once_with_its_colours_at_the_ends(opacity):
     assert 0.3 < middle[0] < 0.7 and 0.3 < middle[2] < 0.7
 
 
+def test_gradient_steps_bounded_on_the_host_draw_the_same():
+    """max_steps (a caller's bound on its strokes' arc lengths, in steps) builds fewer pieces, the same
+    pixels: a bent polyline and a short one, fading."""
+    points = torch.tensor(
+        [[[4.0, 30.0], [20.0, 12.0], [33.0, 25.0], [40.0, 6.0]], [[8.0, 8.0], [14.0, 10.0], [0, 0], [0, 0]]]
+    )
+    lengths = torch.tensor([4, 2])
+    frame = torch.tensor([0, 0])
+    start, end = torch.tensor([[1.0, 0, 0, 0.9], [0, 1, 0, 1]]), torch.tensor([[0.0, 0, 1, 0.2], [0, 0, 1, 0]])
+    arc = float(S.arc_lengths(points, lengths).max())  # the longest stroke
+    full = S.styled_polylines(frame, points, lengths, 3.0, start, end)
+    fewer = S.styled_polylines(frame, points, lengths, 3.0, start, end, max_steps=math.ceil(arc / S.GRADIENT_STEP))
+    assert len(fewer.frame) < len(full.frame) and arc < S.GRADIENT_STEP * S.GRADIENT_STEPS
+    for a, b in zip(draw(full), draw(fewer), strict=True):
+        assert np.array_equal(a, b)
+
+
 def test_seam_overlap_is_the_least_worst_error():
     """The overlap of two anti-aliased butt ends against a 1-D model of a seam: each end's coverage
     ramps over one pixel; the union of the two, source-over, against the stroke's opacity, for every

@@ -185,6 +185,33 @@ def test_blur_pixelate_and_dim_against_per_pixel_references(numba, inside, size,
     assert torch.equal(image_out, out)  # the node draws its boxes over the edited frames
 
 
+@pytest.mark.parametrize("numba", [True, False])
+def test_blur_of_overlapping_boxes_and_a_frame_without_any(numba, monkeypatch):
+    """numba's loop blurs each frame once over the bounds of its boxes' union: boxes that overlap or cross
+    the frame's edges, disjoint boxes far apart and a frame without boxes (left as it is) all match the
+    per-pixel reference."""
+    if not numba:
+        monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    image = torch.rand(3, 23, 31, 3)
+    frame = torch.tensor([0, 0, 0, 2, 2])
+    bounds = torch.tensor(
+        [
+            [-3.0, -2.0, 9.0, 8.0],
+            [4.0, 5.0, 14.0, 19.0],
+            [25.0, 17.0, 40.0, 30.0],
+            [1.0, 1.0, 6.0, 4.0],
+            [20, 15, 29, 22],
+        ]
+    )
+    ys, xs = np.mgrid[:23, :31] + 0.5
+    mask = np.zeros((3, 23, 31, 1), bool)
+    for f, (x1, y1, x2, y2) in zip(frame.tolist(), bounds.tolist(), strict=True):
+        mask[f, ..., 0] |= (xs >= x1) & (xs < x2) & (ys >= y1) & (ys < y2)
+    expected = np.where(mask, blurred(image.numpy(), 6), image.numpy())
+    out = box_regions.edit_regions(image, frame, bounds, "blur", 6, 0.0)
+    assert np.abs(out.numpy() - expected).max() < 1e-5
+
+
 def test_bad_region_inputs_are_named():
     with pytest.raises(ValueError, match="inside"):
         box_regions.edit_regions(IMAGE, FRAME, BOUNDS, "smudge", 3, 0.0)

@@ -74,8 +74,8 @@ def edit_regions(
     """images [B,H,W,C] (never modified) with the image inside the boxes (frame int64 [N] in order, upright
     bounds float [N,4]) blurred (box_blur) or pixelated (pixelated) at `size` px, and the colour outside
     every box of a frame scaled by 1 - dim_outside; `images` itself when there is nothing to do. On the
-    CPU numba's loop edits the boxes' pixels only (box_regions_cpu.py), elsewhere the torch path whole
-    frames."""
+    CPU numba's loop blurs within the bounds of each frame's boxes only, pixelates the boxes' blocks only
+    (box_regions_cpu.py), elsewhere the torch path whole frames."""
     if inside not in INSIDE_EDITS:
         raise ValueError(f"inside: expected one of {', '.join(INSIDE_EDITS)}, got {inside!r}")
     if not 0 <= dim_outside <= 1:

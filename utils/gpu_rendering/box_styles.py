@@ -123,5 +123,7 @@ def box_traces(table: BoxTable, batch: int, frames: int, width: float, opacity: 
     xy[frame, track] = centre
     visible[frame, track] = torch.isfinite(centre).all(1)
     colour[track] = rgb[has_id]
-    trails = trail_layers(xy, visible, colour, frames, 0, width, opacity, 1.0, "none")
+    moved = (xy[1:] - xy[:-1]).norm(dim=-1)[visible[1:] & visible[:-1]]  # host data: no device sync
+    bound = (moved.max().item() if len(moved) else 0.0) * min(frames, batch - 1) + 1.0  # every trail's arc
+    trails = trail_layers(xy, visible, colour, frames, 0, width, opacity, 1.0, "none", arc_bound=bound)
     return trails.select(trails.color[:, 3] > 0)  # most of a fading stroke's pieces are empty: left to no bin

@@ -102,6 +102,7 @@ def styled_polylines(
     max_length: float = 0.0,
     pattern_width=None,
     gradient_step: float = GRADIENT_STEP,
+    max_steps: int = GRADIENT_STEPS,
 ) -> R.Primitives:
     """Strokes along polylines, each one shape (its overlaps drawn once) unless its colour changes.
 
@@ -113,7 +114,9 @@ def styled_polylines(
     colour (the gradient's at its middle); "dotted", dots `width` across with gap_length px between
     them. phase float [L] or scalar: the pattern's shift towards the end (px). max_length (host float)
     bounds every stroke's arc length: dashes and dots need it. pattern_width (default: width) spaces the
-    dots, so that wider dots (a glow) sit at the same centres as the line's own.
+    dots, so that wider dots (a glow) sit at the same centres as the line's own. max_steps: the most
+    colour steps a solid gradient of these strokes can need (a caller with a host bound on their arc
+    lengths: ceil(bound / gradient_step)); only that many are built, the same pixels.
     One-colour solid strokes have round caps and joins; dashes and colour steps butt ends, and round
     joins where a polyline point lies at least half the width inside them.
     """
@@ -162,7 +165,7 @@ def styled_polylines(
         first = torch.remainder(phase, period) + (index - 1) * period  # the dash before the stroke first
     else:  # a solid gradient: one shape per colour step
         period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, gradient_step))
-        on, index = period, torch.arange(GRADIENT_STEPS + 1, device=device)[None]
+        on, index = period, torch.arange(max(min(max_steps, GRADIENT_STEPS), 1) + 1, device=device)[None]
         first = index * period
     span_lo, span_hi = torch.minimum(first, total).clamp_min(0), torch.minimum(first + on, total).clamp_min(0)
     if style == "dashed":

@@ -14,7 +14,7 @@ import math
 import torch
 
 from . import primitives as R
-from .link_styles import styled_polylines, trail_paths
+from .link_styles import GRADIENT_STEP, GRADIENT_STEPS, styled_polylines, trail_paths
 
 HEADS = ("arrow", "dot", "none")
 ARROW_ANGLE = math.radians(28.0)  # half the opening of an arrow head's two strokes
@@ -31,6 +31,7 @@ def trail_layers(
     fade: float = 1.0,
     head: str = "arrow",
     head_size: float = 8.0,
+    arc_bound: float = 0.0,
 ) -> R.Primitives:
     """The trails' primitives, bottom first: the past trails, the future trails, the heads.
 
@@ -39,7 +40,9 @@ def trail_layers(
     fade 0..1: a trail's opacity falls linearly with age, from `opacity` at the point to
     opacity * (1 - fade) `trail_length` (`future_length`) frames away; between its points along its
     arc. head one of HEADS, head_size its length (arrow, pointing along the motion from the frame before,
-    else to the frame after; a dot where the point does not move) or radius (dot).
+    else to the frame after; a dot where the point does not move) or radius (dot). arc_bound: a host
+    bound on every trail's arc length (0: none), which spares a fading trail the colour steps it cannot
+    reach (the same pixels).
     """
     if head not in HEADS:
         raise ValueError(f"head: expected one of {', '.join(HEADS)}, got {head!r}")
@@ -50,13 +53,13 @@ def trail_layers(
     layers = []
     for length, reverse in ((trail_length, False), (future_length, True)):
         if length > 0 and steps > 1 and n:
-            layers.append(_trails(xy, visible, colour, length, reverse, width, fade))
+            layers.append(_trails(xy, visible, colour, length, reverse, width, fade, arc_bound))
     if head != "none" and head_size > 0 and n:
         layers.append(_heads(xy, visible, colour, head, head_size, width))
     return R.concat(*layers) if layers else R.empty(device)
 
 
-def _trails(xy, visible, colour, length: int, reverse: bool, width: float, fade: float) -> R.Primitives:
+def _trails(xy, visible, colour, length: int, reverse: bool, width: float, fade: float, arc_bound: float):
     """Every visible point's path over `length` frames back (reverse: ahead), from the point outwards."""
     if reverse:  # the future is the past of the batch played backwards
         xy, visible = xy.flip(0), visible.flip(0)
@@ -69,7 +72,9 @@ def _trails(xy, visible, colour, length: int, reverse: bool, width: float, fade:
     age = (lengths.to(start.device) - 1).clamp_min(0).float()
     end = start.clone()
     end[:, 3] *= 1 - fade * (age / length).clamp(max=1)
-    return styled_polylines(frame, points, lengths, width, start, end)
+    bounded = 0 < arc_bound < GRADIENT_STEP * GRADIENT_STEPS  # else any of the steps may be needed
+    steps = math.ceil(arc_bound / GRADIENT_STEP) if bounded else GRADIENT_STEPS
+    return styled_polylines(frame, points, lengths, width, start, end, max_steps=steps)
 
 
 def _heads(xy, visible, colour, head: str, size: float, width: float) -> R.Primitives:
