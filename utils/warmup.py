@@ -43,11 +43,9 @@ def line_plots() -> None:
 def box_regions() -> None:
     """The Bounding Box Renderer's edits inside and outside its boxes (gpu_rendering.box_regions_cpu):
     blur, pixelate and dim."""
-    from .gpu_rendering.box_regions import edit_regions
-
     images, frame, bounds = torch.zeros(1, 8, 8, 3), torch.zeros(1, dtype=torch.long), torch.tensor([[1.0, 1, 6, 6]])
     for inside in ("blur", "pixelate"):
-        edit_regions(images, frame, bounds, inside, 3, 0.5)
+        gpu_rendering.edit_regions(images, frame, bounds, inside, 3, 0.5)
 
 
 def mesh_rasterizer_loops() -> None:

@@ -11,6 +11,7 @@ Modules: constants (kinds, parameter columns, tile constants), primitives (the s
 numba's loop), line_plots / line_plots_cpu (line plots), labels, link_styles, masks, series.
 """
 
+from .box_regions import INSIDE_EDITS, edit_regions
 from .box_styles import MARKERS, box_markers
 from .compositor import PairPlan, composite, coverage, draw, draw_plan, straight_alpha
 from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO, SEGMENT, SPRITE, TILE
@@ -53,6 +54,8 @@ def loop_modules() -> list:
 
 
 __all__ = [
+    "INSIDE_EDITS",
+    "edit_regions",
     "ANCHORS",
     "LABEL_PLACES",
     "MARKERS",
