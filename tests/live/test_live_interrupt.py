@@ -158,15 +158,15 @@ def bake_texture(salt):
 def series_to_images(salt):
     """Thousands of series, one image each."""
     rng = random.Random(salt)
-    series = json.dumps([[round(rng.uniform(-1, 1), 2) for _ in range(256)] for _ in range(1500)])
+    series = json.dumps([[round(rng.uniform(-1, 1), 2) for _ in range(512)] for _ in range(1200)])
     return {
         "1": {
             "class_type": "RasterKit_SeriesToImages",
             "inputs": {
                 "series": series,
                 "csv_series": "rows",
-                "width": 512,
-                "height": 256,
+                "width": 768,
+                "height": 384,
                 "mode": "antialiased",
                 "line_width": 2.0,
                 "line_color": "#4FC3F7",
