@@ -104,7 +104,7 @@ def soak_round(failures: list) -> None:
         if status["status_str"] != "error" or not errors:
             failures.append(f"hostile {name}: {status['status_str']}")
     for node, make in jobs.JOBS.items():
-        seconds, status = jobs.interrupted(make(random.randrange(1000)), node)
+        seconds, status = jobs.interrupted(make(random.randrange(1000)))  # --cache-none: no warm-up to reuse
         print(f"  {node}: idle {seconds:.2f} s after /interrupt", flush=True)
         if seconds >= jobs.IDLE_SECONDS or status.get("status_str") != "error":
             failures.append(f"interrupt {node}: {seconds:.1f} s, {status.get('status_str')}")
