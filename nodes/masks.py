@@ -12,7 +12,7 @@ import torch
 
 from ..utils.core.device import check_memory
 from ..utils.gpu_rendering.labels import DEFAULT_FONT, font_chain, font_names
-from ..utils.gpu_rendering.masks import LABEL_PLACES, labelled, overlay, overlay_memory
+from ..utils.gpu_rendering.masks import LABEL_PLACES, labelled, overlay, overlay_memory, tile_peaks
 from ..utils.inputs.colors import PALETTES
 from ..utils.inputs.masks import (
     COLOR_BY,
@@ -155,7 +155,8 @@ class MaskRenderer(RasterKitNode):
             """The overlay of frames start..stop (numbered from start) and its atlas."""
             part, index = (objects, None) if (start, stop) == (0, batch) else objects_in_frames(objects, start, stop)
             colours = rgb if index is None else rgb[index]
-            check_memory(overlay_memory(part, height, width, mask_threshold, outlines, halo), job, device)
+            peak = tile_peaks(part.masks)  # read once: for the estimate and for the overlay
+            check_memory(overlay_memory(part, height, width, mask_threshold, outlines, halo, peak), job, device)
             part.masks = part.masks.to(device)  # one transfer; the overlay is built where it is drawn
             drawn = overlay(
                 part,
@@ -168,6 +169,7 @@ class MaskRenderer(RasterKitNode):
                 halo_width,
                 halo_opacity,
                 mask_threshold,
+                peak,
             )
             if labels == "none" or not len(part):
                 return drawn.prims, drawn.atlas

@@ -80,11 +80,13 @@ class _Tiles:
     cells: torch.Tensor
 
 
-def _tile_peaks(masks: torch.Tensor) -> torch.Tensor:
+def tile_peaks(masks: torch.Tensor) -> torch.Tensor:
     """The maximum of each T x T tile of masks [M,H,W]: float [M,ceil(H/T),ceil(W/T)] (NaN where a tile holds
     a NaN). Rows first: the T rows of a tile reduce elementwise along contiguous memory (the one pass over
     every pixel, about 1.5x faster than max_pool2d on the CPU), then the T times narrower result."""
     count, height, width = masks.shape
+    if count == 0:
+        return masks.new_zeros(0, -(-height // TILE), -(-width // TILE))
     whole = height - height % TILE
     rows = [masks[:, :whole].reshape(count, whole // TILE, TILE, width).amax(2)] if whole else []
     if whole < height:
@@ -105,10 +107,10 @@ def _near(side: torch.Tensor, edge: bool) -> torch.Tensor:
     )
 
 
-def _list_tiles(masks: torch.Tensor, threshold: float, outlines: bool) -> _Tiles:
+def _list_tiles(masks: torch.Tensor, threshold: float, outlines: bool, peak: torch.Tensor | None = None) -> _Tiles:
     count, height, width = masks.shape
     grid_y, grid_x = height // TILE + 1, width // TILE + 1  # one more: the cells on the bottom and right edges
-    peak = _tile_peaks(masks)
+    peak = tile_peaks(masks) if peak is None else peak.to(masks.device)
     unknown = torch.isnan(peak)  # NaN wins the maximum: such a tile is read to see what else it holds
     pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
     fill = F.pad(unknown | (peak > 0), pad)
@@ -272,15 +274,22 @@ HALO_GRID_BYTES = 28
 
 
 def overlay_memory(
-    objects: MaskObjects, height: int, width: int, threshold: float, outlines: bool, halo_width: float
+    objects: MaskObjects,
+    height: int,
+    width: int,
+    threshold: float,
+    outlines: bool,
+    halo_width: float,
+    peak: torch.Tensor | None = None,
 ) -> int:
-    """Estimated peak bytes of `overlay` for these objects (their masks [M,H,W] read once here: the
-    tiles it will list, and those a halo of halo_width may reach), before it runs."""
+    """Estimated peak bytes of `overlay` for these objects, before it runs: the tiles it will list, and
+    those a halo of halo_width may reach, from the masks' tile peaks (tile_peaks(objects.masks), read here
+    when not given; give overlay the same ones, so that the masks are read once)."""
     masks = objects.masks
     if len(objects) == 0 or masks.shape[0] == 0:
         return 0
     count, grid_y, grid_x = masks.shape[0], height // TILE + 1, width // TILE + 1
-    peak = _tile_peaks(masks)
+    peak = tile_peaks(masks) if peak is None else peak
     pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
     fill = F.pad(torch.isnan(peak) | (peak > 0), pad)
     listed = _near(fill, False) if outlines else fill  # a superset: the tiles whose cells reach filled ones
@@ -327,10 +336,12 @@ def overlay(
     halo_width: float = 0.0,
     halo_opacity: float = 0.6,
     threshold: float = 0.5,
+    peak: torch.Tensor | None = None,
 ) -> Overlay:
     """The overlay of K objects whose source masks are [M,H,W] (height x width), colors float [K,3]:
     halos (halo_width > 0), fills (mask * opacity) and outlines (outline_width > 0, on the threshold
-    level), each part for every object in object order. Everything is on the masks' device."""
+    level), each part for every object in object order. Everything is on the masks' device. peak: the
+    masks' tile_peaks where they are known already (overlay_memory's), else read here."""
     masks = objects.masks
     device = masks.device
     count = len(objects)
@@ -345,7 +356,7 @@ def overlay(
             none[:, :2],
             torch.zeros(count, dtype=torch.bool, device=device),
         )
-    tiles = _list_tiles(masks, threshold, outlines)
+    tiles = _list_tiles(masks, threshold, outlines, peak)
     frame = objects.frame.to(device)
     parts, planes, rows = [], [], 0
 
