@@ -427,10 +427,7 @@ class LineLinkRenderer(RasterKitNode):
                 longest,
                 first_frame=since,
             )
-            if begin > since:
-                prims = prims.select(prims.frame >= begin - since)
-            prims.frame = prims.frame - (begin - since)
-            return prims, atlas
+            return prims.window(begin - since, stop - since), atlas
 
         size = "{} frames of {} x {}".format(*images.shape[:3])
         job = f"tracks: {int(per_frame.sum()):,} links of {xy.shape[1]:,} points on {size}"

@@ -140,10 +140,7 @@ class TrackTrails(RasterKitNode):
             if (begin, stop) == (0, batch):
                 return trail_layers(xy, visible, *style), None
             since, until = max(0, begin - back), min(batch, stop + ahead)
-            prims = trail_layers(xy[since:until], visible[since:until], *style)
-            prims = prims.select((prims.frame >= begin - since) & (prims.frame < stop - since))
-            prims.frame = prims.frame - (begin - since)
-            return prims, None
+            return trail_layers(xy[since:until], visible[since:until], *style).window(begin - since, stop - since), None
 
         windows = frame_windows(np.full(batch, per_frame), WINDOW_ITEMS)
         return draw_overlay_in_windows(images, windows, layers, device, layer_alpha, outputs, job)

@@ -56,6 +56,12 @@ class Primitives:
     def select(self, keep: torch.Tensor) -> Primitives:
         return Primitives(*(t[keep] for t in self.fields()))
 
+    def window(self, start: int, stop: int) -> Primitives:
+        """The primitives of frames start..stop, their frames numbered from start."""
+        kept = self.select((self.frame >= start) & (self.frame < stop))
+        kept.frame = kept.frame - start
+        return kept
+
 
 def concat(*parts: Primitives) -> Primitives:
     """Primitives of `parts` in that order (the later parts are drawn over the earlier ones)."""
