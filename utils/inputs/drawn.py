@@ -13,7 +13,8 @@ import json
 import math
 
 from .boxes import box_records
-from .text import coordinates, load_json, short
+from .text import load_json, short
+from .tracks import parse_point
 
 CORNERS = ("x1", "y1", "x2", "y2")
 
@@ -64,13 +65,7 @@ def drawn_points(text: str, width: int, height: int, snap: int = 0, input_name: 
         raise ValueError(f'{input_name}: expected a list of points {{"x": .., "y": ..}} or [x, y], got {short(data)}')
     points = []
     for i, item in enumerate(data):
-        if isinstance(item, dict) and "x" in item and "y" in item:
-            given = (item["x"], item["y"])
-        elif isinstance(item, (list, tuple)) and len(item) == 2:
-            given = item
-        else:
-            raise ValueError(f'{input_name}: point {i} should be {{"x": .., "y": ..}} or [x, y], got {short(item)}')
-        x, y = coordinates(given, f"point {i}", input_name)
+        x, y = parse_point(item, f"point {i}", input_name)
         if not (0 <= x <= width and 0 <= y <= height):
             raise ValueError(f"{input_name}: point {i} ({x:g}, {y:g}) is outside the {width} x {height} frame")
         points.append((min(snapped(x, snap), width), min(snapped(y, snap), height)))

@@ -27,7 +27,8 @@ class Labels:
         return Labels([], torch.full((frames, n), -1, dtype=torch.int64))
 
 
-def _point(item, where: str, input_name: str) -> tuple[float, float]:
+def parse_point(item, where: str, input_name: str) -> tuple[float, float]:
+    """A point {"x": .., "y": ..} or [x, y] as finite floats; a ValueError naming input_name and where."""
     try:
         x, y = (item["x"], item["y"]) if isinstance(item, dict) else item
     except (KeyError, TypeError, ValueError):
@@ -109,7 +110,7 @@ def labelled_json(
     for n, track in enumerate(data):
         if not isinstance(track, list) or not track:
             raise ValueError(f"{input_name}: track {n} should be a non-empty list of points, got {short(track)}")
-        tracks.append([_point(p, f"track {n} point {t}", input_name) for t, p in enumerate(track)])
+        tracks.append([parse_point(p, f"track {n} point {t}", input_name) for t, p in enumerate(track)])
         labels.append([_label(p, f"track {n} point {t}", input_name) for t, p in enumerate(track)])
     if frames is None:
         frames = max(map(len, tracks), default=1)
