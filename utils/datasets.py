@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from .core.device import torch_device
-from .gpu_rendering import render_polylines
+from .gpu_rendering import render_polylines, render_polylines_packed
 
 FORMATS = ("npy", "wds", "png")
 ON_ERROR = ("skip", "stop")
@@ -388,20 +388,12 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-def _pack_rows(images: np.ndarray) -> np.ndarray:
-    """A 1-bit PNG's scanlines of binary images uint8 [n,H,W]: uint8 [n,H,1+ceil(W/8)], each row its
-    filter byte (0) then its pixels packed 8 a byte (any non-zero pixel a set bit)."""
-    rows = np.empty(images.shape[:2] + (1 + -(-images.shape[2] // 8),), np.uint8)
-    rows[..., 0] = 0
-    rows[..., 1:] = np.packbits(images, axis=-1)
-    return rows
-
-
 def _pngs_1bit(rows: np.ndarray, width: int) -> list[bytes]:
-    """1-bit greyscale PNGs of images' scanlines rows uint8 [n,H,1+ceil(W/8)] (_pack_rows): a binary
-    plot in 1/8 of the bytes to deflate, pixels 0 and 255 decoded. Deflated by ISA-L (isal): 3x
-    faster than zlib's fastest level on these plots (12 vs 35 us a 224x224 plot) and 6% smaller;
-    it releases the GIL while it deflates, so threads encode batches in parallel."""
+    """1-bit greyscale PNGs of images' scanlines rows uint8 [n,H,1+ceil(W/8)] (each row its filter
+    byte, 0, then its pixels as bits): a binary plot in 1/8 of the bytes to deflate, decoded to pixels
+    0 and 255. Deflated by ISA-L (isal): 3x faster than zlib's fastest level on these plots (12 vs 35
+    us a 224x224 plot) and 6% smaller; it releases the GIL while it deflates, so threads encode
+    batches in parallel."""
     from isal import isal_zlib
 
     head = b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", width, rows.shape[1], 1, 0, 0, 0, 0))
@@ -504,13 +496,20 @@ class Shards:
 
     def render(self, values: np.ndarray) -> np.ndarray:
         """uint8 [n,H,W] (channels 1) or [n,H,W,3] of values float32 [n,L], batch_size at a time; for
-        1-bit PNGs their scanlines (_pack_rows), each batch packed as it is drawn, in cache."""
-        plot = self.job.plot
+        1-bit PNGs their scanlines uint8 [n,H,1+ceil(W/8)]: each row a filter byte (0), then its pixels
+        as bits, drawn as such (render_polylines_packed: 1/8 of the bytes, no image to pack)."""
+        plot, size = self.job.plot, self.job.batch_size
+        if self.binary:
+            rows = np.empty((len(values), plot.height, 1 + -(-plot.width // 8)), np.uint8)
+            rows[..., 0] = 0
+            for i in range(0, len(values), size):
+                part = torch.from_numpy(values[i : i + size])
+                rows[i : i + size, :, 1:] = render_polylines_packed(part, plot.height, plot.width, device=self.device)
+            return rows
         extra = {} if plot.channels == 1 else {"background": plot.background}
-        parts = []
-        for i in range(0, len(values), self.job.batch_size):
-            images = render_polylines(
-                torch.from_numpy(values[i : i + self.job.batch_size]),
+        parts = [
+            render_polylines(
+                torch.from_numpy(values[i : i + size]),
                 plot.height,
                 plot.width,
                 mode=plot.mode,
@@ -521,7 +520,8 @@ class Shards:
                 device=self.device,
                 **extra,
             ).numpy()
-            parts.append(_pack_rows(images) if self.binary else images)
+            for i in range(0, len(values), size)
+        ]
         return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
     def draw(self, shard: int):
