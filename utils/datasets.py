@@ -643,11 +643,13 @@ def finish(job: Job, metas: list[dict]) -> dict:
 
 
 def run(job: Job, progress: bool = True, processes: int = 1) -> dict:
-    """The job on this machine: shards already done are skipped, the others written. One process: the
-    writing of each shard overlaps the drawing of the next. `processes` > 1: that many worker processes
-    (spawned, one torch thread each) write whole shards, as Ray's workers do; the encoding and tar
-    writing is Python, so on a CPU this uses every core where one process's threads contend for the GIL.
-    Returns index.json's contents."""
+    """The job on this machine: shards already done are skipped, the others written. One process (the
+    default) uses every core: numba's loop draws shard k on torch's threads while a writer thread
+    stores shard k-1, its PNGs deflated on a thread per core (ISA-L releases the GIL); the Python work
+    left is ~5 us an image. `processes` > 1: that many worker processes (spawned, one torch thread
+    each) write whole shards, as Ray's workers do: for machines whose cores that Python work would
+    leave idle. Each costs seconds to start (torch's import, numba's cache): on 2 cores one process
+    is the faster (bench/results/datasets.md). Returns index.json's contents."""
     from tqdm import tqdm
 
     shards = Shards(job)
