@@ -50,9 +50,12 @@ class PrimitiveMesh(RasterKitNode):
                 "circle",
                 "quadratic",
                 "polygon",
+                "line",
+                "polyline",
                 "combo",
             ),
-            tooltip="quadratic: stroked Bezier curves; polygon: 4 vertices; combo: any of them",
+            tooltip="quadratic: stroked Bezier curves; polygon: 4 vertices; line: straight strokes; polyline: two "
+            "straight strokes joined (mitred); combo: fogleman/primitive's eight (triangle to polygon)",
         ),
         Int("alpha", 128, 0, 255, tooltip="opacity of every shape (1..255); 0 searches it per shape"),
         Int("candidates", 1000, 1, 100000, tooltip="random shapes tried per shape before hill climbing"),

@@ -39,7 +39,7 @@ def parse_svg(text):
     kinds, params, colours, alphas = [], [], [], []
     for element in text.splitlines()[2:-1]:
         attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', element))
-        paint = attrs.get("fill") if attrs.get("fill") != "none" else attrs["stroke"]
+        paint = attrs["stroke"] if attrs.get("fill", "none") == "none" else attrs["fill"]  # strokes: no fill
         opacity = attrs.get("fill-opacity", attrs.get("stroke-opacity"))
         angle = float(re.search(f"rotate\\({number}", attrs["transform"]).group(1)) if "transform" in attrs else None
 
@@ -62,6 +62,12 @@ def parse_svg(text):
         elif element.startswith("<circle"):
             kinds.append(co.CIRCLE)
             p = [f("cx"), f("cy"), f("r"), 0, 0, 0, 0, 0]
+        elif element.startswith("<line"):
+            kinds.append(co.LINE)
+            p = [f("x1"), f("y1"), f("x2"), f("y2"), f("stroke-width"), 0, 0, 0]
+        elif element.startswith("<polyline"):
+            kinds.append(co.POLYLINE)
+            p = [float(v) for v in re.findall(number, attrs["points"])] + [f("stroke-width"), 0.0]
         else:
             d = [float(v) for v in re.findall(number, attrs["d"])]
             kinds.append(co.QUADRATIC)
@@ -100,7 +106,9 @@ def test_at_most_sixty_frames(node):
     assert frames.shape[0] == math.ceil(130 / math.ceil(130 / 60)) <= 60
 
 
-@pytest.mark.parametrize("shape_type", ["combo", "quadratic", "rotated_rectangle", "rotated_ellipse"])
+@pytest.mark.parametrize(
+    "shape_type", ["combo", "quadratic", "rotated_rectangle", "rotated_ellipse", "line", "polyline"]
+)
 def test_svg_rerendered_matches_image(node, shape_type):
     image, _, svg, _ = node.run(picture(seed=2), shapes=20, shape_type=shape_type, alpha=0, seed=4, **SMALL)
     shapes, height, width = parse_svg(svg)

@@ -15,11 +15,14 @@ from .render import render, render_memory, scale_params, svg
 from .search import approximate, search_memory
 from .shapes import (
     CIRCLE,
+    COMBO,
     ELLIPSE,
     KINDS,
+    LINE,
     MAX_KINDS_TEXT,
     N_PARAMS,
     POLYGON,
+    POLYLINE,
     QUADRATIC,
     RECTANGLE,
     ROTATED_ELLIPSE,
@@ -40,11 +43,14 @@ def loop_modules() -> list:
 
 __all__ = [
     "CIRCLE",
+    "COMBO",
     "ELLIPSE",
     "KINDS",
+    "LINE",
     "MAX_KINDS_TEXT",
     "N_PARAMS",
     "POLYGON",
+    "POLYLINE",
     "QUADRATIC",
     "RECTANGLE",
     "ROTATED_ELLIPSE",

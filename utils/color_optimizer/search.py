@@ -44,10 +44,12 @@ from .shapes import (
     CIRCLE,
     CURVE_STEPS,
     ELLIPSE,
+    LINE,
     MAX_ROUNDS,
     N_PARAMS,
     PARENTS,
     POLYGON,
+    POLYLINE,
     QUADRATIC,
     RANDOM_CHAIN,
     RANDOM_SIZE,
@@ -56,6 +58,7 @@ from .shapes import (
     RECTANGLE,
     ROTATED_ELLIPSE,
     ROTATED_RECTANGLE,
+    STROKES,
     TRIANGLE,
     Approximation,
     Terms,
@@ -65,6 +68,7 @@ from .shapes import (
     _ellipse_form,
     _families,
     _family_of,
+    _line_corners,
     _paint,
     _polygon4,
     _Record,
@@ -108,8 +112,8 @@ def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
         y_min, y_max = cy - half, cy + half
     else:
         if family == _STROKE:
-            vertices = _stroke_outline(params)
-        elif family == _CONVEX and not {RECTANGLE, ROTATED_RECTANGLE} & set(kinds):
+            vertices = _stroke_outline(params, CURVE_STEPS, kind, kinds)
+        elif family == _CONVEX and not {RECTANGLE, ROTATED_RECTANGLE, LINE} & set(kinds):
             vertices = params[:, :6].reshape(-1, 3, 2)  # triangles alone: no null fourth edge
         else:
             vertices = _polygon4(kind, params, kinds, _turn(params, kinds))
@@ -194,8 +198,8 @@ def _ellipse_roots(form, y):
 
 @functools.lru_cache(maxsize=4)
 def _vertex_columns(outline: bool) -> tuple[int, ...]:
-    """For each kind, the columns of `_mixed_geometry`'s sources (params [0:8], a rotated rectangle's
-    corners [8:16], a NaN [16], and with Beziers a stroke's two sides [17:], `_stroke_sides`) that make
+    """For each kind, the columns of `_mixed_geometry`'s sources (params [0:8], a rotated rectangle's or
+    a line's corners [8:16], a NaN [16], and with strokes their two sides [17:], `_stroke_sides`) that make
     its polygon's vertices (a stroke's outline: one side along the curve, the other back), padded to
     the outline's length (or 4 vertices) by repeating the last one (null edges; an ellipse's are NaN:
     no row crosses them), flat [8*2V]: the same table whatever the kinds."""
@@ -208,7 +212,9 @@ def _vertex_columns(outline: bool) -> tuple[int, ...]:
         ROTATED_RECTANGLE: tuple(range(N_PARAMS, 2 * N_PARAMS)),
         POLYGON: tuple(range(8)),
         QUADRATIC: along + tuple(c + length // 2 for c in back) if outline else (nan, nan),
+        LINE: tuple(range(N_PARAMS, 2 * N_PARAMS)),
     }
+    forms[POLYLINE] = forms[QUADRATIC]
     table = ()
     for code in range(len(_FAMILY)):
         columns = forms.get(code, (nan, nan))
@@ -248,7 +254,9 @@ def _mixed_layout(kind, image, kinds, height: int) -> _Layout:
         kind,
         rank,
         rank[:, None] == _constant(tuple(range(len(families))), device),
-        _constant(_vertex_columns(QUADRATIC in kinds), device).view(len(_FAMILY), -1).index_select(0, kind),
+        _constant(_vertex_columns(bool(set(STROKES) & set(kinds))), device)
+        .view(len(_FAMILY), -1)
+        .index_select(0, kind),
         elliptic,
         None if image is None else image.index_select(0, order) * height,
     )
@@ -264,10 +272,15 @@ def _mixed_geometry(layout: _Layout, params, kinds):
     turn = _turn(params, kinds)
     # every kind's vertex coordinates picked from one table of sources (one gather, no selection per
     # kind); a form no kind here has is stood in for by params (a view)
-    corners = _rotated_rectangle(params, turn).view(-1, 8) if ROTATED_RECTANGLE in kinds else params
+    corners = params
+    if ROTATED_RECTANGLE in kinds:
+        corners = _rotated_rectangle(params, turn).view(-1, 8)
+    if LINE in kinds:
+        lines = _line_corners(params).view(-1, 8)
+        corners = torch.where((kind == LINE)[:, None], lines, corners) if ROTATED_RECTANGLE in kinds else lines
     sources = [params, corners, _constant((math.nan,), device, torch.float32).expand(kind.shape[0], 1)]
-    if QUADRATIC in kinds:
-        sources.append(_stroke_sides(params).view(-1, 4 * (CURVE_STEPS + 1)))
+    if set(STROKES) & set(kinds):
+        sources.append(_stroke_sides(params, CURVE_STEPS, kind, kinds).view(-1, 4 * (CURVE_STEPS + 1)))
     vertices = torch.cat(sources, 1).gather(1, layout.columns).view(kind.shape[0], -1, 2)
     extent = torch.stack(torch.aminmax(vertices[..., 1], dim=1), 1)
     if layout.elliptic is None:
@@ -460,7 +473,7 @@ def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None
     opacity_sums = _opacity_sums(terms, sums, alpha)
     color = optimal_colors(opacity_sums, alpha)
     keep = fits if live is None else fits & live
-    if QUADRATIC in kinds:
+    if set(STROKES) & set(kinds):
         keep = keep & _valid(kind, params, kinds)
     change = torch.where(
         keep, _error_change(opacity_sums, color, alpha), _constant((math.inf,), kind.device, torch.float32)
@@ -469,13 +482,18 @@ def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None
 
 
 def _valid(kind, p, kinds):
-    """primitive's rule for Beziers: the chord is longer than either control leg (no hairpins)."""
-    if QUADRATIC not in kinds:
+    """primitive's rule for Beziers, and polylines alike: the chord is longer than either control leg
+    (no hairpins: a polyline turns by at most 120 degrees)."""
+    strokes = [k for k in STROKES if k in kinds]
+    if not strokes:
         return torch.ones_like(kind, dtype=torch.bool)
-    points = p[:, :6].view(-1, 3, 2)  # start, control, end
+    points = p[:, :6].view(-1, 3, 2)  # start, control (middle vertex), end
     legs = (points.diff(dim=1) ** 2).sum(2)
     chord = ((points[:, 2] - points[:, 0]) ** 2).sum(1)
-    return (kind != QUADRATIC) | (chord[:, None] > legs).all(1)
+    other = kind != strokes[0]
+    for code in strokes[1:]:
+        other = other & (kind != code)
+    return other | (chord[:, None] > legs).all(1)
 
 
 # Each kind's random parameters as groups of `random_shapes`'s value columns: (group, how many of its columns).
@@ -488,6 +506,8 @@ _RANDOM_FORMS = {
     CIRCLE: (("anchor", 2), ("size", 1)),
     QUADRATIC: (("anchor", 2), ("chain", 2), ("bezier", 3)),
     POLYGON: (("anchor", 2), ("chain", 6)),
+    LINE: (("anchor", 2), ("chain", 2), ("width", 1)),
+    POLYLINE: (("anchor", 2), ("chain", 2), ("end", 2), ("width", 1)),
 }
 
 
@@ -510,6 +530,10 @@ def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, g
     if "chain" in wanted:  # each vertex within RANDOM_CHAIN of the one before (a polygon's all of the first)
         chain = (u * 2 - 1) * RANDOM_CHAIN * scale
         groups["chain"] = (chain[:, 2:8].reshape(-1, 3, 2) + anchor).view(-1, 6)
+        if "end" in wanted:  # a polyline's last vertex, as a Bezier's
+            groups["end"] = groups["chain"][:, :2] + chain[:, 4:6]
+        if "width" in wanted:  # a line's or polyline's width, as a Bezier's but within its bounds (1 px at least)
+            groups["width"] = ((1 + u[:, 6:7] * RANDOM_STROKE) * scale).clamp_min(1)
         if "bezier" in wanted:
             groups["bezier"] = torch.cat(
                 [groups["chain"][:, :2] + chain[:, 4:6], (1 + u[:, 6:7] * RANDOM_STROKE) * scale], 1

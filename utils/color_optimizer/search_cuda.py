@@ -272,10 +272,15 @@ __device__ void random_shape(u64* rng, const int* kind_list, int n_kinds, int he
     case CIRCLE:
         p[2] = SIZE(2);
         break;
-    case QUADRATIC:
+    case QUADRATIC: case POLYLINE:  /* a polyline's width within its bounds: 1 px at least */
         p[2] = ax + SPREAD(2, RANDOM_CHAIN); p[3] = ay + SPREAD(3, RANDOM_CHAIN);
         p[4] = p[2] + SPREAD(4, RANDOM_CHAIN); p[5] = p[3] + SPREAD(5, RANDOM_CHAIN);
         p[6] = (1.0f + u[6] * RANDOM_STROKE) * scale;
+        if (*kind == POLYLINE) p[6] = fmaxf(p[6], 1.0f);
+        break;
+    case LINE:
+        p[2] = ax + SPREAD(2, RANDOM_CHAIN); p[3] = ay + SPREAD(3, RANDOM_CHAIN);
+        p[4] = fmaxf((1.0f + u[6] * RANDOM_STROKE) * scale, 1.0f);
         break;
     default:  /* POLYGON */
         for (int i = 2; i < 8; i += 2) {

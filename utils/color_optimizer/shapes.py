@@ -16,6 +16,8 @@ Shape parameters, float [.., 8] (unused entries 0; angles in degrees, clockwise 
     circle             cx cy r
     quadratic          x1 y1 cx cy x2 y2 width     (stroked quadratic Bezier, butt caps)
     polygon            x1 y1 x2 y2 x3 y3 x4 y4     (nonzero fill)
+    line               x1 y1 x2 y2 width           (straight stroke, butt caps: a thin rotated rectangle)
+    polyline           x1 y1 x2 y2 x3 y3 width     (two straight strokes, butt caps, mitred at x2 y2)
 """
 
 from __future__ import annotations
@@ -30,8 +32,23 @@ import torch
 
 from ..inputs.text import short
 
-KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic", "polygon")
-TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, ELLIPSE, ROTATED_ELLIPSE, CIRCLE, QUADRATIC, POLYGON = range(8)
+KINDS = (
+    "triangle",
+    "rectangle",
+    "rotated_rectangle",
+    "ellipse",
+    "rotated_ellipse",
+    "circle",
+    "quadratic",
+    "polygon",
+    "line",
+    "polyline",
+)
+TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, ELLIPSE, ROTATED_ELLIPSE, CIRCLE, QUADRATIC, POLYGON, LINE, POLYLINE = range(10)
+# "combo": fogleman/primitive's eight kinds (its modes 1-8), as before lines and polylines came (geometrize's
+# kinds): a combo search draws what it drew.
+COMBO = tuple(range(8))
+STROKES = (QUADRATIC, POLYLINE)  # the kinds whose outline is a stroke's two sides (`_stroke_sides`)
 N_PARAMS = 8
 # Hill climbs per image and shape, each from one of the best random candidates (the CUDA kernels' too).
 # 16 rather than 8, measured at 256 px, 100 shapes: combo RMSE 26.8 against 27.6 on astronaut (three
@@ -50,7 +67,7 @@ RANDOM_TRIANGLE, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE = 15, 20, 31, 2
 # The ways a shape meets a row: a convex polygon (one span), any 4-vertex polygon, a stroke outline
 # polygon (sorted crossings, nonzero winding), an ellipse (the two roots of its equation).
 _CONVEX, _POLY4, _STROKE, _ELLIPTIC = range(4)
-_FAMILY = (_CONVEX, _CONVEX, _CONVEX, _ELLIPTIC, _ELLIPTIC, _ELLIPTIC, _STROKE, _POLY4)
+_FAMILY = (_CONVEX, _CONVEX, _CONVEX, _ELLIPTIC, _ELLIPTIC, _ELLIPTIC, _STROKE, _POLY4, _CONVEX, _STROKE)
 
 # Parameter roles: how each is mutated and clamped.
 _UNUSED, _VX, _VY, _CX, _CY, _SIZE, _ANGLE, _WIDTH = range(8)
@@ -63,6 +80,8 @@ _ROLES = (
     (_CX, _CY, _SIZE, _UNUSED, _UNUSED, _UNUSED, _UNUSED, _UNUSED),
     (_VX, _VY, _VX, _VY, _VX, _VY, _WIDTH, _UNUSED),
     (_VX, _VY, _VX, _VY, _VX, _VY, _VX, _VY),
+    (_VX, _VY, _VX, _VY, _WIDTH, _UNUSED, _UNUSED, _UNUSED),
+    (_VX, _VY, _VX, _VY, _VX, _VY, _WIDTH, _UNUSED),
 )
 # A mutation moves one group of parameters (a vertex, a size, the angle), as primitive's do.
 _GROUPS = (
@@ -74,14 +93,16 @@ _GROUPS = (
     ((0, 1), (2,)),
     ((0, 1), (2, 3), (4, 5), (6,)),
     ((0, 1), (2, 3), (4, 5), (6, 7)),
+    ((0, 1), (2, 3), (4,)),
+    ((0, 1), (2, 3), (4, 5), (6,)),
 )
 
 
 def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
-    """The kind codes a search draws from, ascending: one kind, all of them for "combo", or any
-    subset written as kind names separated by commas or spaces (e.g. "triangle, ellipse"), at most
-    MAX_KINDS_TEXT characters. A ValueError that starts with `name` (the input it came from) for
-    anything else."""
+    """The kind codes a search draws from, ascending: one kind, fogleman/primitive's eight (COMBO) for
+    "combo" (with any other kinds named beside it), or any subset written as kind names separated by
+    commas or spaces (e.g. "triangle, ellipse"), at most MAX_KINDS_TEXT characters. A ValueError that
+    starts with `name` (the input it came from) for anything else."""
     if not isinstance(shape_type, str) or len(shape_type) > MAX_KINDS_TEXT:
         got = f"{len(shape_type)} characters" if isinstance(shape_type, str) else short(shape_type)
         raise ValueError(
@@ -94,8 +115,8 @@ def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
             f"{name}: expected one of {', '.join(KINDS + ('combo',))}, or several separated by commas, "
             f"got {short(shape_type)}"
         )
-    if "combo" in names:
-        return tuple(range(len(KINDS)))
+    if "combo" in names:  # fogleman's eight, with any others named
+        return tuple(sorted(set(COMBO) | {KINDS.index(part) for part in names if part != "combo"}))
     return tuple(sorted({KINDS.index(part) for part in names}))
 
 
@@ -176,6 +197,21 @@ def _rotated_rectangle(p, turn):
     return (p[:, None, 0:2] + corner[..., :1] * turn[:, None]) + corner[..., 1:] * across[:, None]
 
 
+def _unit_normal(start, end):
+    """Unit normals [K,2] of segments start -> end [K,2] (x right, y down: (-dy, dx) / length, 0 for a
+    segment of no length), with the float operations written out one by one (shapes_cuda repeats them)."""
+    d = end - start
+    length = torch.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]).clamp_min(1e-6)
+    return torch.stack([-d[:, 1] / length, d[:, 0] / length], 1)
+
+
+def _line_corners(p):
+    """Corners [K,4,2] of straight strokes p (x1 y1 x2 y2 width), butt caps: start and end offset by
+    half the width along the normal, then back on the other side."""
+    normal = _unit_normal(p[:, 0:2], p[:, 2:4]) * (p[:, 4:5] / 2)
+    return torch.stack([p[:, 0:2] + normal, p[:, 2:4] + normal, p[:, 2:4] - normal, p[:, 0:2] - normal], 1)
+
+
 _VERTICES = {
     TRIANGLE: lambda p, turn: torch.cat([p[:, :6], p[:, 4:6]], 1).view(-1, 4, 2),  # last vertex repeated: a null edge
     RECTANGLE: lambda p, turn: torch.stack(
@@ -183,6 +219,7 @@ _VERTICES = {
     ).view(-1, 4, 2),
     ROTATED_RECTANGLE: _rotated_rectangle,
     POLYGON: lambda p, turn: p.reshape(-1, 4, 2),
+    LINE: lambda p, turn: _line_corners(p),
 }
 
 
@@ -205,9 +242,35 @@ def _curve_weights(steps: int, device: torch.device):
     return torch.stack([(1 - t) ** 2, 2 * (1 - t) * t, t**2], 2), torch.stack([1 - t, t], 2)
 
 
-def _stroke_sides(p, steps: int = CURVE_STEPS):
-    """The sides [K,2,steps+1,2] of quadratic Beziers stroked p[:,6] wide: the curve's points plus,
-    then minus, half the width along its normal."""
+def _stroke_sides(p, steps: int = CURVE_STEPS, kind=None, kinds=(QUADRATIC,)):
+    """The sides [K,2,steps+1,2] of strokes p[:,6] wide: the points along the stroke plus, then minus,
+    half the width along its normal. Quadratic Beziers, and where `kinds` has polylines (kind [K]
+    says which shapes are: `_polyline_sides`) their mitred sides."""
+    if POLYLINE not in kinds:
+        return _bezier_sides(p, steps)
+    polyline = _polyline_sides(p, steps)
+    if QUADRATIC not in kinds:
+        return polyline
+    return torch.where((kind == POLYLINE)[:, None, None, None], polyline, _bezier_sides(p, steps))
+
+
+def _polyline_sides(p, steps: int):
+    """The sides [K,2,steps+1,2] of polylines p (x1 y1 x2 y2 x3 y3 width): each side's three vertices,
+    the middle one mitred (offset by the sum of the two segments' unit normals over 1 + their dot
+    product, at least 1/4: a miter at most 2.8 half widths long; placed shapes turn by at most 120
+    degrees, `_valid`, a miter of at most 2), the last one repeated to steps + 1 points (null edges)."""
+    first, second = _unit_normal(p[:, 0:2], p[:, 2:4]), _unit_normal(p[:, 2:4], p[:, 4:6])
+    half = p[:, 6:7] / 2
+    dot = first[:, 0] * second[:, 0] + first[:, 1] * second[:, 1]
+    miter = (first + second) * (half / (1 + dot[:, None]).clamp_min(0.25))
+    offsets = torch.stack([first * half, miter, second * half], 1)  # [K,3,2]
+    points = p[:, None, 0:6].reshape(-1, 3, 2)
+    sides = torch.stack([points + offsets, points - offsets], 1)  # [K,2,3,2]
+    return torch.cat([sides, sides[:, :, 2:].expand(-1, 2, steps - 2, 2)], 2)
+
+
+def _bezier_sides(p, steps: int):
+    """The sides [K,2,steps+1,2] of quadratic Beziers stroked p[:,6] wide (`_stroke_sides`)."""
     point_weights, leg_weights = _curve_weights(steps, p.device)
     # the same products and sums as one at a time: w_a a + w_c c + w_b b and s (c - a) + t (b - c)
     terms = point_weights * p[:, None, 0:6].view(-1, 1, 3, 2)
@@ -223,10 +286,10 @@ def _stroke_sides(p, steps: int = CURVE_STEPS):
     return point[:, None] + normal[:, None] * _constant((1.0, -1.0), p.device, torch.float32).view(2, 1, 1)
 
 
-def _stroke_outline(p, steps: int = CURVE_STEPS):
-    """Outline polygon [K, 2*(steps+1), 2] of quadratic Beziers stroked p[:,6] wide, butt caps: one
-    side along the curve, the other back."""
-    sides = _stroke_sides(p, steps)
+def _stroke_outline(p, steps: int = CURVE_STEPS, kind=None, kinds=(QUADRATIC,)):
+    """Outline polygon [K, 2*(steps+1), 2] of strokes p[:,6] wide (`_stroke_sides`: Beziers, and
+    polylines where `kinds` has them), butt caps: one side along the stroke, the other back."""
+    sides = _stroke_sides(p, steps, kind, kinds)
     return torch.cat([sides[:, 0], sides[:, 1].flip(1)], 1)
 
 
