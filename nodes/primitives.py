@@ -4,6 +4,7 @@ with the candidate search batched), as a picture, a build-up animation and SVG."
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
 
@@ -103,6 +104,13 @@ class PrimitiveMesh(RasterKitNode):
             "STRING", "svg", tooltip="one SVG document per image (viewBox in output pixels), separated by a blank line"
         ),
         Output("SVG", "svg_documents", tooltip="the same SVG documents as core ComfyUI's SVG type (for Save SVG)"),
+        Output(
+            "STRING",
+            "shapes_json",
+            tooltip="the shapes as geometrize's JSON exporter lists them (plotters, games): the background "
+            "rectangle, then {type, data (output pixels), color [r,g,b,a] 0..255} per shape; a batch gives "
+            "one list per image",
+        ),
     ]
 
     @classmethod
@@ -177,8 +185,15 @@ class PrimitiveMesh(RasterKitNode):
             picture = torch.cat([picture, _resize(pixels[..., 3:], out_h, out_w)], -1)
         build_up = picture if build_up is None else build_up  # frames = 0: the final image, alpha and all
         documents = [engine.svg(result, b, out_h, out_w, scale) for b in range(batch)]
+        lists = [engine.shape_list(result, b, out_h, out_w, scale) for b in range(batch)]
         out = intermediate_device()
-        return picture.to(out), build_up.to(out), "\n\n".join(documents), svg_documents(documents)
+        return (
+            picture.to(out),
+            build_up.to(out),
+            "\n\n".join(documents),
+            svg_documents(documents),
+            json.dumps(lists[0] if batch == 1 else lists, separators=(",", ":")),
+        )
 
     @classmethod
     def preview(cls, inputs, outputs):

@@ -91,7 +91,7 @@ def parse_svg(text):
 
 
 def test_outputs_sizes_frames_and_svg(node):
-    image, frames, svg, _ = node.run(picture(), shapes=12, shape_type="triangle", **SMALL)
+    image, frames, svg, _, _ = node.run(picture(), shapes=12, shape_type="triangle", **SMALL)
     assert image.shape == (1, 64, 96, 3) and image.dtype == torch.float32
     assert frames.shape == (12, 64, 96, 3)  # every shape: 12 <= 60 frames
     assert torch.equal(frames[-1], image[0])
@@ -100,7 +100,7 @@ def test_outputs_sizes_frames_and_svg(node):
 
 
 def test_at_most_sixty_frames(node):
-    _, frames, _, _ = node.run(
+    _, frames, _, _, _ = node.run(
         picture(), shapes=130, shape_type="circle", candidates=30, mutations=8, working_size=32, output_size=32
     )
     assert frames.shape[0] == math.ceil(130 / math.ceil(130 / 60)) <= 60
@@ -110,7 +110,7 @@ def test_at_most_sixty_frames(node):
     "shape_type", ["combo", "quadratic", "rotated_rectangle", "rotated_ellipse", "line", "polyline"]
 )
 def test_svg_rerendered_matches_image(node, shape_type):
-    image, _, svg, _ = node.run(picture(seed=2), shapes=20, shape_type=shape_type, alpha=0, seed=4, **SMALL)
+    image, _, svg, _, _ = node.run(picture(seed=2), shapes=20, shape_type=shape_type, alpha=0, seed=4, **SMALL)
     shapes, height, width = parse_svg(svg)
     assert (height, width) == image.shape[1:3]
     assert int(shapes.count[0]) == 20
@@ -118,6 +118,54 @@ def test_svg_rerendered_matches_image(node, shape_type):
     difference = (rerendered - image).abs()
     assert float(difference.mean()) < 2e-3
     assert float(difference.max()) < 0.1
+
+
+def approximation_from_json(entries, height, width):
+    """The shapes of one image's shapes_json list as an Approximation in output pixels."""
+    background, *shapes = entries
+    assert background["type"] == "rectangle" and background["data"] == [0, 0, width, height]
+    n = len(shapes)
+    params = torch.zeros(1, n, 8)
+    for i, shape in enumerate(shapes):
+        assert len(shape["data"]) == co.PARAM_COUNTS[co.KINDS.index(shape["type"])]
+        params[0, i, : len(shape["data"])] = torch.tensor(shape["data"])
+    colours = torch.tensor([[s["color"] for s in shapes]], dtype=torch.float32).view(1, n, 4) / 255
+    return co.Approximation(
+        torch.tensor([[co.KINDS.index(s["type"]) for s in shapes]]).view(1, n),
+        params,
+        colours[..., :3],
+        colours[..., 3],
+        torch.tensor([n]),
+        torch.zeros(1, n + 1),
+        torch.tensor([background["color"][:3]], dtype=torch.float32) / 255,
+        height,
+        width,
+    )
+
+
+@pytest.mark.parametrize("shape_type", ["combo", "line", "polyline"])
+def test_shapes_json_rerendered_matches_image(node, shape_type):
+    """geometrize's JSON exporter's list: the background rectangle, then every shape with its data in
+    output pixels and its colour 0..255; drawn again, it is the image."""
+    import json
+
+    image, _, _, _, text = node.run(picture(seed=2), shapes=15, shape_type=shape_type, alpha=0, seed=4, **SMALL)
+    entries = json.loads(text)
+    assert len(entries) == 16 and all(set(e) == {"type", "data", "color"} for e in entries)
+    shapes = approximation_from_json(entries, *image.shape[1:3])
+    rerendered, _ = co.render(shapes, *image.shape[1:3], 1.0)
+    difference = (rerendered - image).abs()
+    assert float(difference.mean()) < 2e-3 and float(difference.max()) < 0.1
+
+
+def test_shapes_json_of_a_batch_is_one_list_per_image(node):
+    import json
+
+    _, _, svg, _, text = node.run(picture(batch=2), shapes=3, **SMALL)
+    lists = json.loads(text)
+    assert len(lists) == 2 and all(len(entries) == 4 and entries[0]["type"] == "rectangle" for entries in lists)
+    assert [e["type"] for e in lists[1][1:]] == ["triangle"] * 3
+    assert svg.count("<polygon") == 6
 
 
 def test_output_is_rendered_at_output_size_not_upscaled(node):
@@ -158,7 +206,7 @@ def test_deterministic_for_a_seed(node):
 
 def test_batch_gives_one_result_per_image(node):
     images = picture(batch=2)
-    image, frames, svg, _ = node.run(images, shapes=6, **SMALL)
+    image, frames, svg, _, _ = node.run(images, shapes=6, **SMALL)
     assert image.shape[0] == 2 and frames.shape[0] == 12
     assert svg.count("<svg") == 2
     assert not torch.equal(image[0], image[1])
@@ -166,7 +214,7 @@ def test_batch_gives_one_result_per_image(node):
 
 def test_background_hex_and_rgba_input(node):
     rgba = picture(channels=4)
-    image, frames, svg, _ = node.run(rgba, shapes=4, background="#102030", **SMALL)
+    image, frames, svg, _, _ = node.run(rgba, shapes=4, background="#102030", **SMALL)
     assert image.shape[-1] == 4
     assert 'fill="#102030"' in svg.splitlines()[1]
     assert float(image[..., 3].min()) >= 0
@@ -174,7 +222,7 @@ def test_background_hex_and_rgba_input(node):
 
 def test_one_pixel_image_gives_a_flat_picture(node):
     pixel = torch.tensor([[[[0.2, 0.6, 0.9]]]])
-    image, frames, svg, _ = node.run(pixel, shapes=5, **SMALL)
+    image, frames, svg, _, _ = node.run(pixel, shapes=5, **SMALL)
     assert image.shape == (1, 96, 96, 3)
     assert torch.allclose(image, pixel.expand_as(image), atol=0.5 / 255 + 1e-6)  # 8-bit colours
 
@@ -307,7 +355,7 @@ def test_rgba_input_keeps_its_alpha_resized_to_the_output(node):
 
 
 def test_shape_kinds_mixes_the_kinds_it_names_and_wins_over_shape_type(node):
-    _, _, svg, _ = node.run(
+    _, _, svg, _, _ = node.run(
         scene(),
         shapes=16,
         shape_type="circle",
@@ -317,20 +365,20 @@ def test_shape_kinds_mixes_the_kinds_it_names_and_wins_over_shape_type(node):
     )
     elements = [line.split(" ")[0] for line in svg.splitlines()[2:-1]]
     assert len(elements) == 16 and set(elements) == {"<polygon", "<rect"}
-    _, _, only_circles, _ = node.run(picture(seed=3), shapes=4, shape_type="circle", shape_kinds=" ", **SMALL)
+    _, _, only_circles, _, _ = node.run(picture(seed=3), shapes=4, shape_type="circle", shape_kinds=" ", **SMALL)
     assert only_circles.count("<circle") == 4
 
 
 @pytest.mark.parametrize("frames, expected", [(5, 4), (12, 12), (60, 12), (1, 1)])
 def test_frames_sets_the_number_of_build_up_frames(node, frames, expected):
-    image, build_up, _, _ = node.run(picture(), shapes=12, frames=frames, **SMALL)
+    image, build_up, _, _, _ = node.run(picture(), shapes=12, frames=frames, **SMALL)
     assert build_up.shape == (expected, 64, 96, 3)  # every ceil(12 / frames)th shape, and the last
     assert torch.equal(build_up[-1], image[0])
 
 
 def test_no_frames_gives_the_final_image_as_the_build_up(node):
     images = picture(batch=2, channels=4)
-    image, build_up, _, _ = node.run(images, shapes=5, frames=0, **SMALL)
+    image, build_up, _, _, _ = node.run(images, shapes=5, frames=0, **SMALL)
     assert torch.equal(build_up, image)  # alpha and all
 
 
@@ -371,7 +419,7 @@ def test_memory_estimate_of_the_search_names_its_inputs(node, monkeypatch):
 
 def test_svg_documents_output_holds_one_document_per_image(node):
     """Without ComfyUI the SVG output is a stand-in with core ComfyUI's SVG's `.data` (one BytesIO per image)."""
-    _, _, text, documents = node.run(picture(batch=2), shapes=3, **SMALL)
+    _, _, text, documents, _ = node.run(picture(batch=2), shapes=3, **SMALL)
     assert type(documents).__name__ == "SVGDocuments"
     assert [entry.getvalue().decode() for entry in documents.data] == text.split("\n\n")
 
@@ -386,7 +434,7 @@ def test_svg_documents_are_core_comfyuis_svg_where_it_runs(node, monkeypatch):
     extras.nodes_images.SVG = SVG
     monkeypatch.setitem(sys.modules, "comfy_extras", extras)
     monkeypatch.setitem(sys.modules, "comfy_extras.nodes_images", extras.nodes_images)
-    _, _, text, documents = node.run(picture(), shapes=3, **SMALL)
+    _, _, text, documents, _ = node.run(picture(), shapes=3, **SMALL)
     assert isinstance(documents, SVG) and documents.data[0].getvalue().decode() == text
 
 
@@ -460,7 +508,7 @@ def test_a_transparent_background_fits_the_transparency_too(node):
     y, x = torch.meshgrid(torch.arange(30) + 0.5, torch.arange(45) + 0.5, indexing="ij")
     disc = (((x - 22) ** 2 + (y - 15) ** 2) < 120).float()
     cut_out = torch.cat([picture(), disc[None, ..., None]], -1)
-    image, frames, svg, _ = node.run(
+    image, frames, svg, _, _ = node.run(
         cut_out, shapes=30, background="#ffffff00", alpha=0, seed=1, shape_kinds="ellipse, triangle", frames=6, **SMALL
     )
     assert image.shape == (1, 64, 96, 4) and frames.shape == (6, 64, 96, 4)
@@ -478,6 +526,6 @@ def test_a_transparent_background_fits_the_transparency_too(node):
 
 
 def test_an_opaque_image_on_a_transparent_background_is_fitted_opaque(node):
-    image, _, _, _ = node.run(picture(), shapes=12, background="#00000000", **SMALL)
+    image, _, _, _, _ = node.run(picture(), shapes=12, background="#00000000", **SMALL)
     assert image.shape == (1, 64, 96, 4)
     assert float(image[..., 3].mean()) > 0.3  # shapes of opacity 128 piled up where the picture is

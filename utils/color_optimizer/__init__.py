@@ -4,14 +4,14 @@ found by a batched search (fogleman/primitive's method), then drawn anti-aliased
     shapes.py       the kinds, their parameters and geometry, the constants every backend shares, checks
     search.py       the search's torch path and the choice of backend; search_cpu.py (numba's coverage sums),
                     search_cuda.py (the CUDA kernels)
-    render.py       render and svg; render_cuda.py (the CUDA kernel)
+    render.py       render, svg and shape_list (geometrize's JSON); render_cuda.py (the CUDA kernel)
     shapes_cuda.py  the shapes' geometry as CUDA device code, its #defines written from shapes.py
 
 The `render` this package exports is the function (the module shadows it: reach the module with
 importlib.import_module).
 """
 
-from .render import render, render_memory, scale_params, svg
+from .render import render, render_memory, scale_params, shape_list, svg
 from .search import approximate, search_memory
 from .shapes import (
     CIRCLE,
@@ -21,6 +21,7 @@ from .shapes import (
     LINE,
     MAX_KINDS_TEXT,
     N_PARAMS,
+    PARAM_COUNTS,
     POLYGON,
     POLYLINE,
     QUADRATIC,
@@ -49,6 +50,7 @@ __all__ = [
     "LINE",
     "MAX_KINDS_TEXT",
     "N_PARAMS",
+    "PARAM_COUNTS",
     "POLYGON",
     "POLYLINE",
     "QUADRATIC",
@@ -64,5 +66,6 @@ __all__ = [
     "render_memory",
     "scale_params",
     "search_memory",
+    "shape_list",
     "svg",
 ]

@@ -20,6 +20,7 @@ from .shapes import (
     KINDS,
     LINE,
     N_PARAMS,
+    PARAM_COUNTS,
     POLYGON,
     POLYLINE,
     RECTANGLE,
@@ -374,6 +375,42 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
         if on_chunk is not None:
             on_chunk(chunk.stop, total)
     return image.clamp(0, 1), (frames.clamp_(0, 1) if frames is not None else None)
+
+
+def shape_list(result: Approximation, index: int, height: int, width: int, scale: float) -> list[dict]:
+    """The shapes of image `index` as geometrize's JSON exporter lists them (for plotters and games): the
+    background first, as a rectangle over the whole height x width canvas, then one entry per placed
+    shape in drawing order: {"type": kind name, "data": its parameters in output pixels (the module
+    docstring of shapes.py: the kind's own, angles in degrees clockwise), "color": [r, g, b, a] 0..255}.
+    A fit with a transparent background states its background's opacity as its alpha."""
+    number = lambda v: round(float(v), 3)  # noqa: E731
+    background = result.background[index].tolist()
+    if len(background) == 4:  # premultiplied: the straight colour and its opacity
+        opacity = background[3]
+        background = [v / opacity if opacity > 0 else 0.0 for v in background[:3]] + [opacity]
+    else:
+        background = background + [1.0]
+    entries = [
+        {
+            "type": "rectangle",
+            "data": [0, 0, width, height],
+            "color": [int(round(v * 255)) for v in background],
+        }
+    ]
+    params = scale_params(result.kind[index], result.params[index], scale).tolist()
+    for kind, p, rgb, alpha in zip(
+        result.kind[index].tolist(), params, result.color[index].tolist(), result.alpha[index].tolist(), strict=False
+    ):
+        if alpha <= 0:
+            continue
+        entries.append(
+            {
+                "type": KINDS[kind],
+                "data": [number(v) for v in p[: PARAM_COUNTS[kind]]],
+                "color": [int(round(v * 255)) for v in (*rgb, alpha)],
+            }
+        )
+    return entries
 
 
 def svg(result: Approximation, index: int, height: int, width: int, scale: float) -> str:

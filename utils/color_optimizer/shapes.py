@@ -83,6 +83,7 @@ _ROLES = (
     (_VX, _VY, _VX, _VY, _WIDTH, _UNUSED, _UNUSED, _UNUSED),
     (_VX, _VY, _VX, _VY, _VX, _VY, _WIDTH, _UNUSED),
 )
+PARAM_COUNTS = tuple(sum(role != _UNUSED for role in roles) for roles in _ROLES)  # each kind's own parameters
 # A mutation moves one group of parameters (a vertex, a size, the angle), as primitive's do.
 _GROUPS = (
     ((0, 1), (2, 3), (4, 5)),
