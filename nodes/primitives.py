@@ -89,6 +89,14 @@ class PrimitiveMesh(RasterKitNode):
             tooltip="build-up frames per image at most (one every nth shape); 0: none, "
             "the frames output is the final image",
         ),
+        String(
+            "passes",
+            "",
+            tooltip="several passes, each over the last (fogleman/primitive's repeated -n): "
+            "'kind:count:alpha' separated by commas, e.g. 'triangle:100:128, ellipse:50:64' (kinds of one "
+            "pass joined by '+'; count and alpha optional: shapes and alpha); empty: one pass of "
+            "shape_type/shape_kinds",
+        ),
     ]
     OUTPUTS = [
         Output(
@@ -128,9 +136,12 @@ class PrimitiveMesh(RasterKitNode):
         background="auto",
         shape_kinds="",
         frames=60,
+        passes="",
     ):
         check_images(image, "image")
         kinds = _kinds(shape_type, shape_kinds, background)
+        runs = engine.parse_passes(passes, shapes, alpha) or [(kinds, shapes, alpha)]
+        shapes = sum(count for _, count, _ in runs)
         device = render_device()
         batch, height, width, channels = image.shape
         # non-finite pixels (a broken upstream node) count as black rather than poisoning every sum
@@ -140,8 +151,9 @@ class PrimitiveMesh(RasterKitNode):
         out_h, out_w = _fit(work_h, work_w, output_size)
         every = math.ceil(shapes / frames) if frames else 0
         frame_count = math.ceil(shapes / every) if frames else 0
-        search = engine.search_memory(
-            batch, work_h, work_w, target.shape[-1], kinds, alpha, candidates, mutations, device
+        search = max(
+            engine.search_memory(batch, work_h, work_w, target.shape[-1], k, a, candidates, mutations, device)
+            for k, _, a in runs
         )
         check_memory(
             search,
@@ -161,11 +173,9 @@ class PrimitiveMesh(RasterKitNode):
         bar = _SearchThenRender(shapes, render_cost)
         # the node shows the first image's canvas as it grows (the last shape's always); it is read only when
         # a preview is due
-        result = engine.approximate(
+        result = engine.approximate_passes(
             target,
-            shapes,
-            kinds,
-            alpha=alpha,
+            runs,
             candidates=candidates,
             mutations=mutations,
             background=fill,

@@ -168,6 +168,23 @@ def test_shapes_json_of_a_batch_is_one_list_per_image(node):
     assert svg.count("<polygon") == 6
 
 
+def test_passes_draw_each_pass_over_the_last(node):
+    """fogleman/primitive's repeated -n: 'kind:count:alpha' passes, drawn one over the other; the shapes
+    and frames count every pass, the SVG and JSON list them in order."""
+    import json
+
+    image, frames, svg, _, text = node.run(
+        picture(seed=2), shapes=99, passes="triangle:6:200, line+ellipse:4:0", frames=5, seed=1, **SMALL
+    )
+    kinds = [entry["type"] for entry in json.loads(text)[1:]]
+    assert kinds[:6] == ["triangle"] * 6 and set(kinds[6:]) <= {"line", "ellipse"} and len(kinds) == 10
+    assert [entry["color"][3] for entry in json.loads(text)[1:7]] == [200] * 6
+    assert frames.shape[0] == 5 and torch.equal(frames[-1], image[0])
+    assert svg.count("<polygon") == 6
+    plain, *_ = node.run(picture(seed=2), shapes=6, shape_type="triangle", alpha=200, seed=1, **SMALL)
+    assert not torch.equal(plain, image)  # the second pass drew over the first
+
+
 def test_output_is_rendered_at_output_size_not_upscaled(node):
     small, *_ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **SMALL)
     large, *_ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **{**SMALL, "output_size": 384})
@@ -245,6 +262,9 @@ def test_non_finite_pixels_do_not_break_the_search(node):
         (dict(background="teal"), r"background: .*'teal'"),
         (dict(shape_type="hexagon"), r"shape_type: .*'hexagon'"),
         (dict(shape_kinds="triangle, hexagon"), r"shape_kinds: .*'triangle, hexagon'"),
+        (dict(passes="triangle:10, hexagon:5"), r"^passes: expected one of .*'hexagon'"),
+        (dict(passes="triangle:10:300"), r"^passes: expected a count 1\.\.5000 and an alpha 0\.\.255"),
+        (dict(passes="triangle 10"), r"^passes: expected one of .*'triangle 10'"),
         (dict(frames=501), r"frames: 501 is outside 0\.\.500"),
         (dict(working_size=8), r"working_size: 8 is outside"),
         (dict(candidates=float("nan")), r"candidates: .*nan"),

@@ -12,7 +12,7 @@ importlib.import_module).
 """
 
 from .render import render, render_memory, scale_params, shape_list, svg
-from .search import approximate, search_memory
+from .search import approximate, approximate_passes, search_memory
 from .shapes import (
     CIRCLE,
     COMBO,
@@ -31,6 +31,7 @@ from .shapes import (
     TRIANGLE,
     Approximation,
     kind_codes,
+    parse_passes,
 )
 
 
@@ -60,8 +61,10 @@ __all__ = [
     "TRIANGLE",
     "Approximation",
     "approximate",
+    "approximate_passes",
     "kind_codes",
     "loop_modules",
+    "parse_passes",
     "render",
     "render_memory",
     "scale_params",

@@ -655,6 +655,7 @@ def approximate(
     generator: torch.Generator | None = None,
     on_shape=None,
     on_round=None,
+    canvas: torch.Tensor | None = None,
 ) -> Approximation:
     """Approximate each image of target [B,H,W,C] (0..1; C = 3 RGB, or 4 premultiplied RGBA: a fit
     of the colours and the transparency) with `shapes` shapes of `kinds`.
@@ -669,7 +670,9 @@ def approximate(
     shape's search (after its random candidates and after each climbing round, and within a round
     every PART_ROWS row slots; with the CUDA kernels after each launch of climbing rounds), for
     interrupt checks: an exception it raises stops the
-    search there and reaches the caller.
+    search there and reaches the caller. canvas [B,H,W,C]: the images to draw over (an earlier pass's,
+    `approximate_passes`; the background is still the one given, or the target's mean); default: the
+    background.
     An image stops early when no candidate lowers its error any more.
 
     On the torch path the host reads the device once per shape (`_Schedule`): a shape runs as a
@@ -681,11 +684,14 @@ def approximate(
     for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
         if not isinstance(value, int) or value < least:
             raise ValueError(f"{name}: expected an integer >= {least}, got {short(value)}")
+    if canvas is not None and (not isinstance(canvas, torch.Tensor) or canvas.shape != target.shape):
+        got = tuple(canvas.shape) if isinstance(canvas, torch.Tensor) else short(canvas)
+        raise ValueError(f"canvas: expected a tensor of the target's shape {tuple(target.shape)}, got {got}")
     if cupy_usable(target.device):
         from . import search_cuda
 
         return search_cuda.approximate(
-            target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round
+            target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round, canvas
         )
     with _one_cpu_thread(target.device):
         return _approximate(
@@ -699,7 +705,55 @@ def approximate(
             generator,
             on_shape,
             on_round or (lambda: None),
+            canvas,
         )
+
+
+def approximate_passes(
+    target: torch.Tensor,
+    passes: list[tuple[tuple[int, ...], int, int]],
+    candidates: int = 1000,
+    mutations: int = 100,
+    background: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    on_shape=None,
+    on_round=None,
+) -> Approximation:
+    """`approximate` in passes, each drawing over the last one's canvas (fogleman/primitive's repeated
+    `-n`/`-m`/`-a`): passes [(kinds, shapes, alpha), ...] (`parse_passes`). One Approximation of all
+    the shapes, pass after pass (the background the first pass's; a pass's images that stopped early
+    are padded with shapes of zero opacity, as `approximate` pads them); error [B,N+1] the error
+    after each shape. on_shape(done, total, canvas) counts the shapes of every pass."""
+    total = sum(shapes for _, shapes, _ in passes)
+    results, done, canvas = [], 0, None
+    for kinds, shapes, alpha in passes:
+        seen = {"canvas": canvas}
+
+        def report(count, _, drawn, before=done, seen=seen):
+            seen["canvas"] = drawn
+            if on_shape is not None:
+                on_shape(before + count, total, drawn)
+
+        result = approximate(
+            target, shapes, kinds, alpha, candidates, mutations, background, generator, report, on_round, canvas
+        )
+        background = result.background  # the first pass's, quantised: the later passes draw on it
+        canvas = seen["canvas"]  # None while no shape was drawn: the background
+        results.append(result)
+        done += shapes
+    first = results[0]
+    join = lambda name: torch.cat([getattr(r, name) for r in results], 1)  # noqa: E731
+    return Approximation(
+        join("kind"),
+        join("params"),
+        join("color"),
+        join("alpha"),
+        sum(r.count for r in results),
+        torch.cat([first.error[:, :1]] + [r.error[:, 1:] for r in results], 1),
+        first.background,
+        first.height,
+        first.width,
+    )
 
 
 # Bytes per row slot of the torch path's scoring (the slots' geometry, crossings, gathered prefix sums
@@ -863,8 +917,10 @@ class _Schedule:
         return bool(word & 1)
 
 
-def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round):
-    record = _Record(target, shapes, alpha, background, generator)
+def _approximate(
+    target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round, canvas=None
+):
+    record = _Record(target, shapes, alpha, background, generator, canvas)
     batch, height, width, _ = target.shape
     device = target.device
     tables = _role_tables(height, width, device)

@@ -560,8 +560,9 @@ class Search(_Record):
         mutations: int,
         background,
         generator,
+        canvas=None,
     ):
-        super().__init__(target, shapes, alpha, background, generator)
+        super().__init__(target, shapes, alpha, background, generator, canvas)
         batch, height, width, channels = target.shape
         device = target.device
         self.seed = torch.randint(-(2**62), 2**62, (1,), generator=self.generator, device=device)
@@ -709,6 +710,7 @@ def approximate(
     generator,
     on_shape,
     on_round=None,
+    canvas=None,
 ) -> Approximation:
     """The package's `approximate` (same arguments and result) with the search as CUDA kernels: three
     launches per shape, and a host read every STATUS_EVERY shapes."""
@@ -716,7 +718,7 @@ def approximate(
     background = _checked_background(background, target)
     for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
         check_int32(name, value, least)  # the kernels' ints (their products are 64-bit there)
-    search = Search(target, shapes, kinds, alpha, candidates, mutations, background, generator)
+    search = Search(target, shapes, kinds, alpha, candidates, mutations, background, generator, canvas)
     for index in range(shapes):
         search.random(index)
         search.climb(index, on_round)

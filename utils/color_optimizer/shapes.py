@@ -121,6 +121,35 @@ def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
     return tuple(sorted({KINDS.index(part) for part in names}))
 
 
+def parse_passes(text: str, shapes: int, alpha: int, name: str = "passes") -> list[tuple[tuple[int, ...], int, int]]:
+    """Passes of a search, fogleman/primitive's repeated `-m`, `-n` and `-a`: entries separated by commas,
+    semicolons or new lines, each `kind[:count[:alpha]]` (e.g. "triangle:100:128, ellipse:50:64"), the
+    kind one name, "combo", or several joined by "+" ("triangle+ellipse"); count 1..5000 (default
+    `shapes`), alpha 0..255 (0 searches it per shape; default `alpha`). Returns [(kind codes, count,
+    alpha)] (at most ~50: the text is at most MAX_KINDS_TEXT characters); empty text: none. A ValueError
+    that starts with `name` otherwise."""
+    if not isinstance(text, str) or len(text) > MAX_KINDS_TEXT:
+        got = f"{len(text)} characters" if isinstance(text, str) else short(text)
+        raise ValueError(f"{name}: expected text of at most {MAX_KINDS_TEXT} characters, got {got}")
+    entries = [entry.strip() for entry in re.split(r"[,;\n]", text) if entry.strip()]
+    passes = []
+    for entry in entries:
+        parts = [part.strip() for part in entry.split(":")]
+        numbers = parts[1:]
+        if len(parts) > 3 or not all(re.fullmatch(r"\d{1,6}", n) for n in numbers):
+            raise ValueError(
+                f"{name}: expected passes like 'triangle:100:128, ellipse:50:64' (kind:count:alpha, count and "
+                f"alpha optional), got {short(entry)}"
+            )
+        kinds = kind_codes(parts[0].replace("+", " "), name)
+        count = int(numbers[0]) if numbers else shapes
+        opacity = int(numbers[1]) if len(numbers) > 1 else alpha
+        if not 1 <= count <= 5000 or not 0 <= opacity <= 255:
+            raise ValueError(f"{name}: expected a count 1..5000 and an alpha 0..255, got {short(entry)}")
+        passes.append((kinds, count, opacity))
+    return passes
+
+
 @dataclass
 class Approximation:
     """N shapes per image of a batch of B, in drawing order; images that stopped early (no shape
@@ -537,11 +566,12 @@ def _checked_result(result, height, width, scale, frame_every) -> Approximation:
 
 class _Record:
     """What both search paths (search.py's torch path and search_cuda.Search) start from and fill in: the
-    working target and canvas float [B,H,W,C] (the quantised background), the generator, whether the
-    opacity is searched and its start, and the shapes so far as `Approximation` holds them (kind,
-    params, color, alpha [B,N..]; error [B,N+1], error[:, 0] the background's)."""
+    working target and canvas float [B,H,W,C] (the quantised background, or `canvas`: the images drawn
+    so far by an earlier pass), the generator, whether the opacity is searched and its start, and the
+    shapes so far as `Approximation` holds them (kind, params, color, alpha [B,N..]; error [B,N+1],
+    error[:, 0] the starting canvas's)."""
 
-    def __init__(self, target, shapes: int, alpha: int, background, generator):
+    def __init__(self, target, shapes: int, alpha: int, background, generator, canvas=None):
         batch, height, width, _ = target.shape
         device = target.device
         self.target = target.float().clamp(0, 1).contiguous()
@@ -549,7 +579,10 @@ class _Record:
         self.background = _quantised(
             self.target.mean((1, 2)) if background is None else background.to(device, torch.float32)
         )
-        self.current = self.background[:, None, None, :].expand_as(self.target).contiguous()
+        if canvas is None:
+            self.current = self.background[:, None, None, :].expand_as(self.target).contiguous()
+        else:
+            self.current = canvas.to(device, torch.float32, copy=True).contiguous()  # the kernels paint it
         self.searched = alpha == 0
         self.start_alpha = (128 if self.searched else alpha) / 255
         self.kind = torch.zeros(batch, shapes, dtype=torch.int64, device=device)
