@@ -265,6 +265,7 @@ def test_non_finite_pixels_do_not_break_the_search(node):
         (dict(passes="triangle:10, hexagon:5"), r"^passes: expected one of .*'hexagon'"),
         (dict(passes="triangle:10:300"), r"^passes: expected a count 1\.\.5000 and an alpha 0\.\.255"),
         (dict(passes="triangle 10"), r"^passes: expected one of .*'triangle 10'"),
+        (dict(edge_weight=11.0), r"edge_weight: 11\.0 is outside 0\.\.10"),
         (dict(frames=501), r"frames: 501 is outside 0\.\.500"),
         (dict(working_size=8), r"working_size: 8 is outside"),
         (dict(candidates=float("nan")), r"candidates: .*nan"),

@@ -656,6 +656,7 @@ def approximate(
     on_shape=None,
     on_round=None,
     canvas: torch.Tensor | None = None,
+    edge_weight: float = 0.0,
 ) -> Approximation:
     """Approximate each image of target [B,H,W,C] (0..1; C = 3 RGB, or 4 premultiplied RGBA: a fit
     of the colours and the transparency) with `shapes` shapes of `kinds`.
@@ -672,7 +673,8 @@ def approximate(
     interrupt checks: an exception it raises stops the
     search there and reaches the caller. canvas [B,H,W,C]: the images to draw over (an earlier pass's,
     `approximate_passes`; the background is still the one given, or the target's mean); default: the
-    background.
+    background. edge_weight >= 0: the error each pixel adds is weighted by 1 + edge_weight * its edge
+    strength (`edge_weights`: Sobel magnitude, 0..1), so that shapes follow the edges; 0: unweighted.
     An image stops early when no candidate lowers its error any more.
 
     On the torch path the host reads the device once per shape (`_Schedule`): a shape runs as a
@@ -684,6 +686,8 @@ def approximate(
     for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
         if not isinstance(value, int) or value < least:
             raise ValueError(f"{name}: expected an integer >= {least}, got {short(value)}")
+    if isinstance(edge_weight, bool) or not isinstance(edge_weight, (int, float)) or not 0 <= edge_weight <= 100:
+        raise ValueError(f"edge_weight: expected a number in 0..100, got {short(edge_weight)}")
     if canvas is not None and (not isinstance(canvas, torch.Tensor) or canvas.shape != target.shape):
         got = tuple(canvas.shape) if isinstance(canvas, torch.Tensor) else short(canvas)
         raise ValueError(f"canvas: expected a tensor of the target's shape {tuple(target.shape)}, got {got}")
@@ -691,7 +695,18 @@ def approximate(
         from . import search_cuda
 
         return search_cuda.approximate(
-            target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round, canvas
+            target,
+            shapes,
+            kinds,
+            alpha,
+            candidates,
+            mutations,
+            background,
+            generator,
+            on_shape,
+            on_round,
+            canvas,
+            float(edge_weight),
         )
     with _one_cpu_thread(target.device):
         return _approximate(
@@ -706,6 +721,7 @@ def approximate(
             on_shape,
             on_round or (lambda: None),
             canvas,
+            float(edge_weight),
         )
 
 
@@ -718,12 +734,14 @@ def approximate_passes(
     generator: torch.Generator | None = None,
     on_shape=None,
     on_round=None,
+    edge_weight: float = 0.0,
 ) -> Approximation:
     """`approximate` in passes, each drawing over the last one's canvas (fogleman/primitive's repeated
     `-n`/`-m`/`-a`): passes [(kinds, shapes, alpha), ...] (`parse_passes`). One Approximation of all
     the shapes, pass after pass (the background the first pass's; a pass's images that stopped early
     are padded with shapes of zero opacity, as `approximate` pads them); error [B,N+1] the error
-    after each shape. on_shape(done, total, canvas) counts the shapes of every pass."""
+    after each shape. on_shape(done, total, canvas) counts the shapes of every pass; edge_weight: every
+    pass's (`approximate`)."""
     total = sum(shapes for _, shapes, _ in passes)
     results, done, canvas = [], 0, None
     for kinds, shapes, alpha in passes:
@@ -735,7 +753,18 @@ def approximate_passes(
                 on_shape(before + count, total, drawn)
 
         result = approximate(
-            target, shapes, kinds, alpha, candidates, mutations, background, generator, report, on_round, canvas
+            target,
+            shapes,
+            kinds,
+            alpha,
+            candidates,
+            mutations,
+            background,
+            generator,
+            report,
+            on_round,
+            canvas,
+            edge_weight,
         )
         background = result.background  # the first pass's, quantised: the later passes draw on it
         canvas = seen["canvas"]  # None while no shape was drawn: the background
@@ -918,9 +947,20 @@ class _Schedule:
 
 
 def _approximate(
-    target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round, canvas=None
+    target,
+    shapes,
+    kinds,
+    alpha,
+    candidates,
+    mutations,
+    background,
+    generator,
+    on_shape,
+    on_round,
+    canvas=None,
+    edge_weight=0.0,
 ):
-    record = _Record(target, shapes, alpha, background, generator, canvas)
+    record = _Record(target, shapes, alpha, background, generator, canvas, edge_weight)
     batch, height, width, _ = target.shape
     device = target.device
     tables = _role_tables(height, width, device)
@@ -944,6 +984,7 @@ def _approximate(
             schedule,
             status,
             on_round,
+            record.weighting,
         )
         if shape is None:  # the last shape improved no image
             record.stopped_after(index - 1)
@@ -977,6 +1018,7 @@ def _next_shape(
     schedule,
     status,
     on_round,
+    weighting=(),
 ):
     """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
     which reads the last shape's `status` and this shape's parents' kinds (one host read; the first
@@ -985,7 +1027,7 @@ def _next_shape(
     shape improved no image."""
     batch, height, width, _ = target.shape
     device = target.device
-    terms = _terms(target, current, None if search_alpha else start_alpha)
+    terms = _terms(target, current, None if search_alpha else start_alpha, *weighting)
     # random candidates of every image at once; the best `parents` of each image are climbed
     kind, params = random_shapes(kinds, batch * candidates, height, width, generator, device)
     shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)
