@@ -106,6 +106,15 @@ class PrimitiveMesh(RasterKitNode):
             tooltip="weight of the error at the image's edges (Sobel): 0 off; 1 counts an edge pixel twice, so "
             "shapes follow edges and detail comes out sharper, for a little more error elsewhere",
         ),
+        Float(
+            "coarse",
+            0.0,
+            0.0,
+            1.0,
+            step=0.05,
+            tooltip="coarse to fine: this share of each pass's shapes (the first, large ones) is searched at half "
+            "the working size, the rest at full size over them; faster. 0: off",
+        ),
     ]
     OUTPUTS = [
         Output(
@@ -147,6 +156,7 @@ class PrimitiveMesh(RasterKitNode):
         frames=60,
         passes="",
         edge_weight=0.0,
+        coarse=0.0,
     ):
         check_images(image, "image")
         kinds = _kinds(shape_type, shape_kinds, background)
@@ -195,6 +205,7 @@ class PrimitiveMesh(RasterKitNode):
             ),
             on_round=check_interrupt,  # a shape at large `mutations` takes minutes
             edge_weight=float(edge_weight),
+            coarse=float(coarse),
         )
         scale = output_size / max(work_h, work_w)
         picture, build_up = engine.render(result, out_h, out_w, scale, frame_every=every, on_chunk=bar.rendered)

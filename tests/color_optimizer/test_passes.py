@@ -101,3 +101,39 @@ def test_a_kernel_search_draws_over_the_canvas_it_is_given(kernel_device):
     )
     assert float(result.error[0, 0]) == pytest.approx(float(((target - canvas) ** 2).sum()), rel=1e-5)
     assert float(result.error[0, -1]) < float(result.error[0, 0])
+
+
+def test_coarse_to_fine_searches_the_first_shapes_at_half_size():
+    """coarse 0.5: the first half of each pass's shapes are the search of the half-size target, scaled
+    up; the rest are searched at full size over them, drawn; the picture is about as close as the
+    search at full size."""
+    from rasterkit.utils.color_optimizer.search import _shrunk
+
+    target = scene(64, 96, seed=4)
+    passes = [((co.TRIANGLE,), 8, 128), ((co.ELLIPSE,), 4, 0)]
+    result = run(target, passes, coarse=0.5)
+    assert result.kind.shape == (1, 12) and (result.height, result.width) == (64, 96)
+    half = co.approximate(
+        _shrunk(target, 32, 48), 4, (co.TRIANGLE,), 128, 120, 24, generator=torch.Generator().manual_seed(3)
+    )
+    assert torch.equal(result.params[:, :4], co.scale_params(half.kind, half.params, 2.0))
+    assert result.kind[0, :8].eq(co.TRIANGLE).all() and result.kind[0, 8:].eq(co.ELLIPSE).all()
+    # the error falls within each step (half-size: its search's estimate; full size: the drawn canvas's)
+    error = result.error[0]
+    for first, last in ((0, 4), (5, 8), (9, 10), (11, 12)):  # (each step's first entry: its first shape)
+        assert bool((error[first + 1 : last + 1] <= error[first:last]).all()), (first, error)
+    image, _ = co.render(result, 64, 96, 1.0)
+    full, _ = co.render(run(target, passes), 64, 96, 1.0)
+    start = float(((target - target.mean((1, 2), keepdim=True)) ** 2).mean())
+    coarse_error, full_error = float(((image - target) ** 2).mean()), float(((full - target) ** 2).mean())
+    assert coarse_error < 0.5 * start and coarse_error < 1.3 * full_error
+
+
+def test_coarse_0_or_a_small_image_is_the_search_at_full_size():
+    passes = [((co.TRIANGLE,), 5, 128)]
+    plain = run(scene(64, 96), passes)
+    assert torch.equal(run(scene(64, 96), passes, coarse=0.0).params, plain.params)
+    assert torch.equal(run(scene(), passes, coarse=0.6).params, run(scene(), passes).params)  # 56 px: too small
+    for bad in (-0.1, 1.5, float("nan"), "half"):
+        with pytest.raises(ValueError, match="^coarse: expected a number in 0..1"):
+            run(scene(), passes, coarse=bad)

@@ -185,6 +185,22 @@ def test_passes_draw_each_pass_over_the_last(node):
     assert not torch.equal(plain, image)  # the second pass drew over the first
 
 
+def test_edge_weight_and_coarse_change_the_search_and_keep_the_outputs(node):
+    """edge_weight and coarse (coarse to fine) change which shapes are found, not what comes out: the
+    same outputs, sizes and counts, a picture about as close."""
+    target = picture(height=72, width=96, seed=5)
+    options = dict(shapes=16, shape_type="triangle", seed=2, candidates=120, mutations=24, working_size=96)
+    plain, frames, svg, _, _ = node.run(target, **options, output_size=96)
+    errors = {}
+    for extra in (dict(edge_weight=1.0), dict(coarse=0.5)):
+        image, other_frames, other_svg, _, text = node.run(target, **options, output_size=96, **extra)
+        assert image.shape == plain.shape and other_frames.shape == frames.shape
+        assert other_svg.count("<polygon") == svg.count("<polygon") == 16 and not torch.equal(image, plain)
+        errors[tuple(extra)] = float(((image - target) ** 2).mean())
+    base = float(((plain - target) ** 2).mean())
+    assert all(error < 1.5 * base for error in errors.values()), (base, errors)
+
+
 def test_output_is_rendered_at_output_size_not_upscaled(node):
     small, *_ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **SMALL)
     large, *_ = node.run(picture(), shapes=10, shape_type="ellipse", seed=1, **{**SMALL, "output_size": 384})
@@ -266,6 +282,7 @@ def test_non_finite_pixels_do_not_break_the_search(node):
         (dict(passes="triangle:10:300"), r"^passes: expected a count 1\.\.5000 and an alpha 0\.\.255"),
         (dict(passes="triangle 10"), r"^passes: expected one of .*'triangle 10'"),
         (dict(edge_weight=11.0), r"edge_weight: 11\.0 is outside 0\.\.10"),
+        (dict(coarse=1.5), r"coarse: 1\.5 is outside 0\.\.1"),
         (dict(frames=501), r"frames: 501 is outside 0\.\.500"),
         (dict(working_size=8), r"working_size: 8 is outside"),
         (dict(candidates=float("nan")), r"candidates: .*nan"),

@@ -34,6 +34,7 @@ import torch
 
 from ..core.device import cupy_usable, numba_usable
 from ..inputs.text import short
+from .render import render, scale_params
 from .shapes import (
     _CONVEX,
     _ELLIPTIC,
@@ -735,17 +736,33 @@ def approximate_passes(
     on_shape=None,
     on_round=None,
     edge_weight: float = 0.0,
+    coarse: float = 0.0,
 ) -> Approximation:
     """`approximate` in passes, each drawing over the last one's canvas (fogleman/primitive's repeated
     `-n`/`-m`/`-a`): passes [(kinds, shapes, alpha), ...] (`parse_passes`). One Approximation of all
     the shapes, pass after pass (the background the first pass's; a pass's images that stopped early
     are padded with shapes of zero opacity, as `approximate` pads them); error [B,N+1] the error
     after each shape. on_shape(done, total, canvas) counts the shapes of every pass; edge_weight: every
-    pass's (`approximate`)."""
+    pass's (`approximate`).
+
+    coarse in 0..1: coarse to fine, the first round(coarse * shapes) shapes of each pass searched on
+    the target at half its size (where its longer side is COARSE_LEAST pixels at least), their
+    parameters then scaled up; the rest of the pass searched at full size over the shapes so far
+    drawn anti-aliased (`render`). The half-size shapes' errors are their search's, times the ratio of
+    the pixel counts (an estimate); the canvas handed to on_shape is then half-size."""
+    if isinstance(coarse, bool) or not isinstance(coarse, (int, float)) or not 0 <= coarse <= 1:
+        raise ValueError(f"coarse: expected a number in 0..1, got {short(coarse)}")
     total = sum(shapes for _, shapes, _ in passes)
-    results, done, canvas = [], 0, None
+    height, width = target.shape[1:3]
+    small = (max(1, round(height / 2)), max(1, round(width / 2)))
+    steps = []
     for kinds, shapes, alpha in passes:
-        seen = {"canvas": canvas}
+        first = round(shapes * coarse) if max(height, width) >= COARSE_LEAST else 0
+        parts = ((first, True), (shapes - first, False))
+        steps += [(kinds, count, alpha, half) for count, half in parts if count or not half]
+    results, done, canvas = [], 0, None
+    for kinds, shapes, alpha, half in steps:
+        seen = {"canvas": None if half else canvas}
 
         def report(count, _, drawn, before=done, seen=seen):
             seen["canvas"] = drawn
@@ -753,7 +770,7 @@ def approximate_passes(
                 on_shape(before + count, total, drawn)
 
         result = approximate(
-            target,
+            _shrunk(target, *small) if half else target,
             shapes,
             kinds,
             alpha,
@@ -763,13 +780,44 @@ def approximate_passes(
             generator,
             report,
             on_round,
-            canvas,
+            _shrunk(canvas, *small) if half and canvas is not None else canvas,
             edge_weight,
         )
         background = result.background  # the first pass's, quantised: the later passes draw on it
         canvas = seen["canvas"]  # None while no shape was drawn: the background
+        if half:  # in working pixels, and the canvas they leave drawn at the working size
+            factor = max(height, width) / max(small)
+            result = Approximation(
+                result.kind,
+                scale_params(result.kind, result.params, factor),
+                result.color,
+                result.alpha,
+                result.count,
+                result.error * (height * width / (small[0] * small[1])),
+                result.background,
+                height,
+                width,
+            )
+            canvas = render(_joined(results + [result]), height, width, 1.0)[0]
         results.append(result)
         done += shapes
+    return _joined(results)
+
+
+COARSE_LEAST = 64  # the least longer side of a working image searched coarse to fine (half: 32 pixels)
+
+
+def _shrunk(images, height: int, width: int):
+    """images [B,H,W,C] (any float dtype) resized to height x width, float32 (bilinear, anti-aliased)."""
+    planar = _checked_target(images).permute(0, 3, 1, 2)
+    resized = torch.nn.functional.interpolate(
+        planar, size=(height, width), mode="bilinear", align_corners=False, antialias=True
+    )
+    return resized.permute(0, 2, 3, 1).clamp(0, 1).contiguous()
+
+
+def _joined(results: list[Approximation]) -> Approximation:
+    """Approximations of the same images one after the other as one (the first's background)."""
     first = results[0]
     join = lambda name: torch.cat([getattr(r, name) for r in results], 1)  # noqa: E731
     return Approximation(
