@@ -15,12 +15,19 @@ import torch
 from ..core.batching import expand_counts
 from . import primitives as R
 
-LINE_STYLES = ("solid", "dashed", "dotted")
+STROKE_STYLES = ("solid", "dashed", "dotted", "pulsing")  # styled_polylines' patterns
+LINE_STYLES = (*STROKE_STYLES, "electric")  # electric: electric_polylines' zigzag, drawn solid
 POINT_STYLES = ("dot", "ring", "cross", "square", "diamond")
 WIDTH_BY_LENGTH = ("none", "shorter_thicker", "longer_thicker")
 FALLOFF_TARGETS = ("opacity", "width", "opacity and width")
 GRADIENT_STEP = 4.0  # pixels of arc per colour step of a gradient: steps of under 1/32 of the range are invisible
 GRADIENT_STEPS = 32  # most colour steps per stroke (longer strokes get longer steps)
+# a pulsing stroke: steps of wave / PULSE_STEPS px (1 to GRADIENT_STEP px), each of the width and opacity of
+# the wave at its middle, 0.5 + 0.5 cos(2 pi (s - phase) / wave) of the way from the troughs' fractions of
+# the stroke's to all of it
+PULSE_STEPS = 6
+PULSE_TROUGH_OPACITY, PULSE_TROUGH_WIDTH = 0.25, 0.5
+_HASH = 0x45D9F3B  # an odd multiplier below 2^31: a 32-bit value times it fits int64
 
 
 def _per_line(value, n_lines: int, device) -> torch.Tensor:
@@ -112,8 +119,12 @@ def styled_polylines(
     start_color, the last end_color; the steps meet butt to butt, overlapping by seam_overlap.
     style "solid"; "dashed", dash_length px on and gap_length px off (butt ends), each dash of one
     colour (the gradient's at its middle); "dotted", dots `width` across with gap_length px between
-    them. phase float [L] or scalar: the pattern's shift towards the end (px). max_length (host float)
-    bounds every stroke's arc length: dashes and dots need it. pattern_width (default: width) spaces the
+    them; "pulsing", a wave dash_length + gap_length px long along the stroke (crests that many px
+    apart), in the fewest equal steps of at most wave / PULSE_STEPS px (clamped to 1 .. GRADIENT_STEP),
+    each of the width and opacity that the wave gives at its middle (_pulsed), meeting as a gradient's
+    steps do. phase float [L] or scalar: the
+    pattern's shift towards the end (px). max_length (host float) bounds every stroke's arc length:
+    dashes, dots and pulses need it. pattern_width (default: width) spaces the
     dots, so that wider dots (a glow) sit at the same centres as the line's own. max_steps: the most
     colour steps a solid gradient of these strokes can need (a caller with a host bound on their arc
     lengths: ceil(bound / gradient_step)); only that many are built, the same pixels.
@@ -121,20 +132,24 @@ def styled_polylines(
     joins where a polyline point lies at least half the width inside them.
     """
     n_lines, device = points.shape[0], points.device
-    if style not in LINE_STYLES:
-        raise ValueError(f"line_style: expected one of {', '.join(LINE_STYLES)}, got {style!r}")
+    if style not in STROKE_STYLES:
+        raise ValueError(f"line_style: expected one of {', '.join(STROKE_STYLES)}, got {style!r}")
     if style != "solid" and not gap_length > 0:
         raise ValueError(f"gap_length: expected more than 0 for {style} lines, got {gap_length!r}")
-    if style == "dashed" and not dash_length > 0:
-        raise ValueError(f"dash_length: expected more than 0 for dashed lines, got {dash_length!r}")
+    if style in ("dashed", "pulsing") and not dash_length > 0:
+        raise ValueError(f"dash_length: expected more than 0 for {style} lines, got {dash_length!r}")
     if n_lines == 0:
         return R.empty(device)
     gradient = end_color is not None
     if style == "solid" and not gradient:
         return R.polylines(frame, points, lengths, width, start_color)
     width = _per_line(width, n_lines, device)
-    if style == "solid" and points.shape[1] == 2:
-        return _straight_gradients(frame, points, lengths.to(device), width, start_color, end_color, gradient_step)
+    wave = dash_length + gap_length
+    if style == "pulsing":
+        pulse_step = min(max(wave / PULSE_STEPS, 1.0), GRADIENT_STEP)
+    if style in ("solid", "pulsing") and points.shape[1] == 2:
+        pulse = (wave, pulse_step, _per_line(phase, n_lines, device)) if style == "pulsing" else None
+        return _straight_steps(frame, points, lengths.to(device), width, start_color, end_color, gradient_step, pulse)
     phase = _per_line(phase, n_lines, device)[:, None]
     lengths = lengths.to(device)
     arc = arc_lengths(points, lengths)
@@ -160,9 +175,13 @@ def styled_polylines(
             colour.reshape(-1, 4),
         )
     if style == "dashed":
-        on, period = torch.full_like(phase, dash_length), torch.full_like(phase, dash_length + gap_length)
-        index = torch.arange(math.ceil(max_length / (dash_length + gap_length)) + 2, device=device)[None]
+        on, period = torch.full_like(phase, dash_length), torch.full_like(phase, wave)
+        index = torch.arange(math.ceil(max_length / wave) + 2, device=device)[None]
         first = torch.remainder(phase, period) + (index - 1) * period  # the dash before the stroke first
+    elif style == "pulsing":  # one shape per step of the wave
+        period = _even_steps(total, pulse_step)
+        on, index = period, torch.arange(math.ceil(max_length / pulse_step) + 1, device=device)[None]
+        first = index * period
     else:  # a solid gradient: one shape per colour step
         period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, gradient_step))
         on, index = period, torch.arange(max(min(max_steps, GRADIENT_STEPS), 1) + 1, device=device)[None]
@@ -173,25 +192,28 @@ def styled_polylines(
     else:
         steps = torch.ceil(total / period - 1e-4).clamp_min(1)
         table = colours((index / (steps - 1).clamp_min(1)).clamp(0, 1))
+        if style == "pulsing":  # widths per step [L,R+1]
+            table, widths = _pulsed(table, width[:, None], first + period / 2, phase, wave)
     lo, hi, segment, repeat, inside, joined = _pieces(arc, total, first, on, period)
     colour = table.gather(1, repeat[..., None].expand(*repeat.shape, 4)).clone()
     colour[..., 3] *= inside
-    if style == "solid":
+    if style != "dashed":
         overlap = seam_overlap(colour[..., 3]) / 2  # at the steps' seams
         lo = torch.where((lo > 0) & ~joined[..., 0], lo - overlap, lo)
         hi = torch.where((hi < total) & ~joined[..., 1], hi + overlap, hi)
     a, b = point_at(points, arc, lo, segment), point_at(points, arc, hi, segment)
     count = lo.shape[1]
     per_piece = lambda t: t[:, None].expand(n_lines, count).reshape(-1)  # noqa: E731
+    piece_width = widths.gather(1, repeat).reshape(-1) if style == "pulsing" else per_piece(width)
     pieces = R.segments(
-        per_piece(frame), a.reshape(-1, 2), b.reshape(-1, 2), per_piece(width), colour.reshape(-1, 4), caps="butt"
+        per_piece(frame), a.reshape(-1, 2), b.reshape(-1, 2), piece_width, colour.reshape(-1, 4), caps="butt"
     )
     line = torch.arange(n_lines, device=device)[:, None] * first.shape[1]
     pieces.group = (line + repeat).reshape(-1)  # the pieces of one dash or colour step are one shape
     # round joins: a disc at each inner point well inside its dash or step, in that dash's shape
     joint_at = arc[:, 1:-1]
     joint = torch.floor((joint_at - first[:, :1]) / period).long().clamp(0, first.shape[1] - 1)
-    half = width[:, None] / 2
+    half = (widths.gather(1, joint) if style == "pulsing" else width[:, None]) / 2
     inner = torch.arange(1, points.shape[1] - 1, device=device)[None] < (lengths[:, None] - 1)
     keep = (
         inner
@@ -204,34 +226,115 @@ def styled_polylines(
     inner_count = joint.shape[1]
     per_joint = lambda t: t[:, None].expand(n_lines, inner_count).reshape(-1)  # noqa: E731
     joints = R.discs(
-        per_joint(frame), points[:, 1:-1].reshape(-1, 2), per_joint(width / 2), joint_colour.reshape(-1, 4)
+        per_joint(frame),
+        points[:, 1:-1].reshape(-1, 2),
+        half.expand(n_lines, inner_count).reshape(-1),
+        joint_colour.reshape(-1, 4),
     )
     joints.group = (line + joint).reshape(-1)
     both = R.Primitives(*(torch.cat(pair) for pair in zip(pieces.fields(), joints.fields(), strict=False)))
     return both.select(torch.sort(both.group, stable=True).indices)  # each shape's primitives consecutive
 
 
-def _straight_gradients(frame, points, lengths, width, start_color, end_color, step) -> R.Primitives:
-    """styled_polylines' solid gradients of straight strokes (points float [L,2,2]): the same colour
-    steps and seams, one segment a step and no empty ones (one host sync: their count), where the general
-    cut at the pattern's and the polyline's points keeps GRADIENT_STEPS + 1 pieces a stroke, most of
-    them empty, and sorts them: a plexus' links coloured from their points draw about 3x faster so."""
+def _even_steps(total: torch.Tensor, step: float) -> torch.Tensor:
+    """The length of the fewest equal steps of at most `step` px that make up strokes of arc length total
+    float [...] (no step shorter than half of `step` where a stroke is longer, none of a fraction of a
+    pixel: coverage from distance counts a sliver as a whole pixel's width)."""
+    return total / torch.ceil(total / step).clamp_min(1)
+
+
+def _pulsed(colour: torch.Tensor, width: torch.Tensor, at: torch.Tensor, phase: torch.Tensor, wave: float):
+    """Colours float [...,4] and widths [...] of pulsing steps whose middles lie at arc lengths at [...]:
+    the wave 0.5 + 0.5 cos(2 pi (at - phase) / wave) takes opacity from PULSE_TROUGH_OPACITY of the
+    stroke's to all of it, and width from PULSE_TROUGH_WIDTH of it to all of it (phase broadcasts to at)."""
+    crest = 0.5 + 0.5 * torch.cos((at - phase) * (2 * math.pi / wave))
+    alpha = colour[..., 3] * (PULSE_TROUGH_OPACITY + (1 - PULSE_TROUGH_OPACITY) * crest)
+    return torch.cat([colour[..., :3], alpha[..., None]], -1), width * (
+        PULSE_TROUGH_WIDTH + (1 - PULSE_TROUGH_WIDTH) * crest
+    )
+
+
+def _straight_steps(frame, points, lengths, width, start_color, end_color, step, pulse=None) -> R.Primitives:
+    """styled_polylines' solid gradients and pulsing strokes of straight strokes (points float [L,2,2]):
+    the same steps and seams, one segment a step and no empty ones (one host sync: their count), where the
+    general cut at the pattern's and the polyline's points keeps a piece for each bound step of every
+    stroke, most of them empty, and sorts them: a plexus' links coloured from their points draw about 3x
+    faster so. pulse: None (a gradient in steps of `step` px, at most GRADIENT_STEPS), or the wave's
+    length (px), the step (px) and the phase float [L] of pulsing strokes (end_color None: one colour)."""
     n_lines, device = points.shape[0], points.device
     a, b = points[:, 0], points[:, 1]
     total = (b - a).norm(dim=-1)
-    period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, step))
+    if pulse is None:
+        period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, step))
+    else:
+        period = _even_steps(total, pulse[1])
     steps = torch.ceil(total / period - 1e-4).clamp_min(1)
     drawn = torch.where((lengths >= 2) & (total > 1e-4), steps, 0).long()
     line, index = expand_counts(drawn, int(drawn.sum()))
-    total, period, steps = total[line], period[line], steps[line]
+    total, period, steps, width = total[line], period[line], steps[line], width[line]
     lo, hi = index * period, torch.minimum((index + 1) * period, total)
-    colour = torch.lerp(start_color[line], end_color[line], (index / (steps - 1).clamp_min(1)).clamp(0, 1)[:, None])
+    if end_color is None:
+        colour = start_color[line]
+    else:
+        colour = torch.lerp(start_color[line], end_color[line], (index / (steps - 1).clamp_min(1)).clamp(0, 1)[:, None])
+    if pulse is not None:
+        wave, _, phase = pulse
+        colour, width = _pulsed(colour, width, (index + 0.5) * period, phase[line], wave)
     overlap = seam_overlap(colour[:, 3]) / 2
     lo = torch.where(lo > 0, lo - overlap, lo)
     hi = torch.where(hi < total, hi + overlap, hi)
     a, direction = a[line], (b - a)[line] / total.clamp_min(1e-6)[:, None]
     frame = torch.as_tensor(frame, device=device).expand(n_lines)[line]
-    return R.segments(frame, a + direction * lo[:, None], a + direction * hi[:, None], width[line], colour, caps="butt")
+    return R.segments(frame, a + direction * lo[:, None], a + direction * hi[:, None], width, colour, caps="butt")
+
+
+def _mix(h: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash of h int64 [...] (values 0 .. 2^32 - 1): the same bits for the same values on
+    every device; int64 all along, no product past 2^63."""
+    h = ((h ^ (h >> 16)) * _HASH) & 0xFFFFFFFF
+    h = ((h ^ (h >> 16)) * _HASH) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def electric_polylines(
+    points: torch.Tensor,
+    lengths: torch.Tensor,
+    frame: torch.Tensor,
+    pairs: torch.Tensor,
+    spacing: float,
+    amplitude: float,
+    seed: int,
+    max_length: float,
+):
+    """The polylines (points float [L,N,2], lengths int64 [L]) as zigzags, for electric links: each cut
+    into the fewest equal pieces of at most `spacing` px of arc, and every inner corner between them moved
+    across the polyline (along its left normal there) by up to `amplitude` px either way, the ends kept.
+    The moves are a hash of seed, the stroke's frame int64 [L] (the batch's frame numbers: a new zigzag
+    every frame), its pair of points int64 [L,2] and the corner's number: the same inputs give the same
+    zigzags, on any device and in any window of frames. max_length (host float) bounds every polyline's
+    arc length: it sizes the padding (no host sync). Returns points float [L,K+1,2] and lengths [L]."""
+    if not spacing > 0:
+        raise ValueError(f"dash_length: expected more than 0 for electric lines, got {spacing!r}")
+    device = points.device
+    corners = max(math.ceil(max_length / spacing), 1)
+    lengths = lengths.to(device)
+    arc = arc_lengths(points, lengths)
+    total = arc.gather(1, (lengths.clamp_min(1) - 1)[:, None])  # [L,1]
+    pieces = torch.ceil(total / spacing).clamp(1, corners)
+    step = torch.arange(corners + 1, device=device)[None]  # [1,K+1]
+    s = torch.minimum(step, pieces) * (total / pieces)
+    segment = (torch.searchsorted(arc, s.contiguous(), right=True) - 1).clamp(0, points.shape[1] - 2)
+    at = point_at(points, arc, s, segment)
+    along = points.gather(1, (segment + 1)[..., None].expand(-1, -1, 2)) - points.gather(
+        1, segment[..., None].expand(-1, -1, 2)
+    )
+    normal = torch.stack([-along[..., 1], along[..., 0]], -1) / along.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+    h = _mix(frame.to(device)[:, None] ^ (int(seed) & 0xFFFFFFFF))
+    h = _mix(_mix(h ^ pairs[:, :1].to(device)) ^ pairs[:, 1:].to(device))
+    h = _mix(h ^ step)  # [L,K+1]
+    swing = ((h & 0xFFFFFF).float() * (2 * amplitude / (1 << 24)) - amplitude) * ((step > 0) & (step < pieces))
+    drawn = torch.where(lengths >= 2, pieces.long()[:, 0] + 1, lengths)
+    return at + swing[..., None] * normal, drawn
 
 
 def markers(
