@@ -759,3 +759,17 @@ def test_electric_links_change_every_frame_and_repeat_for_a_seed():
     whole = link_strokes(frames, pairs, ends[:, 0], ends[:, 1], style)[1]
     window = link_strokes(frames[:1], pairs[:1], ends[2:, 0], ends[2:, 1], style, first_frame=2)[1]
     assert torch.equal(whole.params[whole.frame == 2], window.params)
+
+
+@pytest.mark.parametrize("curve", ["straight", "bezier", "spiral", "fourier"])
+@pytest.mark.parametrize("style", ["pulsing", "electric"])
+def test_pulsing_and_electric_links_of_no_length(curve, style):
+    """Two points on one spot (a link of length 0) beside a real link: no NaN, the real link drawn."""
+    tracks = {
+        "xy": torch.tensor([[[10.0, 10.0], [10.0, 10.0], [50.0, 30.0]]]).expand(3, -1, -1),
+        "visible": torch.ones(3, 3, dtype=torch.bool),
+    }
+    _, alpha, _, edges = LineLinkRenderer.run(
+        IMAGES, tracks_json="", tracks=tracks, k=2, curve=curve, line_style=style, end_color="#FF0000"
+    )
+    assert [0, 1] in json.loads(edges)[0] and torch.isfinite(alpha).all() and alpha.amax() > 0.5

@@ -22,9 +22,9 @@ WIDTH_BY_LENGTH = ("none", "shorter_thicker", "longer_thicker")
 FALLOFF_TARGETS = ("opacity", "width", "opacity and width")
 GRADIENT_STEP = 4.0  # pixels of arc per colour step of a gradient: steps of under 1/32 of the range are invisible
 GRADIENT_STEPS = 32  # most colour steps per stroke (longer strokes get longer steps)
-# a pulsing stroke: steps of wave / PULSE_STEPS px (1 to GRADIENT_STEP px), each of the width and opacity of
-# the wave at its middle, 0.5 + 0.5 cos(2 pi (s - phase) / wave) of the way from the troughs' fractions of
-# the stroke's to all of it
+# a pulsing stroke: the fewest equal steps of at most wave / PULSE_STEPS px (clamped to 1 .. GRADIENT_STEP),
+# each of the width and opacity of the wave at its middle, 0.5 + 0.5 cos(2 pi (s - phase) / wave) of the
+# way from the troughs' fractions of the stroke's to all of it
 PULSE_STEPS = 6
 PULSE_TROUGH_OPACITY, PULSE_TROUGH_WIDTH = 0.25, 0.5
 _HASH = 0x45D9F3B  # an odd multiplier below 2^31: a 32-bit value times it fits int64
@@ -122,10 +122,9 @@ def styled_polylines(
     them; "pulsing", a wave dash_length + gap_length px long along the stroke (crests that many px
     apart), in the fewest equal steps of at most wave / PULSE_STEPS px (clamped to 1 .. GRADIENT_STEP),
     each of the width and opacity that the wave gives at its middle (_pulsed), meeting as a gradient's
-    steps do. phase float [L] or scalar: the
-    pattern's shift towards the end (px). max_length (host float) bounds every stroke's arc length:
-    dashes, dots and pulses need it. pattern_width (default: width) spaces the
-    dots, so that wider dots (a glow) sit at the same centres as the line's own. max_steps: the most
+    steps do. phase float [L] or scalar: the pattern's shift towards the end (px). max_length (host
+    float) bounds every stroke's arc length: dashes, dots and pulses need it. pattern_width (default:
+    width) spaces the dots, so that wider dots (a glow) sit at the same centres as the line's own. max_steps: the most
     colour steps a solid gradient of these strokes can need (a caller with a host bound on their arc
     lengths: ceil(bound / gradient_step)); only that many are built, the same pixels.
     One-colour solid strokes have round caps and joins; dashes and colour steps butt ends, and round
@@ -239,8 +238,9 @@ def styled_polylines(
 def _even_steps(total: torch.Tensor, step: float) -> torch.Tensor:
     """The length of the fewest equal steps of at most `step` px that make up strokes of arc length total
     float [...] (no step shorter than half of `step` where a stroke is longer, none of a fraction of a
-    pixel: coverage from distance counts a sliver as a whole pixel's width)."""
-    return total / torch.ceil(total / step).clamp_min(1)
+    pixel: coverage from distance counts a sliver as a whole pixel's width); 1e-3 px for strokes of no
+    length (whose pieces are then empty)."""
+    return (total / torch.ceil(total / step).clamp_min(1)).clamp_min(1e-3)
 
 
 def _pulsed(colour: torch.Tensor, width: torch.Tensor, at: torch.Tensor, phase: torch.Tensor, wave: float):
