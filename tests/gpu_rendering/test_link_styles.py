@@ -666,9 +666,8 @@ def pulse_reference(a, b, width, opacity, wave, phase):
 
 @pytest.mark.parametrize("phase,wave", [(0.0, 14.0), (5.5, 30.0), (-3.0, 9.0)])
 def test_pulsing_against_a_reference(phase, wave):
-    """Straight strokes (one segment a step) and the same stroke as a polyline of three points (the
-    general cut, with a round join at the middle point) draw the wave's steps; their seams within about
-    0.1 of the opacity, as a gradient's (test_seam_overlap_is_the_least_worst_error)."""
+    """Straight strokes and the same stroke as a polyline of three points draw the wave's steps; their
+    seams within about 0.1 of the opacity, as a gradient's (test_seam_overlap_is_the_least_worst_error)."""
     width, opacity = 5.0, 0.9
     colour = torch.tensor([[1.0, 1, 1, opacity]])
     reference = pulse_reference(A, B, width, opacity, wave, phase)
@@ -677,6 +676,33 @@ def test_pulsing_against_a_reference(phase, wave):
         gap = wave - 4.0  # dash_length + gap_length is the wave
         prims = S.styled_polylines(ONE, points, lengths, width, colour, None, "pulsing", 4.0, gap, phase, 60.0)
         assert_close(draw(prims)[0], reference, largest=0.15 * opacity)
+
+
+def test_pulsing_along_a_curve_against_a_reference():
+    """Pulsing steps follow a Bezier link by their chords: the reference takes each sample's nearest point
+    on the true curve (densely sampled), its arc length, and the step and wave there."""
+    from scipy.spatial import cKDTree
+
+    from rasterkit.utils.gpu_curves import bezier_polylines
+
+    start, end = torch.tensor([[6.0, 30.0]]), torch.tensor([[58.0, 24.0]])
+    points, lengths = bezier_polylines(start, end, 0.3)
+    width, opacity, wave, phase = 4.0, 1.0, 16.0, 3.0
+    colour = torch.tensor([[1.0, 1, 1, opacity]])
+    prims = S.styled_polylines(ONE, points, lengths, width, colour, None, "pulsing", 8.0, 8.0, phase, 120.0)
+    p0, p2 = start[0].numpy().astype(float), end[0].numpy().astype(float)
+    control = (p0 + p2) / 2 + 0.3 * np.array([-(p2 - p0)[1], (p2 - p0)[0]])
+    t = np.linspace(0, 1, 8001)[:, None]
+    dense = (1 - t) ** 2 * p0 + 2 * (1 - t) * t * control + t**2 * p2
+    arc = np.concatenate([[0], np.cumsum(np.hypot(*np.diff(dense, axis=0).T))])
+    step = arc[-1] / np.ceil(arc[-1] / min(max(wave / 6, 1.0), 4.0))
+    X, Y = samples()
+    distance, nearest = cKDTree(dense).query(np.stack([X.ravel(), Y.ravel()], 1), distance_upper_bound=3.0)
+    nearest = np.minimum(nearest, len(dense) - 1).reshape(X.shape)
+    inner = (nearest > 0) & (nearest < len(dense) - 1)  # not beyond the curve's ends
+    crest = 0.5 + 0.5 * np.cos(2 * np.pi * ((np.floor(arc[nearest] / step) + 0.5) * step - phase) / wave)
+    inside = (distance.reshape(X.shape) <= width * (0.5 + 0.5 * crest) / 2) & inner
+    assert_close(draw(prims)[0], pixel_mean(np.where(inside, opacity * (0.25 + 0.75 * crest), 0.0)), largest=0.15)
 
 
 def test_pulsing_gradient_colours_its_steps_along_the_link():

@@ -121,12 +121,12 @@ def styled_polylines(
     colour (the gradient's at its middle); "dotted", dots `width` across with gap_length px between
     them; "pulsing", a wave dash_length + gap_length px long along the stroke (crests that many px
     apart), in the fewest equal steps of at most wave / PULSE_STEPS px (clamped to 1 .. GRADIENT_STEP),
-    each of the width and opacity that the wave gives at its middle (_pulsed), meeting as a gradient's
-    steps do. phase float [L] or scalar: the pattern's shift towards the end (px). max_length (host
-    float) bounds every stroke's arc length: dashes, dots and pulses need it. pattern_width (default:
-    width) spaces the dots, so that wider dots (a glow) sit at the same centres as the line's own. max_steps: the most
-    colour steps a solid gradient of these strokes can need (a caller with a host bound on their arc
-    lengths: ceil(bound / gradient_step)); only that many are built, the same pixels.
+    each of the width and opacity that the wave gives at its middle (_pulsing). phase float [L] or
+    scalar: the pattern's shift towards the end (px). max_length (host float) bounds every stroke's arc
+    length: dashes, dots and pulses need it. pattern_width (default: width) spaces the dots, so that
+    wider dots (a glow) sit at the same centres as the line's own. max_steps: the most colour steps a
+    solid gradient of these strokes can need (a caller with a host bound on their arc lengths:
+    ceil(bound / gradient_step)); only that many are built, the same pixels.
     One-colour solid strokes have round caps and joins; dashes and colour steps butt ends, and round
     joins where a polyline point lies at least half the width inside them.
     """
@@ -143,12 +143,13 @@ def styled_polylines(
     if style == "solid" and not gradient:
         return R.polylines(frame, points, lengths, width, start_color)
     width = _per_line(width, n_lines, device)
-    wave = dash_length + gap_length
     if style == "pulsing":
-        pulse_step = min(max(wave / PULSE_STEPS, 1.0), GRADIENT_STEP)
-    if style in ("solid", "pulsing") and points.shape[1] == 2:
-        pulse = (wave, pulse_step, _per_line(phase, n_lines, device)) if style == "pulsing" else None
-        return _straight_steps(frame, points, lengths.to(device), width, start_color, end_color, gradient_step, pulse)
+        wave = dash_length + gap_length
+        step = min(max(wave / PULSE_STEPS, 1.0), GRADIENT_STEP)
+        phase = _per_line(phase, n_lines, device)
+        return _pulsing(frame, points, lengths.to(device), width, start_color, end_color, wave, step, phase, max_length)
+    if style == "solid" and points.shape[1] == 2:
+        return _straight_gradients(frame, points, lengths.to(device), width, start_color, end_color, gradient_step)
     phase = _per_line(phase, n_lines, device)[:, None]
     lengths = lengths.to(device)
     arc = arc_lengths(points, lengths)
@@ -174,13 +175,9 @@ def styled_polylines(
             colour.reshape(-1, 4),
         )
     if style == "dashed":
-        on, period = torch.full_like(phase, dash_length), torch.full_like(phase, wave)
-        index = torch.arange(math.ceil(max_length / wave) + 2, device=device)[None]
+        on, period = torch.full_like(phase, dash_length), torch.full_like(phase, dash_length + gap_length)
+        index = torch.arange(math.ceil(max_length / (dash_length + gap_length)) + 2, device=device)[None]
         first = torch.remainder(phase, period) + (index - 1) * period  # the dash before the stroke first
-    elif style == "pulsing":  # one shape per step of the wave
-        period = _even_steps(total, pulse_step)
-        on, index = period, torch.arange(math.ceil(max_length / pulse_step) + 1, device=device)[None]
-        first = index * period
     else:  # a solid gradient: one shape per colour step
         period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, gradient_step))
         on, index = period, torch.arange(max(min(max_steps, GRADIENT_STEPS), 1) + 1, device=device)[None]
@@ -191,28 +188,25 @@ def styled_polylines(
     else:
         steps = torch.ceil(total / period - 1e-4).clamp_min(1)
         table = colours((index / (steps - 1).clamp_min(1)).clamp(0, 1))
-        if style == "pulsing":  # widths per step [L,R+1]
-            table, widths = _pulsed(table, width[:, None], first + period / 2, phase, wave)
     lo, hi, segment, repeat, inside, joined = _pieces(arc, total, first, on, period)
     colour = table.gather(1, repeat[..., None].expand(*repeat.shape, 4)).clone()
     colour[..., 3] *= inside
-    if style != "dashed":
+    if style == "solid":
         overlap = seam_overlap(colour[..., 3]) / 2  # at the steps' seams
         lo = torch.where((lo > 0) & ~joined[..., 0], lo - overlap, lo)
         hi = torch.where((hi < total) & ~joined[..., 1], hi + overlap, hi)
     a, b = point_at(points, arc, lo, segment), point_at(points, arc, hi, segment)
     count = lo.shape[1]
     per_piece = lambda t: t[:, None].expand(n_lines, count).reshape(-1)  # noqa: E731
-    piece_width = widths.gather(1, repeat).reshape(-1) if style == "pulsing" else per_piece(width)
     pieces = R.segments(
-        per_piece(frame), a.reshape(-1, 2), b.reshape(-1, 2), piece_width, colour.reshape(-1, 4), caps="butt"
+        per_piece(frame), a.reshape(-1, 2), b.reshape(-1, 2), per_piece(width), colour.reshape(-1, 4), caps="butt"
     )
     line = torch.arange(n_lines, device=device)[:, None] * first.shape[1]
     pieces.group = (line + repeat).reshape(-1)  # the pieces of one dash or colour step are one shape
     # round joins: a disc at each inner point well inside its dash or step, in that dash's shape
     joint_at = arc[:, 1:-1]
     joint = torch.floor((joint_at - first[:, :1]) / period).long().clamp(0, first.shape[1] - 1)
-    half = (widths.gather(1, joint) if style == "pulsing" else width[:, None]) / 2
+    half = width[:, None] / 2
     inner = torch.arange(1, points.shape[1] - 1, device=device)[None] < (lengths[:, None] - 1)
     keep = (
         inner
@@ -225,10 +219,7 @@ def styled_polylines(
     inner_count = joint.shape[1]
     per_joint = lambda t: t[:, None].expand(n_lines, inner_count).reshape(-1)  # noqa: E731
     joints = R.discs(
-        per_joint(frame),
-        points[:, 1:-1].reshape(-1, 2),
-        half.expand(n_lines, inner_count).reshape(-1),
-        joint_colour.reshape(-1, 4),
+        per_joint(frame), points[:, 1:-1].reshape(-1, 2), per_joint(width / 2), joint_colour.reshape(-1, 4)
     )
     joints.group = (line + joint).reshape(-1)
     both = R.Primitives(*(torch.cat(pair) for pair in zip(pieces.fields(), joints.fields(), strict=False)))
@@ -249,43 +240,67 @@ def _pulsed(colour: torch.Tensor, width: torch.Tensor, at: torch.Tensor, phase: 
     stroke's to all of it, and width from PULSE_TROUGH_WIDTH of it to all of it (phase broadcasts to at)."""
     crest = 0.5 + 0.5 * torch.cos((at - phase) * (2 * math.pi / wave))
     alpha = colour[..., 3] * (PULSE_TROUGH_OPACITY + (1 - PULSE_TROUGH_OPACITY) * crest)
-    return torch.cat([colour[..., :3], alpha[..., None]], -1), width * (
-        PULSE_TROUGH_WIDTH + (1 - PULSE_TROUGH_WIDTH) * crest
-    )
+    thickness = width * (PULSE_TROUGH_WIDTH + (1 - PULSE_TROUGH_WIDTH) * crest)
+    return torch.cat([colour[..., :3], alpha[..., None]], -1), thickness
 
 
-def _straight_steps(frame, points, lengths, width, start_color, end_color, step, pulse=None) -> R.Primitives:
-    """styled_polylines' solid gradients and pulsing strokes of straight strokes (points float [L,2,2]):
-    the same steps and seams, one segment a step and no empty ones (one host sync: their count), where the
-    general cut at the pattern's and the polyline's points keeps a piece for each bound step of every
-    stroke, most of them empty, and sorts them: a plexus' links coloured from their points draw about 3x
-    faster so. pulse: None (a gradient in steps of `step` px, at most GRADIENT_STEPS), or the wave's
-    length (px), the step (px) and the phase float [L] of pulsing strokes (end_color None: one colour)."""
+def _straight_gradients(frame, points, lengths, width, start_color, end_color, step) -> R.Primitives:
+    """styled_polylines' solid gradients of straight strokes (points float [L,2,2]): the same colour
+    steps and seams, one segment a step and no empty ones (one host sync: their count), where the general
+    cut at the pattern's and the polyline's points keeps GRADIENT_STEPS + 1 pieces a stroke, most of
+    them empty, and sorts them: a plexus' links coloured from their points draw about 3x faster so."""
     n_lines, device = points.shape[0], points.device
     a, b = points[:, 0], points[:, 1]
     total = (b - a).norm(dim=-1)
-    if pulse is None:
-        period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, step))
-    else:
-        period = _even_steps(total, pulse[1])
+    period = torch.maximum(total / GRADIENT_STEPS, torch.full_like(total, step))
     steps = torch.ceil(total / period - 1e-4).clamp_min(1)
     drawn = torch.where((lengths >= 2) & (total > 1e-4), steps, 0).long()
     line, index = expand_counts(drawn, int(drawn.sum()))
-    total, period, steps, width = total[line], period[line], steps[line], width[line]
+    total, period, steps = total[line], period[line], steps[line]
     lo, hi = index * period, torch.minimum((index + 1) * period, total)
-    if end_color is None:
-        colour = start_color[line]
-    else:
-        colour = torch.lerp(start_color[line], end_color[line], (index / (steps - 1).clamp_min(1)).clamp(0, 1)[:, None])
-    if pulse is not None:
-        wave, _, phase = pulse
-        colour, width = _pulsed(colour, width, (index + 0.5) * period, phase[line], wave)
+    colour = torch.lerp(start_color[line], end_color[line], (index / (steps - 1).clamp_min(1)).clamp(0, 1)[:, None])
     overlap = seam_overlap(colour[:, 3]) / 2
     lo = torch.where(lo > 0, lo - overlap, lo)
     hi = torch.where(hi < total, hi + overlap, hi)
     a, direction = a[line], (b - a)[line] / total.clamp_min(1e-6)[:, None]
     frame = torch.as_tensor(frame, device=device).expand(n_lines)[line]
-    return R.segments(frame, a + direction * lo[:, None], a + direction * hi[:, None], width, colour, caps="butt")
+    return R.segments(frame, a + direction * lo[:, None], a + direction * hi[:, None], width[line], colour, caps="butt")
+
+
+def _pulsing(frame, points, lengths, width, start_color, end_color, wave, step, phase, max_length) -> R.Primitives:
+    """styled_polylines' pulsing strokes (points float [L,N,2], lengths [L], width and phase float [L]): each
+    in the fewest equal steps of at most `step` px of its arc, each step a butt-ended segment from the
+    stroke's point at its start to the point at its end (on a curve, the chord: within step^2 / (8 r) px
+    of a curve of radius r), as wide and opaque as _pulsed gives at its middle, in a gradient's colour
+    there (end_color None: one colour); the seams overlap by seam_overlap, as a gradient's steps do.
+    The steps are worked out for ceil(max_length / step) a stroke, and only those on a stroke kept (one
+    host sync: their count), as _straight_gradients keeps its steps."""
+    n_lines, device = points.shape[0], points.device
+    arc = arc_lengths(points, lengths)
+    total = arc.gather(1, (lengths.clamp_min(1) - 1)[:, None])  # [L,1]
+    period = _even_steps(total, step)
+    steps = torch.ceil(total / period - 1e-4).clamp_min(1)
+    index = torch.arange(max(math.ceil(max_length / step), 1), device=device)[None]  # [1,R]
+    count = index.shape[1]
+    lo = index * period
+    hi = torch.minimum(lo + period, total)
+    drawn = torch.where((lengths >= 2) & (total[:, 0] > 1e-4), steps[:, 0].clamp_max(count), 0).long()
+    line, rank = expand_counts(drawn, int(drawn.sum()))
+    kept = line * count + rank  # the steps on a stroke, in [L,R] order
+    a, b = (point_at(points, arc, s).view(-1, 2)[kept] for s in (lo, hi))
+    index, period, steps = rank, period[line, 0], steps[line, 0]
+    if end_color is None:
+        colour = start_color[line]
+    else:
+        colour = torch.lerp(start_color[line], end_color[line], (index / (steps - 1).clamp_min(1)).clamp(0, 1)[:, None])
+    colour, widths = _pulsed(colour, width[line], (index + 0.5) * period, phase[line], wave)
+    # the seams overlap: each step's ends moved out along its chord
+    overlap = seam_overlap(colour[:, 3]) / 2
+    direction = (b - a) / (b - a).norm(dim=-1, keepdim=True).clamp_min(1e-6)
+    a = torch.where((index > 0)[:, None], a - direction * overlap[:, None], a)
+    b = torch.where((index < steps - 1)[:, None], b + direction * overlap[:, None], b)
+    frame = torch.as_tensor(frame, device=device).expand(n_lines)[line]
+    return R.segments(frame, a, b, widths, colour, caps="butt")
 
 
 def _mix(h: torch.Tensor) -> torch.Tensor:
