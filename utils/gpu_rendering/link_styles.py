@@ -285,10 +285,14 @@ def _pulsing(frame, points, lengths, width, start_color, end_color, wave, step, 
     lo = index * period
     hi = torch.minimum(lo + period, total)
     drawn = torch.where((lengths >= 2) & (total[:, 0] > 1e-4), steps[:, 0].clamp_max(count), 0).long()
-    line, rank = expand_counts(drawn, int(drawn.sum()))
-    kept = line * count + rank  # the steps on a stroke, in [L,R] order
-    a, b = (point_at(points, arc, s).view(-1, 2)[kept] for s in (lo, hi))
-    index, period, steps = rank, period[line, 0], steps[line, 0]
+    line, index = expand_counts(drawn, int(drawn.sum()))
+    kept = line * count + index  # the steps on a stroke, in [L,R] order
+    if points.shape[1] == 2:  # straight: along the stroke from its start
+        start, direction = points[line, 0], (points[:, 1] - points[:, 0])[line] / total[line].clamp_min(1e-6)
+        a, b = (start + direction * s.view(-1)[kept, None] for s in (lo, hi))
+    else:
+        a, b = (point_at(points, arc, s).view(-1, 2)[kept] for s in (lo, hi))
+    period, steps = period[line, 0], steps[line, 0]
     if end_color is None:
         colour = start_color[line]
     else:
