@@ -19,6 +19,7 @@ FRAMES, HEIGHT, WIDTH, BOXES = 4, 1080, 1920, 50
 CASES = {
     "plain (every option off)": {},
     "marker circle": {"marker": "circle"},
+    "marker triangle": {"marker": "triangle"},
     "bar below": {"bar": "below"},
     "trace_frames 3": {"trace_frames": 3},
     "dim_outside 0.5": {"dim_outside": 0.5},

@@ -1,5 +1,6 @@
 """Line Link Renderer's plexus controls against the plain render, one run: each option (length falloff
-on opacity, width or both; colours from the points; links between groups; a fixed edge list) timed
+on opacity, width or both; colours from the points; links between groups; a fixed edge list; the spiral,
+elastic and fourier curves; the pulsing and electric line styles) timed
 with the node end to end (graph, layers, draw) beside the same node without it, and the ratio (issue
 34 allows a style at most 2x the plain render).
     .venv/bin/python bench/bench_plexus.py [--quick]
@@ -31,6 +32,19 @@ OPTIONS = [
     ("groups: two halves, knn", dict(groups=HALVES), {}),
     ("groups: two halves, radius", dict(graph="radius", groups=HALVES), dict(graph="radius")),
     ("graph edges: a chain through every point (vs knn k=1)", dict(graph="edges", edges=CHAIN), dict(k=1)),
+    # ys-vision-tools' curve families and line styles, against straight solid links
+    ("curve bezier (for scale)", dict(curve="bezier"), {}),
+    ("curve spiral (0.5 turns)", dict(curve="spiral"), {}),
+    ("curve elastic, curvature 0.1", dict(curve="elastic", curvature=0.1), {}),
+    ("curve fourier, curvature 0.1", dict(curve="fourier", curvature=0.1), {}),
+    ("line_style pulsing, 14 px wave", dict(line_style="pulsing", dash_speed=2.0), {}),
+    (
+        "line_style pulsing on bezier curves (vs bezier)",
+        dict(curve="bezier", line_style="pulsing"),
+        dict(curve="bezier"),
+    ),
+    ("line_style electric, jitter 3", dict(line_style="electric"), {}),
+    ("line_style electric + glow 0.5 (vs glow 0.5)", dict(line_style="electric", glow=0.5), dict(glow=0.5)),
 ]
 
 

@@ -42,8 +42,8 @@ class BoundingBoxRenderer(RasterKitNode):
     DISPLAY_NAME = "Bounding Box Renderer (RasterKit)"
     CATEGORY = "RasterKit/overlay"
     DESCRIPTION = (
-        "Draws anti-aliased rounded boxes (or ellipses, dots, halos) with labels on every frame of an "
-        "image batch. Boxes come from JSON, a BBOX, SEGS or a MASK (one box per connected component); "
+        "Draws anti-aliased rounded boxes (or ellipses, dots, halos, circles, triangles) with labels on every "
+        "frame of an image batch. Boxes come from JSON, a BBOX, SEGS or a MASK (one box per connected component); "
         "JSON boxes may be oriented (turned about their centres)."
     )
     INPUTS = [
@@ -119,9 +119,17 @@ class BoundingBoxRenderer(RasterKitNode):
             tooltip="the mark of each detection: box (outline and fill), ellipse (outline and fill of the ellipse "
             "inscribed in the box), dot (a disc at its centre), halo (its fill and a soft ring around it), "
             "circle (outline and fill of the circle through its corners, about its centre); turned with "
-            "oriented boxes",
+            "oriented boxes; triangle (a filled triangle pointing down at the top centre of the box, "
+            "2 x marker_size wide and as high, at stroke_opacity)",
         ),
-        Float("marker_size", 8.0, 0.0, 256.0, 0.5, tooltip="radius of a dot, width of a halo, in pixels"),
+        Float(
+            "marker_size",
+            8.0,
+            0.0,
+            256.0,
+            0.5,
+            tooltip="radius of a dot, width of a halo, half the width and height of a triangle, in pixels",
+        ),
         Combo("outputs", OVERLAY_OUTPUTS, tooltip=OVERLAY_OUTPUTS_TOOLTIP, optional=True),  # old API prompts lack it
         Combo(
             "bbox_format",

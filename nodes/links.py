@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..utils.core.batching import expand_counts
+from ..utils.gpu_curves import CURVES
 from ..utils.gpu_graph import (
     GRAPHS,
     GraphOptions,
@@ -88,7 +89,8 @@ class LineLinkRenderer(RasterKitNode):
         "Links tracked points in every frame (each to its nearest neighbours, all pairs within a radius, "
         "the Delaunay triangulation or the minimum spanning tree, or the walls of their Voronoi cells; with "
         "caps, and kept stable across frames by hysteresis) and draws the links as anti-aliased lines or "
-        "curves: solid, dashed (marching ants with dash_speed), dotted, in a colour gradient, with a glow; "
+        "curves (Bezier, spiral, elastic and Fourier waves): solid, dashed (marching ants with dash_speed), dotted, "
+        "pulsing, electric, in a colour gradient, with a glow; "
         "point markers, ids or labels; fading trails. Plexus controls: links that fade or thin with their "
         "length, coloured from their two points, only between groups of points; or a fixed edge list (a "
         "skeleton such as COCO-17 keypoints)."
@@ -126,8 +128,11 @@ class LineLinkRenderer(RasterKitNode):
         ),
         Combo(
             "curve",
-            ("straight", "bezier", "cubic"),
-            tooltip="straight lines; quadratic Bezier curves bent to alternating sides; or cubic Bezier S-curves",
+            CURVES,
+            tooltip="straight lines; quadratic Bezier curves bent to alternating sides; cubic Bezier S-curves; "
+            "spiral, each link winding out of its first point to its second (2.5 x curvature turns); "
+            "elastic, a damped wave of two swings across the link; fourier, a wave of five harmonics "
+            "(a sawtooth's) across it",
         ),
         Float(
             "curvature",
@@ -135,7 +140,8 @@ class LineLinkRenderer(RasterKitNode):
             -2.0,
             2.0,
             0.01,
-            tooltip="bend of the Bezier curves, as a fraction of the link's length; negative bends the other way",
+            tooltip="bend of the Bezier curves and largest swing of the waves, as a fraction of the link's "
+            "length (spiral: 2.5 x this many turns); negative bends the other way",
         ),
         Float("width", 1.5, 0.1, 64.0, 0.1, tooltip="line width in pixels"),
         Float("opacity", 0.8, 0.0, 1.0, tooltip="opacity of the links and point markers"),
@@ -169,9 +175,19 @@ class LineLinkRenderer(RasterKitNode):
             "line_style",
             styles.LINE_STYLES,
             tooltip="solid lines; dashed, dash_length on and gap_length off; "
-            "dotted, dots as wide as the line, gap_length apart",
+            "dotted, dots as wide as the line, gap_length apart; pulsing, a wave of width and opacity "
+            "along each link, crests dash_length + gap_length apart (marching with dash_speed); "
+            "electric, a zigzag that changes every frame, kinks at most dash_length apart swung up to "
+            "jitter across",
         ),
-        Float("dash_length", 8.0, 0.5, 10000.0, 0.5, tooltip="length of a dash in pixels (line_style dashed)"),
+        Float(
+            "dash_length",
+            8.0,
+            0.5,
+            10000.0,
+            0.5,
+            tooltip="length of a dash in pixels (line_style dashed); most pixels between an electric link's kinks",
+        ),
         Float("gap_length", 6.0, 1.0, 10000.0, 0.5, tooltip="pixels between dashes or dots"),
         Float(
             "dash_phase",
@@ -187,7 +203,8 @@ class LineLinkRenderer(RasterKitNode):
             -1000.0,
             1000.0,
             0.5,
-            tooltip="pixels the pattern moves each frame (marching ants); negative moves it back",
+            tooltip="pixels the pattern (dashes, dots, pulses) moves each frame (marching ants); negative moves "
+            "it back",
         ),
         String(
             "end_color",
@@ -281,6 +298,23 @@ class LineLinkRenderer(RasterKitNode):
             "keypoints, as pose models number them)",
             optional=True,
         ),
+        Float(
+            "jitter",
+            3.0,
+            0.0,
+            1000.0,
+            0.5,
+            tooltip="pixels an electric link's kinks swing across it, at most, either way (line_style electric)",
+            optional=True,
+        ),
+        Int(
+            "seed",
+            0,
+            0,
+            0xFFFFFFFF,
+            tooltip="the electric links' zigzags: the same seed, points and frames draw the same zigzags",
+            optional=True,
+        ),
         Socket("tracks", "RASTERKIT_TRACKS", optional=True, tooltip="tracks from Point Tracker (RasterKit)"),
         Socket(
             "ys_tracks",
@@ -343,11 +377,14 @@ class LineLinkRenderer(RasterKitNode):
         palette="default",
         groups="",
         edges="coco17",
+        jitter=3.0,
+        seed=0,
         tracks=None,
         ys_tracks=None,
     ):
         check_images(images, "images")
         for name, value, options in (
+            ("curve", curve, CURVES),
             ("line_style", line_style, styles.LINE_STYLES),
             ("width_by_length", width_by_length, styles.WIDTH_BY_LENGTH),
             ("point_style", point_style, styles.POINT_STYLES),
@@ -400,6 +437,8 @@ class LineLinkRenderer(RasterKitNode):
             point_palette=track_colours,
             length_falloff=length_falloff,
             falloff_on=falloff_on,
+            jitter=jitter,
+            seed=seed,
         )
         per_frame = np.array([len(links) for links in edges], np.int64)
         windows = frame_windows(per_frame + xy.shape[1], WINDOW_ITEMS)  # links and points: a bound the host knows

@@ -1,5 +1,6 @@
-"""The design card's Bezier flattening: links as quadratic Beziers or cubic S-curves, for all edges of all
-frames, flattened into polylines in one batch. Used by nodes/links.py (RasterKit_LineLinkRenderer's curves)."""
+"""The design card's curve flattening: links as quadratic Beziers or cubic S-curves, or as spirals and waves
+(ys-vision-tools' spiral, elastic and Fourier families), for all edges of all frames, flattened into
+polylines in one batch. Used by nodes/links.py (RasterKit_LineLinkRenderer's curves)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ import torch
 
 TOLERANCE = 0.05  # largest distance in pixels between a curve and its flattened polyline
 MAX_SEGMENTS = 128  # a 400 px cubic S-curve at curvature 0.4 needs 78
+CURVES = ("straight", "bezier", "cubic", "spiral", "elastic", "fourier")
+SPIRAL_TURNS = 2.5  # a spiral's turns per unit of curvature: 0.5 at the default 0.2 (ys-vision-tools' default)
+FOURIER_HARMONICS = 5
+# the waves' shapes f(u) across the chord, u in 0..1: their peaks max |f|, and bounds on the first and second
+# derivatives of f / max |f| (found numerically, rounded up): elastic, a damped wave of two
+# swings, sin(4 pi u)(1 - u); fourier, the first five terms of a sawtooth's series, sum sin(2 pi n u) / n
+WAVE_PEAK = {"elastic": 0.87859163, "fourier": 1.5828524}
+WAVE_SLOPE = {"elastic": 14.31, "fourier": 19.86}
+WAVE_BEND = {"elastic": 163.0, "fourier": 329.3}
 
 
 def bezier_polylines(
@@ -59,12 +69,88 @@ def bezier_polylines(
     return torch.addcmul(start[:, None], t, rest), segments + 1
 
 
-def control_polygon_length(curve: str, curvature: float) -> float:
-    """Length of a link's control polygon over its chord: a bound on the curve's length."""
+def wave_polylines(
+    start: torch.Tensor,
+    end: torch.Tensor,
+    curve: str,
+    curvature: float,
+    sign: torch.Tensor | None = None,
+    max_length: float | None = None,
+):
+    """Links from start to end (float [E,2] each) as spirals or waves, as padded polylines (the shapes of
+    ys-vision-tools' curve families, drawn end to end on the link). curve "spiral": an Archimedean spiral
+    out of the start, SPIRAL_TURNS x curvature turns (times sign [E] of +1/-1, default +1: the way it
+    winds), its radius growing evenly to the link's length at the end; "elastic": a damped wave of two
+    swings across the link, fading to its end; "fourier": five harmonics of a sawtooth across the link. A
+    wave's largest swing is curvature x the link's length, along the left normal (times sign).
+
+    Each link gets the fewest equal-parameter chords that keep it within TOLERANCE of its curve (a
+    curve p(u) deviates from n chords by at most max |p''| / (8 n^2)), at most MAX_SEGMENTS. max_length:
+    a host bound on the links' lengths, which sizes the padding with no host sync (None: the links' own,
+    one sync). Returns points float [E, S+1, 2] and lengths int64 [E] (points used per curve).
+    """
+    if curve not in ("spiral", *WAVE_PEAK):
+        raise ValueError(f"curve: expected spiral, elastic or fourier, got {curve!r}")
+    delta = end - start
+    length = delta.norm(dim=-1)
+    if curve == "spiral":  # p(u) = start + u R(w (u - 1)) delta: |p''| <= L |w| sqrt(4 + w^2)
+        turn = 2 * math.pi * SPIRAL_TURNS * abs(curvature)
+        bend = turn * math.sqrt(4 + turn * turn)
+    else:
+        bend = abs(curvature) * WAVE_BEND[curve]
+    if length.numel() == 0:
+        return torch.zeros(0, 2, 2, device=start.device), torch.zeros(0, dtype=torch.long, device=start.device)
+    segments = torch.ceil(torch.sqrt(length * (bend / (8 * TOLERANCE))))
+    if max_length is None:
+        segments = segments.clamp(1, MAX_SEGMENTS).long()
+        width = int(segments.max())
+    else:  # one more segment for rounding
+        width = min(MAX_SEGMENTS, math.ceil(math.sqrt(max(max_length, 0.0) * bend / (8 * TOLERANCE))) + 1)
+        segments = segments.clamp(1, width).long()
+    u = (torch.arange(width + 1, device=start.device)[None] / segments[:, None]).clamp(max=1.0)  # [E,S+1]
+    sign = sign[:, None] if sign is not None else 1.0
+    if curve == "spiral":
+        angle = (u - 1) * (2 * math.pi * SPIRAL_TURNS * curvature) * sign
+        cos, sin = torch.cos(angle), torch.sin(angle)
+        dx, dy = delta[:, None, 0], delta[:, None, 1]
+        turned = torch.stack([cos * dx - sin * dy, sin * dx + cos * dy], -1)
+        return start[:, None] + u[..., None] * turned, segments + 1
+    if curve == "elastic":
+        across = torch.sin((4 * math.pi) * u) * (1 - u)
+    else:
+        harmonic = torch.arange(1, FOURIER_HARMONICS + 1, device=start.device)
+        across = (torch.sin((2 * math.pi) * u[..., None] * harmonic) / harmonic).sum(-1)
+    across = across * ((curvature / WAVE_PEAK[curve]) * sign)
+    normal = torch.stack([-delta[:, 1], delta[:, 0]], -1)  # length-scaled left normal
+    return start[:, None] + u[..., None] * delta[:, None] + across[..., None] * normal[:, None], segments + 1
+
+
+def curve_polylines(
+    start: torch.Tensor,
+    end: torch.Tensor,
+    curve: str,
+    curvature: float,
+    sign: torch.Tensor | None = None,
+    max_length: float | None = None,
+):
+    """Links of any curved family of CURVES (all but straight) as padded polylines: bezier_polylines'
+    Beziers or wave_polylines' spirals and waves, with their shapes and arguments."""
+    if curve in ("bezier", "cubic"):
+        return bezier_polylines(start, end, curvature, sign, cubic=curve == "cubic", max_length=max_length)
+    return wave_polylines(start, end, curve, curvature, sign, max_length)
+
+
+def arc_length_ratio(curve: str, curvature: float) -> float:
+    """A bound on a link's arc length over its chord: a Bezier's control polygon; a wave's
+    1 + max |slope across the chord|; a spiral's integral of sqrt(1 + w^2 u^2) over 0..1, <= 1 + |w| / 2."""
     if curve == "bezier":
         return 2 * math.hypot(0.5, curvature)
     if curve == "cubic":
         return 2 * math.hypot(1 / 3, curvature) + math.hypot(1 / 3, 2 * curvature)
+    if curve == "spiral":
+        return 1 + math.pi * SPIRAL_TURNS * abs(curvature)
+    if curve in WAVE_SLOPE:
+        return 1 + abs(curvature) * WAVE_SLOPE[curve]
     return 1.0
 
 

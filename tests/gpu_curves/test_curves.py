@@ -1,4 +1,4 @@
-"""Bezier links: flattened within tolerance, drawn like the analytic curve."""
+"""Curved links (Beziers, spirals, waves): flattened within tolerance, drawn like the analytic curve."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,14 @@ import torch
 from scipy.spatial import cKDTree
 
 from rasterkit.utils import gpu_rendering as R
-from rasterkit.utils.gpu_curves import TOLERANCE, alternating_sign, bezier_polylines
+from rasterkit.utils.gpu_curves import (
+    TOLERANCE,
+    alternating_sign,
+    arc_length_ratio,
+    bezier_polylines,
+    curve_polylines,
+    wave_polylines,
+)
 
 
 def bezier(p0, p1, p2, t):
@@ -84,3 +91,86 @@ def test_a_host_bound_on_lengths_pads_without_a_sync(cubic):
     assert torch.equal(bounded_lengths, lengths) and bounded.shape[1] >= points.shape[1]
     assert torch.equal(bounded[:, : points.shape[1]], points)
     assert torch.equal(bounded[:, points.shape[1] :], points[:, -1:].expand(-1, bounded.shape[1] - points.shape[1], -1))
+
+
+# -- spirals and waves (ys-vision-tools' curve families) ---------------------------------------------
+
+
+def wave_curve(p0, p2, curve, curvature, t):
+    """The link from p0 to p2 [2] as the node describes it, at t [N], written out anew: a spiral winding
+    out of p0 by 2.5 x curvature turns at a radius growing evenly to |p2 - p0|, ending on p2; or a wave
+    across the chord, its largest swing curvature x the chord along the left normal."""
+    d = p2 - p0
+    if curve == "spiral":
+        length, heading = np.hypot(*d), np.arctan2(d[1], d[0])
+        angle = heading - 2 * np.pi * 2.5 * curvature * (1 - t)
+        return p0 + (length * t)[:, None] * np.stack([np.cos(angle), np.sin(angle)], 1)
+    dense = np.linspace(0, 1, 200001)
+    if curve == "elastic":
+        shape = lambda u: np.sin(4 * np.pi * u) * (1 - u)  # noqa: E731
+    else:
+        shape = lambda u: sum(np.sin(2 * np.pi * n * u) / n for n in range(1, 6))  # noqa: E731
+    across = shape(t) / np.abs(shape(dense)).max() * curvature
+    return p0 + t[:, None] * d + across[:, None] * np.array([-d[1], d[0]])
+
+
+WAVES = ["spiral", "elastic", "fourier"]
+
+
+@pytest.mark.parametrize("curve", WAVES)
+def test_waves_flatten_within_tolerance(curve):
+    start = torch.tensor([[5.0, 5.0], [0.0, 0.0], [10.0, 40.0]])
+    end = torch.tensor([[90.0, 40.0], [3.0, 0.0], [10.0, -60.0]])
+    points, lengths = wave_polylines(start, end, curve, 0.15)
+    for e in range(3):
+        dense = wave_curve(start[e].numpy(), end[e].numpy(), curve, 0.15, np.linspace(0, 1, 20000))
+        chord = points[e, : lengths[e]].numpy()
+        assert np.allclose(chord[0], dense[0], atol=1e-4) and np.allclose(chord[-1], dense[-1], atol=1e-4)
+        a, b = chord[:-1], chord[1:]
+        d = b - a
+        t = np.clip((((dense[:, None] - a) * d).sum(-1)) / np.maximum((d * d).sum(-1), 1e-12), 0, 1)
+        gap = np.linalg.norm(dense[:, None] - (a + t[..., None] * d), axis=-1).min(1)
+        assert gap.max() <= TOLERANCE * 1.01
+        # the arc length stays within arc_length_ratio's bound
+        arc = np.hypot(*np.diff(dense, axis=0).T).sum()
+        assert arc <= arc_length_ratio(curve, 0.15) * np.hypot(*(end[e] - start[e]).numpy()) + 1e-3
+    # curvature 0: straight, one segment
+    assert wave_polylines(start, end, curve, 0.0)[1].tolist() == [2, 2, 2]
+
+
+@pytest.mark.parametrize("curve", WAVES)
+def test_wave_rendering_matches_a_supersampled_reference(curve):
+    height, width, samples = 40, 56, 16
+    start, end = torch.tensor([[8.0, 22.0]]), torch.tensor([[47.0, 17.0]])
+    sign = alternating_sign(torch.tensor([1]), torch.tensor([2]))  # -1
+    points, lengths = curve_polylines(start, end, curve, 0.12, sign)
+    _, alpha, _ = R.draw(torch.zeros(1, height, width, 3), R.polylines(0, points, lengths, 2.0, (1, 1, 1, 1)))
+    dense = wave_curve(start[0].numpy(), end[0].numpy(), curve, -0.12, np.linspace(0, 1, 20000))
+    ys = (np.arange(height * samples) + 0.5) / samples
+    xs = (np.arange(width * samples) + 0.5) / samples
+    X, Y = np.meshgrid(xs, ys)
+    near = cKDTree(dense).query(np.stack([X.ravel(), Y.ravel()], 1), distance_upper_bound=2.0)[0].reshape(X.shape)
+    reference = (near <= 1.0).reshape(height, samples, width, samples).mean(axis=(1, 3))
+    error = np.abs(alpha[0].numpy() - reference)
+    assert reference.sum() > 80 and error.mean() < 0.01 and error.max() < 0.1, (error.mean(), error.max())
+
+
+@pytest.mark.parametrize("curve", WAVES)
+def test_a_host_bound_on_lengths_pads_waves_without_a_sync(curve):
+    from opcount import OpCount
+
+    generator = torch.Generator().manual_seed(3)
+    start = torch.rand(50, 2, generator=generator) * 200
+    end = start + (torch.rand(50, 2, generator=generator) - 0.5) * 140  # links up to ~99 px
+    sign = alternating_sign(torch.arange(50), torch.arange(1, 51))
+    points, lengths = wave_polylines(start, end, curve, 0.1, sign)
+    with OpCount() as count:
+        bounded, bounded_lengths = wave_polylines(start, end, curve, 0.1, sign, max_length=99.0)
+    assert count.syncs == 0 and count.uploads == 0 and count.float64 == 0, count.summary()
+    assert torch.equal(bounded_lengths, lengths) and bounded.shape[1] >= points.shape[1]
+    assert torch.equal(bounded[:, : points.shape[1]], points)
+
+
+def test_bad_curve_is_named():
+    with pytest.raises(ValueError, match="curve: expected spiral, elastic or fourier, got 'zigzag'"):
+        wave_polylines(torch.zeros(1, 2), torch.ones(1, 2), "zigzag", 0.2)

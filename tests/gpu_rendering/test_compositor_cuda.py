@@ -28,8 +28,8 @@ def device(kernel_device):
 
 
 def every_kind(batch, height, width, count, seed):
-    """A scene with every primitive kind and option (turned boxes, ellipses and halos too), spread over the frames
-    and past their edges."""
+    """A scene with every primitive kind and option (turned boxes, ellipses and halos too; triangles), spread over
+    the frames and past their edges."""
     g = torch.Generator().manual_seed(seed)
     rand = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
     frames = torch.randint(0, batch, (count,), generator=g)
@@ -76,6 +76,14 @@ def every_kind(batch, height, width, count, seed):
             rand(count) * 15,
             colours * torch.tensor([1, 1, 1, 0.6]),
             angle=torch.where(rand(count) > 0.5, rand(count) * 7, 0.0),
+        ),
+        # triangles of every turn and size, sharp corners among them, and some of no area
+        R.triangles(
+            frames,
+            a,
+            torch.where(rand(count, 1) > 0.1, b, a),
+            a + (rand(count, 2) - 0.5) * 80,
+            colours * torch.tensor([1, 1, 1, 0.7]),
         ),
     )
 

@@ -345,7 +345,8 @@ def test_node_markers_trails_and_width_by_length():
 @pytest.mark.parametrize(
     "kw,message",
     [
-        (dict(line_style="wavy"), "line_style: expected one of solid, dashed, dotted, got 'wavy'"),
+        (dict(line_style="wavy"), "line_style: expected one of solid, dashed, dotted, pulsing, electric, got 'wavy'"),
+        (dict(curve="wavy"), "curve: expected one of straight, bezier, cubic, spiral, elastic, fourier, got 'wavy'"),
         (dict(point_style="star"), "point_style: expected one of dot, ring"),
         (dict(width_by_length="random"), "width_by_length: expected one of none"),
         (dict(end_color="teal"), "end_color: expected a hex colour"),
@@ -645,3 +646,156 @@ def test_colours_from_the_points_colour_markers_text_and_trails_by_track():
     assert len(ink) and torch.allclose(ink[:, :3], torch.tensor(tab10[1]), atol=1e-5)
     _, alpha, layer, _ = run(point_radius=0.0, trail_frames=2, width=2.0, palette="tab10")
     assert alpha[2, 30, 15] > 0.5 and torch.allclose(layer[2, 30, 15, :3], torch.tensor(tab10[2]), atol=1e-5)
+
+
+# -- pulsing and electric links (ys-vision-tools' line styles) -------------------------------------
+
+
+def pulse_reference(a, b, width, opacity, wave, phase):
+    """Alpha of a pulsing straight stroke a -> b, written out anew: the fewest equal butt-ended steps of at
+    most clamp(wave / 6, 1, 4) px, each as wide and as opaque as the wave
+    c = 0.5 + 0.5 cos(2 pi (s - phase) / wave) at its middle s: width (0.5 + 0.5 c), opacity (0.25 + 0.75 c)."""
+    X, Y = samples()
+    along, across, length = along_across(X, Y, a, b)
+    step = length / np.ceil(length / min(max(wave / 6, 1.0), 4.0))
+    middle = (np.floor(along / step) + 0.5) * step
+    crest = 0.5 + 0.5 * np.cos(2 * np.pi * (middle - phase) / wave)
+    inside = (along >= 0) & (along <= length) & (across <= width * (0.5 + 0.5 * crest) / 2)
+    return pixel_mean(np.where(inside, opacity * (0.25 + 0.75 * crest), 0.0))
+
+
+@pytest.mark.parametrize("phase,wave", [(0.0, 14.0), (5.5, 30.0), (-3.0, 9.0)])
+def test_pulsing_against_a_reference(phase, wave):
+    """Straight strokes and the same stroke as a polyline of three points draw the wave's steps; their
+    seams within about 0.1 of the opacity, as a gradient's (test_seam_overlap_is_the_least_worst_error)."""
+    width, opacity = 5.0, 0.9
+    colour = torch.tensor([[1.0, 1, 1, opacity]])
+    reference = pulse_reference(A, B, width, opacity, wave, phase)
+    middle = np.add(A, 0.45 * np.subtract(B, A)).tolist()
+    for points, lengths in (straight(A, B), (torch.tensor([[A, middle, B]], dtype=torch.float32), torch.tensor([3]))):
+        gap = wave - 4.0  # dash_length + gap_length is the wave
+        prims = S.styled_polylines(ONE, points, lengths, width, colour, None, "pulsing", 4.0, gap, phase, 60.0)
+        assert_close(draw(prims)[0], reference, largest=0.15 * opacity)
+
+
+def test_pulsing_along_a_curve_against_a_reference():
+    """Pulsing steps follow a Bezier link by their chords: the reference takes each sample's nearest point
+    on the true curve (densely sampled), its arc length, and the step and wave there."""
+    from scipy.spatial import cKDTree
+
+    from rasterkit.utils.gpu_curves import bezier_polylines
+
+    start, end = torch.tensor([[6.0, 30.0]]), torch.tensor([[58.0, 24.0]])
+    points, lengths = bezier_polylines(start, end, 0.3)
+    width, opacity, wave, phase = 4.0, 1.0, 16.0, 3.0
+    colour = torch.tensor([[1.0, 1, 1, opacity]])
+    prims = S.styled_polylines(ONE, points, lengths, width, colour, None, "pulsing", 8.0, 8.0, phase, 120.0)
+    p0, p2 = start[0].numpy().astype(float), end[0].numpy().astype(float)
+    control = (p0 + p2) / 2 + 0.3 * np.array([-(p2 - p0)[1], (p2 - p0)[0]])
+    t = np.linspace(0, 1, 8001)[:, None]
+    dense = (1 - t) ** 2 * p0 + 2 * (1 - t) * t * control + t**2 * p2
+    arc = np.concatenate([[0], np.cumsum(np.hypot(*np.diff(dense, axis=0).T))])
+    step = arc[-1] / np.ceil(arc[-1] / min(max(wave / 6, 1.0), 4.0))
+    X, Y = samples()
+    distance, nearest = cKDTree(dense).query(np.stack([X.ravel(), Y.ravel()], 1), distance_upper_bound=3.0)
+    nearest = np.minimum(nearest, len(dense) - 1).reshape(X.shape)
+    inner = (nearest > 0) & (nearest < len(dense) - 1)  # not beyond the curve's ends
+    crest = 0.5 + 0.5 * np.cos(2 * np.pi * ((np.floor(arc[nearest] / step) + 0.5) * step - phase) / wave)
+    inside = (distance.reshape(X.shape) <= width * (0.5 + 0.5 * crest) / 2) & inner
+    assert_close(draw(prims)[0], pixel_mean(np.where(inside, opacity * (0.25 + 0.75 * crest), 0.0)), largest=0.15)
+
+
+def test_pulsing_gradient_colours_its_steps_along_the_link():
+    points, lengths = straight(A, B)
+    start, end = torch.tensor([[1.0, 0, 0, 1]]), torch.tensor([[0.0, 0, 1, 1]])
+    _, layer = draw(S.styled_polylines(ONE, points, lengths, 4.0, start, end, "pulsing", 6.0, 6.0, 0.0, 60.0))
+    rgb = layer[..., :3] / np.maximum(layer[..., 3:], 1e-6)
+    first, last = np.add(A, 1.0 / 58 * np.subtract(B, A)), np.add(B, -1.0 / 58 * np.subtract(B, A))
+    assert np.allclose(rgb[int(first[1]), int(first[0])], [1, 0, 0], atol=0.05)
+    assert np.allclose(rgb[int(last[1]), int(last[0])], [0, 0, 1], atol=0.05)
+
+
+def test_pulses_march_by_dash_speed_per_frame():
+    """A 12 px wave in 2 px steps, moving 4 px (two steps) a frame: each frame is the one before moved
+    4 px along the link, away from its ends."""
+    alpha = render(line_style="pulsing", dash_length=6.0, gap_length=6.0, dash_speed=4.0, width=3.0)[1]
+    assert alpha[0, 20, 8:56].std() > 0.1  # crests and troughs
+    for t in (1, 2):
+        assert torch.allclose(alpha[t, 15:26, 16:50], alpha[t - 1, 15:26, 12:46], atol=1e-5), t
+
+
+def hash32(h):
+    """link_styles' hash of uint64 values, written out anew in numpy."""
+    for _ in range(2):
+        h = ((h ^ (h >> np.uint64(16))) * np.uint64(0x45D9F3B)) & np.uint64(0xFFFFFFFF)
+    return h ^ (h >> np.uint64(16))
+
+
+def electric_reference(a, b, spacing, amplitude, seed, frame, pair):
+    """The zigzag of a straight link a -> b, written out anew: the fewest equal pieces of at most
+    `spacing` px, each inner corner moved along the left normal by the hash of (seed, frame, its points,
+    its number) mapped to -amplitude .. amplitude."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    length = np.hypot(*(b - a))
+    pieces = int(np.ceil(length / spacing))
+    k = np.arange(pieces + 1, dtype=np.uint64)
+    h = hash32(np.uint64(frame) ^ np.uint64(seed))
+    h = hash32(hash32(h ^ np.uint64(pair[0])) ^ np.uint64(pair[1]))
+    h = hash32(h ^ k)
+    swing = (h & np.uint64(0xFFFFFF)).astype(float) * (2 * amplitude / 2**24) - amplitude
+    swing[[0, -1]] = 0
+    normal = np.array([-(b - a)[1], (b - a)[0]]) / length
+    return a + (k / pieces)[:, None] * (b - a) + swing[:, None] * normal
+
+
+def test_electric_zigzag_against_a_reference():
+    """The zigzag's corners match a reference written out anew, and the drawn zigzag (solid, round joins)
+    a supersampled union of capsules along them."""
+    width, spacing, amplitude, seed = 2.0, 7.0, 3.5, 12345
+    frame, pair = torch.tensor([2]), torch.tensor([[4, 9]])
+    points, lengths = straight(A, B)
+    zigzag, count = S.electric_polylines(points, lengths, frame, pair, spacing, amplitude, seed, 60.0)
+    corners = electric_reference(A, B, spacing, amplitude, seed, 2, (4, 9))
+    assert count.tolist() == [len(corners)] and zigzag.shape[1] >= len(corners)
+    assert np.allclose(zigzag[0, : len(corners)].numpy(), corners, atol=1e-4)
+    assert (zigzag[0, len(corners) :] == zigzag[0, len(corners) - 1]).all()  # padding: the end repeated
+    alpha = draw(R.polylines(frame * 0, zigzag, count, width, (1.0, 1, 1, 1)))[0]
+    X, Y = samples()
+    inside = np.zeros_like(X, dtype=bool)
+    for p, q in zip(corners[:-1], corners[1:], strict=True):
+        inside |= capsule(X, Y, p, q, width / 2)
+    assert_close(alpha, pixel_mean(inside))
+
+
+def test_electric_links_change_every_frame_and_repeat_for_a_seed():
+    def run(**kw):
+        return render(**{"line_style": "electric", "width": 2.0, "jitter": 4.0, **kw})[1]
+
+    first = run(seed=7)
+    assert torch.equal(first, run(seed=7)) and not torch.equal(first, run(seed=8))
+    assert not torch.equal(first[0], first[1]) and not torch.equal(first[1], first[2])  # the points hold still
+    assert not torch.equal(first[0], render(width=2.0)[1][0])
+    assert torch.equal(run(seed=7, jitter=0.0), render(width=2.0)[1])  # no swing: the straight link
+    # a window of the batch's frames draws them as the whole batch does
+    from rasterkit.utils.gpu_rendering.link_layers import LinkStyle, link_strokes
+
+    ends = torch.tensor([[[6.0, 20.0], [58.0, 20.0]]] * 3)
+    style = LinkStyle(line_style="electric", jitter=4.0, seed=7)
+    frames, pairs = torch.arange(3), torch.tensor([[0, 1]] * 3)
+    whole = link_strokes(frames, pairs, ends[:, 0], ends[:, 1], style)[1]
+    window = link_strokes(frames[:1], pairs[:1], ends[2:, 0], ends[2:, 1], style, first_frame=2)[1]
+    assert torch.equal(whole.params[whole.frame == 2], window.params)
+
+
+@pytest.mark.parametrize("curve", ["straight", "bezier", "spiral", "fourier"])
+@pytest.mark.parametrize("style", ["pulsing", "electric"])
+def test_pulsing_and_electric_links_of_no_length(curve, style):
+    """Two points on one spot (a link of length 0) beside a real link: no NaN, the real link drawn."""
+    tracks = {
+        "xy": torch.tensor([[[10.0, 10.0], [10.0, 10.0], [50.0, 30.0]]]).expand(3, -1, -1),
+        "visible": torch.ones(3, 3, dtype=torch.bool),
+    }
+    _, alpha, _, edges = LineLinkRenderer.run(
+        IMAGES, tracks_json="", tracks=tracks, k=2, curve=curve, line_style=style, end_color="#FF0000"
+    )
+    assert [0, 1] in json.loads(edges)[0] and torch.isfinite(alpha).all() and alpha.amax() > 0.5

@@ -217,3 +217,30 @@ def test_bad_region_inputs_are_named():
         box_regions.edit_regions(IMAGE, FRAME, BOUNDS, "smudge", 3, 0.0)
     with pytest.raises(ValueError, match="dim_outside"):
         box_regions.edit_regions(IMAGE, FRAME, BOUNDS, "none", 3, 1.5)
+
+
+@pytest.mark.parametrize("box,size", [((12.3, 20.1, 32.2, 30.7), 8.0), ((5, 14, 41, 33), 5.5), ((20, 30, 28, 36), 3.0)])
+def test_triangle_marker_against_a_supersampled_triangle(box, size):
+    """supervision's TriangleAnnotator: a filled triangle pointing down with its tip at the box's top centre,
+    2 x marker_size wide and as high, at stroke_opacity; within 0.1 of a 16x16-sample reference away from
+    its corners, 0.2 at them (the triangle kind's product of edge coverages)."""
+    X, Y = samples()
+    tip = np.array([(box[0] + box[2]) / 2, box[1]])
+    corners = [tip, tip + (size, -2 * size), tip + (-size, -2 * size)]
+    # below the base, above the tip, and inside both slanted sides
+    inside = (Y >= tip[1] - 2 * size) & (Y <= tip[1]) & (np.abs(X - tip[0]) <= (tip[1] - Y) / 2)
+    alpha = alpha_of([list(box)], marker="triangle", marker_size=size, stroke_opacity=0.8)[0]
+    error = np.abs(alpha - 0.8 * pixel_mean(inside))
+    ys, xs = np.mgrid[:H, :W] + 0.5
+    near = np.logical_or.reduce([np.hypot(xs - x, ys - y) <= 1.5 for x, y in corners])
+    assert error.mean() < 0.01 and error[~near].max() < 0.1 and error.max() < 0.2, (error.mean(), error.max())
+
+
+def test_triangle_marker_of_a_turned_box_sits_on_its_upright_bounds():
+    boxes = [{"x": 14, "y": 20, "w": 20, "h": 10, "angle": 30}]
+    alpha = alpha_of(boxes, marker="triangle", marker_size=4.0)[0]
+    from rasterkit.utils.inputs.boxes import box_table
+
+    x1, y1, x2, _ = box_table(torch.zeros(1, H, W, 3), json.dumps(boxes)).bounds()[0].tolist()
+    rows, columns = np.nonzero(alpha > 0.5)
+    assert abs(columns.mean() + 0.5 - (x1 + x2) / 2) < 0.5 and rows.max() + 0.5 <= y1 + 0.5 and rows.min() >= y1 - 9

@@ -95,11 +95,13 @@ def test_widgets_added_later_come_last():
     ]
     # optional widgets come after the required ones in the frontend's layout: new ones after "outputs"
     optional = [spec.name for spec in LineLinkRenderer.INPUTS if spec.optional and spec.type != "RASTERKIT_TRACKS"]
-    assert optional[:6] == ["outputs", "length_falloff", "falloff_on", "palette", "groups", "edges"]
+    assert optional[:8] == ["outputs", "length_falloff", "falloff_on", "palette", "groups", "edges", "jitter", "seed"]
     graphs = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "graph")
     assert list(graphs) == ["knn", "radius", "delaunay", "mst", "voronoi", "edges"]  # new choices last too
     curves = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "curve")
-    assert list(curves) == ["straight", "bezier", "cubic"]
+    assert list(curves) == ["straight", "bezier", "cubic", "spiral", "elastic", "fourier"]
+    styles = next(spec.options for spec in LineLinkRenderer.INPUTS if spec.name == "line_style")
+    assert list(styles) == ["solid", "dashed", "dotted", "pulsing", "electric"]
 
 
 def test_tracks_input_styles_and_points():

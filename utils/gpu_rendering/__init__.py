@@ -1,6 +1,6 @@
 """The design card's 2D renderer: anti-aliased SDF primitives (segments, polylines, rounded boxes, discs,
-ellipses, halos, text sprites) binned into tiles and composited on batches of frames (torch path, CUDA
-kernel, numba loop), with labels, link and point styles, mask overlays and line plots on top.
+ellipses, halos, triangles, text sprites) binned into tiles and composited on batches of frames (torch
+path, CUDA kernel, numba loop), with labels, link and point styles, mask overlays and line plots on top.
 
 Used by the nodes Bounding Box Renderer, Line Link Renderer, Mask Renderer and Series To Images (and
 PrimitiveMesh for straight_alpha), and by the library's line plots (rasterkit.gpu_rendering,
@@ -14,7 +14,7 @@ numba's loop), line_plots / line_plots_cpu (line plots), labels, link_styles, ma
 from .box_regions import INSIDE_EDITS, edit_regions
 from .box_styles import MARKERS, box_markers
 from .compositor import PairPlan, composite, coverage, draw, draw_plan, straight_alpha
-from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO, SEGMENT, SPRITE, TILE
+from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO, SEGMENT, SPRITE, TILE, TRIANGLE
 from .labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives, text_atlas
 from .line_plots import fill_coverage, render_polylines, render_polylines_packed, series_points, value_range
 from .link_layers import POINT_LABELS, LinkStyle, link_layers
@@ -41,6 +41,7 @@ from .primitives import (
     segments,
     sprites,
     tile_spans,
+    triangles,
 )
 from .series import render_series, series_memory
 
@@ -79,6 +80,7 @@ __all__ = [
     "SEGMENT",
     "SPRITE",
     "TILE",
+    "TRIANGLE",
     "WIDTH_BY_LENGTH",
     "Primitives",
     "catmull_rom",
@@ -111,6 +113,7 @@ __all__ = [
     "text_atlas",
     "tile_spans",
     "trail_paths",
+    "triangles",
     "value_range",
     "width_by_length",
     "with_labels",

@@ -9,7 +9,7 @@ from ..inputs.boxes import BoxTable
 from . import primitives as R
 from .track_trails import trail_layers
 
-MARKERS = ("box", "ellipse", "dot", "halo", "circle")
+MARKERS = ("box", "ellipse", "dot", "halo", "circle", "triangle")
 BARS = ("none", "below", "above")
 BAR_BACKGROUND = 0.25  # a score bar's background: the box's colour at this fraction of the stroke's opacity
 
@@ -29,7 +29,9 @@ def box_markers(
     with it: its outline and fill (box), the inscribed ellipse's outline and fill (ellipse), a disc of
     radius marker_size at its centre (dot), its fill and a halo marker_size wide around it (halo), or the
     fill and outline of the circle through its corners about its centre (circle: supervision's
-    CircleAnnotator's ring, the box's circumscribed circle, the same for a turned box)."""
+    CircleAnnotator's ring, the box's circumscribed circle, the same for a turned box), or a filled
+    triangle pointing down at the top centre of its upright bounds, 2 x marker_size wide and as high
+    (triangle: supervision's TriangleAnnotator)."""
     ones = torch.ones(len(table), 1)
     stroke, fill = torch.cat([rgb, ones * stroke_opacity], 1), torch.cat([rgb, ones * fill_opacity], 1)
     if marker == "box":
@@ -51,6 +53,13 @@ def box_markers(
         )
     if marker == "dot":
         return R.discs(table.frame[drawn], centre[drawn], marker_size, stroke[drawn])
+    if marker == "triangle":
+        x1, y1, x2, _ = table.bounds()[drawn].unbind(1)
+        apex = torch.stack([(x1 + x2) / 2, y1], 1)
+        size = torch.tensor([marker_size, -2.0 * marker_size])  # half the base across, the height up
+        return R.triangles(
+            table.frame[drawn], apex, apex + size, apex + size * torch.tensor([-1.0, 1.0]), stroke[drawn]
+        )
     if marker == "circle":
         return _circles(
             table.frame[drawn],

@@ -87,6 +87,7 @@ from .constants import (
     PAIR_SEGMENT,
     PAIR_SOLID,
     PAIR_SPRITE,
+    PAIR_TRIANGLE,
     PAIR_TURNED_FILL,
     PAIR_TURNED_STROKE,
     SEGMENT,
@@ -104,6 +105,11 @@ from .constants import (
     SPRITE_X0,
     SPRITE_Y0,
     TILE,
+    TRIANGLE,
+    TRIANGLE_AX,
+    TRIANGLE_BX,
+    TRIANGLE_CX,
+    TRIANGLE_CY,
 )
 from .primitives import Primitives, tile_spans
 
@@ -316,6 +322,20 @@ def _disc_coverage(p, origin, g, rings: bool = True):
     return torch.where(_col(p, DISC_RING_HALF) > 0, ring, _from_distance(distance))
 
 
+def _triangle_coverage(p, origin, g):
+    """Coverage of filled triangles: the product of the pixel's coverages by the three edges' half-planes,
+    each from the signed distance to the edge's line (see primitives.triangles)."""
+    ox, oy, gx, gy = _pixels(origin, g)
+    coverage = None
+    for first, second in ((TRIANGLE_AX, TRIANGLE_BX), (TRIANGLE_BX, TRIANGLE_CX), (TRIANGLE_CX, TRIANGLE_AX)):
+        ex, ey = _col(p, second) - _col(p, first), _col(p, second + 1) - _col(p, first + 1)
+        length = torch.sqrt(ex * ex + ey * ey).clamp_min(1e-12)
+        x, y = (ox - _col(p, first)) + gx, (oy - _col(p, first + 1)) + gy
+        side = _from_distance((ey * x - ex * y) / length)  # outside the edge: > 0 (its corners clockwise)
+        coverage = side if coverage is None else coverage * side
+    return coverage
+
+
 def _sprite_coverage(p, origin, g, atlas):
     # the atlas pixel of each pixel, x and y at once: [m,2,T*T]; whole numbers, exact in float32 (pixel
     # centres less 0.5, less the sprite's corner, which sprites() floors)
@@ -349,6 +369,7 @@ def _pair_coverage(prims, pairs: _Pairs, atlas, g) -> torch.Tensor:
         (PAIR_ELLIPSE, lambda p, o, c: _ellipse_coverage(p, o, g)),
         (PAIR_HALO, lambda p, o, c: _halo_coverage(p, o, g)),
         (PAIR_SPRITE, lambda p, o, c: _sprite_coverage(p, o, g, atlas)),
+        (PAIR_TRIANGLE, lambda p, o, c: _triangle_coverage(p, o, g)),
     )
     *bounds, solid = pairs.group_bounds
     present = [(first, evaluate, bound) for (first, evaluate), bound in zip(evaluations, bounds, strict=True) if bound]
@@ -435,7 +456,7 @@ def _classify(
     p = prims.params[primitive]
     groups = [
         kinds
-        for kinds in ((SEGMENT,), (BOX_FILL, BOX_STROKE), (DISC,), (SPRITE,), (ELLIPSE,), (HALO,))
+        for kinds in ((SEGMENT,), (BOX_FILL, BOX_STROKE), (DISC,), (SPRITE,), (ELLIPSE,), (HALO,), (TRIANGLE,))
         if any(per_kind[k] for k in kinds)
     ]
     kind = prims.kind[primitive] if len(groups) > 1 or len(groups[0]) > 1 else None
@@ -477,6 +498,8 @@ def _classify(
             found = torch.full_like(primitive, PAIR_SPRITE)
         elif kinds == (HALO,):
             found = _classify_halos(p, to_centre, tile)
+        elif kinds == (TRIANGLE,):
+            found = _classify_triangles(p, to_centre, tile)
         else:
             found = _classify_boxes(p, to_centre, kind, per_kind, turned_boxes, tile)
         if pair_class is None:
@@ -535,6 +558,20 @@ def _classify_halos(p, to_centre, tile):
     outside = (distance - spread > half_size + _col(p, HALO_WIDTH)).any(1)
     inner = (distance + spread + 0.5 <= half_size - _col(p, HALO_RADIUS)).all(1)
     return (outside | inner) * (PAIR_MISSED - PAIR_HALO) + PAIR_HALO
+
+
+def _classify_triangles(p, to_centre, tile):
+    """The classes of triangle pairs (see _classify), from the tile centre's signed distances to the edges'
+    lines: PAIR_MISSED where one is beyond the tile's reach (every pixel is then at least 0.5 px outside
+    that edge), PAIR_SOLID where all are at least half the tile's diagonal and 0.5 px inside, else
+    PAIR_TRIANGLE."""
+    corners = p[:, TRIANGLE_AX : TRIANGLE_CY + 1].view(-1, 3, 2)
+    centre = to_centre[:, None] + (corners[:, :1] - corners)  # [m,3,2]: from each corner
+    edge = corners.roll(-1, 1) - corners
+    length = torch.sqrt((edge * edge).sum(-1)).clamp_min(1e-12)
+    farthest = ((edge[..., 1] * centre[..., 0] - edge[..., 0] * centre[..., 1]) / length).amax(1)
+    found = (farthest > tile * 0.7072 + 1.5) * (PAIR_MISSED - PAIR_TRIANGLE) + PAIR_TRIANGLE
+    return found.masked_fill_(farthest + (tile * 0.7072 + 0.5) <= 0, PAIR_SOLID)
 
 
 def _depth_bounds(span, frame, drawn, frames, tiles_y, tiles_x) -> torch.Tensor:
@@ -689,7 +726,8 @@ def _bin(
     )
     tile_id, order = torch.sort(tile_id, stable=True)
     group_bounds = ()
-    if torch_path:  # _pair_coverage's groups: segments, boxes, turned boxes, discs, ellipses, halos, sprites; solid
+    if torch_path:  # _pair_coverage's groups: segments, boxes, turned boxes, discs, ellipses, halos, sprites,
+        # triangles; solid
         straight_boxes = per_variant[BOX_FILL] + per_variant[BOX_STROKE]
         group_bounds = (
             per_kind[SEGMENT],
@@ -699,7 +737,8 @@ def _bin(
             per_kind[ELLIPSE],
             per_kind[HALO],
             per_kind[SPRITE],
-            per_kind[BOX_FILL] + per_kind[DISC] + per_kind[ELLIPSE],
+            per_kind[TRIANGLE],
+            per_kind[BOX_FILL] + per_kind[DISC] + per_kind[ELLIPSE] + per_kind[TRIANGLE],
         )
     return _Pairs(
         tile_id,

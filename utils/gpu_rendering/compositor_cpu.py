@@ -62,6 +62,11 @@ from .constants import (
     SPRITE_WIDTH,
     SPRITE_X0,
     SPRITE_Y0,
+    TRIANGLE,
+    TRIANGLE_AX,
+    TRIANGLE_AY,
+    TRIANGLE_BX,
+    TRIANGLE_CX,
 )
 from .primitives import tile_spans
 
@@ -104,6 +109,16 @@ def _ellipse_distance(ax, ay, a, b):
     dx, dy = px - a * tx, py - b * ty
     distance = np.sqrt(np.float32(dx * dx + dy * dy))
     return -distance if (px / a) * (px / a) + (py / b) * (py / b) <= 1.0 else distance
+
+
+@jit(inline="always")
+def _edge_distance(params, p, first, second, x, y):
+    """Signed distance from the point x, y (its offset from the corner `first`, as the torch path forms it)
+    to the line of the triangle edge from corner `first` to corner `second` (columns of x; y follows):
+    > 0 outside (see compositor._triangle_coverage)."""
+    ex, ey = params[p, second] - params[p, first], params[p, second + 1] - params[p, first + 1]
+    length = max(np.sqrt(np.float32(ex * ex + ey * ey)), np.float32(1e-12))
+    return (ey * x - ex * y) / length
 
 
 @jit(inline="always")
@@ -172,6 +187,12 @@ def _coverage(kind, pair_class, params, p, ox, oy, gx, gy, atlas):
         t = min(max(distance / params[p, HALO_WIDTH], np.float32(0.0)), np.float32(1.0))
         fade = (np.float32(1.0) - t) * (np.float32(1.0) - t) * (np.float32(1.0) + np.float32(2.0) * t)
         return (np.float32(1.0) - _box(ax, ay, hx, hy, r, True)) * fade
+    if kind == TRIANGLE:  # see compositor._triangle_coverage
+        coverage = np.float32(1.0)
+        for first, second in ((TRIANGLE_AX, TRIANGLE_BX), (TRIANGLE_BX, TRIANGLE_CX), (TRIANGLE_CX, TRIANGLE_AX)):
+            dx, dy = (ox - params[p, first]) + gx, (oy - params[p, first + 1]) + gy
+            coverage = coverage * _from_distance(_edge_distance(params, p, first, second, dx, dy))  # 1 x: exact
+        return coverage
     if kind == SPRITE:
         u = np.int64(np.rint(((ox - np.float32(0.5)) - params[p, SPRITE_X0]) + gx))  # half to even, as torch.round
         v = np.int64(np.rint(((oy - np.float32(0.5)) - params[p, SPRITE_Y0]) + gy))
@@ -245,6 +266,17 @@ def _tile_class(kind, params, p, ox, oy, tile):
         r = params[p, HALO_RADIUS]
         if tx + spread + np.float32(0.5) <= hx - r and ty + spread + np.float32(0.5) <= hy - r:
             return PAIR_MISSED
+        return _EVALUATE
+    if kind == TRIANGLE:  # see compositor._classify_triangles
+        farthest = np.float32(-np.inf)
+        for first, second in ((TRIANGLE_AX, TRIANGLE_BX), (TRIANGLE_BX, TRIANGLE_CX), (TRIANGLE_CX, TRIANGLE_AX)):
+            cx = tx + (params[p, TRIANGLE_AX] - params[p, first])
+            cy = ty + (params[p, TRIANGLE_AY] - params[p, first + 1])
+            farthest = max(farthest, _edge_distance(params, p, first, second, cx, cy))
+        if farthest > np.float32(tile * 0.7072 + 1.5):
+            return PAIR_MISSED
+        if farthest + np.float32(tile * 0.7072 + 0.5) <= 0.0:
+            return PAIR_SOLID
         return _EVALUATE
     return _EVALUATE
 

@@ -136,6 +136,18 @@ __device__ float coverage(long long kind, const float* p, float ox, float oy, fl
         float t = fminf(fmaxf(distance / p[HALO_WIDTH], 0.0f), 1.0f);
         return (1.0f - box_fill(ax, ay, hx, hy, r, true, true)) * ((1.0f - t) * (1.0f - t) * (1.0f + 2.0f * t));
     }
+    if (kind == TRIANGLE) {  // see _triangle_coverage: the product of the three edges' half-plane coverages
+        const int corner[4] = {TRIANGLE_AX, TRIANGLE_BX, TRIANGLE_CX, TRIANGLE_AX};
+        float value = 1.0f;
+        for (int edge = 0; edge < 3; ++edge) {
+            int first = corner[edge], second = corner[edge + 1];
+            float ex = p[second] - p[first], ey = p[second + 1] - p[first + 1];
+            float length = fmaxf(sqrtf(ex * ex + ey * ey), 1e-12f);
+            float x = (ox - p[first]) + gx, y = (oy - p[first + 1]) + gy;
+            value = value * from_distance((ey * x - ex * y) / length);
+        }
+        return value;
+    }
     if (kind == SPRITE) {
         long long u = (long long)rintf(((ox - 0.5f) - p[SPRITE_X0]) + gx);
         long long v = (long long)rintf(((oy - 0.5f) - p[SPRITE_Y0]) + gy);

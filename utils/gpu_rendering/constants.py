@@ -8,8 +8,8 @@ from __future__ import annotations
 TILE = 8  # measured on the CPU: 8x8 beats 16x16 (less waste along edges) and 4x4 (overhead)
 
 # primitive kinds
-SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE, ELLIPSE, HALO = range(7)
-N_KINDS = 7
+SEGMENT, BOX_FILL, BOX_STROKE, DISC, SPRITE, ELLIPSE, HALO, TRIANGLE = range(8)
+N_KINDS = 8
 
 # The parameter columns of each kind (Primitives.params float32 [P, N_PARAMS]; columns not named hold 0):
 # the one table that the torch path, numba's loop and the CUDA kernel read. Every kind's anchor (a
@@ -31,6 +31,8 @@ SPRITE_X0, SPRITE_Y0, SPRITE_WIDTH, SPRITE_HEIGHT, SPRITE_ATLAS_X, SPRITE_ATLAS_
 # a halo: the box it surrounds (as BOX_ columns) and its width, over which its opacity falls smoothly to 0
 HALO_CX, HALO_CY, HALO_HALF_X, HALO_HALF_Y, HALO_RADIUS, HALO_WIDTH = range(6)
 HALO_COS, HALO_SIN = 8, 9
+# a filled triangle: its corners a, b, c, clockwise on screen (x right, y down: (b - a) x (c - a) > 0)
+TRIANGLE_AX, TRIANGLE_AY, TRIANGLE_BX, TRIANGLE_BY, TRIANGLE_CX, TRIANGLE_CY = range(6)
 
 ELLIPSE_STEPS = 4  # closest-point iterations: within 0.02 px of the true distance up to 15:1 axes
 
@@ -51,7 +53,8 @@ ELLIPSE_STEPS = 4  # closest-point iterations: within 0.02 px of the true distan
     PAIR_ELLIPSE,
     PAIR_HALO,
     PAIR_SPRITE,
+    PAIR_TRIANGLE,
     PAIR_SOLID,
     PAIR_MISSED,
-) = range(13)
-N_PAIR_CLASSES = 13
+) = range(14)
+N_PAIR_CLASSES = 14

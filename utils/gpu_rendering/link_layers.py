@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..gpu_curves import alternating_sign, bezier_polylines, control_polygon_length
+from ..gpu_curves import alternating_sign, arc_length_ratio, curve_polylines
 from ..inputs.tracks import Labels
 from . import link_styles as styles
 from . import primitives as R
@@ -36,7 +36,9 @@ class LinkStyle:
     """How links and points are drawn. rgb: the links' and points' colour, None: links coloured by
     length along DISTANCE_STOPS (points white); end_rgb: the colour at each link's far end (None: one
     colour); max_distance: the length that scales colours and widths by length (0: the longest link);
-    curve: straight, bezier or cubic; line_style one of link_styles.LINE_STYLES, width_by_length one of
+    curve: one of gpu_curves.CURVES; line_style one of link_styles.LINE_STYLES (electric: zigzags, kinks at
+    most dash_length px apart swung up to jitter px across, a hash of seed, frame and points; pulsing:
+    a wave dash_length + gap_length px long, marching dash_speed px a frame as dashes do), width_by_length one of
     WIDTH_BY_LENGTH, point_style one of POINT_STYLES, point_labels one of POINT_LABELS; text_rgb: the
     point text's colour (None: the points'). point_palette: RGB triples that colour each point by its
     track id (id mod their count), and each link from its first point's colour to its second's (rgb
@@ -70,6 +72,8 @@ class LinkStyle:
     point_palette: tuple | None = None
     length_falloff: float = 0.0
     falloff_on: str = "opacity"
+    jitter: float = 3.0
+    seed: int = 0
 
     @property
     def point_rgb(self) -> tuple:
@@ -132,21 +136,19 @@ def link_strokes(
             widths = widths * fade
     plain = style.curve == "straight" and not dashes and end_colours is None  # one segment per link
     if style.curve != "straight":
-        points, lengths = bezier_polylines(
-            start,
-            end,
-            style.curvature,
-            alternating_sign(pairs[:, 0], pairs[:, 1]),
-            cubic=style.curve == "cubic",
-            max_length=length_bound,
-        )
+        sign = alternating_sign(pairs[:, 0], pairs[:, 1])
+        points, lengths = curve_polylines(start, end, style.curve, style.curvature, sign, length_bound)
     elif not plain:
         points, lengths = torch.stack([start, end], 1), torch.full_like(frame, 2)
-    if dashes:
-        phase = style.dash_phase + style.dash_speed * (frame + first_frame if first_frame else frame).float()
-    else:
-        phase = 0.0
-    max_length = longest * control_polygon_length(style.curve, style.curvature)
+    frames = (frame + first_frame if first_frame else frame) if dashes else None  # the batch's frame numbers
+    phase = style.dash_phase + style.dash_speed * frames.float() if dashes else 0.0
+    max_length = longest * arc_length_ratio(style.curve, style.curvature)
+    line_style = style.line_style
+    if line_style == "electric":  # a zigzag drawn solid
+        points, lengths = styles.electric_polylines(
+            points, lengths, frames, pairs, style.dash_length, style.jitter, style.seed, max_length
+        )
+        line_style = "solid"
 
     def strokes(stroke_width, alpha_scale):
         """The links, stroke_width wide, at alpha_scale times their opacity (dots spaced as the line's)."""
@@ -159,7 +161,7 @@ def link_strokes(
             stroke_width,
             _faded(colours, alpha_scale),
             _faded(end_colours, alpha_scale),
-            style.line_style,
+            line_style,
             style.dash_length,
             style.gap_length,
             phase,

@@ -15,12 +15,19 @@ import torch
 from ..core.batching import expand_counts
 from . import primitives as R
 
-LINE_STYLES = ("solid", "dashed", "dotted")
+STROKE_STYLES = ("solid", "dashed", "dotted", "pulsing")  # styled_polylines' patterns
+LINE_STYLES = (*STROKE_STYLES, "electric")  # electric: electric_polylines' zigzag, drawn solid
 POINT_STYLES = ("dot", "ring", "cross", "square", "diamond")
 WIDTH_BY_LENGTH = ("none", "shorter_thicker", "longer_thicker")
 FALLOFF_TARGETS = ("opacity", "width", "opacity and width")
 GRADIENT_STEP = 4.0  # pixels of arc per colour step of a gradient: steps of under 1/32 of the range are invisible
 GRADIENT_STEPS = 32  # most colour steps per stroke (longer strokes get longer steps)
+# a pulsing stroke: the fewest equal steps of at most wave / PULSE_STEPS px (clamped to 1 .. GRADIENT_STEP),
+# each of the width and opacity of the wave at its middle, 0.5 + 0.5 cos(2 pi (s - phase) / wave) of the
+# way from the troughs' fractions of the stroke's to all of it
+PULSE_STEPS = 6
+PULSE_TROUGH_OPACITY, PULSE_TROUGH_WIDTH = 0.25, 0.5
+_HASH = 0x45D9F3B  # an odd multiplier below 2^31: a 32-bit value times it fits int64
 
 
 def _per_line(value, n_lines: int, device) -> torch.Tensor:
@@ -112,27 +119,35 @@ def styled_polylines(
     start_color, the last end_color; the steps meet butt to butt, overlapping by seam_overlap.
     style "solid"; "dashed", dash_length px on and gap_length px off (butt ends), each dash of one
     colour (the gradient's at its middle); "dotted", dots `width` across with gap_length px between
-    them. phase float [L] or scalar: the pattern's shift towards the end (px). max_length (host float)
-    bounds every stroke's arc length: dashes and dots need it. pattern_width (default: width) spaces the
-    dots, so that wider dots (a glow) sit at the same centres as the line's own. max_steps: the most
-    colour steps a solid gradient of these strokes can need (a caller with a host bound on their arc
-    lengths: ceil(bound / gradient_step)); only that many are built, the same pixels.
+    them; "pulsing", a wave dash_length + gap_length px long along the stroke (crests that many px
+    apart), in the fewest equal steps of at most wave / PULSE_STEPS px (clamped to 1 .. GRADIENT_STEP),
+    each of the width and opacity that the wave gives at its middle (_pulsing). phase float [L] or
+    scalar: the pattern's shift towards the end (px). max_length (host float) bounds every stroke's arc
+    length: dashes, dots and pulses need it. pattern_width (default: width) spaces the dots, so that
+    wider dots (a glow) sit at the same centres as the line's own. max_steps: the most colour steps a
+    solid gradient of these strokes can need (a caller with a host bound on their arc lengths:
+    ceil(bound / gradient_step)); only that many are built, the same pixels.
     One-colour solid strokes have round caps and joins; dashes and colour steps butt ends, and round
     joins where a polyline point lies at least half the width inside them.
     """
     n_lines, device = points.shape[0], points.device
-    if style not in LINE_STYLES:
-        raise ValueError(f"line_style: expected one of {', '.join(LINE_STYLES)}, got {style!r}")
+    if style not in STROKE_STYLES:
+        raise ValueError(f"line_style: expected one of {', '.join(STROKE_STYLES)}, got {style!r}")
     if style != "solid" and not gap_length > 0:
         raise ValueError(f"gap_length: expected more than 0 for {style} lines, got {gap_length!r}")
-    if style == "dashed" and not dash_length > 0:
-        raise ValueError(f"dash_length: expected more than 0 for dashed lines, got {dash_length!r}")
+    if style in ("dashed", "pulsing") and not dash_length > 0:
+        raise ValueError(f"dash_length: expected more than 0 for {style} lines, got {dash_length!r}")
     if n_lines == 0:
         return R.empty(device)
     gradient = end_color is not None
     if style == "solid" and not gradient:
         return R.polylines(frame, points, lengths, width, start_color)
     width = _per_line(width, n_lines, device)
+    if style == "pulsing":
+        wave = dash_length + gap_length
+        step = min(max(wave / PULSE_STEPS, 1.0), GRADIENT_STEP)
+        phase = _per_line(phase, n_lines, device)
+        return _pulsing(frame, points, lengths.to(device), width, start_color, end_color, wave, step, phase, max_length)
     if style == "solid" and points.shape[1] == 2:
         return _straight_gradients(frame, points, lengths.to(device), width, start_color, end_color, gradient_step)
     phase = _per_line(phase, n_lines, device)[:, None]
@@ -211,6 +226,24 @@ def styled_polylines(
     return both.select(torch.sort(both.group, stable=True).indices)  # each shape's primitives consecutive
 
 
+def _even_steps(total: torch.Tensor, step: float) -> torch.Tensor:
+    """The length of the fewest equal steps of at most `step` px that make up strokes of arc length total
+    float [...] (no step shorter than half of `step` where a stroke is longer, none of a fraction of a
+    pixel: coverage from distance counts a sliver as a whole pixel's width); 1e-3 px for strokes of no
+    length (whose pieces are then empty)."""
+    return (total / torch.ceil(total / step).clamp_min(1)).clamp_min(1e-3)
+
+
+def _pulsed(colour: torch.Tensor, width: torch.Tensor, at: torch.Tensor, phase: torch.Tensor, wave: float):
+    """Colours float [...,4] and widths [...] of pulsing steps whose middles lie at arc lengths at [...]:
+    the wave 0.5 + 0.5 cos(2 pi (at - phase) / wave) takes opacity from PULSE_TROUGH_OPACITY of the
+    stroke's to all of it, and width from PULSE_TROUGH_WIDTH of it to all of it (phase broadcasts to at)."""
+    crest = 0.5 + 0.5 * torch.cos((at - phase) * (2 * math.pi / wave))
+    alpha = colour[..., 3] * (PULSE_TROUGH_OPACITY + (1 - PULSE_TROUGH_OPACITY) * crest)
+    thickness = width * (PULSE_TROUGH_WIDTH + (1 - PULSE_TROUGH_WIDTH) * crest)
+    return torch.cat([colour[..., :3], alpha[..., None]], -1), thickness
+
+
 def _straight_gradients(frame, points, lengths, width, start_color, end_color, step) -> R.Primitives:
     """styled_polylines' solid gradients of straight strokes (points float [L,2,2]): the same colour
     steps and seams, one segment a step and no empty ones (one host sync: their count), where the general
@@ -232,6 +265,95 @@ def _straight_gradients(frame, points, lengths, width, start_color, end_color, s
     a, direction = a[line], (b - a)[line] / total.clamp_min(1e-6)[:, None]
     frame = torch.as_tensor(frame, device=device).expand(n_lines)[line]
     return R.segments(frame, a + direction * lo[:, None], a + direction * hi[:, None], width[line], colour, caps="butt")
+
+
+def _pulsing(frame, points, lengths, width, start_color, end_color, wave, step, phase, max_length) -> R.Primitives:
+    """styled_polylines' pulsing strokes (points float [L,N,2], lengths [L], width and phase float [L]): each
+    in the fewest equal steps of at most `step` px of its arc, each step a butt-ended segment from the
+    stroke's point at its start to the point at its end (on a curve, the chord: within step^2 / (8 r) px
+    of a curve of radius r), as wide and opaque as _pulsed gives at its middle, in a gradient's colour
+    there (end_color None: one colour); the seams overlap by seam_overlap, as a gradient's steps do.
+    The steps are worked out for ceil(max_length / step) a stroke, and only those on a stroke kept (one
+    host sync: their count), as _straight_gradients keeps its steps."""
+    n_lines, device = points.shape[0], points.device
+    arc = arc_lengths(points, lengths)
+    total = arc.gather(1, (lengths.clamp_min(1) - 1)[:, None])  # [L,1]
+    period = _even_steps(total, step)
+    steps = torch.ceil(total / period - 1e-4).clamp_min(1)
+    index = torch.arange(max(math.ceil(max_length / step), 1), device=device)[None]  # [1,R]
+    count = index.shape[1]
+    lo = index * period
+    hi = torch.minimum(lo + period, total)
+    drawn = torch.where((lengths >= 2) & (total[:, 0] > 1e-4), steps[:, 0].clamp_max(count), 0).long()
+    line, index = expand_counts(drawn, int(drawn.sum()))
+    kept = line * count + index  # the steps on a stroke, in [L,R] order
+    if points.shape[1] == 2:  # straight: along the stroke from its start
+        start, direction = points[line, 0], (points[:, 1] - points[:, 0])[line] / total[line].clamp_min(1e-6)
+        a, b = (start + direction * s.view(-1)[kept, None] for s in (lo, hi))
+    else:
+        a, b = (point_at(points, arc, s).view(-1, 2)[kept] for s in (lo, hi))
+    period, steps = period[line, 0], steps[line, 0]
+    if end_color is None:
+        colour = start_color[line]
+    else:
+        colour = torch.lerp(start_color[line], end_color[line], (index / (steps - 1).clamp_min(1)).clamp(0, 1)[:, None])
+    colour, widths = _pulsed(colour, width[line], (index + 0.5) * period, phase[line], wave)
+    # the seams overlap: each step's ends moved out along its chord
+    overlap = seam_overlap(colour[:, 3]) / 2
+    direction = (b - a) / (b - a).norm(dim=-1, keepdim=True).clamp_min(1e-6)
+    a = torch.where((index > 0)[:, None], a - direction * overlap[:, None], a)
+    b = torch.where((index < steps - 1)[:, None], b + direction * overlap[:, None], b)
+    frame = torch.as_tensor(frame, device=device).expand(n_lines)[line]
+    return R.segments(frame, a, b, widths, colour, caps="butt")
+
+
+def _mix(h: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash of h int64 [...] (values 0 .. 2^32 - 1): the same bits for the same values on
+    every device; int64 all along, no product past 2^63."""
+    h = ((h ^ (h >> 16)) * _HASH) & 0xFFFFFFFF
+    h = ((h ^ (h >> 16)) * _HASH) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def electric_polylines(
+    points: torch.Tensor,
+    lengths: torch.Tensor,
+    frame: torch.Tensor,
+    pairs: torch.Tensor,
+    spacing: float,
+    amplitude: float,
+    seed: int,
+    max_length: float,
+):
+    """The polylines (points float [L,N,2], lengths int64 [L]) as zigzags, for electric links: each cut
+    into the fewest equal pieces of at most `spacing` px of arc, and every inner corner between them moved
+    across the polyline (along its left normal there) by up to `amplitude` px either way, the ends kept.
+    The moves are a hash of seed, the stroke's frame int64 [L] (the batch's frame numbers: a new zigzag
+    every frame), its pair of points int64 [L,2] and the corner's number: the same inputs give the same
+    zigzags, on any device and in any window of frames. max_length (host float) bounds every polyline's
+    arc length: it sizes the padding (no host sync). Returns points float [L,K+1,2] and lengths [L]."""
+    if not spacing > 0:
+        raise ValueError(f"dash_length: expected more than 0 for electric lines, got {spacing!r}")
+    device = points.device
+    corners = max(math.ceil(max_length / spacing), 1)
+    lengths = lengths.to(device)
+    arc = arc_lengths(points, lengths)
+    total = arc.gather(1, (lengths.clamp_min(1) - 1)[:, None])  # [L,1]
+    pieces = torch.ceil(total / spacing).clamp(1, corners)
+    step = torch.arange(corners + 1, device=device)[None]  # [1,K+1]
+    s = torch.minimum(step, pieces) * (total / pieces)
+    segment = (torch.searchsorted(arc, s.contiguous(), right=True) - 1).clamp(0, points.shape[1] - 2)
+    at = point_at(points, arc, s, segment)
+    along = points.gather(1, (segment + 1)[..., None].expand(-1, -1, 2)) - points.gather(
+        1, segment[..., None].expand(-1, -1, 2)
+    )
+    normal = torch.stack([-along[..., 1], along[..., 0]], -1) / along.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+    h = _mix(frame.to(device)[:, None] ^ (int(seed) & 0xFFFFFFFF))
+    h = _mix(_mix(h ^ pairs[:, :1].to(device)) ^ pairs[:, 1:].to(device))
+    h = _mix(h ^ step)  # [L,K+1]
+    swing = ((h & 0xFFFFFF).float() * (2 * amplitude / (1 << 24)) - amplitude) * ((step > 0) & (step < pieces))
+    drawn = torch.where(lengths >= 2, pieces.long()[:, 0] + 1, lengths)
+    return at + swing[..., None] * normal, drawn
 
 
 def markers(

@@ -1,6 +1,6 @@
 // Points editor for RasterKit_LineLinkRenderer: shows the first input frame of the last run with
 // the frame-0 points of `tracks_json`, the links the node would draw between them (k nearest
-// with the node's caps, straight or Bezier, width, opacity, colour) and their ids or labels, so
+// with the node's caps, straight, Bezier, spiral or wave, width, opacity, colour) and their ids or labels, so
 // style edits show without running the workflow. Click on empty space to add a point, drag a point to move it (a track
 // over many frames moves as a whole), double-click a point (or select it and press Delete) to
 // remove its track. Every edit writes the JSON back into `tracks_json`, in the form it was in:
@@ -10,11 +10,12 @@ import { app } from "../../scripts/app.js";
 import { FrameCanvas, POINT_HANDLE, groupAdvanced, registerFrameEditor } from "./frame_canvas.js";
 
 // Settings behind the node's "advanced settings" toggle: the graph's finer caps, dash, glow and trail styles,
-// marker and label styles, the output choices, the plexus's finer controls (falloff target, groups, edge list).
+// marker and label styles, the output choices, the plexus's finer controls (falloff target, groups, edge list),
+// the electric links' jitter and seed.
 const ADVANCED = new Set(["delta_y_cap", "degree_cap", "mutual", "hysteresis", "curvature", "layer_alpha", "line_style",
   "dash_length", "gap_length", "dash_phase", "dash_speed", "end_color", "glow", "glow_scale", "width_by_length",
   "point_style", "marker_glow", "trail_frames", "trail_smooth", "text_size", "text_color", "outputs", "falloff_on",
-  "groups", "edges"]);
+  "groups", "edges", "jitter", "seed"]);
 // the node's "distance" colouring: near links bright, far links dark
 const DISTANCE_STOPS = [[0.94, 0.98, 0.13], [0.97, 0.58, 0.25], [0.80, 0.28, 0.47], [0.49, 0.01, 0.66]];
 
@@ -32,6 +33,27 @@ const firstLabel = (track) => track.find((p) => p && !Array.isArray(p) && typeof
 function withXY(p, x, y) {
   const [rx, ry] = [Math.round(x * 10) / 10, Math.round(y * 10) / 10];
   return Array.isArray(p) ? [rx, ry, ...p.slice(2)] : { ...p, x: rx, y: ry };
+}
+
+// The node's spirals and waves (utils/gpu_curves.py), from a to b, bent by `bend` (curvature times the
+// alternating sign), as 64 points: a spiral winds out of a by 2.5 x bend turns; elastic and fourier swing
+// across the link by at most bend x its length.
+const WAVE_PEAK = { elastic: 0.87859163, fourier: 1.5828524 };
+function wavePoints([ax, ay], [bx, by], curve, bend) {
+  const [dx, dy] = [bx - ax, by - ay];
+  return Array.from({ length: 65 }, (_, n) => {
+    const u = n / 64;
+    if (curve === "spiral") {
+      const angle = (u - 1) * 2 * Math.PI * 2.5 * bend;
+      const [c, s] = [Math.cos(angle), Math.sin(angle)];
+      return [ax + u * (c * dx - s * dy), ay + u * (s * dx + c * dy)];
+    }
+    let across = 0;
+    if (curve === "elastic") across = Math.sin(4 * Math.PI * u) * (1 - u);
+    else for (let h = 1; h <= 5; h++) across += Math.sin(2 * Math.PI * h * u) / h;
+    across *= bend / WAVE_PEAK[curve];
+    return [ax + u * dx - across * dy, ay + u * dy + across * dx];
+  });
 }
 
 function distanceColour(t) {
@@ -190,7 +212,8 @@ class TracksEditor extends FrameCanvas {
     const byDistance = colour.toLowerCase() === "distance";
     const hex = byDistance ? "#FFFFFF" : colour.startsWith("#") ? colour.slice(0, 7) : `#${colour.slice(0, 6)}`;
     const longest = number("max_distance", 0) || Math.max(1e-6, ...edges.map((e) => e[2]));
-    const curvature = this.value("curve") === "bezier" ? number("curvature", 0.2) : 0;
+    const curve = this.value("curve") ?? "straight";
+    const curvature = curve === "straight" ? 0 : number("curvature", 0.2);
     ctx.globalAlpha = number("opacity", 0.8);
     ctx.lineWidth = number("width", 1.5) * s;
     ctx.lineCap = "round";
@@ -199,7 +222,15 @@ class TracksEditor extends FrameCanvas {
       const bend = curvature * (1 - 2 * ((i + j) % 2)); // the node's alternating sign
       ctx.beginPath();
       ctx.moveTo(ax * s, ay * s);
-      ctx.quadraticCurveTo(((ax + bx) / 2 - (by - ay) * bend) * s, ((ay + by) / 2 + (bx - ax) * bend) * s, bx * s, by * s);
+      if (curve === "cubic") { // an S-curve: bent left at a third, right at two thirds
+        const [nx, ny] = [-(by - ay) * bend, (bx - ax) * bend];
+        ctx.bezierCurveTo((ax + (bx - ax) / 3 + nx) * s, (ay + (by - ay) / 3 + ny) * s,
+                          (ax + 2 * (bx - ax) / 3 - nx) * s, (ay + 2 * (by - ay) / 3 - ny) * s, bx * s, by * s);
+      } else if (curve in WAVE_PEAK || curve === "spiral") {
+        for (const [x, y] of wavePoints([ax, ay], [bx, by], curve, bend)) ctx.lineTo(x * s, y * s);
+      } else {
+        ctx.quadraticCurveTo(((ax + bx) / 2 - (by - ay) * bend) * s, ((ay + by) / 2 + (bx - ax) * bend) * s, bx * s, by * s);
+      }
       ctx.strokeStyle = byDistance ? distanceColour(length / longest) : hex;
       ctx.stroke();
     }
