@@ -340,7 +340,7 @@ class Progress:
 # The numba loop families (utils/warmup.FAMILIES) each node runs on the CPU
 NODE_LOOPS = {
     "RasterKit_BoundingBoxRenderer": ("overlay compositor", "box regions"),
-    "RasterKit_MaskRenderer": ("overlay compositor",),
+    "RasterKit_MaskRenderer": ("overlay compositor", "mask overlays"),
     "RasterKit_LineLinkRenderer": ("overlay compositor",),
     "RasterKit_TrackTrails": ("overlay compositor",),
     "RasterKit_SeriesToImages": ("overlay compositor", "line plots"),

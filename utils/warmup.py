@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from . import color_optimizer, gpu_rendering, mesh_rasterizer
+from . import color_optimizer, gpu_rendering, inputs, mesh_rasterizer
 from .core.device import numba_usable
 
 log = logging.getLogger("rasterkit")
@@ -48,6 +48,15 @@ def box_regions() -> None:
         gpu_rendering.edit_regions(images, frame, bounds, inside, 3, 0.5)
 
 
+def mask_overlays() -> None:
+    """The Mask Renderer's passes over its masks (gpu_rendering.masks_cpu): tile peaks, listed tiles,
+    outline pieces, the objects' bounds."""
+    masks = torch.zeros(1, 9, 9)
+    masks[0, 2:6, 3:7] = 1.0
+    objects = inputs.mask_objects(masks, None, 1, 9, 9)
+    gpu_rendering.overlay(objects, 9, 9, torch.ones(1, 3))
+
+
 def mesh_rasterizer_loops() -> None:
     """The mesh rasterizer's depth test and resolve (mesh_rasterizer.raster_cpu): Mesh Rasterizer, UV Maps, Bake."""
     # the second triangle has a corner behind the eye: with clip_near the near plane's loop too (its
@@ -73,6 +82,7 @@ FAMILIES = {
     "primitive search": primitive_search,
     "mesh rasterizer": mesh_rasterizer_loops,
     "box regions": box_regions,
+    "mask overlays": mask_overlays,
 }
 
 

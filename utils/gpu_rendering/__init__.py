@@ -48,9 +48,9 @@ from .series import render_series, series_memory
 def loop_modules() -> list:
     """The modules that hold this package's numba loops (utils/warmup.py compiles them ahead of use;
     importing them imports numba, which is slow)."""
-    from . import box_regions_cpu, compositor_cpu, line_plots_cpu
+    from . import box_regions_cpu, compositor_cpu, line_plots_cpu, masks_cpu
 
-    return [compositor_cpu, line_plots_cpu, box_regions_cpu]
+    return [compositor_cpu, line_plots_cpu, box_regions_cpu, masks_cpu]
 
 
 __all__ = [

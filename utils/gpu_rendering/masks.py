@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ..core.device import numba_usable
 from ..inputs.masks import MaskObjects
 from .constants import SPRITE, TILE
 from .labels import PADDING, label_primitives
@@ -83,10 +84,15 @@ class _Tiles:
 def tile_peaks(masks: torch.Tensor) -> torch.Tensor:
     """The maximum of each T x T tile of masks [M,H,W]: float [M,ceil(H/T),ceil(W/T)] (NaN where a tile holds
     a NaN). Rows first: the T rows of a tile reduce elementwise along contiguous memory (the one pass over
-    every pixel, about 1.5x faster than max_pool2d on the CPU), then the T times narrower result."""
+    every pixel, about 1.5x faster than max_pool2d on the CPU), then the T times narrower result. On the CPU
+    numba's loop (masks_cpu.py) reads each band of rows once, without the rows' maxima in memory."""
     count, height, width = masks.shape
     if count == 0:
         return masks.new_zeros(0, -(-height // TILE), -(-width // TILE))
+    cpu = _cpu_loops(masks)
+    peak = cpu and cpu.tile_peaks(masks.contiguous().numpy())
+    if peak is not None:
+        return torch.from_numpy(peak)
     whole = height - height % TILE
     rows = [masks[:, :whole].reshape(count, whole // TILE, TILE, width).amax(2)] if whole else []
     if whole < height:
@@ -94,6 +100,15 @@ def tile_peaks(masks: torch.Tensor) -> torch.Tensor:
     rows = torch.cat(rows, 1) if len(rows) > 1 else rows[0]
     rows = F.pad(rows, (0, -width % TILE), mode="replicate") if width % TILE else rows
     return rows.reshape(count, rows.shape[1], -1, TILE).amax(3)
+
+
+def _cpu_loops(masks: torch.Tensor):
+    """masks_cpu (numba's loops) where they run for these masks (float32 on the CPU), else None."""
+    if masks.dtype != torch.float32 or not numba_usable(masks.device):
+        return None
+    from . import masks_cpu  # numba: imported on first use (slow to import)
+
+    return masks_cpu
 
 
 def _near(side: torch.Tensor, edge: bool) -> torch.Tensor:
@@ -111,6 +126,10 @@ def _list_tiles(masks: torch.Tensor, threshold: float, outlines: bool, peak: tor
     count, height, width = masks.shape
     grid_y, grid_x = height // TILE + 1, width // TILE + 1  # one more: the cells on the bottom and right edges
     peak = tile_peaks(masks) if peak is None else peak.to(masks.device)
+    cpu = _cpu_loops(masks)
+    listed = cpu and cpu.list_tiles(masks.contiguous().numpy(), peak.float().contiguous().numpy(), threshold, outlines)
+    if listed is not None:
+        return _Tiles(*(torch.from_numpy(field) for field in listed))
     unknown = torch.isnan(peak)  # NaN wins the maximum: such a tile is read to see what else it holds
     pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
     fill = F.pad(unknown | (peak > 0), pad)
@@ -171,6 +190,12 @@ def _tile_sprites(frame, ty, tx, plane: torch.Tensor, row0: int, height: int, wi
 def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Marching squares on every cell of the tiles with cells: (pair int64 [S], a float [S,2], b float
     [S,2]), the pieces of the threshold level in pixel coordinates, pair after pair."""
+    cpu = _cpu_loops(tiles.values)
+    pieces = cpu and cpu.contour_pieces(
+        tiles.values.numpy(), tiles.ty.numpy(), tiles.tx.numpy(), tiles.cells.numpy(), threshold
+    )
+    if pieces is not None:
+        return tuple(torch.from_numpy(field) for field in pieces)
     keep = torch.nonzero(tiles.cells).squeeze(1)
     v = tiles.values[keep]
     c00, c01, c10, c11 = v[:, :-1, :-1], v[:, :-1, 1:], v[:, 1:, :-1], v[:, 1:, 1:]
@@ -199,6 +224,42 @@ def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torc
     ends = torch.gather(edges, 1, table.clamp_min(0).reshape(-1, 4, 1).expand(-1, 4, 2)).reshape(-1, 2, 2, 2)
     owner = keep[pair][:, None].expand(-1, 2)[has]
     return owner, ends[:, :, 0][has], ends[:, :, 1][has]
+
+
+def _extents(tiles: _Tiles, sources: int, height: int, width: int, threshold: float):
+    """The pixels above the threshold of each source: low float [M,2] (their smallest x and y; past the
+    frame where there are none), high [M,2] (their largest x and y + 1) and sums [M,3] (the mask's sum
+    there, and that sum weighted by the pixel centres' x and y), from the filled tiles."""
+    far = float(max(height, width) + 1)
+    cpu = _cpu_loops(tiles.values)
+    found = cpu and cpu.extents(
+        *(field.numpy() for field in (tiles.values, tiles.fill, tiles.source, tiles.ty, tiles.tx)),
+        sources,
+        threshold,
+        far,
+    )
+    if found is not None:
+        return tuple(torch.from_numpy(field) for field in found)
+    device = tiles.values.device
+    filled = torch.nonzero(tiles.fill).squeeze(1)
+    inner = tiles.values[filled, 1:, 1:]
+    g = torch.arange(TILE, device=device)
+    ys = (tiles.ty[filled] * TILE)[:, None, None] + g[:, None]
+    xs = (tiles.tx[filled] * TILE)[:, None, None] + g[None, :]
+    above = inner > threshold
+    weight = inner * above
+    big = torch.tensor(far, device=device)
+    low = torch.stack(
+        [torch.where(above, xs.float(), big).amin((1, 2)), torch.where(above, ys.float(), big).amin((1, 2))], 1
+    )
+    high = torch.stack(
+        [torch.where(above, xs + 1.0, -big).amax((1, 2)), torch.where(above, ys + 1.0, -big).amax((1, 2))], 1
+    )
+    sums = torch.stack([weight.sum((1, 2)), (weight * (xs + 0.5)).sum((1, 2)), (weight * (ys + 0.5)).sum((1, 2))], 1)
+    src = tiles.source[filled]
+    low_s = torch.full((sources, 2), far, device=device).scatter_reduce(0, src[:, None].expand(-1, 2), low, "amin")
+    high_s = torch.full((sources, 2), -far, device=device).scatter_reduce(0, src[:, None].expand(-1, 2), high, "amax")
+    return low_s, high_s, torch.zeros(sources, 3, device=device).index_add_(0, src, sums)
 
 
 # -- halos ------------------------------------------------------------------------------------------
@@ -387,29 +448,7 @@ def overlay(
         lines.group = obj_o  # an object's pieces are one shape: drawn once where they meet
         parts.append(lines)
 
-    # the pixels above the threshold of each object: its bounds and its centroid
-    g = torch.arange(TILE, device=device)
-    ys = (tiles.ty[filled] * TILE)[:, None, None] + g[:, None]
-    xs = (tiles.tx[filled] * TILE)[:, None, None] + g[None, :]
-    above = inner > threshold
-    weight = inner * above
-    big = torch.tensor(float(max(height, width) + 1), device=device)
-    low = torch.stack(
-        [torch.where(above, xs.float(), big).amin((1, 2)), torch.where(above, ys.float(), big).amin((1, 2))], 1
-    )
-    high = torch.stack(
-        [torch.where(above, xs + 1.0, -big).amax((1, 2)), torch.where(above, ys + 1.0, -big).amax((1, 2))], 1
-    )
-    sums = torch.stack([weight.sum((1, 2)), (weight * (xs + 0.5)).sum((1, 2)), (weight * (ys + 0.5)).sum((1, 2))], 1)
-    sources = masks.shape[0]
-    src = tiles.source[filled]
-    low_s = torch.full((sources, 2), float(big), device=device).scatter_reduce(
-        0, src[:, None].expand(-1, 2), low, "amin"
-    )
-    high_s = torch.full((sources, 2), -float(big), device=device).scatter_reduce(
-        0, src[:, None].expand(-1, 2), high, "amax"
-    )
-    sums_s = torch.zeros(sources, 3, device=device).index_add_(0, src, sums)
+    low_s, high_s, sums_s = _extents(tiles, masks.shape[0], height, width, threshold)
     source = objects.source.to(device)
     present = sums_s[source, 0] > 0
     centroid = sums_s[source, 1:] / sums_s[source, :1].clamp_min(1e-12)

@@ -1,0 +1,294 @@
+"""The mask overlay's passes over the masks compiled for the CPU by numba (masks.py chooses them where numba
+runs): the tile peaks in one read of every mask, then the listed tiles' pixels, their marching-squares pieces
+and the objects' bounds and centroid sums, each a loop over the listed tiles only. The same tiles, values
+and pieces as the torch path's (its float32 arithmetic, its order), without its frame-sized temporaries and
+its hundreds of small operations: on the CPU those cost several times the one read of the masks.
+
+All run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
+Compiled on first use and cached beside this file.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ..core.numba import falls_back, jit, torch_threads
+from .constants import TILE
+
+# Marching squares (masks._CASES, the torch path's table): the edges joined by each case's two pieces
+# (-1: none), cases 16 and 17 the saddles whose centre is inside
+_CASE_EDGES = np.array(
+    [
+        [-1, -1, -1, -1],
+        [3, 0, -1, -1],
+        [0, 1, -1, -1],
+        [3, 1, -1, -1],
+        [1, 2, -1, -1],
+        [3, 0, 1, 2],
+        [0, 2, -1, -1],
+        [2, 3, -1, -1],
+        [2, 3, -1, -1],
+        [0, 2, -1, -1],
+        [0, 1, 2, 3],
+        [1, 2, -1, -1],
+        [3, 1, -1, -1],
+        [0, 1, -1, -1],
+        [3, 0, -1, -1],
+        [-1, -1, -1, -1],
+        [0, 1, 2, 3],
+        [3, 0, 1, 2],
+    ],
+    np.int64,
+)
+
+
+@jit(inline="always")
+def _larger(a, b):
+    return a if a > b else b
+
+
+@jit(parallel=True)
+def _tile_peaks(masks):
+    """masks.tile_peaks of float32 masks [M,H,W]: each band of T rows of a mask read once (8 rows at a time
+    where the band is whole: each column's maximum in registers), then each tile's maximum of its columns;
+    NaN where a tile holds a NaN (a tile whose values sum to a non-finite is read again to tell a NaN from an
+    infinity)."""
+    count, height, width = masks.shape
+    rows, columns = (height + TILE - 1) // TILE, (width + TILE - 1) // TILE
+    peak = np.empty((count, rows, columns), np.float32)
+    for job in numba.prange(count * rows):
+        m, ty = job // rows, job % rows
+        y0 = ty * TILE
+        y1 = min(y0 + TILE, height)
+        best = np.empty(width, np.float32)  # each column's maximum over the band
+        odd = np.empty(width, np.float32)  # 0, or NaN where the column holds a NaN or an infinity
+        if y1 - y0 == 8:
+            r0, r1, r2, r3 = masks[m, y0], masks[m, y0 + 1], masks[m, y0 + 2], masks[m, y0 + 3]
+            r4, r5, r6, r7 = masks[m, y0 + 4], masks[m, y0 + 5], masks[m, y0 + 6], masks[m, y0 + 7]
+            for x in range(width):
+                v0, v1, v2, v3, v4, v5, v6, v7 = r0[x], r1[x], r2[x], r3[x], r4[x], r5[x], r6[x], r7[x]
+                best[x] = _larger(_larger(_larger(v0, v1), _larger(v2, v3)), _larger(_larger(v4, v5), _larger(v6, v7)))
+                odd[x] = (((v0 - v0) + (v1 - v1)) + ((v2 - v2) + (v3 - v3))) + (
+                    ((v4 - v4) + (v5 - v5)) + ((v6 - v6) + (v7 - v7))
+                )
+        else:
+            for x in range(width):
+                best[x] = masks[m, y0, x]
+                odd[x] = best[x] - best[x]
+            for y in range(y0 + 1, y1):
+                row = masks[m, y]
+                for x in range(width):
+                    v = row[x]
+                    best[x] = _larger(v, best[x])
+                    odd[x] += v - v
+        for tx in range(columns):
+            x0, x1 = tx * TILE, min(tx * TILE + TILE, width)
+            top, check = best[x0], odd[x0]
+            for x in range(x0 + 1, x1):
+                top = _larger(best[x], top)
+                check += odd[x]
+            if check != 0:  # a NaN or an infinity: NaN where a NaN is (it wins the torch path's maximum)
+                for y in range(y0, y1):
+                    for x in range(x0, x1):
+                        if masks[m, y, x] != masks[m, y, x]:
+                            top = np.float32(np.nan)
+            peak[m, ty, tx] = top
+    return peak
+
+
+@jit(inline="always")
+def _near(grid, m, y, x, outside):
+    """masks._near: grid [M,Y,X] is True at (m, y, x) or the tile above, to the left or above-left of it
+    (`outside` beyond the grid)."""
+    up, left = y > 0, x > 0
+    return (
+        grid[m, y, x]
+        or (grid[m, y - 1, x] if up else outside)
+        or (grid[m, y, x - 1] if left else outside)
+        or (grid[m, y - 1, x - 1] if up and left else outside)
+    )
+
+
+@jit(parallel=True)
+def _list_tiles(masks, peak, threshold, outlines):
+    """masks._list_tiles with the masks' tile peaks known: the same pairs in the same order, values and
+    flags. The grid's extra row and column (the cells on the bottom and right edges) have no peak."""
+    count, height, width = masks.shape
+    grid_y, grid_x = height // TILE + 1, width // TILE + 1
+    fill = np.zeros((count, grid_y, grid_x), np.bool_)
+    reach = np.zeros((count, grid_y, grid_x), np.bool_)  # the tiles whose cells reach a tile above the level
+    starts = np.zeros(count + 1, np.int64)  # the pairs of each source, then where they start
+    for m in numba.prange(count):
+        for y in range(peak.shape[1]):
+            for x in range(peak.shape[2]):
+                v = peak[m, y, x]
+                fill[m, y, x] = v != v or v > 0
+                reach[m, y, x] = outlines and (v != v or v > threshold)
+        if outlines:  # from the bottom right: each tile's own above-threshold flag is read before it changes
+            for y in range(grid_y - 1, -1, -1):
+                for x in range(grid_x - 1, -1, -1):
+                    reach[m, y, x] = _near(reach, m, y, x, False)
+        n = 0
+        for y in range(grid_y):
+            for x in range(grid_x):
+                n += fill[m, y, x] or reach[m, y, x]
+        starts[m + 1] = n
+    for m in range(count):
+        starts[m + 1] += starts[m]
+    pairs = starts[count]
+    source, ty, tx = np.empty(pairs, np.int64), np.empty(pairs, np.int64), np.empty(pairs, np.int64)
+    fills, cells = np.empty(pairs, np.bool_), np.empty(pairs, np.bool_)
+    values = np.empty((pairs, TILE + 1, TILE + 1), np.float32)
+    below = np.ones((count, grid_y, grid_x), np.bool_)  # a cell is under the level here (not listed: yes)
+    for m in numba.prange(count):
+        p = starts[m]
+        for y in range(grid_y):
+            for x in range(grid_x):
+                if not (fill[m, y, x] or reach[m, y, x]):
+                    continue
+                source[p], ty[p], tx[p], fills[p], cells[p] = m, y, x, fill[m, y, x], reach[m, y, x]
+                low = False
+                for i in range(TILE + 1):
+                    yy = y * TILE - 1 + i
+                    inside = 0 <= yy < height
+                    for j in range(TILE + 1):
+                        xx = x * TILE - 1 + j
+                        v = np.float32(0.0)
+                        if inside and 0 <= xx < width:
+                            v = masks[m, yy, xx]
+                            # nan_to_num(nan=0, posinf=1, neginf=0), clamped to 0..1
+                            v = np.float32(0.0) if v != v else min(max(v, np.float32(0.0)), np.float32(1.0))
+                        values[p, i, j] = v
+                        low = low or (i > 0 and j > 0 and v <= threshold)
+                below[m, y, x] = low
+                p += 1
+    if outlines:
+        # a cell crosses the level only where its tiles hold values on both sides of it
+        for p in numba.prange(pairs):
+            cells[p] = cells[p] and _near(below, source[p], ty[p], tx[p], True)
+    return source, ty, tx, values, fills, cells
+
+
+@jit(inline="always")
+def _cross(lo, hi, threshold):
+    """Where the level crosses an edge from lo to hi, 0..1 along it (masks._contour_pieces' cross)."""
+    step = np.float32(1.0) if hi == lo else hi - lo
+    return min(max((threshold - lo) / step, np.float32(0.0)), np.float32(1.0))
+
+
+@jit(inline="always")
+def _case(values, p, cy, cx, threshold):
+    """The marching-squares case of cell (cy, cx) of pair p: 0..15, 16 and 17 for the saddles whose centre
+    is inside."""
+    c00, c01 = values[p, cy, cx], values[p, cy, cx + 1]
+    c10, c11 = values[p, cy + 1, cx], values[p, cy + 1, cx + 1]
+    case = (c00 > threshold) + 2 * (c01 > threshold) + 4 * (c11 > threshold) + 8 * (c10 > threshold)
+    if (case == 5 or case == 10) and (c00 + c01 + c10 + c11) / np.float32(4.0) > threshold:
+        case = case // 5 + 15
+    return case
+
+
+@jit(parallel=True)
+def _contour_pieces(values, ty, tx, cells, threshold, table):
+    """masks._contour_pieces: the pieces of every cell of the pairs with cells, pair after pair, cell after
+    cell (row-major), a cell's first piece first: owner int64 [S], a, b float32 [S,2]."""
+    keep = np.flatnonzero(cells)
+    first = np.zeros(keep.shape[0] + 1, np.int64)
+    for k in numba.prange(keep.shape[0]):
+        n = 0
+        for cy in range(TILE):
+            for cx in range(TILE):
+                case = _case(values, keep[k], cy, cx, threshold)
+                n += (table[case, 0] >= 0) + (table[case, 2] >= 0)
+        first[k + 1] = n
+    for k in range(keep.shape[0]):
+        first[k + 1] += first[k]
+    owner = np.empty(first[-1], np.int64)
+    a, b = np.empty((first[-1], 2), np.float32), np.empty((first[-1], 2), np.float32)
+    for k in numba.prange(keep.shape[0]):
+        p, s = keep[k], first[k]
+        edges = np.empty((4, 2), np.float32)
+        for cy in range(TILE):
+            for cx in range(TILE):
+                case = _case(values, p, cy, cx, threshold)
+                if table[case, 0] < 0:
+                    continue
+                a00, a01 = values[p, cy, cx], values[p, cy, cx + 1]
+                a10, a11 = values[p, cy + 1, cx], values[p, cy + 1, cx + 1]
+                x = np.float32(tx[p] * TILE - 1 + cx) + np.float32(0.5)  # the cell's top-left pixel centre
+                y = np.float32(ty[p] * TILE - 1 + cy) + np.float32(0.5)
+                edges[0, 0], edges[0, 1] = x + _cross(a00, a01, threshold), y
+                edges[1, 0], edges[1, 1] = x + np.float32(1.0), y + _cross(a01, a11, threshold)
+                edges[2, 0], edges[2, 1] = x + _cross(a10, a11, threshold), y + np.float32(1.0)
+                edges[3, 0], edges[3, 1] = x, y + _cross(a00, a10, threshold)
+                for piece in range(2):
+                    if table[case, 2 * piece] < 0:
+                        continue
+                    owner[s] = p
+                    a[s, 0], a[s, 1] = edges[table[case, 2 * piece], 0], edges[table[case, 2 * piece], 1]
+                    b[s, 0], b[s, 1] = edges[table[case, 2 * piece + 1], 0], edges[table[case, 2 * piece + 1], 1]
+                    s += 1
+    return owner, a, b
+
+
+@jit(parallel=True)
+def _extents(values, fills, source, ty, tx, sources, threshold, far):
+    """The pixels above the threshold of the filled pairs of each source: low float32 [M,2] (the smallest
+    x and y), high [M,2] (the largest + 1), sums [M,3] (the mask's sum and its sums weighted by the pixel
+    centres' x and y), tile by tile in pair order as the torch path adds them (far and -far: none). The
+    sources in parallel (their pairs are consecutive)."""
+    low = np.full((sources, 2), far, np.float32)
+    high = np.full((sources, 2), -far, np.float32)
+    sums = np.zeros((sources, 3), np.float32)
+    first = np.searchsorted(source, np.arange(sources + 1))
+    for m in numba.prange(sources):
+        for p in range(first[m], first[m + 1]):
+            if not fills[p]:
+                continue
+            total, along_x, along_y = np.float32(0.0), np.float32(0.0), np.float32(0.0)
+            for i in range(TILE):
+                yy = np.float32(ty[p] * TILE + i)
+                for j in range(TILE):
+                    v = values[p, i + 1, j + 1]
+                    if v > threshold:
+                        xx = np.float32(tx[p] * TILE + j)
+                        low[m, 0], low[m, 1] = min(low[m, 0], xx), min(low[m, 1], yy)
+                        high[m, 0] = max(high[m, 0], xx + np.float32(1.0))
+                        high[m, 1] = max(high[m, 1], yy + np.float32(1.0))
+                        total += v
+                        along_x += v * (xx + np.float32(0.5))
+                        along_y += v * (yy + np.float32(0.5))
+            sums[m, 0] += total
+            sums[m, 1] += along_x
+            sums[m, 2] += along_y
+    return low, high, sums
+
+
+@falls_back
+def tile_peaks(masks: np.ndarray) -> np.ndarray:
+    """masks.tile_peaks of float32 masks [M,H,W] (C-contiguous)."""
+    torch_threads()
+    return _tile_peaks(masks)
+
+
+@falls_back
+def list_tiles(masks: np.ndarray, peak: np.ndarray, threshold: float, outlines: bool) -> tuple:
+    """masks._list_tiles' fields (source, ty, tx, values, fill, cells) of float32 masks [M,H,W] and their
+    tile peaks (float32, C-contiguous)."""
+    torch_threads()
+    return _list_tiles(masks, peak, np.float32(threshold), outlines)
+
+
+@falls_back
+def contour_pieces(values, ty, tx, cells, threshold: float) -> tuple:
+    """masks._contour_pieces of the listed tiles' fields: (owner, a, b)."""
+    torch_threads()
+    return _contour_pieces(values, ty, tx, cells, np.float32(threshold), _CASE_EDGES)
+
+
+@falls_back
+def extents(values, fills, source, ty, tx, sources: int, threshold: float, far: float) -> tuple:
+    """The objects' bounds and centroid sums per source (see _extents): (low, high, sums)."""
+    torch_threads()
+    return _extents(values, fills, source, ty, tx, sources, np.float32(threshold), np.float32(far))
