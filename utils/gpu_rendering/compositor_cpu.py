@@ -272,20 +272,82 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
                 outline = max(sides[0, 0, gx] * sides[1, 0, gy] - sides[0, 1, gx] * sides[1, 1, gy], np.float32(0.0))
                 out[gy * tile + gx] = outline * weight * (sides[0, 2, gx] * sides[1, 2, gy])
         return
+    if kind == SEGMENT and found == _EVALUATE:
+        _segment_tile(params, p, ox, oy, tile, out)
+        return
+    if kind == SPRITE and found == _EVALUATE and _whole_pixels(params[p, SPRITE_X0], params[p, SPRITE_Y0], ox, oy):
+        _sprite_tile(params, p, ox, oy, tile, atlas, out)
+        return
     for gy in range(tile):
         for gx in range(tile):
             out[gy * tile + gx] = _coverage(kind, found, params, p, ox, oy, np.float32(gx), np.float32(gy), atlas)
 
 
 @jit(inline="always")
+def _segment_tile(params, p, ox, oy, tile, out):
+    """_coverage of segment p over a tile, its own values (direction, length, the tile's offsets from its
+    ends) worked out once: the same float32 operations."""
+    half, weight = max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)), _thin_weight(params[p, SEGMENT_HALF_WIDTH])
+    dx, dy = params[p, SEGMENT_BX] - params[p, SEGMENT_AX], params[p, SEGMENT_BY] - params[p, SEGMENT_AY]
+    length = max(np.sqrt(np.float32(dx * dx + dy * dy)), np.float32(1e-12))
+    ux, uy = dx / length, dy / length
+    butt = params[p, SEGMENT_BUTT] > 0.0
+    from_ax, from_ay = ox - params[p, SEGMENT_AX], oy - params[p, SEGMENT_AY]
+    from_bx, from_by = ox - params[p, SEGMENT_BX], oy - params[p, SEGMENT_BY]
+    for gy in range(tile):
+        fy = np.float32(gy)
+        y, by = from_ay + fy, from_by + fy
+        for gx in range(np.uint64(tile)):
+            fx = np.float32(gx)
+            x = from_ax + fx
+            along = x * ux + y * uy
+            across = abs(x * uy - y * ux)
+            beyond = max(-along, (from_bx + fx) * ux + by * uy)
+            if butt:
+                value = _from_distance(across - half) * _from_distance(beyond) * weight
+            else:
+                b = max(beyond, np.float32(0.0))
+                value = _from_distance(np.sqrt(np.float32(b * b + across * across)) - half) * weight
+            out[np.uint64(gy * tile) + gx] = value
+
+
+@jit(inline="always")
+def _whole_pixels(x0, y0, ox, oy):
+    """A sprite's corner x0, y0 and the tile's first pixel centre ox, oy on whole pixels within 2^22: the
+    general path's rounded atlas offsets ((ox - 0.5) - x0) + gx are then exact integers."""
+    limit = np.float32(1 << 22)
+    return (
+        np.floor(x0) == x0 and np.floor(y0) == y0 and abs(x0) < limit and abs(y0) < limit and ox < limit and oy < limit
+    )
+
+
+@jit(inline="always")
+def _sprite_tile(params, p, ox, oy, tile, atlas, out):
+    """_coverage of a sprite on whole pixels over a tile: its atlas rows copied (clamped into the atlas as
+    _coverage clamps them), 0 outside the sprite."""
+    u0 = np.int64(ox - np.float32(0.5)) - np.int64(params[p, SPRITE_X0])
+    v0 = np.int64(oy - np.float32(0.5)) - np.int64(params[p, SPRITE_Y0])
+    width, height = np.int64(params[p, SPRITE_WIDTH]), np.int64(params[p, SPRITE_HEIGHT])
+    ax, ay = np.int64(params[p, SPRITE_ATLAS_X]), np.int64(params[p, SPRITE_ATLAS_Y])
+    last_column, last_row = atlas.shape[1] - 1, atlas.shape[0] - 1
+    for gy in range(tile):
+        v = v0 + gy
+        row = min(max(ay + v, 0), last_row)
+        for gx in range(tile):
+            u = u0 + gx
+            inside = u >= 0 and v >= 0 and u < width and v < height
+            out[gy * tile + gx] = atlas[row, min(max(ax + u, 0), last_column)] if inside else np.float32(0.0)
+
+
+@jit(inline="always")
 def _over(layer, x0, coverage, tile, cr, cg, cb, ca):
     """Source-over of a shape of colour cr, cg, cb, opacity ca and coverage [T*T] onto a tile of
-    layer [T, W, 4] (premultiplied) at column x0."""
+    layer [T, W, 4] (premultiplied) at column x0 (unsigned indices: no wrap-around checks)."""
     for gy in range(tile):
-        for gx in range(tile):
-            a = coverage[gy * tile + gx] * ca
+        for gx in range(np.uint64(tile)):
+            a = coverage[np.uint64(gy * tile) + gx] * ca
             keep = np.float32(1.0) - a
-            x = x0 + gx
+            x = np.uint64(x0) + gx
             layer[gy, x, 0] = a * cr + keep * layer[gy, x, 0]  # indexed, not through views: a view in
             layer[gy, x, 1] = a * cg + keep * layer[gy, x, 1]  # an inner loop costs reference counting
             layer[gy, x, 2] = a * cb + keep * layer[gy, x, 2]
@@ -297,7 +359,7 @@ def _over_solid(layer, x0, tile, cr, cg, cb, ca):
     """Source-over of colour cr, cg, cb at opacity ca over a whole tile of layer [T, W, 4]."""
     keep = np.float32(1.0) - ca
     for gy in range(tile):
-        for x in range(x0, x0 + tile):
+        for x in range(np.uint64(x0), np.uint64(x0 + tile)):
             layer[gy, x, 0] = ca * cr + keep * layer[gy, x, 0]
             layer[gy, x, 1] = ca * cg + keep * layer[gy, x, 1]
             layer[gy, x, 2] = ca * cb + keep * layer[gy, x, 2]
