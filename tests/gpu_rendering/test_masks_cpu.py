@@ -31,11 +31,11 @@ def soft_masks(count=3, height=61, width=83):
 
 def test_the_loops_are_taken(monkeypatch):
     calls = []
-    for name in ("tile_peaks", "list_tiles", "contour_pieces", "extents"):
+    for name in ("tile_peaks", "list_tiles", "contour_pieces", "fills_and_outlines", "extents"):
         loop = getattr(masks_cpu, name)
         monkeypatch.setattr(masks_cpu, name, lambda *a, loop=loop, name=name: calls.append(name) or loop(*a))
     MaskRenderer.run(torch.zeros(1, 61, 83, 3), masks=soft_masks(), labels="id")
-    assert sorted(set(calls)) == ["contour_pieces", "extents", "list_tiles", "tile_peaks"]
+    assert sorted(set(calls)) == ["contour_pieces", "extents", "fills_and_outlines", "list_tiles", "tile_peaks"]
 
 
 @pytest.mark.parametrize("threshold", [0.0, 0.1, 0.3, 0.5])
@@ -72,6 +72,35 @@ def test_tile_peaks_of_whole_and_partial_bands(monkeypatch):
     peak = M.tile_peaks(masks)
     expected = torch_path(monkeypatch, M.tile_peaks, masks)
     assert torch.equal(peak.nan_to_num(-9.0), expected.nan_to_num(-9.0)) and bool(peak[1, 5, 3].isnan())
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"halo_width": 6.0},
+        {"opacity": 0.0},
+        {"outline_width": 0.0},
+        {"outline_opacity": 0.0, "opacity": 0.3, "halo_width": 4.0},
+        {"outline_width": 3.5, "threshold": 0.2},
+    ],
+)
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_overlays_primitives_match_the_torch_path(monkeypatch, options, shared):
+    """Every field of the fills' and outlines' primitives and the atlas, bit for bit; `shared`: one source
+    shown on three frames (its pairs are each object's), else an object per source on two frames."""
+    from rasterkit.utils.inputs.masks import from_masks
+
+    masks = soft_masks()
+    objects = from_masks(masks[:1], 3) if shared else from_masks(torch.cat([masks, masks.flip(0)]), 2)
+    colors = torch.rand(len(objects), 3, generator=torch.Generator().manual_seed(4))
+    ours = M.overlay(objects, 61, 83, colors, **options)
+    theirs = torch_path(monkeypatch, M.overlay, objects, 61, 83, colors, **options)
+    for a, b in zip(ours.prims.fields(), theirs.prims.fields(), strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    assert torch.equal(ours.atlas, theirs.atlas) and len(ours.prims) == len(theirs.prims) > 0
+    assert torch.equal(ours.bounds, theirs.bounds) and torch.equal(ours.present, theirs.present)
+    assert torch.allclose(ours.centroid, theirs.centroid, rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize(

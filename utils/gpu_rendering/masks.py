@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -59,6 +60,7 @@ _CASES = [
     [(0, 1), (2, 3)],
     [(3, 0), (1, 2)],
 ]
+_NO_PIECES = (np.zeros(0, np.int64), np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32))
 HALO_REACH = 3.0  # the halo's Gaussian sigma is its width / HALO_REACH: 0.3% of its edge value at its width
 HALO_VISIBLE = 1 / 1024  # blurred values below this are left out (under half an 8-bit step)
 LABEL_PLACES = ("top", "center")  # above each object's bounds, or on its centroid
@@ -429,24 +431,29 @@ def overlay(
         planes.append(halo)
         rows += halo.shape[0] * TILE
 
-    filled = torch.nonzero(tiles.fill).squeeze(1)
-    inner = tiles.values[filled, 1:, 1:]
-    obj, pair = _per_object(objects, tiles.source[filled])
+    pieces = _contour_pieces(tiles, threshold) if outlines else None
+    cpu = _cpu_loops(masks)
+    built = cpu and cpu.fills_and_outlines(
+        tuple(field.numpy() for field in (tiles.source, tiles.ty, tiles.tx, tiles.values, tiles.fill)),
+        tuple(field.numpy() for field in pieces) if outlines else _NO_PIECES,
+        objects.source.numpy(),
+        frame.numpy(),
+        colors.contiguous().numpy(),
+        opacity,
+        outline_opacity if outlines else 0.0,
+        outline_width / 2,
+        rows,
+        height,
+        width,
+    )
+    if built is not None:  # numba's loop: what _fills_and_outlines makes, in one pass
+        *fields, fill_planes = (torch.from_numpy(field) for field in built)
+        parts.append(Primitives(*fields))
+    else:
+        _fills_and_outlines(objects, tiles, pieces, frame, colors, opacity, outline_width, outline_opacity, rows, parts)
+        fill_planes = tiles.values[tiles.fill, 1:, 1:]
     if opacity > 0:
-        color = F.pad(colors[obj], (0, 1), value=float(opacity))
-        parts.append(
-            _tile_sprites(frame[obj], tiles.ty[filled][pair], tiles.tx[filled][pair], pair, rows, height, width, color)
-        )
-        planes.append(inner)
-        rows += inner.shape[0] * TILE
-
-    if outlines:
-        owner, a, b = _contour_pieces(tiles, threshold)
-        obj_o, piece = _per_object(objects, tiles.source[owner])
-        color = F.pad(colors[obj_o], (0, 1), value=float(outline_opacity))
-        lines = segments(frame[obj_o], a[piece], b[piece], float(outline_width), color)
-        lines.group = obj_o  # an object's pieces are one shape: drawn once where they meet
-        parts.append(lines)
+        planes.append(fill_planes)
 
     low_s, high_s, sums_s = _extents(tiles, masks.shape[0], height, width, threshold)
     source = objects.source.to(device)
@@ -455,6 +462,26 @@ def overlay(
     bounds = torch.cat([low_s[source], high_s[source]], 1)
     atlas = torch.cat([p.reshape(-1, TILE) for p in planes]) if planes else torch.zeros(1, TILE, device=device)
     return Overlay(concat(*parts) if parts else empty(device), atlas, bounds, centroid, present)
+
+
+def _fills_and_outlines(objects, tiles, pieces, frame, colors, opacity, outline_width, outline_opacity, rows, parts):
+    """The torch path of the fills (a sprite per filled tile of each object, its plane at atlas row `rows`
+    on) and outlines (pieces: the tiles' contour pieces, or None), appended to parts."""
+    filled = torch.nonzero(tiles.fill).squeeze(1)
+    if opacity > 0:
+        obj, pair = _per_object(objects, tiles.source[filled])
+        color = F.pad(colors[obj], (0, 1), value=float(opacity))
+        height, width = objects.masks.shape[1:]
+        parts.append(
+            _tile_sprites(frame[obj], tiles.ty[filled][pair], tiles.tx[filled][pair], pair, rows, height, width, color)
+        )
+    if pieces is not None:
+        owner, a, b = pieces
+        obj_o, piece = _per_object(objects, tiles.source[owner])
+        color = F.pad(colors[obj_o], (0, 1), value=float(outline_opacity))
+        lines = segments(frame[obj_o], a[piece], b[piece], float(outline_width), color)
+        lines.group = obj_o  # an object's pieces are one shape: drawn once where they meet
+        parts.append(lines)
 
 
 def with_labels(drawn: Overlay, tags: Primitives, label_atlas: torch.Tensor | None) -> tuple[Primitives, torch.Tensor]:

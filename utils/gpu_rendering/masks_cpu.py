@@ -14,7 +14,22 @@ import numba
 import numpy as np
 
 from ..core.numba import falls_back, jit, torch_threads
-from .constants import TILE
+from .constants import (
+    N_PARAMS,
+    SEGMENT,
+    SEGMENT_AX,
+    SEGMENT_AY,
+    SEGMENT_BX,
+    SEGMENT_BY,
+    SEGMENT_HALF_WIDTH,
+    SPRITE,
+    SPRITE_ATLAS_Y,
+    SPRITE_HEIGHT,
+    SPRITE_WIDTH,
+    SPRITE_X0,
+    SPRITE_Y0,
+    TILE,
+)
 
 # Marching squares (masks._CASES, the torch path's table): the edges joined by each case's two pieces
 # (-1: none), cases 16 and 17 the saddles whose centre is inside
@@ -265,6 +280,81 @@ def _extents(values, fills, source, ty, tx, sources, threshold, far):
     return low, high, sums
 
 
+@jit(parallel=True)
+def _fills_and_outlines(
+    values, fills, source, ty, tx, owner, a, b, shown, frame, colors, fill_alpha, line_alpha, half, row0, height, width
+):
+    """masks.overlay's fills and outlines as the torch path builds them (sprites() of _tile_sprites, then
+    segments(), one group per object's pieces), in one pass: object after object, each its source's filled
+    pairs, then object after object its source's pieces. fill_alpha 0: no fills; line_alpha 0: no outlines.
+    Returns the fields frame, kind, params, color, bounds, group (fills one group each, each object's pieces
+    one) and the atlas of the filled pairs' planes [F*T,T] (the fills' atlas rows from row0)."""
+    pairs, objects, sources = values.shape[0], shown.shape[0], 0
+    for k in range(objects):
+        sources = max(sources, shown[k] + 1)
+    # where each source's filled pairs and pieces start (both are listed source after source)
+    filled_at, pieces_at = np.zeros(sources + 1, np.int64), np.zeros(sources + 1, np.int64)
+    for p in range(pairs):
+        if fills[p] and source[p] < sources:
+            filled_at[source[p] + 1] += 1
+    for s in range(owner.shape[0]):
+        if source[owner[s]] < sources:
+            pieces_at[source[owner[s]] + 1] += 1
+    for m in range(sources):
+        filled_at[m + 1] += filled_at[m]
+        pieces_at[m + 1] += pieces_at[m]
+    n_planes = 0
+    for p in range(pairs):
+        n_planes += fills[p]
+    filled = np.empty(n_planes, np.int64)  # the filled pairs, in order: plane f of the atlas is filled[f]'s
+    f = 0
+    for p in range(pairs):
+        if fills[p]:
+            filled[f] = p
+            f += 1
+    atlas = np.empty((n_planes * TILE if fill_alpha > 0 else 0, TILE), np.float32)
+    for f in numba.prange(n_planes if fill_alpha > 0 else 0):
+        for i in range(TILE):
+            for j in range(TILE):
+                atlas[f * TILE + i, j] = values[filled[f], i + 1, j + 1]
+    # each object's first fill and first piece among the primitives
+    first_fill, first_piece = np.zeros(objects + 1, np.int64), np.zeros(objects + 1, np.int64)
+    for k in range(objects):
+        m = shown[k]
+        first_fill[k + 1] = first_fill[k] + ((filled_at[m + 1] - filled_at[m]) if fill_alpha > 0 else 0)
+        first_piece[k + 1] = first_piece[k] + ((pieces_at[m + 1] - pieces_at[m]) if line_alpha > 0 else 0)
+    n_fill, total = first_fill[objects], first_fill[objects] + first_piece[objects]
+    out_frame, out_kind = np.empty(total, np.int64), np.empty(total, np.int64)
+    params = np.zeros((total, N_PARAMS), np.float32)
+    color, bounds = np.empty((total, 4), np.float32), np.empty((total, 4), np.float32)
+    group = np.empty(total, np.int64)
+    reach = max(half, np.float32(0.5)) + np.float32(1.0)
+    for k in numba.prange(objects):
+        m = shown[k]
+        for i in range(first_fill[k + 1] - first_fill[k]):
+            q, f = first_fill[k] + i, filled_at[m] + i
+            p = filled[f]
+            x0, y0 = np.float32(tx[p] * TILE), np.float32(ty[p] * TILE)
+            rect_w = np.float32(min(width - tx[p] * TILE, TILE))
+            rect_h = np.float32(min(height - ty[p] * TILE, TILE))
+            out_frame[q], out_kind[q], group[q] = frame[k], SPRITE, q
+            params[q, SPRITE_X0], params[q, SPRITE_Y0] = x0, y0
+            params[q, SPRITE_WIDTH], params[q, SPRITE_HEIGHT] = rect_w, rect_h
+            params[q, SPRITE_ATLAS_Y] = np.float32(row0 + f * TILE)
+            color[q, 0], color[q, 1], color[q, 2], color[q, 3] = colors[k, 0], colors[k, 1], colors[k, 2], fill_alpha
+            bounds[q, 0], bounds[q, 1], bounds[q, 2], bounds[q, 3] = x0, y0, x0 + rect_w, y0 + rect_h
+        for i in range(first_piece[k + 1] - first_piece[k]):
+            q, s = n_fill + first_piece[k] + i, pieces_at[m] + i
+            out_frame[q], out_kind[q], group[q] = frame[k], SEGMENT, n_fill + k
+            ax, ay, bx, by = a[s, 0], a[s, 1], b[s, 0], b[s, 1]
+            params[q, SEGMENT_AX], params[q, SEGMENT_AY], params[q, SEGMENT_BX], params[q, SEGMENT_BY] = ax, ay, bx, by
+            params[q, SEGMENT_HALF_WIDTH] = half
+            color[q, 0], color[q, 1], color[q, 2], color[q, 3] = colors[k, 0], colors[k, 1], colors[k, 2], line_alpha
+            bounds[q, 0], bounds[q, 1] = min(ax, bx) - reach, min(ay, by) - reach
+            bounds[q, 2], bounds[q, 3] = max(ax, bx) + reach, max(ay, by) + reach
+    return out_frame, out_kind, params, color, bounds, group, atlas
+
+
 @falls_back
 def tile_peaks(masks: np.ndarray) -> np.ndarray:
     """masks.tile_peaks of float32 masks [M,H,W] (C-contiguous)."""
@@ -285,6 +375,33 @@ def contour_pieces(values, ty, tx, cells, threshold: float) -> tuple:
     """masks._contour_pieces of the listed tiles' fields: (owner, a, b)."""
     torch_threads()
     return _contour_pieces(values, ty, tx, cells, np.float32(threshold), _CASE_EDGES)
+
+
+@falls_back
+def fills_and_outlines(
+    tiles: tuple, pieces: tuple, shown, frame, colors, fill_alpha, line_alpha, half, row0, height, width
+):
+    """_fills_and_outlines of the listed tiles' fields (source, ty, tx, values, fill) and the pieces (owner,
+    a, b) for objects showing sources `shown` on frames `frame` (int64 [K]) in colors float32 [K,3]."""
+    torch_threads()
+    source, ty, tx, values, fills = tiles
+    return _fills_and_outlines(
+        values,
+        fills,
+        source,
+        ty,
+        tx,
+        *pieces,
+        shown,
+        frame,
+        colors,
+        np.float32(fill_alpha),
+        np.float32(line_alpha),
+        np.float32(half),
+        row0,
+        height,
+        width,
+    )
 
 
 @falls_back
