@@ -22,6 +22,7 @@ The result is one list of primitives (halos, fills, outlines) and the atlas its 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -375,17 +376,31 @@ def overlay_memory(
 # -- the overlay ------------------------------------------------------------------------------------
 
 
-@dataclass
 class Overlay:
     """What `overlay` returns: the primitives and the atlas their sprites index (float [Ha,T]); per
     object, bounds float [K,4] (x1, y1, x2, y2 of its pixels above the threshold), centroid float [K,2]
-    (mask-weighted, of those pixels) and present bool [K] (any pixel above the threshold)."""
+    (mask-weighted, of those pixels) and present bool [K] (any pixel above the threshold). Those three are
+    found on first use (`find` returns them): an overlay drawn without labels never reads them."""
 
-    prims: Primitives
-    atlas: torch.Tensor
-    bounds: torch.Tensor
-    centroid: torch.Tensor
-    present: torch.Tensor
+    def __init__(self, prims: Primitives, atlas: torch.Tensor, find) -> None:
+        self.prims, self.atlas, self._find = prims, atlas, find
+
+    @functools.cached_property
+    def _found(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        found, self._find = self._find(), None  # the listed tiles it reads are let go
+        return found
+
+    @property
+    def bounds(self) -> torch.Tensor:
+        return self._found[0]
+
+    @property
+    def centroid(self) -> torch.Tensor:
+        return self._found[1]
+
+    @property
+    def present(self) -> torch.Tensor:
+        return self._found[2]
 
 
 def overlay(
@@ -412,13 +427,8 @@ def overlay(
     outlines = outline_width > 0 and outline_opacity > 0
     if count == 0 or masks.shape[0] == 0:
         none = torch.zeros(count, 4, device=device)
-        return Overlay(
-            empty(device),
-            torch.zeros(1, TILE, device=device),
-            none,
-            none[:, :2],
-            torch.zeros(count, dtype=torch.bool, device=device),
-        )
+        nothing = (none, none[:, :2], torch.zeros(count, dtype=torch.bool, device=device))
+        return Overlay(empty(device), torch.zeros(1, TILE, device=device), lambda: nothing)
     tiles = _list_tiles(masks, threshold, outlines, peak)
     frame = objects.frame.to(device)
     parts, planes, rows = [], [], 0
@@ -455,13 +465,14 @@ def overlay(
     if opacity > 0:
         planes.append(fill_planes)
 
-    low_s, high_s, sums_s = _extents(tiles, masks.shape[0], height, width, threshold)
-    source = objects.source.to(device)
-    present = sums_s[source, 0] > 0
-    centroid = sums_s[source, 1:] / sums_s[source, :1].clamp_min(1e-12)
-    bounds = torch.cat([low_s[source], high_s[source]], 1)
+    def find():  # the pixels above the threshold of each object: its bounds, centroid and presence
+        low, high, sums = _extents(tiles, masks.shape[0], height, width, threshold)
+        source = objects.source.to(device)
+        centroid = sums[source, 1:] / sums[source, :1].clamp_min(1e-12)
+        return torch.cat([low[source], high[source]], 1), centroid, sums[source, 0] > 0
+
     atlas = torch.cat([p.reshape(-1, TILE) for p in planes]) if planes else torch.zeros(1, TILE, device=device)
-    return Overlay(concat(*parts) if parts else empty(device), atlas, bounds, centroid, present)
+    return Overlay(concat(*parts) if parts else empty(device), atlas, find)
 
 
 def _fills_and_outlines(objects, tiles, pieces, frame, colors, opacity, outline_width, outline_opacity, rows, parts):
