@@ -173,7 +173,9 @@ def _per_object(objects: MaskObjects, pair_source: torch.Tensor) -> tuple[torch.
 
 def _tile_sprites(frame, ty, tx, plane: torch.Tensor, row0: int, height: int, width: int, color) -> Primitives:
     """One sprite per tile, showing plane int64 [S] of the planes that lie in the atlas from row `row0`
-    (plane p at row row0 + p*T): objects that show the same source share its planes."""
+    (plane p at row row0 + p*T): objects that show the same source share its planes. Their bounds end at
+    their last pixels' centres (x0 + w - 0.5): pixels past them have no coverage, and a sprite of a tile
+    reaches only that tile (to x0 + w it reached the three after it too, which drew nothing)."""
     x0, y0 = tx * TILE, ty * TILE
     rect = torch.stack(
         [
@@ -184,7 +186,9 @@ def _tile_sprites(frame, ty, tx, plane: torch.Tensor, row0: int, height: int, wi
         ],
         1,
     )
-    return sprites(frame, torch.stack([x0, y0], 1), rect, color)
+    tiles = sprites(frame, torch.stack([x0, y0], 1), rect, color)
+    tiles.bounds[:, 2:] -= 0.5
+    return tiles
 
 
 # -- outlines ---------------------------------------------------------------------------------------

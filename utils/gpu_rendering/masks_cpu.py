@@ -342,7 +342,9 @@ def _fills_and_outlines(
             params[q, SPRITE_WIDTH], params[q, SPRITE_HEIGHT] = rect_w, rect_h
             params[q, SPRITE_ATLAS_Y] = np.float32(row0 + f * TILE)
             color[q, 0], color[q, 1], color[q, 2], color[q, 3] = colors[k, 0], colors[k, 1], colors[k, 2], fill_alpha
-            bounds[q, 0], bounds[q, 1], bounds[q, 2], bounds[q, 3] = x0, y0, x0 + rect_w, y0 + rect_h
+            # to the last pixels' centres (masks._tile_sprites)
+            bounds[q, 0], bounds[q, 1] = x0, y0
+            bounds[q, 2], bounds[q, 3] = (x0 + rect_w) - np.float32(0.5), (y0 + rect_h) - np.float32(0.5)
         for i in range(first_piece[k + 1] - first_piece[k]):
             q, s = n_fill + first_piece[k] + i, pieces_at[m] + i
             out_frame[q], out_kind[q], group[q] = frame[k], SEGMENT, n_fill + k
