@@ -250,7 +250,7 @@ def _tile_class(kind, params, p, ox, oy, tile):
 
 
 @jit(inline="always")
-def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
+def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides, bounds):
     """Coverage of primitive p on the tile whose first pixel centre is ox, oy into out [T*T] (row-major),
     `found` its _tile_class. A box along the axes away from its corners is separable, as in the torch
     path: each side's coverage is found once per column and once per row (into sides [2,3,T])."""
@@ -273,7 +273,7 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
                 out[gy * tile + gx] = outline * weight * (sides[0, 2, gx] * sides[1, 2, gy])
         return
     if kind == SEGMENT and found == _EVALUATE:
-        _segment_tile(params, p, ox, oy, tile, out)
+        _segment_tile(params, p, ox, oy, tile, out, bounds)
         return
     if kind == SPRITE and found == _EVALUATE and _whole_pixels(params[p, SPRITE_X0], params[p, SPRITE_Y0], ox, oy):
         _sprite_tile(params, p, ox, oy, tile, atlas, out)
@@ -284,9 +284,13 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
 
 
 @jit(inline="always")
-def _segment_tile(params, p, ox, oy, tile, out):
+def _segment_tile(params, p, ox, oy, tile, out, bounds):
     """_coverage of segment p over a tile, its own values (direction, length, the tile's offsets from its
-    ends) worked out once: the same float32 operations."""
+    ends) worked out once: the same float32 operations. Only the pixels whose centres lie within its bounds
+    (bounds [P,4]) are evaluated: the others have no coverage (a segment's bounds reach 1 px past it)."""
+    out[:] = np.float32(0.0)
+    first_x, last_x = _within(bounds[p, 0], bounds[p, 2], ox, tile)
+    first_y, last_y = _within(bounds[p, 1], bounds[p, 3], oy, tile)
     half, weight = max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)), _thin_weight(params[p, SEGMENT_HALF_WIDTH])
     dx, dy = params[p, SEGMENT_BX] - params[p, SEGMENT_AX], params[p, SEGMENT_BY] - params[p, SEGMENT_AY]
     length = max(np.sqrt(np.float32(dx * dx + dy * dy)), np.float32(1e-12))
@@ -294,10 +298,10 @@ def _segment_tile(params, p, ox, oy, tile, out):
     butt = params[p, SEGMENT_BUTT] > 0.0
     from_ax, from_ay = ox - params[p, SEGMENT_AX], oy - params[p, SEGMENT_AY]
     from_bx, from_by = ox - params[p, SEGMENT_BX], oy - params[p, SEGMENT_BY]
-    for gy in range(tile):
+    for gy in range(first_y, last_y + 1):
         fy = np.float32(gy)
         y, by = from_ay + fy, from_by + fy
-        for gx in range(np.uint64(tile)):
+        for gx in range(np.uint64(first_x), np.uint64(last_x + 1)):
             fx = np.float32(gx)
             x = from_ax + fx
             along = x * ux + y * uy
@@ -309,6 +313,26 @@ def _segment_tile(params, p, ox, oy, tile, out):
                 b = max(beyond, np.float32(0.0))
                 value = _from_distance(np.sqrt(np.float32(b * b + across * across)) - half) * weight
             out[np.uint64(gy * tile) + gx] = value
+
+
+@jit(inline="always")
+def _within(low, high, first, tile):
+    """The first and last of a tile's pixels (centres at first + 0 .. tile - 1) that may lie within low ..
+    high, a pixel more on each side where rounding could matter (last < first: none; NaN: all)."""
+    to_low, to_high = low - first, high - first
+    if to_low > np.float32(tile):
+        start = tile
+    elif to_low > np.float32(1.0):
+        start = np.int64(np.floor(to_low))
+    else:
+        start = 0
+    if to_high < np.float32(-1.0):
+        stop = -1
+    elif to_high < np.float32(tile - 1):
+        stop = np.int64(np.ceil(to_high))
+    else:
+        stop = tile - 1
+    return start, stop
 
 
 @jit(inline="always")
@@ -396,6 +420,7 @@ def _composite(
     band_start,
     listed,
     span,
+    bounds,
     kind,
     params,
     color,
@@ -449,7 +474,7 @@ def _composite(
                     if found == PAIR_SOLID:
                         coverage[:] = 1.0
                     else:
-                        _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides)
+                        _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides, bounds)
                     if alone:  # a shape of its own: straight onto the layer
                         _over(
                             band_layer,
@@ -583,6 +608,7 @@ def render(
         band_start,
         listed,
         span.numpy(),
+        prims.bounds.float().contiguous().numpy(),
         prims.kind.contiguous().numpy(),
         prims.params.float().contiguous().numpy(),
         prims.color.float().contiguous().numpy(),
