@@ -113,6 +113,13 @@ def _tile_peaks(masks):
 
 
 @jit(inline="always")
+def _unit(v):
+    """nan_to_num(v, nan=0, posinf=1, neginf=0) clamped to 0..1, as selects."""
+    v = v if v > np.float32(0.0) else np.float32(0.0)  # NaN and -inf: 0
+    return v if v < np.float32(1.0) else np.float32(1.0)
+
+
+@jit(inline="always")
 def _near(grid, m, y, x, outside):
     """masks._near: grid [M,Y,X] is True at (m, y, x) or the tile above, to the left or above-left of it
     (`outside` beyond the grid)."""
@@ -134,19 +141,34 @@ def _list_tiles(masks, peak, threshold, outlines):
     fill = np.zeros((count, grid_y, grid_x), np.bool_)
     reach = np.zeros((count, grid_y, grid_x), np.bool_)  # the tiles whose cells reach a tile above the level
     starts = np.zeros(count + 1, np.int64)  # the pairs of each source, then where they start
+    # each source's listed tiles lie within the bounds of its filled ones (above the level is filled too),
+    # one more row and column down and right (the cells reaching them): the grids are worked there only
+    span = np.zeros((count, 4), np.int64)  # first row, stop row, first column, stop column
     for m in numba.prange(count):
+        top, bottom, left, right = grid_y, 0, grid_x, 0
         for y in range(peak.shape[1]):
+            row = peak[m, y]
             for x in range(peak.shape[2]):
+                v = row[x]
+                if v != v or v > 0:
+                    top, bottom = min(top, y), y + 1
+                    left, right = min(left, x), max(right, x + 1)
+        if bottom == 0:
+            continue
+        bottom, right = min(bottom + outlines, grid_y), min(right + outlines, grid_x)
+        span[m, 0], span[m, 1], span[m, 2], span[m, 3] = top, bottom, left, right
+        for y in range(top, min(bottom, peak.shape[1])):
+            for x in range(left, min(right, peak.shape[2])):
                 v = peak[m, y, x]
                 fill[m, y, x] = v != v or v > 0
                 reach[m, y, x] = outlines and (v != v or v > threshold)
         if outlines:  # from the bottom right: each tile's own above-threshold flag is read before it changes
-            for y in range(grid_y - 1, -1, -1):
-                for x in range(grid_x - 1, -1, -1):
+            for y in range(bottom - 1, top - 1, -1):
+                for x in range(right - 1, left - 1, -1):
                     reach[m, y, x] = _near(reach, m, y, x, False)
         n = 0
-        for y in range(grid_y):
-            for x in range(grid_x):
+        for y in range(top, bottom):
+            for x in range(left, right):
                 n += fill[m, y, x] or reach[m, y, x]
         starts[m + 1] = n
     for m in range(count):
@@ -158,24 +180,30 @@ def _list_tiles(masks, peak, threshold, outlines):
     below = np.ones((count, grid_y, grid_x), np.bool_)  # a cell is under the level here (not listed: yes)
     for m in numba.prange(count):
         p = starts[m]
-        for y in range(grid_y):
-            for x in range(grid_x):
+        for y in range(span[m, 0], span[m, 1]):
+            for x in range(span[m, 2], span[m, 3]):
                 if not (fill[m, y, x] or reach[m, y, x]):
                     continue
                 source[p], ty[p], tx[p], fills[p], cells[p] = m, y, x, fill[m, y, x], reach[m, y, x]
-                low = False
+                low = False  # a pixel of the tile (not of its one-pixel border) at or below the level
+                x0 = x * TILE - 1
+                whole_row = x0 >= 0 and x0 + TILE < width  # the row's T + 1 pixels lie in the frame
                 for i in range(TILE + 1):
                     yy = y * TILE - 1 + i
-                    inside = 0 <= yy < height
+                    out = values[p, i]
+                    if yy < 0 or yy >= height:
+                        out[:] = np.float32(0.0)
+                        low = low or i > 0
+                        continue
+                    row = masks[m, yy]
                     for j in range(TILE + 1):
-                        xx = x * TILE - 1 + j
                         v = np.float32(0.0)
-                        if inside and 0 <= xx < width:
-                            v = masks[m, yy, xx]
-                            # nan_to_num(nan=0, posinf=1, neginf=0), clamped to 0..1
-                            v = np.float32(0.0) if v != v else min(max(v, np.float32(0.0)), np.float32(1.0))
-                        values[p, i, j] = v
-                        low = low or (i > 0 and j > 0 and v <= threshold)
+                        if whole_row or 0 <= x0 + j < width:
+                            v = _unit(row[x0 + j])
+                        out[j] = v
+                    if i > 0:
+                        for j in range(1, TILE + 1):
+                            low = low or out[j] <= threshold
                 below[m, y, x] = low
                 p += 1
     if outlines:
