@@ -31,11 +31,12 @@ def soft_masks(count=3, height=61, width=83):
 
 def test_the_loops_are_taken(monkeypatch):
     calls = []
-    for name in ("tile_peaks", "list_tiles", "contour_pieces", "fills_and_outlines", "extents"):
+    names = ("tile_peaks", "listed_counts", "list_tiles", "contour_pieces", "fills_and_outlines", "extents")
+    for name in names:
         loop = getattr(masks_cpu, name)
         monkeypatch.setattr(masks_cpu, name, lambda *a, loop=loop, name=name: calls.append(name) or loop(*a))
     MaskRenderer.run(torch.zeros(1, 61, 83, 3), masks=soft_masks(), labels="id")
-    assert sorted(set(calls)) == ["contour_pieces", "extents", "fills_and_outlines", "list_tiles", "tile_peaks"]
+    assert sorted(set(calls)) == sorted(names)
 
 
 @pytest.mark.parametrize("threshold", [0.0, 0.1, 0.3, 0.5])
@@ -62,6 +63,17 @@ def test_tiles_pieces_and_extents_match_the_torch_path(monkeypatch, threshold, o
     )
     assert torch.equal(low, low_t) and torch.equal(high, high_t)
     assert sums.dtype == sums_t.dtype and torch.allclose(sums, sums_t, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("outlines", [True, False])
+@pytest.mark.parametrize("halo", [0.0, 9.0])
+def test_the_memory_estimate_matches_the_torch_path(monkeypatch, outlines, halo):
+    from rasterkit.utils.inputs.masks import from_masks
+
+    for masks in (soft_masks(), torch.zeros(2, 30, 40)):
+        objects = from_masks(masks, 1)
+        ours = M.overlay_memory(objects, *masks.shape[1:], 0.5, outlines, halo)
+        assert ours == torch_path(monkeypatch, M.overlay_memory, objects, *masks.shape[1:], 0.5, outlines, halo)
 
 
 def test_tile_peaks_of_whole_and_partial_bands(monkeypatch):

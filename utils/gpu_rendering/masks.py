@@ -359,12 +359,18 @@ def overlay_memory(
     count, grid_y, grid_x = masks.shape[0], height // TILE + 1, width // TILE + 1
     peak = tile_peaks(masks) if peak is None else peak
     pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
-    fill = F.pad(torch.isnan(peak) | (peak > 0), pad)
-    listed = _near(fill, False) if outlines else fill  # a superset: the tiles whose cells reach filled ones
-    per_source = listed.flatten(1).sum(1)
+    # per source, the tiles with mask in them, or with the cells reaching those (a superset of the listed)
+    cpu = _cpu_loops(peak)
+    per_source = cpu and cpu.listed_counts(peak.contiguous().numpy(), grid_y, grid_x, outlines)
+    if per_source is None:
+        fill = F.pad(torch.isnan(peak) | (peak > 0), pad)
+        per_source = (_near(fill, False) if outlines else fill).flatten(1).sum(1)
+    else:
+        per_source = torch.from_numpy(per_source)
     work = count * peak.shape[1] * width * 4 * 2  # the rows' maxima and their padding
     tiles, prims = int(per_source.sum()), int(per_source[objects.source].sum()) * (1 + outlines)
     if halo_width > 0:
+        fill = F.pad(torch.isnan(peak) | (peak > 0), pad)
         reach = math.ceil(halo_width / TILE) + 1  # tiles: the blur's 3 sigma = halo_width, and bilinear reads
         near = F.max_pool2d(fill[:, None].float(), 2 * reach + 1, stride=1, padding=reach)[:, 0] > 0
         halo = near.flatten(1).sum(1)

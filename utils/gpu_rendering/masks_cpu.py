@@ -132,6 +132,44 @@ def _near(grid, m, y, x, outside):
     )
 
 
+@jit(inline="always")
+def _filled_bounds(peak, m):
+    """The first row, stop row, first column and stop column of the tiles with mask in them (a peak above
+    0 or NaN) of source m; stop row 0 where there are none."""
+    top, bottom, left, right = peak.shape[1], 0, peak.shape[2], 0
+    for y in range(peak.shape[1]):
+        row = peak[m, y]
+        for x in range(peak.shape[2]):
+            v = row[x]
+            if v != v or v > 0:
+                top, bottom = min(top, y), y + 1
+                left, right = min(left, x), max(right, x + 1)
+    return top, bottom, left, right
+
+
+@jit(parallel=True)
+def _listed_counts(peak, grid_y, grid_x, outlines):
+    """masks.overlay_memory's count per source of the tiles (of a grid_y x grid_x grid) with mask in them,
+    or, with outlines, with it in them or above, left or above-left of them; int64 [M]."""
+    count = peak.shape[0]
+    counts = np.zeros(count, np.int64)
+    for m in numba.prange(count):
+        top, bottom, left, right = _filled_bounds(peak, m)
+        n = 0
+        for y in range(top, min(bottom + outlines, grid_y)):
+            for x in range(left, min(right + outlines, grid_x)):
+                filled = False
+                for dy in range(2 if outlines else 1):
+                    for dx in range(2 if outlines else 1):
+                        yy, xx = y - dy, x - dx
+                        if 0 <= yy < peak.shape[1] and 0 <= xx < peak.shape[2]:
+                            v = peak[m, yy, xx]
+                            filled = filled or v != v or v > 0
+                n += filled
+        counts[m] = n
+    return counts
+
+
 @jit(parallel=True)
 def _list_tiles(masks, peak, threshold, outlines):
     """masks._list_tiles with the masks' tile peaks known: the same pairs in the same order, values and
@@ -145,14 +183,7 @@ def _list_tiles(masks, peak, threshold, outlines):
     # one more row and column down and right (the cells reaching them): the grids are worked there only
     span = np.zeros((count, 4), np.int64)  # first row, stop row, first column, stop column
     for m in numba.prange(count):
-        top, bottom, left, right = grid_y, 0, grid_x, 0
-        for y in range(peak.shape[1]):
-            row = peak[m, y]
-            for x in range(peak.shape[2]):
-                v = row[x]
-                if v != v or v > 0:
-                    top, bottom = min(top, y), y + 1
-                    left, right = min(left, x), max(right, x + 1)
+        top, bottom, left, right = _filled_bounds(peak, m)
         if bottom == 0:
             continue
         bottom, right = min(bottom + outlines, grid_y), min(right + outlines, grid_x)
@@ -398,6 +429,13 @@ def list_tiles(masks: np.ndarray, peak: np.ndarray, threshold: float, outlines: 
     tile peaks (float32, C-contiguous)."""
     torch_threads()
     return _list_tiles(masks, peak, np.float32(threshold), outlines)
+
+
+@falls_back
+def listed_counts(peak: np.ndarray, grid_y: int, grid_x: int, outlines: bool) -> np.ndarray:
+    """_listed_counts of the masks' tile peaks (float32, C-contiguous)."""
+    torch_threads()
+    return _listed_counts(peak, grid_y, grid_x, outlines)
 
 
 @falls_back
