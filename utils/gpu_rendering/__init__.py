@@ -28,7 +28,7 @@ from .link_styles import (
     trail_paths,
     width_by_length,
 )
-from .masks import LABEL_PLACES, Overlay, labelled, overlay, with_labels
+from .masks import LABEL_PLACES, Overlay, labelled, overlay, overlay_memory, tile_peaks, with_labels
 from .primitives import (
     Primitives,
     concat,
@@ -98,6 +98,7 @@ __all__ = [
     "loop_modules",
     "markers",
     "overlay",
+    "overlay_memory",
     "polylines",
     "render_polylines",
     "render_series",
@@ -108,6 +109,7 @@ __all__ = [
     "straight_alpha",
     "styled_polylines",
     "text_atlas",
+    "tile_peaks",
     "tile_spans",
     "trail_paths",
     "value_range",
