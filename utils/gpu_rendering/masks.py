@@ -272,40 +272,65 @@ def _extents(tiles: _Tiles, sources: int, height: int, width: int, threshold: fl
 # -- halos ------------------------------------------------------------------------------------------
 
 
+def _blur(grid: torch.Tensor, taps: torch.Tensor, dim: int) -> torch.Tensor:
+    """grid [S,R,C] convolved with taps [2r+1] along dim (1 or 2), zeros beyond its edges: a sum of shifted
+    copies, tap after tap, so that each value is the same wherever the grid starts and however large it is
+    (conv2d's CPU kernels took seconds on frame-sized grids of one channel)."""
+    radius, size = (len(taps) - 1) // 2, grid.shape[dim]
+    padded = F.pad(grid, (radius, radius) if dim == 2 else (0, 0, radius, radius))
+    out = padded.narrow(dim, 0, size) * taps[0]
+    for k in range(1, len(taps)):
+        out = out + padded.narrow(dim, k, size) * taps[k]
+    return out
+
+
+def _halo_scale(halo_width: float) -> tuple[int, int, int]:
+    """The halo's grid: f (pixels a grid cell spans, >= 6 cells across the halo), its blur's radius in
+    cells, and the margin in tiles that the blur reaches past the filled tiles (and one more, which it
+    does not reach)."""
+    f = max(s for s in (1, 2, 4, 8) if s <= max(1.0, halo_width / 6))
+    radius = max(1, math.ceil(3 * halo_width / HALO_REACH / f))
+    return f, radius, -(-radius // (TILE // f)) + 1
+
+
 def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_width: float):
     """The halo of each source: (source, ty, tx int64 [P'], planes float [P',T,T]) in the tiles it reaches:
     min(1, 2 g) * (1 - mask), g the mask averaged on f x f pixels and blurred by a Gaussian of sigma
-    halo_width / HALO_REACH, sampled bilinearly at the pixel centres."""
+    halo_width / HALO_REACH, sampled bilinearly at the pixel centres. The grid of each source spans its
+    filled tiles' bounds and the margin the blur reaches (all sources' grids of the largest size), not
+    the frame."""
     device = tiles.values.device
-    f = max(s for s in (1, 2, 4, 8) if s <= max(1.0, halo_width / 6))  # >= 6 grid cells across the halo
+    f, radius, margin = _halo_scale(halo_width)
     per_tile = TILE // f
-    grid_y, grid_x = height // TILE + 1, width // TILE + 1
     sigma = halo_width / HALO_REACH / f
-    radius = max(1, math.ceil(3 * sigma))
-    margin = -(-radius // per_tile)  # in tiles: the halo reaches past the frame's tiles' edge by this many
     filled = torch.nonzero(tiles.fill).squeeze(1)
     inner = tiles.values[filled, 1:, 1:]
-    grid = torch.zeros(sources, grid_y + 2 * margin, per_tile, grid_x + 2 * margin, per_tile, device=device)
-    grid[tiles.source[filled], tiles.ty[filled] + margin, :, tiles.tx[filled] + margin, :] = inner.reshape(
-        -1, per_tile, f, per_tile, f
-    ).mean((2, 4))
-    grid = grid.reshape(sources, 1, (grid_y + 2 * margin) * per_tile, (grid_x + 2 * margin) * per_tile)
+    src, fty, ftx = tiles.source[filled], tiles.ty[filled], tiles.tx[filled]
+    # each source's grid starts `margin` tiles above and left of its filled tiles' bounds
+    big = height + width
+    top = torch.full((sources,), big, device=device).scatter_reduce(0, src, fty, "amin") - margin
+    left = torch.full((sources,), big, device=device).scatter_reduce(0, src, ftx, "amin") - margin
+    if len(filled) == 0:
+        none = torch.zeros(0, dtype=torch.int64, device=device)
+        return none, none, none, torch.zeros(0, TILE, TILE, device=device)
+    spans = torch.stack([(fty - top[src]).max(), (ftx - left[src]).max()]) + 1 + margin
+    grid_y, grid_x = spans.tolist()  # in tiles (one host read of both)
+    grid = torch.zeros(sources, grid_y, per_tile, grid_x, per_tile, device=device)
+    grid[src, fty - top[src], :, ftx - left[src], :] = inner.reshape(-1, per_tile, f, per_tile, f).mean((2, 4))
+    grid = grid.reshape(sources, grid_y * per_tile, grid_x * per_tile)
     taps = torch.exp(-0.5 * (torch.arange(-radius, radius + 1, device=device, dtype=torch.float32) / sigma) ** 2)
-    taps = taps / taps.sum()
-    grid = F.conv2d(
-        F.conv2d(grid, taps.view(1, 1, 1, -1), padding=(0, radius)), taps.view(1, 1, -1, 1), padding=(radius, 0)
-    )[:, 0]
+    grid = _blur(_blur(grid, taps / taps.sum(), 2), taps / taps.sum(), 1)
     # the tiles the halo reaches (bilinear sampling reads one grid cell beyond a tile's own)
     reach = F.max_pool2d(grid[:, None], per_tile)[:, 0] > HALO_VISIBLE
     reach = F.max_pool2d(reach[:, None].float(), 3, stride=1, padding=1)[:, 0] > 0
-    reach = reach[:, margin : margin + grid_y, margin : margin + grid_x]
-    reach[:, (height + TILE - 1) // TILE :] = False
-    reach[:, :, (width + TILE - 1) // TILE :] = False
-    source, ty, tx = torch.nonzero(reach, as_tuple=True)
+    source, cy, cx = torch.nonzero(reach, as_tuple=True)
+    ty, tx = cy + top[source], cx + left[source]
+    inside = (ty >= 0) & (ty < (height + TILE - 1) // TILE) & (tx >= 0) & (tx < (width + TILE - 1) // TILE)
+    source, cy, cx, ty, tx = source[inside], cy[inside], cx[inside], ty[inside], tx[inside]
     g = torch.arange(TILE, device=device, dtype=torch.float32)
     # grid coordinates of the pixel centres: cell i spans pixels i*f .. (i+1)*f, its centre at (i + 0.5) f
-    gy = ((ty + margin) * TILE)[:, None] + g  # pixels from the grid's origin
-    gx = ((tx + margin) * TILE)[:, None] + g
+    gy = (cy * TILE)[:, None] + g  # pixels from the grid's origin
+    gx = (cx * TILE)[:, None] + g
     fy, fx = (gy + 0.5) / f - 0.5, (gx + 0.5) / f - 0.5
     y0, x0 = fy.floor().long(), fx.floor().long()
     wy, wx = (fy - y0)[:, :, None], (fx - x0)[:, None, :]
@@ -324,8 +349,8 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
     ) * wy
     # the mask under each halo tile, from the listed fill tiles (0 where none is listed)
     lookup = torch.full((sources, grid_y, grid_x), -1, dtype=torch.int64, device=device)
-    lookup[tiles.source[filled], tiles.ty[filled], tiles.tx[filled]] = torch.arange(len(filled), device=device)
-    under = lookup[source, ty, tx]
+    lookup[src, fty - top[src], ftx - left[src]] = torch.arange(len(filled), device=device)
+    under = lookup[source, cy, cx]
     mask = torch.where((under >= 0)[:, None, None], inner[under.clamp_min(0)], torch.zeros((), device=device))
     return source, ty, tx, (2 * blurred).clamp_(0, 1) * (1 - mask)
 
@@ -339,6 +364,16 @@ LISTED_TILE_BYTES = 1700
 HALO_TILE_BYTES = 1200
 PRIMITIVE_BYTES = 240
 HALO_GRID_BYTES = 28
+
+
+def _longest_run(marked: torch.Tensor) -> int:
+    """The largest extent over the rows of marked bool [S,N] from its first True to its last (0: none)."""
+    if marked.shape[1] == 0:
+        return 0
+    index = torch.arange(marked.shape[1], device=marked.device)
+    last = torch.where(marked, index, -1).amax(1)
+    first = torch.where(marked, index, marked.shape[1]).amin(1)
+    return int((last - first + 1).clamp_min(0).max()) if marked.shape[0] else 0
 
 
 def overlay_memory(
@@ -374,11 +409,10 @@ def overlay_memory(
         reach = math.ceil(halo_width / TILE) + 1  # tiles: the blur's 3 sigma = halo_width, and bilinear reads
         near = F.max_pool2d(fill[:, None].float(), 2 * reach + 1, stride=1, padding=reach)[:, 0] > 0
         halo = near.flatten(1).sum(1)
-        f = max(s for s in (1, 2, 4, 8) if s <= max(1.0, halo_width / 6))
-        work += (
-            int(halo.sum()) * HALO_TILE_BYTES
-            + count * (grid_y + 2 * reach) * (grid_x + 2 * reach) * (TILE // f) ** 2 * HALO_GRID_BYTES
-        )
+        f, _radius, margin = _halo_scale(halo_width)
+        # the blur's grids: every source's of the largest filled bounds, grown by the margin on each side
+        spans = [_longest_run(fill.any(axis)) + 2 * margin for axis in (2, 1)]
+        work += int(halo.sum()) * HALO_TILE_BYTES + count * spans[0] * spans[1] * (TILE // f) ** 2 * HALO_GRID_BYTES
         prims += int(halo[objects.source].sum())
     return work + tiles * LISTED_TILE_BYTES + prims * PRIMITIVE_BYTES
 
