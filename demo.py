@@ -394,6 +394,62 @@ def spectrum_demo(pack, out: Path):
     return paths
 
 
+@demo("looks")
+def looks_demo(pack, out: Path):
+    """The peers' looks: the "Audio spectrum" audio as a radial visualiser (log bands around a circle,
+    mirrored inside, a gradient along each bar, falling peak caps), and a plexus over the panning clip
+    (links fading and thinning with length, coloured from their two points)."""
+    import wave
+
+    import numpy as np
+    import torch
+
+    with wave.open(str(ROOT / "example_workflows" / "assets" / "rasterkit_chirp_chord.wav")) as file:
+        pcm = np.frombuffer(file.readframes(file.getnframes()), "<i2").reshape(-1, file.getnchannels())
+        audio = {"waveform": torch.from_numpy(pcm.T / np.float32(32768))[None], "sample_rate": file.getframerate()}
+    radial = pack.nodes.series.SeriesToImages.run(
+        audio=audio,
+        fps=24,
+        audio_plot="spectrum",
+        style="bars",
+        bands=64,
+        smoothing=0.5,
+        scale="shared",
+        width=360,
+        height=360,
+        background="#0B1020",
+        layout="radial",
+        mirror="reflection",
+        gradient="#00E5FF, #7C4DFF, #FF4081",
+        peak_fall=0.02,
+    )[0]
+    frames = textured_pan(frames=24)
+    tracks, *_ = pack.nodes.links.PointTracker.run(frames, max_points=120, min_distance=24)
+    plexus = pack.nodes.links.LineLinkRenderer.run(
+        frames * 0.3,
+        tracks=tracks,
+        tracks_json="",
+        k=4,
+        max_distance=160,
+        hysteresis=1.3,
+        degree_cap=4,
+        width=1.5,
+        opacity=0.9,
+        color="points",
+        palette="neon",
+        point_radius=2.0,
+        glow=0.4,
+        length_falloff=1.0,
+        falloff_on="opacity and width",
+    )[0]
+    paths = [out / "radial_spectrum.png", out / "radial_spectrum.mp4", out / "plexus.png", out / "plexus.mp4"]
+    save_png(radial[len(radial) // 2], paths[0])
+    save_mp4(radial, paths[1], audio=audio)
+    save_png(plexus[len(plexus) // 2], paths[2])
+    save_mp4(plexus, paths[3])
+    return paths
+
+
 @demo("mesh")
 def mesh_demo(pack, out: Path):
     """The bundled mesh from the six texture-baking views: normal, depth, position and face-id maps and

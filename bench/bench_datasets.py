@@ -1,11 +1,14 @@
 """Line-plot datasets end to end (read series, draw, write shards), side by side in one run:
 
-- RasterKit's job (utils/datasets.py, what `rasterkit plots` runs) writing WebDataset tars of PNG, N images;
+- RasterKit's job (utils/datasets.py, what `rasterkit plots` runs) writing WebDataset tars of PNG, N
+  images (1M by default) in one process (the CLI's default), and on fewer images in 2 processes;
 - the floor: writing the same bytes (the finished shards, held in memory) to fresh files;
 - the baseline a user would write: cv2.polylines + cv2.imwrite PNG, one file an image, in a
-  multiprocessing Pool of every core (and matplotlib, the reports' own tool, on a few hundred);
+  multiprocessing Pool of every core, on fewer images (a rate: it holds steady with the count), and
+  matplotlib, the reports' own tool, on a few hundred;
 - uint8 NPY shards (50 KB an image at 224x224: capped at --npy-n images to spare the disk) and their floor;
-- the same WebDataset job on Ray Data (a local instance of every core), for its overhead on one machine.
+- the same WebDataset job on Ray Data and on Dask (local instances of every core), for their overhead
+  on one machine against as many local processes.
 
 Series: random walks of 100 points, float32 .npy; plots 224x224, 1 px aliased lines, one channel.
     .venv/bin/python bench/bench_datasets.py [--n 1000000] [--quick]
@@ -103,19 +106,39 @@ def matplotlib_baseline(path: Path, count: int, out: Path) -> float:
     return seconds(draw)
 
 
+def run_dask(job: D.Job, workers: int) -> tuple[float, float]:
+    """The job on a local Dask cluster of `workers` processes of one thread, one task a shard, as
+    run_ray on Ray Data (the same shard writer, set up in each worker as Ray's actors are, within the
+    time): (seconds to start the cluster, seconds to write)."""
+    from dask.distributed import Client, LocalCluster
+
+    start = time.perf_counter()
+    with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            started = time.perf_counter() - start
+            start = time.perf_counter()
+            client.run(D._worker_start, job)
+            metas = client.gather(client.map(D._worker_write, range(D.Shards(job).count)))
+            D.finish(job, metas)
+            return started, time.perf_counter() - start
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=1_000_000, help="images of the WebDataset job (default 1M)")
     parser.add_argument("--npy-n", type=int, default=50_000, help="images of the NPY job (50 KB each)")
     parser.add_argument("--baseline-n", type=int, default=20_000, help="images of the cv2 + Pool baseline")
-    parser.add_argument("--ray-n", type=int, default=100_000, help="images of the Ray Data run (0: none)")
-    parser.add_argument("--quick", action="store_true", help="20k images, 5k for NPY, baseline and Ray")
+    parser.add_argument(
+        "--processes-n", type=int, default=200_000, help="images of the 2-process, Ray and Dask runs (0: none)"
+    )
+    parser.add_argument("--quick", action="store_true", help="20k images, 5k for NPY, baseline, processes, Ray, Dask")
     args = parser.parse_args()
     if args.quick:
-        args.n, args.npy_n, args.baseline_n, args.ray_n = 20_000, 5_000, 5_000, 5_000
+        args.n, args.npy_n, args.baseline_n, args.processes_n = 20_000, 5_000, 5_000, 5_000
+    cores = os.cpu_count()
     work = Path(tempfile.mkdtemp(prefix="rasterkit-bench-"))
     plot = D.Plot(width=SIZE, height=SIZE)
-    rows, notes = [], []
+    rows, notes, loads = [], [], []
 
     def row(name, count, took, peer=None, floor=None):
         rate = count / took
@@ -129,18 +152,20 @@ def main():
                 f"{took / floor:.2f}x" if floor else "",
             ]
         )
+        loads.append(os.getloadavg()[0])
         return rate
 
     try:
         path = work / "series.npy"
-        series(path, max(args.n, args.npy_n, args.baseline_n, args.ray_n))
+        series(path, max(args.n, args.npy_n, args.baseline_n, args.processes_n))
+        source = D.Source(str(path), "npy")
         # warm-up: numba's compilation and the first page faults are not part of a dataset's cost
-        D.run(D.Job(D.Source(str(path), "npy"), str(work / "warm"), "wds", plot, shard_size=1000), progress=False)
+        D.run(D.Job(source, str(work / "warm"), "wds", plot, shard_size=1000), progress=False)
         shutil.rmtree(work / "warm")
 
         cv2.setNumThreads(1)  # the Pool's processes are the parallelism, as a user's script would have it
         took = baseline(path, args.baseline_n, work / "baseline")
-        peer = row(f"baseline: cv2.polylines + PNG files, Pool({os.cpu_count()})", args.baseline_n, took)
+        peer = row(f"baseline: cv2.polylines + PNG files, Pool({cores})", args.baseline_n, took)
         shutil.rmtree(work / "baseline")
         matplotlib_count = min(300, args.baseline_n)
         row(
@@ -151,42 +176,45 @@ def main():
         )
         shutil.rmtree(work / "matplotlib")
         cv2.setNumThreads(0)
+        notes.append(
+            f"The baselines ran on fewer images: their rate holds with the count (one file an image); at "
+            f"{peer:,.0f} images/s the cv2 script would take {args.n / peer:,.0f} s for {args.n:,}."
+        )
 
-        source = D.Source(str(path), "npy")
-        wds = D.Job(source, str(work / "wds"), "wds", plot, shard_size=10_000)
-        wds = _limited(wds, args.n)
-        took = seconds(lambda: D.run(wds, progress=True, processes=os.cpu_count()))
+        wds = _limited(D.Job(source, str(work / "wds"), "wds", plot, shard_size=1000), args.n)
+        took = seconds(lambda: D.run(wds, progress=True))
+        one = took / args.n
         floor = write_floor(files(work / "wds"), work / "wds-floor")
         shards_mb = sum(p.stat().st_size for p in (work / "wds").glob("*.tar")) / 1e6
         row("floor: writing the same WebDataset tars", args.n, floor, peer)
-        row(f"RasterKit: WebDataset tars of 1-bit PNG, {os.cpu_count()} processes", args.n, took, peer, floor)
+        row("RasterKit: WebDataset tars of 1-bit PNG, 1 process (the CLI's default)", args.n, took, peer, floor)
         notes.append(
             f"WebDataset shards: {shards_mb:,.0f} MB for {args.n:,} images "
             f"({shards_mb * 1e3 / args.n:.2f} KB an image)."
         )
         shutil.rmtree(work / "wds-floor")
-        pool = took / args.n
-        threads_n = args.ray_n or args.baseline_n
-        threads = _limited(D.Job(source, str(work / "threads"), "wds", plot, shard_size=10_000), threads_n)
-        row(
-            "RasterKit: the same, 1 process (drawing and encoding threads)",
-            threads_n,
-            seconds(lambda: D.run(threads, progress=True)),
-            peer,
-        )
-        shutil.rmtree(work / "threads")
+        shutil.rmtree(work / "wds")
 
-        if args.ray_n:
+        count = args.processes_n
+        if count:
+            job = _limited(D.Job(source, str(work / "procs"), "wds", plot, shard_size=1000), count)
+            local = seconds(lambda: D.run(job, progress=True, processes=cores))
+            row(f"RasterKit: the same, {cores} processes (--processes {cores})", count, local, peer)
+            shutil.rmtree(work / "procs")
+            notes.append(
+                f"{cores} processes: {local / count / one:.2f}x the time an image of one process "
+                f"({count:,} images, their start included: torch's import and numba's cache in each)."
+            )
             try:
                 import ray
             except ImportError:
                 notes.append("Ray: not installed, not measured.")
             else:
-                ray_job = _limited(D.Job(source, str(work / "ray"), "wds", plot, shard_size=10_000), args.ray_n)
+                ray_job = _limited(D.Job(source, str(work / "ray"), "wds", plot, shard_size=1000), count)
                 start = time.perf_counter()
                 # the workers import the job's module, utils.datasets, from the repository root
                 ray.init(
-                    num_cpus=os.cpu_count(),
+                    num_cpus=cores,
                     include_dashboard=False,
                     log_to_driver=False,
                     runtime_env={"env_vars": {"PYTHONPATH": str(Path(D.__file__).parents[1])}},
@@ -194,25 +222,37 @@ def main():
                 started = time.perf_counter() - start
                 took = seconds(lambda: D.run_ray(ray_job, cpus=1))
                 ray.shutdown()
-                row(f"RasterKit on Ray Data, local, {os.cpu_count()} workers of 1 CPU", args.ray_n, took, peer)
+                shutil.rmtree(work / "ray")
+                row(f"RasterKit on Ray Data, local, {cores} workers of 1 CPU", count, took, peer)
                 notes.append(
-                    f"Ray Data on this machine: {took / args.ray_n / pool:.2f}x the time an image of "
-                    f"{os.cpu_count()} local processes ({args.ray_n:,} images, start-up of {started:.1f} s "
-                    f"not counted); on one "
-                    f"machine Ray adds only overhead; it is for more than one machine or GPU."
+                    f"Ray Data's overhead on one machine: {took / local:.2f}x the time of {cores} local "
+                    f"processes, {took / count / one:.2f}x that of one process ({count:,} images; the "
+                    f"instance's start, {started:.1f} s, not counted). On one machine Ray only adds "
+                    f"overhead: it is for more than one machine or GPU."
                 )
-        shutil.rmtree(work / "wds", ignore_errors=True)
-        shutil.rmtree(work / "ray", ignore_errors=True)
+            try:
+                import dask.distributed  # noqa: F401
+            except ImportError:
+                notes.append("Dask: not installed, not measured.")
+            else:
+                dask_job = _limited(D.Job(source, str(work / "dask"), "wds", plot, shard_size=1000), count)
+                started, took = run_dask(dask_job, cores)
+                shutil.rmtree(work / "dask")
+                row(f"RasterKit on Dask, local, {cores} workers of 1 thread", count, took, peer)
+                notes.append(
+                    f"Dask's overhead on one machine: {took / local:.2f}x the time of {cores} local processes "
+                    f"({count:,} images; the cluster's start, {started:.1f} s, not counted)."
+                )
 
         npy = _limited(D.Job(source, str(work / "npy"), "npy", plot, shard_size=1000), args.npy_n)
-        took = seconds(lambda: D.run(npy, progress=True, processes=os.cpu_count()))
+        took = seconds(lambda: D.run(npy, progress=True))
         floor = write_floor(files(work / "npy"), work / "npy-floor")
         row("floor: writing the same NPY shards", args.npy_n, floor, peer)
-        row(f"RasterKit: uint8 NPY shards, {os.cpu_count()} processes", args.npy_n, took, peer, floor)
+        row("RasterKit: uint8 NPY shards, 1 process", args.npy_n, took, peer, floor)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     # other work on the machine slows every row, each by as much as it is running then
-    notes.append(f"Load average (1 min) at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.")
+    notes.append(f"Load average (1 min) after each row: {', '.join(f'{load:.1f}' for load in loads)} on {cores} cores.")
 
     text = table(["pipeline (read, draw, write)", "images", "s", "images/s", "vs cv2 baseline", "vs write floor"], rows)
     report(

@@ -4,6 +4,7 @@ with the candidate search batched), as a picture, a build-up animation and SVG."
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
 
@@ -14,7 +15,7 @@ from ..utils.core.device import MEMORY_FRACTION, check_memory, free_memory_bytes
 from ..utils.gpu_rendering import straight_alpha
 from ..utils.inputs.colors import parse_hex
 from ._comfy import Progress, animation_preview, check_interrupt, comfy_module, intermediate_device, render_device
-from ._schema import Combo, Int, Output, RasterKitNode, Socket, String
+from ._schema import Combo, Float, Int, Output, RasterKitNode, Socket, String
 from ._validate import check_images
 
 MAX_FRAMES = 500
@@ -50,9 +51,12 @@ class PrimitiveMesh(RasterKitNode):
                 "circle",
                 "quadratic",
                 "polygon",
+                "line",
+                "polyline",
                 "combo",
             ),
-            tooltip="quadratic: stroked Bezier curves; polygon: 4 vertices; combo: any of them",
+            tooltip="quadratic: stroked Bezier curves; polygon: 4 vertices; line: straight strokes; polyline: two "
+            "straight strokes joined (mitred); combo: fogleman/primitive's eight (triangle to polygon)",
         ),
         Int("alpha", 128, 0, 255, tooltip="opacity of every shape (1..255); 0 searches it per shape"),
         Int("candidates", 1000, 1, 100000, tooltip="random shapes tried per shape before hill climbing"),
@@ -85,6 +89,32 @@ class PrimitiveMesh(RasterKitNode):
             tooltip="build-up frames per image at most (one every nth shape); 0: none, "
             "the frames output is the final image",
         ),
+        String(
+            "passes",
+            "",
+            tooltip="several passes, each over the last (fogleman/primitive's repeated -n): "
+            "'kind:count:alpha' separated by commas, e.g. 'triangle:100:128, ellipse:50:64' (kinds of one "
+            "pass joined by '+'; count and alpha optional: shapes and alpha); empty: one pass of "
+            "shape_type/shape_kinds",
+        ),
+        Float(
+            "edge_weight",
+            0.0,
+            0.0,
+            10.0,
+            step=0.1,
+            tooltip="weight of the error at the image's edges (Sobel): 0 off; 1 counts an edge pixel twice, so "
+            "shapes follow edges and detail comes out sharper, for a little more error elsewhere",
+        ),
+        Float(
+            "coarse",
+            0.0,
+            0.0,
+            1.0,
+            step=0.05,
+            tooltip="coarse to fine: this share of each pass's shapes (the first, large ones) is searched at half "
+            "the working size, the rest at full size over them; faster. 0: off",
+        ),
     ]
     OUTPUTS = [
         Output(
@@ -100,6 +130,13 @@ class PrimitiveMesh(RasterKitNode):
             "STRING", "svg", tooltip="one SVG document per image (viewBox in output pixels), separated by a blank line"
         ),
         Output("SVG", "svg_documents", tooltip="the same SVG documents as core ComfyUI's SVG type (for Save SVG)"),
+        Output(
+            "STRING",
+            "shapes_json",
+            tooltip="the shapes as geometrize's JSON exporter lists them (plotters, games): the background "
+            "rectangle, then {type, data (output pixels), color [r,g,b,a] 0..255} per shape; a batch gives "
+            "one list per image",
+        ),
     ]
 
     @classmethod
@@ -117,9 +154,14 @@ class PrimitiveMesh(RasterKitNode):
         background="auto",
         shape_kinds="",
         frames=60,
+        passes="",
+        edge_weight=0.0,
+        coarse=0.0,
     ):
         check_images(image, "image")
         kinds = _kinds(shape_type, shape_kinds, background)
+        runs = engine.parse_passes(passes, shapes, alpha) or [(kinds, shapes, alpha)]
+        shapes = sum(count for _, count, _ in runs)
         device = render_device()
         batch, height, width, channels = image.shape
         # non-finite pixels (a broken upstream node) count as black rather than poisoning every sum
@@ -129,8 +171,9 @@ class PrimitiveMesh(RasterKitNode):
         out_h, out_w = _fit(work_h, work_w, output_size)
         every = math.ceil(shapes / frames) if frames else 0
         frame_count = math.ceil(shapes / every) if frames else 0
-        search = engine.search_memory(
-            batch, work_h, work_w, target.shape[-1], kinds, alpha, candidates, mutations, device
+        search = max(
+            engine.search_memory(batch, work_h, work_w, target.shape[-1], k, a, candidates, mutations, device)
+            for k, _, a in runs
         )
         check_memory(
             search,
@@ -150,11 +193,9 @@ class PrimitiveMesh(RasterKitNode):
         bar = _SearchThenRender(shapes, render_cost)
         # the node shows the first image's canvas as it grows (the last shape's always); it is read only when
         # a preview is due
-        result = engine.approximate(
+        result = engine.approximate_passes(
             target,
-            shapes,
-            kinds,
-            alpha=alpha,
+            runs,
             candidates=candidates,
             mutations=mutations,
             background=fill,
@@ -163,6 +204,8 @@ class PrimitiveMesh(RasterKitNode):
                 done, canvas[0] if bar.progress.preview_due() or done == shapes else None
             ),
             on_round=check_interrupt,  # a shape at large `mutations` takes minutes
+            edge_weight=float(edge_weight),
+            coarse=float(coarse),
         )
         scale = output_size / max(work_h, work_w)
         picture, build_up = engine.render(result, out_h, out_w, scale, frame_every=every, on_chunk=bar.rendered)
@@ -174,8 +217,15 @@ class PrimitiveMesh(RasterKitNode):
             picture = torch.cat([picture, _resize(pixels[..., 3:], out_h, out_w)], -1)
         build_up = picture if build_up is None else build_up  # frames = 0: the final image, alpha and all
         documents = [engine.svg(result, b, out_h, out_w, scale) for b in range(batch)]
+        lists = [engine.shape_list(result, b, out_h, out_w, scale) for b in range(batch)]
         out = intermediate_device()
-        return picture.to(out), build_up.to(out), "\n\n".join(documents), svg_documents(documents)
+        return (
+            picture.to(out),
+            build_up.to(out),
+            "\n\n".join(documents),
+            svg_documents(documents),
+            json.dumps(lists[0] if batch == 1 else lists, separators=(",", ":")),
+        )
 
     @classmethod
     def preview(cls, inputs, outputs):

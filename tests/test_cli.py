@@ -17,6 +17,7 @@ from rasterkit.utils.gpu_rendering import render_polylines
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("webdataset")
+pytest.importorskip("isal")
 pytest.importorskip("tqdm")
 
 N, L, SIZE, SHARD = 300, 40, 32, 64
@@ -76,6 +77,37 @@ def test_npy_input_every_format_same_bytes_twice(tmp_path, series, fmt):
         with tarfile.open(tmp_path / "a" / "shard-000000.tar") as tar:
             names = tar.getnames()
             assert names[:2] == ["000000000.cls", "000000000.png"] and tar.getmember(names[0]).mtime == 0
+
+
+@pytest.mark.parametrize("labels", ["int", "text", None])
+def test_tars_are_the_bytes_webdatasets_tarwriter_writes(tmp_path, series, labels):
+    import io
+
+    import webdataset
+
+    np.save(tmp_path / "s.npy", series[:100])
+    if labels:
+        np.save(tmp_path / "l.npy", np.arange(100) % 3 if labels == "int" else np.array([f"c{i}" for i in range(100)]))
+    source = D.source_for(str(tmp_path / "s.npy"), labels=str(tmp_path / "l.npy") if labels else None)
+    D.run(job(source, tmp_path / "out", format="wds"), progress=False)
+    for path in sorted((tmp_path / "out").glob("*.tar")):
+        with tarfile.open(path) as tar:
+            members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+        stream = io.BytesIO()
+        writer = webdataset.TarWriter(stream, user="rasterkit", group="rasterkit", mtime=0, format=tarfile.USTAR_FORMAT)
+        for key in sorted({name.split(".")[0] for name in members}):
+            writer.write({"__key__": key, **{n.split(".")[1]: v for n, v in members.items() if n.startswith(key)}})
+        writer.close()
+        assert path.read_bytes() == stream.getvalue()
+    # members of every size about a block's, and the end's padding to a whole record
+    payloads = [b"x" * size for size in (0, 1, 511, 512, 513, 10240, 20000)]
+    names = [f"{i:09d}.bin" for i in range(len(payloads))]
+    stream = io.BytesIO()
+    writer = webdataset.TarWriter(stream, user="rasterkit", group="rasterkit", mtime=0, format=tarfile.USTAR_FORMAT)
+    for name, payload in zip(names, payloads, strict=True):
+        writer.write({"__key__": name[:9], "bin": payload})
+    writer.close()
+    assert b"".join(D._tar(names, payloads)) == stream.getvalue()
 
 
 def test_parquet_wide_list_and_windows_with_labels(tmp_path, series):

@@ -1,10 +1,13 @@
-"""Write example_workflows/assets/rasterkit_chirp_chord.wav, the audio of the "Audio spectrum" example:
+"""Write example_workflows/assets/rasterkit_chirp_chord.wav, the audio of the "Audio spectrum" example,
+and rasterkit_chirp_chord.mp4, the same audio as a video's soundtrack (the "Audio-reactive radial
+visualiser" example reads it through core Load Video, which needs no torchaudio):
 
     .venv/bin/python tools/make_example_audio.py
 
 3 s of 16-bit stereo at 16 kHz (about 190 KB): the left channel an A major chord (220, 277, 330,
 440 Hz) struck on every beat at 120 bpm, the right one a sweep from 110 Hz to 7 kHz whose pitch
-rises evenly on a log frequency axis. Deterministic: the same bytes on every run.
+rises evenly on a log frequency axis. The wav is deterministic (the same bytes on every run); the
+video's frames are 64x64 of a dark blue that brightens on each beat, with the audio as AAC.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "example_workflows" / "assets" / "rasterkit_chirp_chord.wav"
+VIDEO_PATH = PATH.with_suffix(".mp4")
 RATE = 16000
 SECONDS = 3.0
 
@@ -44,6 +48,29 @@ def write_wav(samples: np.ndarray, path: Path, rate: int = RATE) -> None:
         file.writeframes(pcm.T.tobytes())
 
 
+def write_video(samples: np.ndarray, path: Path, rate: int = RATE, fps: int = 24, size: int = 64) -> None:
+    """samples: float [2, N] in -1..1, as the AAC soundtrack of an H.264 clip as long as them."""
+    import av
+
+    with av.open(str(path), "w") as container:
+        video = container.add_stream("libx264", rate=fps)
+        video.width = video.height = size
+        video.pix_fmt = "yuv420p"
+        audio = container.add_stream("aac", rate=rate, layout="stereo")
+        for index in range(round(samples.shape[1] / rate * fps)):
+            since = index / fps % 0.5  # the chord's beat
+            level = np.uint8(40 + 80 * np.exp(-since / 0.18))
+            picture = np.zeros((size, size, 3), np.uint8) + np.array([level // 4, level // 3, level], np.uint8)
+            container.mux(video.encode(av.VideoFrame.from_ndarray(picture, format="rgb24")))
+        frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(samples), format="fltp", layout="stereo")
+        frame.sample_rate = rate
+        for packet in (*audio.encode(frame), *audio.encode(None), *video.encode(None)):
+            container.mux(packet)
+
+
 if __name__ == "__main__":
-    write_wav(chirp_chord(), PATH)
-    print(f"{PATH.relative_to(ROOT)}: {PATH.stat().st_size} bytes")
+    samples = chirp_chord()
+    write_wav(samples, PATH)
+    write_video(samples, VIDEO_PATH)
+    for path in (PATH, VIDEO_PATH):
+        print(f"{path.relative_to(ROOT)}: {path.stat().st_size} bytes")

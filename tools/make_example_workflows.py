@@ -208,6 +208,8 @@ def run_and_fetch_image(prompt):
             outputs = history[prompt_id]["outputs"]
             for node_id in sorted(outputs, key=int):  # the first saving node is the main result, not a mask
                 for image in outputs[node_id].get("images", []):
+                    if image["filename"].endswith((".mp4", ".webm", ".mov", ".mkv")):  # a video: no picture
+                        continue
                     query = urllib.parse.urlencode({k: image[k] for k in ("filename", "subfolder", "type")})
                     return get(f"/view?{query}")
             return None

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from .core.device import torch_device
 from .datasets import FORMATS, Job, Plot, run, run_ray, source_for
 from .inputs.colors import parse_hex
 
@@ -58,7 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     plots.add_argument("--batch-size", type=int, default=4096, help="images drawn at once (default 4096)")
     plots.add_argument("--device", help="torch device (default: CUDA, MPS, else CPU; or $RASTERKIT_DEVICE)")
     plots.add_argument(
-        "--processes", type=int, help="worker processes writing shards (default: every core on a CPU, 1 with a GPU)"
+        "--processes",
+        type=int,
+        default=1,
+        help="worker processes writing shards (default 1, which uses every core; more for many cores)",
     )
     plots.add_argument(
         "--on-error",
@@ -111,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.ray:
             index = run_ray(job, args.ray, cpus=args.ray_cpus, gpus=args.ray_gpus)
         else:
-            processes = args.processes or (os.cpu_count() if torch_device(args.device).type == "cpu" else 1)
-            index = run(job, progress=not args.no_progress, processes=processes)
+            index = run(job, progress=not args.no_progress, processes=args.processes)
     except (ValueError, OSError) as error:
         print(f"rasterkit plots: error: {error}", file=sys.stderr)
         return 2

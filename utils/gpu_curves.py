@@ -34,17 +34,11 @@ def bezier_polylines(
     delta = end - start
     normal = torch.stack([-delta[:, 1], delta[:, 0]], -1)  # length-scaled left normal
     bend = normal * (curvature * (sign[:, None] if sign is not None else 1.0))
-    if cubic:
-        controls = [start, start + delta / 3 + bend, start + 2 * delta / 3 - bend, end]
-    else:
-        controls = [start, (start + end) / 2 + bend, end]
-    degree = len(controls) - 1
-    # c0 - 2 c1 in one op (2 c1 is exact: the same rounding), then + c2
-    differences = [
-        (torch.sub(controls[i], controls[i + 1], alpha=2) + controls[i + 2]).norm(dim=-1) for i in range(degree - 1)
-    ]
-    second_difference = differences[0] if degree == 2 else torch.stack(differences).amax(0)
-    segments = torch.ceil(torch.sqrt(degree * (degree - 1) / 8 * second_difference / TOLERANCE))
+    # In the power basis the controls (start, mid + bend, end) and (start, start + delta/3 + bend,
+    # start + 2 delta/3 - bend, end) give B(t) = start + t (delta + 2 bend) - 2 bend t^2 and
+    # start + t (delta + 3 bend) + bend t^2 (6 t - 9); their second differences are 2 |bend| and 3 |bend|
+    degree = 3 if cubic else 2
+    segments = torch.ceil(torch.sqrt(bend.norm(dim=-1) * (degree * degree * (degree - 1) / 8 / TOLERANCE)))
     if segments.numel() == 0:
         return torch.zeros(0, 2, 2, device=start.device), torch.zeros(0, dtype=torch.long, device=start.device)
     if max_length is None:
@@ -56,16 +50,13 @@ def bezier_polylines(
         segments = segments.clamp(1, width).long()
     step = torch.arange(width + 1, device=start.device)[None]
     t = (step / segments[:, None]).clamp(max=1.0)[..., None]  # padding repeats the end point
-    # the Bernstein weights comb(d, i) (1 - t)^(d - i) t^i, less the factors and powers that are 1
-    s = 1 - t
+    # Horner's rule, a fused multiply-add a term
+    first = torch.add(delta, bend, alpha=degree)[:, None]
     if cubic:
-        weights = [s**3, 3 * s**2 * t, 3 * s * t**2, t**3]
+        rest = torch.addcmul(first, bend[:, None], t * (t * 6 - 9))
     else:
-        weights = [s**2, 2 * s * t, t**2]
-    points = weights[0] * start[:, None]
-    for w, c in zip(weights[1:], controls[1:], strict=True):
-        points = points + w * c[:, None]
-    return points, segments + 1
+        rest = torch.addcmul(first, bend[:, None], t, value=-2)
+    return torch.addcmul(start[:, None], t, rest), segments + 1
 
 
 def control_polygon_length(curve: str, curvature: float) -> float:
@@ -79,4 +70,4 @@ def control_polygon_length(curve: str, curvature: float) -> float:
 
 def alternating_sign(i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
     """+1 or -1 per edge from its end points, stable from frame to frame."""
-    return ((i + j) % 2).mul(-2.0).add_(1.0)  # float32: an integer tensor times a Python float
+    return torch.pow(-1.0, i + j)  # float32 (a Python float base); (-1)^n is exact for whole n

@@ -34,10 +34,11 @@ def overlay_compositor() -> None:
 
 def line_plots() -> None:
     """The aliased line plots' loops (line_plots_cpu.series_points and polylines), into float and 8-bit
-    images (the two dtypes they draw into)."""
+    images (the two dtypes they draw into), and as bits (polylines_packed: the dataset CLI's PNGs)."""
     values = torch.tensor([[0.0, 1.0, 0.5]])
     for dtype in (torch.float32, torch.uint8):
         gpu_rendering.render_polylines(values, 8, 8, dtype=dtype, device="cpu")
+    gpu_rendering.render_polylines_packed(values, 8, 8, device="cpu")
 
 
 def box_regions() -> None:

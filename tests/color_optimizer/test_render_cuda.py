@@ -28,7 +28,7 @@ def every_kind(height, width, channels, seed):
     Bezier whose stroke overlaps itself, edges and vertices on pixel edges and sample rows, a
     degenerate rectangle and a tiny ellipse. The second image's last shapes are padding (opacity 0)."""
     g = torch.Generator().manual_seed(seed)
-    kind, params = co_search.random_shapes(tuple(range(8)), 40, 256, 256, g, "cpu")
+    kind, params = co_search.random_shapes(tuple(range(len(co.KINDS))), 40, 256, 256, g, "cpu")
     frame = torch.tensor([width, height] * 4, dtype=torch.float32)
     params = co.scale_params(kind, params, max(height, width) / 256 * 2)
     params = torch.where(torch.rand(40, 1, generator=g) < 0.3, params - frame / 2, params)  # past the top left
@@ -46,6 +46,10 @@ def every_kind(height, width, channels, seed):
             [co.ROTATED_RECTANGLE, 0.5 * w, 0.5 * h, 1.5 * w, 0.2 * h, 90, 0, 0, 0],  # across the frame
             [co.ROTATED_ELLIPSE, 0.6 * w, 0.4 * h, 0.8 * w, 0.15 * h, -37.5, 0, 0, 0],
             [co.CIRCLE, w, h, 0.3 * h, 0, 0, 0, 0, 0],  # on the corner
+            [co.LINE, 0.1 * w, 0.8 * h, 0.9 * w, 0.3 * h, 2.5, 0, 0, 0],
+            [co.LINE, 3, 4, 3, 4, 2, 0, 0, 0],  # no length
+            [co.POLYLINE, 0.1 * w, 0.9 * h, 0.5 * w, 0.1 * h, 0.9 * w, 0.8 * h, 3.5, 0],  # a sharp turn, mitred
+            [co.POLYLINE, 0.2 * w, 0.2 * h, 0.8 * w, 0.5 * h, 0.1 * w, 0.3 * h, 2.0, 0],  # a hairpin (miter capped)
         ]
     )
     kind = torch.cat([special[:, 0].long(), kind]).expand(2, -1).clone()
@@ -108,7 +112,7 @@ def test_render_kernel_equals_the_torch_path_on_a_search_result(kernel, device, 
         co.approximate,
         target.to(device),
         12,
-        tuple(range(8)),
+        tuple(range(len(co.KINDS))),
         alpha=0,
         candidates=200,
         mutations=20,

@@ -602,7 +602,8 @@ def refusals(result):
 def test_render_refuses_bad_inputs_naming_them(monkeypatch):
     monkeypatch.setenv("RASTERKIT_DISABLE_CUPY", "1")
     result = random_result((co.TRIANGLE,), 1, 3, 16)
-    for args, name in refusals(result) + [((with_fields(result, kind=result.kind + 8), 8, 8, 1.0), "result.kind")]:
+    unknown = with_fields(result, kind=result.kind + len(co.KINDS))
+    for args, name in refusals(result) + [((unknown, 8, 8, 1.0), "result.kind")]:
         with pytest.raises(ValueError, match=f"^{name}: "):
             co.render(*args)
 

@@ -237,7 +237,7 @@ def test_the_node_runs_on_the_kernels(device, pack, monkeypatch):
     if device == "cpu":  # emulated: not the CUDA device the node picks where there is one (the emulator reads numpy)
         monkeypatch.setattr(pack.nodes.primitives, "render_device", lambda: torch.device("cpu"))
     image = images(3, "cpu", batch=2, height=30, width=40)
-    picture, frames, svg, _ = pack.nodes.primitives.PrimitiveMesh.run(
+    picture, frames, svg, *_ = pack.nodes.primitives.PrimitiveMesh.run(
         image, shapes=6, shape_type="combo", candidates=32, mutations=8, working_size=40, output_size=80, frames=3
     )
     assert picture.shape == (2, 60, 80, 3) and frames.shape == (6, 60, 80, 3)

@@ -114,3 +114,35 @@ def test_progress_and_interrupts_between_chunks():
         out, points, torch.full((5,), 2), 255, on_progress=lambda done, total: seen.append(done), chunk=2
     )
     assert seen == [2, 4, 5] and bool((out.diagonal(dim1=1, dim2=2) == 255).all())
+
+
+def test_packed_lines_are_the_pixels_packed(monkeypatch):
+    """render_polylines_packed: numba's loop sets the bits np.packbits makes of render_polylines'
+    pixels (widths not a multiple of 8, gaps, ragged lengths, both scales); without numba, and for xy
+    points, the torch path's pixels packed."""
+    g = torch.Generator().manual_seed(4)
+    values = torch.cumsum(torch.randn(30, 50, generator=g) * (1 + 8 * torch.rand(30, 1, generator=g)), 1)
+    values[1] = 2.0
+    values[2, 10] = float("nan")
+    lengths = torch.randint(2, 51, (30,), generator=g)
+    lengths[3], lengths[4] = 1, 0
+    loop = line_plots_cpu.polylines_packed
+    used = []
+    monkeypatch.setattr(line_plots_cpu, "polylines_packed", lambda *a, **k: used.append(loop(*a, **k)) or used[-1])
+
+    def packed(*args, **kwargs):
+        return np.packbits(R.render_polylines(*args, **kwargs, dtype=torch.uint8).numpy(), axis=-1)
+
+    for width in (37, 48, 1):
+        for scale in ("per_image", "shared"):
+            ours = R.render_polylines_packed(values, 29, width, lengths, scale=scale)
+            assert ours.dtype == torch.uint8 and np.array_equal(
+                ours.numpy(), packed(values, 29, width, lengths, scale=scale)
+            )
+    assert used == [True] * 6, "numba's loop did not draw"
+    assert not R.render_polylines_packed(values, 29, 37, lengths)[3:5].any()  # fewer than 2 points: blank
+    xy = torch.tensor([[[2.0, 3.0], [20.0, 5.0], [4.0, 15.5]]])  # leaves the frame: clipped by the torch path
+    assert np.array_equal(R.render_polylines_packed(xy, 16, 16).numpy(), packed(xy, 16, 16))
+    monkeypatch.setenv("RASTERKIT_DISABLE_NUMBA", "1")
+    assert np.array_equal(R.render_polylines_packed(values, 29, 37, lengths).numpy(), packed(values, 29, 37, lengths))
+    assert len(used) == 7  # not called without numba

@@ -25,6 +25,7 @@ BOXES = Path(__file__).parents[1] / "workflows" / "01 Bounding boxes with labels
 MESH = Path(__file__).parents[1] / "workflows" / "10 Mesh maps from six views.api.json"
 ASSETS = Path(__file__).parents[2] / "example_workflows" / "assets"
 AUDIO = (".wav", ".flac")  # bundled files that core Load Audio reads from the input folder (the README says so)
+SOUNDTRACKS = (".mp4",)  # bundled videos that core Load Video reads, for their audio
 # what each example's saving nodes write (by title: the file name less its index): frames of an image batch or an animation; a video file counts one  # noqa: E501
 SAVED_FRAMES = {
     "Audio spectrum": {"3": 72, "6": 1, "8": 72},  # 3 s of audio at fps 24
@@ -42,6 +43,7 @@ SAVED_FRAMES = {
     "Trajectories of tracked points": {"10": 8},
     "Mask overlays from a mask batch": {"17": 1},
     "Boxes drawn in the Box Editor": {"5": 1},
+    "Audio-reactive radial visualiser": {"4": 74, "6": 1},  # the soundtrack: 3.06 s (AAC pads its last frame) at fps 24
 }
 VIDEO = (".mp4", ".webm", ".mov", ".mkv")
 EXAMPLE_SECONDS = 60  # the issue's bound for an example on the CPU
@@ -93,9 +95,10 @@ def skip_without_core_nodes(prompt, known):
 
 
 def upload_example_assets():
-    """Put the bundled audio into ComfyUI's input folder, where the examples' Load Audio nodes find it."""
+    """Put the bundled audio and its video into ComfyUI's input folder, where the examples' Load Audio and
+    Load Video nodes find them."""
     for path in sorted(ASSETS.iterdir()):
-        if path.suffix in AUDIO:
+        if path.suffix in AUDIO + SOUNDTRACKS:
             assert upload(path.name, path.read_bytes(), subfolder="")["name"] == path.name
 
 

@@ -289,19 +289,19 @@ def test_links_pipeline_keeps_its_gpu_budget(monkeypatch):
     """Issue 28's budget for the whole pipeline per chunk of frames (kNN, Bezier links, markers, labels,
     draw), through the node on the torch path: two 4K frames, 200 tracked points (Point Tracker's
     default), one chunk, as a GPU runs it. Was 692 ops, 22 syncs, 9 uploads, 6 float64 ops, then 715 ops
-    and 8 syncs with point text kept inside the frame, then 602 ops and 5 syncs; now 429 ops, 3 syncs (the
-    issue's <= 3), 2 uploads, no float64. The syncs: edges_json's one readback, which brings the longest
-    link's length with it (the bound that sizes the Bezier flattening on the host); draw's binning plan,
-    read once by draw_overlay for both the draw memory estimate and every chunk's binning
+    and 8 syncs with point text kept inside the frame, then 602, then 429 ops; now 399 ops (the issue's
+    <= 400), 3 syncs (<= 3), 2 uploads, no float64. The syncs: edges_json's one readback, which brings the
+    longest link's length with it (the bound that sizes the Bezier flattening on the host); draw's binning
+    plan, read once by draw_overlay for both the draw memory estimate and every chunk's binning
     (compositor.draw_plan); and one read of the parsed visibility, host data that the counter counts
     though no device waits on it (link_layers.py). The uploads: the markers' and texts' table, the text
-    atlas. The issue's <= 400 ops are not reached; the ops go to draw() ~205 (compositor.py: the plan,
-    binning and pair classes ~90, coverage ~70, compositing ~30, outputs ~10), the kNN graph with
-    hysteresis and its packing ~105 (graph.py, neighbours.py), building the primitives ~100 (Bezier
-    flattening ~35, polylines ~20, markers and text ~25, concat and _make ~20), edges_json's readback and
-    the links' ends ~15 (links.py), the track parsing ~6. The kNN search takes no sync: on a GPU, frames
-    of up to BRUTE_FORCE_POINTS_GPU points take the [T,N,N] search (the grid, 2 syncs, is for larger
-    frames)."""
+    atlas. The ops: draw() ~185 (compositor.py: the plan, binning and pair classes ~90, coverage ~65,
+    compositing ~30), the kNN graph with hysteresis and its packing ~100 (graph.py, neighbours.py: one
+    int64 key per candidate, distance bits over id, makes the k nearest one topk), building the
+    primitives ~95 (the Bezier flattening ~20 in the power basis by Horner's rule, polylines ~20, markers
+    and text ~25, concat and _make ~20), edges_json's readback and the links' ends ~15 (links.py), the
+    track parsing ~5. The kNN search takes no sync: on a GPU, frames of up to BRUTE_FORCE_POINTS_GPU
+    points take the [T,N,N] search (the grid, 2 syncs, is for larger frames)."""
     from opcount import OpCount
     from rasterkit.utils.core import device
     from rasterkit.utils.gpu_graph import neighbours
@@ -320,7 +320,7 @@ def test_links_pipeline_keeps_its_gpu_budget(monkeypatch):
     with OpCount() as count:
         _, alpha, _, edges = LineLinkRenderer.run(images, **options)
     assert all(len(frame) > 200 for frame in json.loads(edges)) and alpha.amax() > 0.5
-    assert count.launches <= 429 and count.syncs <= 3 and count.uploads <= 2 and count.float64 == 0, count.summary()
+    assert count.launches <= 400 and count.syncs <= 3 and count.uploads <= 2 and count.float64 == 0, count.summary()
 
 
 def test_plexus_inputs_at_their_defaults_draw_as_before():

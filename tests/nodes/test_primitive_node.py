@@ -39,7 +39,7 @@ def parse_svg(text):
     kinds, params, colours, alphas = [], [], [], []
     for element in text.splitlines()[2:-1]:
         attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', element))
-        paint = attrs.get("fill") if attrs.get("fill") != "none" else attrs["stroke"]
+        paint = attrs["stroke"] if attrs.get("fill", "none") == "none" else attrs["fill"]  # strokes: no fill
         opacity = attrs.get("fill-opacity", attrs.get("stroke-opacity"))
         angle = float(re.search(f"rotate\\({number}", attrs["transform"]).group(1)) if "transform" in attrs else None
 
@@ -62,6 +62,12 @@ def parse_svg(text):
         elif element.startswith("<circle"):
             kinds.append(co.CIRCLE)
             p = [f("cx"), f("cy"), f("r"), 0, 0, 0, 0, 0]
+        elif element.startswith("<line"):
+            kinds.append(co.LINE)
+            p = [f("x1"), f("y1"), f("x2"), f("y2"), f("stroke-width"), 0, 0, 0]
+        elif element.startswith("<polyline"):
+            kinds.append(co.POLYLINE)
+            p = [float(v) for v in re.findall(number, attrs["points"])] + [f("stroke-width"), 0.0]
         else:
             d = [float(v) for v in re.findall(number, attrs["d"])]
             kinds.append(co.QUADRATIC)
@@ -85,7 +91,7 @@ def parse_svg(text):
 
 
 def test_outputs_sizes_frames_and_svg(node):
-    image, frames, svg, _ = node.run(picture(), shapes=12, shape_type="triangle", **SMALL)
+    image, frames, svg, _, _ = node.run(picture(), shapes=12, shape_type="triangle", **SMALL)
     assert image.shape == (1, 64, 96, 3) and image.dtype == torch.float32
     assert frames.shape == (12, 64, 96, 3)  # every shape: 12 <= 60 frames
     assert torch.equal(frames[-1], image[0])
@@ -94,15 +100,17 @@ def test_outputs_sizes_frames_and_svg(node):
 
 
 def test_at_most_sixty_frames(node):
-    _, frames, _, _ = node.run(
+    _, frames, _, _, _ = node.run(
         picture(), shapes=130, shape_type="circle", candidates=30, mutations=8, working_size=32, output_size=32
     )
     assert frames.shape[0] == math.ceil(130 / math.ceil(130 / 60)) <= 60
 
 
-@pytest.mark.parametrize("shape_type", ["combo", "quadratic", "rotated_rectangle", "rotated_ellipse"])
+@pytest.mark.parametrize(
+    "shape_type", ["combo", "quadratic", "rotated_rectangle", "rotated_ellipse", "line", "polyline"]
+)
 def test_svg_rerendered_matches_image(node, shape_type):
-    image, _, svg, _ = node.run(picture(seed=2), shapes=20, shape_type=shape_type, alpha=0, seed=4, **SMALL)
+    image, _, svg, _, _ = node.run(picture(seed=2), shapes=20, shape_type=shape_type, alpha=0, seed=4, **SMALL)
     shapes, height, width = parse_svg(svg)
     assert (height, width) == image.shape[1:3]
     assert int(shapes.count[0]) == 20
@@ -110,6 +118,87 @@ def test_svg_rerendered_matches_image(node, shape_type):
     difference = (rerendered - image).abs()
     assert float(difference.mean()) < 2e-3
     assert float(difference.max()) < 0.1
+
+
+def approximation_from_json(entries, height, width):
+    """The shapes of one image's shapes_json list as an Approximation in output pixels."""
+    background, *shapes = entries
+    assert background["type"] == "rectangle" and background["data"] == [0, 0, width, height]
+    n = len(shapes)
+    params = torch.zeros(1, n, 8)
+    for i, shape in enumerate(shapes):
+        assert len(shape["data"]) == co.PARAM_COUNTS[co.KINDS.index(shape["type"])]
+        params[0, i, : len(shape["data"])] = torch.tensor(shape["data"])
+    colours = torch.tensor([[s["color"] for s in shapes]], dtype=torch.float32).view(1, n, 4) / 255
+    return co.Approximation(
+        torch.tensor([[co.KINDS.index(s["type"]) for s in shapes]]).view(1, n),
+        params,
+        colours[..., :3],
+        colours[..., 3],
+        torch.tensor([n]),
+        torch.zeros(1, n + 1),
+        torch.tensor([background["color"][:3]], dtype=torch.float32) / 255,
+        height,
+        width,
+    )
+
+
+@pytest.mark.parametrize("shape_type", ["combo", "line", "polyline"])
+def test_shapes_json_rerendered_matches_image(node, shape_type):
+    """geometrize's JSON exporter's list: the background rectangle, then every shape with its data in
+    output pixels and its colour 0..255; drawn again, it is the image."""
+    import json
+
+    image, _, _, _, text = node.run(picture(seed=2), shapes=15, shape_type=shape_type, alpha=0, seed=4, **SMALL)
+    entries = json.loads(text)
+    assert len(entries) == 16 and all(set(e) == {"type", "data", "color"} for e in entries)
+    shapes = approximation_from_json(entries, *image.shape[1:3])
+    rerendered, _ = co.render(shapes, *image.shape[1:3], 1.0)
+    difference = (rerendered - image).abs()
+    assert float(difference.mean()) < 2e-3 and float(difference.max()) < 0.1
+
+
+def test_shapes_json_of_a_batch_is_one_list_per_image(node):
+    import json
+
+    _, _, svg, _, text = node.run(picture(batch=2), shapes=3, **SMALL)
+    lists = json.loads(text)
+    assert len(lists) == 2 and all(len(entries) == 4 and entries[0]["type"] == "rectangle" for entries in lists)
+    assert [e["type"] for e in lists[1][1:]] == ["triangle"] * 3
+    assert svg.count("<polygon") == 6
+
+
+def test_passes_draw_each_pass_over_the_last(node):
+    """fogleman/primitive's repeated -n: 'kind:count:alpha' passes, drawn one over the other; the shapes
+    and frames count every pass, the SVG and JSON list them in order."""
+    import json
+
+    image, frames, svg, _, text = node.run(
+        picture(seed=2), shapes=99, passes="triangle:6:200, line+ellipse:4:0", frames=5, seed=1, **SMALL
+    )
+    kinds = [entry["type"] for entry in json.loads(text)[1:]]
+    assert kinds[:6] == ["triangle"] * 6 and set(kinds[6:]) <= {"line", "ellipse"} and len(kinds) == 10
+    assert [entry["color"][3] for entry in json.loads(text)[1:7]] == [200] * 6
+    assert frames.shape[0] == 5 and torch.equal(frames[-1], image[0])
+    assert svg.count("<polygon") == 6
+    plain, *_ = node.run(picture(seed=2), shapes=6, shape_type="triangle", alpha=200, seed=1, **SMALL)
+    assert not torch.equal(plain, image)  # the second pass drew over the first
+
+
+def test_edge_weight_and_coarse_change_the_search_and_keep_the_outputs(node):
+    """edge_weight and coarse (coarse to fine) change which shapes are found, not what comes out: the
+    same outputs, sizes and counts, a picture about as close."""
+    target = picture(height=72, width=96, seed=5)
+    options = dict(shapes=16, shape_type="triangle", seed=2, candidates=120, mutations=24, working_size=96)
+    plain, frames, svg, _, _ = node.run(target, **options, output_size=96)
+    errors = {}
+    for extra in (dict(edge_weight=1.0), dict(coarse=0.5)):
+        image, other_frames, other_svg, _, text = node.run(target, **options, output_size=96, **extra)
+        assert image.shape == plain.shape and other_frames.shape == frames.shape
+        assert other_svg.count("<polygon") == svg.count("<polygon") == 16 and not torch.equal(image, plain)
+        errors[tuple(extra)] = float(((image - target) ** 2).mean())
+    base = float(((plain - target) ** 2).mean())
+    assert all(error < 1.5 * base for error in errors.values()), (base, errors)
 
 
 def test_output_is_rendered_at_output_size_not_upscaled(node):
@@ -150,7 +239,7 @@ def test_deterministic_for_a_seed(node):
 
 def test_batch_gives_one_result_per_image(node):
     images = picture(batch=2)
-    image, frames, svg, _ = node.run(images, shapes=6, **SMALL)
+    image, frames, svg, _, _ = node.run(images, shapes=6, **SMALL)
     assert image.shape[0] == 2 and frames.shape[0] == 12
     assert svg.count("<svg") == 2
     assert not torch.equal(image[0], image[1])
@@ -158,7 +247,7 @@ def test_batch_gives_one_result_per_image(node):
 
 def test_background_hex_and_rgba_input(node):
     rgba = picture(channels=4)
-    image, frames, svg, _ = node.run(rgba, shapes=4, background="#102030", **SMALL)
+    image, frames, svg, _, _ = node.run(rgba, shapes=4, background="#102030", **SMALL)
     assert image.shape[-1] == 4
     assert 'fill="#102030"' in svg.splitlines()[1]
     assert float(image[..., 3].min()) >= 0
@@ -166,7 +255,7 @@ def test_background_hex_and_rgba_input(node):
 
 def test_one_pixel_image_gives_a_flat_picture(node):
     pixel = torch.tensor([[[[0.2, 0.6, 0.9]]]])
-    image, frames, svg, _ = node.run(pixel, shapes=5, **SMALL)
+    image, frames, svg, _, _ = node.run(pixel, shapes=5, **SMALL)
     assert image.shape == (1, 96, 96, 3)
     assert torch.allclose(image, pixel.expand_as(image), atol=0.5 / 255 + 1e-6)  # 8-bit colours
 
@@ -189,6 +278,11 @@ def test_non_finite_pixels_do_not_break_the_search(node):
         (dict(background="teal"), r"background: .*'teal'"),
         (dict(shape_type="hexagon"), r"shape_type: .*'hexagon'"),
         (dict(shape_kinds="triangle, hexagon"), r"shape_kinds: .*'triangle, hexagon'"),
+        (dict(passes="triangle:10, hexagon:5"), r"^passes: expected one of .*'hexagon'"),
+        (dict(passes="triangle:10:300"), r"^passes: expected a count 1\.\.5000 and an alpha 0\.\.255"),
+        (dict(passes="triangle 10"), r"^passes: expected one of .*'triangle 10'"),
+        (dict(edge_weight=11.0), r"edge_weight: 11\.0 is outside 0\.\.10"),
+        (dict(coarse=1.5), r"coarse: 1\.5 is outside 0\.\.1"),
         (dict(frames=501), r"frames: 501 is outside 0\.\.500"),
         (dict(working_size=8), r"working_size: 8 is outside"),
         (dict(candidates=float("nan")), r"candidates: .*nan"),
@@ -299,7 +393,7 @@ def test_rgba_input_keeps_its_alpha_resized_to_the_output(node):
 
 
 def test_shape_kinds_mixes_the_kinds_it_names_and_wins_over_shape_type(node):
-    _, _, svg, _ = node.run(
+    _, _, svg, _, _ = node.run(
         scene(),
         shapes=16,
         shape_type="circle",
@@ -309,20 +403,20 @@ def test_shape_kinds_mixes_the_kinds_it_names_and_wins_over_shape_type(node):
     )
     elements = [line.split(" ")[0] for line in svg.splitlines()[2:-1]]
     assert len(elements) == 16 and set(elements) == {"<polygon", "<rect"}
-    _, _, only_circles, _ = node.run(picture(seed=3), shapes=4, shape_type="circle", shape_kinds=" ", **SMALL)
+    _, _, only_circles, _, _ = node.run(picture(seed=3), shapes=4, shape_type="circle", shape_kinds=" ", **SMALL)
     assert only_circles.count("<circle") == 4
 
 
 @pytest.mark.parametrize("frames, expected", [(5, 4), (12, 12), (60, 12), (1, 1)])
 def test_frames_sets_the_number_of_build_up_frames(node, frames, expected):
-    image, build_up, _, _ = node.run(picture(), shapes=12, frames=frames, **SMALL)
+    image, build_up, _, _, _ = node.run(picture(), shapes=12, frames=frames, **SMALL)
     assert build_up.shape == (expected, 64, 96, 3)  # every ceil(12 / frames)th shape, and the last
     assert torch.equal(build_up[-1], image[0])
 
 
 def test_no_frames_gives_the_final_image_as_the_build_up(node):
     images = picture(batch=2, channels=4)
-    image, build_up, _, _ = node.run(images, shapes=5, frames=0, **SMALL)
+    image, build_up, _, _, _ = node.run(images, shapes=5, frames=0, **SMALL)
     assert torch.equal(build_up, image)  # alpha and all
 
 
@@ -363,7 +457,7 @@ def test_memory_estimate_of_the_search_names_its_inputs(node, monkeypatch):
 
 def test_svg_documents_output_holds_one_document_per_image(node):
     """Without ComfyUI the SVG output is a stand-in with core ComfyUI's SVG's `.data` (one BytesIO per image)."""
-    _, _, text, documents = node.run(picture(batch=2), shapes=3, **SMALL)
+    _, _, text, documents, _ = node.run(picture(batch=2), shapes=3, **SMALL)
     assert type(documents).__name__ == "SVGDocuments"
     assert [entry.getvalue().decode() for entry in documents.data] == text.split("\n\n")
 
@@ -378,7 +472,7 @@ def test_svg_documents_are_core_comfyuis_svg_where_it_runs(node, monkeypatch):
     extras.nodes_images.SVG = SVG
     monkeypatch.setitem(sys.modules, "comfy_extras", extras)
     monkeypatch.setitem(sys.modules, "comfy_extras.nodes_images", extras.nodes_images)
-    _, _, text, documents = node.run(picture(), shapes=3, **SMALL)
+    _, _, text, documents, _ = node.run(picture(), shapes=3, **SMALL)
     assert isinstance(documents, SVG) and documents.data[0].getvalue().decode() == text
 
 
@@ -452,7 +546,7 @@ def test_a_transparent_background_fits_the_transparency_too(node):
     y, x = torch.meshgrid(torch.arange(30) + 0.5, torch.arange(45) + 0.5, indexing="ij")
     disc = (((x - 22) ** 2 + (y - 15) ** 2) < 120).float()
     cut_out = torch.cat([picture(), disc[None, ..., None]], -1)
-    image, frames, svg, _ = node.run(
+    image, frames, svg, _, _ = node.run(
         cut_out, shapes=30, background="#ffffff00", alpha=0, seed=1, shape_kinds="ellipse, triangle", frames=6, **SMALL
     )
     assert image.shape == (1, 64, 96, 4) and frames.shape == (6, 64, 96, 4)
@@ -470,6 +564,6 @@ def test_a_transparent_background_fits_the_transparency_too(node):
 
 
 def test_an_opaque_image_on_a_transparent_background_is_fitted_opaque(node):
-    image, _, _, _ = node.run(picture(), shapes=12, background="#00000000", **SMALL)
+    image, _, _, _, _ = node.run(picture(), shapes=12, background="#00000000", **SMALL)
     assert image.shape == (1, 64, 96, 4)
     assert float(image[..., 3].mean()) > 0.3  # shapes of opacity 128 piled up where the picture is

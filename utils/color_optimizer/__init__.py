@@ -4,22 +4,26 @@ found by a batched search (fogleman/primitive's method), then drawn anti-aliased
     shapes.py       the kinds, their parameters and geometry, the constants every backend shares, checks
     search.py       the search's torch path and the choice of backend; search_cpu.py (numba's coverage sums),
                     search_cuda.py (the CUDA kernels)
-    render.py       render and svg; render_cuda.py (the CUDA kernel)
+    render.py       render, svg and shape_list (geometrize's JSON); render_cuda.py (the CUDA kernel)
     shapes_cuda.py  the shapes' geometry as CUDA device code, its #defines written from shapes.py
 
 The `render` this package exports is the function (the module shadows it: reach the module with
 importlib.import_module).
 """
 
-from .render import render, render_memory, scale_params, svg
-from .search import approximate, search_memory
+from .render import render, render_memory, scale_params, shape_list, svg
+from .search import approximate, approximate_passes, search_memory
 from .shapes import (
     CIRCLE,
+    COMBO,
     ELLIPSE,
     KINDS,
+    LINE,
     MAX_KINDS_TEXT,
     N_PARAMS,
+    PARAM_COUNTS,
     POLYGON,
+    POLYLINE,
     QUADRATIC,
     RECTANGLE,
     ROTATED_ELLIPSE,
@@ -27,6 +31,7 @@ from .shapes import (
     TRIANGLE,
     Approximation,
     kind_codes,
+    parse_passes,
 )
 
 
@@ -40,11 +45,15 @@ def loop_modules() -> list:
 
 __all__ = [
     "CIRCLE",
+    "COMBO",
     "ELLIPSE",
     "KINDS",
+    "LINE",
     "MAX_KINDS_TEXT",
     "N_PARAMS",
+    "PARAM_COUNTS",
     "POLYGON",
+    "POLYLINE",
     "QUADRATIC",
     "RECTANGLE",
     "ROTATED_ELLIPSE",
@@ -52,11 +61,14 @@ __all__ = [
     "TRIANGLE",
     "Approximation",
     "approximate",
+    "approximate_passes",
     "kind_codes",
     "loop_modules",
+    "parse_passes",
     "render",
     "render_memory",
     "scale_params",
     "search_memory",
+    "shape_list",
     "svg",
 ]

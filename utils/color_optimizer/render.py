@@ -18,11 +18,15 @@ from .shapes import (
     CIRCLE,
     ELLIPSE,
     KINDS,
+    LINE,
     N_PARAMS,
+    PARAM_COUNTS,
     POLYGON,
+    POLYLINE,
     RECTANGLE,
     ROTATED_ELLIPSE,
     ROTATED_RECTANGLE,
+    STROKES,
     SUBROWS,
     TRIANGLE,
     Approximation,
@@ -47,6 +51,9 @@ def scale_params(kind, params, factor: float):
     return torch.where(keep_angle, params, params * factor)
 
 
+_ALL_KINDS = tuple(range(len(KINDS)))
+
+
 class _Outlines(NamedTuple):
     """S shapes (the B*N of a result, image after image) at the output scale, in the forms whose
     crossings with the sample rows `render` needs: 4-gon vertices [S,4,2] (triangles with their last
@@ -62,12 +69,14 @@ class _Outlines(NamedTuple):
     count: torch.Tensor
 
 
-def _outlines(kind, params, alpha, height: int, width: int) -> _Outlines:
-    """`_Outlines` of shapes kind [S], params [S,8] (output pixels) and opacities alpha [S], on a
-    height x width canvas: every form of every shape, made on the device (no host read)."""
+def _outlines(kind, params, alpha, height: int, width: int, kinds=_ALL_KINDS) -> _Outlines:
+    """`_Outlines` of shapes kind [S] (among `kinds`), params [S,8] (output pixels) and opacities alpha
+    [S], on a height x width canvas: every form of every shape (the 4-gons and strokes of `kinds`),
+    made on the device (no host read)."""
     turn = _rotation(params[:, 4])  # rotated rectangles' and ellipses'
-    polygon = _polygon4(kind, params, tuple(_VERTICES), turn)
-    outline = _stroke_outline(params, render_curve_steps(height, width))
+    polygon = _polygon4(kind, params, tuple(k for k in _VERTICES if k in kinds) or (TRIANGLE,), turn)
+    strokes = tuple(k for k in STROKES if k in kinds) or STROKES[:1]
+    outline = _stroke_outline(params, render_curve_steps(height, width), kind, strokes)
     cx, cy, a, b, c, half = _ellipse_form(kind, params, turn)
     family = _family_of(kind.clamp(0, len(KINDS) - 1))  # codes out of range are refused after the read
     stroke, elliptic = family == _STROKE, family == _ELLIPTIC
@@ -274,9 +283,10 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     frame_every > 0, the build-up frames float [B,F,H,W,C] after every `frame_every` shapes
     (F = ceil(N / frame_every); the last frame is the image). on_chunk(done, total) after each chunk.
 
-    The shapes' rows are read on the host once; then chunks of shapes (as many as free memory holds)
-    are composited source-over, each over the rows its shapes touch: within a group of the shapes
-    between two frames, each layer's paint is weighted by the transmittance of the layers above it
+    The shapes' kinds, then their rows, are read on the host (two reads); then chunks of shapes (as
+    many as free memory holds) are composited source-over, each over the rows its shapes touch: within
+    a group of the shapes between two frames, each layer's paint is weighted by the transmittance of
+    the layers above it
     (a cumulative product), and the groups' (transmittance, paint) pairs are chained by a parallel
     scan, which gives every frame of the chunk at once. Where CuPy kernels run, one kernel does it
     all (render_cuda.py).
@@ -301,10 +311,12 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     )
     params = scale_params(result.kind, result.params, scale)
     kind = result.kind.reshape(-1)
-    shapes = _outlines(kind, params.reshape(-1, N_PARAMS), result.alpha.reshape(-1), height, width)
-    first, count, family, kind = torch.stack([shapes.first, shapes.count, shapes.family, kind]).tolist()  # one read
-    if kind and not 0 <= min(kind) <= max(kind) < len(KINDS):
-        raise ValueError(f"result.kind: expected kind codes 0..{len(KINDS) - 1}, got {min(kind)}..{max(kind)}")
+    # two reads: the kinds (only their forms are made: lines and polylines cost ~25 ops), then the rows
+    kinds = set(kind.tolist())
+    if kinds and not 0 <= min(kinds) <= max(kinds) < len(KINDS):
+        raise ValueError(f"result.kind: expected kind codes 0..{len(KINDS) - 1}, got {min(kinds)}..{max(kinds)}")
+    shapes = _outlines(kind, params.reshape(-1, N_PARAMS), result.alpha.reshape(-1), height, width, kinds)
+    first, count, family = torch.stack([shapes.first, shapes.count, shapes.family]).tolist()
     plan = _render_plan(
         first,
         count,
@@ -365,6 +377,42 @@ def render(result: Approximation, height: int, width: int, scale: float, frame_e
     return image.clamp(0, 1), (frames.clamp_(0, 1) if frames is not None else None)
 
 
+def shape_list(result: Approximation, index: int, height: int, width: int, scale: float) -> list[dict]:
+    """The shapes of image `index` as geometrize's JSON exporter lists them (for plotters and games): the
+    background first, as a rectangle over the whole height x width canvas, then one entry per placed
+    shape in drawing order: {"type": kind name, "data": its parameters in output pixels (the module
+    docstring of shapes.py: the kind's own, angles in degrees clockwise), "color": [r, g, b, a] 0..255}.
+    A fit with a transparent background states its background's opacity as its alpha."""
+    number = lambda v: round(float(v), 3)  # noqa: E731
+    background = result.background[index].tolist()
+    if len(background) == 4:  # premultiplied: the straight colour and its opacity
+        opacity = background[3]
+        background = [v / opacity if opacity > 0 else 0.0 for v in background[:3]] + [opacity]
+    else:
+        background = background + [1.0]
+    entries = [
+        {
+            "type": "rectangle",
+            "data": [0, 0, width, height],
+            "color": [int(round(v * 255)) for v in background],
+        }
+    ]
+    params = scale_params(result.kind[index], result.params[index], scale).tolist()
+    for kind, p, rgb, alpha in zip(
+        result.kind[index].tolist(), params, result.color[index].tolist(), result.alpha[index].tolist(), strict=False
+    ):
+        if alpha <= 0:
+            continue
+        entries.append(
+            {
+                "type": KINDS[kind],
+                "data": [number(v) for v in p[: PARAM_COUNTS[kind]]],
+                "color": [int(round(v * 255)) for v in (*rgb, alpha)],
+            }
+        )
+    return entries
+
+
 def svg(result: Approximation, index: int, height: int, width: int, scale: float) -> str:
     """SVG text of image `index`: viewBox in output pixels, a background rect (with its opacity where
     the fit is RGBA), one element per placed shape with its fill (stroke for Beziers) and opacity."""
@@ -415,6 +463,18 @@ def svg(result: Approximation, index: int, height: int, width: int, scale: float
             )
         elif kind == CIRCLE:
             lines.append(f'<circle cx="{n[0]}" cy="{n[1]}" r="{n[2]}" {paint}/>')
+        elif kind == LINE:
+            stroke = paint.replace("fill", "stroke")
+            lines.append(
+                f'<line x1="{n[0]}" y1="{n[1]}" x2="{n[2]}" y2="{n[3]}" {stroke} stroke-width="{n[4]}" '
+                f'stroke-linecap="butt"/>'
+            )
+        elif kind == POLYLINE:  # placed ones turn by at most 120 degrees: a miter within SVG's limit of 4
+            stroke = paint.replace("fill", "stroke")
+            lines.append(
+                f'<polyline points="{n[0]},{n[1]} {n[2]},{n[3]} {n[4]},{n[5]}" fill="none" {stroke} '
+                f'stroke-width="{n[6]}" stroke-linecap="butt" stroke-linejoin="miter"/>'
+            )
         else:  # QUADRATIC
             stroke = paint.replace("fill", "stroke")
             lines.append(

@@ -34,6 +34,7 @@ import torch
 
 from ..core.device import cupy_usable, numba_usable
 from ..inputs.text import short
+from .render import render, scale_params
 from .shapes import (
     _CONVEX,
     _ELLIPTIC,
@@ -44,10 +45,12 @@ from .shapes import (
     CIRCLE,
     CURVE_STEPS,
     ELLIPSE,
+    LINE,
     MAX_ROUNDS,
     N_PARAMS,
     PARENTS,
     POLYGON,
+    POLYLINE,
     QUADRATIC,
     RANDOM_CHAIN,
     RANDOM_SIZE,
@@ -56,6 +59,7 @@ from .shapes import (
     RECTANGLE,
     ROTATED_ELLIPSE,
     ROTATED_RECTANGLE,
+    STROKES,
     TRIANGLE,
     Approximation,
     Terms,
@@ -65,6 +69,7 @@ from .shapes import (
     _ellipse_form,
     _families,
     _family_of,
+    _line_corners,
     _paint,
     _polygon4,
     _Record,
@@ -108,8 +113,8 @@ def _shape_rows(family: int, kind, params, kinds, height: int, live=None):
         y_min, y_max = cy - half, cy + half
     else:
         if family == _STROKE:
-            vertices = _stroke_outline(params)
-        elif family == _CONVEX and not {RECTANGLE, ROTATED_RECTANGLE} & set(kinds):
+            vertices = _stroke_outline(params, CURVE_STEPS, kind, kinds)
+        elif family == _CONVEX and not {RECTANGLE, ROTATED_RECTANGLE, LINE} & set(kinds):
             vertices = params[:, :6].reshape(-1, 3, 2)  # triangles alone: no null fourth edge
         else:
             vertices = _polygon4(kind, params, kinds, _turn(params, kinds))
@@ -194,8 +199,8 @@ def _ellipse_roots(form, y):
 
 @functools.lru_cache(maxsize=4)
 def _vertex_columns(outline: bool) -> tuple[int, ...]:
-    """For each kind, the columns of `_mixed_geometry`'s sources (params [0:8], a rotated rectangle's
-    corners [8:16], a NaN [16], and with Beziers a stroke's two sides [17:], `_stroke_sides`) that make
+    """For each kind, the columns of `_mixed_geometry`'s sources (params [0:8], a rotated rectangle's or
+    a line's corners [8:16], a NaN [16], and with strokes their two sides [17:], `_stroke_sides`) that make
     its polygon's vertices (a stroke's outline: one side along the curve, the other back), padded to
     the outline's length (or 4 vertices) by repeating the last one (null edges; an ellipse's are NaN:
     no row crosses them), flat [8*2V]: the same table whatever the kinds."""
@@ -208,7 +213,9 @@ def _vertex_columns(outline: bool) -> tuple[int, ...]:
         ROTATED_RECTANGLE: tuple(range(N_PARAMS, 2 * N_PARAMS)),
         POLYGON: tuple(range(8)),
         QUADRATIC: along + tuple(c + length // 2 for c in back) if outline else (nan, nan),
+        LINE: tuple(range(N_PARAMS, 2 * N_PARAMS)),
     }
+    forms[POLYLINE] = forms[QUADRATIC]
     table = ()
     for code in range(len(_FAMILY)):
         columns = forms.get(code, (nan, nan))
@@ -248,7 +255,9 @@ def _mixed_layout(kind, image, kinds, height: int) -> _Layout:
         kind,
         rank,
         rank[:, None] == _constant(tuple(range(len(families))), device),
-        _constant(_vertex_columns(QUADRATIC in kinds), device).view(len(_FAMILY), -1).index_select(0, kind),
+        _constant(_vertex_columns(bool(set(STROKES) & set(kinds))), device)
+        .view(len(_FAMILY), -1)
+        .index_select(0, kind),
         elliptic,
         None if image is None else image.index_select(0, order) * height,
     )
@@ -264,10 +273,15 @@ def _mixed_geometry(layout: _Layout, params, kinds):
     turn = _turn(params, kinds)
     # every kind's vertex coordinates picked from one table of sources (one gather, no selection per
     # kind); a form no kind here has is stood in for by params (a view)
-    corners = _rotated_rectangle(params, turn).view(-1, 8) if ROTATED_RECTANGLE in kinds else params
+    corners = params
+    if ROTATED_RECTANGLE in kinds:
+        corners = _rotated_rectangle(params, turn).view(-1, 8)
+    if LINE in kinds:
+        lines = _line_corners(params).view(-1, 8)
+        corners = torch.where((kind == LINE)[:, None], lines, corners) if ROTATED_RECTANGLE in kinds else lines
     sources = [params, corners, _constant((math.nan,), device, torch.float32).expand(kind.shape[0], 1)]
-    if QUADRATIC in kinds:
-        sources.append(_stroke_sides(params).view(-1, 4 * (CURVE_STEPS + 1)))
+    if set(STROKES) & set(kinds):
+        sources.append(_stroke_sides(params, CURVE_STEPS, kind, kinds).view(-1, 4 * (CURVE_STEPS + 1)))
     vertices = torch.cat(sources, 1).gather(1, layout.columns).view(kind.shape[0], -1, 2)
     extent = torch.stack(torch.aminmax(vertices[..., 1], dim=1), 1)
     if layout.elliptic is None:
@@ -460,7 +474,7 @@ def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None
     opacity_sums = _opacity_sums(terms, sums, alpha)
     color = optimal_colors(opacity_sums, alpha)
     keep = fits if live is None else fits & live
-    if QUADRATIC in kinds:
+    if set(STROKES) & set(kinds):
         keep = keep & _valid(kind, params, kinds)
     change = torch.where(
         keep, _error_change(opacity_sums, color, alpha), _constant((math.inf,), kind.device, torch.float32)
@@ -469,13 +483,18 @@ def score(terms: Terms, image, kind, params, alpha, kinds, capacity: dict | None
 
 
 def _valid(kind, p, kinds):
-    """primitive's rule for Beziers: the chord is longer than either control leg (no hairpins)."""
-    if QUADRATIC not in kinds:
+    """primitive's rule for Beziers, and polylines alike: the chord is longer than either control leg
+    (no hairpins: a polyline turns by at most 120 degrees)."""
+    strokes = [k for k in STROKES if k in kinds]
+    if not strokes:
         return torch.ones_like(kind, dtype=torch.bool)
-    points = p[:, :6].view(-1, 3, 2)  # start, control, end
+    points = p[:, :6].view(-1, 3, 2)  # start, control (middle vertex), end
     legs = (points.diff(dim=1) ** 2).sum(2)
     chord = ((points[:, 2] - points[:, 0]) ** 2).sum(1)
-    return (kind != QUADRATIC) | (chord[:, None] > legs).all(1)
+    other = kind != strokes[0]
+    for code in strokes[1:]:
+        other = other & (kind != code)
+    return other | (chord[:, None] > legs).all(1)
 
 
 # Each kind's random parameters as groups of `random_shapes`'s value columns: (group, how many of its columns).
@@ -488,6 +507,8 @@ _RANDOM_FORMS = {
     CIRCLE: (("anchor", 2), ("size", 1)),
     QUADRATIC: (("anchor", 2), ("chain", 2), ("bezier", 3)),
     POLYGON: (("anchor", 2), ("chain", 6)),
+    LINE: (("anchor", 2), ("chain", 2), ("width", 1)),
+    POLYLINE: (("anchor", 2), ("chain", 2), ("end", 2), ("width", 1)),
 }
 
 
@@ -510,6 +531,10 @@ def random_shapes(kinds: tuple[int, ...], count: int, height: int, width: int, g
     if "chain" in wanted:  # each vertex within RANDOM_CHAIN of the one before (a polygon's all of the first)
         chain = (u * 2 - 1) * RANDOM_CHAIN * scale
         groups["chain"] = (chain[:, 2:8].reshape(-1, 3, 2) + anchor).view(-1, 6)
+        if "end" in wanted:  # a polyline's last vertex, as a Bezier's
+            groups["end"] = groups["chain"][:, :2] + chain[:, 4:6]
+        if "width" in wanted:  # a line's or polyline's width, as a Bezier's but within its bounds (1 px at least)
+            groups["width"] = ((1 + u[:, 6:7] * RANDOM_STROKE) * scale).clamp_min(1)
         if "bezier" in wanted:
             groups["bezier"] = torch.cat(
                 [groups["chain"][:, :2] + chain[:, 4:6], (1 + u[:, 6:7] * RANDOM_STROKE) * scale], 1
@@ -631,6 +656,8 @@ def approximate(
     generator: torch.Generator | None = None,
     on_shape=None,
     on_round=None,
+    canvas: torch.Tensor | None = None,
+    edge_weight: float = 0.0,
 ) -> Approximation:
     """Approximate each image of target [B,H,W,C] (0..1; C = 3 RGB, or 4 premultiplied RGBA: a fit
     of the colours and the transparency) with `shapes` shapes of `kinds`.
@@ -645,7 +672,10 @@ def approximate(
     shape's search (after its random candidates and after each climbing round, and within a round
     every PART_ROWS row slots; with the CUDA kernels after each launch of climbing rounds), for
     interrupt checks: an exception it raises stops the
-    search there and reaches the caller.
+    search there and reaches the caller. canvas [B,H,W,C]: the images to draw over (an earlier pass's,
+    `approximate_passes`; the background is still the one given, or the target's mean); default: the
+    background. edge_weight >= 0: the error each pixel adds is weighted by 1 + edge_weight * its edge
+    strength (`edge_weights`: Sobel magnitude, 0..1), so that shapes follow the edges; 0: unweighted.
     An image stops early when no candidate lowers its error any more.
 
     On the torch path the host reads the device once per shape (`_Schedule`): a shape runs as a
@@ -657,11 +687,27 @@ def approximate(
     for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
         if not isinstance(value, int) or value < least:
             raise ValueError(f"{name}: expected an integer >= {least}, got {short(value)}")
+    if isinstance(edge_weight, bool) or not isinstance(edge_weight, (int, float)) or not 0 <= edge_weight <= 100:
+        raise ValueError(f"edge_weight: expected a number in 0..100, got {short(edge_weight)}")
+    if canvas is not None and (not isinstance(canvas, torch.Tensor) or canvas.shape != target.shape):
+        got = tuple(canvas.shape) if isinstance(canvas, torch.Tensor) else short(canvas)
+        raise ValueError(f"canvas: expected a tensor of the target's shape {tuple(target.shape)}, got {got}")
     if cupy_usable(target.device):
         from . import search_cuda
 
         return search_cuda.approximate(
-            target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round
+            target,
+            shapes,
+            kinds,
+            alpha,
+            candidates,
+            mutations,
+            background,
+            generator,
+            on_shape,
+            on_round,
+            canvas,
+            float(edge_weight),
         )
     with _one_cpu_thread(target.device):
         return _approximate(
@@ -675,7 +721,116 @@ def approximate(
             generator,
             on_shape,
             on_round or (lambda: None),
+            canvas,
+            float(edge_weight),
         )
+
+
+def approximate_passes(
+    target: torch.Tensor,
+    passes: list[tuple[tuple[int, ...], int, int]],
+    candidates: int = 1000,
+    mutations: int = 100,
+    background: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    on_shape=None,
+    on_round=None,
+    edge_weight: float = 0.0,
+    coarse: float = 0.0,
+) -> Approximation:
+    """`approximate` in passes, each drawing over the last one's canvas (fogleman/primitive's repeated
+    `-n`/`-m`/`-a`): passes [(kinds, shapes, alpha), ...] (`parse_passes`). One Approximation of all
+    the shapes, pass after pass (the background the first pass's; a pass's images that stopped early
+    are padded with shapes of zero opacity, as `approximate` pads them); error [B,N+1] the error
+    after each shape. on_shape(done, total, canvas) counts the shapes of every pass; edge_weight: every
+    pass's (`approximate`).
+
+    coarse in 0..1: coarse to fine, the first round(coarse * shapes) shapes of each pass searched on
+    the target at half its size (where its longer side is COARSE_LEAST pixels at least), their
+    parameters then scaled up; the rest of the pass searched at full size over the shapes so far
+    drawn anti-aliased (`render`). The half-size shapes' errors are their search's, times the ratio of
+    the pixel counts (an estimate); the canvas handed to on_shape is then half-size."""
+    if isinstance(coarse, bool) or not isinstance(coarse, (int, float)) or not 0 <= coarse <= 1:
+        raise ValueError(f"coarse: expected a number in 0..1, got {short(coarse)}")
+    total = sum(shapes for _, shapes, _ in passes)
+    height, width = target.shape[1:3]
+    small = (max(1, round(height / 2)), max(1, round(width / 2)))
+    steps = []
+    for kinds, shapes, alpha in passes:
+        first = round(shapes * coarse) if max(height, width) >= COARSE_LEAST else 0
+        parts = ((first, True), (shapes - first, False))
+        steps += [(kinds, count, alpha, half) for count, half in parts if count or not half]
+    results, done, canvas = [], 0, None
+    for kinds, shapes, alpha, half in steps:
+        seen = {"canvas": None if half else canvas}
+
+        def report(count, _, drawn, before=done, seen=seen):
+            seen["canvas"] = drawn
+            if on_shape is not None:
+                on_shape(before + count, total, drawn)
+
+        result = approximate(
+            _shrunk(target, *small) if half else target,
+            shapes,
+            kinds,
+            alpha,
+            candidates,
+            mutations,
+            background,
+            generator,
+            report,
+            on_round,
+            _shrunk(canvas, *small) if half and canvas is not None else canvas,
+            edge_weight,
+        )
+        background = result.background  # the first pass's, quantised: the later passes draw on it
+        canvas = seen["canvas"]  # None while no shape was drawn: the background
+        if half:  # in working pixels, and the canvas they leave drawn at the working size
+            factor = max(height, width) / max(small)
+            result = Approximation(
+                result.kind,
+                scale_params(result.kind, result.params, factor),
+                result.color,
+                result.alpha,
+                result.count,
+                result.error * (height * width / (small[0] * small[1])),
+                result.background,
+                height,
+                width,
+            )
+            canvas = render(_joined(results + [result]), height, width, 1.0)[0]
+        results.append(result)
+        done += shapes
+    return _joined(results)
+
+
+COARSE_LEAST = 64  # the least longer side of a working image searched coarse to fine (half: 32 pixels)
+
+
+def _shrunk(images, height: int, width: int):
+    """images [B,H,W,C] (any float dtype) resized to height x width, float32 (bilinear, anti-aliased)."""
+    planar = _checked_target(images).permute(0, 3, 1, 2)
+    resized = torch.nn.functional.interpolate(
+        planar, size=(height, width), mode="bilinear", align_corners=False, antialias=True
+    )
+    return resized.permute(0, 2, 3, 1).clamp(0, 1).contiguous()
+
+
+def _joined(results: list[Approximation]) -> Approximation:
+    """Approximations of the same images one after the other as one (the first's background)."""
+    first = results[0]
+    join = lambda name: torch.cat([getattr(r, name) for r in results], 1)  # noqa: E731
+    return Approximation(
+        join("kind"),
+        join("params"),
+        join("color"),
+        join("alpha"),
+        sum(r.count for r in results),
+        torch.cat([first.error[:, :1]] + [r.error[:, 1:] for r in results], 1),
+        first.background,
+        first.height,
+        first.width,
+    )
 
 
 # Bytes per row slot of the torch path's scoring (the slots' geometry, crossings, gathered prefix sums
@@ -839,8 +994,21 @@ class _Schedule:
         return bool(word & 1)
 
 
-def _approximate(target, shapes, kinds, alpha, candidates, mutations, background, generator, on_shape, on_round):
-    record = _Record(target, shapes, alpha, background, generator)
+def _approximate(
+    target,
+    shapes,
+    kinds,
+    alpha,
+    candidates,
+    mutations,
+    background,
+    generator,
+    on_shape,
+    on_round,
+    canvas=None,
+    edge_weight=0.0,
+):
+    record = _Record(target, shapes, alpha, background, generator, canvas, edge_weight)
     batch, height, width, _ = target.shape
     device = target.device
     tables = _role_tables(height, width, device)
@@ -864,6 +1032,7 @@ def _approximate(target, shapes, kinds, alpha, candidates, mutations, background
             schedule,
             status,
             on_round,
+            record.weighting,
         )
         if shape is None:  # the last shape improved no image
             record.stopped_after(index - 1)
@@ -897,6 +1066,7 @@ def _next_shape(
     schedule,
     status,
     on_round,
+    weighting=(),
 ):
     """One shape per image, searched and committed on the device with sizes fixed by `schedule`,
     which reads the last shape's `status` and this shape's parents' kinds (one host read; the first
@@ -905,7 +1075,7 @@ def _next_shape(
     shape improved no image."""
     batch, height, width, _ = target.shape
     device = target.device
-    terms = _terms(target, current, None if search_alpha else start_alpha)
+    terms = _terms(target, current, None if search_alpha else start_alpha, *weighting)
     # random candidates of every image at once; the best `parents` of each image are climbed
     kind, params = random_shapes(kinds, batch * candidates, height, width, generator, device)
     shape_alpha = torch.full((batch * candidates,), start_alpha, device=device)

@@ -13,7 +13,7 @@ import numba
 import numpy as np
 import torch
 
-from ..core.numba import falls_back, torch_threads
+from ..core.numba import balanced, falls_back, torch_threads
 from ..core.numba import jit as _jit
 
 
@@ -84,14 +84,15 @@ def coverage_sums(
     torch_threads()
     sums = torch.empty(first.shape[0], prefix.shape[1], dtype=torch.int64)
     loop = _ellipse_sums if elliptic else _polygon_sums
-    loop(
-        prefix.numpy(),
-        image.contiguous().numpy(),
-        geometry.float().contiguous().numpy(),
-        first.contiguous().numpy(),
-        rows.contiguous().numpy(),
-        height,
-        width,
-        sums.numpy(),
-    )
+    with balanced(first.shape[0]):
+        loop(
+            prefix.numpy(),
+            image.contiguous().numpy(),
+            geometry.float().contiguous().numpy(),
+            first.contiguous().numpy(),
+            rows.contiguous().numpy(),
+            height,
+            width,
+            sums.numpy(),
+        )
     return sums

@@ -272,10 +272,15 @@ __device__ void random_shape(u64* rng, const int* kind_list, int n_kinds, int he
     case CIRCLE:
         p[2] = SIZE(2);
         break;
-    case QUADRATIC:
+    case QUADRATIC: case POLYLINE:  /* a polyline's width within its bounds: 1 px at least */
         p[2] = ax + SPREAD(2, RANDOM_CHAIN); p[3] = ay + SPREAD(3, RANDOM_CHAIN);
         p[4] = p[2] + SPREAD(4, RANDOM_CHAIN); p[5] = p[3] + SPREAD(5, RANDOM_CHAIN);
         p[6] = (1.0f + u[6] * RANDOM_STROKE) * scale;
+        if (*kind == POLYLINE) p[6] = fmaxf(p[6], 1.0f);
+        break;
+    case LINE:
+        p[2] = ax + SPREAD(2, RANDOM_CHAIN); p[3] = ay + SPREAD(3, RANDOM_CHAIN);
+        p[4] = fmaxf((1.0f + u[6] * RANDOM_STROKE) * scale, 1.0f);
         break;
     default:  /* POLYGON */
         for (int i = 2; i < 8; i += 2) {
@@ -464,7 +469,8 @@ __device__ int pixel_terms(const float* target, const float* current, int channe
 }
 
 extern "C" __global__ void commit_rows(
-        const float* target, float* current, int* prefix, const float* settings, const float* curve_t,
+        const float* target, const float* weight, float* current, int* prefix, const float* settings,
+        const float* curve_t,
         const int* climb_kind, const float* climb_params, const float* climb_alpha, const float* climb_color,
         const float* climb_change, const float* climb_quantised_change, const float* climb_count,
         const int* active_in, int* active_out,
@@ -514,8 +520,9 @@ extern "C" __global__ void commit_rows(
     for (int j = 0; j < width; ++j) {
         pixel_terms(target + (pixel + j) * c, current + (pixel + j) * c, c, searched != 0, START_ALPHA(settings),
                     values);
+        float w = weight[pixel + j];  /* the error's weight at the pixel (edge_weights; 1 unweighted) */
         for (int t = 0; t < terms; ++t) {
-            running[t] += (int)rintf(values[t] * SCALE(settings));
+            running[t] += (int)rintf((values[t] * w) * SCALE(settings));
             out[(j + 1) * terms + t] = running[t];
         }
     }
@@ -555,12 +562,16 @@ class Search(_Record):
         mutations: int,
         background,
         generator,
+        canvas=None,
+        edge_weight=0.0,
     ):
-        super().__init__(target, shapes, alpha, background, generator)
+        super().__init__(target, shapes, alpha, background, generator, canvas, edge_weight)
         batch, height, width, channels = target.shape
         device = target.device
         self.seed = torch.randint(-(2**62), 2**62, (1,), generator=self.generator, device=device)
-        self.terms = _terms(self.target, self.current, None if self.searched else self.start_alpha)
+        self.terms = _terms(self.target, self.current, None if self.searched else self.start_alpha, *self.weighting)
+        # each pixel's weight of the error, as the prefix sums were made with (1: unweighted, exactly)
+        self.weight = self.weighting[0] if self.weighting else torch.ones(batch, height, width, device=device)
         self.prefix = self.terms.prefix.contiguous()
         self.settings = torch.tensor([self.terms.scale, self.start_alpha], dtype=torch.float32, device=device)
         self.curve_t = torch.linspace(0, 1, CURVE_STEPS + 1, device=device)
@@ -667,6 +678,7 @@ class Search(_Record):
             128,
             math.ceil(batch * height / 128),
             self.target,
+            self.weight,
             self.current,
             self.prefix,
             self.settings,
@@ -704,6 +716,8 @@ def approximate(
     generator,
     on_shape,
     on_round=None,
+    canvas=None,
+    edge_weight=0.0,
 ) -> Approximation:
     """The package's `approximate` (same arguments and result) with the search as CUDA kernels: three
     launches per shape, and a host read every STATUS_EVERY shapes."""
@@ -711,7 +725,7 @@ def approximate(
     background = _checked_background(background, target)
     for name, value, least in (("shapes", shapes, 0), ("candidates", candidates, 1), ("mutations", mutations, 1)):
         check_int32(name, value, least)  # the kernels' ints (their products are 64-bit there)
-    search = Search(target, shapes, kinds, alpha, candidates, mutations, background, generator)
+    search = Search(target, shapes, kinds, alpha, candidates, mutations, background, generator, canvas, edge_weight)
     for index in range(shapes):
         search.random(index)
         search.climb(index, on_round)

@@ -16,6 +16,8 @@ Shape parameters, float [.., 8] (unused entries 0; angles in degrees, clockwise 
     circle             cx cy r
     quadratic          x1 y1 cx cy x2 y2 width     (stroked quadratic Bezier, butt caps)
     polygon            x1 y1 x2 y2 x3 y3 x4 y4     (nonzero fill)
+    line               x1 y1 x2 y2 width           (straight stroke, butt caps: a thin rotated rectangle)
+    polyline           x1 y1 x2 y2 x3 y3 width     (two straight strokes, butt caps, mitred at x2 y2)
 """
 
 from __future__ import annotations
@@ -30,8 +32,23 @@ import torch
 
 from ..inputs.text import short
 
-KINDS = ("triangle", "rectangle", "rotated_rectangle", "ellipse", "rotated_ellipse", "circle", "quadratic", "polygon")
-TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, ELLIPSE, ROTATED_ELLIPSE, CIRCLE, QUADRATIC, POLYGON = range(8)
+KINDS = (
+    "triangle",
+    "rectangle",
+    "rotated_rectangle",
+    "ellipse",
+    "rotated_ellipse",
+    "circle",
+    "quadratic",
+    "polygon",
+    "line",
+    "polyline",
+)
+TRIANGLE, RECTANGLE, ROTATED_RECTANGLE, ELLIPSE, ROTATED_ELLIPSE, CIRCLE, QUADRATIC, POLYGON, LINE, POLYLINE = range(10)
+# "combo": fogleman/primitive's eight kinds (its modes 1-8), as before lines and polylines came (geometrize's
+# kinds): a combo search draws what it drew.
+COMBO = tuple(range(8))
+STROKES = (QUADRATIC, POLYLINE)  # the kinds whose outline is a stroke's two sides (`_stroke_sides`)
 N_PARAMS = 8
 # Hill climbs per image and shape, each from one of the best random candidates (the CUDA kernels' too).
 # 16 rather than 8, measured at 256 px, 100 shapes: combo RMSE 26.8 against 27.6 on astronaut (three
@@ -50,7 +67,7 @@ RANDOM_TRIANGLE, RANDOM_CHAIN, RANDOM_SIZE, RANDOM_STROKE = 15, 20, 31, 2
 # The ways a shape meets a row: a convex polygon (one span), any 4-vertex polygon, a stroke outline
 # polygon (sorted crossings, nonzero winding), an ellipse (the two roots of its equation).
 _CONVEX, _POLY4, _STROKE, _ELLIPTIC = range(4)
-_FAMILY = (_CONVEX, _CONVEX, _CONVEX, _ELLIPTIC, _ELLIPTIC, _ELLIPTIC, _STROKE, _POLY4)
+_FAMILY = (_CONVEX, _CONVEX, _CONVEX, _ELLIPTIC, _ELLIPTIC, _ELLIPTIC, _STROKE, _POLY4, _CONVEX, _STROKE)
 
 # Parameter roles: how each is mutated and clamped.
 _UNUSED, _VX, _VY, _CX, _CY, _SIZE, _ANGLE, _WIDTH = range(8)
@@ -63,7 +80,10 @@ _ROLES = (
     (_CX, _CY, _SIZE, _UNUSED, _UNUSED, _UNUSED, _UNUSED, _UNUSED),
     (_VX, _VY, _VX, _VY, _VX, _VY, _WIDTH, _UNUSED),
     (_VX, _VY, _VX, _VY, _VX, _VY, _VX, _VY),
+    (_VX, _VY, _VX, _VY, _WIDTH, _UNUSED, _UNUSED, _UNUSED),
+    (_VX, _VY, _VX, _VY, _VX, _VY, _WIDTH, _UNUSED),
 )
+PARAM_COUNTS = tuple(sum(role != _UNUSED for role in roles) for roles in _ROLES)  # each kind's own parameters
 # A mutation moves one group of parameters (a vertex, a size, the angle), as primitive's do.
 _GROUPS = (
     ((0, 1), (2, 3), (4, 5)),
@@ -74,14 +94,16 @@ _GROUPS = (
     ((0, 1), (2,)),
     ((0, 1), (2, 3), (4, 5), (6,)),
     ((0, 1), (2, 3), (4, 5), (6, 7)),
+    ((0, 1), (2, 3), (4,)),
+    ((0, 1), (2, 3), (4, 5), (6,)),
 )
 
 
 def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
-    """The kind codes a search draws from, ascending: one kind, all of them for "combo", or any
-    subset written as kind names separated by commas or spaces (e.g. "triangle, ellipse"), at most
-    MAX_KINDS_TEXT characters. A ValueError that starts with `name` (the input it came from) for
-    anything else."""
+    """The kind codes a search draws from, ascending: one kind, fogleman/primitive's eight (COMBO) for
+    "combo" (with any other kinds named beside it), or any subset written as kind names separated by
+    commas or spaces (e.g. "triangle, ellipse"), at most MAX_KINDS_TEXT characters. A ValueError that
+    starts with `name` (the input it came from) for anything else."""
     if not isinstance(shape_type, str) or len(shape_type) > MAX_KINDS_TEXT:
         got = f"{len(shape_type)} characters" if isinstance(shape_type, str) else short(shape_type)
         raise ValueError(
@@ -94,9 +116,38 @@ def kind_codes(shape_type: str, name: str = "shape_type") -> tuple[int, ...]:
             f"{name}: expected one of {', '.join(KINDS + ('combo',))}, or several separated by commas, "
             f"got {short(shape_type)}"
         )
-    if "combo" in names:
-        return tuple(range(len(KINDS)))
+    if "combo" in names:  # fogleman's eight, with any others named
+        return tuple(sorted(set(COMBO) | {KINDS.index(part) for part in names if part != "combo"}))
     return tuple(sorted({KINDS.index(part) for part in names}))
+
+
+def parse_passes(text: str, shapes: int, alpha: int, name: str = "passes") -> list[tuple[tuple[int, ...], int, int]]:
+    """Passes of a search, fogleman/primitive's repeated `-m`, `-n` and `-a`: entries separated by commas,
+    semicolons or new lines, each `kind[:count[:alpha]]` (e.g. "triangle:100:128, ellipse:50:64"), the
+    kind one name, "combo", or several joined by "+" ("triangle+ellipse"); count 1..5000 (default
+    `shapes`), alpha 0..255 (0 searches it per shape; default `alpha`). Returns [(kind codes, count,
+    alpha)] (at most ~50: the text is at most MAX_KINDS_TEXT characters); empty text: none. A ValueError
+    that starts with `name` otherwise."""
+    if not isinstance(text, str) or len(text) > MAX_KINDS_TEXT:
+        got = f"{len(text)} characters" if isinstance(text, str) else short(text)
+        raise ValueError(f"{name}: expected text of at most {MAX_KINDS_TEXT} characters, got {got}")
+    entries = [entry.strip() for entry in re.split(r"[,;\n]", text) if entry.strip()]
+    passes = []
+    for entry in entries:
+        parts = [part.strip() for part in entry.split(":")]
+        numbers = parts[1:]
+        if len(parts) > 3 or not all(re.fullmatch(r"\d{1,6}", n) for n in numbers):
+            raise ValueError(
+                f"{name}: expected passes like 'triangle:100:128, ellipse:50:64' (kind:count:alpha, count and "
+                f"alpha optional), got {short(entry)}"
+            )
+        kinds = kind_codes(parts[0].replace("+", " "), name)
+        count = int(numbers[0]) if numbers else shapes
+        opacity = int(numbers[1]) if len(numbers) > 1 else alpha
+        if not 1 <= count <= 5000 or not 0 <= opacity <= 255:
+            raise ValueError(f"{name}: expected a count 1..5000 and an alpha 0..255, got {short(entry)}")
+        passes.append((kinds, count, opacity))
+    return passes
 
 
 @dataclass
@@ -111,7 +162,8 @@ class Approximation:
     count  int64   [B]       shapes actually placed
     error  float32 [B,N+1]   sum of squared error over the C channels (0..1 units) of the working
                              image, after 0..N shapes (point-sampled coverage, as searched; after
-                             the first, each as the search predicted it from its sums)
+                             the first, each as the search predicted it from its sums); with an
+                             edge_weight, of the edge-weighted error (`edge_weights`)
     background float32 [B,C] C = 3: RGB; C = 4: premultiplied RGBA (the fit is then RGBA),
                              straight colour and alpha quantised to 8 bits
     height, width: the working size
@@ -176,6 +228,21 @@ def _rotated_rectangle(p, turn):
     return (p[:, None, 0:2] + corner[..., :1] * turn[:, None]) + corner[..., 1:] * across[:, None]
 
 
+def _unit_normal(start, end):
+    """Unit normals [K,2] of segments start -> end [K,2] (x right, y down: (-dy, dx) / length, 0 for a
+    segment of no length), with the float operations written out one by one (shapes_cuda repeats them)."""
+    d = end - start
+    length = torch.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]).clamp_min(1e-6)
+    return torch.stack([-d[:, 1] / length, d[:, 0] / length], 1)
+
+
+def _line_corners(p):
+    """Corners [K,4,2] of straight strokes p (x1 y1 x2 y2 width), butt caps: start and end offset by
+    half the width along the normal, then back on the other side."""
+    normal = _unit_normal(p[:, 0:2], p[:, 2:4]) * (p[:, 4:5] / 2)
+    return torch.stack([p[:, 0:2] + normal, p[:, 2:4] + normal, p[:, 2:4] - normal, p[:, 0:2] - normal], 1)
+
+
 _VERTICES = {
     TRIANGLE: lambda p, turn: torch.cat([p[:, :6], p[:, 4:6]], 1).view(-1, 4, 2),  # last vertex repeated: a null edge
     RECTANGLE: lambda p, turn: torch.stack(
@@ -183,6 +250,7 @@ _VERTICES = {
     ).view(-1, 4, 2),
     ROTATED_RECTANGLE: _rotated_rectangle,
     POLYGON: lambda p, turn: p.reshape(-1, 4, 2),
+    LINE: lambda p, turn: _line_corners(p),
 }
 
 
@@ -205,9 +273,35 @@ def _curve_weights(steps: int, device: torch.device):
     return torch.stack([(1 - t) ** 2, 2 * (1 - t) * t, t**2], 2), torch.stack([1 - t, t], 2)
 
 
-def _stroke_sides(p, steps: int = CURVE_STEPS):
-    """The sides [K,2,steps+1,2] of quadratic Beziers stroked p[:,6] wide: the curve's points plus,
-    then minus, half the width along its normal."""
+def _stroke_sides(p, steps: int = CURVE_STEPS, kind=None, kinds=(QUADRATIC,)):
+    """The sides [K,2,steps+1,2] of strokes p[:,6] wide: the points along the stroke plus, then minus,
+    half the width along its normal. Quadratic Beziers, and where `kinds` has polylines (kind [K]
+    says which shapes are: `_polyline_sides`) their mitred sides."""
+    if POLYLINE not in kinds:
+        return _bezier_sides(p, steps)
+    polyline = _polyline_sides(p, steps)
+    if QUADRATIC not in kinds:
+        return polyline
+    return torch.where((kind == POLYLINE)[:, None, None, None], polyline, _bezier_sides(p, steps))
+
+
+def _polyline_sides(p, steps: int):
+    """The sides [K,2,steps+1,2] of polylines p (x1 y1 x2 y2 x3 y3 width): each side's three vertices,
+    the middle one mitred (offset by the sum of the two segments' unit normals over 1 + their dot
+    product, at least 1/4: a miter at most 2.8 half widths long; placed shapes turn by at most 120
+    degrees, `_valid`, a miter of at most 2), the last one repeated to steps + 1 points (null edges)."""
+    first, second = _unit_normal(p[:, 0:2], p[:, 2:4]), _unit_normal(p[:, 2:4], p[:, 4:6])
+    half = p[:, 6:7] / 2
+    dot = first[:, 0] * second[:, 0] + first[:, 1] * second[:, 1]
+    miter = (first + second) * (half / (1 + dot[:, None]).clamp_min(0.25))
+    offsets = torch.stack([first * half, miter, second * half], 1)  # [K,3,2]
+    points = p[:, None, 0:6].reshape(-1, 3, 2)
+    sides = torch.stack([points + offsets, points - offsets], 1)  # [K,2,3,2]
+    return torch.cat([sides, sides[:, :, 2:].expand(-1, 2, steps - 2, 2)], 2)
+
+
+def _bezier_sides(p, steps: int):
+    """The sides [K,2,steps+1,2] of quadratic Beziers stroked p[:,6] wide (`_stroke_sides`)."""
     point_weights, leg_weights = _curve_weights(steps, p.device)
     # the same products and sums as one at a time: w_a a + w_c c + w_b b and s (c - a) + t (b - c)
     terms = point_weights * p[:, None, 0:6].view(-1, 1, 3, 2)
@@ -223,10 +317,10 @@ def _stroke_sides(p, steps: int = CURVE_STEPS):
     return point[:, None] + normal[:, None] * _constant((1.0, -1.0), p.device, torch.float32).view(2, 1, 1)
 
 
-def _stroke_outline(p, steps: int = CURVE_STEPS):
-    """Outline polygon [K, 2*(steps+1), 2] of quadratic Beziers stroked p[:,6] wide, butt caps: one
-    side along the curve, the other back."""
-    sides = _stroke_sides(p, steps)
+def _stroke_outline(p, steps: int = CURVE_STEPS, kind=None, kinds=(QUADRATIC,)):
+    """Outline polygon [K, 2*(steps+1), 2] of strokes p[:,6] wide (`_stroke_sides`: Beziers, and
+    polylines where `kinds` has them), butt caps: one side along the stroke, the other back."""
+    sides = _stroke_sides(p, steps, kind, kinds)
     return torch.cat([sides[:, 0], sides[:, 1].flip(1)], 1)
 
 
@@ -306,8 +400,37 @@ class Terms(NamedTuple):
     channels: int
 
 
-def _terms(target, current, alpha: float | None) -> Terms:
-    """`Terms` of images target and current [B,H,W,C] (0..1), for a fixed opacity alpha or a searched one (None)."""
+# Edge weighting (`edge_weights`): a pixel's Sobel magnitude counts in full from this quantile of the
+# image's magnitudes up (the strongest 10% of pixels: the edges), in proportion below it; and from
+# EDGE_FLOOR up at least (a step of 5 levels of 255 between two pixels: an image with few edges does not
+# weigh its noise as edges).
+EDGE_QUANTILE = 0.9
+EDGE_FLOOR = 4 * 5 / 255
+
+
+def edge_weights(target, strength: float) -> torch.Tensor:
+    """Per-pixel weights [B,H,W] of the search's squared error that sharpen detail where edges are:
+    1 + strength * e, e in 0..1 the Sobel gradient magnitude of each image's luma (Rec. 601 over its
+    colour channels; edges replicated), divided by its EDGE_QUANTILE quantile (EDGE_FLOOR at least) and
+    clamped to 1. target [B,H,W,C] float32."""
+    luma = (target[..., :3] * _constant((0.299, 0.587, 0.114), target.device, torch.float32)).sum(-1)
+    padded = torch.nn.functional.pad(luma[:, None], (1, 1, 1, 1), mode="replicate")
+    smooth = _constant((1.0, 2.0, 1.0), target.device, torch.float32)
+    slope = _constant((-1.0, 0.0, 1.0), target.device, torch.float32)
+    kernels = torch.stack([smooth[:, None] * slope[None, :], slope[:, None] * smooth[None, :]])[:, None]
+    gradient = torch.nn.functional.conv2d(padded, kernels)  # [B,2,H,W]: d/dx, d/dy
+    magnitude = torch.sqrt(gradient[:, 0] ** 2 + gradient[:, 1] ** 2)
+    # the quantile of a sample of the pixels (torch.quantile takes at most 2**24 values)
+    flat = magnitude.flatten(1)
+    sample = flat[:, :: max(1, flat.shape[1] // 2**16)]
+    level = torch.quantile(sample, EDGE_QUANTILE, dim=1).clamp_min(EDGE_FLOOR)
+    return 1 + strength * (magnitude / level[:, None, None]).clamp(max=1)
+
+
+def _terms(target, current, alpha: float | None, weight=None, bound: float = 1.0) -> Terms:
+    """`Terms` of images target and current [B,H,W,C] (0..1), for a fixed opacity alpha or a searched one
+    (None); with weight [B,H,W] (at most `bound`: `edge_weights`) every term times its pixel's weight,
+    so that the sums are of the weighted error (and the pixel count the weights' sum)."""
     batch, height, width, channels = target.shape
     d = target - current
     one = torch.ones_like(d[..., :1])
@@ -317,8 +440,11 @@ def _terms(target, current, alpha: float | None) -> Terms:
         u = d + alpha * current
         terms = [u, ((u * u) - (d * d)).sum(-1, keepdim=True), one]
     # the largest power of two that keeps a row's sum of terms within int32
-    scale = float(2 ** math.floor(math.log2((2**31 - 1) / (channels * (width + 1) + 1))))
-    fixed = torch.round(torch.cat(terms, -1) * scale).to(torch.int32)
+    scale = float(2 ** math.floor(math.log2((2**31 - 1) / ((channels * (width + 1) + 1) * bound))))
+    values = torch.cat(terms, -1)
+    if weight is not None:
+        values = values * weight[..., None]
+    fixed = torch.round(values * scale).to(torch.int32)
     prefix = torch.nn.functional.pad(torch.cumsum(fixed, 2, dtype=torch.int32), (0, 0, 1, 0))
     return Terms(prefix.view(batch * height * (width + 1), -1), scale, height, width, alpha, channels)
 
@@ -473,11 +599,12 @@ def _checked_result(result, height, width, scale, frame_every) -> Approximation:
 
 class _Record:
     """What both search paths (search.py's torch path and search_cuda.Search) start from and fill in: the
-    working target and canvas float [B,H,W,C] (the quantised background), the generator, whether the
-    opacity is searched and its start, and the shapes so far as `Approximation` holds them (kind,
-    params, color, alpha [B,N..]; error [B,N+1], error[:, 0] the background's)."""
+    working target and canvas float [B,H,W,C] (the quantised background, or `canvas`: the images drawn
+    so far by an earlier pass), the generator, whether the opacity is searched and its start, and the
+    shapes so far as `Approximation` holds them (kind, params, color, alpha [B,N..]; error [B,N+1],
+    error[:, 0] the starting canvas's)."""
 
-    def __init__(self, target, shapes: int, alpha: int, background, generator):
+    def __init__(self, target, shapes: int, alpha: int, background, generator, canvas=None, edge_weight=0.0):
         batch, height, width, _ = target.shape
         device = target.device
         self.target = target.float().clamp(0, 1).contiguous()
@@ -485,7 +612,10 @@ class _Record:
         self.background = _quantised(
             self.target.mean((1, 2)) if background is None else background.to(device, torch.float32)
         )
-        self.current = self.background[:, None, None, :].expand_as(self.target).contiguous()
+        if canvas is None:
+            self.current = self.background[:, None, None, :].expand_as(self.target).contiguous()
+        else:
+            self.current = canvas.to(device, torch.float32, copy=True).contiguous()  # the kernels paint it
         self.searched = alpha == 0
         self.start_alpha = (128 if self.searched else alpha) / 255
         self.kind = torch.zeros(batch, shapes, dtype=torch.int64, device=device)
@@ -493,7 +623,13 @@ class _Record:
         self.color = torch.zeros(batch, shapes, 3, device=device)
         self.alpha = torch.zeros(batch, shapes, device=device)
         self.error = torch.zeros(batch, shapes + 1, device=device)
-        self.error[:, 0] = ((self.target - self.current) ** 2).sum((1, 2, 3))
+        # the arguments `_terms` takes past the images: none, or edge weights [B,H,W] and their bound
+        self.weighting = ()
+        squares = (self.target - self.current) ** 2
+        if edge_weight > 0:
+            self.weighting = (edge_weights(self.target, edge_weight), 1.0 + edge_weight)
+            squares = squares * self.weighting[0][..., None]
+        self.error[:, 0] = squares.sum((1, 2, 3))
 
     def stopped_after(self, index: int) -> None:
         """No image improves after shape `index`: the later errors stay its."""

@@ -26,10 +26,19 @@ __device__ __forceinline__ void set_bounds(float* bounds, const float* v, int n)
     }
 }
 
+/* A segment's unit normal (-dy, dx) / length as the torch path's _unit_normal (0 for no length). */
+__device__ __forceinline__ void unit_normal(const float* start, const float* end, float* normal) {
+    float dx = end[0] - start[0], dy = end[1] - start[1];
+    float length = fmaxf(sqrtf(dx * dx + dy * dy), (float)1e-6);
+    normal[0] = -dy / length;
+    normal[1] = dx / length;
+}
+
 /* A shape of `kind` with parameters p [N_PARAMS] as the torch path's _polygon4, _stroke_outline (at
    `along`, its steps + 1 curve parameters) and _ellipse_form describe it. Polygons: vertices v [n,2]
-   (triangles, rectangles and 4-gons n = 4, a triangle's last vertex repeated: a null edge; a Bezier's
-   stroke outline n = 2 (steps + 1)), returns n. Ellipses: the form cx, cy, A, B, C in v[0..4] (A dx^2 +
+   (triangles, rectangles, lines and 4-gons n = 4, a triangle's last vertex repeated: a null edge; a
+   Bezier's or a polyline's stroke outline n = 2 (steps + 1), a polyline's last vertex repeated),
+   returns n. Ellipses: the form cx, cy, A, B, C in v[0..4] (A dx^2 +
    B dx dy + C dy^2 <= 1 inside), returns 0. bounds: x_min, y_min, x_max, y_max (y exact; an ellipse's
    x reaches max(rx, ry) from its centre). */
 __device__ int shape_outline(int kind, const float* p, const float* along, int steps, float* v, float* bounds) {
@@ -70,7 +79,39 @@ __device__ int shape_outline(int kind, const float* p, const float* along, int s
         set_bounds(bounds, v, n);
         return n;
     }
-    if (kind == TRIANGLE) {
+    if (kind == POLYLINE) {  /* _polyline_sides: three vertices a side, the middle one mitred */
+        int n = 2 * (steps + 1);
+        float first[2], second[2], offset[3][2];
+        unit_normal(p, p + 2, first);
+        unit_normal(p + 2, p + 4, second);
+        float half = p[6] / 2.0f;
+        float dot = first[0] * second[0] + first[1] * second[1];
+        float reach = half / fmaxf(1.0f + dot, 0.25f);
+        for (int c = 0; c < 2; ++c) {
+            offset[0][c] = first[c] * half;
+            offset[1][c] = (first[c] + second[c]) * reach;
+            offset[2][c] = second[c] * half;
+        }
+        for (int i = 0; i <= steps; ++i) {
+            int at = min(i, 2);
+            for (int c = 0; c < 2; ++c) {
+                v[2 * i + c] = p[2 * at + c] + offset[at][c];
+                v[2 * (n - 1 - i) + c] = p[2 * at + c] - offset[at][c];
+            }
+        }
+        set_bounds(bounds, v, n);
+        return n;
+    }
+    if (kind == LINE) {  /* _line_corners: both ends offset along the normal, then back on the other side */
+        float normal[2];
+        unit_normal(p, p + 2, normal);
+        float half = p[4] / 2.0f;
+        for (int c = 0; c < 2; ++c) {
+            float offset = normal[c] * half;
+            v[c] = p[c] + offset; v[2 + c] = p[2 + c] + offset;
+            v[4 + c] = p[2 + c] - offset; v[6 + c] = p[c] - offset;
+        }
+    } else if (kind == TRIANGLE) {
         for (int i = 0; i < 6; ++i) v[i] = p[i];
         v[6] = p[4]; v[7] = p[5];
     } else if (kind == RECTANGLE) {
@@ -92,9 +133,10 @@ __device__ int shape_outline(int kind, const float* p, const float* along, int s
     return 4;
 }
 
-/* primitive's rule for Beziers (the torch path's _valid): the chord longer than either control leg. */
+/* primitive's rule for Beziers, and polylines alike (the torch path's _valid): the chord longer than
+   either control leg. */
 __device__ inline bool valid(int kind, const float* p) {
-    if (kind != QUADRATIC) return true;
+    if (kind != QUADRATIC && kind != POLYLINE) return true;
     float chord = (p[0] - p[4]) * (p[0] - p[4]) + (p[1] - p[5]) * (p[1] - p[5]);
     float leg1 = (p[0] - p[2]) * (p[0] - p[2]) + (p[1] - p[3]) * (p[1] - p[3]);
     float leg2 = (p[2] - p[4]) * (p[2] - p[4]) + (p[3] - p[5]) * (p[3] - p[5]);

@@ -57,6 +57,18 @@ def torch_threads() -> int:
     return threads
 
 
+# Parts a prange loop's iterations are cut into, per thread, taken by the threads as they finish (numba's
+# dynamic scheduling): with other processes busy, a thread the system deschedules delays one small part,
+# where one equal share a thread (the default) left the other threads waiting for its whole share.
+PARTS_PER_THREAD = 4
+
+
+def balanced(iterations: int):
+    """A context for calling a loop of `iterations` prange iterations in PARTS_PER_THREAD parts a thread
+    (numba.parallel_chunksize), after torch_threads."""
+    return numba.parallel_chunksize(max(1, iterations // (numba.get_num_threads() * PARTS_PER_THREAD)))
+
+
 def jit(**options):
     """numba.njit with its on-disk cache, one cache per name the loop's module is imported under: numba's
     cached code imports its module again by name, and the pack is imported under its folder's path by

@@ -180,10 +180,10 @@ def _distinct(keys: torch.Tensor, none: int, exact: bool):
         key, inverse = torch.unique(torch.cat([keys, keys.new_full((1,), none)]), return_inverse=True)
         return key[:-1], inverse[:-1]
     key, order = keys.sort()
-    first = F.pad(key[1:] != key[:-1], (1, 0), value=True)  # the first none too: its place is overwritten
-    place = (torch.arange(key.numel(), device=key.device) * first).cummax(0).values
+    repeat = F.pad(key[1:] == key[:-1], (1, 0), value=False)  # the first none too: its place is overwritten
+    place = torch.arange(key.numel(), device=key.device).masked_fill_(repeat, 0).cummax(0).values
     place.masked_fill_(key == none, key.numel())  # none sorts last: past every place
-    return key.masked_fill_(~first, none), torch.empty_like(place).index_put_((order,), place)
+    return key.masked_fill_(repeat, none), torch.empty_like(place).index_put_((order,), place)
 
 
 def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOptions, slack, n, exact=True):
@@ -196,10 +196,11 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
     key, inverse = _distinct(key if carried is None else torch.cat([key, carried]), n * n, exact)
     edges = key.numel()
     ends_i, ends_j = key.clamp_max(n * n - 1) // n, key % n  # none's ends: any point
-    # flags set by index_fill_ (a Python True in an index_put_ is a tensor made from host data)
-    new = torch.zeros(frames, edges + 1, dtype=torch.bool, device=key.device)
-    new.view(-1).index_fill_(0, torch.add(inverse[: frame.numel()], frame, alpha=edges + 1), True)
-    new = new[:, :edges]
+    # flags set by index_fill_ (a Python bool in an index_put_ is a tensor made from host data); the edges
+    # not new in a frame, as the closed form reads them
+    not_new = torch.ones(frames, edges + 1, dtype=torch.bool, device=key.device)
+    not_new.view(-1).index_fill_(0, torch.add(inverse[: frame.numel()], frame, alpha=edges + 1), False)
+    not_new = not_new[:, :edges]
     before = None  # the carried edges, bool [U]
     if carried is not None:
         before = torch.zeros(edges + 1, dtype=torch.bool, device=key.device)
@@ -219,11 +220,13 @@ def _hysteresis_window(xy, visible, reach, frame, key, carried, options: GraphOp
         time = torch.arange(frames, device=key.device)[:, None]
         # carried edges count as new in the frame before the window (-1); -3: never new, before any break
         # (-2: none yet), so that it is never present (a Python number in torch.where is one more op)
-        last_new = torch.cummax(time.expand_as(new).masked_fill(~new, -3), 0).values
+        last_new = torch.cummax(time.expand_as(not_new).masked_fill(not_new, -3), 0).values
         if before is not None:
             last_new = last_new.maximum(before * 2 - 3)
         last_break = torch.cummax(time.expand_as(holds).masked_fill(holds, -2), 0).values
-        return new | (last_break <= last_new), key, (ends_i, ends_j)
+        # a new edge is present: its last break is at most its frame, where it was last new
+        return last_break <= last_new, key, (ends_i, ends_j)
+    new = ~not_new
     present = torch.zeros_like(new)
     previous = before if before is not None else torch.zeros_like(new[0])
     ends = torch.stack([ends_i, ends_j])

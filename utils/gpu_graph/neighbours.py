@@ -50,19 +50,18 @@ def _sort_pairs(d2: torch.Tensor, ids: torch.Tensor):
 
 
 def _select(d2: torch.Tensor, ids: torch.Tensor, k: int):
-    """The k smallest of d2 [R,C] (inf = no candidate) by (distance, id), nearest first: d2 [R,k]
-    and ids [R,k]. ids float32 [R,C] or [C]: point indices (exact in float32).
+    """The k smallest of d2 [R,C] (>= 0, inf = no candidate) by (distance, id), nearest first: d2 [R,k]
+    and ids int64 [R,k]. ids int64 [R,C] or [C]: point indices (>= 0, < 2^32).
 
-    Without a host sync: the k-th distance first, then every nearer candidate and, at exactly that
-    distance, the lowest ids."""
+    One int64 key a candidate, the distance's bits (a float >= 0 orders as its bits) above its id: keys
+    are unique, so that one topk picks the lowest ids at a tied k-th distance, with no host sync."""
     rows, width = d2.shape
     if width < k:
         d2 = torch.cat([d2, d2.new_full((rows, k - width), INF)], 1)
         ids = torch.cat([ids.expand(rows, width), ids.new_zeros(rows, k - width)], 1)
-    kth = d2.topk(k, 1, largest=False).values[:, k - 1 :]
-    key = ids.masked_fill(d2 != kth, INF).masked_fill_(d2 < kth, -1.0)
-    slot = key.topk(k, 1, largest=False).indices
-    return _sort_pairs(d2.gather(1, slot), ids.expand_as(d2).gather(1, slot))
+    key = (d2.view(torch.int32).long() << 32).bitwise_or_(ids)
+    key = key.topk(k, 1, largest=False).values
+    return (key >> 32).int().view(torch.float32), key.bitwise_and_(0xFFFFFFFF)
 
 
 def _masked_d2(dx, dy, outside, delta_y_cap: float, within: float) -> torch.Tensor:
@@ -80,8 +79,8 @@ def _masked_d2(dx, dy, outside, delta_y_cap: float, within: float) -> torch.Tens
 
 
 def _neighbour_ids(d2: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """ids float [...] -> int64, -1 where d2 is inf."""
-    return ids.masked_fill(d2 == INF, -1.0).long()
+    """ids float or int64 [...] -> int64, -1 where d2 is inf."""
+    return ids.masked_fill(d2 == INF, -1).long()
 
 
 def _brute_force_frames(xy, visible, k, delta_y_cap, within):
@@ -92,7 +91,7 @@ def _brute_force_frames(xy, visible, k, delta_y_cap, within):
     )
     x, y = xy.unbind(-1)
     d2 = _masked_d2(x[:, None, :] - x[:, :, None], y[:, None, :] - y[:, :, None], outside, delta_y_cap, within)
-    d2, ids = _select(d2.view(-1, n), torch.arange(n, dtype=torch.float32, device=xy.device), k)
+    d2, ids = _select(d2.view(-1, n), torch.arange(n, device=xy.device), k)
     return d2.sqrt().view(frames, n, k), _neighbour_ids(d2, ids).view(frames, n, k)
 
 
@@ -105,7 +104,8 @@ def _brute_force_rows(flat_x, flat_y, flat_hidden, n, rows, k, delta_y_cap, with
     d2 = _masked_d2(
         flat_x[candidate] - flat_x[rows, None], flat_y[candidate] - flat_y[rows, None], outside, delta_y_cap, within
     )
-    return _select(d2, index.float(), k)
+    d2, ids = _select(d2, index, k)
+    return d2, ids.float()  # as the grid's ids
 
 
 def _grid_width(total: torch.Tensor, n: int, k: int) -> int:

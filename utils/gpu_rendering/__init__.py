@@ -16,7 +16,7 @@ from .box_styles import MARKERS, box_markers
 from .compositor import PairPlan, composite, coverage, draw, draw_plan, straight_alpha
 from .constants import BOX_FILL, BOX_STROKE, DISC, ELLIPSE, HALO, SEGMENT, SPRITE, TILE
 from .labels import ANCHORS, DEFAULT_FONT, PADDING, font_chain, font_names, label_primitives, text_atlas
-from .line_plots import fill_coverage, render_polylines, series_points, value_range
+from .line_plots import fill_coverage, render_polylines, render_polylines_packed, series_points, value_range
 from .link_layers import POINT_LABELS, LinkStyle, link_layers
 from .link_styles import (
     LINE_STYLES,
@@ -101,6 +101,7 @@ __all__ = [
     "overlay_memory",
     "polylines",
     "render_polylines",
+    "render_polylines_packed",
     "render_series",
     "rounded_boxes",
     "segments",

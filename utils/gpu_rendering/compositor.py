@@ -317,12 +317,13 @@ def _disc_coverage(p, origin, g, rings: bool = True):
 
 
 def _sprite_coverage(p, origin, g, atlas):
-    # the atlas pixel of each pixel, x and y at once: [m,2,T*T]
-    uv = (((origin - 0.5) - _col(p, SPRITE_X0, SPRITE_Y0))[..., None] + _offsets(g)).round().long()
-    inside = ((uv >= 0) & (uv < _col(p, SPRITE_WIDTH, SPRITE_HEIGHT).long()[..., None])).all(1)
-    at = _col(p, SPRITE_ATLAS_X, SPRITE_ATLAS_Y).long()[..., None] + uv
+    # the atlas pixel of each pixel, x and y at once: [m,2,T*T]; whole numbers, exact in float32 (pixel
+    # centres less 0.5, less the sprite's corner, which sprites() floors)
+    uv = ((origin - 0.5) - _col(p, SPRITE_X0, SPRITE_Y0))[..., None] + _offsets(g)
+    inside = ((uv >= 0) & (uv < _col(p, SPRITE_WIDTH, SPRITE_HEIGHT)[..., None])).all(1)
+    at = (_col(p, SPRITE_ATLAS_X, SPRITE_ATLAS_Y)[..., None] + uv).long()
     # outside its sprite a pixel may index past the atlas (its value is not used)
-    index = (at[:, 1] * atlas.shape[1] + at[:, 0]).clamp(0, atlas.numel() - 1)
+    index = torch.add(at[:, 0], at[:, 1], alpha=atlas.shape[1]).clamp_(0, atlas.numel() - 1)
     return atlas.view(-1)[index] * inside
 
 

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import torch
 
-from ..core.numba import falls_back, jit, torch_threads
+from ..core.numba import PARTS_PER_THREAD, balanced, falls_back, jit, torch_threads
 from .constants import (
     ANCHOR_X,
     ANCHOR_Y,
@@ -462,10 +462,10 @@ def _composite(
     """Every band of every frame of source [b,H,W,C] into image, alpha and layer (see render), or those
     `written` names (_IMAGE_ONLY, _ALPHA_ONLY): the band's primitives (band_start, listed from _bands)
     in drawing order, each over the tiles of its span (span [P,4]) that _tile_class does not rule out;
-    `parts` threads take every parts-th band."""
+    `parts` parts of every parts-th band, which the threads take as they finish."""
     frames, height, width, channels = source.shape
     tiles_y, tiles_x = (height + tile - 1) // tile, (width + tile - 1) // tile
-    for part in numba.prange(parts):  # each thread draws every parts-th band with buffers of its own
+    for part in numba.prange(parts):  # each part draws every parts-th band with buffers of its own
         band_layer = np.empty((tile, tiles_x * tile, 4), np.float32)  # only its drawn tiles are read
         drawn = np.empty(tiles_x, np.bool_)
         # the current shape (a group's primitives merge by maximum coverage): its coverage per tile
@@ -627,24 +627,26 @@ def render(
         raise ValueError("sprite primitives need the atlas they index")
     atlas = torch.zeros(1, 1) if atlas is None else atlas.float().contiguous()
     band_start, listed = _bands(span.numpy(), frame.numpy(), visible.numpy(), batch, -(-height // tile))
-    threads = torch_threads()
-    _composite(
-        band_start,
-        listed,
-        span.numpy(),
-        prims.bounds.float().contiguous().numpy(),
-        prims.kind.contiguous().numpy(),
-        prims.params.float().contiguous().numpy(),
-        prims.color.float().contiguous().numpy(),
-        prims.group.contiguous().numpy(),
-        atlas.numpy(),
-        frames.contiguous().numpy(),
-        image.numpy(),
-        alpha.numpy(),
-        layer.numpy(),
-        tile,
-        straight,
-        written,
-        threads,
-    )
+    # parts of interleaved bands, taken by the threads as they finish (core.numba.balanced)
+    parts = max(1, min(batch * -(-height // tile), torch_threads() * PARTS_PER_THREAD))
+    with balanced(parts):
+        _composite(
+            band_start,
+            listed,
+            span.numpy(),
+            prims.bounds.float().contiguous().numpy(),
+            prims.kind.contiguous().numpy(),
+            prims.params.float().contiguous().numpy(),
+            prims.color.float().contiguous().numpy(),
+            prims.group.contiguous().numpy(),
+            atlas.numpy(),
+            frames.contiguous().numpy(),
+            image.numpy(),
+            alpha.numpy(),
+            layer.numpy(),
+            tile,
+            straight,
+            written,
+            parts,
+        )
     return True

@@ -1,5 +1,6 @@
 """The line plots' loops compiled for the CPU by numba: aliased polylines, Bresenham's algorithm as the
-torch path (line_plots.py, and OpenCV) walks it, one image per iteration, and the plots' points,
+torch path (line_plots.py, and OpenCV) walks it, one image per iteration, into images or as bits
+(polylines_packed, for render_polylines_packed), and the plots' points,
 series_points' float32 arithmetic in one pass (bench/bench_series.py). line_plots.py chooses them where
 numba runs.
 
@@ -77,6 +78,30 @@ _SHIFT = 44
 MAX_EXTENT = 16384
 
 
+@jit(inline="always")
+def _segment(points, b, t):
+    """Bresenham's walk of segment t of series b (points [B,T,2]): (steps, minor extent, its divisor,
+    the divisor's reciprocal, the first pixel x and y, the x and y of a major step, of a minor step);
+    steps -1 across a gap (a point not finite). Walked from the end with the larger x (see
+    line_plots._lines); step i's pixel is first + i major + minor_i minor_step, minor_i =
+    ((2 minor i + divisor) reciprocal) >> _SHIFT."""
+    if not (np.isfinite(points[b, t, 0] + points[b, t, 1]) and np.isfinite(points[b, t + 1, 0] + points[b, t + 1, 1])):
+        return -1, 0, 1, 0, 0, 0, 0, 0, 0, 0
+    # the pixels holding the ends
+    ax, ay = np.int64(np.floor(points[b, t, 0])), np.int64(np.floor(points[b, t, 1]))
+    bx, by = np.int64(np.floor(points[b, t + 1, 0])), np.int64(np.floor(points[b, t + 1, 1]))
+    if ax < bx:
+        ax, ay, bx, by = bx, by, ax, ay
+    dx, dy = bx - ax, by - ay
+    sx, sy = (dx > 0) - (dx < 0), (dy > 0) - (dy < 0)
+    if abs(dx) >= abs(dy):
+        major, minor, mx, my, nx, ny = abs(dx), abs(dy), sx, 0, 0, sy
+    else:
+        major, minor, mx, my, nx, ny = abs(dy), abs(dx), 0, sy, sx, 0
+    length = max(major, 1)
+    return major, minor, length, ((1 << _SHIFT) + 2 * length - 1) // (2 * length), ax, ay, mx, my, nx, ny
+
+
 @jit(parallel=True)
 def _polylines(out, points, counts, value, start, stop):
     height, width = out.shape[1], out.shape[2]
@@ -85,28 +110,26 @@ def _polylines(out, points, counts, value, start, stop):
         image = flat[b]
         image[:] = 0  # cleared here, in cache, rather than as a separate pass over the batch
         for t in range(counts[b] - 1):
-            if not (
-                np.isfinite(points[b, t, 0] + points[b, t, 1])
-                and np.isfinite(points[b, t + 1, 0] + points[b, t + 1, 1])
-            ):
-                continue  # a gap
-            # the pixels holding the ends, walked from the end with the larger x (see line_plots._lines)
-            ax, ay = np.int64(np.floor(points[b, t, 0])), np.int64(np.floor(points[b, t, 1]))
-            bx, by = np.int64(np.floor(points[b, t + 1, 0])), np.int64(np.floor(points[b, t + 1, 1]))
-            if ax < bx:
-                ax, ay, bx, by = bx, by, ax, ay
-            dx, dy = bx - ax, by - ay
-            sx, sy = (dx > 0) - (dx < 0), (dy > 0) - (dy < 0)
-            if abs(dx) >= abs(dy):
-                major, minor, step, side = abs(dx), abs(dy), sx, sy * width
-            else:
-                major, minor, step, side = abs(dy), abs(dx), sy * width, sx
-            length = max(major, 1)
-            reciprocal = ((1 << _SHIFT) + 2 * length - 1) // (2 * length)
-            origin = ay * width + ax
+            major, minor, length, reciprocal, ax, ay, mx, my, nx, ny = _segment(points, b, t)
+            origin, step, side = ay * width + ax, my * width + mx, ny * width + nx
             for i in range(major + 1):
                 minor_steps = ((2 * minor * i + length) * reciprocal) >> _SHIFT
                 image[np.uint64(origin + i * step + minor_steps * side)] = value
+
+
+@jit(parallel=True)
+def _polylines_packed(out, points, counts, start, stop):
+    """_polylines' pixels as set bits of out uint8 [B,H,ceil(W/8)] (np.packbits' order: the leftmost
+    pixel the high bit): 1/8 of the bytes to clear and keep."""
+    for b in numba.prange(start, stop):
+        image = out[b]
+        image[:] = 0
+        for t in range(counts[b] - 1):
+            major, minor, length, reciprocal, ax, ay, mx, my, nx, ny = _segment(points, b, t)
+            for i in range(major + 1):
+                minor_steps = ((2 * minor * i + length) * reciprocal) >> _SHIFT
+                x = ax + i * mx + minor_steps * nx
+                image[ay + i * my + minor_steps * ny, x >> 3] |= np.uint8(0x80 >> (x & 7))
 
 
 @falls_back
@@ -137,6 +160,24 @@ def polylines(
     for start in range(0, batch, chunk):
         stop = min(batch, start + chunk)
         _polylines(images, points, counts, images.dtype.type(value), start, stop)
+        if on_progress is not None:
+            on_progress(stop, batch)
+    return True
+
+
+@falls_back
+def polylines_packed(
+    bits: np.ndarray, points: np.ndarray, counts: np.ndarray, width: int, on_progress=None, chunk: int = 1024
+) -> bool:
+    """polylines' pixels in a frame `width` pixels wide as set bits of bits uint8 [B,H,ceil(width/8)]
+    (overwritten; the leftmost pixel of each byte its high bit); the same arguments, checks and result."""
+    torch_threads()
+    batch, height = bits.shape[:2]
+    if max(height, width) > MAX_EXTENT or not _inside(points, counts, height, width).all():
+        return False
+    for start in range(0, batch, chunk):
+        stop = min(batch, start + chunk)
+        _polylines_packed(bits, points, counts, start, stop)
         if on_progress is not None:
             on_progress(stop, batch)
     return True

@@ -271,7 +271,7 @@ def point_layers(
         # a text for every marker (ids): the same points
         same = style.point_radius > 0 and np.array_equal(text_rows[:, :2], rows[0][:, :2])
         at_point = centre if same else xy[frame, point]
-        origin = _text_origin(at_point, rect[:, 2:4], rect[:, 4:], style.point_radius + 2, frame_size[1])
+        origin = _text_origin(at_point, rect[:, 2:4], rect[:, 4:], style.point_radius + 2)
         rect = rect[:, :4]
         ink = (*style.text_rgb, opacity) if style.text_rgb is not None else colour(point, opacity)
         layers.append(R.sprites(frame, origin, rect, ink))
@@ -326,14 +326,15 @@ def point_texts(n: int, at: np.ndarray, index: np.ndarray, labels: Labels, mode:
     return atlas, np.concatenate([at[keep, None], index[keep, None], rects[string]], 1)
 
 
-def _text_origin(at_point: torch.Tensor, size: torch.Tensor, room: torch.Tensor, offset: float, width: int):
+def _text_origin(at_point: torch.Tensor, size: torch.Tensor, room: torch.Tensor, offset: float):
     """Top left corners float [P,2] of texts of size `size` float [P,2] beside points at_point [P,2]: the
-    ink's lower left corner `offset` px right of and above the point; to its left where the frame (of
-    `width`) has no room on the right, below it where there is none above, then moved inside the frame
-    (at most room float [P,2]: the frame's size less the text's, >= 0), as box labels are."""
+    ink's lower left corner `offset` px right of and above the point; to its left where the frame has no
+    room on the right, below it where there is none above, then moved inside the frame (at most room
+    float [P,2]: the frame's size less the text's, >= 0), as box labels are."""
     after, before = at_point + offset, at_point - offset
     low = before - size  # left of the point, above it
-    # right of the point where the frame has room (x + offset + width <= frame width), else to its left;
-    # above where there is room (y - offset - height >= 0), else below: both axes in each op
-    far = torch.stack([(after + size)[:, 0] <= width, low[:, 1] < 0], 1)
+    # right of the point where the frame has room (x + offset <= frame width - text width: room, or 0
+    # where the text is wider than the frame, which then lands at 0 either way), else to its left; above
+    # where there is room (y - offset - height >= 0), else below: both axes in each op
+    far = torch.stack([after[:, 0] <= room[:, 0], low[:, 1] < 0], 1)
     return torch.where(far, after, low).clamp_min(0).minimum(room)

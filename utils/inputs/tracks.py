@@ -263,9 +263,9 @@ def to_core_tracks(xy: torch.Tensor, visible: torch.Tensor) -> dict:
 def _fitted(xy: torch.Tensor, visible: torch.Tensor, frames: int) -> tuple[torch.Tensor, torch.Tensor]:
     """xy [T,N,2] and visible [T,N] with non-finite and negative points hidden, cut or held (the last
     frame) to `frames`."""
-    # finite and >= 0: a value that clamping to 0 .. the largest float leaves as it is (NaN is unequal)
-    visible = visible & (xy.clamp(0, torch.finfo(xy.dtype).max) == xy).all(-1)
+    # finite and >= 0: non-finite values made -1 first
     xy = torch.nan_to_num(xy, nan=-1.0, posinf=-1.0, neginf=-1.0)
+    visible = visible & (xy >= 0).all(-1)
     if xy.shape[0] < frames:  # hold the last frame
         extra = frames - xy.shape[0]
         xy = torch.cat([xy, xy[-1:].expand(extra, -1, -1)])
