@@ -10,13 +10,18 @@ also returns alpha and a straight-alpha layer. Timed in turns, medians.
 
 from __future__ import annotations
 
+import os
 import sys
 
-import cv2
-import numpy as np
-import torch
+# as ComfyUI runs the pack (prestartup_script.py, before torch loads): OpenMP's idle threads sleep. Spinning
+# ones fight numba's for the cores, and on a busy machine torch's default threads then cost 5-10x
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from _common import report, table, timed_together
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from _common import report, table, timed_together  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 if "--threads" in sys.argv:  # torch threads, e.g. 1 on a machine shared with other work

@@ -58,8 +58,11 @@ def draw_overlay(images: torch.Tensor, prims, atlas, device, layer_alpha: str, o
     )
 
 
-def _checked_draw(images, prims, atlas, device, layer_alpha: str, image_only: bool, job: str, on_progress) -> tuple:
-    """draw() of prims over images once its memory is checked: (image, alpha, layer) as draw returns them."""
+def _checked_draw(
+    images, prims, atlas, device, layer_alpha: str, image_only: bool, job: str, on_progress, out=None
+) -> tuple:
+    """draw() of prims over images once its memory is checked: (image, alpha, layer) as draw returns them
+    (into `out`, draw's, where given)."""
     # the torch path (no numba or CUDA loop) bins every tile pair of a chunk at once: its plan sizes that
     # memory, and draw reads nothing more
     torch_path = len(prims) > 0 and not (numba_usable(device) or cupy_usable(device))
@@ -74,6 +77,7 @@ def _checked_draw(images, prims, atlas, device, layer_alpha: str, image_only: bo
         layer_alpha=layer_alpha,
         image_only=image_only,
         plan=plan,
+        out=out,
     )
 
 
@@ -101,11 +105,17 @@ def draw_overlay_in_windows(
     _, height, width, channels = images.shape
     output_bytes = batch * height * width * (channels + (0 if image_only else 5)) * images.element_size()
     check_memory(output_bytes, job, device)
-    progress, drawn = Progress(batch), None
+    home = images.device
+    drawn = (  # the outputs of every window, made once: each window's draw writes its frames' part
+        on_huge_pages(torch.empty(images.shape, dtype=images.dtype, device=home)),
+        None if image_only else on_huge_pages(torch.empty(batch, height, width, device=home)),
+        None if image_only else on_huge_pages(torch.empty(batch, height, width, 4, device=home)),
+    )
+    progress = Progress(batch)
     for start, stop in windows:
         check_interrupt()
         prims, atlas = layers(start, stop)
-        parts = _checked_draw(
+        _checked_draw(
             images[start:stop],
             prims,
             atlas,
@@ -114,17 +124,8 @@ def draw_overlay_in_windows(
             image_only,
             job,
             lambda done, _total, first=start: progress(first + done, batch),
+            tuple(None if part is None else part[start:stop] for part in drawn),
         )
-        if drawn is None:  # the outputs of every window, made once
-            drawn = [
-                None
-                if part is None
-                else on_huge_pages(torch.empty((batch, *part.shape[1:]), dtype=part.dtype, device=part.device))
-                for part in parts
-            ]
-        for out, part in zip(drawn, parts, strict=True):
-            if part is not None:
-                out[start:stop] = part
     return overlay_outputs(*drawn)
 
 
@@ -340,7 +341,7 @@ class Progress:
 # The numba loop families (utils/warmup.FAMILIES) each node runs on the CPU
 NODE_LOOPS = {
     "RasterKit_BoundingBoxRenderer": ("overlay compositor", "box regions"),
-    "RasterKit_MaskRenderer": ("overlay compositor",),
+    "RasterKit_MaskRenderer": ("overlay compositor", "mask overlays"),
     "RasterKit_LineLinkRenderer": ("overlay compositor",),
     "RasterKit_TrackTrails": ("overlay compositor",),
     "RasterKit_SeriesToImages": ("overlay compositor", "line plots"),

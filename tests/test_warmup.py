@@ -126,9 +126,12 @@ def test_installed_loops_load_from_the_cache_in_comfyui(compiled):
     images = torch.rand(2, 32, 48, 3)
     tracks = {"xy": torch.rand(2, 5, 2) * 30, "visible": torch.ones(2, 5, dtype=torch.bool)}
     spot = nodes.mesh.LoadMesh.run("spot.glb")[0]
+    masks = torch.zeros(4, 32, 48)
+    masks[:, 5:20, 8:30] = 1.0
     runs = [
         (nodes.boxes.BoundingBoxRenderer, dict(images=images, boxes="[[2, 2, 20, 20]]", labels="all")),
         (nodes.links.LineLinkRenderer, dict(images=images, tracks=tracks, tracks_json="")),
+        (nodes.masks.MaskRenderer, dict(images=images, masks=masks, labels="id")),
         (nodes.series.SeriesToImages, dict(series="[1, 3, 2]", width=32, height=32, mode="aliased")),
         (nodes.series.SeriesToImages, dict(series="[1, 3, 2]", width=32, height=32)),
         (nodes.primitives.PrimitiveMesh, dict(image=images[:1], shapes=2, shape_type="combo", candidates=8,
@@ -149,6 +152,7 @@ def test_installed_loops_load_from_the_cache_in_comfyui(compiled):
         used["used"][node]
         for node in (
             "RasterKit_BoundingBoxRenderer",
+            "RasterKit_MaskRenderer",
             "RasterKit_SeriesToImages",
             "RasterKit_PrimitiveMesh",
             "RasterKit_UVMaps",

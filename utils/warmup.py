@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from . import color_optimizer, gpu_rendering, mesh_rasterizer
+from . import color_optimizer, gpu_rendering, inputs, mesh_rasterizer
 from .core.device import numba_usable
 
 log = logging.getLogger("rasterkit")
@@ -49,6 +49,18 @@ def box_regions() -> None:
         gpu_rendering.edit_regions(images, frame, bounds, inside, 3, 0.5)
 
 
+def mask_overlays() -> None:
+    """The Mask Renderer's passes over its masks (gpu_rendering.masks_cpu), as the node calls them: tile
+    peaks, the memory estimate's counts, listed tiles, outline pieces, fills and outlines, the objects'
+    bounds (read by labels)."""
+    masks = torch.zeros(1, 9, 9)
+    masks[0, 2:6, 3:7] = 1.0
+    objects = inputs.mask_objects(masks, None, 1, 9, 9)
+    peak = gpu_rendering.tile_peaks(objects.masks)
+    gpu_rendering.overlay_memory(objects, 9, 9, 0.5, True, 0.0, peak)
+    _ = gpu_rendering.overlay(objects, 9, 9, torch.ones(1, 3), peak=peak).bounds  # found on first use
+
+
 def mesh_rasterizer_loops() -> None:
     """The mesh rasterizer's depth test and resolve (mesh_rasterizer.raster_cpu): Mesh Rasterizer, UV Maps, Bake."""
     # the second triangle has a corner behind the eye: with clip_near the near plane's loop too (its
@@ -74,6 +86,7 @@ FAMILIES = {
     "primitive search": primitive_search,
     "mesh rasterizer": mesh_rasterizer_loops,
     "box regions": box_regions,
+    "mask overlays": mask_overlays,
 }
 
 

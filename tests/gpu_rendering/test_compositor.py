@@ -487,6 +487,22 @@ def test_batch_primitives_stay_on_their_frame():
     assert alpha[0, 10, 10] > 0.99 and alpha[2, 20, 20] > 0.99 and alpha[2, 10, 30] > 0.99
 
 
+@pytest.mark.parametrize("image_only", [False, True])
+def test_draw_writes_into_the_outputs_it_is_given(image_only):
+    """out=: views of a longer batch's outputs (the windows of a video) get what draw would make."""
+    frames = torch.tensor([0, 1])
+    prims = R.discs(frames, torch.tensor([[10.0, 10.0], [20.0, 15.0]]), 6.0, (1, 0.5, 0, 0.7))
+    images = torch.rand(2, H, W, 3)
+    expected = R.draw(images, prims, image_only=image_only, layer_alpha="straight")
+    outputs = [torch.full((4, H, W, 3), 7.0), torch.full((4, H, W), 7.0), torch.full((4, H, W, 4), 7.0)]
+    views = tuple(None if image_only and i else o[1:3] for i, o in enumerate(outputs))
+    got = R.draw(images, prims, image_only=image_only, layer_alpha="straight", out=views)
+    assert all(g is v for g, v in zip(got, views, strict=True))
+    for e, g, whole in zip(expected, got, outputs, strict=True):
+        if e is not None:
+            assert torch.equal(e, g) and bool((whole[0] == 7).all() and (whole[3] == 7).all())
+
+
 def test_empty_primitives_return_a_copy():
     images = torch.rand(1, H, W, 3)
     image, alpha, layer = R.draw(images, R.empty())

@@ -28,7 +28,7 @@ from .link_styles import (
     trail_paths,
     width_by_length,
 )
-from .masks import LABEL_PLACES, Overlay, labelled, overlay, with_labels
+from .masks import LABEL_PLACES, Overlay, labelled, overlay, overlay_memory, tile_peaks, with_labels
 from .primitives import (
     Primitives,
     concat,
@@ -49,9 +49,9 @@ from .series import render_series, series_memory
 def loop_modules() -> list:
     """The modules that hold this package's numba loops (utils/warmup.py compiles them ahead of use;
     importing them imports numba, which is slow)."""
-    from . import box_regions_cpu, compositor_cpu, line_plots_cpu
+    from . import box_regions_cpu, compositor_cpu, line_plots_cpu, masks_cpu
 
-    return [compositor_cpu, line_plots_cpu, box_regions_cpu]
+    return [compositor_cpu, line_plots_cpu, box_regions_cpu, masks_cpu]
 
 
 __all__ = [
@@ -100,6 +100,7 @@ __all__ = [
     "loop_modules",
     "markers",
     "overlay",
+    "overlay_memory",
     "polylines",
     "render_polylines",
     "render_polylines_packed",
@@ -111,6 +112,7 @@ __all__ = [
     "straight_alpha",
     "styled_polylines",
     "text_atlas",
+    "tile_peaks",
     "tile_spans",
     "trail_paths",
     "triangles",

@@ -896,6 +896,7 @@ def draw(
     layer_alpha: str = "premultiplied",
     image_only: bool = False,
     plan: PairPlan | None = None,
+    out: tuple | None = None,
 ):
     """Render `prims` over `images` and return (image, alpha, layer) on the images' device.
 
@@ -910,6 +911,8 @@ def draw(
     alpha); with image_only, alpha and layer are None (on the CPU neither is made: 60% of the memory).
     plan: draw_plan(prims, B, H, W, tile) where the caller made one (to size the memory): the chunks'
     binning reads nothing more from the device.
+    out: (image, alpha, layer) to write into and return, shaped, typed and placed as draw makes them
+    (alpha and layer None with image_only), e.g. views of a longer batch's outputs; default new ones.
     """
     if layer_alpha not in ("premultiplied", "straight"):
         raise ValueError(f"layer_alpha: 'premultiplied' or 'straight', got {layer_alpha!r}")
@@ -920,9 +923,12 @@ def draw(
     home = images.device
     device = normalize(device) if device is not None else home
     tile = tile or TILE
-    image_out = on_huge_pages(torch.empty(images.shape, dtype=images.dtype, device=home))
-    alpha_out = None if image_only else on_huge_pages(torch.empty(batch, height, width, device=home))
-    layer_out = None if image_only else on_huge_pages(torch.empty(batch, height, width, 4, device=home))
+    if out is not None:
+        image_out, alpha_out, layer_out = out
+    else:
+        image_out = on_huge_pages(torch.empty(images.shape, dtype=images.dtype, device=home))
+        alpha_out = None if image_only else on_huge_pages(torch.empty(batch, height, width, device=home))
+        layer_out = None if image_only else on_huge_pages(torch.empty(batch, height, width, 4, device=home))
     if images.numel() == 0:  # no pixel to draw
         return image_out, alpha_out, layer_out
     pixels = (32 << 20) if device.type == "cpu" else (256 << 20)

@@ -282,7 +282,7 @@ def _tile_class(kind, params, p, ox, oy, tile):
 
 
 @jit(inline="always")
-def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
+def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides, bounds):
     """Coverage of primitive p on the tile whose first pixel centre is ox, oy into out [T*T] (row-major),
     `found` its _tile_class. A box along the axes away from its corners is separable, as in the torch
     path: each side's coverage is found once per column and once per row (into sides [2,3,T])."""
@@ -304,20 +304,121 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
                 outline = max(sides[0, 0, gx] * sides[1, 0, gy] - sides[0, 1, gx] * sides[1, 1, gy], np.float32(0.0))
                 out[gy * tile + gx] = outline * weight * (sides[0, 2, gx] * sides[1, 2, gy])
         return
+    if kind == SEGMENT and found == _EVALUATE:
+        _segment_tile(params, p, ox, oy, tile, out, bounds)
+        return
+    if kind == SPRITE and found == _EVALUATE and _whole_pixels(params[p, SPRITE_X0], params[p, SPRITE_Y0], ox, oy):
+        _sprite_tile(params, p, ox, oy, tile, atlas, out)
+        return
     for gy in range(tile):
         for gx in range(tile):
             out[gy * tile + gx] = _coverage(kind, found, params, p, ox, oy, np.float32(gx), np.float32(gy), atlas)
 
 
 @jit(inline="always")
+def _segment_tile(params, p, ox, oy, tile, out, bounds):
+    """_coverage of segment p over a tile, its own values (direction, length, the tile's offsets from its
+    ends) worked out once: the same float32 operations. Only the pixels whose centres lie within its bounds
+    (bounds [P,4]) are evaluated: the others have no coverage (a segment's bounds reach 1 px past it)."""
+    out[:] = np.float32(0.0)
+    first_x, last_x = _within(bounds[p, 0], bounds[p, 2], ox, tile)
+    first_y, last_y = _within(bounds[p, 1], bounds[p, 3], oy, tile)
+    half, weight = max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)), _thin_weight(params[p, SEGMENT_HALF_WIDTH])
+    dx, dy = params[p, SEGMENT_BX] - params[p, SEGMENT_AX], params[p, SEGMENT_BY] - params[p, SEGMENT_AY]
+    length = max(np.sqrt(np.float32(dx * dx + dy * dy)), np.float32(1e-12))
+    ux, uy = dx / length, dy / length
+    butt = params[p, SEGMENT_BUTT] > 0.0
+    from_ax, from_ay = ox - params[p, SEGMENT_AX], oy - params[p, SEGMENT_AY]
+    from_bx, from_by = ox - params[p, SEGMENT_BX], oy - params[p, SEGMENT_BY]
+    for gy in range(first_y, last_y + 1):
+        fy = np.float32(gy)
+        y, by = from_ay + fy, from_by + fy
+        for gx in range(np.uint64(first_x), np.uint64(last_x + 1)):
+            fx = np.float32(gx)
+            x = from_ax + fx
+            along = x * ux + y * uy
+            across = abs(x * uy - y * ux)
+            beyond = max(-along, (from_bx + fx) * ux + by * uy)
+            if butt:
+                value = _from_distance(across - half) * _from_distance(beyond) * weight
+            else:
+                b = max(beyond, np.float32(0.0))
+                value = _from_distance(np.sqrt(np.float32(b * b + across * across)) - half) * weight
+            out[np.uint64(gy * tile) + gx] = value
+
+
+@jit(inline="always")
+def _within(low, high, first, tile):
+    """The first and last of a tile's pixels (centres at first + 0 .. tile - 1) that may lie within low ..
+    high, a pixel more on each side where rounding could matter (last < first: none; NaN: all)."""
+    to_low, to_high = low - first, high - first
+    if to_low > np.float32(tile):
+        start = tile
+    elif to_low > np.float32(1.0):
+        start = np.int64(np.floor(to_low))
+    else:
+        start = 0
+    if to_high < np.float32(-1.0):
+        stop = -1
+    elif to_high < np.float32(tile - 1):
+        stop = np.int64(np.ceil(to_high))
+    else:
+        stop = tile - 1
+    return start, stop
+
+
+@jit(inline="always")
+def _whole_pixels(x0, y0, ox, oy):
+    """A sprite's corner x0, y0 and the tile's first pixel centre ox, oy on whole pixels within 2^22: the
+    general path's rounded atlas offsets ((ox - 0.5) - x0) + gx are then exact integers."""
+    limit = np.float32(1 << 22)
+    return (
+        np.floor(x0) == x0 and np.floor(y0) == y0 and abs(x0) < limit and abs(y0) < limit and ox < limit and oy < limit
+    )
+
+
+@jit(inline="always")
+def _sprite_tile(params, p, ox, oy, tile, atlas, out):
+    """_coverage of a sprite on whole pixels over a tile: its atlas rows copied (clamped into the atlas as
+    _coverage clamps them), 0 outside the sprite."""
+    u0 = np.int64(ox - np.float32(0.5)) - np.int64(params[p, SPRITE_X0])
+    v0 = np.int64(oy - np.float32(0.5)) - np.int64(params[p, SPRITE_Y0])
+    width, height = np.int64(params[p, SPRITE_WIDTH]), np.int64(params[p, SPRITE_HEIGHT])
+    ax, ay = np.int64(params[p, SPRITE_ATLAS_X]), np.int64(params[p, SPRITE_ATLAS_Y])
+    last_column, last_row = atlas.shape[1] - 1, atlas.shape[0] - 1
+    if (
+        u0 >= 0
+        and v0 >= 0
+        and u0 + tile <= width
+        and v0 + tile <= height
+        and ax + u0 >= 0
+        and ay + v0 >= 0
+        and ax + u0 + tile - 1 <= last_column
+        and ay + v0 + tile - 1 <= last_row
+    ):  # the tile lies within the sprite and its atlas rows: a copy of them
+        for gy in range(tile):
+            row = atlas[ay + v0 + gy]
+            for gx in range(np.uint64(tile)):
+                out[np.uint64(gy * tile) + gx] = row[np.uint64(ax + u0) + gx]
+        return
+    for gy in range(tile):
+        v = v0 + gy
+        row = min(max(ay + v, 0), last_row)
+        for gx in range(tile):
+            u = u0 + gx
+            inside = u >= 0 and v >= 0 and u < width and v < height
+            out[gy * tile + gx] = atlas[row, min(max(ax + u, 0), last_column)] if inside else np.float32(0.0)
+
+
+@jit(inline="always")
 def _over(layer, x0, coverage, tile, cr, cg, cb, ca):
     """Source-over of a shape of colour cr, cg, cb, opacity ca and coverage [T*T] onto a tile of
-    layer [T, W, 4] (premultiplied) at column x0."""
+    layer [T, W, 4] (premultiplied) at column x0 (unsigned indices: no wrap-around checks)."""
     for gy in range(tile):
-        for gx in range(tile):
-            a = coverage[gy * tile + gx] * ca
+        for gx in range(np.uint64(tile)):
+            a = coverage[np.uint64(gy * tile) + gx] * ca
             keep = np.float32(1.0) - a
-            x = x0 + gx
+            x = np.uint64(x0) + gx
             layer[gy, x, 0] = a * cr + keep * layer[gy, x, 0]  # indexed, not through views: a view in
             layer[gy, x, 1] = a * cg + keep * layer[gy, x, 1]  # an inner loop costs reference counting
             layer[gy, x, 2] = a * cb + keep * layer[gy, x, 2]
@@ -325,11 +426,20 @@ def _over(layer, x0, coverage, tile, cr, cg, cb, ca):
 
 
 @jit(inline="always")
+def _clear(layer, x0, tile):
+    """A tile of layer [T, W, 4] at column x0 set to 0 (flat rows: what the compiler vectorises)."""
+    for gy in range(tile):
+        row = layer[gy].reshape(-1)
+        for i in range(np.uint64(x0 * 4), np.uint64((x0 + tile) * 4)):
+            row[i] = np.float32(0.0)
+
+
+@jit(inline="always")
 def _over_solid(layer, x0, tile, cr, cg, cb, ca):
     """Source-over of colour cr, cg, cb at opacity ca over a whole tile of layer [T, W, 4]."""
     keep = np.float32(1.0) - ca
     for gy in range(tile):
-        for x in range(x0, x0 + tile):
+        for x in range(np.uint64(x0), np.uint64(x0 + tile)):
             layer[gy, x, 0] = ca * cr + keep * layer[gy, x, 0]
             layer[gy, x, 1] = ca * cg + keep * layer[gy, x, 1]
             layer[gy, x, 2] = ca * cb + keep * layer[gy, x, 2]
@@ -366,6 +476,7 @@ def _composite(
     band_start,
     listed,
     span,
+    bounds,
     kind,
     params,
     color,
@@ -412,14 +523,14 @@ def _composite(
                         continue
                     if alone and not drawn[column]:
                         drawn[column] = True
-                        band_layer[:, column * tile : (column + 1) * tile] = 0.0
+                        _clear(band_layer, column * tile, tile)
                     if alone and found == PAIR_SOLID:  # one opacity over the whole tile
                         _over_solid(band_layer, column * tile, tile, color[p, 0], color[p, 1], color[p, 2], color[p, 3])
                         continue
                     if found == PAIR_SOLID:
                         coverage[:] = 1.0
                     else:
-                        _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides)
+                        _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides, bounds)
                     if alone:  # a shape of its own: straight onto the layer
                         _over(
                             band_layer,
@@ -445,7 +556,7 @@ def _composite(
                     column = shape_tiles[i]
                     if not drawn[column]:
                         drawn[column] = True
-                        band_layer[:, column * tile : (column + 1) * tile] = 0.0
+                        _clear(band_layer, column * tile, tile)
                     _over(
                         band_layer,
                         column * tile,
@@ -464,61 +575,52 @@ def _composite(
 @jit(inline="always")
 def _write_band(band_layer, drawn, source, image, alpha, layer, frame, row, tile, straight, written):
     """Every pixel of a band written once, in the outputs `written` names: the layer over the source, the
-    layer (straight alpha if `straight`) and its alpha; undrawn runs of tiles as flat copies and fills
-    (what the compiler vectorises)."""
+    layer (straight alpha if `straight`) and its alpha. Undrawn runs of tiles are slice copies and fills,
+    drawn ones loops over unsigned columns: numba checks a signed index for wrapping around, which keeps
+    the compiler from vectorising (a plain loop copying a row ran ~15x slower than the slice)."""
     height, width, channels = source.shape[1], source.shape[2], source.shape[3]
     tiles_x = drawn.shape[0]
     for y in range(row * tile, min(row * tile + tile, height)):
-        gy = y - row * tile
-        if written == _ALPHA_ONLY:
-            alpha_row = alpha[frame, y]
-            for column in range(tiles_x):
-                x0, x1 = column * tile, min(column * tile + tile, width)
-                for x in range(x0, x1):
-                    alpha_row[x] = band_layer[gy, x, 3] if drawn[column] else np.float32(0.0)
-            continue
-        image_row, source_row = image[frame, y].reshape(-1), source[frame, y].reshape(-1)
+        band = band_layer[y - row * tile]
+        sources, pixels, alphas, layers = source[frame, y], image[frame, y], alpha[frame, y], layer[frame, y]
+        source_row, image_row, layer_row = sources.reshape(-1), pixels.reshape(-1), layers.reshape(-1)
         column = 0
-        while column < tiles_x:
+        while column < tiles_x:  # runs of undrawn tiles and of drawn ones
             end = column + 1
             while end < tiles_x and drawn[end] == drawn[column]:
                 end += 1
             x0, x1 = column * tile, min(end * tile, width)
             if not drawn[column]:
-                for i in range(x0 * channels, x1 * channels):
-                    image_row[i] = source_row[i]
-            else:
-                for x in range(x0, x1):
-                    la = band_layer[gy, x, 3]
+                if written != _ALPHA_ONLY:
+                    image_row[x0 * channels : x1 * channels] = source_row[x0 * channels : x1 * channels]
+                if written != _IMAGE_ONLY:
+                    alphas[x0:x1] = np.float32(0.0)
+                if written == _ALL:
+                    layer_row[x0 * 4 : x1 * 4] = np.float32(0.0)
+                column = end
+                continue
+            column = end
+            for x in range(np.uint64(x0), np.uint64(x1)):
+                la = band[x, 3]
+                if written != _ALPHA_ONLY:
                     keep = np.float32(1.0) - la
                     for c in range(3):
-                        image_row[x * channels + c] = band_layer[gy, x, c] + source_row[x * channels + c] * keep
+                        pixels[x, c] = band[x, c] + sources[x, c] * keep
                     if channels == 4:
-                        image_row[x * 4 + 3] = la + source_row[x * 4 + 3] * keep
-            column = end
-        if written == _IMAGE_ONLY:
-            continue
-        layer_row, alpha_row = layer[frame, y].reshape(-1), alpha[frame, y]
-        for column in range(tiles_x):
-            x0, x1 = column * tile, min(column * tile + tile, width)
-            if not drawn[column]:
-                for i in range(x0 * 4, x1 * 4):
-                    layer_row[i] = 0.0
-                for x in range(x0, x1):
-                    alpha_row[x] = 0.0
-                continue
-            for x in range(x0, x1):
-                la = band_layer[gy, x, 3]
-                # straight alpha as compositor.straight_alpha gives it: RGB / alpha in 0..1, 0 where
-                # alpha is 0
-                scale = np.float32(1.0) / la if straight and la > 0.0 else np.float32(1.0)
-                for c in range(3):
-                    value = band_layer[gy, x, c]
-                    if straight:
-                        value = min(max(value * scale, np.float32(0.0)), np.float32(1.0)) if la > 0.0 else 0.0
-                    layer_row[x * 4 + c] = value
-                layer_row[x * 4 + 3] = la
-                alpha_row[x] = la
+                        pixels[x, 3] = la + sources[x, 3] * keep
+                if written != _IMAGE_ONLY:
+                    alphas[x] = la
+                if written == _ALL:
+                    # straight alpha as compositor.straight_alpha gives it: RGB / alpha in 0..1, 0 where
+                    # alpha is 0
+                    if straight and la > 0.0:
+                        scale = np.float32(1.0) / la
+                        for c in range(3):
+                            layers[x, c] = min(max(band[x, c] * scale, np.float32(0.0)), np.float32(1.0))
+                    else:
+                        for c in range(3):
+                            layers[x, c] = np.float32(0.0) if straight else band[x, c]
+                    layers[x, 3] = la
 
 
 @falls_back
@@ -545,10 +647,11 @@ def render(
     if not all(t.is_contiguous() for t in outputs[1:]):
         return False
     written = _ALPHA_ONLY if image is None else _IMAGE_ONLY if alpha is None or layer is None else _ALL
-    image = torch.zeros(0, 0, 0, 1) if image is None else image  # not written: shapes for the compiler
-    alpha = torch.zeros(0, 0, 0) if written == _IMAGE_ONLY else alpha
-    layer = torch.zeros(0, 0, 0, 4) if written != _ALL else layer
     batch, height, width, _ = frames.shape
+    # outputs not written: empty rows of every frame (their rows' views are taken, never read or written)
+    image = torch.zeros(batch, height, 0, 1) if image is None else image
+    alpha = torch.zeros(batch, height, 0) if written == _IMAGE_ONLY else alpha
+    layer = torch.zeros(batch, height, 0, 4) if written != _ALL else layer
     span, sizes = tile_spans(prims.bounds, height, width, tile)
     frame = prims.frame - frame_start
     visible = (frame >= 0) & (frame < batch) & (prims.color[:, 3] > 0) & (sizes > 0).all(1)
@@ -563,6 +666,7 @@ def render(
             band_start,
             listed,
             span.numpy(),
+            prims.bounds.float().contiguous().numpy(),
             prims.kind.contiguous().numpy(),
             prims.params.float().contiguous().numpy(),
             prims.color.float().contiguous().numpy(),

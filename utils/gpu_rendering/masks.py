@@ -22,12 +22,15 @@ The result is one list of primitives (halos, fills, outlines) and the atlas its 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..core.device import numba_usable
 from ..inputs.masks import MaskObjects
 from .constants import SPRITE, TILE
 from .labels import PADDING, label_primitives
@@ -58,6 +61,7 @@ _CASES = [
     [(0, 1), (2, 3)],
     [(3, 0), (1, 2)],
 ]
+_NO_PIECES = (np.zeros(0, np.int64), np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32))
 HALO_REACH = 3.0  # the halo's Gaussian sigma is its width / HALO_REACH: 0.3% of its edge value at its width
 HALO_VISIBLE = 1 / 1024  # blurred values below this are left out (under half an 8-bit step)
 LABEL_PLACES = ("top", "center")  # above each object's bounds, or on its centroid
@@ -83,10 +87,15 @@ class _Tiles:
 def tile_peaks(masks: torch.Tensor) -> torch.Tensor:
     """The maximum of each T x T tile of masks [M,H,W]: float [M,ceil(H/T),ceil(W/T)] (NaN where a tile holds
     a NaN). Rows first: the T rows of a tile reduce elementwise along contiguous memory (the one pass over
-    every pixel, about 1.5x faster than max_pool2d on the CPU), then the T times narrower result."""
+    every pixel, about 1.5x faster than max_pool2d on the CPU), then the T times narrower result. On the CPU
+    numba's loop (masks_cpu.py) reads each band of rows once, without the rows' maxima in memory."""
     count, height, width = masks.shape
     if count == 0:
         return masks.new_zeros(0, -(-height // TILE), -(-width // TILE))
+    cpu = _cpu_loops(masks)
+    peak = cpu and cpu.tile_peaks(masks.contiguous().numpy())
+    if peak is not None:
+        return torch.from_numpy(peak)
     whole = height - height % TILE
     rows = [masks[:, :whole].reshape(count, whole // TILE, TILE, width).amax(2)] if whole else []
     if whole < height:
@@ -94,6 +103,15 @@ def tile_peaks(masks: torch.Tensor) -> torch.Tensor:
     rows = torch.cat(rows, 1) if len(rows) > 1 else rows[0]
     rows = F.pad(rows, (0, -width % TILE), mode="replicate") if width % TILE else rows
     return rows.reshape(count, rows.shape[1], -1, TILE).amax(3)
+
+
+def _cpu_loops(masks: torch.Tensor):
+    """masks_cpu (numba's loops) where they run for these masks (float32 on the CPU), else None."""
+    if masks.dtype != torch.float32 or not numba_usable(masks.device):
+        return None
+    from . import masks_cpu  # numba: imported on first use (slow to import)
+
+    return masks_cpu
 
 
 def _near(side: torch.Tensor, edge: bool) -> torch.Tensor:
@@ -111,6 +129,10 @@ def _list_tiles(masks: torch.Tensor, threshold: float, outlines: bool, peak: tor
     count, height, width = masks.shape
     grid_y, grid_x = height // TILE + 1, width // TILE + 1  # one more: the cells on the bottom and right edges
     peak = tile_peaks(masks) if peak is None else peak.to(masks.device)
+    cpu = _cpu_loops(masks)
+    listed = cpu and cpu.list_tiles(masks.contiguous().numpy(), peak.float().contiguous().numpy(), threshold, outlines)
+    if listed is not None:
+        return _Tiles(*(torch.from_numpy(field) for field in listed))
     unknown = torch.isnan(peak)  # NaN wins the maximum: such a tile is read to see what else it holds
     pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
     fill = F.pad(unknown | (peak > 0), pad)
@@ -151,7 +173,9 @@ def _per_object(objects: MaskObjects, pair_source: torch.Tensor) -> tuple[torch.
 
 def _tile_sprites(frame, ty, tx, plane: torch.Tensor, row0: int, height: int, width: int, color) -> Primitives:
     """One sprite per tile, showing plane int64 [S] of the planes that lie in the atlas from row `row0`
-    (plane p at row row0 + p*T): objects that show the same source share its planes."""
+    (plane p at row row0 + p*T): objects that show the same source share its planes. Their bounds end at
+    their last pixels' centres (x0 + w - 0.5): pixels past them have no coverage, and a sprite of a tile
+    reaches only that tile (to x0 + w it reached the three after it too, which drew nothing)."""
     x0, y0 = tx * TILE, ty * TILE
     rect = torch.stack(
         [
@@ -162,7 +186,9 @@ def _tile_sprites(frame, ty, tx, plane: torch.Tensor, row0: int, height: int, wi
         ],
         1,
     )
-    return sprites(frame, torch.stack([x0, y0], 1), rect, color)
+    tiles = sprites(frame, torch.stack([x0, y0], 1), rect, color)
+    tiles.bounds[:, 2:] -= 0.5
+    return tiles
 
 
 # -- outlines ---------------------------------------------------------------------------------------
@@ -171,6 +197,12 @@ def _tile_sprites(frame, ty, tx, plane: torch.Tensor, row0: int, height: int, wi
 def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Marching squares on every cell of the tiles with cells: (pair int64 [S], a float [S,2], b float
     [S,2]), the pieces of the threshold level in pixel coordinates, pair after pair."""
+    cpu = _cpu_loops(tiles.values)
+    pieces = cpu and cpu.contour_pieces(
+        tiles.values.numpy(), tiles.ty.numpy(), tiles.tx.numpy(), tiles.cells.numpy(), threshold
+    )
+    if pieces is not None:
+        return tuple(torch.from_numpy(field) for field in pieces)
     keep = torch.nonzero(tiles.cells).squeeze(1)
     v = tiles.values[keep]
     c00, c01, c10, c11 = v[:, :-1, :-1], v[:, :-1, 1:], v[:, 1:, :-1], v[:, 1:, 1:]
@@ -201,43 +233,104 @@ def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torc
     return owner, ends[:, :, 0][has], ends[:, :, 1][has]
 
 
+def _extents(tiles: _Tiles, sources: int, height: int, width: int, threshold: float):
+    """The pixels above the threshold of each source: low float [M,2] (their smallest x and y; past the
+    frame where there are none), high [M,2] (their largest x and y + 1) and sums [M,3] (the mask's sum
+    there, and that sum weighted by the pixel centres' x and y), from the filled tiles."""
+    far = float(max(height, width) + 1)
+    cpu = _cpu_loops(tiles.values)
+    found = cpu and cpu.extents(
+        *(field.numpy() for field in (tiles.values, tiles.fill, tiles.source, tiles.ty, tiles.tx)),
+        sources,
+        threshold,
+        far,
+    )
+    if found is not None:
+        return tuple(torch.from_numpy(field) for field in found)
+    device = tiles.values.device
+    filled = torch.nonzero(tiles.fill).squeeze(1)
+    inner = tiles.values[filled, 1:, 1:]
+    g = torch.arange(TILE, device=device)
+    ys = (tiles.ty[filled] * TILE)[:, None, None] + g[:, None]
+    xs = (tiles.tx[filled] * TILE)[:, None, None] + g[None, :]
+    above = inner > threshold
+    weight = inner * above
+    big = torch.tensor(far, device=device)
+    low = torch.stack(
+        [torch.where(above, xs.float(), big).amin((1, 2)), torch.where(above, ys.float(), big).amin((1, 2))], 1
+    )
+    high = torch.stack(
+        [torch.where(above, xs + 1.0, -big).amax((1, 2)), torch.where(above, ys + 1.0, -big).amax((1, 2))], 1
+    )
+    sums = torch.stack([weight.sum((1, 2)), (weight * (xs + 0.5)).sum((1, 2)), (weight * (ys + 0.5)).sum((1, 2))], 1)
+    src = tiles.source[filled]
+    low_s = torch.full((sources, 2), far, device=device).scatter_reduce(0, src[:, None].expand(-1, 2), low, "amin")
+    high_s = torch.full((sources, 2), -far, device=device).scatter_reduce(0, src[:, None].expand(-1, 2), high, "amax")
+    return low_s, high_s, torch.zeros(sources, 3, device=device).index_add_(0, src, sums)
+
+
 # -- halos ------------------------------------------------------------------------------------------
+
+
+def _blur(grid: torch.Tensor, taps: torch.Tensor, dim: int) -> torch.Tensor:
+    """grid [S,R,C] convolved with taps [2r+1] along dim (1 or 2), zeros beyond its edges: a sum of shifted
+    copies, tap after tap, so that each value is the same wherever the grid starts and however large it is
+    (conv2d's CPU kernels took seconds on frame-sized grids of one channel)."""
+    radius, size = (len(taps) - 1) // 2, grid.shape[dim]
+    padded = F.pad(grid, (radius, radius) if dim == 2 else (0, 0, radius, radius))
+    out = padded.narrow(dim, 0, size) * taps[0]
+    for k in range(1, len(taps)):
+        out = out + padded.narrow(dim, k, size) * taps[k]
+    return out
+
+
+def _halo_scale(halo_width: float) -> tuple[int, int, int]:
+    """The halo's grid: f (pixels a grid cell spans, >= 6 cells across the halo), its blur's radius in
+    cells, and the margin in tiles that the blur reaches past the filled tiles (and one more, which it
+    does not reach)."""
+    f = max(s for s in (1, 2, 4, 8) if s <= max(1.0, halo_width / 6))
+    radius = max(1, math.ceil(3 * halo_width / HALO_REACH / f))
+    return f, radius, -(-radius // (TILE // f)) + 1
 
 
 def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_width: float):
     """The halo of each source: (source, ty, tx int64 [P'], planes float [P',T,T]) in the tiles it reaches:
     min(1, 2 g) * (1 - mask), g the mask averaged on f x f pixels and blurred by a Gaussian of sigma
-    halo_width / HALO_REACH, sampled bilinearly at the pixel centres."""
+    halo_width / HALO_REACH, sampled bilinearly at the pixel centres. The grid of each source spans its
+    filled tiles' bounds and the margin the blur reaches (all sources' grids of the largest size), not
+    the frame."""
     device = tiles.values.device
-    f = max(s for s in (1, 2, 4, 8) if s <= max(1.0, halo_width / 6))  # >= 6 grid cells across the halo
+    f, radius, margin = _halo_scale(halo_width)
     per_tile = TILE // f
-    grid_y, grid_x = height // TILE + 1, width // TILE + 1
     sigma = halo_width / HALO_REACH / f
-    radius = max(1, math.ceil(3 * sigma))
-    margin = -(-radius // per_tile)  # in tiles: the halo reaches past the frame's tiles' edge by this many
     filled = torch.nonzero(tiles.fill).squeeze(1)
     inner = tiles.values[filled, 1:, 1:]
-    grid = torch.zeros(sources, grid_y + 2 * margin, per_tile, grid_x + 2 * margin, per_tile, device=device)
-    grid[tiles.source[filled], tiles.ty[filled] + margin, :, tiles.tx[filled] + margin, :] = inner.reshape(
-        -1, per_tile, f, per_tile, f
-    ).mean((2, 4))
-    grid = grid.reshape(sources, 1, (grid_y + 2 * margin) * per_tile, (grid_x + 2 * margin) * per_tile)
+    src, fty, ftx = tiles.source[filled], tiles.ty[filled], tiles.tx[filled]
+    # each source's grid starts `margin` tiles above and left of its filled tiles' bounds
+    big = height + width
+    top = torch.full((sources,), big, device=device).scatter_reduce(0, src, fty, "amin") - margin
+    left = torch.full((sources,), big, device=device).scatter_reduce(0, src, ftx, "amin") - margin
+    if len(filled) == 0:
+        none = torch.zeros(0, dtype=torch.int64, device=device)
+        return none, none, none, torch.zeros(0, TILE, TILE, device=device)
+    spans = torch.stack([(fty - top[src]).max(), (ftx - left[src]).max()]) + 1 + margin
+    grid_y, grid_x = spans.tolist()  # in tiles (one host read of both)
+    grid = torch.zeros(sources, grid_y, per_tile, grid_x, per_tile, device=device)
+    grid[src, fty - top[src], :, ftx - left[src], :] = inner.reshape(-1, per_tile, f, per_tile, f).mean((2, 4))
+    grid = grid.reshape(sources, grid_y * per_tile, grid_x * per_tile)
     taps = torch.exp(-0.5 * (torch.arange(-radius, radius + 1, device=device, dtype=torch.float32) / sigma) ** 2)
-    taps = taps / taps.sum()
-    grid = F.conv2d(
-        F.conv2d(grid, taps.view(1, 1, 1, -1), padding=(0, radius)), taps.view(1, 1, -1, 1), padding=(radius, 0)
-    )[:, 0]
+    grid = _blur(_blur(grid, taps / taps.sum(), 2), taps / taps.sum(), 1)
     # the tiles the halo reaches (bilinear sampling reads one grid cell beyond a tile's own)
     reach = F.max_pool2d(grid[:, None], per_tile)[:, 0] > HALO_VISIBLE
     reach = F.max_pool2d(reach[:, None].float(), 3, stride=1, padding=1)[:, 0] > 0
-    reach = reach[:, margin : margin + grid_y, margin : margin + grid_x]
-    reach[:, (height + TILE - 1) // TILE :] = False
-    reach[:, :, (width + TILE - 1) // TILE :] = False
-    source, ty, tx = torch.nonzero(reach, as_tuple=True)
+    source, cy, cx = torch.nonzero(reach, as_tuple=True)
+    ty, tx = cy + top[source], cx + left[source]
+    inside = (ty >= 0) & (ty < (height + TILE - 1) // TILE) & (tx >= 0) & (tx < (width + TILE - 1) // TILE)
+    source, cy, cx, ty, tx = source[inside], cy[inside], cx[inside], ty[inside], tx[inside]
     g = torch.arange(TILE, device=device, dtype=torch.float32)
     # grid coordinates of the pixel centres: cell i spans pixels i*f .. (i+1)*f, its centre at (i + 0.5) f
-    gy = ((ty + margin) * TILE)[:, None] + g  # pixels from the grid's origin
-    gx = ((tx + margin) * TILE)[:, None] + g
+    gy = (cy * TILE)[:, None] + g  # pixels from the grid's origin
+    gx = (cx * TILE)[:, None] + g
     fy, fx = (gy + 0.5) / f - 0.5, (gx + 0.5) / f - 0.5
     y0, x0 = fy.floor().long(), fx.floor().long()
     wy, wx = (fy - y0)[:, :, None], (fx - x0)[:, None, :]
@@ -256,8 +349,8 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
     ) * wy
     # the mask under each halo tile, from the listed fill tiles (0 where none is listed)
     lookup = torch.full((sources, grid_y, grid_x), -1, dtype=torch.int64, device=device)
-    lookup[tiles.source[filled], tiles.ty[filled], tiles.tx[filled]] = torch.arange(len(filled), device=device)
-    under = lookup[source, ty, tx]
+    lookup[src, fty - top[src], ftx - left[src]] = torch.arange(len(filled), device=device)
+    under = lookup[source, cy, cx]
     mask = torch.where((under >= 0)[:, None, None], inner[under.clamp_min(0)], torch.zeros((), device=device))
     return source, ty, tx, (2 * blurred).clamp_(0, 1) * (1 - mask)
 
@@ -271,6 +364,16 @@ LISTED_TILE_BYTES = 1700
 HALO_TILE_BYTES = 1200
 PRIMITIVE_BYTES = 240
 HALO_GRID_BYTES = 28
+
+
+def _longest_run(marked: torch.Tensor) -> int:
+    """The largest extent over the rows of marked bool [S,N] from its first True to its last (0: none)."""
+    if marked.shape[1] == 0:
+        return 0
+    index = torch.arange(marked.shape[1], device=marked.device)
+    last = torch.where(marked, index, -1).amax(1)
+    first = torch.where(marked, index, marked.shape[1]).amin(1)
+    return int((last - first + 1).clamp_min(0).max()) if marked.shape[0] else 0
 
 
 def overlay_memory(
@@ -291,20 +394,25 @@ def overlay_memory(
     count, grid_y, grid_x = masks.shape[0], height // TILE + 1, width // TILE + 1
     peak = tile_peaks(masks) if peak is None else peak
     pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
-    fill = F.pad(torch.isnan(peak) | (peak > 0), pad)
-    listed = _near(fill, False) if outlines else fill  # a superset: the tiles whose cells reach filled ones
-    per_source = listed.flatten(1).sum(1)
+    # per source, the tiles with mask in them, or with the cells reaching those (a superset of the listed)
+    cpu = _cpu_loops(peak)
+    per_source = cpu and cpu.listed_counts(peak.contiguous().numpy(), grid_y, grid_x, outlines)
+    if per_source is None:
+        fill = F.pad(torch.isnan(peak) | (peak > 0), pad)
+        per_source = (_near(fill, False) if outlines else fill).flatten(1).sum(1)
+    else:
+        per_source = torch.from_numpy(per_source)
     work = count * peak.shape[1] * width * 4 * 2  # the rows' maxima and their padding
     tiles, prims = int(per_source.sum()), int(per_source[objects.source].sum()) * (1 + outlines)
     if halo_width > 0:
+        fill = F.pad(torch.isnan(peak) | (peak > 0), pad)
         reach = math.ceil(halo_width / TILE) + 1  # tiles: the blur's 3 sigma = halo_width, and bilinear reads
         near = F.max_pool2d(fill[:, None].float(), 2 * reach + 1, stride=1, padding=reach)[:, 0] > 0
         halo = near.flatten(1).sum(1)
-        f = max(s for s in (1, 2, 4, 8) if s <= max(1.0, halo_width / 6))
-        work += (
-            int(halo.sum()) * HALO_TILE_BYTES
-            + count * (grid_y + 2 * reach) * (grid_x + 2 * reach) * (TILE // f) ** 2 * HALO_GRID_BYTES
-        )
+        f, _radius, margin = _halo_scale(halo_width)
+        # the blur's grids: every source's of the largest filled bounds, grown by the margin on each side
+        spans = [_longest_run(fill.any(axis)) + 2 * margin for axis in (2, 1)]
+        work += int(halo.sum()) * HALO_TILE_BYTES + count * spans[0] * spans[1] * (TILE // f) ** 2 * HALO_GRID_BYTES
         prims += int(halo[objects.source].sum())
     return work + tiles * LISTED_TILE_BYTES + prims * PRIMITIVE_BYTES
 
@@ -312,17 +420,31 @@ def overlay_memory(
 # -- the overlay ------------------------------------------------------------------------------------
 
 
-@dataclass
 class Overlay:
     """What `overlay` returns: the primitives and the atlas their sprites index (float [Ha,T]); per
     object, bounds float [K,4] (x1, y1, x2, y2 of its pixels above the threshold), centroid float [K,2]
-    (mask-weighted, of those pixels) and present bool [K] (any pixel above the threshold)."""
+    (mask-weighted, of those pixels) and present bool [K] (any pixel above the threshold). Those three are
+    found on first use (`find` returns them): an overlay drawn without labels never reads them."""
 
-    prims: Primitives
-    atlas: torch.Tensor
-    bounds: torch.Tensor
-    centroid: torch.Tensor
-    present: torch.Tensor
+    def __init__(self, prims: Primitives, atlas: torch.Tensor, find) -> None:
+        self.prims, self.atlas, self._find = prims, atlas, find
+
+    @functools.cached_property
+    def _found(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        found, self._find = self._find(), None  # the listed tiles it reads are let go
+        return found
+
+    @property
+    def bounds(self) -> torch.Tensor:
+        return self._found[0]
+
+    @property
+    def centroid(self) -> torch.Tensor:
+        return self._found[1]
+
+    @property
+    def present(self) -> torch.Tensor:
+        return self._found[2]
 
 
 def overlay(
@@ -349,13 +471,8 @@ def overlay(
     outlines = outline_width > 0 and outline_opacity > 0
     if count == 0 or masks.shape[0] == 0:
         none = torch.zeros(count, 4, device=device)
-        return Overlay(
-            empty(device),
-            torch.zeros(1, TILE, device=device),
-            none,
-            none[:, :2],
-            torch.zeros(count, dtype=torch.bool, device=device),
-        )
+        nothing = (none, none[:, :2], torch.zeros(count, dtype=torch.bool, device=device))
+        return Overlay(empty(device), torch.zeros(1, TILE, device=device), lambda: nothing)
     tiles = _list_tiles(masks, threshold, outlines, peak)
     frame = objects.frame.to(device)
     parts, planes, rows = [], [], 0
@@ -368,54 +485,58 @@ def overlay(
         planes.append(halo)
         rows += halo.shape[0] * TILE
 
-    filled = torch.nonzero(tiles.fill).squeeze(1)
-    inner = tiles.values[filled, 1:, 1:]
-    obj, pair = _per_object(objects, tiles.source[filled])
+    pieces = _contour_pieces(tiles, threshold) if outlines else None
+    cpu = _cpu_loops(masks)
+    built = cpu and cpu.fills_and_outlines(
+        tuple(field.numpy() for field in (tiles.source, tiles.ty, tiles.tx, tiles.values, tiles.fill)),
+        tuple(field.numpy() for field in pieces) if outlines else _NO_PIECES,
+        objects.source.numpy(),
+        frame.numpy(),
+        colors.contiguous().numpy(),
+        opacity,
+        outline_opacity if outlines else 0.0,
+        outline_width / 2,
+        rows,
+        height,
+        width,
+    )
+    if built is not None:  # numba's loop: what _fills_and_outlines makes, in one pass
+        *fields, fill_planes = (torch.from_numpy(field) for field in built)
+        parts.append(Primitives(*fields))
+    else:
+        _fills_and_outlines(objects, tiles, pieces, frame, colors, opacity, outline_width, outline_opacity, rows, parts)
+        fill_planes = tiles.values[tiles.fill, 1:, 1:]
     if opacity > 0:
+        planes.append(fill_planes)
+
+    def find():  # the pixels above the threshold of each object: its bounds, centroid and presence
+        low, high, sums = _extents(tiles, masks.shape[0], height, width, threshold)
+        source = objects.source.to(device)
+        centroid = sums[source, 1:] / sums[source, :1].clamp_min(1e-12)
+        return torch.cat([low[source], high[source]], 1), centroid, sums[source, 0] > 0
+
+    atlas = torch.cat([p.reshape(-1, TILE) for p in planes]) if planes else torch.zeros(1, TILE, device=device)
+    return Overlay(concat(*parts) if parts else empty(device), atlas, find)
+
+
+def _fills_and_outlines(objects, tiles, pieces, frame, colors, opacity, outline_width, outline_opacity, rows, parts):
+    """The torch path of the fills (a sprite per filled tile of each object, its plane at atlas row `rows`
+    on) and outlines (pieces: the tiles' contour pieces, or None), appended to parts."""
+    filled = torch.nonzero(tiles.fill).squeeze(1)
+    if opacity > 0:
+        obj, pair = _per_object(objects, tiles.source[filled])
         color = F.pad(colors[obj], (0, 1), value=float(opacity))
+        height, width = objects.masks.shape[1:]
         parts.append(
             _tile_sprites(frame[obj], tiles.ty[filled][pair], tiles.tx[filled][pair], pair, rows, height, width, color)
         )
-        planes.append(inner)
-        rows += inner.shape[0] * TILE
-
-    if outlines:
-        owner, a, b = _contour_pieces(tiles, threshold)
+    if pieces is not None:
+        owner, a, b = pieces
         obj_o, piece = _per_object(objects, tiles.source[owner])
         color = F.pad(colors[obj_o], (0, 1), value=float(outline_opacity))
         lines = segments(frame[obj_o], a[piece], b[piece], float(outline_width), color)
         lines.group = obj_o  # an object's pieces are one shape: drawn once where they meet
         parts.append(lines)
-
-    # the pixels above the threshold of each object: its bounds and its centroid
-    g = torch.arange(TILE, device=device)
-    ys = (tiles.ty[filled] * TILE)[:, None, None] + g[:, None]
-    xs = (tiles.tx[filled] * TILE)[:, None, None] + g[None, :]
-    above = inner > threshold
-    weight = inner * above
-    big = torch.tensor(float(max(height, width) + 1), device=device)
-    low = torch.stack(
-        [torch.where(above, xs.float(), big).amin((1, 2)), torch.where(above, ys.float(), big).amin((1, 2))], 1
-    )
-    high = torch.stack(
-        [torch.where(above, xs + 1.0, -big).amax((1, 2)), torch.where(above, ys + 1.0, -big).amax((1, 2))], 1
-    )
-    sums = torch.stack([weight.sum((1, 2)), (weight * (xs + 0.5)).sum((1, 2)), (weight * (ys + 0.5)).sum((1, 2))], 1)
-    sources = masks.shape[0]
-    src = tiles.source[filled]
-    low_s = torch.full((sources, 2), float(big), device=device).scatter_reduce(
-        0, src[:, None].expand(-1, 2), low, "amin"
-    )
-    high_s = torch.full((sources, 2), -float(big), device=device).scatter_reduce(
-        0, src[:, None].expand(-1, 2), high, "amax"
-    )
-    sums_s = torch.zeros(sources, 3, device=device).index_add_(0, src, sums)
-    source = objects.source.to(device)
-    present = sums_s[source, 0] > 0
-    centroid = sums_s[source, 1:] / sums_s[source, :1].clamp_min(1e-12)
-    bounds = torch.cat([low_s[source], high_s[source]], 1)
-    atlas = torch.cat([p.reshape(-1, TILE) for p in planes]) if planes else torch.zeros(1, TILE, device=device)
-    return Overlay(concat(*parts) if parts else empty(device), atlas, bounds, centroid, present)
 
 
 def with_labels(drawn: Overlay, tags: Primitives, label_atlas: torch.Tensor | None) -> tuple[Primitives, torch.Tensor]:

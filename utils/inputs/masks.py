@@ -137,8 +137,11 @@ def objects_in_frames(objects: MaskObjects, start: int, stop: int) -> tuple[Mask
     index = torch.nonzero((objects.frame >= start) & (objects.frame < stop)).squeeze(1)
     used, source = torch.unique(objects.source[index], return_inverse=True)
     chosen = index.tolist()
+    first = int(used[0]) if len(used) else 0
+    # consecutive sources (a video's objects, frame after frame) are a view of the masks, not a copy
+    consecutive = len(used) == 0 or int(used[-1]) - first + 1 == len(used)
     return MaskObjects(
-        objects.masks[used],
+        objects.masks[first : first + len(used)] if consecutive else objects.masks[used],
         source,
         objects.frame[index] - start,
         objects.slot[index],

@@ -1,0 +1,132 @@
+"""The mask overlay's passes on the CPU (utils/gpu_rendering/masks_cpu.py, numba's loops; chosen by
+masks._cpu_loops) against the torch path of masks.py: the same tile peaks, listed tiles, values and outline
+pieces bit for bit, the objects' bounds exactly and their centroid sums to float32 rounding (the order of
+the additions differs), and the Mask Renderer's outputs bit for bit."""
+
+import pytest
+import torch
+
+from rasterkit.nodes.masks import MaskRenderer
+from rasterkit.utils.gpu_rendering import masks as M
+from rasterkit.utils.gpu_rendering import masks_cpu
+
+
+def torch_path(monkeypatch, fn, *args, **kwargs):
+    with monkeypatch.context() as patch:
+        patch.setattr(M, "_cpu_loops", lambda masks: None)
+        return fn(*args, **kwargs)
+
+
+def soft_masks(count=3, height=61, width=83):
+    """Soft blobs (values between the levels) with a NaN patch, infinities and values past 1; the sizes are
+    no multiples of the tile, and the last blob touches the frame's bottom right corner."""
+    g = torch.Generator().manual_seed(3)
+    masks = (torch.rand(count, 1, height, width, generator=g) > 0.55).float()
+    masks = torch.nn.functional.avg_pool2d(masks, 5, 1, 2)[:, 0]
+    masks[0, 3:7, 4:9] = float("nan")
+    masks[1, 0, 0], masks[1, 5, 5] = float("inf"), -float("inf")
+    masks[2, -3:, -4:] = 2.0
+    return masks
+
+
+def test_the_loops_are_taken(monkeypatch):
+    calls = []
+    names = ("tile_peaks", "listed_counts", "list_tiles", "contour_pieces", "fills_and_outlines", "extents")
+    for name in names:
+        loop = getattr(masks_cpu, name)
+        monkeypatch.setattr(masks_cpu, name, lambda *a, loop=loop, name=name: calls.append(name) or loop(*a))
+    MaskRenderer.run(torch.zeros(1, 61, 83, 3), masks=soft_masks(), labels="id")
+    assert sorted(set(calls)) == sorted(names)
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.1, 0.3, 0.5])
+@pytest.mark.parametrize("outlines", [True, False])
+def test_tiles_pieces_and_extents_match_the_torch_path(monkeypatch, threshold, outlines):
+    masks = soft_masks()
+    peak = M.tile_peaks(masks)
+    expected_peak = torch_path(monkeypatch, M.tile_peaks, masks)
+    assert torch.equal(peak.isnan(), expected_peak.isnan()) and bool(peak.isnan().any())
+    assert torch.equal(peak.nan_to_num(-1.0), expected_peak.nan_to_num(-1.0))
+    ours = M._list_tiles(masks, threshold, outlines, peak)
+    theirs = torch_path(monkeypatch, M._list_tiles, masks, threshold, outlines, peak)
+    for field in ("source", "ty", "tx", "values", "fill", "cells"):
+        a, b = getattr(ours, field), getattr(theirs, field)
+        assert a.dtype == b.dtype and torch.equal(a, b), field
+    assert bool(ours.cells.any()) == outlines
+    pieces = M._contour_pieces(ours, threshold)
+    expected = torch_path(monkeypatch, M._contour_pieces, theirs, threshold)
+    assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(pieces, expected, strict=True))
+    assert len(pieces[0]) == 0 or outlines
+    (low, high, sums), (low_t, high_t, sums_t) = (
+        M._extents(ours, 3, 61, 83, threshold),
+        torch_path(monkeypatch, M._extents, theirs, 3, 61, 83, threshold),
+    )
+    assert torch.equal(low, low_t) and torch.equal(high, high_t)
+    assert sums.dtype == sums_t.dtype and torch.allclose(sums, sums_t, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("outlines", [True, False])
+@pytest.mark.parametrize("halo", [0.0, 9.0])
+def test_the_memory_estimate_matches_the_torch_path(monkeypatch, outlines, halo):
+    from rasterkit.utils.inputs.masks import from_masks
+
+    for masks in (soft_masks(), torch.zeros(2, 30, 40)):
+        objects = from_masks(masks, 1)
+        ours = M.overlay_memory(objects, *masks.shape[1:], 0.5, outlines, halo)
+        assert ours == torch_path(monkeypatch, M.overlay_memory, objects, *masks.shape[1:], 0.5, outlines, halo)
+
+
+def test_tile_peaks_of_whole_and_partial_bands(monkeypatch):
+    """Bands of 8 rows take the unrolled loop, the last band of 5 rows the general one."""
+    g = torch.Generator().manual_seed(1)
+    masks = torch.rand(2, 45, 30, generator=g) - 0.5
+    masks[1, 41, 29] = float("nan")
+    peak = M.tile_peaks(masks)
+    expected = torch_path(monkeypatch, M.tile_peaks, masks)
+    assert torch.equal(peak.nan_to_num(-9.0), expected.nan_to_num(-9.0)) and bool(peak[1, 5, 3].isnan())
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"halo_width": 6.0},
+        {"opacity": 0.0},
+        {"outline_width": 0.0},
+        {"outline_opacity": 0.0, "opacity": 0.3, "halo_width": 4.0},
+        {"outline_width": 3.5, "threshold": 0.2},
+    ],
+)
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_overlays_primitives_match_the_torch_path(monkeypatch, options, shared):
+    """Every field of the fills' and outlines' primitives and the atlas, bit for bit; `shared`: one source
+    shown on three frames (its pairs are each object's), else an object per source on two frames."""
+    from rasterkit.utils.inputs.masks import from_masks
+
+    masks = soft_masks()
+    objects = from_masks(masks[:1], 3) if shared else from_masks(torch.cat([masks, masks.flip(0)]), 2)
+    colors = torch.rand(len(objects), 3, generator=torch.Generator().manual_seed(4))
+    ours = M.overlay(objects, 61, 83, colors, **options)
+    theirs = torch_path(monkeypatch, M.overlay, objects, 61, 83, colors, **options)
+    for a, b in zip(ours.prims.fields(), theirs.prims.fields(), strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    assert torch.equal(ours.atlas, theirs.atlas) and len(ours.prims) == len(theirs.prims) > 0
+    assert torch.equal(ours.bounds, theirs.bounds) and torch.equal(ours.present, theirs.present)
+    assert torch.allclose(ours.centroid, theirs.centroid, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"halo_width": 6.0, "labels": "id"},
+        {"labels": "id", "label_position": "center", "label_size": 8, "mask_threshold": 0.3},
+        {"opacity": 0.0, "mask_threshold": 0.0, "outline_width": 1.5},
+    ],
+)
+def test_the_node_draws_the_torch_paths_pixels(monkeypatch, options):
+    masks = soft_masks()
+    images = torch.rand(1, 61, 83, 3, generator=torch.Generator().manual_seed(2))
+    ours = MaskRenderer.run(images, masks=masks, **options)
+    expected = torch_path(monkeypatch, MaskRenderer.run, images, masks=masks, **options)
+    assert all(torch.equal(a, b) for a, b in zip(ours, expected, strict=True))

@@ -1,0 +1,479 @@
+"""The mask overlay's passes over the masks compiled for the CPU by numba (masks.py chooses them where numba
+runs): the tile peaks in one read of every mask, then the listed tiles' pixels, their marching-squares pieces
+and the objects' bounds and centroid sums, each a loop over the listed tiles only. The same tiles, values
+and pieces as the torch path's (its float32 arithmetic, its order), without its frame-sized temporaries and
+its hundreds of small operations: on the CPU those cost several times the one read of the masks.
+
+All run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never more).
+Compiled on first use and cached beside this file.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ..core.numba import falls_back, jit, torch_threads
+from .constants import (
+    N_PARAMS,
+    SEGMENT,
+    SEGMENT_AX,
+    SEGMENT_AY,
+    SEGMENT_BX,
+    SEGMENT_BY,
+    SEGMENT_HALF_WIDTH,
+    SPRITE,
+    SPRITE_ATLAS_Y,
+    SPRITE_HEIGHT,
+    SPRITE_WIDTH,
+    SPRITE_X0,
+    SPRITE_Y0,
+    TILE,
+)
+
+# Marching squares (masks._CASES, the torch path's table): the edges joined by each case's two pieces
+# (-1: none), cases 16 and 17 the saddles whose centre is inside
+_CASE_EDGES = np.array(
+    [
+        [-1, -1, -1, -1],
+        [3, 0, -1, -1],
+        [0, 1, -1, -1],
+        [3, 1, -1, -1],
+        [1, 2, -1, -1],
+        [3, 0, 1, 2],
+        [0, 2, -1, -1],
+        [2, 3, -1, -1],
+        [2, 3, -1, -1],
+        [0, 2, -1, -1],
+        [0, 1, 2, 3],
+        [1, 2, -1, -1],
+        [3, 1, -1, -1],
+        [0, 1, -1, -1],
+        [3, 0, -1, -1],
+        [-1, -1, -1, -1],
+        [0, 1, 2, 3],
+        [3, 0, 1, 2],
+    ],
+    np.int64,
+)
+
+
+@jit(inline="always")
+def _larger(a, b):
+    return a if a > b else b
+
+
+@jit(parallel=True)
+def _tile_peaks(masks):
+    """masks.tile_peaks of float32 masks [M,H,W]: each band of T rows of a mask read once (8 rows at a time
+    where the band is whole: each column's maximum in registers), then each tile's maximum of its columns;
+    NaN where a tile holds a NaN (a tile whose values sum to a non-finite is read again to tell a NaN from an
+    infinity)."""
+    count, height, width = masks.shape
+    rows, columns = (height + TILE - 1) // TILE, (width + TILE - 1) // TILE
+    peak = np.empty((count, rows, columns), np.float32)
+    for job in numba.prange(count * rows):
+        m, ty = job // rows, job % rows
+        y0 = ty * TILE
+        y1 = min(y0 + TILE, height)
+        best = np.empty(width, np.float32)  # each column's maximum over the band
+        odd = np.empty(width, np.float32)  # 0, or NaN where the column holds a NaN or an infinity
+        if y1 - y0 == 8:
+            r0, r1, r2, r3 = masks[m, y0], masks[m, y0 + 1], masks[m, y0 + 2], masks[m, y0 + 3]
+            r4, r5, r6, r7 = masks[m, y0 + 4], masks[m, y0 + 5], masks[m, y0 + 6], masks[m, y0 + 7]
+            for x in range(width):
+                v0, v1, v2, v3, v4, v5, v6, v7 = r0[x], r1[x], r2[x], r3[x], r4[x], r5[x], r6[x], r7[x]
+                best[x] = _larger(_larger(_larger(v0, v1), _larger(v2, v3)), _larger(_larger(v4, v5), _larger(v6, v7)))
+                odd[x] = (((v0 - v0) + (v1 - v1)) + ((v2 - v2) + (v3 - v3))) + (
+                    ((v4 - v4) + (v5 - v5)) + ((v6 - v6) + (v7 - v7))
+                )
+        else:
+            for x in range(width):
+                best[x] = masks[m, y0, x]
+                odd[x] = best[x] - best[x]
+            for y in range(y0 + 1, y1):
+                row = masks[m, y]
+                for x in range(width):
+                    v = row[x]
+                    best[x] = _larger(v, best[x])
+                    odd[x] += v - v
+        for tx in range(columns):
+            x0, x1 = tx * TILE, min(tx * TILE + TILE, width)
+            top, check = best[x0], odd[x0]
+            for x in range(x0 + 1, x1):
+                top = _larger(best[x], top)
+                check += odd[x]
+            if check != 0:  # a NaN or an infinity: NaN where a NaN is (it wins the torch path's maximum)
+                for y in range(y0, y1):
+                    for x in range(x0, x1):
+                        if masks[m, y, x] != masks[m, y, x]:
+                            top = np.float32(np.nan)
+            peak[m, ty, tx] = top
+    return peak
+
+
+@jit(inline="always")
+def _unit(v):
+    """nan_to_num(v, nan=0, posinf=1, neginf=0) clamped to 0..1, as selects."""
+    v = v if v > np.float32(0.0) else np.float32(0.0)  # NaN and -inf: 0
+    return v if v < np.float32(1.0) else np.float32(1.0)
+
+
+@jit(inline="always")
+def _near(grid, m, y, x, outside):
+    """masks._near: grid [M,Y,X] is True at (m, y, x) or the tile above, to the left or above-left of it
+    (`outside` beyond the grid)."""
+    up, left = y > 0, x > 0
+    return (
+        grid[m, y, x]
+        or (grid[m, y - 1, x] if up else outside)
+        or (grid[m, y, x - 1] if left else outside)
+        or (grid[m, y - 1, x - 1] if up and left else outside)
+    )
+
+
+@jit(inline="always")
+def _filled_bounds(peak, m):
+    """The first row, stop row, first column and stop column of the tiles with mask in them (a peak above
+    0 or NaN) of source m; stop row 0 where there are none."""
+    top, bottom, left, right = peak.shape[1], 0, peak.shape[2], 0
+    for y in range(peak.shape[1]):
+        row = peak[m, y]
+        for x in range(peak.shape[2]):
+            v = row[x]
+            if v != v or v > 0:
+                top, bottom = min(top, y), y + 1
+                left, right = min(left, x), max(right, x + 1)
+    return top, bottom, left, right
+
+
+@jit(parallel=True)
+def _listed_counts(peak, grid_y, grid_x, outlines):
+    """masks.overlay_memory's count per source of the tiles (of a grid_y x grid_x grid) with mask in them,
+    or, with outlines, with it in them or above, left or above-left of them; int64 [M]."""
+    count = peak.shape[0]
+    counts = np.zeros(count, np.int64)
+    for m in numba.prange(count):
+        top, bottom, left, right = _filled_bounds(peak, m)
+        n = 0
+        for y in range(top, min(bottom + outlines, grid_y)):
+            for x in range(left, min(right + outlines, grid_x)):
+                filled = False
+                for dy in range(2 if outlines else 1):
+                    for dx in range(2 if outlines else 1):
+                        yy, xx = y - dy, x - dx
+                        if 0 <= yy < peak.shape[1] and 0 <= xx < peak.shape[2]:
+                            v = peak[m, yy, xx]
+                            filled = filled or v != v or v > 0
+                n += filled
+        counts[m] = n
+    return counts
+
+
+@jit(parallel=True)
+def _list_tiles(masks, peak, threshold, outlines):
+    """masks._list_tiles with the masks' tile peaks known: the same pairs in the same order, values and
+    flags. The grid's extra row and column (the cells on the bottom and right edges) have no peak."""
+    count, height, width = masks.shape
+    grid_y, grid_x = height // TILE + 1, width // TILE + 1
+    fill = np.zeros((count, grid_y, grid_x), np.bool_)
+    reach = np.zeros((count, grid_y, grid_x), np.bool_)  # the tiles whose cells reach a tile above the level
+    starts = np.zeros(count + 1, np.int64)  # the pairs of each source, then where they start
+    # each source's listed tiles lie within the bounds of its filled ones (above the level is filled too),
+    # one more row and column down and right (the cells reaching them): the grids are worked there only
+    span = np.zeros((count, 4), np.int64)  # first row, stop row, first column, stop column
+    for m in numba.prange(count):
+        top, bottom, left, right = _filled_bounds(peak, m)
+        if bottom == 0:
+            continue
+        bottom, right = min(bottom + outlines, grid_y), min(right + outlines, grid_x)
+        span[m, 0], span[m, 1], span[m, 2], span[m, 3] = top, bottom, left, right
+        for y in range(top, min(bottom, peak.shape[1])):
+            for x in range(left, min(right, peak.shape[2])):
+                v = peak[m, y, x]
+                fill[m, y, x] = v != v or v > 0
+                reach[m, y, x] = outlines and (v != v or v > threshold)
+        if outlines:  # from the bottom right: each tile's own above-threshold flag is read before it changes
+            for y in range(bottom - 1, top - 1, -1):
+                for x in range(right - 1, left - 1, -1):
+                    reach[m, y, x] = _near(reach, m, y, x, False)
+        n = 0
+        for y in range(top, bottom):
+            for x in range(left, right):
+                n += fill[m, y, x] or reach[m, y, x]
+        starts[m + 1] = n
+    for m in range(count):
+        starts[m + 1] += starts[m]
+    pairs = starts[count]
+    source, ty, tx = np.empty(pairs, np.int64), np.empty(pairs, np.int64), np.empty(pairs, np.int64)
+    fills, cells = np.empty(pairs, np.bool_), np.empty(pairs, np.bool_)
+    values = np.empty((pairs, TILE + 1, TILE + 1), np.float32)
+    below = np.ones((count, grid_y, grid_x), np.bool_)  # a cell is under the level here (not listed: yes)
+    for m in numba.prange(count):
+        p = starts[m]
+        for y in range(span[m, 0], span[m, 1]):
+            for x in range(span[m, 2], span[m, 3]):
+                if not (fill[m, y, x] or reach[m, y, x]):
+                    continue
+                source[p], ty[p], tx[p], fills[p], cells[p] = m, y, x, fill[m, y, x], reach[m, y, x]
+                low = False  # a pixel of the tile (not of its one-pixel border) at or below the level
+                x0 = x * TILE - 1
+                whole_row = x0 >= 0 and x0 + TILE < width  # the row's T + 1 pixels lie in the frame
+                for i in range(TILE + 1):
+                    yy = y * TILE - 1 + i
+                    out = values[p, i]
+                    if yy < 0 or yy >= height:
+                        out[:] = np.float32(0.0)
+                        low = low or i > 0
+                        continue
+                    row = masks[m, yy]
+                    for j in range(TILE + 1):
+                        v = np.float32(0.0)
+                        if whole_row or 0 <= x0 + j < width:
+                            v = _unit(row[x0 + j])
+                        out[j] = v
+                    if i > 0:
+                        for j in range(1, TILE + 1):
+                            low = low or out[j] <= threshold
+                below[m, y, x] = low
+                p += 1
+    if outlines:
+        # a cell crosses the level only where its tiles hold values on both sides of it
+        for p in numba.prange(pairs):
+            cells[p] = cells[p] and _near(below, source[p], ty[p], tx[p], True)
+    return source, ty, tx, values, fills, cells
+
+
+@jit(inline="always")
+def _cross(lo, hi, threshold):
+    """Where the level crosses an edge from lo to hi, 0..1 along it (masks._contour_pieces' cross)."""
+    step = np.float32(1.0) if hi == lo else hi - lo
+    return min(max((threshold - lo) / step, np.float32(0.0)), np.float32(1.0))
+
+
+@jit(inline="always")
+def _case(values, p, cy, cx, threshold):
+    """The marching-squares case of cell (cy, cx) of pair p: 0..15, 16 and 17 for the saddles whose centre
+    is inside."""
+    c00, c01 = values[p, cy, cx], values[p, cy, cx + 1]
+    c10, c11 = values[p, cy + 1, cx], values[p, cy + 1, cx + 1]
+    case = (c00 > threshold) + 2 * (c01 > threshold) + 4 * (c11 > threshold) + 8 * (c10 > threshold)
+    if (case == 5 or case == 10) and (c00 + c01 + c10 + c11) / np.float32(4.0) > threshold:
+        case = case // 5 + 15
+    return case
+
+
+@jit(parallel=True)
+def _contour_pieces(values, ty, tx, cells, threshold, table):
+    """masks._contour_pieces: the pieces of every cell of the pairs with cells, pair after pair, cell after
+    cell (row-major), a cell's first piece first: owner int64 [S], a, b float32 [S,2]."""
+    keep = np.flatnonzero(cells)
+    first = np.zeros(keep.shape[0] + 1, np.int64)
+    for k in numba.prange(keep.shape[0]):
+        n = 0
+        for cy in range(TILE):
+            for cx in range(TILE):
+                case = _case(values, keep[k], cy, cx, threshold)
+                n += (table[case, 0] >= 0) + (table[case, 2] >= 0)
+        first[k + 1] = n
+    for k in range(keep.shape[0]):
+        first[k + 1] += first[k]
+    owner = np.empty(first[-1], np.int64)
+    a, b = np.empty((first[-1], 2), np.float32), np.empty((first[-1], 2), np.float32)
+    for k in numba.prange(keep.shape[0]):
+        p, s = keep[k], first[k]
+        edges = np.empty((4, 2), np.float32)
+        for cy in range(TILE):
+            for cx in range(TILE):
+                case = _case(values, p, cy, cx, threshold)
+                if table[case, 0] < 0:
+                    continue
+                a00, a01 = values[p, cy, cx], values[p, cy, cx + 1]
+                a10, a11 = values[p, cy + 1, cx], values[p, cy + 1, cx + 1]
+                x = np.float32(tx[p] * TILE - 1 + cx) + np.float32(0.5)  # the cell's top-left pixel centre
+                y = np.float32(ty[p] * TILE - 1 + cy) + np.float32(0.5)
+                edges[0, 0], edges[0, 1] = x + _cross(a00, a01, threshold), y
+                edges[1, 0], edges[1, 1] = x + np.float32(1.0), y + _cross(a01, a11, threshold)
+                edges[2, 0], edges[2, 1] = x + _cross(a10, a11, threshold), y + np.float32(1.0)
+                edges[3, 0], edges[3, 1] = x, y + _cross(a00, a10, threshold)
+                for piece in range(2):
+                    if table[case, 2 * piece] < 0:
+                        continue
+                    owner[s] = p
+                    a[s, 0], a[s, 1] = edges[table[case, 2 * piece], 0], edges[table[case, 2 * piece], 1]
+                    b[s, 0], b[s, 1] = edges[table[case, 2 * piece + 1], 0], edges[table[case, 2 * piece + 1], 1]
+                    s += 1
+    return owner, a, b
+
+
+@jit(parallel=True)
+def _extents(values, fills, source, ty, tx, sources, threshold, far):
+    """The pixels above the threshold of the filled pairs of each source: low float32 [M,2] (the smallest
+    x and y), high [M,2] (the largest + 1), sums [M,3] (the mask's sum and its sums weighted by the pixel
+    centres' x and y), tile by tile in pair order as the torch path adds them (far and -far: none). The
+    sources in parallel (their pairs are consecutive)."""
+    low = np.full((sources, 2), far, np.float32)
+    high = np.full((sources, 2), -far, np.float32)
+    sums = np.zeros((sources, 3), np.float32)
+    first = np.searchsorted(source, np.arange(sources + 1))
+    for m in numba.prange(sources):
+        for p in range(first[m], first[m + 1]):
+            if not fills[p]:
+                continue
+            total, along_x, along_y = np.float32(0.0), np.float32(0.0), np.float32(0.0)
+            for i in range(TILE):
+                yy = np.float32(ty[p] * TILE + i)
+                for j in range(TILE):
+                    v = values[p, i + 1, j + 1]
+                    if v > threshold:
+                        xx = np.float32(tx[p] * TILE + j)
+                        low[m, 0], low[m, 1] = min(low[m, 0], xx), min(low[m, 1], yy)
+                        high[m, 0] = max(high[m, 0], xx + np.float32(1.0))
+                        high[m, 1] = max(high[m, 1], yy + np.float32(1.0))
+                        total += v
+                        along_x += v * (xx + np.float32(0.5))
+                        along_y += v * (yy + np.float32(0.5))
+            sums[m, 0] += total
+            sums[m, 1] += along_x
+            sums[m, 2] += along_y
+    return low, high, sums
+
+
+@jit(parallel=True)
+def _fills_and_outlines(
+    values, fills, source, ty, tx, owner, a, b, shown, frame, colors, fill_alpha, line_alpha, half, row0, height, width
+):
+    """masks.overlay's fills and outlines as the torch path builds them (sprites() of _tile_sprites, then
+    segments(), one group per object's pieces), in one pass: object after object, each its source's filled
+    pairs, then object after object its source's pieces. fill_alpha 0: no fills; line_alpha 0: no outlines.
+    Returns the fields frame, kind, params, color, bounds, group (fills one group each, each object's pieces
+    one) and the atlas of the filled pairs' planes [F*T,T] (the fills' atlas rows from row0)."""
+    pairs, objects, sources = values.shape[0], shown.shape[0], 0
+    for k in range(objects):
+        sources = max(sources, shown[k] + 1)
+    # where each source's filled pairs and pieces start (both are listed source after source)
+    filled_at, pieces_at = np.zeros(sources + 1, np.int64), np.zeros(sources + 1, np.int64)
+    for p in range(pairs):
+        if fills[p] and source[p] < sources:
+            filled_at[source[p] + 1] += 1
+    for s in range(owner.shape[0]):
+        if source[owner[s]] < sources:
+            pieces_at[source[owner[s]] + 1] += 1
+    for m in range(sources):
+        filled_at[m + 1] += filled_at[m]
+        pieces_at[m + 1] += pieces_at[m]
+    n_planes = 0
+    for p in range(pairs):
+        n_planes += fills[p]
+    filled = np.empty(n_planes, np.int64)  # the filled pairs, in order: plane f of the atlas is filled[f]'s
+    f = 0
+    for p in range(pairs):
+        if fills[p]:
+            filled[f] = p
+            f += 1
+    atlas = np.empty((n_planes * TILE if fill_alpha > 0 else 0, TILE), np.float32)
+    for f in numba.prange(n_planes if fill_alpha > 0 else 0):
+        for i in range(TILE):
+            for j in range(TILE):
+                atlas[f * TILE + i, j] = values[filled[f], i + 1, j + 1]
+    # each object's first fill and first piece among the primitives
+    first_fill, first_piece = np.zeros(objects + 1, np.int64), np.zeros(objects + 1, np.int64)
+    for k in range(objects):
+        m = shown[k]
+        first_fill[k + 1] = first_fill[k] + ((filled_at[m + 1] - filled_at[m]) if fill_alpha > 0 else 0)
+        first_piece[k + 1] = first_piece[k] + ((pieces_at[m + 1] - pieces_at[m]) if line_alpha > 0 else 0)
+    n_fill, total = first_fill[objects], first_fill[objects] + first_piece[objects]
+    out_frame, out_kind = np.empty(total, np.int64), np.empty(total, np.int64)
+    params = np.zeros((total, N_PARAMS), np.float32)
+    color, bounds = np.empty((total, 4), np.float32), np.empty((total, 4), np.float32)
+    group = np.empty(total, np.int64)
+    reach = max(half, np.float32(0.5)) + np.float32(1.0)
+    for k in numba.prange(objects):
+        m = shown[k]
+        for i in range(first_fill[k + 1] - first_fill[k]):
+            q, f = first_fill[k] + i, filled_at[m] + i
+            p = filled[f]
+            x0, y0 = np.float32(tx[p] * TILE), np.float32(ty[p] * TILE)
+            rect_w = np.float32(min(width - tx[p] * TILE, TILE))
+            rect_h = np.float32(min(height - ty[p] * TILE, TILE))
+            out_frame[q], out_kind[q], group[q] = frame[k], SPRITE, q
+            params[q, SPRITE_X0], params[q, SPRITE_Y0] = x0, y0
+            params[q, SPRITE_WIDTH], params[q, SPRITE_HEIGHT] = rect_w, rect_h
+            params[q, SPRITE_ATLAS_Y] = np.float32(row0 + f * TILE)
+            color[q, 0], color[q, 1], color[q, 2], color[q, 3] = colors[k, 0], colors[k, 1], colors[k, 2], fill_alpha
+            # to the last pixels' centres (masks._tile_sprites)
+            bounds[q, 0], bounds[q, 1] = x0, y0
+            bounds[q, 2], bounds[q, 3] = (x0 + rect_w) - np.float32(0.5), (y0 + rect_h) - np.float32(0.5)
+        for i in range(first_piece[k + 1] - first_piece[k]):
+            q, s = n_fill + first_piece[k] + i, pieces_at[m] + i
+            out_frame[q], out_kind[q], group[q] = frame[k], SEGMENT, n_fill + k
+            ax, ay, bx, by = a[s, 0], a[s, 1], b[s, 0], b[s, 1]
+            params[q, SEGMENT_AX], params[q, SEGMENT_AY], params[q, SEGMENT_BX], params[q, SEGMENT_BY] = ax, ay, bx, by
+            params[q, SEGMENT_HALF_WIDTH] = half
+            color[q, 0], color[q, 1], color[q, 2], color[q, 3] = colors[k, 0], colors[k, 1], colors[k, 2], line_alpha
+            bounds[q, 0], bounds[q, 1] = min(ax, bx) - reach, min(ay, by) - reach
+            bounds[q, 2], bounds[q, 3] = max(ax, bx) + reach, max(ay, by) + reach
+    return out_frame, out_kind, params, color, bounds, group, atlas
+
+
+@falls_back
+def tile_peaks(masks: np.ndarray) -> np.ndarray:
+    """masks.tile_peaks of float32 masks [M,H,W] (C-contiguous)."""
+    torch_threads()
+    return _tile_peaks(masks)
+
+
+@falls_back
+def list_tiles(masks: np.ndarray, peak: np.ndarray, threshold: float, outlines: bool) -> tuple:
+    """masks._list_tiles' fields (source, ty, tx, values, fill, cells) of float32 masks [M,H,W] and their
+    tile peaks (float32, C-contiguous)."""
+    torch_threads()
+    return _list_tiles(masks, peak, np.float32(threshold), outlines)
+
+
+@falls_back
+def listed_counts(peak: np.ndarray, grid_y: int, grid_x: int, outlines: bool) -> np.ndarray:
+    """_listed_counts of the masks' tile peaks (float32, C-contiguous)."""
+    torch_threads()
+    return _listed_counts(peak, grid_y, grid_x, outlines)
+
+
+@falls_back
+def contour_pieces(values, ty, tx, cells, threshold: float) -> tuple:
+    """masks._contour_pieces of the listed tiles' fields: (owner, a, b)."""
+    torch_threads()
+    return _contour_pieces(values, ty, tx, cells, np.float32(threshold), _CASE_EDGES)
+
+
+@falls_back
+def fills_and_outlines(
+    tiles: tuple, pieces: tuple, shown, frame, colors, fill_alpha, line_alpha, half, row0, height, width
+):
+    """_fills_and_outlines of the listed tiles' fields (source, ty, tx, values, fill) and the pieces (owner,
+    a, b) for objects showing sources `shown` on frames `frame` (int64 [K]) in colors float32 [K,3]."""
+    torch_threads()
+    source, ty, tx, values, fills = tiles
+    return _fills_and_outlines(
+        values,
+        fills,
+        source,
+        ty,
+        tx,
+        *pieces,
+        shown,
+        frame,
+        colors,
+        np.float32(fill_alpha),
+        np.float32(line_alpha),
+        np.float32(half),
+        row0,
+        height,
+        width,
+    )
+
+
+@falls_back
+def extents(values, fills, source, ty, tx, sources: int, threshold: float, far: float) -> tuple:
+    """The objects' bounds and centroid sums per source (see _extents): (low, high, sums)."""
+    torch_threads()
+    return _extents(values, fills, source, ty, tx, sources, np.float32(threshold), np.float32(far))
