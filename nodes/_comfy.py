@@ -8,6 +8,7 @@ import functools
 import importlib
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -132,12 +133,23 @@ def draw_overlay_in_windows(
 def comfy_module(name: str, *needed: str):
     """ComfyUI's module `name` when it imports and has every attribute in `needed`, else None. That the
     import works is not enough: a folder named like it on sys.path (a ComfyUI checkout cloned as comfy/
-    beside the pack, whose root has a utils/ package) imports as a package without them."""
-    try:
-        module = importlib.import_module(name)
-    except ImportError:
-        return None
+    beside the pack, whose root has a utils/ package) imports as a package without them. A name that
+    failed to import is not searched for again (~0.6 ms each time outside ComfyUI), unless a module of
+    that name has been put in sys.modules since."""
+    module = sys.modules.get(name)
+    if module is None:
+        if name in _not_importable:
+            return None
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            if name not in sys.modules:  # not a None put there to block it for a while (tests)
+                _not_importable.add(name)
+            return None
     return module if all(hasattr(module, attribute) for attribute in needed) else None
+
+
+_not_importable: set = set()
 
 
 def _model_management():

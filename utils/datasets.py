@@ -400,7 +400,10 @@ def _pngs_1bit(rows: np.ndarray, width: int) -> list[bytes]:
     tail, idat = _chunk(b"IEND", b""), zlib.crc32(b"IDAT")
     pngs = []
     for image in rows:
-        data = isal_zlib.compress(image, 1)
+        # a stream of its own: isal_zlib.compress (stateless) left small plots' bytes depending on what the
+        # thread had deflated before (a hash table not wholly reset; the same pixels, other bytes)
+        stream = isal_zlib.compressobj(1)
+        data = stream.compress(image) + stream.flush()
         size, crc = struct.pack(">I", len(data)), struct.pack(">I", zlib.crc32(data, idat))
         pngs.append(b"".join((head, size, b"IDAT", data, crc, tail)))
     return pngs
