@@ -36,8 +36,8 @@ def files(folder: Path) -> dict:
 
 @pytest.mark.parametrize("fmt", D.FORMATS)
 def test_dask_writes_the_single_process_bytes(tmp_path, cluster, source, fmt):
-    # the CLI's size: ISA-L's deflate of much smaller plots (32x32) was seen to vary with what its
-    # uninitialised buffer held, in one process as much as in several
+    # the CLI's size: ISA-L deflated the same scanlines of much smaller plots (32x32) to other bytes now
+    # and then, in one process as much as in several (docs/library.md)
     plot = D.Plot(width=224, height=224)
     one = D.run(D.Job(source, str(tmp_path / "one"), format=fmt, plot=plot, shard_size=64), progress=False)
     job = D.Job(source, str(tmp_path / "dask"), format=fmt, plot=plot, shard_size=64)
