@@ -7,8 +7,8 @@
   multiprocessing Pool of every core, on fewer images (a rate: it holds steady with the count), and
   matplotlib, the reports' own tool, on a few hundred;
 - uint8 NPY shards (50 KB an image at 224x224: capped at --npy-n images to spare the disk) and their floor;
-- the same WebDataset job on Ray Data and on Dask (local instances of every core), for their overhead
-  on one machine against as many local processes.
+- the same WebDataset job on Dask (rasterkit plots --dask: run_dask on a local cluster of a worker a
+  core), for its overhead on one machine against as many local processes.
 
 Series: random walks of 100 points, float32 .npy; plots 224x224, 1 px aliased lines, one channel.
     .venv/bin/python bench/bench_datasets.py [--n 1000000] [--quick]
@@ -107,20 +107,14 @@ def matplotlib_baseline(path: Path, count: int, out: Path) -> float:
 
 
 def run_dask(job: D.Job, workers: int) -> tuple[float, float]:
-    """The job on a local Dask cluster of `workers` processes of one thread, one task a shard, as
-    run_ray on Ray Data (the same shard writer, set up in each worker as Ray's actors are, within the
-    time): (seconds to start the cluster, seconds to write)."""
-    from dask.distributed import Client, LocalCluster
+    """The job through run_dask on a local Dask cluster of `workers` processes of one thread (the same
+    shard writer as --processes, one task a shard): (seconds to start the cluster, seconds to write)."""
+    from dask.distributed import LocalCluster
 
     start = time.perf_counter()
     with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
-            started = time.perf_counter() - start
-            start = time.perf_counter()
-            client.run(D._worker_start, job)
-            metas = client.gather(client.map(D._worker_write, range(D.Shards(job).count)))
-            D.finish(job, metas)
-            return started, time.perf_counter() - start
+        started = time.perf_counter() - start
+        return started, seconds(lambda: D.run_dask(job, cluster.scheduler_address, progress=False))
 
 
 def main():
@@ -129,9 +123,9 @@ def main():
     parser.add_argument("--npy-n", type=int, default=50_000, help="images of the NPY job (50 KB each)")
     parser.add_argument("--baseline-n", type=int, default=20_000, help="images of the cv2 + Pool baseline")
     parser.add_argument(
-        "--processes-n", type=int, default=200_000, help="images of the 2-process, Ray and Dask runs (0: none)"
+        "--processes-n", type=int, default=200_000, help="images of the 2-process and Dask runs (0: none)"
     )
-    parser.add_argument("--quick", action="store_true", help="20k images, 5k for NPY, baseline, processes, Ray, Dask")
+    parser.add_argument("--quick", action="store_true", help="20k images, 5k for NPY, baseline, processes, Dask")
     args = parser.parse_args()
     if args.quick:
         args.n, args.npy_n, args.baseline_n, args.processes_n = 20_000, 5_000, 5_000, 5_000
@@ -206,31 +200,6 @@ def main():
                 f"({count:,} images, their start included: torch's import and numba's cache in each)."
             )
             try:
-                import ray
-            except ImportError:
-                notes.append("Ray: not installed, not measured.")
-            else:
-                ray_job = _limited(D.Job(source, str(work / "ray"), "wds", plot, shard_size=1000), count)
-                start = time.perf_counter()
-                # the workers import the job's module, utils.datasets, from the repository root
-                ray.init(
-                    num_cpus=cores,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    runtime_env={"env_vars": {"PYTHONPATH": str(Path(D.__file__).parents[1])}},
-                )
-                started = time.perf_counter() - start
-                took = seconds(lambda: D.run_ray(ray_job, cpus=1))
-                ray.shutdown()
-                shutil.rmtree(work / "ray")
-                row(f"RasterKit on Ray Data, local, {cores} workers of 1 CPU", count, took, peer)
-                notes.append(
-                    f"Ray Data's overhead on one machine: {took / local:.2f}x the time of {cores} local "
-                    f"processes, {took / count / one:.2f}x that of one process ({count:,} images; the "
-                    f"instance's start, {started:.1f} s, not counted). On one machine Ray only adds "
-                    f"overhead: it is for more than one machine or GPU."
-                )
-            try:
                 import dask.distributed  # noqa: F401
             except ImportError:
                 notes.append("Dask: not installed, not measured.")
@@ -238,10 +207,12 @@ def main():
                 dask_job = _limited(D.Job(source, str(work / "dask"), "wds", plot, shard_size=1000), count)
                 started, took = run_dask(dask_job, cores)
                 shutil.rmtree(work / "dask")
-                row(f"RasterKit on Dask, local, {cores} workers of 1 thread", count, took, peer)
+                row(f"RasterKit on Dask, local, {cores} workers of 1 thread (--dask auto)", count, took, peer)
                 notes.append(
-                    f"Dask's overhead on one machine: {took / local:.2f}x the time of {cores} local processes "
-                    f"({count:,} images; the cluster's start, {started:.1f} s, not counted)."
+                    f"Dask's overhead on one machine: {took / local:.2f}x the time of {cores} local processes, "
+                    f"{took / count / one:.2f}x that of one process ({count:,} images; the cluster's start, "
+                    f"{started:.1f} s, not counted). On one machine Dask only adds overhead: it is for more "
+                    f"than one machine or GPU."
                 )
 
         npy = _limited(D.Job(source, str(work / "npy"), "npy", plot, shard_size=1000), args.npy_n)

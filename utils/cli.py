@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .datasets import FORMATS, Job, Plot, run, run_ray, source_for
+from .datasets import FORMATS, Job, Plot, run, run_dask, source_for
 from .inputs.colors import parse_hex
 
 
@@ -68,12 +68,15 @@ def _parser() -> argparse.ArgumentParser:
         help="a malformed row: skip it (listed in index.json) or stop with an error naming it",
     )
     plots.add_argument(
-        "--ray",
+        "--dask",
         metavar="ADDRESS",
-        help="run on Ray Data: 'auto' (a running cluster, else a local instance) or a cluster address",
+        help="run on Dask: 'auto' (a local cluster: a worker a GPU, else a core) or a scheduler's address "
+        "(tcp://host:8786)",
     )
-    plots.add_argument("--ray-cpus", type=float, default=1.0, help="CPUs a Ray worker (default 1)")
-    plots.add_argument("--ray-gpus", type=float, default=0.0, help="GPUs a Ray worker (e.g. 1)")
+    plots.add_argument(
+        "--dask-workers", type=int, help="--dask auto: worker processes (default a GPU, else a core, each)"
+    )
+    plots.add_argument("--dask-threads", type=int, default=1, help="--dask auto: threads a worker (default 1)")
     plots.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -109,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             on_error=args.on_error,
             device=args.device,
         )
-        if args.ray:
-            index = run_ray(job, args.ray, cpus=args.ray_cpus, gpus=args.ray_gpus)
+        if args.dask:
+            index = run_dask(
+                job, args.dask, workers=args.dask_workers, threads=args.dask_threads, progress=not args.no_progress
+            )
         else:
             index = run(job, progress=not args.no_progress, processes=args.processes)
     except (ValueError, OSError) as error:

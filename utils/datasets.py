@@ -6,21 +6,24 @@ shard is written under a temporary name and renamed when complete, then its side
 (rows, labels, per-image sha256, the shard's sha256, errors) the same way. A rerun skips every shard
 whose sidecar belongs to the same job and whose bytes still hash to the sidecar's sha256; the index
 (index.csv, index.json) is rebuilt from the sidecars at the end. The same shard function runs in one
-process (`run`) or on Ray Data (`run_ray`), so both write the same bytes.
+process (`run`) or on a Dask cluster (`run_dask`), so both write the same bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
 import struct
 import sys
 import tarfile
+import threading
 import zlib
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -645,14 +648,9 @@ def finish(job: Job, metas: list[dict]) -> dict:
     return index
 
 
-def run(job: Job, progress: bool = True, processes: int = 1) -> dict:
-    """The job on this machine: shards already done are skipped, the others written. One process (the
-    default) uses every core: numba's loop draws shard k on torch's threads while a writer thread
-    stores shard k-1, its PNGs deflated on a thread per core (ISA-L releases the GIL); the Python work
-    left is ~5 us an image. `processes` > 1: that many worker processes (spawned, one torch thread
-    each) write whole shards, as Ray's workers do: for machines whose cores that Python work would
-    leave idle. Each costs seconds to start (torch's import, numba's cache): on 2 cores one process
-    is the faster (bench/results/datasets.md). Returns index.json's contents."""
+def _begin(job: Job, progress: bool):
+    """The job's Shards, the sidecars of its shards already done (verified), the shards left to write
+    and a progress bar that counts the done ones."""
     from tqdm import tqdm
 
     shards = Shards(job)
@@ -665,13 +663,25 @@ def run(job: Job, progress: bool = True, processes: int = 1) -> dict:
         disable=not progress,
         initial=sum(len(m["rows"]) + len(m["errors"]) for m in metas.values()),
     )
+    return shards, metas, todo, bar
+
+
+def run(job: Job, progress: bool = True, processes: int = 1) -> dict:
+    """The job on this machine: shards already done are skipped, the others written. One process (the
+    default) uses every core: numba's loop draws shard k on torch's threads while a writer thread
+    stores shard k-1, its PNGs deflated on a thread per core (ISA-L releases the GIL); the Python work
+    left is ~5 us an image. `processes` > 1: that many worker processes (spawned, one torch thread
+    each) write whole shards, as a Dask cluster's workers do (run_dask): for machines whose cores that
+    Python work would leave idle. Each costs seconds to start (torch's import, numba's cache): on 2
+    cores one process is the faster (bench/results/datasets.md). Returns index.json's contents."""
+    shards, metas, todo, bar = _begin(job, progress)
     try:
         if processes > 1 and len(todo) > 1:
             import multiprocessing
 
             context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
-            with ProcessPoolExecutor(processes, context, initializer=_worker_start, initargs=(job,)) as pool:
-                futures = [pool.submit(_worker_write, k) for k in todo]
+            with ProcessPoolExecutor(processes, context) as pool:
+                futures = [pool.submit(_write_shard, k, job) for k in todo]
                 try:
                     for future in as_completed(futures):
                         _collect(future, metas, bar)
@@ -694,16 +704,18 @@ def run(job: Job, progress: bool = True, processes: int = 1) -> dict:
     return finish(job, list(metas.values()))
 
 
-_WORKER: dict = {}
+_THREAD = threading.local()  # a worker thread's Shards (run's processes, a Dask worker's threads)
 
 
-def _worker_start(job: Job) -> None:
-    torch.set_num_threads(1)
-    _WORKER["shards"] = Shards(job)
-
-
-def _worker_write(shard: int) -> dict:
-    return _WORKER["shards"].write(shard)
+def _write_shard(shard: int, job: Job) -> dict:
+    """A worker's task: shard k of the job, written by its thread's Shards, made for the thread's first
+    shard of the job (the source opened, numba's loops loaded) with one torch thread: the workers are
+    the parallelism. Returns the sidecar."""
+    shards = getattr(_THREAD, "shards", None)
+    if shards is None or shards.job != job:
+        torch.set_num_threads(1)
+        shards = _THREAD.shards = Shards(job)
+    return shards.write(shard)
 
 
 def _collect(future, metas, bar):
@@ -714,48 +726,61 @@ def _collect(future, metas, bar):
         bar.write(f"skipped {error['error']}", file=sys.stderr)
 
 
-class _RayShards:
-    """Ray Data's callable class: one Shards per worker (the source opened and numba compiled once)."""
-
-    def __init__(self, job: Job):
-        self.shards = Shards(job)
-
-    def __call__(self, batch: dict) -> dict:
-        metas = [self.shards.write(int(k)) for k in batch["shard"]]
-        return {"sidecar": [json.dumps(m) for m in metas]}
-
-
-def run_ray(
-    job: Job, address: str | None = "auto", cpus: float = 1.0, gpus: float = 0.0, workers: int | None = None
+def run_dask(
+    job: Job, address: str = "auto", workers: int | None = None, threads: int = 1, progress: bool = True
 ) -> dict:
-    """The job on Ray Data: one task a shard, map_batches over Shards.write on workers with `cpus` CPUs
-    or `gpus` GPUs each (`workers` of them, default as many as fit), the same shards as `run`. A
-    cluster needs `out` on storage that every node sees and rasterkit installed on every node.
-    address: "auto" (a running cluster, else a new local instance), or a Ray address; ignored when Ray
-    is already initialised."""
-    import ray
-    import ray.data
+    """The job on a Dask cluster: one task a shard (the same shard writer as `run`'s processes, so the
+    same bytes), as many at once as the cluster has worker threads; shards already done are skipped.
+    address "auto": a local cluster of `workers` processes of `threads` threads, by default a GPU each
+    (pinned with CUDA_VISIBLE_DEVICES) where the job draws on CUDA, else a core each; or a scheduler's
+    address ("tcp://host:8786"), whose workers need rasterkit installed and the source and `out` on
+    storage they all see (`workers` and `threads` are then the cluster's). Returns index.json's contents."""
+    from dask.distributed import Client
+    from dask.distributed import as_completed as completed
 
-    if not ray.is_initialized():
-        ray.init(address=None if address == "auto" else address, log_to_driver=False)
-    shards = Shards(job)
-    metas = {k: m for k in range(shards.count) if (m := shards.done(k)) is not None}
-    todo = [k for k in range(shards.count) if k not in metas]
-    if todo:
-        if workers is None:
-            available = ray.available_resources()
-            free = available.get("GPU", 0) / gpus if gpus else available.get("CPU", 1) / cpus
-            workers = max(1, min(len(todo), int(free)))
-        dataset = ray.data.from_items([{"shard": k} for k in todo], override_num_blocks=len(todo))
-        written = dataset.map_batches(
-            _RayShards,
-            fn_constructor_args=(job,),
-            batch_size=1,
-            num_cpus=cpus,
-            num_gpus=gpus,
-            compute=ray.data.ActorPoolStrategy(size=workers),
-        )
-        for row in written.take_all():
-            meta = json.loads(row["sidecar"])
-            metas[meta["shard"]] = meta
+    if threads < 1 or (workers is not None and workers < 1):
+        raise ValueError(f"--dask-workers {workers} --dask-threads {threads}: expected at least 1")
+    shards, metas, todo, bar = _begin(job, progress)
+    try:
+        if todo:
+            gpus = _gpus(shards.device) if address == "auto" else []
+            # a pinned worker sees its GPU alone; the device is no part of the job's fingerprint
+            task_job = dataclasses.replace(job, device="cuda") if gpus else job
+            with contextlib.ExitStack() as stack:
+                cluster = address
+                if address == "auto":
+                    count = workers or len(gpus) or max(1, (os.cpu_count() or 1) // threads)
+                    cluster = stack.enter_context(_local_cluster(count, threads, gpus))
+                client = stack.enter_context(Client(cluster))
+                for future in completed(client.map(_write_shard, todo, job=task_job, pure=False)):
+                    _collect(future, metas, bar)
+    finally:
+        bar.close()
     return finish(job, list(metas.values()))
+
+
+def _gpus(device: torch.device) -> list[str]:
+    """CUDA_VISIBLE_DEVICES of a local cluster's workers, one GPU each: every GPU this process sees
+    (choose them with CUDA_VISIBLE_DEVICES), none for a job off CUDA."""
+    if device.type != "cuda":
+        return []
+    count = torch.cuda.device_count()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return visible.split(",")[:count] if visible else [str(i) for i in range(count)]
+
+
+def _local_cluster(workers: int, threads: int, gpus: list[str]):
+    """A Dask cluster on this machine: `workers` processes of `threads` threads, worker i pinned to
+    gpus[i % len(gpus)] when there are GPUs."""
+    from dask.distributed import Nanny, Scheduler, SpecCluster
+
+    options = {"host": "127.0.0.1", "nthreads": threads, "silence_logs": logging.WARNING}
+    spec = {
+        i: {
+            "cls": Nanny,
+            "options": {**options, "env": {"CUDA_VISIBLE_DEVICES": gpus[i % len(gpus)]}} if gpus else options,
+        }
+        for i in range(workers)
+    }
+    scheduler = {"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard": False}}
+    return SpecCluster(workers=spec, scheduler=scheduler, silence_logs=logging.WARNING)
