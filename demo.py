@@ -356,6 +356,9 @@ def box_marks_demo(pack, out: Path):
     image = node.run(frames, boxes=json.dumps(per_frame), marker="circle", fill_opacity=0.15, **marks)[0]
     private = [[box[1]] for box in per_frame]
     image = node.run(image, boxes=json.dumps(private), inside="pixelate", inside_size=16, stroke_width=2.0)[0]
+    # supervision's triangle mark over the tracked box (over its label: a mark with no labels of its own)
+    tracked = [[{**box[0], "y1": box[0]["y1"] - 26}] for box in per_frame]
+    image = node.run(image, boxes=json.dumps(tracked), marker="triangle", marker_size=10, labels="none", color="#FFD54F")[0]
     paths = [out / "box_marks.png", out / "box_marks.mp4"]
     save_png(image[-1], paths[0])
     save_mp4(image, paths[1], fps=12)
@@ -397,8 +400,9 @@ def spectrum_demo(pack, out: Path):
 @demo("looks")
 def looks_demo(pack, out: Path):
     """The peers' looks: the "Audio spectrum" audio as a radial visualiser (log bands around a circle,
-    mirrored inside, a gradient along each bar, falling peak caps), and a plexus over the panning clip
-    (links fading and thinning with length, coloured from their two points)."""
+    mirrored inside, a gradient along each bar, falling peak caps); a plexus over the panning clip
+    (links fading and thinning with length, coloured from their two points); spiral links pulsing along
+    their length under electric ones."""
     import wave
 
     import numpy as np
@@ -442,11 +446,22 @@ def looks_demo(pack, out: Path):
         length_falloff=1.0,
         falloff_on="opacity and width",
     )[0]
+    # ys-vision-tools' looks: spiral links pulsing along their length, and electric links with a glow
+    links = dict(tracks=tracks, tracks_json="", k=2, max_distance=140, width=2.0, point_radius=2.0, dash_speed=2.0)
+    spirals = pack.nodes.links.LineLinkRenderer.run(
+        frames * 0.3, curve="spiral", curvature=0.3, line_style="pulsing", color="#80DEEA", **links
+    )[0]
+    electric = pack.nodes.links.LineLinkRenderer.run(
+        spirals, line_style="electric", dash_length=10.0, color="#B388FF", glow=0.5, **{**links, "k": 1}
+    )[0]
     paths = [out / "radial_spectrum.png", out / "radial_spectrum.mp4", out / "plexus.png", out / "plexus.mp4"]
+    paths += [out / "spiral_electric.png", out / "spiral_electric.mp4"]
     save_png(radial[len(radial) // 2], paths[0])
     save_mp4(radial, paths[1], audio=audio)
     save_png(plexus[len(plexus) // 2], paths[2])
     save_mp4(plexus, paths[3])
+    save_png(electric[len(electric) // 2], paths[4])
+    save_mp4(electric, paths[5])
     return paths
 
 

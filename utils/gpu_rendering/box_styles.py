@@ -55,10 +55,13 @@ def box_markers(
         return R.discs(table.frame[drawn], centre[drawn], marker_size, stroke[drawn])
     if marker == "triangle":
         x1, y1, x2, _ = table.bounds()[drawn].unbind(1)
-        apex = torch.stack([(x1 + x2) / 2, y1], 1)
-        size = torch.tensor([marker_size, -2.0 * marker_size])  # half the base across, the height up
+        middle, base = (x1 + x2) / 2, y1 - 2.0 * marker_size  # half the base across, the height up
         return R.triangles(
-            table.frame[drawn], apex, apex + size, apex + size * torch.tensor([-1.0, 1.0]), stroke[drawn]
+            table.frame[drawn],
+            torch.stack([middle, y1], 1),
+            torch.stack([middle + marker_size, base], 1),
+            torch.stack([middle - marker_size, base], 1),
+            stroke[drawn],
         )
     if marker == "circle":
         return _circles(
