@@ -358,7 +358,9 @@ def box_marks_demo(pack, out: Path):
     image = node.run(image, boxes=json.dumps(private), inside="pixelate", inside_size=16, stroke_width=2.0)[0]
     # supervision's triangle mark over the tracked box (over its label: a mark with no labels of its own)
     tracked = [[{**box[0], "y1": box[0]["y1"] - 26}] for box in per_frame]
-    image = node.run(image, boxes=json.dumps(tracked), marker="triangle", marker_size=10, labels="none", color="#FFD54F")[0]
+    image = node.run(
+        image, boxes=json.dumps(tracked), marker="triangle", marker_size=10, labels="none", color="#FFD54F"
+    )[0]
     paths = [out / "box_marks.png", out / "box_marks.mp4"]
     save_png(image[-1], paths[0])
     save_mp4(image, paths[1], fps=12)
