@@ -367,10 +367,8 @@ def box_marks_demo(pack, out: Path):
     return paths
 
 
-@demo("spectrum")
-def spectrum_demo(pack, out: Path):
-    """The audio of the "Audio spectrum" example as a spectrum per video frame at 24 frames per second: bars
-    on log frequencies, the left channel (a struck chord) and the right one (a rising sweep) overlaid."""
+def example_audio() -> dict:
+    """The "Audio spectrum" example's audio as core's AUDIO: waveform float [1,C,N], sample_rate."""
     import wave
 
     import numpy as np
@@ -378,7 +376,14 @@ def spectrum_demo(pack, out: Path):
 
     with wave.open(str(ROOT / "example_workflows" / "assets" / "rasterkit_chirp_chord.wav")) as file:
         pcm = np.frombuffer(file.readframes(file.getnframes()), "<i2").reshape(-1, file.getnchannels())
-        audio = {"waveform": torch.from_numpy(pcm.T / np.float32(32768))[None], "sample_rate": file.getframerate()}
+    return {"waveform": torch.from_numpy(pcm.T / np.float32(32768))[None], "sample_rate": file.getframerate()}
+
+
+@demo("spectrum")
+def spectrum_demo(pack, out: Path):
+    """The audio of the "Audio spectrum" example as a spectrum per video frame at 24 frames per second: bars
+    on log frequencies, the left channel (a struck chord) and the right one (a rising sweep) overlaid."""
+    audio = example_audio()
     video = pack.nodes.series.SeriesToImages.run(
         audio=audio,
         fps=24,
@@ -405,14 +410,7 @@ def looks_demo(pack, out: Path):
     mirrored inside, a gradient along each bar, falling peak caps); a plexus over the panning clip
     (links fading and thinning with length, coloured from their two points); spiral links pulsing along
     their length under electric ones."""
-    import wave
-
-    import numpy as np
-    import torch
-
-    with wave.open(str(ROOT / "example_workflows" / "assets" / "rasterkit_chirp_chord.wav")) as file:
-        pcm = np.frombuffer(file.readframes(file.getnframes()), "<i2").reshape(-1, file.getnchannels())
-        audio = {"waveform": torch.from_numpy(pcm.T / np.float32(32768))[None], "sample_rate": file.getframerate()}
+    audio = example_audio()
     radial = pack.nodes.series.SeriesToImages.run(
         audio=audio,
         fps=24,

@@ -42,19 +42,7 @@ class PrimitiveMesh(RasterKitNode):
         Int("shapes", 100, 1, 5000, tooltip="number of shapes per image"),
         Combo(
             "shape_type",
-            (
-                "triangle",
-                "rectangle",
-                "rotated_rectangle",
-                "ellipse",
-                "rotated_ellipse",
-                "circle",
-                "quadratic",
-                "polygon",
-                "line",
-                "polyline",
-                "combo",
-            ),
+            (*engine.KINDS, "combo"),
             tooltip="quadratic: stroked Bezier curves; polygon: 4 vertices; line: straight strokes; polyline: two "
             "straight strokes joined (mitred); combo: fogleman/primitive's eight (triangle to polygon)",
         ),
