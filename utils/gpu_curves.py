@@ -48,16 +48,12 @@ def bezier_polylines(
     # start + 2 delta/3 - bend, end) give B(t) = start + t (delta + 2 bend) - 2 bend t^2 and
     # start + t (delta + 3 bend) + bend t^2 (6 t - 9); their second differences are 2 |bend| and 3 |bend|
     degree = 3 if cubic else 2
-    segments = torch.ceil(torch.sqrt(bend.norm(dim=-1) * (degree * degree * (degree - 1) / 8 / TOLERANCE)))
-    if segments.numel() == 0:
-        return torch.zeros(0, 2, 2, device=start.device), torch.zeros(0, dtype=torch.long, device=start.device)
-    if max_length is None:
-        segments = segments.clamp(1, MAX_SEGMENTS).long()
-        width = int(segments.max())
-    else:  # the largest second difference is degree x |curvature| x length; one more segment for rounding
-        bound = degree * (degree - 1) / 8 * degree * abs(curvature) * max(max_length, 0.0) / TOLERANCE
-        width = min(MAX_SEGMENTS, math.ceil(math.sqrt(bound)) + 1)
-        segments = segments.clamp(1, width).long()
+    if delta.numel() == 0:
+        return _no_curves(start.device)
+    per_unit = degree * (degree - 1) / 8 / TOLERANCE  # chords^2 per unit of second difference
+    # the largest second difference is degree x |curvature| x length
+    bound = None if max_length is None else per_unit * degree * abs(curvature) * max(max_length, 0.0)
+    segments, width = _chord_counts(bend.norm(dim=-1) * (degree * per_unit), bound)
     step = torch.arange(width + 1, device=start.device)[None]
     t = (step / segments[:, None]).clamp(max=1.0)[..., None]  # padding repeats the end point
     # Horner's rule, a fused multiply-add a term
@@ -67,6 +63,22 @@ def bezier_polylines(
     else:
         rest = torch.addcmul(first, bend[:, None], t, value=-2)
     return torch.addcmul(start[:, None], t, rest), segments + 1
+
+
+def _no_curves(device):
+    return torch.zeros(0, 2, 2, device=device), torch.zeros(0, dtype=torch.long, device=device)
+
+
+def _chord_counts(squared: torch.Tensor, bound: float | None) -> tuple[torch.Tensor, int]:
+    """Chords per curve int64 [E], ceil(sqrt(squared [E])) (what keeps each within TOLERANCE), at least 1
+    and at most MAX_SEGMENTS, and the padded width: from bound, a host bound on squared (no host sync;
+    one more chord for rounding), else the most chords of a curve (one host sync)."""
+    segments = torch.ceil(torch.sqrt(squared))
+    if bound is None:
+        segments = segments.clamp(1, MAX_SEGMENTS).long()
+        return segments, int(segments.max())
+    width = min(MAX_SEGMENTS, math.ceil(math.sqrt(bound)) + 1)
+    return segments.clamp(1, width).long(), width
 
 
 def wave_polylines(
@@ -99,14 +111,9 @@ def wave_polylines(
     else:
         bend = abs(curvature) * WAVE_BEND[curve]
     if length.numel() == 0:
-        return torch.zeros(0, 2, 2, device=start.device), torch.zeros(0, dtype=torch.long, device=start.device)
-    segments = torch.ceil(torch.sqrt(length * (bend / (8 * TOLERANCE))))
-    if max_length is None:
-        segments = segments.clamp(1, MAX_SEGMENTS).long()
-        width = int(segments.max())
-    else:  # one more segment for rounding
-        width = min(MAX_SEGMENTS, math.ceil(math.sqrt(max(max_length, 0.0) * bend / (8 * TOLERANCE))) + 1)
-        segments = segments.clamp(1, width).long()
+        return _no_curves(start.device)
+    bound = None if max_length is None else max(max_length, 0.0) * bend / (8 * TOLERANCE)
+    segments, width = _chord_counts(length * (bend / (8 * TOLERANCE)), bound)
     u = (torch.arange(width + 1, device=start.device)[None] / segments[:, None]).clamp(max=1.0)  # [E,S+1]
     sign = sign[:, None] if sign is not None else 1.0
     if curve == "spiral":
