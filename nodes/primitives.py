@@ -80,6 +80,7 @@ class PrimitiveMesh(RasterKitNode):
         String(
             "passes",
             "",
+            optional=True,
             tooltip="several passes, each over the last (fogleman/primitive's repeated -n): "
             "'kind:count:alpha' separated by commas, e.g. 'triangle:100:128, ellipse:50:64' (kinds of one "
             "pass joined by '+'; count and alpha optional: shapes and alpha); empty: one pass of "
@@ -91,6 +92,7 @@ class PrimitiveMesh(RasterKitNode):
             0.0,
             10.0,
             step=0.1,
+            optional=True,
             tooltip="weight of the error at the image's edges (Sobel): 0 off; 1 counts an edge pixel twice, so "
             "shapes follow edges and detail comes out sharper, for a little more error elsewhere",
         ),
@@ -100,6 +102,7 @@ class PrimitiveMesh(RasterKitNode):
             0.0,
             1.0,
             step=0.05,
+            optional=True,
             tooltip="coarse to fine: this share of each pass's shapes (the first, large ones) is searched at half "
             "the working size, the rest at full size over them; faster. 0: off",
         ),
