@@ -1,15 +1,18 @@
-"""Threads that do not fight: each engine's CPU call (numba's parallel loops between torch ops) timed
-quiet and with two busy processes beside it (python processes in torch matmul loops, as a ComfyUI
-server is rarely alone), under OpenMP's and numba's defaults ("before") and under the settings the pack
-makes ("after": OMP_WAIT_POLICY=PASSIVE from prestartup_script.py, which ComfyUI runs before it imports
-torch, numba's threading layer and its loops in parts the threads take as they finish, from
-utils/core/numba.py). Goal: every engine within 2x of its quiet time. The busy processes run one thread
-each (two busy cores) and then torch's default threads each (as many threads as cores, each): with
-per-thread fair scheduling a two-thread call then gets half, then a third, of the machine, so CPU-bound
-work cannot do better than 2x, then 3x, its quiet time. One run:
+"""Threads that do not fight: each engine's CPU call (numba's parallel loops between torch ops) timed quiet
+and with two busy processes beside it (python processes in torch matmul loops, as a ComfyUI server is
+rarely alone), under OpenMP's and numba's defaults ("before") and under the settings the pack makes
+("after": OMP_WAIT_POLICY=PASSIVE from prestartup_script.py, which ComfyUI runs before it imports torch,
+numba's threading layer with its OpenMP's PASSIVE policy and its loops in parts the threads take as they
+finish, from utils/core/numba.py). Goal: every engine within 2x of its quiet time. The busy processes
+run one thread each (two busy cores) and then torch's default threads each (as many threads as cores,
+each): with per-thread fair scheduling a two-thread call then gets half, then a third, of the machine,
+so CPU-bound work cannot do better than 2x, then 3x, its quiet time. One run:
     .venv/bin/python bench/bench_threads.py [--repeat N]
 
-Each configuration runs in its own process (OpenMP reads its settings once, when torch loads it).
+Each configuration runs in PROCESSES processes of its own (OpenMP reads its settings once, when it loads),
+the median of theirs reported: a process's times can sit at one of two levels for its whole life
+(glibc's malloc hands out the same sizes from fresh pages or from reused ones: the small overlay draw
+took 0.65 ms in some processes and 3.5 ms, with 10x the page faults, in others).
 """
 
 from __future__ import annotations
@@ -71,7 +74,17 @@ def child() -> None:
     print(json.dumps({"times": times, "layer": numba.threading_layer(), "policy": policy}))
 
 
+PROCESSES = 3
+
+
 def run_child(env: dict) -> dict:
+    """The median over PROCESSES child processes of each engine's time, with the first child's settings."""
+    runs = [_run_child(env) for _ in range(PROCESSES)]
+    times = {name: sorted(run["times"][name] for run in runs)[PROCESSES // 2] for name in runs[0]["times"]}
+    return {**runs[0], "times": times}
+
+
+def _run_child(env: dict) -> dict:
     environment = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "NUMBA_THREADING_LAYER")}
     environment.update(env)
     if "NUMBA_THREADING_LAYER" not in env:  # "after": what ComfyUI's start sets before torch loads

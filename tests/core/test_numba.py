@@ -12,8 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = (
     "import json, os, sys; sys.path.insert(0, {root!r}); import runpy; runpy.run_path({script!r}); "
-    "import utils.core.numba, numba; "
-    "print(json.dumps([os.environ.get('OMP_WAIT_POLICY'), numba.config.THREADING_LAYER]))"
+    "import utils.core.numba, numba; from numba.np.ufunc import parallel; parallel._launch_threads(); "
+    "print(json.dumps([os.environ.get('OMP_WAIT_POLICY'), numba.threading_layer()]))"
 )
 
 
@@ -28,10 +28,11 @@ def probe(**env) -> list:
 @pytest.mark.parametrize(
     "env, expected",
     [
-        ({}, ["PASSIVE", "workqueue"]),
-        ({"OMP_WAIT_POLICY": "ACTIVE", "NUMBA_THREADING_LAYER": "omp"}, ["ACTIVE", "omp"]),
+        ({}, ["PASSIVE", "omp"]),
+        ({"OMP_WAIT_POLICY": "ACTIVE", "NUMBA_THREADING_LAYER": "workqueue"}, ["ACTIVE", "workqueue"]),
+        ({"NUMBA_THREADING_LAYER_PRIORITY": "workqueue omp tbb"}, ["PASSIVE", "workqueue"]),
     ],
-    ids=["defaults", "the user's"],
+    ids=["defaults", "the user's", "the user's priority"],
 )
-def test_passive_openmp_and_numbas_workqueue_unless_the_user_chose(env, expected):
+def test_passive_openmp_and_numbas_omp_layer_unless_the_user_chose(env, expected):
     assert probe(**env) == expected

@@ -16,15 +16,18 @@ import zlib
 import numba
 import torch
 
-# numba's threading layer, where the user has not chosen one and before numba's first parallel loop:
-# "workqueue", numba's own pool, whose idle threads wait on a condition instead of spinning. "omp" (the
-# default where TBB is missing) shares OpenMP's threads with torch, whose spin policy was fixed when torch
-# loaded (prestartup_script.py asks for PASSIVE, which ComfyUI applies; a process that loaded torch
-# otherwise keeps spinning threads that fight numba's). workqueue runs one parallel loop at a time per
-# process: warmup.exclusive serializes the background compile with the nodes. (A numba without the private
-# flag: its own default, never an import error.)
-if "NUMBA_THREADING_LAYER" not in os.environ and not getattr(numba.np.ufunc.parallel, "_is_initialized", True):
-    numba.config.THREADING_LAYER = "workqueue"
+# numba's threading layer, where the user has chosen none and before numba's first parallel loop: OpenMP
+# ("omp") first, then TBB, then numba's own workqueue. numba's OpenMP is a runtime of its own (torch loads
+# another), read when its first loop starts: OMP_WAIT_POLICY=PASSIVE, where the user has not set it, makes
+# its idle threads sleep instead of spinning against torch's threads and other processes (torch's own
+# runtime gets it from prestartup_script.py, which ComfyUI runs before torch loads). Quiet, omp ran the
+# engines' loops 1.3-2x faster than workqueue, which starts its threads for each loop; busy, no slower
+# (bench/results/threads.md). (A numba without the private flag: its own defaults, never an import error.)
+if not {"NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"} & set(os.environ) and not getattr(
+    numba.np.ufunc.parallel, "_is_initialized", True
+):
+    numba.config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def falls_back(fn):
