@@ -16,6 +16,7 @@ never fails the install: without CuPy or numba the same results come from the to
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -52,23 +53,22 @@ def install_numba() -> None:
     pip_install(["numba", f"numpy=={numpy.__version__}"], "for the CPU loops (numpy held where it is)")
 
 
-# Run in a subprocess (a fresh import of a numba just installed; a crash cannot fail the install). The
-# pack is imported under the name ComfyUI gives it (nodes.load_custom_node: its folder's path with "."
-# as "_x_"), as numba's cache is kept per module name.
+# Run in subprocesses (a fresh import of a numba just installed; a crash cannot fail the install), each
+# compiling one part of the loop families (numba compiles on one core). The pack is imported under the name
+# ComfyUI gives it (nodes.load_custom_node: its folder's path with "." as "_x_"), as numba's cache is kept
+# per module name. Each prints the loops still uncached when it ended, and where the cache is.
 _COMPILE = """
-import importlib, sys, types
-root = sys.argv[1]
+import importlib, json, sys, types
+root, part, parts = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 name = root.replace(".", "_x_")
 pack = types.ModuleType(name)
 pack.__path__ = [root]
 sys.modules[name] = pack
 warmup = importlib.import_module(name + ".utils.warmup")
-warmup.compile_all()
-missing = warmup.uncached()  # numba failed on this machine (the torch path serves): said on stdout
-if missing:
-    sys.exit("not compiled: " + ", ".join(missing))
-print(warmup.cache_folder())
+warmup.compile_all(list(warmup.FAMILIES)[part::parts])
+print(json.dumps({"uncached": warmup.uncached(), "cache": warmup.cache_folder()}))
 """
+COMPILE_PROCESSES = 3  # at most, one a core: more than three parts would be too small to pay their imports
 
 
 def compile_cpu_loops() -> None:
@@ -86,17 +86,30 @@ def compile_cpu_loops() -> None:
         return
     print("RasterKit: compiling the CPU loops with numba (once, about a minute)", flush=True)
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", _COMPILE, ROOT], check=False, capture_output=True, text=True)
-    if result.returncode == 0:
+    parts = max(1, min(os.cpu_count() or 1, COMPILE_PROCESSES))
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _COMPILE, ROOT, str(part), str(parts)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for part in range(parts)
+    ]
+    results = [(*process.communicate(), process.returncode) for process in processes]
+    failed = [err.strip()[-300:] for _, err, code in results if code != 0]
+    if not failed:
+        reports = [json.loads(out.strip().splitlines()[-1]) for out, _, _ in results]
+        # a loop cached when any part ended stays cached; one uncached at every part's end did not compile
+        # (numba failed on this machine: the torch path serves)
+        missing = set.intersection(*(set(report["uncached"]) for report in reports))
+        failed = ["not compiled: " + ", ".join(sorted(missing))] if missing else []
+    if not failed:
         print(
-            f"RasterKit: CPU loops ready in {time.perf_counter() - start:.0f} s, numba's cache in "
-            f"{result.stdout.strip().splitlines()[-1]}"
+            f"RasterKit: CPU loops ready in {time.perf_counter() - start:.0f} s, numba's cache in {reports[0]['cache']}"
         )
     else:
-        print(
-            f"RasterKit: compiling the CPU loops failed ({result.stderr.strip()[-300:]}); they compile at "
-            f"ComfyUI's start instead"
-        )
+        print(f"RasterKit: compiling the CPU loops failed ({failed[0]}); they compile at ComfyUI's start instead")
 
 
 def install_cupy() -> None:
