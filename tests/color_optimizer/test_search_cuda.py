@@ -119,14 +119,15 @@ def test_commit_paints_the_torch_paths_mask_and_rebuilds_the_prefix_sums(device,
 def test_climbs_split_over_launches_end_where_one_launch_ends(device, channels, alpha, monkeypatch):
     """Climbs 6 to a launch, or 3 rounds a launch (a small LAUNCH_ROWS), carry their state and random
     streams from launch to launch: the same climbs, bit for bit, as one launch."""
-    whole = search(device, channels, alpha, mutations=20)
-    climbs, per_round = whole.climb_kind.shape[0], 20 * 24  # rows of one climb's round: mutations x height
+    whole = search(device, channels, alpha, candidates=16, mutations=6)
+    climbs, per_round = whole.climb_kind.shape[0], 6 * 24  # rows of one climb's round: mutations x height
+    assert climbs > 6  # more climbs than one split launch takes
     assert (whole.launch_climbs, whole.launch_rounds) == (climbs, co_shapes.MAX_ROUNDS)
     whole.random(0)
     whole.climb(0)
     for budget, groups in [(6 * per_round, (6, 1)), (climbs * per_round * 3, (climbs, 3))]:
         monkeypatch.setattr(K, "LAUNCH_ROWS", budget)
-        split = search(device, channels, alpha, mutations=20)
+        split = search(device, channels, alpha, candidates=16, mutations=6)
         assert (split.launch_climbs, split.launch_rounds) == groups
         rounds = []
         split.random(0)
