@@ -17,11 +17,11 @@ import numba
 import torch
 
 # numba's threading layer, where the user has chosen none and before numba's first parallel loop: OpenMP
-# ("omp") first, then TBB, then numba's own workqueue. numba's OpenMP is a runtime of its own (torch loads
-# another), read when its first loop starts: OMP_WAIT_POLICY=PASSIVE, where the user has not set it, makes
-# its idle threads sleep instead of spinning against torch's threads and other processes (torch's own
-# runtime gets it from prestartup_script.py, which ComfyUI runs before torch loads). Quiet, omp ran the
-# engines' loops 1.3-2x faster than workqueue, which starts its threads for each loop; busy, no slower
+# ("omp") first, then TBB, then numba's own workqueue. With torch loaded first (Linux wheels), numba's
+# OpenMP binds to torch's runtime: one pool of threads for torch's ops and numba's loops, whose idle
+# threads sleep where OMP_WAIT_POLICY=PASSIVE was set before torch loaded (prestartup_script.py, which
+# ComfyUI runs first); set here too for an OpenMP runtime that loads later. Quiet, omp ran the engines'
+# loops 1.3-2x faster than workqueue, which starts its threads for each loop; busy, no slower
 # (bench/results/threads.md). (A numba without the private flag: its own defaults, never an import error.)
 if not {"NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"} & set(os.environ) and not getattr(
     numba.np.ufunc.parallel, "_is_initialized", True
