@@ -166,10 +166,9 @@ def spiral_chords(turn: float) -> tuple[float, float]:
     """(per_length, extra): spiral_spacing's chords of a spiral of `turn` radians and length L stay within
     TOLERANCE with sqrt(L x per_length) + extra of them. p(u) = L u R(turn (u - 1)) has
     |p''| = L |turn| sqrt(4 + turn^2 u^2) <= L |turn| h(u), h(u) = 2 + b u with b = sqrt(4 + turn^2) - 2
-    (convex under its chord); n chords spaced by sqrt(h) stray by at most L |turn| J^2 (1 + b J /
-    (2 sqrt 2 n)) / (8 n^2), J the integral of sqrt(h) over 0..1."""
-    b = math.sqrt(4 + turn * turn) - 2
-    rise = math.expm1(1.5 * math.log1p(b / 2))  # (h(1) / 2)^1.5 - 1
+    (a convex function lies under its chord); n chords spaced by sqrt(h) stray by at most
+    L |turn| J^2 (1 + b J / (2 sqrt 2 n)) / (8 n^2), J the integral of sqrt(h) over 0..1."""
+    b, rise = _spiral_bend(turn)
     integral = 4 * math.sqrt(2) * rise / (3 * b) if b > 0 else math.sqrt(2)
     return abs(turn) * integral**2 / (8 * TOLERANCE), b * integral / (4 * math.sqrt(2))
 
@@ -178,11 +177,16 @@ def spiral_spacing(turn: float, steps: torch.Tensor) -> torch.Tensor:
     """A spiral's parameters u float [...] at steps float [...] (equal steps over 0 .. 1): equal shares of
     the integral of sqrt(h) (spiral_chords' bound on its bend), ((1 + steps x rise)^(2/3) - 1) x 2 / b,
     written with expm1 and log1p to stay exact where b is small."""
-    b = math.sqrt(4 + turn * turn) - 2
+    b, rise = _spiral_bend(turn)
     if b == 0:  # no turn: a straight link
         return steps
-    rise = math.expm1(1.5 * math.log1p(b / 2))
     return torch.expm1(torch.log1p(steps * rise) * (2 / 3)) * (2 / b)
+
+
+def _spiral_bend(turn: float) -> tuple[float, float]:
+    """spiral_chords' b = sqrt(4 + turn^2) - 2 (written without cancelling) and rise = (h(1) / 2)^1.5 - 1."""
+    b = turn * turn / (math.sqrt(4 + turn * turn) + 2)
+    return b, math.expm1(1.5 * math.log1p(b / 2))
 
 
 def curve_polylines(
