@@ -1,4 +1,4 @@
-"""Timing and reporting shared by the benchmarks: median wall time, a markdown table, and the
+"""Timing and reporting shared by the benchmarks: median wall time (or least CPU time), a markdown table, and the
 machine it ran on, written to bench/results/<family>.md (bench/run_all.py joins them)."""
 
 from __future__ import annotations
@@ -50,6 +50,20 @@ def timed_together(fns: list, repeat: int = 5, warmup: int = 1, sync=None) -> li
             if round_ >= warmup:
                 spent.append(time.perf_counter() - start)
     return [statistics.median(spent) for spent in times]
+
+
+def cpu_timed_together(fns: list, repeat: int = 4, warmup: int = 1) -> list[float]:
+    """Least CPU seconds (time.process_time: what other processes' load does not add) of each of fns,
+    called in turn in each of `repeat` rounds (after `warmup` rounds). CPU work only: with torch (and so
+    numba) on one thread it is the work done, where the wall clock of a busy machine swings."""
+    times = [[] for _ in fns]
+    for round_ in range(warmup + repeat):
+        for fn, spent in zip(fns, times, strict=True):
+            start = time.process_time()
+            fn()
+            if round_ >= warmup:
+                spent.append(time.process_time() - start)
+    return [min(spent) for spent in times]
 
 
 def output_floor(images, image_only: bool = False):

@@ -13,12 +13,16 @@ MAX_SEGMENTS = 128  # a 400 px cubic S-curve at curvature 0.4 needs 78
 CURVES = ("straight", "bezier", "cubic", "spiral", "elastic", "fourier")
 SPIRAL_TURNS = 2.5  # a spiral's turns per unit of curvature: 0.5 at the default 0.2 (ys-vision-tools' default)
 FOURIER_HARMONICS = 5
-# the waves' shapes f(u) across the chord, u in 0..1: their peaks max |f|, and bounds on the first and second
-# derivatives of f / max |f| (found numerically, rounded up): elastic, a damped wave of two
-# swings, sin(4 pi u)(1 - u); fourier, the first five terms of a sawtooth's series, sum sin(2 pi n u) / n
+# the waves' shapes f(u) across the chord, u in 0..1: elastic, a damped wave of two swings,
+# sin(4 pi u)(1 - u); fourier, the first five terms of a sawtooth's series, sum sin(2 pi n u) / n. Their
+# peaks max |f|, and a bound on the slope max |f'| / max |f| (found numerically, rounded up)
 WAVE_PEAK = {"elastic": 0.87859163, "fourier": 1.5828524}
 WAVE_SLOPE = {"elastic": 14.31, "fourier": 19.86}
-WAVE_BEND = {"elastic": 163.0, "fourier": 329.3}
+# Chords spaced by wave_spacing stray from f / max |f| by at most WAVE_SPACED / n^2 for n = 1 ..
+# MAX_SEGMENTS chords (found numerically, rounded up; tested). Equal steps stray by up to
+# max |f''| / max |f| / (8 n^2): 20.4 / n^2 (elastic) and 41.2 / n^2 (fourier), 2.2x and 2.8x as far
+WAVE_SPACED = {"elastic": 9.3, "fourier": 14.5}
+SPACING_KNOTS = 256  # the table wave_spacing inverts: the waves' bend at 257 points
 
 
 def bezier_polylines(
@@ -52,8 +56,8 @@ def bezier_polylines(
         return _no_curves(start.device)
     per_unit = degree * (degree - 1) / 8 / TOLERANCE  # chords^2 per unit of second difference
     # the largest second difference is degree x |curvature| x length
-    bound = None if max_length is None else per_unit * degree * abs(curvature) * max(max_length, 0.0)
-    segments, width = _chord_counts(bend.norm(dim=-1) * (degree * per_unit), bound)
+    bound = None if max_length is None else math.sqrt(per_unit * degree * abs(curvature) * max(max_length, 0.0))
+    segments, width = _chord_counts(torch.sqrt(bend.norm(dim=-1) * (degree * per_unit)), bound)
     step = torch.arange(width + 1, device=start.device)[None]
     t = (step / segments[:, None]).clamp(max=1.0)[..., None]  # padding repeats the end point
     # Horner's rule, a fused multiply-add a term
@@ -69,15 +73,15 @@ def _no_curves(device):
     return torch.zeros(0, 2, 2, device=device), torch.zeros(0, dtype=torch.long, device=device)
 
 
-def _chord_counts(squared: torch.Tensor, bound: float | None) -> tuple[torch.Tensor, int]:
-    """Chords per curve int64 [E], ceil(sqrt(squared [E])) (what keeps each within TOLERANCE), at least 1
-    and at most MAX_SEGMENTS, and the padded width: from bound, a host bound on squared (no host sync;
-    one more chord for rounding), else the most chords of a curve (one host sync)."""
-    segments = torch.ceil(torch.sqrt(squared))
+def _chord_counts(chords: torch.Tensor, bound: float | None) -> tuple[torch.Tensor, int]:
+    """Chords per curve int64 [E], ceil(chords [E]) (what keeps each within TOLERANCE), at least 1 and at
+    most MAX_SEGMENTS, and the padded width: from bound, a host bound on chords (no host sync; one more
+    chord for rounding), else the most chords of a curve (one host sync)."""
+    segments = torch.ceil(chords)
     if bound is None:
         segments = segments.clamp(1, MAX_SEGMENTS).long()
         return segments, int(segments.max())
-    width = min(MAX_SEGMENTS, math.ceil(math.sqrt(bound)) + 1)
+    width = min(MAX_SEGMENTS, math.ceil(bound) + 1)
     return segments.clamp(1, width).long(), width
 
 
@@ -96,40 +100,93 @@ def wave_polylines(
     swings across the link, fading to its end; "fourier": five harmonics of a sawtooth across the link. A
     wave's largest swing is curvature x the link's length, along the left normal (times sign).
 
-    Each link gets the fewest equal-parameter chords that keep it within TOLERANCE of its curve (a
-    curve p(u) deviates from n chords by at most max |p''| / (8 n^2)), at most MAX_SEGMENTS. max_length:
-    a host bound on the links' lengths, which sizes the padding with no host sync (None: the links' own,
-    one sync). Returns points float [E, S+1, 2] and lengths int64 [E] (points used per curve).
+    Each link gets the fewest chords that keep it within TOLERANCE of its curve, at most MAX_SEGMENTS,
+    their ends spaced by the curve's bend (short chords where it bends most: spiral_spacing,
+    wave_spacing), the same spacing for every link of a family and curvature. max_length: a host bound on
+    the links' lengths, which sizes the padding with no host sync (None: the links' own, one sync).
+    Returns points float [E, S+1, 2] and lengths int64 [E] (points used per curve).
     """
     if curve not in ("spiral", *WAVE_PEAK):
         raise ValueError(f"curve: expected spiral, elastic or fourier, got {curve!r}")
     delta = end - start
     length = delta.norm(dim=-1)
-    if curve == "spiral":  # p(u) = start + u R(w (u - 1)) delta: |p''| <= L |w| sqrt(4 + w^2)
-        turn = 2 * math.pi * SPIRAL_TURNS * abs(curvature)
-        bend = turn * math.sqrt(4 + turn * turn)
-    else:
-        bend = abs(curvature) * WAVE_BEND[curve]
     if length.numel() == 0:
         return _no_curves(start.device)
-    bound = None if max_length is None else max(max_length, 0.0) * bend / (8 * TOLERANCE)
-    segments, width = _chord_counts(length * (bend / (8 * TOLERANCE)), bound)
-    u = (torch.arange(width + 1, device=start.device)[None] / segments[:, None]).clamp(max=1.0)  # [E,S+1]
+    turn = 2 * math.pi * SPIRAL_TURNS * curvature  # the spiral's angle, radians
+    if curve == "spiral":  # chords: sqrt(length x per_length) + extra
+        per_length, extra = spiral_chords(turn)
+    else:  # a wave strays from a chord across the link only: by curvature x length x that of f / max |f|
+        per_length, extra = abs(curvature) * WAVE_SPACED[curve] / TOLERANCE, 0.0
+    bound = None if max_length is None else math.sqrt(max(max_length, 0.0) * per_length) + extra
+    segments, width = _chord_counts(torch.sqrt(length * per_length) + extra, bound)
+    steps = (torch.arange(width + 1, device=start.device)[None] / segments[:, None]).clamp(max=1.0)  # [E,S+1]
     sign = sign[:, None] if sign is not None else 1.0
     if curve == "spiral":
-        angle = (u - 1) * (2 * math.pi * SPIRAL_TURNS * curvature) * sign
+        u = spiral_spacing(turn, steps)
+        angle = (u - 1) * turn * sign
         cos, sin = torch.cos(angle), torch.sin(angle)
         dx, dy = delta[:, None, 0], delta[:, None, 1]
         turned = torch.stack([cos * dx - sin * dy, sin * dx + cos * dy], -1)
         return start[:, None] + u[..., None] * turned, segments + 1
-    if curve == "elastic":
-        across = torch.sin((4 * math.pi) * u) * (1 - u)
-    else:
-        harmonic = torch.arange(1, FOURIER_HARMONICS + 1, device=start.device)
-        across = (torch.sin((2 * math.pi) * u[..., None] * harmonic) / harmonic).sum(-1)
-    across = across * ((curvature / WAVE_PEAK[curve]) * sign)
+    u = wave_spacing(curve, steps)
+    across = wave_shape(curve, u) * ((curvature / WAVE_PEAK[curve]) * sign)
     normal = torch.stack([-delta[:, 1], delta[:, 0]], -1)  # length-scaled left normal
     return start[:, None] + u[..., None] * delta[:, None] + across[..., None] * normal[:, None], segments + 1
+
+
+def wave_shape(curve: str, u: torch.Tensor) -> torch.Tensor:
+    """The wave's shape f(u) across the chord (WAVE_PEAK's), at u float [...] in 0..1."""
+    if curve == "elastic":
+        return torch.sin((4 * math.pi) * u) * (1 - u)
+    harmonic = torch.arange(1, FOURIER_HARMONICS + 1, device=u.device)
+    return (torch.sin((2 * math.pi) * u[..., None] * harmonic) / harmonic).sum(-1)
+
+
+def wave_spacing(curve: str, steps: torch.Tensor) -> torch.Tensor:
+    """The wave's parameters u float [...] (0 .. 1 along the chord) at steps float [...] (equal steps over
+    0 .. 1), spaced so that the chords between them stray alike: each spans an equal share of the
+    integral of sqrt |f''| (its deviation from f is about |f''| du^2 / 8), through a table of
+    SPACING_KNOTS + 1 points made on the device. WAVE_SPACED bounds the result."""
+    knots = torch.arange(SPACING_KNOTS + 1, device=steps.device) / SPACING_KNOTS
+    if curve == "elastic":  # f'' / (-8 pi)
+        bend = torch.sin((4 * math.pi) * knots) * (2 * math.pi) * (1 - knots) + torch.cos((4 * math.pi) * knots)
+    else:  # f'' / (-4 pi^2)
+        harmonic = torch.arange(1, FOURIER_HARMONICS + 1, device=steps.device)
+        bend = (torch.sin((2 * math.pi) * knots[:, None] * harmonic) * harmonic).sum(-1)
+    density = bend.abs().sqrt()
+    share = torch.nn.functional.pad(torch.cumsum(density[1:] + density[:-1], 0), (1, 0))  # trapezoids
+    share = share / share[-1]
+    # the inverse of the piecewise-linear share(u): steps in share's interval i - 1 .. i
+    i = torch.searchsorted(share, steps, right=True).clamp(1, SPACING_KNOTS)
+    low, high = share[i - 1], share[i]
+    return (i - 1 + (steps - low) / (high - low)) / SPACING_KNOTS
+
+
+def spiral_chords(turn: float) -> tuple[float, float]:
+    """(per_length, extra): spiral_spacing's chords of a spiral of `turn` radians and length L stay within
+    TOLERANCE with sqrt(L x per_length) + extra of them. p(u) = L u R(turn (u - 1)) has
+    |p''| = L |turn| sqrt(4 + turn^2 u^2) <= L |turn| h(u), h(u) = 2 + b u with b = sqrt(4 + turn^2) - 2
+    (a convex function lies under its chord); n chords spaced by sqrt(h) stray by at most
+    L |turn| J^2 (1 + b J / (2 sqrt 2 n)) / (8 n^2), J the integral of sqrt(h) over 0..1."""
+    b, rise = _spiral_bend(turn)
+    integral = 4 * math.sqrt(2) * rise / (3 * b) if b > 0 else math.sqrt(2)
+    return abs(turn) * integral**2 / (8 * TOLERANCE), b * integral / (4 * math.sqrt(2))
+
+
+def spiral_spacing(turn: float, steps: torch.Tensor) -> torch.Tensor:
+    """A spiral's parameters u float [...] at steps float [...] (equal steps over 0 .. 1): equal shares of
+    the integral of sqrt(h) (spiral_chords' bound on its bend), ((1 + steps x rise)^(2/3) - 1) x 2 / b,
+    written with expm1 and log1p to stay exact where b is small."""
+    b, rise = _spiral_bend(turn)
+    if b == 0:  # no turn: a straight link
+        return steps
+    return torch.expm1(torch.log1p(steps * rise) * (2 / 3)) * (2 / b)
+
+
+def _spiral_bend(turn: float) -> tuple[float, float]:
+    """spiral_chords' b = sqrt(4 + turn^2) - 2 (written without cancelling) and rise = (h(1) / 2)^1.5 - 1."""
+    b = turn * turn / (math.sqrt(4 + turn * turn) + 2)
+    return b, math.expm1(1.5 * math.log1p(b / 2))
 
 
 def curve_polylines(

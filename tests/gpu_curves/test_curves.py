@@ -7,12 +7,15 @@ from scipy.spatial import cKDTree
 
 from rasterkit.utils import gpu_rendering as R
 from rasterkit.utils.gpu_curves import (
+    MAX_SEGMENTS,
     TOLERANCE,
+    WAVE_SPACED,
     alternating_sign,
     arc_length_ratio,
     bezier_polylines,
     curve_polylines,
     wave_polylines,
+    wave_spacing,
 )
 
 
@@ -105,13 +108,15 @@ def wave_curve(p0, p2, curve, curvature, t):
         length, heading = np.hypot(*d), np.arctan2(d[1], d[0])
         angle = heading - 2 * np.pi * 2.5 * curvature * (1 - t)
         return p0 + (length * t)[:, None] * np.stack([np.cos(angle), np.sin(angle)], 1)
-    dense = np.linspace(0, 1, 200001)
-    if curve == "elastic":
-        shape = lambda u: np.sin(4 * np.pi * u) * (1 - u)  # noqa: E731
-    else:
-        shape = lambda u: sum(np.sin(2 * np.pi * n * u) / n for n in range(1, 6))  # noqa: E731
-    across = shape(t) / np.abs(shape(dense)).max() * curvature
+    shape = SHAPES[curve]
+    across = shape(t) / np.abs(shape(np.linspace(0, 1, 200001))).max() * curvature
     return p0 + t[:, None] * d + across[:, None] * np.array([-d[1], d[0]])
+
+
+SHAPES = {  # the waves across the chord, u in 0..1
+    "elastic": lambda u: np.sin(4 * np.pi * u) * (1 - u),
+    "fourier": lambda u: sum(np.sin(2 * np.pi * n * u) / n for n in range(1, 6)),
+}
 
 
 WAVES = ["spiral", "elastic", "fourier"]
@@ -136,6 +141,54 @@ def test_waves_flatten_within_tolerance(curve):
         assert arc <= arc_length_ratio(curve, 0.15) * np.hypot(*(end[e] - start[e]).numpy()) + 1e-3
     # curvature 0: straight, one segment
     assert wave_polylines(start, end, curve, 0.0)[1].tolist() == [2, 2, 2]
+
+
+def polyline_gap(dense, chord):
+    """The largest distance from the points dense [N,2] to the polyline chord [M,2]."""
+    a, b = chord[:-1], chord[1:]
+    d = b - a
+    t = np.clip((((dense[:, None] - a) * d).sum(-1)) / np.maximum((d * d).sum(-1), 1e-12), 0, 1)
+    return np.linalg.norm(dense[:, None] - (a + t[..., None] * d), axis=-1).min(1).max()
+
+
+@pytest.mark.parametrize("curve", WAVES)
+def test_chords_spaced_by_bend_stay_within_tolerance_with_fewer_chords(curve):
+    """At several curvatures and lengths each link stays within TOLERANCE of the curve sampled densely,
+    with no more chords than the fewest equal-parameter chords that would (max |p''| L^2 / (8 n^2), the
+    largest second difference of the dense samples): a spiral 10% fewer, a wave a third fewer."""
+    lengths = np.array([4.0, 30.0, 100.0, 180.0])
+    start = torch.tensor([[7.0, 3.0]]).expand(len(lengths), 2)
+    end = start + torch.from_numpy(lengths[:, None] * np.array([[0.6, -0.8]])).float()
+    spaced = equal = 0
+    t = np.linspace(0, 1, 20001)
+    for curvature in (0.05, 0.1, -0.2, 0.3):
+        points, counts = wave_polylines(start, end, curve, curvature)
+        for e in range(len(lengths)):
+            dense = wave_curve(start[e].numpy(), end[e].numpy(), curve, curvature, t)
+            chords = int(counts[e]) - 1
+            assert chords < MAX_SEGMENTS  # not cut short
+            assert polyline_gap(dense, points[e, : counts[e]].numpy()) <= TOLERANCE * 1.01
+            bend = np.linalg.norm(np.diff(dense, 2, axis=0), axis=1).max() / (t[1] - t[0]) ** 2
+            equal_chords = max(1, int(np.ceil(np.sqrt(bend / (8 * TOLERANCE)))))
+            assert chords <= equal_chords
+            spaced, equal = spaced + chords, equal + equal_chords
+    assert spaced < (0.95 if curve == "spiral" else 0.72) * equal, (spaced, equal)
+
+
+@pytest.mark.parametrize("curve", ["elastic", "fourier"])
+def test_wave_spacing_keeps_its_bound(curve):
+    """n chords spaced by wave_spacing stray from the shape f / max |f| by at most WAVE_SPACED / n^2, for
+    every n up to MAX_SEGMENTS (the bound each link's chord count follows from)."""
+    t = np.linspace(0, 1, 300)[None]
+    shape = SHAPES[curve]
+    peak = np.abs(shape(np.linspace(0, 1, 200001))).max()
+    for n in range(1, MAX_SEGMENTS + 1):
+        knots = wave_spacing(curve, torch.arange(n + 1) / n).double().numpy()
+        assert knots[0] == 0 and knots[-1] == 1 and (np.diff(knots) > 0).all()
+        low, high = knots[:-1, None], knots[1:, None]
+        u = low + (high - low) * t
+        stray = np.abs(shape(u) - (shape(low) + (shape(high) - shape(low)) * t)).max() / peak
+        assert stray * n * n <= WAVE_SPACED[curve], n
 
 
 @pytest.mark.parametrize("curve", WAVES)
