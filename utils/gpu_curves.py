@@ -18,10 +18,25 @@ FOURIER_HARMONICS = 5
 # peaks max |f|, and a bound on the slope max |f'| / max |f| (found numerically, rounded up)
 WAVE_PEAK = {"elastic": 0.87859163, "fourier": 1.5828524}
 WAVE_SLOPE = {"elastic": 14.31, "fourier": 19.86}
-# Chords spaced by wave_spacing stray from f / max |f| by at most WAVE_SPACED / n^2 for n = 1 ..
-# MAX_SEGMENTS chords (found numerically, rounded up; tested). Equal steps stray by up to
-# max |f''| / max |f| / (8 n^2): 20.4 / n^2 (elastic) and 41.2 / n^2 (fourier), 2.2x and 2.8x as far
-WAVE_SPACED = {"elastic": 9.3, "fourier": 14.5}
+# Chords spaced by wave_spacing and straddled stay within WAVE_SPACED[0] / (n - WAVE_SPACED[1])^2 of
+# f / max |f| (across the link) for n = 1 .. MAX_SEGMENTS chords (found numerically, rounded up; tested):
+# a link of length L takes sqrt(L |curvature| WAVE_SPACED[0] / TOLERANCE) + WAVE_SPACED[1]. Chords on
+# the curve, equally spaced, would need max |f''| / max |f| / 8 for the first: 20.4 (elastic), 41.2 (fourier)
+WAVE_SPACED = {"elastic": (4.95, 1.5), "fourier": (7.2, 4.0)}
+# spiral_chords' count for chords on the spiral, sqrt(L x per_length) + extra, straddled:
+# sqrt(L x per_length x SPIRAL_SPACED[0]) + extra / 2 + SPIRAL_SPACED[1] (found numerically at 0.025 to 5
+# turns for n = 1 .. MAX_SEGMENTS, rounded up; tested)
+SPIRAL_SPACED = (0.61, 0.5)
+# A wave's spacing follows sqrt(max(|f''|, BEND_FLOOR x max |f''|)): near where it turns from one side to
+# the other the straddle cannot help (the vertices there move little), so its chords stay shorter
+BEND_FLOOR = 0.1
+# Each inner vertex moves away from the line through its two neighbours by STRADDLE x its distance to it:
+# on an arc that distance is 4x a chord's sag, so the polyline crosses the curve, straying half the sag
+# to either side, and a chord may sag twice as far as one with its ends on the curve
+STRADDLE = 1 / 8
+# The end chords' share of the bend over an inner chord's: their end vertices (the tracked points) stay
+# on the curve, so they straddle it only at one end
+END_SHARE = 0.85
 SPACING_KNOTS = 256  # the table wave_spacing inverts: the waves' bend at 257 points
 
 
@@ -102,7 +117,9 @@ def wave_polylines(
 
     Each link gets the fewest chords that keep it within TOLERANCE of its curve, at most MAX_SEGMENTS,
     their ends spaced by the curve's bend (short chords where it bends most: spiral_spacing,
-    wave_spacing), the same spacing for every link of a family and curvature. max_length: a host bound on
+    wave_spacing; the end chords END_SHARE of an inner one's share), the same spacing for every link of a
+    family and curvature, and straddling the curve (_straddle: the inner vertices moved off it, to the
+    side it bends away from, so that each chord strays to both sides). max_length: a host bound on
     the links' lengths, which sizes the padding with no host sync (None: the links' own, one sync).
     Returns points float [E, S+1, 2] and lengths int64 [E] (points used per curve).
     """
@@ -116,10 +133,14 @@ def wave_polylines(
     if curve == "spiral":  # chords: sqrt(length x per_length) + extra
         per_length, extra = spiral_chords(turn)
     else:  # a wave strays from a chord across the link only: by curvature x length x that of f / max |f|
-        per_length, extra = abs(curvature) * WAVE_SPACED[curve] / TOLERANCE, 0.0
+        spread, ends = WAVE_SPACED[curve]
+        per_length, extra = abs(curvature) * spread / TOLERANCE, ends if curvature else 0.0
     bound = None if max_length is None else math.sqrt(max(max_length, 0.0) * per_length) + extra
     segments, width = _chord_counts(torch.sqrt(length * per_length) + extra, bound)
-    steps = (torch.arange(width + 1, device=start.device)[None] / segments[:, None]).clamp(max=1.0)  # [E,S+1]
+    # equal steps over 0 .. 1 but for the end chords' END_SHARE of one (the padding repeats the end)
+    short = 1 - END_SHARE
+    steps = (torch.arange(width + 1, device=start.device)[None] - short) / (segments[:, None] - 2 * short)
+    steps = steps.clamp(0.0, 1.0)  # [E,S+1]
     sign = sign[:, None] if sign is not None else 1.0
     if curve == "spiral":
         u = spiral_spacing(turn, steps)
@@ -127,11 +148,35 @@ def wave_polylines(
         cos, sin = torch.cos(angle), torch.sin(angle)
         dx, dy = delta[:, None, 0], delta[:, None, 1]
         turned = torch.stack([cos * dx - sin * dy, sin * dx + cos * dy], -1)
-        return start[:, None] + u[..., None] * turned, segments + 1
+        return _straddle(start[:, None] + u[..., None] * turned, segments), segments + 1
     u = wave_spacing(curve, steps)
     across = wave_shape(curve, u) * ((curvature / WAVE_PEAK[curve]) * sign)
     normal = torch.stack([-delta[:, 1], delta[:, 0]], -1)  # length-scaled left normal
-    return start[:, None] + u[..., None] * delta[:, None] + across[..., None] * normal[:, None], segments + 1
+    points = start[:, None] + u[..., None] * delta[:, None] + across[..., None] * normal[:, None]
+    return _straddle(points, segments, normal), segments + 1
+
+
+def _straddle(points: torch.Tensor, segments: torch.Tensor, along: torch.Tensor | None = None) -> torch.Tensor:
+    """Polylines points [E, S+1, 2] of segments [E] chords each, their vertices on a curve, with each inner
+    vertex (1 .. segments - 1) moved away from the line through its two neighbours by STRADDLE x its
+    distance to it (measured along the move): along along [E,2], a wave's normal, so a wave stays a graph
+    over its link and WAVE_SPACED holds at any curvature; None: square to that line. The ends stay put."""
+    before, at, after = points[:, :-2], points[:, 1:-1], points[:, 2:]
+    span, back = after - before, before - at
+    if along is None:
+        direction = torch.stack([-span[..., 1], span[..., 0]], -1)
+    else:
+        direction = along[:, None].expand_as(span)
+
+    def cross(a, b):
+        return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+
+    # at + direction x reach lies on the line; cross(span, direction) >= 0 (|span|^2, or span . the link's
+    # length-scaled normal's own normal, its parameter step x length^2), 0 only where the points coincide
+    reach = cross(span, back) / cross(span, direction).clamp(min=torch.finfo(points.dtype).tiny)
+    inner = torch.arange(1, points.shape[1] - 1, device=points.device)[None] < segments[:, None]
+    move = direction * torch.where(inner, reach * -STRADDLE, 0.0)[..., None]
+    return points + torch.nn.functional.pad(move, (0, 0, 1, 1))
 
 
 def wave_shape(curve: str, u: torch.Tensor) -> torch.Tensor:
@@ -145,15 +190,17 @@ def wave_shape(curve: str, u: torch.Tensor) -> torch.Tensor:
 def wave_spacing(curve: str, steps: torch.Tensor) -> torch.Tensor:
     """The wave's parameters u float [...] (0 .. 1 along the chord) at steps float [...] (equal steps over
     0 .. 1), spaced so that the chords between them stray alike: each spans an equal share of the
-    integral of sqrt |f''| (its deviation from f is about |f''| du^2 / 8), through a table of
-    SPACING_KNOTS + 1 points made on the device. WAVE_SPACED bounds the result."""
+    integral of sqrt |f''| (its deviation from f is about |f''| du^2 / 8, half that straddled), |f''| no
+    less than BEND_FLOOR x its largest, through a table of SPACING_KNOTS + 1 points made on the device.
+    WAVE_SPACED bounds the result, straddled."""
     knots = torch.arange(SPACING_KNOTS + 1, device=steps.device) / SPACING_KNOTS
     if curve == "elastic":  # f'' / (-8 pi)
         bend = torch.sin((4 * math.pi) * knots) * (2 * math.pi) * (1 - knots) + torch.cos((4 * math.pi) * knots)
     else:  # f'' / (-4 pi^2)
         harmonic = torch.arange(1, FOURIER_HARMONICS + 1, device=steps.device)
         bend = (torch.sin((2 * math.pi) * knots[:, None] * harmonic) * harmonic).sum(-1)
-    density = bend.abs().sqrt()
+    bend = bend.abs()
+    density = torch.maximum(bend, bend.max() * BEND_FLOOR).sqrt()
     share = torch.nn.functional.pad(torch.cumsum(density[1:] + density[:-1], 0), (1, 0))  # trapezoids
     share = share / share[-1]
     # the inverse of the piecewise-linear share(u): steps in share's interval i - 1 .. i
@@ -163,14 +210,17 @@ def wave_spacing(curve: str, steps: torch.Tensor) -> torch.Tensor:
 
 
 def spiral_chords(turn: float) -> tuple[float, float]:
-    """(per_length, extra): spiral_spacing's chords of a spiral of `turn` radians and length L stay within
-    TOLERANCE with sqrt(L x per_length) + extra of them. p(u) = L u R(turn (u - 1)) has
-    |p''| = L |turn| sqrt(4 + turn^2 u^2) <= L |turn| h(u), h(u) = 2 + b u with b = sqrt(4 + turn^2) - 2
-    (a convex function lies under its chord); n chords spaced by sqrt(h) stray by at most
-    L |turn| J^2 (1 + b J / (2 sqrt 2 n)) / (8 n^2), J the integral of sqrt(h) over 0..1."""
+    """(per_length, extra): spiral_spacing's chords of a spiral of `turn` radians and length L, straddled
+    (wave_polylines), stay within TOLERANCE with sqrt(L x per_length) + extra of them. On the curve:
+    p(u) = L u R(turn (u - 1)) has |p''| = L |turn| sqrt(4 + turn^2 u^2) <= L |turn| h(u), h(u) = 2 + b u
+    with b = sqrt(4 + turn^2) - 2 (a convex function lies under its chord); n chords spaced by sqrt(h)
+    stray by at most L |turn| J^2 (1 + b J / (2 sqrt 2 n)) / (8 n^2), J the integral of sqrt(h) over 0..1;
+    straddled, by SPIRAL_SPACED's share of that."""
     b, rise = _spiral_bend(turn)
     integral = 4 * math.sqrt(2) * rise / (3 * b) if b > 0 else math.sqrt(2)
-    return abs(turn) * integral**2 / (8 * TOLERANCE), b * integral / (4 * math.sqrt(2))
+    share, ends = SPIRAL_SPACED
+    per_length = abs(turn) * integral**2 / (8 * TOLERANCE) * share
+    return per_length, b * integral / (8 * math.sqrt(2)) + (ends if turn else 0.0)
 
 
 def spiral_spacing(turn: float, steps: torch.Tensor) -> torch.Tensor:
