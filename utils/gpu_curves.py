@@ -214,8 +214,9 @@ def spiral_chords(turn: float) -> tuple[float, float]:
     (wave_polylines), stay within TOLERANCE with sqrt(L x per_length) + extra of them. On the curve:
     p(u) = L u R(turn (u - 1)) has |p''| = L |turn| sqrt(4 + turn^2 u^2) <= L |turn| h(u), h(u) = 2 + b u
     with b = sqrt(4 + turn^2) - 2 (a convex function lies under its chord); n chords spaced by sqrt(h)
-    stray by at most L |turn| J^2 (1 + b J / (2 sqrt 2 n)) / (8 n^2), J the integral of sqrt(h) over 0..1;
-    straddled, by SPIRAL_SPACED's share of that."""
+    stray by at most L |turn| J^2 (1 + b J / (2 sqrt 2 n)) / (8 n^2), J the integral of sqrt(h) over 0..1,
+    and take sqrt(L |turn| J^2 / (8 TOLERANCE)) + b J / (4 sqrt 2). Straddled they take SPIRAL_SPACED's
+    count: per_length scaled by its first, extra halved and its second added."""
     b, rise = _spiral_bend(turn)
     integral = 4 * math.sqrt(2) * rise / (3 * b) if b > 0 else math.sqrt(2)
     share, ends = SPIRAL_SPACED
@@ -255,8 +256,9 @@ def curve_polylines(
 
 
 def arc_length_ratio(curve: str, curvature: float) -> float:
-    """A bound on a link's arc length over its chord: a Bezier's control polygon; a wave's
-    1 + max |slope across the chord|; a spiral's integral of sqrt(1 + w^2 u^2) over 0..1, <= 1 + |w| / 2."""
+    """A bound on a link's arc length over its chord, and on its flattened polyline's (tested): a Bezier's
+    control polygon; a wave's 1 + max |slope across the chord|; a spiral's integral of sqrt(1 + w^2 u^2)
+    over 0..1, <= 1 + |w| / 2."""
     if curve == "bezier":
         return 2 * math.hypot(0.5, curvature)
     if curve == "cubic":

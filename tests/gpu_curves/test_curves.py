@@ -188,6 +188,9 @@ def test_chords_spaced_by_bend_stay_within_tolerance_with_fewer_chords(curve):
             polyline = points[e, : counts[e]].numpy()
             assert np.allclose(polyline[[0, -1]], dense[[0, -1]], atol=1e-4)
             assert two_sided_gap(dense, polyline) <= TOLERANCE * 1.01, (curvature, lengths[e])
+            # a straddled polyline is longer than its curve, but within arc_length_ratio's bound
+            drawn = np.hypot(*np.diff(polyline, axis=0).T).sum()
+            assert drawn <= arc_length_ratio(curve, curvature) * lengths[e]
             bend = np.linalg.norm(np.diff(dense, 2, axis=0), axis=1).max() / (t[1] - t[0]) ** 2
             equal_chords = max(1, int(np.ceil(np.sqrt(bend / (8 * TOLERANCE)))))
             assert chords <= equal_chords
