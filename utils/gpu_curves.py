@@ -24,9 +24,9 @@ WAVE_SLOPE = {"elastic": 14.31, "fourier": 19.86}
 # the curve, equally spaced, would need max |f''| / max |f| / 8 for the first: 20.4 (elastic), 41.2 (fourier)
 WAVE_SPACED = {"elastic": (4.95, 1.5), "fourier": (7.2, 4.0)}
 # spiral_chords' count for chords on the spiral, sqrt(L x per_length) + extra, straddled:
-# sqrt(L x per_length x SPIRAL_SPACED[0]) + extra / 2 + SPIRAL_SPACED[1] (found numerically at 0.025 to 5
-# turns for n = 1 .. MAX_SEGMENTS, rounded up; tested)
-SPIRAL_SPACED = (0.61, 0.5)
+# sqrt(L x per_length x SPIRAL_SPACED[0]) + extra / 2 + SPIRAL_SPACED[1] (found numerically, the distance
+# both ways against dense samples, at 0.0125 to 5 turns for n = 1 .. MAX_SEGMENTS, rounded up; tested)
+SPIRAL_SPACED = (0.55, 0.5)
 # A wave's spacing follows sqrt(max(|f''|, BEND_FLOOR x max |f''|)): near where it turns from one side to
 # the other the straddle cannot help (the vertices there move little), so its chords stay shorter
 BEND_FLOOR = 0.1
