@@ -19,7 +19,7 @@ FOURIER_HARMONICS = 5
 WAVE_PEAK = {"elastic": 0.87859163, "fourier": 1.5828524}
 WAVE_SLOPE = {"elastic": 14.31, "fourier": 19.86}
 # Chords spaced by wave_spacing and straddled stay within WAVE_SPACED[0] / (n - WAVE_SPACED[1])^2 of
-# f / max |f| (across the link) for n = 1 .. MAX_SEGMENTS chords (found numerically, rounded up; tested):
+# f / max |f| (across the link) for n up to MAX_SEGMENTS chords (found numerically, rounded up; tested):
 # a link of length L takes sqrt(L |curvature| WAVE_SPACED[0] / TOLERANCE) + WAVE_SPACED[1]. Chords on
 # the curve, equally spaced, would need max |f''| / max |f| / 8 for the first: 20.4 (elastic), 41.2 (fourier)
 WAVE_SPACED = {"elastic": (4.95, 1.5), "fourier": (7.2, 4.0)}
@@ -171,8 +171,8 @@ def _straddle(points: torch.Tensor, segments: torch.Tensor, along: torch.Tensor 
     def cross(a, b):
         return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
 
-    # at + direction x reach lies on the line; cross(span, direction) >= 0 (|span|^2, or span . the link's
-    # length-scaled normal's own normal, its parameter step x length^2), 0 only where the points coincide
+    # at + direction x reach lies on the line; cross(span, direction) >= 0: |span|^2 square to the line,
+    # span . delta = the parameter step x length^2 along a wave's normal; 0 only where the points coincide
     reach = cross(span, back) / cross(span, direction).clamp(min=torch.finfo(points.dtype).tiny)
     inner = torch.arange(1, points.shape[1] - 1, device=points.device)[None] < segments[:, None]
     move = direction * torch.where(inner, reach * -STRADDLE, 0.0)[..., None]
