@@ -68,7 +68,6 @@ from .constants import (
     TRIANGLE_BX,
     TRIANGLE_CX,
 )
-from .primitives import tile_spans
 
 
 @jit(inline="always")
@@ -446,6 +445,41 @@ def _over_solid(layer, x0, tile, cr, cg, cb, ca):
             layer[gy, x, 3] = ca + keep * layer[gy, x, 3]
 
 
+@jit(inline="always")
+def _floor_divide(a, b):
+    """torch.floor_divide of float32 a by b > 0, as torch rounds it (Python's floor division)."""
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    if mod != 0 and mod < 0:
+        div -= np.float32(1.0)
+    whole = np.floor(div)
+    return whole + np.float32(1.0) if div - whole > np.float32(0.5) else whole
+
+
+@jit()
+def _tile_spans(bounds, frame, opacity, frames, height, width, tile):
+    """primitives.tile_spans of bounds float32 [P,4] (the same floor divisions and clamps: span int64 [P,4])
+    and each primitive's visibility bool [P]: on frames 0 .. frames - 1 (frame int64 [P]), opacity [P] > 0,
+    its span in the frame. Also the tile pixels of the visible spans (compositor._cpu_work's)."""
+    tiles_y, tiles_x = (height + tile - 1) // tile, (width + tile - 1) // tile
+    low = (np.float32(0.0), np.float32(0.0), np.float32(-1.0), np.float32(-1.0))
+    high = (np.float32(tiles_x), np.float32(tiles_y), np.float32(tiles_x - 1), np.float32(tiles_y - 1))
+    exact = tile & (tile - 1) == 0  # a power of two: v / tile is exact, its floor torch's floor division
+    span = np.empty((bounds.shape[0], 4), np.int64)
+    visible = np.empty(bounds.shape[0], np.bool_)
+    pixels = 0
+    for p in range(bounds.shape[0]):
+        for c in range(4):
+            v = bounds[p, c]
+            v = v if v - v == 0 else np.float32(-1.0)  # NaN and infinities: -1, as nan_to_num
+            whole = np.floor(v / np.float32(tile)) if exact else _floor_divide(v, np.float32(tile))
+            span[p, c] = np.int64(min(max(whole, low[c]), high[c]))  # clamped as floats
+        columns, rows = span[p, 2] - span[p, 0] + 1, span[p, 3] - span[p, 1] + 1
+        visible[p] = 0 <= frame[p] < frames and opacity[p] > 0 and columns > 0 and rows > 0
+        pixels += columns * rows * tile * tile if columns > 0 and rows > 0 else 0
+    return span, visible, pixels
+
+
 @jit()
 def _bands(span, frame, visible, frames, tiles_y):
     """The primitives that each band (a row of tiles of a frame: frame * tiles_y + row) may reach, in
@@ -652,24 +686,26 @@ def render(
     image = torch.zeros(batch, height, 0, 1) if image is None else image
     alpha = torch.zeros(batch, height, 0) if written == _IMAGE_ONLY else alpha
     layer = torch.zeros(batch, height, 0, 4) if written != _ALL else layer
-    span, sizes = tile_spans(prims.bounds, height, width, tile)
-    frame = prims.frame - frame_start
-    visible = (frame >= 0) & (frame < batch) & (prims.color[:, 3] > 0) & (sizes > 0).all(1)
-    if atlas is None and bool((visible & (prims.kind == SPRITE)).any()):
+    frame = (prims.frame - frame_start).numpy()
+    color = prims.color.float().contiguous().numpy()
+    span, visible, _pixels = _tile_spans(
+        prims.bounds.float().contiguous().numpy(), frame, color[:, 3], batch, height, width, tile
+    )
+    if atlas is None and bool((visible & (prims.kind.numpy() == SPRITE)).any()):
         raise ValueError("sprite primitives need the atlas they index")
     atlas = torch.zeros(1, 1) if atlas is None else atlas.float().contiguous()
-    band_start, listed = _bands(span.numpy(), frame.numpy(), visible.numpy(), batch, -(-height // tile))
+    band_start, listed = _bands(span, frame, visible, batch, -(-height // tile))
     # parts of interleaved bands, taken by the threads as they finish (core.numba.balanced)
     parts = max(1, min(batch * -(-height // tile), torch_threads() * PARTS_PER_THREAD))
     with balanced(parts):
         _composite(
             band_start,
             listed,
-            span.numpy(),
+            span,
             prims.bounds.float().contiguous().numpy(),
             prims.kind.contiguous().numpy(),
             prims.params.float().contiguous().numpy(),
-            prims.color.float().contiguous().numpy(),
+            color,
             prims.group.contiguous().numpy(),
             atlas.numpy(),
             frames.contiguous().numpy(),
@@ -682,3 +718,18 @@ def render(
             parts,
         )
     return True
+
+
+@falls_back
+def tile_work(prims, batch: int, height: int, width: int, tile: int) -> int:
+    """compositor._cpu_work: the pixels of `batch` frames and of the tiles of every primitive's span."""
+    span, visible, pixels = _tile_spans(
+        prims.bounds.float().contiguous().numpy(),
+        np.zeros(len(prims), np.int64),
+        np.ones(len(prims), np.float32),
+        1,
+        height,
+        width,
+        tile,
+    )
+    return batch * height * width + pixels
