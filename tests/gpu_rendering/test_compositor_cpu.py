@@ -231,3 +231,29 @@ def test_tile_spans_and_work_as_the_torch_paths(tile):
     assert np.array_equal(visible, shown.numpy()) and visible.any() and not visible.all()
     prims = R.Primitives(frame, frame, torch.zeros(400, 10), torch.zeros(400, 4), bounds, frame)
     assert compositor_cpu.tile_work(prims, 3, 77, 141, tile) == compositor._cpu_work(prims, 3, 77, 141, tile)
+
+
+@pytest.mark.parametrize("caps", ["round", "butt"])
+def test_short_segments_are_evaluated_wherever_they_cover(torch_path, caps):
+    """The loop evaluates a segment's pixels within its ends' box grown by half + 0.75 (not its bounds):
+    short pieces of any direction and width (0.3 .. 6 px, thin ones weighted), at sub-pixel places near
+    tile edges and far from the origin, cover what the torch path's dense evaluation covers."""
+    g = torch.Generator().manual_seed(len(caps))
+    n = 600
+    a = torch.rand(n, 2, generator=g) * torch.tensor([133.0, 69.0]) + 2
+    a[: n // 3] = torch.randint(1, 16, (n // 3, 2), generator=g).float() * 8 + torch.rand(n // 3, 2, generator=g) - 0.5
+    b = a + (torch.rand(n, 2, generator=g) - 0.5) * 4
+    width = torch.rand(n, generator=g) * 5.7 + 0.3
+    prims = R.segments(torch.randint(0, 2, (n,), generator=g), a, b, width, torch.rand(n, 4, generator=g), caps)
+    images = torch.zeros(2, 77, 141, 3)
+    expected = torch_path(R.draw, images, prims)
+    assert_same(expected, R.draw(images, prims))
+    far = R.segments(
+        torch.zeros(2, dtype=torch.long),
+        torch.tensor([[-5e4, 30.3], [70.6, -8e4]]),
+        torch.tensor([[5e4, 31.1], [71.2, 8e4]]),
+        1.5,
+        torch.ones(2, 4),
+        caps,
+    )
+    assert_same(torch_path(R.draw, images[:1], far), R.draw(images[:1], far))

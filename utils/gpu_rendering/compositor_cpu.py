@@ -281,7 +281,7 @@ def _tile_class(kind, params, p, ox, oy, tile):
 
 
 @jit(inline="always")
-def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides, bounds):
+def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
     """Coverage of primitive p on the tile whose first pixel centre is ox, oy into out [T*T] (row-major),
     `found` its _tile_class. A box along the axes away from its corners is separable, as in the torch
     path: each side's coverage is found once per column and once per row (into sides [2,3,T])."""
@@ -304,7 +304,7 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides, boun
                 out[gy * tile + gx] = outline * weight * (sides[0, 2, gx] * sides[1, 2, gy])
         return
     if kind == SEGMENT and found == _EVALUATE:
-        _segment_tile(params, p, ox, oy, tile, out, bounds)
+        _segment_tile(params, p, ox, oy, tile, out)
         return
     if kind == SPRITE and found == _EVALUATE and _whole_pixels(params[p, SPRITE_X0], params[p, SPRITE_Y0], ox, oy):
         _sprite_tile(params, p, ox, oy, tile, atlas, out)
@@ -315,14 +315,19 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides, boun
 
 
 @jit(inline="always")
-def _segment_tile(params, p, ox, oy, tile, out, bounds):
+def _segment_tile(params, p, ox, oy, tile, out):
     """_coverage of segment p over a tile, its own values (direction, length, the tile's offsets from its
-    ends) worked out once: the same float32 operations. Only the pixels whose centres lie within its bounds
-    (bounds [P,4]) are evaluated: the others have no coverage (a segment's bounds reach 1 px past it)."""
+    ends) worked out once: the same float32 operations. Only the pixels whose centres lie within the box of
+    its ends grown by half + 0.75 are evaluated: the others have no coverage (a round end covers to half +
+    0.5 from the segment, a butt end to a corner sqrt(0.25 + (half + 0.5)^2) <= half + 0.625 away along an
+    axis; the rest is float rounding, which grows with the coordinates). Its bounds reach further (half + 1,
+    widened by a pixel on each side): they took 2x the pixels of a mask outline's pieces."""
     out[:] = np.float32(0.0)
-    first_x, last_x = _within(bounds[p, 0], bounds[p, 2], ox, tile)
-    first_y, last_y = _within(bounds[p, 1], bounds[p, 3], oy, tile)
     half, weight = max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)), _thin_weight(params[p, SEGMENT_HALF_WIDTH])
+    ax, ay, bx, by = params[p, SEGMENT_AX], params[p, SEGMENT_AY], params[p, SEGMENT_BX], params[p, SEGMENT_BY]
+    reach = (half + np.float32(0.75)) + (max(abs(ax), abs(ay), abs(bx), abs(by)) + abs(ox) + abs(oy)) * np.float32(1e-6)
+    first_x, last_x = _reached(min(ax, bx) - reach, max(ax, bx) + reach, ox, tile)
+    first_y, last_y = _reached(min(ay, by) - reach, max(ay, by) + reach, oy, tile)
     dx, dy = params[p, SEGMENT_BX] - params[p, SEGMENT_AX], params[p, SEGMENT_BY] - params[p, SEGMENT_AY]
     length = max(np.sqrt(np.float32(dx * dx + dy * dy)), np.float32(1e-12))
     ux, uy = dx / length, dy / length
@@ -347,22 +352,19 @@ def _segment_tile(params, p, ox, oy, tile, out, bounds):
 
 
 @jit(inline="always")
-def _within(low, high, first, tile):
-    """The first and last of a tile's pixels (centres at first + 0 .. tile - 1) that may lie within low ..
-    high, a pixel more on each side where rounding could matter (last < first: none; NaN: all)."""
+def _reached(low, high, first, tile):
+    """The first and last of a tile's pixels (centres at first + 0 .. tile - 1) within low .. high (last <
+    first: none; NaN: all)."""
     to_low, to_high = low - first, high - first
+    start, stop = 0, tile - 1
     if to_low > np.float32(tile):
         start = tile
-    elif to_low > np.float32(1.0):
-        start = np.int64(np.floor(to_low))
-    else:
-        start = 0
+    elif to_low > np.float32(0.0):
+        start = np.int64(np.ceil(to_low))
     if to_high < np.float32(-1.0):
         stop = -1
     elif to_high < np.float32(tile - 1):
-        stop = np.int64(np.ceil(to_high))
-    else:
-        stop = tile - 1
+        stop = np.int64(np.floor(to_high))
     return start, stop
 
 
@@ -510,7 +512,6 @@ def _composite(
     band_start,
     listed,
     span,
-    bounds,
     kind,
     params,
     color,
@@ -564,7 +565,7 @@ def _composite(
                     if found == PAIR_SOLID:
                         coverage[:] = 1.0
                     else:
-                        _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides, bounds)
+                        _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides)
                     if alone:  # a shape of its own: straight onto the layer
                         _over(
                             band_layer,
@@ -702,7 +703,6 @@ def render(
             band_start,
             listed,
             span,
-            prims.bounds.float().contiguous().numpy(),
             prims.kind.contiguous().numpy(),
             prims.params.float().contiguous().numpy(),
             color,
