@@ -690,7 +690,7 @@ def render(
     frame = (prims.frame - frame_start).numpy()
     color = prims.color.float().contiguous().numpy()
     span, visible, _pixels = _tile_spans(
-        prims.bounds.float().contiguous().numpy(), frame, color[:, 3], batch, height, width, tile
+        prims.bounds.float().contiguous().numpy(), frame, np.ascontiguousarray(color[:, 3]), batch, height, width, tile
     )
     if atlas is None and bool((visible & (prims.kind.numpy() == SPRITE)).any()):
         raise ValueError("sprite primitives need the atlas they index")
