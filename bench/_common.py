@@ -35,20 +35,26 @@ def timed(fn, repeat: int = 5, warmup: int = 1, sync=None) -> float:
     return timed_together([fn], repeat, warmup, sync)[0]
 
 
-def timed_together(fns: list, repeat: int = 5, warmup: int = 1, sync=None) -> list[float]:
+def timed_together(
+    fns: list, repeat: int = 5, warmup: int = 1, sync=None, clock=time.perf_counter, before=None
+) -> list[float]:
     """Median seconds of each of fns, called in turn in each of `repeat` rounds (after `warmup` rounds),
-    so that a machine whose speed drifts during the run slows them alike."""
+    so that a machine whose speed drifts during the run slows them alike. clock: time.process_time for
+    the CPU time of the process (all its threads; on a machine shared with other work, the figure that
+    their load changes least); before: called ahead of each call, untimed (e.g. trim_heap)."""
     times = [[] for _ in fns]
     for round_ in range(warmup + repeat):
         for fn, spent in zip(fns, times, strict=True):
+            if before:
+                before()
             if sync:
                 sync()
-            start = time.perf_counter()
+            start = clock()
             fn()
             if sync:
                 sync()
             if round_ >= warmup:
-                spent.append(time.perf_counter() - start)
+                spent.append(clock() - start)
     return [statistics.median(spent) for spent in times]
 
 
@@ -77,7 +83,9 @@ def output_floor(images, image_only: bool = False):
     return image, torch.zeros(images.shape[:3]), torch.zeros(images.shape[:3] + (4,))
 
 
-def _trim_heap() -> None:
+def trim_heap() -> None:
+    """glibc's free memory given back to the system: the next allocations fault fresh pages, as in a
+    process that keeps its earlier outputs (ComfyUI caches each node's)."""
     try:
         import ctypes
 
@@ -107,7 +115,7 @@ def peak_memory(fn, device) -> tuple[object, str]:
         torch.cuda.synchronize()
         return result, f"{(torch.cuda.max_memory_allocated() - base) / 2**20:,.0f} MiB"
     try:
-        _trim_heap()
+        trim_heap()
         with open("/proc/self/clear_refs", "w") as refs:
             refs.write("5")  # resets VmHWM to the current RSS
         base = _rss_kib("VmRSS:")

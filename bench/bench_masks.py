@@ -4,14 +4,17 @@ OpenCV code they run), on the same 1080p frames with 20 objects, side by side in
 Every path starts from what ComfyUI holds (float32 IMAGE frames, float32 MASK [frames * 20, H, W], SAM3
 Video Track's layout) and returns float32 frames: the peers convert the frames to uint8 and the masks to
 bool, annotate (fill blended at 0.5, 2 px outlines of each mask's contours) and convert back; the node
-also returns alpha and a straight-alpha layer. Timed in turns, medians.
-    .venv/bin/python bench/bench_masks.py [--quick]      (pip install -r bench/requirements.txt)
+also returns alpha and a straight-alpha layer. Timed in turns, medians: the CPU time of the process (all
+its threads), then the wall clock, then the CPU time where each call starts on fresh memory (glibc's free
+memory given back first: the outputs' pages are faulted anew, as in ComfyUI, which keeps earlier outputs).
+    .venv/bin/python bench/bench_masks.py [--quick] [--threads N]      (pip install -r bench/requirements.txt)
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 # as ComfyUI runs the pack (prestartup_script.py, before torch loads): OpenMP's idle threads sleep. Spinning
 # ones fight numba's for the cores, and on a busy machine torch's default threads then cost 5-10x
@@ -21,11 +24,13 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from _common import report, table, timed_together  # noqa: E402
+from _common import report, table, timed_together, trim_heap  # noqa: E402
 
 QUICK = "--quick" in sys.argv
-if "--threads" in sys.argv:  # torch threads, e.g. 1 on a machine shared with other work
-    torch.set_num_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
+THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else None
+if THREADS:  # torch's threads (the pack's loops take as many) and OpenCV's, e.g. 1 on a shared machine
+    torch.set_num_threads(THREADS)
+    cv2.setNumThreads(THREADS)
 HEIGHT, WIDTH, OBJECTS = 1080, 1920, 20
 OPACITY, THICKNESS = 0.5, 2
 
@@ -87,7 +92,12 @@ def main():
 
     node = load_pack().nodes.masks.MaskRenderer
     repeat = 3 if QUICK else 5
-    rows = []
+    timings = [
+        ("CPU time of the process", {"clock": time.process_time}),
+        ("Wall clock", {}),
+        ("CPU time, each call on fresh memory (malloc_trim first)", {"clock": time.process_time, "before": trim_heap}),
+    ]
+    rows = {heading: [] for heading, _ in timings}
     for frames in (1,) if QUICK else (1, 4):
         images, masks = scene(frames)
 
@@ -100,19 +110,20 @@ def main():
             lambda: supervision_path(images, masks),
             lambda: opencv_path(images, masks),
         ]
-        t_node, t_image, t_sv, t_cv = timed_together(paths, repeat)
-        per = 1e3 / frames
-        rows.append(
-            [
-                f"{OBJECTS} objects, {frames} frame(s) {WIDTH}x{HEIGHT}",
-                f"{t_node * per:.1f}",
-                f"{t_image * per:.1f}",
-                f"{t_sv * per:.1f}",
-                f"{t_cv * per:.1f}",
-                f"{t_sv / t_node:.2f}x",
-                f"{t_sv / t_image:.2f}x",
-            ]
-        )
+        for heading, clock in timings:
+            t_node, t_image, t_sv, t_cv = timed_together(paths, repeat, **clock)
+            per = 1e3 / frames
+            rows[heading].append(
+                [
+                    f"{OBJECTS} objects, {frames} frame(s) {WIDTH}x{HEIGHT}",
+                    f"{t_node * per:.1f}",
+                    f"{t_image * per:.1f}",
+                    f"{t_sv * per:.1f}",
+                    f"{t_cv * per:.1f}",
+                    f"{t_sv / t_node:.2f}x",
+                    f"{t_sv / t_image:.2f}x",
+                ]
+            )
     header = [
         "case",
         "node (3 outputs)",
@@ -122,11 +133,17 @@ def main():
         "node's speed / supervision's",
         "image only: speed / supervision's",
     ]
+    threads = f"{THREADS} thread(s)" if THREADS else f"default threads ({torch.get_num_threads()})"
     report(
         "masks",
         "Mask overlays (MaskRenderer) against supervision",
-        [("Full paths on the CPU, float32 in and out, median ms per frame", table(header, rows))],
-        ".venv/bin/python bench/bench_masks.py  # pip install -r bench/requirements.txt",
+        [
+            (f"{heading}, float32 in and out, median ms per frame, {threads}", table(header, rows[heading]))
+            for heading, _ in timings
+        ],
+        ".venv/bin/python bench/bench_masks.py"
+        + (f" --threads {THREADS}" if THREADS else "")
+        + "  # pip install -r bench/requirements.txt",
     )
 
 

@@ -36,3 +36,15 @@ def probe(**env) -> list:
 )
 def test_passive_openmp_and_numbas_omp_layer_unless_the_user_chose(env, expected):
     assert probe(**env) == expected
+
+
+def test_numbas_threads_leave_torchs_setting():
+    """numba's OpenMP layer shares torch's OpenMP runtime and set its thread count when its threads
+    started: torch's one thread became all of numba's, for torch and for the pack's loops alike."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); import torch; torch.set_num_threads(1); "
+        "import utils.core.numba as N, numba; print(N.torch_threads(), torch.get_num_threads(), "
+        "numba.get_num_threads(), N.torch_threads(), torch.get_num_threads())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1"] * 5

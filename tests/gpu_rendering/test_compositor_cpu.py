@@ -49,21 +49,19 @@ def test_the_loop_equals_the_torch_path(torch_path, loop_used, channels, tile):
 
 
 def test_the_loop_in_chunks_of_frames(torch_path, loop_used, monkeypatch):
-    """Chunks of 2 of 5 frames: each chunk draws only its frames' primitives."""
-    from rasterkit.utils.core import device as D
-
+    """Chunks of 2 of 5 frames: each chunk draws only its frames' primitives (sorted by frame: one chunk
+    of every frame takes them in any order)."""
+    monkeypatch.setattr(compositor, "chunk_size", lambda total, nbytes, device, limit=None: min(2, total))
+    frames, render = [], compositor_cpu.render
     monkeypatch.setattr(
-        compositor,
-        "run_chunked",
-        lambda fn, total, nbytes, dev, on_chunk=None, limit=None: D.run_chunked(
-            fn, total, nbytes, dev, on_chunk, limit=2
-        ),
+        compositor_cpu, "render", lambda *a: frames.append((a[4].frame - a[5]).unique().tolist()) or render(*a)
     )
     images = torch.rand(5, 40, 50, 3)
     prims = every_kind(5, 40, 50, 30, seed=7)
+    prims = prims.select((-prims.frame).argsort(stable=True))  # the last frame's first, each frame's in order
     expected = torch_path(R.draw, images, prims, atlas=torch.ones(20, 24))
     got = R.draw(images, prims, atlas=torch.ones(20, 24))
-    assert loop_used == [True] * 3
+    assert frames == [[0, 1], [0, 1], [0]]
     assert_same(expected, got)
 
 
@@ -207,3 +205,55 @@ def test_the_torch_path_draws_the_same_bits_every_time(monkeypatch):
     for _ in range(6):
         assert all(torch.equal(a, b) for a, b in zip(first, R.draw(images, prims), strict=False))
         assert torch.equal(first[0], R.draw(images, prims, image_only=True)[0])
+
+
+@pytest.mark.parametrize("tile", [8, 5, 16])
+def test_tile_spans_and_work_as_the_torch_paths(tile):
+    """The loop's spans (its visibility and compositor._cpu_work's count with them) are primitives.tile_spans'
+    to the tile: bounds across, past and on the frame's tile edges, NaN, infinite and huge."""
+    import numpy as np
+
+    from rasterkit.utils.gpu_rendering.primitives import tile_spans
+
+    g = torch.Generator().manual_seed(tile)
+    bounds = torch.rand(400, 4, generator=g) * 260 - 60
+    bounds[:50] = torch.randint(-3, 40, (50, 4), generator=g).float() * tile  # on tile edges
+    bounds[50:60, 1] = float("nan")
+    bounds[60:70, 2], bounds[70:80, 0] = float("inf"), -float("inf")
+    bounds[80:90, 3], bounds[90:100, 0] = 3e38, -3e38
+    bounds[100:110, 2] = torch.nextafter(bounds[100:110, 2], torch.tensor(-1e9))
+    frame = torch.randint(-1, 4, (400,), generator=g)
+    opacity = torch.rand(400, generator=g) - 0.2
+    span, visible, pixels = compositor_cpu._tile_spans(bounds.numpy(), frame.numpy(), opacity.numpy(), 3, 77, 141, tile)
+    expected, sizes = tile_spans(bounds, 77, 141, tile)
+    assert np.array_equal(span, expected.numpy())
+    shown = (frame >= 0) & (frame < 3) & (opacity > 0) & (sizes > 0).all(1)
+    assert np.array_equal(visible, shown.numpy()) and visible.any() and not visible.all()
+    prims = R.Primitives(frame, frame, torch.zeros(400, 10), torch.zeros(400, 4), bounds, frame)
+    assert compositor_cpu.tile_work(prims, 3, 77, 141, tile) == compositor._cpu_work(prims, 3, 77, 141, tile)
+
+
+@pytest.mark.parametrize("caps", ["round", "butt"])
+def test_short_segments_are_evaluated_wherever_they_cover(torch_path, caps):
+    """The loop evaluates a segment's pixels within its ends' box grown by half + 0.75 (not its bounds):
+    short pieces of any direction and width (0.3 .. 6 px, thin ones weighted), at sub-pixel places near
+    tile edges and far from the origin, cover what the torch path's dense evaluation covers."""
+    g = torch.Generator().manual_seed(len(caps))
+    n = 600
+    a = torch.rand(n, 2, generator=g) * torch.tensor([133.0, 69.0]) + 2
+    a[: n // 3] = torch.randint(1, 16, (n // 3, 2), generator=g).float() * 8 + torch.rand(n // 3, 2, generator=g) - 0.5
+    b = a + (torch.rand(n, 2, generator=g) - 0.5) * 4
+    width = torch.rand(n, generator=g) * 5.7 + 0.3
+    prims = R.segments(torch.randint(0, 2, (n,), generator=g), a, b, width, torch.rand(n, 4, generator=g), caps)
+    images = torch.zeros(2, 77, 141, 3)
+    expected = torch_path(R.draw, images, prims)
+    assert_same(expected, R.draw(images, prims))
+    far = R.segments(
+        torch.zeros(2, dtype=torch.long),
+        torch.tensor([[-5e4, 30.3], [70.6, -8e4]]),
+        torch.tensor([[5e4, 31.1], [71.2, 8e4]]),
+        1.5,
+        torch.ones(2, 4),
+        caps,
+    )
+    assert_same(torch_path(R.draw, images[:1], far), R.draw(images[:1], far))

@@ -77,13 +77,20 @@ def test_the_memory_estimate_matches_the_torch_path(monkeypatch, outlines, halo)
 
 
 def test_tile_peaks_of_whole_and_partial_bands(monkeypatch):
-    """Bands of 8 rows take the unrolled loop, the last band of 5 rows the general one."""
+    """Bands of 8 rows take the unrolled loop, the last band of 5 rows the general one. Tiles whose sums are
+    not finite are read again: a NaN (of either sign) is NaN, infinities and sums that overflow keep their
+    maximum."""
     g = torch.Generator().manual_seed(1)
     masks = torch.rand(2, 45, 30, generator=g) - 0.5
     masks[1, 41, 29] = float("nan")
+    masks[0, 9, 9] = -float("nan")
+    masks[0, 20, 2], masks[0, 21, 3] = 3e38, 3e38
+    masks[1, 2, 20], masks[1, 30, 12] = float("inf"), -float("inf")
     peak = M.tile_peaks(masks)
     expected = torch_path(monkeypatch, M.tile_peaks, masks)
-    assert torch.equal(peak.nan_to_num(-9.0), expected.nan_to_num(-9.0)) and bool(peak[1, 5, 3].isnan())
+    assert torch.equal(peak.nan_to_num(-9.0), expected.nan_to_num(-9.0))
+    assert bool(peak[1, 5, 3].isnan()) and bool(peak[0, 1, 1].isnan()) and int(peak.isnan().sum()) == 2
+    assert float(peak[0, 2, 0]) == float(torch.tensor(3e38)) and float(peak[1, 0, 2]) == float("inf")
 
 
 @pytest.mark.parametrize(

@@ -55,8 +55,13 @@ _failed: list = []
 
 def torch_threads() -> int:
     """Sets numba's thread count to torch's (ComfyUI's and the user's setting: never more) and returns it."""
-    threads = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-    numba.set_num_threads(threads)
+    wanted = torch.get_num_threads()
+    threads = max(1, min(wanted, numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(threads)  # starts numba's threads on first use
+    if torch.get_num_threads() != wanted:
+        # numba's OpenMP layer shares torch's runtime (libgomp loads once) and set its thread count to all
+        # of numba's threads when they started: torch.set_num_threads(1) became 2 on a 2-core machine
+        torch.set_num_threads(wanted)
     return threads
 
 

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.batching import expand_counts
-from ..core.device import cupy_usable, normalize, numba_usable, on_huge_pages, run_chunked
+from ..core.device import chunk_size, cupy_usable, normalize, numba_usable, on_huge_pages, run_chunked
 from .compositor_cuda import composite_tiles_cuda
 from .constants import (
     ANCHOR_X,
@@ -931,6 +931,11 @@ def draw(
         layer_out = None if image_only else on_huge_pages(torch.empty(batch, height, width, 4, device=home))
     if images.numel() == 0:  # no pixel to draw
         return image_out, alpha_out, layer_out
+    # per frame pixel: the outputs and the pair temporaries (~8 pair pixels of ~40 bytes in a dense
+    # scene); chunks of at most ~32 megapixels (256 on a GPU, where each chunk's fixed cost of ~3 ms is
+    # the larger part), and less work in numba's loop (below), keep progress reports (and interrupt
+    # checks) coming on long videos
+    frame_bytes = height * width * ((channels + 5) * 4 + 320)
     pixels = (32 << 20) if device.type == "cpu" else (256 << 20)
     limit = max(1, pixels // (height * width))
     first = None  # the first primitive of each frame, where each chunk gets only its frames' primitives
@@ -938,9 +943,13 @@ def draw(
         # numba's loop: chunks sized by work (dense scenes cost far more than their pixels), each given only
         # its frames' primitives (re-reading all of them per chunk cost more than drawing); within a frame
         # the drawing order stays, and that loop reads nothing else
-        prims = prims.select(prims.frame.argsort(stable=True))
-        first = torch.searchsorted(prims.frame, torch.arange(batch + 1)).tolist()
-        limit = min(limit, max(1, CPU_CHUNK_WORK * batch // _cpu_work(prims, batch, height, width, tile)))
+        work = _compositor_cpu().tile_work(prims, batch, height, width, tile) or _cpu_work(
+            prims, batch, height, width, tile
+        )
+        limit = chunk_size(batch, frame_bytes, device, min(limit, max(1, CPU_CHUNK_WORK * batch // work)))
+        if limit < batch:  # chunks: sorted by frame (one chunk reads them all, in any order)
+            prims = prims.select(prims.frame.argsort(stable=True))
+            first = torch.searchsorted(prims.frame, torch.arange(batch + 1)).tolist()
     moved = {}  # the primitives and atlas on each device that renders: one transfer each
 
     def render_frames(start, stop, dev):
@@ -963,18 +972,7 @@ def draw(
             if result is not out:  # one transfer back (and the conversion to the images' dtype)
                 out.copy_(result)
 
-    # per frame pixel: the outputs and the pair temporaries (~8 pair pixels of ~40 bytes in a dense
-    # scene); chunks of at most ~32 megapixels (256 on a GPU, where each chunk's fixed cost of ~3 ms is
-    # the larger part), and less work in numba's loop (above), keep progress reports (and interrupt
-    # checks) coming on long videos
-    run_chunked(
-        render_frames,
-        batch,
-        height * width * ((channels + 5) * 4 + 320),
-        device,
-        on_progress,
-        limit=limit,
-    )
+    run_chunked(render_frames, batch, frame_bytes, device, on_progress, limit=limit)
     return image_out, alpha_out, layer_out
 
 

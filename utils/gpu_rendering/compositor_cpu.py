@@ -68,7 +68,6 @@ from .constants import (
     TRIANGLE_BX,
     TRIANGLE_CX,
 )
-from .primitives import tile_spans
 
 
 @jit(inline="always")
@@ -282,7 +281,7 @@ def _tile_class(kind, params, p, ox, oy, tile):
 
 
 @jit(inline="always")
-def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides, bounds):
+def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
     """Coverage of primitive p on the tile whose first pixel centre is ox, oy into out [T*T] (row-major),
     `found` its _tile_class. A box along the axes away from its corners is separable, as in the torch
     path: each side's coverage is found once per column and once per row (into sides [2,3,T])."""
@@ -305,7 +304,7 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides, boun
                 out[gy * tile + gx] = outline * weight * (sides[0, 2, gx] * sides[1, 2, gy])
         return
     if kind == SEGMENT and found == _EVALUATE:
-        _segment_tile(params, p, ox, oy, tile, out, bounds)
+        _segment_tile(params, p, ox, oy, tile, out)
         return
     if kind == SPRITE and found == _EVALUATE and _whole_pixels(params[p, SPRITE_X0], params[p, SPRITE_Y0], ox, oy):
         _sprite_tile(params, p, ox, oy, tile, atlas, out)
@@ -316,14 +315,19 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides, boun
 
 
 @jit(inline="always")
-def _segment_tile(params, p, ox, oy, tile, out, bounds):
+def _segment_tile(params, p, ox, oy, tile, out):
     """_coverage of segment p over a tile, its own values (direction, length, the tile's offsets from its
-    ends) worked out once: the same float32 operations. Only the pixels whose centres lie within its bounds
-    (bounds [P,4]) are evaluated: the others have no coverage (a segment's bounds reach 1 px past it)."""
+    ends) worked out once: the same float32 operations. Only the pixels whose centres lie within the box of
+    its ends grown by half + 0.75 are evaluated: the others have no coverage (a round end covers to half +
+    0.5 from the segment, a butt end to a corner sqrt(0.25 + (half + 0.5)^2) <= half + 0.625 away along an
+    axis; the rest is float rounding, which grows with the coordinates). Its bounds reach further (half + 1,
+    widened by a pixel on each side): they took 2x the pixels of a mask outline's pieces."""
     out[:] = np.float32(0.0)
-    first_x, last_x = _within(bounds[p, 0], bounds[p, 2], ox, tile)
-    first_y, last_y = _within(bounds[p, 1], bounds[p, 3], oy, tile)
     half, weight = max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)), _thin_weight(params[p, SEGMENT_HALF_WIDTH])
+    ax, ay, bx, by = params[p, SEGMENT_AX], params[p, SEGMENT_AY], params[p, SEGMENT_BX], params[p, SEGMENT_BY]
+    reach = (half + np.float32(0.75)) + (max(abs(ax), abs(ay), abs(bx), abs(by)) + abs(ox) + abs(oy)) * np.float32(1e-6)
+    first_x, last_x = _reached(min(ax, bx) - reach, max(ax, bx) + reach, ox, tile)
+    first_y, last_y = _reached(min(ay, by) - reach, max(ay, by) + reach, oy, tile)
     dx, dy = params[p, SEGMENT_BX] - params[p, SEGMENT_AX], params[p, SEGMENT_BY] - params[p, SEGMENT_AY]
     length = max(np.sqrt(np.float32(dx * dx + dy * dy)), np.float32(1e-12))
     ux, uy = dx / length, dy / length
@@ -348,22 +352,19 @@ def _segment_tile(params, p, ox, oy, tile, out, bounds):
 
 
 @jit(inline="always")
-def _within(low, high, first, tile):
-    """The first and last of a tile's pixels (centres at first + 0 .. tile - 1) that may lie within low ..
-    high, a pixel more on each side where rounding could matter (last < first: none; NaN: all)."""
+def _reached(low, high, first, tile):
+    """The first and last of a tile's pixels (centres at first + 0 .. tile - 1) within low .. high (last <
+    first: none; NaN: all)."""
     to_low, to_high = low - first, high - first
+    start, stop = 0, tile - 1
     if to_low > np.float32(tile):
         start = tile
-    elif to_low > np.float32(1.0):
-        start = np.int64(np.floor(to_low))
-    else:
-        start = 0
+    elif to_low > np.float32(0.0):
+        start = np.int64(np.ceil(to_low))
     if to_high < np.float32(-1.0):
         stop = -1
     elif to_high < np.float32(tile - 1):
-        stop = np.int64(np.ceil(to_high))
-    else:
-        stop = tile - 1
+        stop = np.int64(np.floor(to_high))
     return start, stop
 
 
@@ -446,6 +447,41 @@ def _over_solid(layer, x0, tile, cr, cg, cb, ca):
             layer[gy, x, 3] = ca + keep * layer[gy, x, 3]
 
 
+@jit(inline="always")
+def _floor_divide(a, b):
+    """torch.floor_divide of float32 a by b > 0, as torch rounds it (Python's floor division)."""
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    if mod != 0 and mod < 0:
+        div -= np.float32(1.0)
+    whole = np.floor(div)
+    return whole + np.float32(1.0) if div - whole > np.float32(0.5) else whole
+
+
+@jit()
+def _tile_spans(bounds, frame, opacity, frames, height, width, tile):
+    """primitives.tile_spans of bounds float32 [P,4] (the same floor divisions and clamps: span int64 [P,4])
+    and each primitive's visibility bool [P]: on frames 0 .. frames - 1 (frame int64 [P]), opacity [P] > 0,
+    its span in the frame. Also the tile pixels of the visible spans (compositor._cpu_work's)."""
+    tiles_y, tiles_x = (height + tile - 1) // tile, (width + tile - 1) // tile
+    low = (np.float32(0.0), np.float32(0.0), np.float32(-1.0), np.float32(-1.0))
+    high = (np.float32(tiles_x), np.float32(tiles_y), np.float32(tiles_x - 1), np.float32(tiles_y - 1))
+    exact = tile & (tile - 1) == 0  # a power of two: v / tile is exact, its floor torch's floor division
+    span = np.empty((bounds.shape[0], 4), np.int64)
+    visible = np.empty(bounds.shape[0], np.bool_)
+    pixels = 0
+    for p in range(bounds.shape[0]):
+        for c in range(4):
+            v = bounds[p, c]
+            v = v if v - v == 0 else np.float32(-1.0)  # NaN and infinities: -1, as nan_to_num
+            whole = np.floor(v / np.float32(tile)) if exact else _floor_divide(v, np.float32(tile))
+            span[p, c] = np.int64(min(max(whole, low[c]), high[c]))  # clamped as floats
+        columns, rows = span[p, 2] - span[p, 0] + 1, span[p, 3] - span[p, 1] + 1
+        visible[p] = 0 <= frame[p] < frames and opacity[p] > 0 and columns > 0 and rows > 0
+        pixels += columns * rows * tile * tile if columns > 0 and rows > 0 else 0
+    return span, visible, pixels
+
+
 @jit()
 def _bands(span, frame, visible, frames, tiles_y):
     """The primitives that each band (a row of tiles of a frame: frame * tiles_y + row) may reach, in
@@ -476,7 +512,6 @@ def _composite(
     band_start,
     listed,
     span,
-    bounds,
     kind,
     params,
     color,
@@ -530,7 +565,7 @@ def _composite(
                     if found == PAIR_SOLID:
                         coverage[:] = 1.0
                     else:
-                        _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides, bounds)
+                        _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides)
                     if alone:  # a shape of its own: straight onto the layer
                         _over(
                             band_layer,
@@ -652,24 +687,25 @@ def render(
     image = torch.zeros(batch, height, 0, 1) if image is None else image
     alpha = torch.zeros(batch, height, 0) if written == _IMAGE_ONLY else alpha
     layer = torch.zeros(batch, height, 0, 4) if written != _ALL else layer
-    span, sizes = tile_spans(prims.bounds, height, width, tile)
-    frame = prims.frame - frame_start
-    visible = (frame >= 0) & (frame < batch) & (prims.color[:, 3] > 0) & (sizes > 0).all(1)
-    if atlas is None and bool((visible & (prims.kind == SPRITE)).any()):
+    frame = (prims.frame - frame_start).numpy()
+    color = prims.color.float().contiguous().numpy()
+    span, visible, _pixels = _tile_spans(
+        prims.bounds.float().contiguous().numpy(), frame, np.ascontiguousarray(color[:, 3]), batch, height, width, tile
+    )
+    if atlas is None and bool((visible & (prims.kind.numpy() == SPRITE)).any()):
         raise ValueError("sprite primitives need the atlas they index")
     atlas = torch.zeros(1, 1) if atlas is None else atlas.float().contiguous()
-    band_start, listed = _bands(span.numpy(), frame.numpy(), visible.numpy(), batch, -(-height // tile))
+    band_start, listed = _bands(span, frame, visible, batch, -(-height // tile))
     # parts of interleaved bands, taken by the threads as they finish (core.numba.balanced)
     parts = max(1, min(batch * -(-height // tile), torch_threads() * PARTS_PER_THREAD))
     with balanced(parts):
         _composite(
             band_start,
             listed,
-            span.numpy(),
-            prims.bounds.float().contiguous().numpy(),
+            span,
             prims.kind.contiguous().numpy(),
             prims.params.float().contiguous().numpy(),
-            prims.color.float().contiguous().numpy(),
+            color,
             prims.group.contiguous().numpy(),
             atlas.numpy(),
             frames.contiguous().numpy(),
@@ -682,3 +718,18 @@ def render(
             parts,
         )
     return True
+
+
+@falls_back
+def tile_work(prims, batch: int, height: int, width: int, tile: int) -> int:
+    """compositor._cpu_work: the pixels of `batch` frames and of the tiles of every primitive's span."""
+    span, visible, pixels = _tile_spans(
+        prims.bounds.float().contiguous().numpy(),
+        np.zeros(len(prims), np.int64),
+        np.ones(len(prims), np.float32),
+        1,
+        height,
+        width,
+        tile,
+    )
+    return batch * height * width + pixels

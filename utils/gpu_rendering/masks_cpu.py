@@ -63,52 +63,81 @@ def _larger(a, b):
     return a if a > b else b
 
 
+@jit(inline="always")
+def _larger8(v, i):
+    """The largest of v[i .. i + 7], a tree of comparisons (a chain waits on each one in turn)."""
+    return _larger(
+        _larger(_larger(v[i], v[i + 1]), _larger(v[i + 2], v[i + 3])),
+        _larger(_larger(v[i + 4], v[i + 5]), _larger(v[i + 6], v[i + 7])),
+    )
+
+
+@jit(inline="always")
+def _sum8(v, i):
+    """v[i] + ... + v[i + 7] as a tree of additions."""
+    return ((v[i] + v[i + 1]) + (v[i + 2] + v[i + 3])) + ((v[i + 4] + v[i + 5]) + (v[i + 6] + v[i + 7]))
+
+
 @jit(parallel=True)
-def _tile_peaks(masks):
+def _tile_peaks(masks, parts):
     """masks.tile_peaks of float32 masks [M,H,W]: each band of T rows of a mask read once (8 rows at a time
-    where the band is whole: each column's maximum in registers), then each tile's maximum of its columns;
-    NaN where a tile holds a NaN (a tile whose values sum to a non-finite is read again to tell a NaN from an
-    infinity)."""
+    where the band is whole: each column's maximum and sum in registers), then each tile's maximum of its
+    columns; NaN where a tile holds a NaN. A NaN loses every comparison, so the sums find it: a tile whose
+    sum is not finite (a NaN, an infinity, an overflow; rare) is read again after the bands. `parts`
+    consecutive runs of bands."""
     count, height, width = masks.shape
     rows, columns = (height + TILE - 1) // TILE, (width + TILE - 1) // TILE
     peak = np.empty((count, rows, columns), np.float32)
-    for job in numba.prange(count * rows):
-        m, ty = job // rows, job % rows
-        y0 = ty * TILE
-        y1 = min(y0 + TILE, height)
+    unusual = np.zeros(count * rows, np.bool_)  # a band with a tile whose sum is not finite
+    jobs = count * rows
+    for part in numba.prange(parts):
         best = np.empty(width, np.float32)  # each column's maximum over the band
-        odd = np.empty(width, np.float32)  # 0, or NaN where the column holds a NaN or an infinity
-        if y1 - y0 == 8:
-            r0, r1, r2, r3 = masks[m, y0], masks[m, y0 + 1], masks[m, y0 + 2], masks[m, y0 + 3]
-            r4, r5, r6, r7 = masks[m, y0 + 4], masks[m, y0 + 5], masks[m, y0 + 6], masks[m, y0 + 7]
-            for x in range(width):
-                v0, v1, v2, v3, v4, v5, v6, v7 = r0[x], r1[x], r2[x], r3[x], r4[x], r5[x], r6[x], r7[x]
-                best[x] = _larger(_larger(_larger(v0, v1), _larger(v2, v3)), _larger(_larger(v4, v5), _larger(v6, v7)))
-                odd[x] = (((v0 - v0) + (v1 - v1)) + ((v2 - v2) + (v3 - v3))) + (
-                    ((v4 - v4) + (v5 - v5)) + ((v6 - v6) + (v7 - v7))
-                )
-        else:
-            for x in range(width):
-                best[x] = masks[m, y0, x]
-                odd[x] = best[x] - best[x]
-            for y in range(y0 + 1, y1):
-                row = masks[m, y]
-                for x in range(width):
-                    v = row[x]
-                    best[x] = _larger(v, best[x])
-                    odd[x] += v - v
-        for tx in range(columns):
-            x0, x1 = tx * TILE, min(tx * TILE + TILE, width)
-            top, check = best[x0], odd[x0]
-            for x in range(x0 + 1, x1):
-                top = _larger(best[x], top)
-                check += odd[x]
-            if check != 0:  # a NaN or an infinity: NaN where a NaN is (it wins the torch path's maximum)
-                for y in range(y0, y1):
-                    for x in range(x0, x1):
-                        if masks[m, y, x] != masks[m, y, x]:
-                            top = np.float32(np.nan)
-            peak[m, ty, tx] = top
+        total = np.empty(width, np.float32)  # and its sum
+        for job in range(part * jobs // parts, (part + 1) * jobs // parts):
+            m, ty = job // rows, job % rows
+            y0 = ty * TILE
+            y1 = min(y0 + TILE, height)
+            if y1 - y0 == 8:
+                r0, r1, r2, r3 = masks[m, y0], masks[m, y0 + 1], masks[m, y0 + 2], masks[m, y0 + 3]
+                r4, r5, r6, r7 = masks[m, y0 + 4], masks[m, y0 + 5], masks[m, y0 + 6], masks[m, y0 + 7]
+                for x in range(np.uint64(width)):  # unsigned: no wrap-around checks, the loop vectorises
+                    v0, v1, v2, v3, v4, v5, v6, v7 = r0[x], r1[x], r2[x], r3[x], r4[x], r5[x], r6[x], r7[x]
+                    best[x] = _larger(
+                        _larger(_larger(v0, v1), _larger(v2, v3)), _larger(_larger(v4, v5), _larger(v6, v7))
+                    )
+                    total[x] = ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7))
+            else:
+                first = masks[m, y0]
+                for x in range(np.uint64(width)):
+                    best[x] = first[x]
+                    total[x] = first[x]
+                for y in range(y0 + 1, y1):
+                    row = masks[m, y]
+                    for x in range(np.uint64(width)):
+                        best[x] = _larger(row[x], best[x])
+                        total[x] += row[x]
+            odd = False
+            for tx in range(columns):
+                x0, x1 = tx * TILE, min(tx * TILE + TILE, width)
+                if x1 - x0 == 8:
+                    top, check = _larger8(best, x0), _sum8(total, x0)
+                else:
+                    top, check = best[x0], total[x0]
+                    for x in range(x0 + 1, x1):
+                        top = _larger(best[x], top)
+                        check += total[x]
+                peak[m, ty, tx] = top
+                odd = odd or check - check != 0
+            unusual[job] = odd
+    for job in numba.prange(jobs):
+        if not unusual[job]:
+            continue
+        m, ty = job // rows, job % rows
+        for tx in range(columns):  # NaN where a NaN is (it wins the torch path's maximum)
+            for y in range(ty * TILE, min(ty * TILE + TILE, height)):
+                for x in range(tx * TILE, min(tx * TILE + TILE, width)):
+                    if masks[m, y, x] != masks[m, y, x]:
+                        peak[m, ty, tx] = np.float32(np.nan)
     return peak
 
 
@@ -419,8 +448,8 @@ def _fills_and_outlines(
 @falls_back
 def tile_peaks(masks: np.ndarray) -> np.ndarray:
     """masks.tile_peaks of float32 masks [M,H,W] (C-contiguous)."""
-    torch_threads()
-    return _tile_peaks(masks)
+    # a run of bands a thread (numba.parallel_chunksize's dynamic schedule made this loop 10% slower)
+    return _tile_peaks(masks, torch_threads())
 
 
 @falls_back
