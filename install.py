@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -86,23 +87,33 @@ def compile_cpu_loops() -> None:
         return
     print("RasterKit: compiling the CPU loops with numba (once, about a minute)", flush=True)
     start = time.perf_counter()
-    parts = max(1, min(os.cpu_count() or 1, COMPILE_PROCESSES))
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", _COMPILE, ROOT, str(part), str(parts)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for part in range(parts)
-    ]
-    results = [(*process.communicate(), process.returncode) for process in processes]
-    failed = [err.strip()[-300:] for _, err, code in results if code != 0]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    parts = max(1, min(cores, COMPILE_PROCESSES))
+    with tempfile.TemporaryDirectory() as folder:
+        # each part's output in a file of its own: a part waiting on a full pipe would stop compiling
+        logs = [open(os.path.join(folder, f"{part}.log"), "w+") for part in range(parts)]  # noqa: SIM115
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", _COMPILE, ROOT, str(part), str(parts)], stdout=log, stderr=subprocess.STDOUT
+            )
+            for part, log in enumerate(logs)
+        ]
+        failed, reports = [], []
+        for process, log in zip(processes, logs, strict=True):
+            code = process.wait()
+            log.seek(0)
+            printed = log.read()
+            log.close()
+            try:
+                if code != 0:
+                    raise ValueError(printed.strip()[-300:])
+                reports.append(json.loads(printed.strip().splitlines()[-1]))
+            except (ValueError, IndexError) as error:  # a crash, or no report: the install goes on
+                failed.append(str(error) or "no report")
     if not failed:
-        reports = [json.loads(out.strip().splitlines()[-1]) for out, _, _ in results]
         # a loop cached when any part ended stays cached; one uncached at every part's end did not compile
         # (numba failed on this machine: the torch path serves)
-        missing = set.intersection(*(set(report["uncached"]) for report in reports))
+        missing = set.intersection(*(set(report.get("uncached", ())) for report in reports))
         failed = ["not compiled: " + ", ".join(sorted(missing))] if missing else []
     if not failed:
         print(

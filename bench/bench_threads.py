@@ -75,6 +75,7 @@ def child() -> None:
 
 
 PROCESSES = 3
+LAYER_SETTINGS = ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY")  # the user's, which the pack honours
 
 
 def run_child(env: dict) -> dict:
@@ -85,7 +86,7 @@ def run_child(env: dict) -> dict:
 
 
 def _run_child(env: dict) -> dict:
-    environment = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "NUMBA_THREADING_LAYER")}
+    environment = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", *LAYER_SETTINGS)}
     environment.update(env)
     if "NUMBA_THREADING_LAYER" not in env:  # "after": what ComfyUI's start sets before torch loads
         environment.update(_prestartup_settings())

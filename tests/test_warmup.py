@@ -377,3 +377,26 @@ def test_a_read_only_install_caches_in_the_users_folder(tmp_path):
     assert path == path_again and path.startswith(str(users / "numba"))
     # one compile per signature (the faces' int32 and int64), each loaded from there the next time
     assert hits == misses_again == "0" and misses == hits_again and int(misses) >= 1
+
+
+@pytest.mark.parametrize(
+    "script, said",
+    [
+        ("import sys; sys.exit('boom')", "(boom)"),
+        ("print('no report')", "(Expecting value"),
+        ("import json; print(json.dumps({'uncached': ['a_loop'], 'cache': '.'}))", "(not compiled: a_loop)"),
+    ],
+    ids=["crash", "no report", "a loop numba failed"],
+)
+def test_a_failed_compile_never_fails_the_install(monkeypatch, capsys, script, said):
+    """install.py's compile parts that crash, print no report or leave a loop uncached: the install goes on
+    and says the loops compile at ComfyUI's start."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        import install
+    finally:
+        sys.path.remove(str(ROOT))
+    monkeypatch.setattr(install, "_COMPILE", script)
+    install.compile_cpu_loops()
+    printed = capsys.readouterr().out
+    assert f"compiling the CPU loops failed {said}" in printed and "at ComfyUI's start instead" in printed

@@ -132,11 +132,15 @@ def wave_polylines(
     turn = 2 * math.pi * SPIRAL_TURNS * curvature  # the spiral's angle, radians
     if curve == "spiral":  # chords: sqrt(length x per_length) + extra
         per_length, extra = spiral_chords(turn)
+        swing = abs(turn) / 4  # the farthest a spiral gets from its link, over the link's length
     else:  # a wave strays from a chord across the link only: by curvature x length x that of f / max |f|
         spread, ends = WAVE_SPACED[curve]
         per_length, extra = abs(curvature) * spread / TOLERANCE, ends if curvature else 0.0
+        swing = abs(curvature)
     bound = None if max_length is None else math.sqrt(max(max_length, 0.0) * per_length) + extra
-    segments, width = _chord_counts(torch.sqrt(length * per_length) + extra, bound)
+    # a link the curve strays from by TOLERANCE at most is drawn straight: one chord, not `extra`
+    chords = torch.where(length * swing <= TOLERANCE, 1.0, torch.sqrt(length * per_length) + extra)
+    segments, width = _chord_counts(chords, bound)
     # equal steps over 0 .. 1 but for the end chords' END_SHARE of one (the padding repeats the end)
     short = 1 - END_SHARE
     steps = (torch.arange(width + 1, device=start.device)[None] - short) / (segments[:, None] - 2 * short)
@@ -231,7 +235,8 @@ def spiral_spacing(turn: float, steps: torch.Tensor) -> torch.Tensor:
     b, rise = _spiral_bend(turn)
     if b == 0:  # no turn: a straight link
         return steps
-    return torch.expm1(torch.log1p(steps * rise) * (2 / 3)) * (2 / b)
+    u = torch.expm1(torch.log1p(steps * rise) * (2 / 3)) * (2 / b)
+    return torch.where(steps < 1, u, 1.0)  # the end exactly on the link's end (u is 1 within a few ulp)
 
 
 def _spiral_bend(turn: float) -> tuple[float, float]:

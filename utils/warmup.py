@@ -183,7 +183,9 @@ def _threading_layer() -> str:
     import numba
     from numba.np.ufunc import parallel
 
+    threads = torch.get_num_threads()
     parallel._launch_threads()
+    torch.set_num_threads(threads)  # OpenMP's threads starting set torch's count too (core.numba.torch_threads)
     return numba.threading_layer()
 
 

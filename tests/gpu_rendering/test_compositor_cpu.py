@@ -62,6 +62,7 @@ def test_the_loop_in_chunks_of_frames(torch_path, loop_used, monkeypatch):
     expected = torch_path(R.draw, images, prims, atlas=torch.ones(20, 24))
     got = R.draw(images, prims, atlas=torch.ones(20, 24))
     assert frames == [[0, 1], [0, 1], [0]]
+    assert loop_used == [True] * 3
     assert_same(expected, got)
 
 
@@ -234,7 +235,7 @@ def test_tile_spans_and_work_as_the_torch_paths(tile):
 
 
 @pytest.mark.parametrize("caps", ["round", "butt"])
-def test_short_segments_are_evaluated_wherever_they_cover(torch_path, caps):
+def test_short_segments_are_evaluated_wherever_they_cover(torch_path, loop_used, caps):
     """The loop evaluates a segment's pixels within its ends' box grown by half + 0.75 (not its bounds):
     short pieces of any direction and width (0.3 .. 6 px, thin ones weighted), at sub-pixel places near
     tile edges and far from the origin, cover what the torch path's dense evaluation covers."""
@@ -257,3 +258,4 @@ def test_short_segments_are_evaluated_wherever_they_cover(torch_path, caps):
         caps,
     )
     assert_same(torch_path(R.draw, images[:1], far), R.draw(images[:1], far))
+    assert loop_used == [True, True]

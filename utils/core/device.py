@@ -119,7 +119,9 @@ _MADV_HUGEPAGE = 14
 # Only the whole 2 MiB pages inside a tensor are advised: they are its own while it lives, from a fresh
 # mapping or glibc's heap alike (a 1080p frame's outputs, 8-33 MB, come from the heap once glibc's mmap
 # threshold has grown to 32 MiB, and still fault fresh pages after a trim: 16k faults, 20 ms more a draw).
-# From two huge pages, which hold one whole one wherever the tensor starts.
+# On the heap the advice outlives the tensor: memory glibc reuses there faults 2 MiB at a time, at most
+# the heap's own size, which those outputs grew it to anyway. From two huge pages, which hold one whole
+# one wherever the tensor starts.
 _HUGE_PAGES_FROM = 2 * _HUGE_PAGE
 
 

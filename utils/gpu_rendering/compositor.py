@@ -943,6 +943,7 @@ def draw(
         # numba's loop: chunks sized by work (dense scenes cost far more than their pixels), each given only
         # its frames' primitives (re-reading all of them per chunk cost more than drawing); within a frame
         # the drawing order stays, and that loop reads nothing else
+        prims = prims.to(device)  # read on the host here (primitives made on a GPU, drawn on the CPU)
         work = _compositor_cpu().tile_work(prims, batch, height, width, tile) or _cpu_work(
             prims, batch, height, width, tile
         )

@@ -462,7 +462,7 @@ def _floor_divide(a, b):
 def _tile_spans(bounds, frame, opacity, frames, height, width, tile):
     """primitives.tile_spans of bounds float32 [P,4] (the same floor divisions and clamps: span int64 [P,4])
     and each primitive's visibility bool [P]: on frames 0 .. frames - 1 (frame int64 [P]), opacity [P] > 0,
-    its span in the frame. Also the tile pixels of the visible spans (compositor._cpu_work's)."""
+    its span in the frame. Also the tile pixels of all non-empty spans, visible or not (compositor._cpu_work's)."""
     tiles_y, tiles_x = (height + tile - 1) // tile, (width + tile - 1) // tile
     low = (np.float32(0.0), np.float32(0.0), np.float32(-1.0), np.float32(-1.0))
     high = (np.float32(tiles_x), np.float32(tiles_y), np.float32(tiles_x - 1), np.float32(tiles_y - 1))
