@@ -1,6 +1,9 @@
-"""Generated pictures for PrimitiveMesh's tests (tests/color_optimizer, tests/nodes/test_primitive_node.py)."""
+"""Generated pictures for PrimitiveMesh's tests (tests/color_optimizer, tests/nodes/test_primitive_node.py),
+and the render's coverage of shapes alone."""
 
 import torch
+
+from rasterkit.utils import color_optimizer as co
 
 
 def scene(height=40, width=56, seed=0):
@@ -24,3 +27,21 @@ def transparent(image, seed=0):
     x = torch.arange(width, dtype=torch.float32)[None, :]
     alpha = ((x / width + 0.3 * torch.sin(y / 5 + seed)) * 1.6 - 0.4).clamp(0, 1)[None, ..., None]
     return torch.cat([image * alpha, alpha], -1)
+
+
+def coverage(kind, params, height, width):
+    """The render's anti-aliased coverage [K,H,W] of K shapes (kind [K], params [K,8]): each alone,
+    opaque and white on black (source-over then gives its coverage exactly)."""
+    count = kind.shape[0]
+    shapes = co.Approximation(
+        kind=kind[:, None],
+        params=params[:, None],
+        color=torch.ones(count, 1, 3),
+        alpha=torch.ones(count, 1),
+        count=torch.ones(count, dtype=torch.long),
+        error=torch.zeros(count, 2),
+        background=torch.zeros(count, 3),
+        height=height,
+        width=width,
+    )
+    return co.render(shapes, height, width, 1.0)[0][..., 0]

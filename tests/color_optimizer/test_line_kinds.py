@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from primitive_scenes import scene
+from primitive_scenes import coverage, scene
 from rasterkit.utils import color_optimizer as co
 from rasterkit.utils.color_optimizer import search as co_search
 from rasterkit.utils.color_optimizer import shapes as co_shapes
@@ -80,23 +80,6 @@ def inside(kind, p, height, width, factor=1):
     t = ((o2[0] - o1[0]) * d2[1] - (o2[1] - o1[1]) * d2[0]) / (d1[0] * d2[1] - d1[1] * d2[0])
     miter = (o1[0] + t * d1[0], o1[1] + t * d1[1])
     return covered | _convex_inside(x, y, [tuple(b), o1, miter, o2])
-
-
-def coverage(kind, params, height, width):
-    """The render's anti-aliased coverage [K,H,W]: each shape alone, opaque white on black."""
-    count = kind.shape[0]
-    shapes = co.Approximation(
-        kind=kind[:, None],
-        params=params[:, None],
-        color=torch.ones(count, 1, 3),
-        alpha=torch.ones(count, 1),
-        count=torch.ones(count, dtype=torch.long),
-        error=torch.zeros(count, 2),
-        background=torch.zeros(count, 3),
-        height=height,
-        width=width,
-    )
-    return co.render(shapes, height, width, 1.0)[0][..., 0]
 
 
 @pytest.mark.parametrize("numba", ["", "1"])

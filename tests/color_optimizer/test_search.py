@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from primitive_scenes import scene, transparent
+from primitive_scenes import coverage, scene, transparent
 from rasterkit.utils import color_optimizer as co
 from rasterkit.utils.color_optimizer import search as co_search
 from rasterkit.utils.color_optimizer import shapes as co_shapes
@@ -29,24 +29,6 @@ def one_of_each():
         ]
     )
     return torch.arange(8), params
-
-
-def coverage(kind, params, height, width):
-    """The render's anti-aliased coverage [K,H,W] of K shapes (kind [K], params [K,8]): each alone,
-    opaque and white on black (source-over then gives its coverage exactly)."""
-    count = kind.shape[0]
-    shapes = co.Approximation(
-        kind=kind[:, None],
-        params=params[:, None],
-        color=torch.ones(count, 1, 3),
-        alpha=torch.ones(count, 1),
-        count=torch.ones(count, dtype=torch.long),
-        error=torch.zeros(count, 2),
-        background=torch.zeros(count, 3),
-        height=height,
-        width=width,
-    )
-    return co.render(shapes, height, width, 1.0)[0][..., 0]
 
 
 def inside_at_centres(kind, p, height, width):
