@@ -37,6 +37,16 @@ def link_curve(p0, p2, bend, cubic, t):
     return (1 - t) ** 3 * p0 + 3 * (1 - t) ** 2 * t * c1 + 3 * (1 - t) * t**2 * c2 + t**3 * p2
 
 
+def supersampled_line(dense, height, width, samples):
+    """The coverage [H,W] of a 2 px wide line along the dense samples [N,2] of a curve: the share of each
+    pixel's samples x samples points within 1 px of the curve (brute force)."""
+    ys = (np.arange(height * samples) + 0.5) / samples
+    xs = (np.arange(width * samples) + 0.5) / samples
+    X, Y = np.meshgrid(xs, ys)
+    near = cKDTree(dense).query(np.stack([X.ravel(), Y.ravel()], 1), distance_upper_bound=2.0)[0].reshape(X.shape)
+    return (near <= 1.0).reshape(height, samples, width, samples).mean(axis=(1, 3))
+
+
 @pytest.mark.parametrize("cubic", [False, True])
 def test_flattening_stays_within_tolerance(cubic):
     start = torch.tensor([[5.0, 5.0], [0.0, 0.0], [10.0, 40.0]])
@@ -64,11 +74,7 @@ def test_curve_rendering_matches_a_supersampled_reference(cubic):
     )
     _, alpha, _ = R.draw(torch.zeros(1, height, width, 3), R.polylines(0, points, lengths, 2.0, (1, 1, 1, 1)))
     dense = link_curve(start[0].numpy(), end[0].numpy(), -0.3, cubic, np.linspace(0, 1, 20000))  # sign -1: (1, 2)
-    ys = (np.arange(height * samples) + 0.5) / samples
-    xs = (np.arange(width * samples) + 0.5) / samples
-    X, Y = np.meshgrid(xs, ys)
-    near = cKDTree(dense).query(np.stack([X.ravel(), Y.ravel()], 1), distance_upper_bound=2.0)[0].reshape(X.shape)
-    reference = (near <= 1.0).reshape(height, samples, width, samples).mean(axis=(1, 3))
+    reference = supersampled_line(dense, height, width, samples)
     error = np.abs(alpha[0].numpy() - reference)
     assert error.mean() < 0.01 and error.max() < 0.1, (error.mean(), error.max())
 
@@ -253,11 +259,7 @@ def test_wave_rendering_matches_a_supersampled_reference(curve):
     points, lengths = curve_polylines(start, end, curve, 0.12, sign)
     _, alpha, _ = R.draw(torch.zeros(1, height, width, 3), R.polylines(0, points, lengths, 2.0, (1, 1, 1, 1)))
     dense = wave_curve(start[0].numpy(), end[0].numpy(), curve, -0.12, np.linspace(0, 1, 20000))
-    ys = (np.arange(height * samples) + 0.5) / samples
-    xs = (np.arange(width * samples) + 0.5) / samples
-    X, Y = np.meshgrid(xs, ys)
-    near = cKDTree(dense).query(np.stack([X.ravel(), Y.ravel()], 1), distance_upper_bound=2.0)[0].reshape(X.shape)
-    reference = (near <= 1.0).reshape(height, samples, width, samples).mean(axis=(1, 3))
+    reference = supersampled_line(dense, height, width, samples)
     error = np.abs(alpha[0].numpy() - reference)
     assert reference.sum() > 80 and error.mean() < 0.01 and error.max() < 0.1, (error.mean(), error.max())
 
