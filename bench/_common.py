@@ -36,12 +36,13 @@ def timed(fn, repeat: int = 5, warmup: int = 1, sync=None) -> float:
 
 
 def timed_together(
-    fns: list, repeat: int = 5, warmup: int = 1, sync=None, clock=time.perf_counter, before=None
+    fns: list, repeat: int = 5, warmup: int = 1, sync=None, clock=time.perf_counter, before=None, pick=statistics.median
 ) -> list[float]:
-    """Median seconds of each of fns, called in turn in each of `repeat` rounds (after `warmup` rounds),
-    so that a machine whose speed drifts during the run slows them alike. clock: time.process_time for
-    the CPU time of the process (all its threads; on a machine shared with other work, the figure that
-    their load changes least); before: called ahead of each call, untimed (e.g. trim_heap)."""
+    """Median seconds (or `pick` of its rounds) of each of fns, called in turn in each of `repeat` rounds
+    (after `warmup` rounds), so that a machine whose speed drifts during the run slows them alike. clock:
+    time.process_time for the CPU time of the process (all its threads; on a machine shared with other
+    work, the figure that their load changes least); before: called ahead of each call, untimed (e.g.
+    trim_heap)."""
     times = [[] for _ in fns]
     for round_ in range(warmup + repeat):
         for fn, spent in zip(fns, times, strict=True):
@@ -55,21 +56,14 @@ def timed_together(
                 sync()
             if round_ >= warmup:
                 spent.append(clock() - start)
-    return [statistics.median(spent) for spent in times]
+    return [pick(spent) for spent in times]
 
 
 def cpu_timed_together(fns: list, repeat: int = 4, warmup: int = 1) -> list[float]:
     """Least CPU seconds (time.process_time: what other processes' load does not add) of each of fns,
     called in turn in each of `repeat` rounds (after `warmup` rounds). CPU work only: with torch (and so
     numba) on one thread it is the work done, where the wall clock of a busy machine swings."""
-    times = [[] for _ in fns]
-    for round_ in range(warmup + repeat):
-        for fn, spent in zip(fns, times, strict=True):
-            start = time.process_time()
-            fn()
-            if round_ >= warmup:
-                spent.append(time.process_time() - start)
-    return [min(spent) for spent in times]
+    return timed_together(fns, repeat, warmup, clock=time.process_time, pick=min)
 
 
 def output_floor(images, image_only: bool = False):
