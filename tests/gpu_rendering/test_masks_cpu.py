@@ -93,6 +93,20 @@ def test_tile_peaks_of_whole_and_partial_bands(monkeypatch):
     assert float(peak[0, 2, 0]) == float(torch.tensor(3e38)) and float(peak[1, 0, 2]) == float("inf")
 
 
+def test_tile_peaks_of_empty_bands(monkeypatch):
+    """A band whose bits are all 0 but the sign (0 and -0) is skipped; one pixel anywhere else in it (the
+    smallest subnormal, a negative value, a NaN) has the band read."""
+    masks = torch.zeros(4, 45, 30)
+    masks[0, 16:24] = -0.0
+    masks[1, 8, 5] = float(torch.tensor(1e-45))
+    masks[2, 24:32, :8] = -0.25
+    masks[3, 43, 29], masks[3, 3, 3] = float("nan"), -float("nan")
+    peak = M.tile_peaks(masks)
+    expected = torch_path(monkeypatch, M.tile_peaks, masks)
+    assert torch.equal(peak.nan_to_num(-9.0), expected.nan_to_num(-9.0))
+    assert float(peak[1, 1, 0]) > 0 and float(peak[2, 3, 0]) == -0.25 and int(peak.isnan().sum()) == 2
+
+
 @pytest.mark.parametrize(
     "options",
     [
