@@ -80,7 +80,7 @@ def _sum8(v, i):
 
 @jit(parallel=True)
 def _tile_peaks(masks, bits, parts):
-    """masks.tile_peaks of float32 masks [M,H,W] (bits: the same memory as int32): each band of T rows of a
+    """masks.tile_peaks of float32 masks [M,H,W] (bits: the same memory as int32 [M*H*W]): each band of T rows of a
     mask read once. Most bands of a mask are empty: a first loop ORs the band's bits, all 0 but the sign's
     where every pixel is 0 (an OR vectorises; a float maximum does not, for NaN's rules), and only the
     other bands are read again, from the cache, 8 rows at a time where the band is whole (each column's maximum and sum in registers), then each tile's maximum of its columns.
@@ -100,12 +100,11 @@ def _tile_peaks(masks, bits, parts):
             y0 = ty * TILE
             y1 = min(y0 + TILE, height)
             any_bit = np.int32(0)
-            for y in range(y0, y1):
-                row_bits = bits[m, y]
-                for x in range(np.uint64(width)):
-                    any_bit |= row_bits[x]
+            for i in range(np.uint64((m * height + y0) * width), np.uint64((m * height + y1) * width)):
+                any_bit |= bits[i]  # the band's rows are one run of memory (a view per row cost more)
             if any_bit & np.int32(0x7FFFFFFF) == 0:
-                peak[m, ty, :] = np.float32(0.0)
+                for tx in range(columns):
+                    peak[m, ty, tx] = np.float32(0.0)
                 continue
             if y1 - y0 == 8:
                 r0, r1, r2, r3 = masks[m, y0], masks[m, y0 + 1], masks[m, y0 + 2], masks[m, y0 + 3]
@@ -464,7 +463,7 @@ def _fills_and_outlines(
 def tile_peaks(masks: np.ndarray) -> np.ndarray:
     """masks.tile_peaks of float32 masks [M,H,W] (C-contiguous)."""
     # a run of bands a thread (numba.parallel_chunksize's dynamic schedule made this loop 10% slower)
-    return _tile_peaks(masks, masks.view(np.int32), torch_threads())
+    return _tile_peaks(masks, masks.reshape(-1).view(np.int32), torch_threads())
 
 
 @falls_back
