@@ -322,7 +322,8 @@ def _segment_tile(params, p, ox, oy, tile, out):
     0.5 from the segment, a butt end to a corner sqrt(0.25 + (half + 0.5)^2) <= half + 0.625 away along an
     axis; the rest is float rounding, which grows with the coordinates). Its bounds reach further (half + 1,
     widened by a pixel on each side): they took 2x the pixels of a mask outline's pieces."""
-    out[:] = np.float32(0.0)
+    for i in range(np.uint64(tile * tile)):  # a loop: a slice's view costs reference counting
+        out[i] = np.float32(0.0)
     half, weight = max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)), _thin_weight(params[p, SEGMENT_HALF_WIDTH])
     ax, ay, bx, by = params[p, SEGMENT_AX], params[p, SEGMENT_AY], params[p, SEGMENT_BX], params[p, SEGMENT_BY]
     reach = (half + np.float32(0.75)) + (max(abs(ax), abs(ay), abs(bx), abs(by)) + abs(ox) + abs(oy)) * np.float32(1e-6)
@@ -398,9 +399,9 @@ def _sprite_tile(params, p, ox, oy, tile, atlas, out):
         and ay + v0 + tile - 1 <= last_row
     ):  # the tile lies within the sprite and its atlas rows: a copy of them
         for gy in range(tile):
-            row = atlas[ay + v0 + gy]
+            row = ay + v0 + gy
             for gx in range(np.uint64(tile)):
-                out[np.uint64(gy * tile) + gx] = row[np.uint64(ax + u0) + gx]
+                out[np.uint64(gy * tile) + gx] = atlas[row, np.uint64(ax + u0) + gx]
         return
     for gy in range(tile):
         v = v0 + gy
@@ -412,12 +413,12 @@ def _sprite_tile(params, p, ox, oy, tile, atlas, out):
 
 
 @jit(inline="always")
-def _over(layer, x0, coverage, tile, cr, cg, cb, ca):
-    """Source-over of a shape of colour cr, cg, cb, opacity ca and coverage [T*T] onto a tile of
-    layer [T, W, 4] (premultiplied) at column x0 (unsigned indices: no wrap-around checks)."""
+def _over(layer, x0, coverage, at, tile, cr, cg, cb, ca):
+    """Source-over of a shape of colour cr, cg, cb, opacity ca and coverage [T*T] (coverage[at:], flat)
+    onto a tile of layer [T, W, 4] (premultiplied) at column x0 (unsigned indices: no wrap-around checks)."""
     for gy in range(tile):
         for gx in range(np.uint64(tile)):
-            a = coverage[np.uint64(gy * tile) + gx] * ca
+            a = coverage[np.uint64(at + gy * tile) + gx] * ca
             keep = np.float32(1.0) - a
             x = np.uint64(x0) + gx
             layer[gy, x, 0] = a * cr + keep * layer[gy, x, 0]  # indexed, not through views: a view in
@@ -427,12 +428,12 @@ def _over(layer, x0, coverage, tile, cr, cg, cb, ca):
 
 
 @jit(inline="always")
-def _clear(layer, x0, tile):
-    """A tile of layer [T, W, 4] at column x0 set to 0 (flat rows: what the compiler vectorises)."""
+def _clear(flat, width, x0, tile):
+    """A tile at column x0 set to 0 in flat, a layer [T, width, 4] as one run (what the compiler vectorises;
+    a view of each row cost reference counting)."""
     for gy in range(tile):
-        row = layer[gy].reshape(-1)
-        for i in range(np.uint64(x0 * 4), np.uint64((x0 + tile) * 4)):
-            row[i] = np.float32(0.0)
+        for i in range(np.uint64((gy * width + x0) * 4), np.uint64((gy * width + x0 + tile) * 4)):
+            flat[i] = np.float32(0.0)
 
 
 @jit(inline="always")
@@ -534,9 +535,10 @@ def _composite(
     tiles_y, tiles_x = (height + tile - 1) // tile, (width + tile - 1) // tile
     for part in numba.prange(parts):  # each part draws every parts-th band with buffers of its own
         band_layer = np.empty((tile, tiles_x * tile, 4), np.float32)  # only its drawn tiles are read
+        band_flat = band_layer.reshape(-1)
         drawn = np.empty(tiles_x, np.bool_)
         # the current shape (a group's primitives merge by maximum coverage): its coverage per tile
-        shape = np.empty((tiles_x, tile * tile), np.float32)
+        shape = np.empty(tiles_x * tile * tile, np.float32)  # tile after tile
         in_shape, shape_tiles = np.zeros(tiles_x, np.bool_), np.empty(tiles_x, np.int64)
         coverage, sides = np.empty(tile * tile, np.float32), np.empty((2, 3, tile), np.float32)
         for band in range(part, frames * tiles_y, parts):  # a band: one row of tiles of one frame
@@ -558,12 +560,13 @@ def _composite(
                         continue
                     if alone and not drawn[column]:
                         drawn[column] = True
-                        _clear(band_layer, column * tile, tile)
+                        _clear(band_flat, tiles_x * tile, column * tile, tile)
                     if alone and found == PAIR_SOLID:  # one opacity over the whole tile
                         _over_solid(band_layer, column * tile, tile, color[p, 0], color[p, 1], color[p, 2], color[p, 3])
                         continue
                     if found == PAIR_SOLID:
-                        coverage[:] = 1.0
+                        for i in range(np.uint64(tile * tile)):
+                            coverage[i] = np.float32(1.0)
                     else:
                         _tile_coverage(kind[p], found, params, p, ox, oy, tile, atlas, coverage, sides)
                     if alone:  # a shape of its own: straight onto the layer
@@ -571,6 +574,7 @@ def _composite(
                             band_layer,
                             column * tile,
                             coverage,
+                            0,
                             tile,
                             color[p, 0],
                             color[p, 1],
@@ -581,21 +585,25 @@ def _composite(
                         in_shape[column] = True
                         shape_tiles[n_shape] = column
                         n_shape += 1
-                        shape[column] = coverage
+                        at = np.uint64(column * tile * tile)  # unsigned indices: the loops vectorise
+                        for i in range(np.uint64(tile * tile)):
+                            shape[at + i] = coverage[i]
                     else:
-                        for i in range(tile * tile):
-                            shape[column, i] = max(shape[column, i], coverage[i])
+                        at = np.uint64(column * tile * tile)
+                        for i in range(np.uint64(tile * tile)):
+                            shape[at + i] = max(shape[at + i], coverage[i])
                 if alone or (k + 1 < last and group[listed[k + 1]] == group[p]):
                     continue
                 for i in range(n_shape):  # the shape is complete: source-over onto the tiles it reached
                     column = shape_tiles[i]
                     if not drawn[column]:
                         drawn[column] = True
-                        _clear(band_layer, column * tile, tile)
+                        _clear(band_flat, tiles_x * tile, column * tile, tile)
                     _over(
                         band_layer,
                         column * tile,
-                        shape[column],
+                        shape,
+                        column * tile * tile,
                         tile,
                         color[p, 0],
                         color[p, 1],
