@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..utils.core.device import check_memory
+from ..utils.core.device import check_memory, memory_budget
 from ..utils.gpu_rendering.labels import DEFAULT_FONT, font_chain, font_names
 from ..utils.gpu_rendering.masks import LABEL_PLACES, labelled, overlay, overlay_memory, tile_peaks
 from ..utils.inputs.colors import PALETTES
@@ -156,7 +156,8 @@ class MaskRenderer(RasterKitNode):
             part, index = (objects, None) if (start, stop) == (0, batch) else objects_in_frames(objects, start, stop)
             colours = rgb if index is None else rgb[index]
             peak = tile_peaks(part.masks)  # read once: for the estimate and for the overlay
-            check_memory(overlay_memory(part, height, width, mask_threshold, outlines, halo, peak), job, device)
+            estimate = overlay_memory(part, height, width, mask_threshold, outlines, halo, peak, memory_budget(device))
+            check_memory(estimate, job, device)
             part.masks = part.masks.to(device)  # one transfer; the overlay is built where it is drawn
             drawn = overlay(
                 part,

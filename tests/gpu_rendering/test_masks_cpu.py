@@ -35,7 +35,7 @@ def test_the_loops_are_taken(monkeypatch):
     for name in names:
         loop = getattr(masks_cpu, name)
         monkeypatch.setattr(masks_cpu, name, lambda *a, loop=loop, name=name: calls.append(name) or loop(*a))
-    MaskRenderer.run(torch.zeros(1, 61, 83, 3), masks=soft_masks(), labels="id")
+    MaskRenderer.run(torch.zeros(1, 61, 83, 3), masks=soft_masks(), labels="id", halo_width=4.0)  # a halo: tiles counted
     assert sorted(set(calls)) == sorted(names)
 
 

@@ -98,6 +98,23 @@ def test_mask_overlay_estimate_is_within_2x_of_the_peak(frames, size, side, halo
     assert measured / 2 <= estimate <= 2 * measured, (measured, estimate)
 
 
+def test_mask_overlay_bound_stands_in_only_where_it_fits():
+    """overlay_memory's bound (every tile of every mask listed) where a budget holds it, not counting the
+    tiles: never below the count; over the budget, or with a halo, the tiles are counted."""
+    from rasterkit.utils.gpu_rendering import masks as M
+    from rasterkit.utils.inputs.masks import mask_objects
+
+    masks = torch.zeros(8, 256, 256)
+    masks[:, 40:90, 60:100] = 1
+    objects = mask_objects(masks, None, 8, 256, 256)
+    counted = M.overlay_memory(objects, 256, 256, 0.5, True, 0.0)
+    bound = M.overlay_memory(objects, 256, 256, 0.5, True, 0.0, budget=1 << 40)
+    assert bound > 4 * counted
+    assert M.overlay_memory(objects, 256, 256, 0.5, True, 0.0, budget=bound - 1) == counted
+    with_halo = M.overlay_memory(objects, 256, 256, 0.5, True, 8.0)
+    assert M.overlay_memory(objects, 256, 256, 0.5, True, 8.0, budget=1 << 40) == with_halo
+
+
 def test_mask_renderer_refuses_what_memory_cannot_hold(monkeypatch):
     """A batch of masks with a wide halo past MEMORY_FRACTION of free memory: refused before the overlay is
     built, naming the masks; the draw's own estimate is checked too (draw_overlay)."""

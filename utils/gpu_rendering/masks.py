@@ -384,14 +384,23 @@ def overlay_memory(
     outlines: bool,
     halo_width: float,
     peak: torch.Tensor | None = None,
+    budget: int | None = None,
 ) -> int:
     """Estimated peak bytes of `overlay` for these objects, before it runs: the tiles it will list, and
     those a halo of halo_width may reach, from the masks' tile peaks (tile_peaks(objects.masks), read here
-    when not given; give overlay the same ones, so that the masks are read once)."""
+    when not given; give overlay the same ones, so that the masks are read once). budget: the bytes the
+    caller allows; without a halo, where every tile of every mask listed would fit in it, that bound is
+    returned and the tiles are not counted (~0.4 ms at 1080p)."""
     masks = objects.masks
     if len(objects) == 0 or masks.shape[0] == 0:
         return 0
     count, grid_y, grid_x = masks.shape[0], height // TILE + 1, width // TILE + 1
+    work = count * -(-height // TILE) * width * 4 * 2  # the rows' maxima and their padding
+    every_tile = (
+        count * grid_y * grid_x * LISTED_TILE_BYTES + len(objects) * grid_y * grid_x * (1 + outlines) * PRIMITIVE_BYTES
+    )
+    if budget is not None and halo_width <= 0 and work + every_tile <= budget:
+        return work + every_tile
     peak = tile_peaks(masks) if peak is None else peak
     pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
     # per source, the tiles with mask in them, or with the cells reaching those (a superset of the listed)
@@ -402,7 +411,6 @@ def overlay_memory(
         per_source = (_near(fill, False) if outlines else fill).flatten(1).sum(1)
     else:
         per_source = torch.from_numpy(per_source)
-    work = count * peak.shape[1] * width * 4 * 2  # the rows' maxima and their padding
     tiles, prims = int(per_source.sum()), int(per_source[objects.source].sum()) * (1 + outlines)
     if halo_width > 0:
         fill = F.pad(torch.isnan(peak) | (peak > 0), pad)
