@@ -944,10 +944,11 @@ def draw(
         # its frames' primitives (re-reading all of them per chunk cost more than drawing); within a frame
         # the drawing order stays, and that loop reads nothing else
         prims = prims.to(device)  # read on the host here (primitives made on a GPU, drawn on the CPU)
-        work = _compositor_cpu().tile_work(prims, batch, height, width, tile) or _cpu_work(
-            prims, batch, height, width, tile
-        )
-        limit = chunk_size(batch, frame_bytes, device, min(limit, max(1, CPU_CHUNK_WORK * batch // work)))
+        if batch > 1:  # (one frame is one chunk: its work is not counted)
+            work = _compositor_cpu().tile_work(prims, batch, height, width, tile) or _cpu_work(
+                prims, batch, height, width, tile
+            )
+            limit = chunk_size(batch, frame_bytes, device, min(limit, max(1, CPU_CHUNK_WORK * batch // work)))
         if limit < batch:  # chunks: sorted by frame (one chunk reads them all, in any order)
             prims = prims.select(prims.frame.argsort(stable=True))
             first = torch.searchsorted(prims.frame, torch.arange(batch + 1)).tolist()
