@@ -31,11 +31,12 @@ def soft_masks(count=3, height=61, width=83):
 
 def test_the_loops_are_taken(monkeypatch):
     calls = []
-    names = ("tile_peaks", "listed_counts", "list_tiles", "contour_pieces", "fills_and_outlines", "extents")
+    names = ("tile_peaks", "listed_counts", "list_tiles", "contour_pieces", "joined", "fills_and_outlines", "extents")
     for name in names:
         loop = getattr(masks_cpu, name)
         monkeypatch.setattr(masks_cpu, name, lambda *a, loop=loop, name=name: calls.append(name) or loop(*a))
-    MaskRenderer.run(torch.zeros(1, 61, 83, 3), masks=soft_masks(), labels="id", halo_width=4.0)  # a halo: tiles counted
+    # with a halo: the memory estimate counts the tiles (listed_counts)
+    MaskRenderer.run(torch.zeros(1, 61, 83, 3), masks=soft_masks(), labels="id", halo_width=4.0)
     assert sorted(set(calls)) == sorted(names)
 
 
@@ -107,6 +108,65 @@ def test_tile_peaks_of_empty_bands(monkeypatch):
     assert float(peak[1, 1, 0]) > 0 and float(peak[2, 3, 0]) == -0.25 and int(peak.isnan().sum()) == 2
 
 
+def test_joined_pieces_match_the_torch_path(monkeypatch):
+    """Runs along one horizontal, vertical or diagonal line, end to end, whichever way each piece points,
+    become one piece; not across tiles, not folding back, not at other angles, not pieces of no length."""
+    pieces = [
+        (0, (0, 0), (1, 0)),  # a horizontal run of three
+        (0, (1, 0), (2, 0)),
+        (0, (2, 0), (3, 0)),
+        (0, (5, 1), (5, 2)),  # vertical, the second piece pointing back
+        (0, (5, 3), (5, 2)),
+        (1, (0, 0), (1, 1)),  # diagonal
+        (1, (2, 2), (1, 1)),
+        (1, (4, 0), (3, 1)),  # the other diagonal
+        (1, (3, 1), (2, 2)),
+        (2, (0, 0), (2, 0)),  # folding back onto itself
+        (2, (2, 0), (1, 0)),
+        (2, (1, 0), (1, 0)),  # no length
+        (2, (1, 0), (3, 0)),
+        (3, (3, 0), (4, 0)),  # another tile: not joined to the piece before
+        (3, (4, 0), (4.3, 0.7)),  # another angle
+        (3, (4.3, 0.7), (4.6, 1.4)),
+    ]
+    owner = torch.tensor([o for o, _, _ in pieces])
+    a, b = (torch.tensor([p[k] for p in pieces], dtype=torch.float32) for k in (1, 2))
+    ours = M._joined(owner, a, b)
+    theirs = torch_path(monkeypatch, M._joined, owner, a, b)
+    assert all(x.dtype == y.dtype and torch.equal(x, y) for x, y in zip(ours, theirs, strict=True))
+    found = [(int(o), tuple(p.tolist()), tuple(q.tolist())) for o, p, q in zip(*ours, strict=True)]
+    assert found[:4] == [(0, (0, 0), (3, 0)), (0, (5, 1), (5, 3)), (1, (0, 0), (2, 2)), (1, (4, 0), (2, 2))]
+    assert len(found) == 4 + 4 + 3
+    for none in (0, 1):
+        assert all(
+            torch.equal(x, y)
+            for x, y in zip(
+                M._joined(owner[:none], a[:none], b[:none]), (owner[:none], a[:none], b[:none]), strict=True
+            )
+        )
+
+
+def test_joined_outlines_draw_the_pieces_coverage(monkeypatch):
+    """A binary mask's outline as joined pieces covers what its pieces covered, to float rounding."""
+    from rasterkit.utils.gpu_rendering import draw, segments
+
+    masks = torch.zeros(1, 61, 83)
+    masks[0, 10:40, 12:50] = 1
+    masks[0, 20:55, 30:70] = 1
+    masks[0, 5:9, 60:80] = 1
+    tiles = M._list_tiles(masks, 0.5, True)
+    owner, a, b = M._contour_pieces(tiles, 0.5)
+    joined = M._joined(owner, a, b)
+    assert len(joined[0]) < len(owner) / 3
+
+    def alpha(a, b):
+        lines = segments(torch.zeros(len(a), dtype=torch.int64), a, b, 1.0, torch.ones(len(a), 4))
+        lines.group = torch.zeros(len(a), dtype=torch.int64)
+        return draw(torch.zeros(1, 61, 83, 3), lines)[1]
+
+    assert torch.allclose(alpha(*joined[1:]), alpha(a, b), atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -119,12 +179,14 @@ def test_tile_peaks_of_empty_bands(monkeypatch):
     ],
 )
 @pytest.mark.parametrize("shared", [False, True])
-def test_the_overlays_primitives_match_the_torch_path(monkeypatch, options, shared):
+@pytest.mark.parametrize("binary", [False, True])
+def test_the_overlays_primitives_match_the_torch_path(monkeypatch, options, shared, binary):
     """Every field of the fills' and outlines' primitives and the atlas, bit for bit; `shared`: one source
-    shown on three frames (its pairs are each object's), else an object per source on two frames."""
+    shown on three frames (its pairs are each object's), else an object per source on two frames; `binary`:
+    the masks rounded to 0 and 1 (their outlines' pieces are joined into runs)."""
     from rasterkit.utils.inputs.masks import from_masks
 
-    masks = soft_masks()
+    masks = soft_masks().nan_to_num(0.0).round().clamp(0, 1) if binary else soft_masks()
     objects = from_masks(masks[:1], 3) if shared else from_masks(torch.cat([masks, masks.flip(0)]), 2)
     colors = torch.rand(len(objects), 3, generator=torch.Generator().manual_seed(4))
     ours = M.overlay(objects, 61, 83, colors, **options)

@@ -233,6 +233,54 @@ def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torc
     return owner, ends[:, :, 0][has], ends[:, :, 1][has]
 
 
+def _joined(owner: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pieces (owner int64 [S], a, b float [S,2], in _contour_pieces' order) with each run of consecutive
+    pieces of one tile that lie along one horizontal, vertical or diagonal line, end to end, joined into one
+    piece from the run's first far end to its last: the same capsules' union (an outline's pieces merge by
+    maximum coverage), drawn as fewer segments. A binary mask's pieces are all of these three directions
+    (a tile's straight edge: 8 pieces, 1 joined). Found by comparisons and subtractions only (exact, the
+    same in numba's loop), not products: soft masks' pieces at other angles stay as they are."""
+    cpu = _cpu_loops(a)
+    joined = cpu and cpu.joined(owner.numpy(), a.numpy(), b.numpy())
+    if joined is not None:
+        return tuple(torch.from_numpy(field) for field in joined)
+    if owner.shape[0] < 2:
+        return owner, a, b
+    d = b - a
+    # the line's direction: 1 horizontal, 2 vertical, 3 and 4 diagonal; 0 none of them, or no length
+    line = torch.where(d[:, 0] == -d[:, 1], 4, 0)
+    line = torch.where(d[:, 0] == d[:, 1], 3, line)
+    line = torch.where(d[:, 0] == 0, 2, line)
+    line = torch.where(d[:, 1] == 0, 1, line)
+    line = torch.where((d == 0).all(1), 0, line)
+    prev_a, prev_b, cur_a, cur_b = a[:-1], b[:-1], a[1:], b[1:]
+    # the end each of two neighbours shares (0: a, 1: b), the first match of: prev b = cur a, prev b = cur b,
+    # prev a = cur a, prev a = cur b
+    bb, ba = (prev_b == cur_a).all(1), (prev_b == cur_b).all(1)
+    ab, aa = (prev_a == cur_a).all(1), (prev_a == cur_b).all(1)
+    shared = bb | ba | ab | aa
+    prev_end = (bb | ba).long()
+    cur_end = torch.where(bb, 0, torch.where(ba, 1, torch.where(ab, 0, 1)))
+    point = torch.where((bb | ba)[:, None], prev_b, prev_a)
+    prev_far = torch.where((bb | ba)[:, None], prev_a, prev_b)
+    cur_far = torch.where((cur_end == 0)[:, None], cur_b, cur_a)
+    axis = (line[1:] == 2).long()  # along y for vertical lines, x for the others
+    before = (prev_far - point).gather(1, axis[:, None])[:, 0]
+    after = (cur_far - point).gather(1, axis[:, None])[:, 0]
+    join = (owner[1:] == owner[:-1]) & (line[1:] == line[:-1]) & (line[1:] > 0) & shared
+    join &= ((before < 0) & (after > 0)) | ((before > 0) & (after < 0))  # the far ends on either side
+    # a piece joined on both sides through the same end would fold back: its second join is dropped
+    join[1:] &= ~(join[:-1] & (cur_end[:-1] == prev_end[1:]))
+    join = F.pad(join, (1, 0))  # the piece before joins this one
+    first = torch.nonzero(~join).squeeze(1)
+    last = F.pad(first[1:] - 1, (0, 1), value=owner.shape[0] - 1)
+    alone = (first == last)[:, None]
+    # a run's far ends: its first piece's end not shared with the next, its last's not shared with the previous
+    first_far = torch.where((prev_end[first.clamp(max=owner.shape[0] - 2)] == 1)[:, None], a[first], b[first])
+    last_far = torch.where((cur_end[(last - 1).clamp(min=0)] == 0)[:, None], b[last], a[last])
+    return owner[first], torch.where(alone, a[first], first_far), torch.where(alone, b[last], last_far)
+
+
 def _extents(tiles: _Tiles, sources: int, height: int, width: int, threshold: float):
     """The pixels above the threshold of each source: low float [M,2] (their smallest x and y; past the
     frame where there are none), high [M,2] (their largest x and y + 1) and sums [M,3] (the mask's sum
@@ -359,10 +407,11 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
 
 # Bytes of overlay()'s work, measured (tests/nodes/test_memory_estimates.py): per listed tile (its pixels
 # read, indices, outline pieces, an atlas plane), per halo tile (its bilinear samples and plane), per
-# primitive (a tile or piece of one object, with concat's copies), per halo grid cell (the blur's passes)
-LISTED_TILE_BYTES = 1700
+# primitive (a tile or piece of one object, with concat's copies), per halo grid cell (the blur's passes).
+# A binary mask's outline pieces are joined into runs (_joined): its outlines take fewer of those
+LISTED_TILE_BYTES = 1400
 HALO_TILE_BYTES = 1200
-PRIMITIVE_BYTES = 240
+PRIMITIVE_BYTES = 200
 HALO_GRID_BYTES = 28
 
 
@@ -493,7 +542,7 @@ def overlay(
         planes.append(halo)
         rows += halo.shape[0] * TILE
 
-    pieces = _contour_pieces(tiles, threshold) if outlines else None
+    pieces = _joined(*_contour_pieces(tiles, threshold)) if outlines else None
     cpu = _cpu_loops(masks)
     built = cpu and cpu.fills_and_outlines(
         tuple(field.numpy() for field in (tiles.source, tiles.ty, tiles.tx, tiles.values, tiles.fill)),

@@ -80,13 +80,13 @@ def _sum8(v, i):
 
 @jit(parallel=True)
 def _tile_peaks(masks, bits, parts):
-    """masks.tile_peaks of float32 masks [M,H,W] (bits: the same memory as int32 [M*H*W]): each band of T rows of a
-    mask read once. Most bands of a mask are empty: a first loop ORs the band's bits, all 0 but the sign's
-    where every pixel is 0 (an OR vectorises; a float maximum does not, for NaN's rules), and only the
-    other bands are read again, from the cache, 8 rows at a time where the band is whole (each column's maximum and sum in registers), then each tile's maximum of its columns.
-    NaN where a tile holds a NaN: a NaN loses every comparison, so the sums find it: a tile whose sum is
-    not finite (a NaN, an infinity, an overflow; rare) is read again after the bands. `parts`
-    consecutive runs of bands."""
+    """masks.tile_peaks of float32 masks [M,H,W] (bits: the same memory as int32 [M*H*W]): each band of T
+    rows of a mask read once. Most bands of a mask are empty: a first loop ORs the band's bits, all 0 but
+    the sign's where every pixel is 0 (an OR vectorises; a float maximum does not, for NaN's rules), and
+    only the other bands are read again, from the cache, 8 rows at a time where the band is whole (each
+    column's maximum and sum in registers), then each tile's maximum of its columns. NaN where a tile holds
+    a NaN: a NaN loses every comparison, so the sums find it: a tile whose sum is not finite (a NaN, an
+    infinity, an overflow; rare) is read again after the bands. `parts` consecutive runs of bands."""
     count, height, width = masks.shape
     rows, columns = (height + TILE - 1) // TILE, (width + TILE - 1) // TILE
     peak = np.empty((count, rows, columns), np.float32)
@@ -349,6 +349,64 @@ def _contour_pieces(values, ty, tx, cells, threshold, table):
     return owner, a, b
 
 
+@jit()
+def _joined(owner, a, b):
+    """masks._joined: the same runs, found by the same comparisons and subtractions, in one pass (each
+    array indexed by the later piece of two neighbours), then the runs written out."""
+    n = owner.shape[0]
+    line = np.zeros(n, np.int64)
+    for i in range(n):
+        dx, dy = b[i, 0] - a[i, 0], b[i, 1] - a[i, 1]
+        if dx == 0 and dy == 0:
+            line[i] = 0
+        elif dy == 0:
+            line[i] = 1
+        elif dx == 0:
+            line[i] = 2
+        elif dx == dy:
+            line[i] = 3
+        elif dx == -dy:
+            line[i] = 4
+    join = np.zeros(n, np.bool_)
+    prev_end, cur_end = np.zeros(n, np.int64), np.zeros(n, np.int64)  # the end each shares: 0 a, 1 b
+    for i in range(1, n):
+        p = i - 1
+        bb = b[p, 0] == a[i, 0] and b[p, 1] == a[i, 1]
+        ba = b[p, 0] == b[i, 0] and b[p, 1] == b[i, 1]
+        ab = a[p, 0] == a[i, 0] and a[p, 1] == a[i, 1]
+        aa = a[p, 0] == b[i, 0] and a[p, 1] == b[i, 1]
+        if owner[i] != owner[p] or line[i] != line[p] or line[i] == 0 or not (bb or ba or ab or aa):
+            continue
+        prev_end[i] = 1 if bb or ba else 0
+        cur_end[i] = 0 if bb else 1 if ba else 0 if ab else 1
+        point = prev_end[i]  # the shared point is the previous piece's end prev_end[i]
+        px, py = (b[p, 0], b[p, 1]) if point == 1 else (a[p, 0], a[p, 1])
+        fx, fy = (a[p, 0], a[p, 1]) if point == 1 else (b[p, 0], b[p, 1])
+        gx, gy = (b[i, 0], b[i, 1]) if cur_end[i] == 0 else (a[i, 0], a[i, 1])
+        before, after = (fy - py, gy - py) if line[i] == 2 else (fx - px, gx - px)
+        join[i] = (before < 0 and after > 0) or (before > 0 and after < 0)
+    keep = join.copy()  # a piece joined on both sides through the same end: its second join dropped
+    for i in range(1, n - 1):
+        if join[i] and join[i + 1] and cur_end[i] == prev_end[i + 1]:
+            keep[i + 1] = False
+    runs = 0
+    for i in range(n):
+        runs += not keep[i]
+    out_owner = np.empty(runs, np.int64)
+    out_a, out_b = np.empty((runs, 2), np.float32), np.empty((runs, 2), np.float32)
+    r = -1
+    for i in range(n):
+        if not keep[i]:  # a run starts: from its first piece's end not shared with the next
+            r += 1
+            out_owner[r] = owner[i]
+            far = 0 if i + 1 == n or not keep[i + 1] or prev_end[i + 1] == 1 else 1
+            out_a[r, 0], out_a[r, 1] = (a[i, 0], a[i, 1]) if far == 0 else (b[i, 0], b[i, 1])
+            out_b[r, 0], out_b[r, 1] = b[i, 0], b[i, 1]
+        else:  # to the end of this piece not shared with the previous
+            out_b[r, 0], out_b[r, 1] = (b[i, 0], b[i, 1]) if cur_end[i] == 0 else (a[i, 0], a[i, 1])
+    return out_owner, out_a, out_b
+
+
 @jit(parallel=True)
 def _extents(values, fills, source, ty, tx, sources, threshold, far):
     """The pixels above the threshold of the filled pairs of each source: low float32 [M,2] (the smallest
@@ -486,6 +544,12 @@ def contour_pieces(values, ty, tx, cells, threshold: float) -> tuple:
     """masks._contour_pieces of the listed tiles' fields: (owner, a, b)."""
     torch_threads()
     return _contour_pieces(values, ty, tx, cells, np.float32(threshold), _CASE_EDGES)
+
+
+@falls_back
+def joined(owner, a, b) -> tuple:
+    """masks._joined of the pieces (owner int64 [S], a, b float32 [S,2])."""
+    return _joined(owner, a, b)
 
 
 @falls_back
