@@ -259,19 +259,16 @@ def _list_tiles(masks, peak, threshold, outlines):
             # prefetcher follows them (a tile's 9 rows at a time were 9 jumps of a frame's width)
             for i in range(TILE + 1):
                 yy = y * TILE - 1 + i
-                if yy < 0 or yy >= height:
-                    for q in range(first, p):
-                        values[q, i, :] = np.float32(0.0)
-                    continue
-                row = masks[m, yy]
-                for q in range(first, p):
-                    x0, out = tx[q] * TILE - 1, values[q, i]
-                    if x0 >= 0 and x0 + TILE < width:  # the row's T + 1 pixels lie in the frame
+                inside = 0 <= yy < height
+                for q in range(first, p):  # indexed, not through row views (each view costs reference counting)
+                    x0 = tx[q] * TILE - 1
+                    if inside and x0 >= 0 and x0 + TILE < width:  # the row's T + 1 pixels lie in the frame
                         for j in range(TILE + 1):
-                            out[j] = _unit(row[x0 + j])
+                            values[q, i, j] = _unit(masks[m, yy, x0 + j])
                     else:
                         for j in range(TILE + 1):
-                            out[j] = _unit(row[x0 + j]) if 0 <= x0 + j < width else np.float32(0.0)
+                            inner = inside and 0 <= x0 + j < width
+                            values[q, i, j] = _unit(masks[m, yy, x0 + j]) if inner else np.float32(0.0)
             # a pixel of the tile (not of its one-pixel border) at or below the level, or a row below the frame
             below_frame = y * TILE + TILE > height
             for q in range(first, p):
@@ -292,6 +289,19 @@ def _cross(lo, hi, threshold):
     """Where the level crosses an edge from lo to hi, 0..1 along it (masks._contour_pieces' cross)."""
     step = np.float32(1.0) if hi == lo else hi - lo
     return min(max((threshold - lo) / step, np.float32(0.0)), np.float32(1.0))
+
+
+@jit(inline="always")
+def _crossing(edge, x, y, a00, a01, a10, a11, threshold):
+    """Where the level crosses edge 0..3 (top, right, bottom, left) of the cell whose top-left pixel centre
+    is x, y and corner values a00, a01, a10, a11 (no array of the four: one per tile cost an allocation)."""
+    if edge == 0:
+        return x + _cross(a00, a01, threshold), y
+    if edge == 1:
+        return x + np.float32(1.0), y + _cross(a01, a11, threshold)
+    if edge == 2:
+        return x + _cross(a10, a11, threshold), y + np.float32(1.0)
+    return x, y + _cross(a00, a10, threshold)
 
 
 @jit(inline="always")
@@ -325,7 +335,6 @@ def _contour_pieces(values, ty, tx, cells, threshold, table):
     a, b = np.empty((first[-1], 2), np.float32), np.empty((first[-1], 2), np.float32)
     for k in numba.prange(keep.shape[0]):
         p, s = keep[k], first[k]
-        edges = np.empty((4, 2), np.float32)
         for cy in range(TILE):
             for cx in range(TILE):
                 case = _case(values, p, cy, cx, threshold)
@@ -335,16 +344,12 @@ def _contour_pieces(values, ty, tx, cells, threshold, table):
                 a10, a11 = values[p, cy + 1, cx], values[p, cy + 1, cx + 1]
                 x = np.float32(tx[p] * TILE - 1 + cx) + np.float32(0.5)  # the cell's top-left pixel centre
                 y = np.float32(ty[p] * TILE - 1 + cy) + np.float32(0.5)
-                edges[0, 0], edges[0, 1] = x + _cross(a00, a01, threshold), y
-                edges[1, 0], edges[1, 1] = x + np.float32(1.0), y + _cross(a01, a11, threshold)
-                edges[2, 0], edges[2, 1] = x + _cross(a10, a11, threshold), y + np.float32(1.0)
-                edges[3, 0], edges[3, 1] = x, y + _cross(a00, a10, threshold)
                 for piece in range(2):
                     if table[case, 2 * piece] < 0:
                         continue
                     owner[s] = p
-                    a[s, 0], a[s, 1] = edges[table[case, 2 * piece], 0], edges[table[case, 2 * piece], 1]
-                    b[s, 0], b[s, 1] = edges[table[case, 2 * piece + 1], 0], edges[table[case, 2 * piece + 1], 1]
+                    a[s, 0], a[s, 1] = _crossing(table[case, 2 * piece], x, y, a00, a01, a10, a11, threshold)
+                    b[s, 0], b[s, 1] = _crossing(table[case, 2 * piece + 1], x, y, a00, a01, a10, a11, threshold)
                     s += 1
     return owner, a, b
 
