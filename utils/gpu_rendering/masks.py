@@ -10,9 +10,10 @@ keeps its colour from frame to frame). Everything after that is batched over all
   2. fill: each listed tile is an 8x8 sprite of the shared engine whose atlas value is the mask itself
      (soft masks stay soft, NaN counts as 0), tinted by the object's colour at the fill opacity;
   3. outline: marching squares on the threshold level, every cell of every listed tile at once, with
-     the crossing interpolated linearly along the cell's edges (sub-pixel); the pieces of one object are
-     one group of the engine's segments, so their coverages merge by maximum: one anti-aliased polyline
-     per contour, joints drawn once, and no chaining of pieces in Python;
+     the crossing interpolated linearly along the cell's edges (sub-pixel); a tile's runs of pieces along
+     one horizontal, vertical or diagonal line joined into one; the pieces of one object are one group
+     of the engine's segments, so their coverages merge by maximum: one anti-aliased polyline per
+     contour, joints drawn once, and no chaining of pieces in Python;
   4. halo: the mask averaged onto a grid of f x f pixels (f grows with the halo width), blurred by a
      separable Gaussian, sampled bilinearly in the tiles it reaches, and cut by the mask: a smooth
      falloff outside the object (sprites again).
@@ -239,7 +240,8 @@ def _joined(owner: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torc
     piece from the run's first far end to its last: the same capsules' union (an outline's pieces merge by
     maximum coverage), drawn as fewer segments. A binary mask's pieces are all of these three directions
     (a tile's straight edge: 8 pieces, 1 joined). Found by comparisons and subtractions only (exact, the
-    same in numba's loop), not products: soft masks' pieces at other angles stay as they are."""
+    same in numba's loop), not products: soft masks' pieces at other angles stay as they are. On a GPU,
+    one host read (the runs' count)."""
     cpu = _cpu_loops(a)
     joined = cpu and cpu.joined(owner.numpy(), a.numpy(), b.numpy())
     if joined is not None:

@@ -294,7 +294,7 @@ def _cross(lo, hi, threshold):
 @jit(inline="always")
 def _crossing(edge, x, y, a00, a01, a10, a11, threshold):
     """Where the level crosses edge 0..3 (top, right, bottom, left) of the cell whose top-left pixel centre
-    is x, y and corner values a00, a01, a10, a11 (no array of the four: one per tile cost an allocation)."""
+    is x, y and corner values a00, a01, a10, a11 (found where a piece ends there, not four per cell)."""
     if edge == 0:
         return x + _cross(a00, a01, threshold), y
     if edge == 1:
