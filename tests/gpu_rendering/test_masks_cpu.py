@@ -146,7 +146,7 @@ def test_joined_pieces_match_the_torch_path(monkeypatch):
         )
 
 
-def test_joined_outlines_draw_the_pieces_coverage(monkeypatch):
+def test_joined_outlines_draw_the_pieces_coverage():
     """A binary mask's outline as joined pieces covers what its pieces covered, to float rounding."""
     from rasterkit.utils.gpu_rendering import draw, segments
 
