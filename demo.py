@@ -525,7 +525,7 @@ def bake_demo(pack, out: Path):
 def primitive_demo(pack, out: Path):
     """A generated picture rebuilt from 80 triangles: the image, its SVG and the build-up as a video."""
     picture = moving_scene(frames=1)
-    image, frames, svg, _ = pack.nodes.primitives.PrimitiveMesh.run(
+    image, frames, svg, *_ = pack.nodes.primitives.PrimitiveMesh.run(
         picture, shapes=80, shape_type="triangle", candidates=500, working_size=192, output_size=640, seed=1
     )
     paths = [out / "primitive.png", out / "primitive.svg", out / "primitive.mp4"]
