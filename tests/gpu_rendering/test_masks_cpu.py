@@ -31,7 +31,16 @@ def soft_masks(count=3, height=61, width=83):
 
 def test_the_loops_are_taken(monkeypatch):
     calls = []
-    names = ("tile_peaks", "listed_counts", "list_tiles", "contour_pieces", "joined", "fills_and_outlines", "extents")
+    names = (
+        "tile_peaks",
+        "listed_counts",
+        "list_tiles",
+        "contour_pieces",
+        "joined",
+        "fills_and_outlines",
+        "extents",
+        "blurred",
+    )
     for name in names:
         loop = getattr(masks_cpu, name)
         monkeypatch.setattr(masks_cpu, name, lambda *a, loop=loop, name=name: calls.append(name) or loop(*a))
@@ -106,6 +115,16 @@ def test_tile_peaks_of_empty_bands(monkeypatch):
     expected = torch_path(monkeypatch, M.tile_peaks, masks)
     assert torch.equal(peak.nan_to_num(-9.0), expected.nan_to_num(-9.0))
     assert float(peak[1, 1, 0]) > 0 and float(peak[2, 3, 0]) == -0.25 and int(peak.isnan().sum()) == 2
+
+
+@pytest.mark.parametrize("radius", [1, 8, 30])
+def test_the_halo_blur_matches_the_torch_path(monkeypatch, radius):
+    """The halo grid's two blur passes, bit for bit: taps narrower and wider than the grid (zeros beyond)."""
+    g = torch.Generator().manual_seed(radius)
+    grid = torch.rand(3, 23, 41, generator=g) * (torch.rand(3, 23, 41, generator=g) > 0.5)
+    taps = torch.exp(-0.5 * (torch.arange(-radius, radius + 1, dtype=torch.float32) / (radius / 3 + 0.5)) ** 2)
+    taps = taps / taps.sum()
+    assert torch.equal(M._blurred(grid, taps), torch_path(monkeypatch, M._blurred, grid, taps))
 
 
 def test_joined_pieces_match_the_torch_path(monkeypatch):

@@ -322,6 +322,16 @@ def _extents(tiles: _Tiles, sources: int, height: int, width: int, threshold: fl
 # -- halos ------------------------------------------------------------------------------------------
 
 
+def _blurred(grid: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
+    """grid float32 [S,R,C] convolved with taps [2r+1] along its columns, then its rows (_blur twice); on
+    the CPU numba's loop (the same sums in the same order, without a pass over the grid per tap)."""
+    cpu = _cpu_loops(grid)
+    blurred = cpu and cpu.blurred(grid.contiguous().numpy(), taps.contiguous().numpy())
+    if blurred is not None:
+        return torch.from_numpy(blurred)
+    return _blur(_blur(grid, taps, 2), taps, 1)
+
+
 def _blur(grid: torch.Tensor, taps: torch.Tensor, dim: int) -> torch.Tensor:
     """grid [S,R,C] convolved with taps [2r+1] along dim (1 or 2), zeros beyond its edges: a sum of shifted
     copies, tap after tap, so that each value is the same wherever the grid starts and however large it is
@@ -369,7 +379,7 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
     grid[src, fty - top[src], :, ftx - left[src], :] = inner.reshape(-1, per_tile, f, per_tile, f).mean((2, 4))
     grid = grid.reshape(sources, grid_y * per_tile, grid_x * per_tile)
     taps = torch.exp(-0.5 * (torch.arange(-radius, radius + 1, device=device, dtype=torch.float32) / sigma) ** 2)
-    grid = _blur(_blur(grid, taps / taps.sum(), 2), taps / taps.sum(), 1)
+    grid = _blurred(grid, taps / taps.sum())
     # the tiles the halo reaches (bilinear sampling reads one grid cell beyond a tile's own)
     reach = F.max_pool2d(grid[:, None], per_tile)[:, 0] > HALO_VISIBLE
     reach = F.max_pool2d(reach[:, None].float(), 3, stride=1, padding=1)[:, 0] > 0

@@ -354,6 +354,47 @@ def _contour_pieces(values, ty, tx, cells, threshold, table):
     return owner, a, b
 
 
+@jit(parallel=True)
+def _blurred(grid, taps):
+    """masks._blurred: grid [S,R,C] convolved with taps [2r+1] along its columns, then its rows, zeros
+    beyond its edges, each sum tap after tap as the torch path adds them (the first tap's product, then
+    each next one's added; a product with a zero beyond the edge added too). Each pass a row at a time,
+    tap after tap along the row (what vectorises; unsigned columns: no wrap-around checks); the sources'
+    rows in parallel."""
+    count, rows, columns = grid.shape
+    radius = (taps.shape[0] - 1) // 2
+    across = np.empty_like(grid)
+    out = np.empty_like(grid)
+    for job in numba.prange(count * rows):
+        m, y = job // rows, job % rows
+        for k in range(taps.shape[0]):  # along the row: the columns x - r + k
+            shift, tap = k - radius, taps[k]
+            start = min(max(-shift, 0), columns)  # the columns x whose x + shift lies in the row
+            stop = max(min(columns - shift, columns), start)
+            zero = np.float32(0.0) * tap
+            for x in range(np.uint64(start)):
+                across[m, y, x] = zero if k == 0 else across[m, y, x] + zero
+            for x in range(np.uint64(start), np.uint64(stop)):
+                v = grid[m, y, x + np.uint64(k) - np.uint64(radius)]  # x + shift, unsigned
+                across[m, y, x] = v * tap if k == 0 else across[m, y, x] + v * tap
+            for x in range(np.uint64(stop), np.uint64(columns)):
+                across[m, y, x] = zero if k == 0 else across[m, y, x] + zero
+    for job in numba.prange(count * rows):
+        m, y = job // rows, job % rows
+        for k in range(taps.shape[0]):  # down the columns: the rows y - r + k
+            yy, tap = y - radius + k, taps[k]
+            inside = 0 <= yy < rows
+            if inside:
+                for x in range(np.uint64(columns)):
+                    v = across[m, yy, x]
+                    out[m, y, x] = v * tap if k == 0 else out[m, y, x] + v * tap
+            else:
+                zero = np.float32(0.0) * tap
+                for x in range(np.uint64(columns)):
+                    out[m, y, x] = zero if k == 0 else out[m, y, x] + zero
+    return out
+
+
 @jit()
 def _joined(owner, a, b):
     """masks._joined: the same runs, found by the same comparisons and subtractions, in one pass (each
@@ -549,6 +590,13 @@ def contour_pieces(values, ty, tx, cells, threshold: float) -> tuple:
     """masks._contour_pieces of the listed tiles' fields: (owner, a, b)."""
     torch_threads()
     return _contour_pieces(values, ty, tx, cells, np.float32(threshold), _CASE_EDGES)
+
+
+@falls_back
+def blurred(grid: np.ndarray, taps: np.ndarray) -> np.ndarray:
+    """masks._blurred of float32 grid [S,R,C] (C-contiguous) and taps float32 [2r+1]."""
+    torch_threads()
+    return _blurred(grid, taps)
 
 
 @falls_back
