@@ -51,14 +51,14 @@ def box_regions() -> None:
 
 def mask_overlays() -> None:
     """The Mask Renderer's passes over its masks (gpu_rendering.masks_cpu), as the node calls them: tile
-    peaks, the memory estimate's counts, listed tiles, outline pieces, fills and outlines, the objects'
-    bounds (read by labels)."""
+    peaks, the memory estimate's counts, listed tiles, outline pieces and their runs joined, fills and
+    outlines, a halo's blur, the objects' bounds (read by labels)."""
     masks = torch.zeros(1, 9, 9)
     masks[0, 2:6, 3:7] = 1.0
     objects = inputs.mask_objects(masks, None, 1, 9, 9)
     peak = gpu_rendering.tile_peaks(objects.masks)
     gpu_rendering.overlay_memory(objects, 9, 9, 0.5, True, 0.0, peak)
-    _ = gpu_rendering.overlay(objects, 9, 9, torch.ones(1, 3), peak=peak).bounds  # found on first use
+    _ = gpu_rendering.overlay(objects, 9, 9, torch.ones(1, 3), halo_width=2.0, peak=peak).bounds  # found on first use
 
 
 def mesh_rasterizer_loops() -> None:
