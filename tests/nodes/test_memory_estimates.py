@@ -99,8 +99,8 @@ def test_mask_overlay_estimate_is_within_2x_of_the_peak(frames, size, side, halo
 
 
 def test_mask_overlay_bound_stands_in_only_where_it_fits():
-    """overlay_memory's bound (every tile of every mask listed) where a budget holds it, not counting the
-    tiles: never below the count; over the budget, or with a halo, the tiles are counted."""
+    """overlay_memory's bound (every tile of every mask listed, and reached by a halo) where a budget holds
+    it, not counting the tiles: never below the count; over the budget the tiles are counted."""
     from rasterkit.utils.gpu_rendering import masks as M
     from rasterkit.utils.inputs.masks import mask_objects
 
@@ -111,8 +111,11 @@ def test_mask_overlay_bound_stands_in_only_where_it_fits():
     bound = M.overlay_memory(objects, 256, 256, 0.5, True, 0.0, budget=1 << 40)
     assert bound > 4 * counted
     assert M.overlay_memory(objects, 256, 256, 0.5, True, 0.0, budget=bound - 1) == counted
-    with_halo = M.overlay_memory(objects, 256, 256, 0.5, True, 8.0)
-    assert M.overlay_memory(objects, 256, 256, 0.5, True, 8.0, budget=1 << 40) == with_halo
+    for halo in (8.0, 100.0):
+        with_halo = M.overlay_memory(objects, 256, 256, 0.5, True, halo)
+        bound = M.overlay_memory(objects, 256, 256, 0.5, True, halo, budget=1 << 40)
+        assert bound > with_halo
+        assert M.overlay_memory(objects, 256, 256, 0.5, True, halo, budget=bound - 1) == with_halo
 
 
 def test_mask_renderer_refuses_what_memory_cannot_hold(monkeypatch):
