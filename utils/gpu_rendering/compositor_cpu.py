@@ -581,15 +581,15 @@ def _composite(
                             color[p, 2],
                             color[p, 3],
                         )
-                    elif not in_shape[column]:
+                        continue
+                    at = np.uint64(column * tile * tile)  # the shape's tile (unsigned: the loops vectorise)
+                    if not in_shape[column]:
                         in_shape[column] = True
                         shape_tiles[n_shape] = column
                         n_shape += 1
-                        at = np.uint64(column * tile * tile)  # unsigned indices: the loops vectorise
                         for i in range(np.uint64(tile * tile)):
                             shape[at + i] = coverage[i]
                     else:
-                        at = np.uint64(column * tile * tile)
                         for i in range(np.uint64(tile * tile)):
                             shape[at + i] = max(shape[at + i], coverage[i])
                 if alone or (k + 1 < last and group[listed[k + 1]] == group[p]):

@@ -260,11 +260,12 @@ def _joined(owner: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torc
     # prev a = cur a, prev a = cur b
     bb, ba = (prev_b == cur_a).all(1), (prev_b == cur_b).all(1)
     ab, aa = (prev_a == cur_a).all(1), (prev_a == cur_b).all(1)
-    shared = bb | ba | ab | aa
-    prev_end = (bb | ba).long()
+    prev_shares_b = bb | ba
+    shared = prev_shares_b | ab | aa
+    prev_end = prev_shares_b.long()
     cur_end = torch.where(bb, 0, torch.where(ba, 1, torch.where(ab, 0, 1)))
-    point = torch.where((bb | ba)[:, None], prev_b, prev_a)
-    prev_far = torch.where((bb | ba)[:, None], prev_a, prev_b)
+    point = torch.where(prev_shares_b[:, None], prev_b, prev_a)
+    prev_far = torch.where(prev_shares_b[:, None], prev_a, prev_b)
     cur_far = torch.where((cur_end == 0)[:, None], cur_b, cur_a)
     axis = (line[1:] == 2).long()  # along y for vertical lines, x for the others
     before = (prev_far - point).gather(1, axis[:, None])[:, 0]
@@ -458,16 +459,15 @@ def overlay_memory(
         return 0
     count, grid_y, grid_x = masks.shape[0], height // TILE + 1, width // TILE + 1
     work = count * -(-height // TILE) * width * 4 * 2  # the rows' maxima and their padding
-    every_tile = (
-        count * grid_y * grid_x * LISTED_TILE_BYTES + len(objects) * grid_y * grid_x * (1 + outlines) * PRIMITIVE_BYTES
-    )
-    if halo_width > 0:
-        f, _radius, margin = _halo_scale(halo_width)
-        cells = count * (grid_y + 2 * margin) * (grid_x + 2 * margin) * (TILE // f) ** 2
-        every_tile += count * grid_y * grid_x * HALO_TILE_BYTES + len(objects) * grid_y * grid_x * PRIMITIVE_BYTES
-        every_tile += cells * HALO_GRID_BYTES
-    if budget is not None and work + every_tile <= budget:
-        return work + every_tile
+    if budget is not None:  # the bound: every tile listed (and a halo tile), the halo grid the frame's size
+        every = grid_y * grid_x  # a grid's tiles
+        bound = work + every * (count * LISTED_TILE_BYTES + len(objects) * (1 + outlines) * PRIMITIVE_BYTES)
+        if halo_width > 0:
+            f, _radius, margin = _halo_scale(halo_width)
+            cells = count * (grid_y + 2 * margin) * (grid_x + 2 * margin) * (TILE // f) ** 2
+            bound += every * (count * HALO_TILE_BYTES + len(objects) * PRIMITIVE_BYTES) + cells * HALO_GRID_BYTES
+        if bound <= budget:
+            return bound
     peak = tile_peaks(masks) if peak is None else peak
     pad = (0, grid_x - peak.shape[2], 0, grid_y - peak.shape[1])
     # per source, the tiles with mask in them, or with the cells reaching those (a superset of the listed)

@@ -425,9 +425,8 @@ def _joined(owner, a, b):
             continue
         prev_end[i] = 1 if bb or ba else 0
         cur_end[i] = 0 if bb else 1 if ba else 0 if ab else 1
-        point = prev_end[i]  # the shared point is the previous piece's end prev_end[i]
-        px, py = (b[p, 0], b[p, 1]) if point == 1 else (a[p, 0], a[p, 1])
-        fx, fy = (a[p, 0], a[p, 1]) if point == 1 else (b[p, 0], b[p, 1])
+        px, py = (b[p, 0], b[p, 1]) if prev_end[i] == 1 else (a[p, 0], a[p, 1])  # the shared point
+        fx, fy = (a[p, 0], a[p, 1]) if prev_end[i] == 1 else (b[p, 0], b[p, 1])
         gx, gy = (b[i, 0], b[i, 1]) if cur_end[i] == 0 else (a[i, 0], a[i, 1])
         before, after = (fy - py, gy - py) if line[i] == 2 else (fx - px, gx - px)
         join[i] = (before < 0 and after > 0) or (before > 0 and after < 0)
