@@ -1,9 +1,9 @@
-"""The Mask Renderer's stages, one 1080p frame of 20 objects, CPU time of the process (min of --rounds), this
+"""The Mask Renderer's stages, one 1080p frame of 20 objects, CPU time of the process (min and median of --rounds), this
 checkout's engine beside another revision's (`git archive` of it into a temporary folder, loaded as a second
 package in the same process), stage by stage in turns; outputs compared first. What bench/results/masks.md's
-per-stage table comes from (its notes: run it twice, --swap the second time, a stage run right after the
-other engine's reads ~0.2 ms slower).
-    .venv/bin/python bench/masks_stages.py --before 3d00aa2 [--threads 1] [--rounds 15] [--swap]
+per-stage table comes from. Which engine goes first in a turn alternates from round to round: a stage run
+right after the other engine's (its reads) took 0.1-0.7 ms less than when run first.
+    .venv/bin/python bench/masks_stages.py --before 3d00aa2 [--threads 1] [--rounds 40]
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import argparse
 import importlib.util
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,7 +71,6 @@ def main():
     parser.add_argument("--before", required=True, help="the revision to compare with")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--swap", action="store_true", help="the other engine first in each turn")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     cv2.setNumThreads(args.threads)
@@ -80,7 +80,7 @@ def main():
         subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
         packs = [load("rasterkit", str(ROOT)), load("rasterkit_before", folder)]  # this one first: its threads
         after, before = (stages(pack, images, masks) for pack in packs)
-        engines = [("before", before), ("after", after)] if args.swap else [("after", after), ("before", before)]
+        engines = [("after", after), ("before", before)]
         for name in after:  # warm: compiled or loaded from numba's cache
             after[name](), before[name]()
         for options in ({}, {"outputs": "image only"}, {"halo_width": 8.0, "labels": "id"}):
@@ -90,25 +90,28 @@ def main():
             )
             differences = [float((a - b).abs().max()) for a, b in zip(ours, theirs, strict=True)]
             print(f"outputs {options or 'default'}: max difference (image, alpha, layer) {differences}")
-        best = {(name, engine): float("inf") for name in after for engine, _ in engines}
+        times = {(name, engine): [] for name in after for engine, _ in engines}
         faults = {}
-        sv = float("inf")
-        for _ in range(args.rounds):
+        sv = []
+        for round_ in range(args.rounds):
             for name in after:
-                for engine, calls in engines:
+                for engine, calls in engines[:: 1 if round_ % 2 else -1]:
                     start_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                     start = time.process_time()
                     calls[name]()
-                    best[name, engine] = min(best[name, engine], time.process_time() - start)
+                    times[name, engine].append(time.process_time() - start)
                     faults[name, engine] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start_faults
             start = time.process_time()
             supervision_path(images, masks)
-            sv = min(sv, time.process_time() - start)
-    print(f"{'stage':32s} {'before':>8s} {'after':>8s}  ms, CPU time, min of {args.rounds} (page faults a call)")
+            sv.append(time.process_time() - start)
+    heading = f"ms, CPU time, min of {args.rounds} (median; page faults a call)"
+    print(f"{'stage':32s} {'before':>8s} {'after':>8s}  {heading}")
     for name in after:
-        b, a = best[name, "before"] * 1e3, best[name, "after"] * 1e3
-        print(f"{name:32s} {b:8.2f} {a:8.2f}  ({faults[name, 'before']} / {faults[name, 'after']})")
-    print(f"supervision Mask+Polygon         {sv * 1e3:8.2f}")
+        b, a = (sorted(times[name, engine]) for engine in ("before", "after"))
+        medians = f"{statistics.median(b) * 1e3:.2f} / {statistics.median(a) * 1e3:.2f}"
+        counted = f"{faults[name, 'before']} / {faults[name, 'after']}"
+        print(f"{name:32s} {b[0] * 1e3:8.2f} {a[0] * 1e3:8.2f}  ({medians}; {counted})")
+    print(f"supervision Mask+Polygon         {min(sv) * 1e3:8.2f}")
 
 
 if __name__ == "__main__":

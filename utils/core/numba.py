@@ -15,6 +15,9 @@ import zlib
 
 import numba
 import torch
+from llvmlite import ir
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # numba's threading layer, where the user has chosen none and before numba's first parallel loop: OpenMP
 # ("omp") first, then TBB, then numba's own workqueue. With torch loaded first (Linux wheels), numba's
@@ -87,3 +90,25 @@ def jit(**options):
         return numba.njit(cache=True, **options)(fn)
 
     return compile
+
+
+@intrinsic
+def prefetch(typingctx, array, i, j, k):
+    """In a compiled loop: prefetch(array, i, j, k) asks the CPU to bring element [i, j, k] of a 3-D array
+    into its caches (LLVM's prefetch: a read, kept in every level; never a fault), so that a later read of
+    scattered memory need not wait for it (the mask listing's tiles: ~0.2 ms of 1.5 at 1080p)."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        data = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, data, list(args[1:]), wraparound=False)
+        byte_pointer = ir.IntType(8).as_pointer()
+        int32 = ir.IntType(32)
+        llvm_prefetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32]), "llvm.prefetch.p0i8"
+        )
+        read, all_levels, data = (ir.Constant(int32, v) for v in (0, 3, 1))
+        builder.call(llvm_prefetch, [builder.bitcast(pointer, byte_pointer), read, all_levels, data])
+        return context.get_dummy_value()
+
+    return numba.types.void(array, i, j, k), codegen

@@ -172,16 +172,19 @@ def _per_object(objects: MaskObjects, pair_source: torch.Tensor) -> tuple[torch.
     return obj, start[objects.source][obj] + offset
 
 
-def _tile_sprites(frame, ty, tx, plane: torch.Tensor, row0: int, height: int, width: int, color) -> Primitives:
+def _tile_sprites(
+    frame, ty, tx, plane: torch.Tensor, row0: int, height: int, width: int, color, stride: int = TILE, column: int = 0
+) -> Primitives:
     """One sprite per tile, showing plane int64 [S] of the planes that lie in the atlas from row `row0`
-    (plane p at row row0 + p*T): objects that show the same source share its planes. Their bounds end at
-    their last pixels' centres (x0 + w - 0.5): pixels past them have no coverage, and a sprite of a tile
-    reaches only that tile (to x0 + w it reached the three after it too, which drew nothing)."""
+    (plane p's first pixel at row row0 + p*stride, column `column`): objects that show the same source share
+    its planes. Their bounds end at their last pixels' centres (x0 + w - 0.5): pixels past them have no
+    coverage, and a sprite of a tile reaches only that tile (to x0 + w it reached the three after it too,
+    which drew nothing)."""
     x0, y0 = tx * TILE, ty * TILE
     rect = torch.stack(
         [
-            torch.zeros_like(x0),
-            row0 + plane * TILE,
+            torch.full_like(x0, column),
+            row0 + plane * stride,
             (width - x0).clamp(max=TILE),
             (height - y0).clamp(max=TILE),
         ],
@@ -419,12 +422,13 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
 # -- memory -----------------------------------------------------------------------------------------
 
 # Bytes of overlay()'s work, measured (tests/nodes/test_memory_estimates.py): per listed tile (its pixels
-# read, indices, outline pieces, an atlas plane), per halo tile (its bilinear samples and plane), per
-# primitive (a tile or piece of one object, with concat's copies), per halo grid cell (the blur's passes).
-# A binary mask's outline pieces are joined into runs (_joined): its outlines take fewer of those
-LISTED_TILE_BYTES = 1400
-HALO_TILE_BYTES = 1200
-PRIMITIVE_BYTES = 200
+# read, which the fills' sprites show in place, indices, outline pieces), per halo tile (its bilinear
+# samples and plane), per primitive (a tile or piece of one object; twice that with a halo, whose primitives
+# concat copies with the others), per halo grid cell (the blur's passes). A binary mask's outline pieces
+# are joined into runs (_joined): its outlines take fewer of those
+LISTED_TILE_BYTES = 350
+HALO_TILE_BYTES = 1500
+PRIMITIVE_BYTES = 100
 HALO_GRID_BYTES = 28
 
 
@@ -459,13 +463,14 @@ def overlay_memory(
         return 0
     count, grid_y, grid_x = masks.shape[0], height // TILE + 1, width // TILE + 1
     work = count * -(-height // TILE) * width * 4 * 2  # the rows' maxima and their padding
+    per_primitive = PRIMITIVE_BYTES * (2 if halo_width > 0 else 1)
     if budget is not None:  # the bound: every tile listed (and a halo tile), the halo grid the frame's size
         every = grid_y * grid_x  # a grid's tiles
-        bound = work + every * (count * LISTED_TILE_BYTES + len(objects) * (1 + outlines) * PRIMITIVE_BYTES)
+        bound = work + every * (count * LISTED_TILE_BYTES + len(objects) * (1 + outlines) * per_primitive)
         if halo_width > 0:
             f, _radius, margin = _halo_scale(halo_width)
             cells = count * (grid_y + 2 * margin) * (grid_x + 2 * margin) * (TILE // f) ** 2
-            bound += every * (count * HALO_TILE_BYTES + len(objects) * PRIMITIVE_BYTES) + cells * HALO_GRID_BYTES
+            bound += every * (count * HALO_TILE_BYTES + len(objects) * per_primitive) + cells * HALO_GRID_BYTES
         if bound <= budget:
             return bound
     peak = tile_peaks(masks) if peak is None else peak
@@ -489,7 +494,7 @@ def overlay_memory(
         spans = [_longest_run(fill.any(axis)) + 2 * margin for axis in (2, 1)]
         work += int(halo.sum()) * HALO_TILE_BYTES + count * spans[0] * spans[1] * (TILE // f) ** 2 * HALO_GRID_BYTES
         prims += int(halo[objects.source].sum())
-    return work + tiles * LISTED_TILE_BYTES + prims * PRIMITIVE_BYTES
+    return work + tiles * LISTED_TILE_BYTES + prims * per_primitive
 
 
 # -- the overlay ------------------------------------------------------------------------------------
@@ -557,7 +562,7 @@ def overlay(
         obj, pair = _per_object(objects, source)
         color = F.pad(colors[obj], (0, 1), value=float(halo_opacity))
         parts.append(_tile_sprites(frame[obj], ty[pair], tx[pair], pair, rows, height, width, color))
-        planes.append(halo)
+        planes.append(halo.reshape(-1, TILE))
         rows += halo.shape[0] * TILE
 
     pieces = _joined(*_contour_pieces(tiles, threshold)) if outlines else None
@@ -576,13 +581,11 @@ def overlay(
         width,
     )
     if built is not None:  # numba's loop: what _fills_and_outlines makes, in one pass
-        *fields, fill_planes = (torch.from_numpy(field) for field in built)
-        parts.append(Primitives(*fields))
+        parts.append(Primitives(*(torch.from_numpy(field) for field in built)))
     else:
         _fills_and_outlines(objects, tiles, pieces, frame, colors, opacity, outline_width, outline_opacity, rows, parts)
-        fill_planes = tiles.values[tiles.fill, 1:, 1:]
-    if opacity > 0:
-        planes.append(fill_planes)
+    if opacity > 0:  # the fills' sprites show the listed tiles' values where they are (not copied)
+        planes.append(tiles.values.reshape(-1, TILE + 1))
 
     def find():  # the pixels above the threshold of each object: its bounds, centroid and presence
         low, high, sums = _extents(tiles, masks.shape[0], height, width, threshold)
@@ -590,20 +593,25 @@ def overlay(
         centroid = sums[source, 1:] / sums[source, :1].clamp_min(1e-12)
         return torch.cat([low[source], high[source]], 1), centroid, sums[source, 0] > 0
 
-    atlas = torch.cat([p.reshape(-1, TILE) for p in planes]) if planes else torch.zeros(1, TILE, device=device)
+    if len(planes) > 1:  # the halos' planes (T wide), then the listed tiles' values (T + 1)
+        planes[0] = F.pad(planes[0], (0, 1))
+    atlas = torch.cat(planes) if len(planes) > 1 else planes[0] if planes else torch.zeros(1, TILE, device=device)
     return Overlay(concat(*parts) if parts else empty(device), atlas, find)
 
 
 def _fills_and_outlines(objects, tiles, pieces, frame, colors, opacity, outline_width, outline_opacity, rows, parts):
-    """The torch path of the fills (a sprite per filled tile of each object, its plane at atlas row `rows`
-    on) and outlines (pieces: the tiles' contour pieces, or None), appended to parts."""
+    """The torch path of the fills (a sprite per filled tile of each object, showing its tile's values:
+    the atlas holds tiles.values [P,T+1,T+1] as rows of T + 1 from row `rows` on) and outlines (pieces: the
+    tiles' contour pieces, or None), appended to parts."""
     filled = torch.nonzero(tiles.fill).squeeze(1)
     if opacity > 0:
         obj, pair = _per_object(objects, tiles.source[filled])
         color = F.pad(colors[obj], (0, 1), value=float(opacity))
         height, width = objects.masks.shape[1:]
+        pair = filled[pair]
         parts.append(
-            _tile_sprites(frame[obj], tiles.ty[filled][pair], tiles.tx[filled][pair], pair, rows, height, width, color)
+            # a tile's pixels from its values' second row and column (the first are its one-pixel border)
+            _tile_sprites(frame[obj], tiles.ty[pair], tiles.tx[pair], pair, rows + 1, height, width, color, TILE + 1, 1)
         )
     if pieces is not None:
         owner, a, b = pieces

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..core.numba import falls_back, jit, torch_threads
+from ..core.numba import falls_back, jit, prefetch, torch_threads
 from .constants import (
     N_PARAMS,
     SEGMENT,
@@ -23,6 +23,7 @@ from .constants import (
     SEGMENT_BY,
     SEGMENT_HALF_WIDTH,
     SPRITE,
+    SPRITE_ATLAS_X,
     SPRITE_ATLAS_Y,
     SPRITE_HEIGHT,
     SPRITE_WIDTH,
@@ -152,9 +153,9 @@ def _tile_peaks(masks, bits, parts):
 
 @jit(inline="always")
 def _unit(v):
-    """nan_to_num(v, nan=0, posinf=1, neginf=0) clamped to 0..1, as selects."""
-    v = v if v > np.float32(0.0) else np.float32(0.0)  # NaN and -inf: 0
-    return v if v < np.float32(1.0) else np.float32(1.0)
+    """nan_to_num(v, nan=0, posinf=1, neginf=0) clamped to 0..1: fmax gives 0 for NaN, without the branches
+    that comparisons compiled to (~0.1 ms of the listing at 1080p)."""
+    return np.fmin(np.fmax(v, np.float32(0.0)), np.float32(1.0))
 
 
 @jit(inline="always")
@@ -251,6 +252,15 @@ def _list_tiles(masks, peak, threshold, outlines):
         p = starts[m]
         for y in range(span[m, 0], span[m, 1]):
             first = p  # the listed tiles of this row of tiles: first .. p - 1
+            # the listed tiles two rows of tiles on asked for now (each row of a tile's T + 1 pixels: its
+            # first and last): they are scattered, and the masks' pass before this one left none in cache
+            if y + 2 < span[m, 1]:
+                for x in range(span[m, 2], span[m, 3]):
+                    if fill[m, y + 2, x] or reach[m, y + 2, x]:
+                        for i in range(TILE + 1):
+                            yy = min((y + 2) * TILE - 1 + i, height - 1)
+                            prefetch(masks, m, yy, max(x * TILE - 1, 0))
+                            prefetch(masks, m, yy, min(x * TILE + TILE - 1, width - 1))
             for x in range(span[m, 2], span[m, 3]):
                 if fill[m, y, x] or reach[m, y, x]:
                     source[p], ty[p], tx[p], fills[p], cells[p] = m, y, x, fill[m, y, x], reach[m, y, x]
@@ -493,7 +503,8 @@ def _fills_and_outlines(
     segments(), one group per object's pieces), in one pass: object after object, each its source's filled
     pairs, then object after object its source's pieces. fill_alpha 0: no fills; line_alpha 0: no outlines.
     Returns the fields frame, kind, params, color, bounds, group (fills one group each, each object's pieces
-    one) and the atlas of the filled pairs' planes [F*T,T] (the fills' atlas rows from row0)."""
+    one); a fill's sprite shows its pair's values in place (the atlas holds values [P,T+1,T+1] as rows of
+    T + 1 from row0 on)."""
     pairs, objects, sources = values.shape[0], shown.shape[0], 0
     for k in range(objects):
         sources = max(sources, shown[k] + 1)
@@ -511,17 +522,12 @@ def _fills_and_outlines(
     n_planes = 0
     for p in range(pairs):
         n_planes += fills[p]
-    filled = np.empty(n_planes, np.int64)  # the filled pairs, in order: plane f of the atlas is filled[f]'s
+    filled = np.empty(n_planes, np.int64)  # the filled pairs, in order
     f = 0
     for p in range(pairs):
         if fills[p]:
             filled[f] = p
             f += 1
-    atlas = np.empty((n_planes * TILE if fill_alpha > 0 else 0, TILE), np.float32)
-    for f in numba.prange(n_planes if fill_alpha > 0 else 0):
-        for i in range(TILE):
-            for j in range(TILE):
-                atlas[f * TILE + i, j] = values[filled[f], i + 1, j + 1]
     # each object's first fill and first piece among the primitives
     first_fill, first_piece = np.zeros(objects + 1, np.int64), np.zeros(objects + 1, np.int64)
     for k in range(objects):
@@ -545,7 +551,9 @@ def _fills_and_outlines(
             out_frame[q], out_kind[q], group[q] = frame[k], SPRITE, q
             params[q, SPRITE_X0], params[q, SPRITE_Y0] = x0, y0
             params[q, SPRITE_WIDTH], params[q, SPRITE_HEIGHT] = rect_w, rect_h
-            params[q, SPRITE_ATLAS_Y] = np.float32(row0 + f * TILE)
+            # the tile's pixels: its values from their second row and column (the first are its border)
+            params[q, SPRITE_ATLAS_X] = np.float32(1.0)
+            params[q, SPRITE_ATLAS_Y] = np.float32(row0 + 1 + p * (TILE + 1))
             color[q, 0], color[q, 1], color[q, 2], color[q, 3] = colors[k, 0], colors[k, 1], colors[k, 2], fill_alpha
             # to the last pixels' centres (masks._tile_sprites)
             bounds[q, 0], bounds[q, 1] = x0, y0
@@ -559,7 +567,7 @@ def _fills_and_outlines(
             color[q, 0], color[q, 1], color[q, 2], color[q, 3] = colors[k, 0], colors[k, 1], colors[k, 2], line_alpha
             bounds[q, 0], bounds[q, 1] = min(ax, bx) - reach, min(ay, by) - reach
             bounds[q, 2], bounds[q, 3] = max(ax, bx) + reach, max(ay, by) + reach
-    return out_frame, out_kind, params, color, bounds, group, atlas
+    return out_frame, out_kind, params, color, bounds, group
 
 
 @falls_back

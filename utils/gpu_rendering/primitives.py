@@ -65,8 +65,10 @@ class Primitives:
 
 
 def concat(*parts: Primitives) -> Primitives:
-    """Primitives of `parts` in that order (the later parts are drawn over the earlier ones)."""
-    *merged, group = [torch.cat(ts) for ts in zip(*(p.fields() for p in parts), strict=False)]
+    """Primitives of `parts` in that order (the later parts are drawn over the earlier ones). One part's
+    fields are its own tensors, not copies (at 1080p a mask overlay's 16k primitives took ~0.2 ms to copy)."""
+    fields = zip(*(p.fields() for p in parts), strict=False)
+    *merged, group = [ts[0] if len(parts) == 1 else torch.cat(ts) for ts in fields]
     # groups renumbered as runs of equal consecutive values (0, 1, 2, ...: the same shapes, ids < P),
     # where no run goes on from one part into the next
     change = F.pad(group[1:] != group[:-1], (1, 0))[: len(group)]  # none before the first: its id is 0
