@@ -91,7 +91,7 @@ def main():
     from demo import load_pack
 
     node = load_pack().nodes.masks.MaskRenderer
-    repeat = 3 if QUICK else 5
+    repeat = 3 if QUICK else 9
     timings = [
         ("CPU time of the process", {"clock": time.process_time}),
         ("Wall clock", {}),

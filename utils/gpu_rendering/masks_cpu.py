@@ -212,6 +212,19 @@ def _listed_counts(peak, grid_y, grid_x, outlines):
     return counts
 
 
+@jit(inline="always")
+def _prefetch_row(masks, m, y, span, fill, reach):
+    """Asks for the pixels of the tiles of row y of tiles of mask m that _list_tiles will read: each of
+    their T + 1 rows, its first and last pixel (one or two cache lines)."""
+    height, width = masks.shape[1], masks.shape[2]
+    for x in range(span[m, 2], span[m, 3]):
+        if fill[m, y, x] or reach[m, y, x]:
+            for i in range(TILE + 1):
+                yy = min(y * TILE - 1 + i, height - 1)  # y >= 2
+                prefetch(masks, m, yy, max(x * TILE - 1, 0))
+                prefetch(masks, m, yy, min(x * TILE + TILE - 1, width - 1))
+
+
 @jit(parallel=True)
 def _list_tiles(masks, peak, threshold, outlines):
     """masks._list_tiles with the masks' tile peaks known: the same pairs in the same order, values and
@@ -255,15 +268,10 @@ def _list_tiles(masks, peak, threshold, outlines):
         p = starts[m]
         for y in range(span[m, 0], span[m, 1]):
             first = p  # the listed tiles of this row of tiles: first .. p - 1
-            # the listed tiles two rows of tiles on asked for now (each row of a tile's T + 1 pixels: its
-            # first and last): they are scattered, and the masks' pass before this one left none in cache
+            # their pixels two rows of tiles on asked for now: they are scattered, and the masks' pass before
+            # this one left none of them in cache (the first two rows too: no faster)
             if y + 2 < span[m, 1]:
-                for x in range(span[m, 2], span[m, 3]):
-                    if fill[m, y + 2, x] or reach[m, y + 2, x]:
-                        for i in range(TILE + 1):
-                            yy = min((y + 2) * TILE - 1 + i, height - 1)
-                            prefetch(masks, m, yy, max(x * TILE - 1, 0))
-                            prefetch(masks, m, yy, min(x * TILE + TILE - 1, width - 1))
+                _prefetch_row(masks, m, y + 2, span, fill, reach)
             for x in range(span[m, 2], span[m, 3]):
                 if fill[m, y, x] or reach[m, y, x]:
                     source[p], ty[p], tx[p], fills[p], cells[p] = m, y, x, fill[m, y, x], reach[m, y, x]
