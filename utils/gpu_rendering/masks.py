@@ -593,9 +593,13 @@ def overlay(
         centroid = sums[source, 1:] / sums[source, :1].clamp_min(1e-12)
         return torch.cat([low[source], high[source]], 1), centroid, sums[source, 0] > 0
 
-    if len(planes) > 1:  # the halos' planes (T wide), then the listed tiles' values (T + 1)
-        planes[0] = F.pad(planes[0], (0, 1))
-    atlas = torch.cat(planes) if len(planes) > 1 else planes[0] if planes else torch.zeros(1, TILE, device=device)
+    if len(planes) > 1:  # the halos' planes (T wide, a column of 0 after them), then the values (T + 1)
+        halo, values = planes
+        atlas = halo.new_zeros(halo.shape[0] + values.shape[0], TILE + 1)
+        atlas[: halo.shape[0], :TILE] = halo
+        atlas[halo.shape[0] :] = values
+    else:
+        atlas = planes[0] if planes else torch.zeros(1, TILE, device=device)
     return Overlay(concat(*parts) if parts else empty(device), atlas, find)
 
 
