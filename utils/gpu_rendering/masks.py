@@ -555,15 +555,15 @@ def overlay(
         return Overlay(empty(device), torch.zeros(1, TILE, device=device), lambda: nothing)
     tiles = _list_tiles(masks, threshold, outlines, peak)
     frame = objects.frame.to(device)
-    parts, planes, rows = [], [], 0
+    parts, halo_rows, rows = [], None, 0  # halo_rows: the halos' planes as atlas rows (T wide)
 
     if halo_width > 0 and halo_opacity > 0:
         source, ty, tx, halo = _halo_planes(tiles, masks.shape[0], height, width, halo_width)
         obj, pair = _per_object(objects, source)
         color = F.pad(colors[obj], (0, 1), value=float(halo_opacity))
         parts.append(_tile_sprites(frame[obj], ty[pair], tx[pair], pair, rows, height, width, color))
-        planes.append(halo.reshape(-1, TILE))
-        rows += halo.shape[0] * TILE
+        halo_rows = halo.reshape(-1, TILE)
+        rows = halo_rows.shape[0]
 
     pieces = _joined(*_contour_pieces(tiles, threshold)) if outlines else None
     cpu = _cpu_loops(masks)
@@ -584,8 +584,8 @@ def overlay(
         parts.append(Primitives(*(torch.from_numpy(field) for field in built)))
     else:
         _fills_and_outlines(objects, tiles, pieces, frame, colors, opacity, outline_width, outline_opacity, rows, parts)
-    if opacity > 0:  # the fills' sprites show the listed tiles' values where they are (not copied)
-        planes.append(tiles.values.reshape(-1, TILE + 1))
+    # the fills' sprites show the listed tiles' values where they are (not copied): atlas rows of T + 1
+    fill_rows = tiles.values.reshape(-1, TILE + 1) if opacity > 0 else None
 
     def find():  # the pixels above the threshold of each object: its bounds, centroid and presence
         low, high, sums = _extents(tiles, masks.shape[0], height, width, threshold)
@@ -593,13 +593,13 @@ def overlay(
         centroid = sums[source, 1:] / sums[source, :1].clamp_min(1e-12)
         return torch.cat([low[source], high[source]], 1), centroid, sums[source, 0] > 0
 
-    if len(planes) > 1:  # the halos' planes (T wide, a column of 0 after them), then the values (T + 1)
-        halo, values = planes
-        atlas = halo.new_zeros(halo.shape[0] + values.shape[0], TILE + 1)
-        atlas[: halo.shape[0], :TILE] = halo
-        atlas[halo.shape[0] :] = values
+    if halo_rows is not None and fill_rows is not None:  # the halos' rows (a column of 0 after them), the values'
+        atlas = halo_rows.new_zeros(rows + fill_rows.shape[0], TILE + 1)
+        atlas[:rows, :TILE] = halo_rows
+        atlas[rows:] = fill_rows
     else:
-        atlas = planes[0] if planes else torch.zeros(1, TILE, device=device)
+        atlas = fill_rows if halo_rows is None else halo_rows
+        atlas = torch.zeros(1, TILE, device=device) if atlas is None else atlas
     return Overlay(concat(*parts) if parts else empty(device), atlas, find)
 
 
@@ -609,10 +609,10 @@ def _fills_and_outlines(objects, tiles, pieces, frame, colors, opacity, outline_
     tiles' contour pieces, or None), appended to parts."""
     filled = torch.nonzero(tiles.fill).squeeze(1)
     if opacity > 0:
-        obj, pair = _per_object(objects, tiles.source[filled])
+        obj, nth = _per_object(objects, tiles.source[filled])
         color = F.pad(colors[obj], (0, 1), value=float(opacity))
         height, width = objects.masks.shape[1:]
-        pair = filled[pair]
+        pair = filled[nth]
         parts.append(
             # a tile's pixels from its values' second row and column (the first are its one-pixel border)
             _tile_sprites(frame[obj], tiles.ty[pair], tiles.tx[pair], pair, rows + 1, height, width, color, TILE + 1, 1)
