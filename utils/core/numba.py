@@ -17,6 +17,7 @@ import numba
 import torch
 from llvmlite import ir
 from numba.core import cgutils
+from numba.core.cpu import ParallelOptions
 from numba.extending import intrinsic
 
 # numba's threading layer, where the user has chosen none and before numba's first parallel loop: OpenMP
@@ -80,6 +81,24 @@ def balanced(iterations: int):
     return numba.parallel_chunksize(max(1, iterations // (numba.get_num_threads() * PARTS_PER_THREAD)))
 
 
+# parallel=True's loops: the prange loops only. numba also turns array set-ups (np.zeros, np.ones, slice
+# fills) into parallel loops of their own, each waking the threads (~50 us a loop on the 2-core test
+# machine: a third of the mask listing's time). Options, not a dict: numba empties a dict as it reads it,
+# so each compile after a dispatcher's first took the defaults
+PRANGE_ONLY = ParallelOptions(
+    {
+        "prange": True,
+        "comprehension": False,
+        "reduction": False,
+        "inplace_binop": False,
+        "setitem": False,
+        "numpy": False,
+        "stencil": False,
+        "fusion": False,
+    }
+)
+
+
 def jit(**options):
     """numba.njit with its on-disk cache, one cache per name the loop's module is imported under: numba's
     cached code imports its module again by name, and the pack is imported under its folder's path by
@@ -87,6 +106,8 @@ def jit(**options):
 
     def compile(fn):
         fn.__qualname__ = f"{fn.__qualname__}_{zlib.crc32(fn.__module__.encode()):08x}"  # a name for files
+        if options.get("parallel") is True:
+            options["parallel"] = PRANGE_ONLY
         return numba.njit(cache=True, **options)(fn)
 
     return compile
