@@ -173,6 +173,7 @@ class MaskRenderer(RasterKitNode):
                 halo_opacity,
                 mask_threshold,
                 peak,
+                lambda needed: check_memory(needed, job, device),  # the outlines' pieces, once counted
             )
             if labels == "none" or not len(part):
                 return drawn.prims, drawn.atlas

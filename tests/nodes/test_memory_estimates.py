@@ -98,6 +98,27 @@ def test_mask_overlay_estimate_is_within_2x_of_the_peak(frames, size, side, halo
     assert measured / 2 <= estimate <= 2 * measured, (measured, estimate)
 
 
+@pytest.mark.parametrize("blurred", [False, True])
+def test_mask_overlay_pieces_are_checked_once_counted(path, blurred):
+    """Masks of noise have outline pieces in nearly every pixel's cell, which overlay_memory's count of
+    tiles cannot see (~15x short): overlay checks their memory once they are counted, before they are
+    made. The tiles' estimate and that check together are within 2x of the peak."""
+    from rasterkit.utils.gpu_rendering import masks as M
+    from rasterkit.utils.inputs.masks import mask_objects
+
+    masks = torch.rand(2, 512, 512, generator=torch.Generator().manual_seed(0))
+    if blurred:
+        masks = torch.nn.functional.avg_pool2d(masks[:, None], 5, 1, 2)[:, 0]
+    objects = mask_objects(masks, None, 2, 512, 512)
+    colours = torch.rand(len(objects), 3)
+    checked = []
+    run = lambda: M.overlay(objects, 512, 512, colours, 0.45, 2.0, 1.0, 0.0, 0.6, 0.5, check=checked.append)  # noqa: E731
+    run()
+    measured = peak_bytes(run)
+    estimate = M.overlay_memory(objects, 512, 512, 0.5, True, 0.0) + checked[-1]
+    assert measured / 2 <= estimate <= 2 * measured, (measured, estimate)
+
+
 def test_mask_overlay_bound_stands_in_only_where_it_fits():
     """overlay_memory's bound (every tile of every mask listed, and reached by a halo) where a budget holds
     it, not counting the tiles: never below the count; over the budget the tiles are counted."""
@@ -127,6 +148,23 @@ def test_mask_renderer_refuses_what_memory_cannot_hold(monkeypatch):
     masks = torch.ones(64, 256, 256)
     with pytest.raises(ValueError, match=r"^masks: 64 objects on 64 frames of 256 x 256 needs ~"):
         MaskRenderer.run(torch.rand(64, 256, 256, 3), masks=masks, halo_width=64.0)
+
+
+def test_mask_renderer_refuses_pieces_that_memory_cannot_hold(monkeypatch):
+    """Masks of noise whose tiles fit in memory but whose outline pieces do not: refused once the pieces
+    are counted, before they are made (the draw's own check came only after ~0.4 GB of them), naming
+    the masks."""
+    from rasterkit.nodes.masks import MaskRenderer
+    from rasterkit.utils.gpu_rendering import masks as M
+
+    monkeypatch.setattr(device_module, "free_memory_bytes", lambda _device: 256 << 20)
+    joined = []
+    monkeypatch.setattr(M, "_joined", lambda *pieces: joined.append(pieces) or pieces)
+    masks = torch.rand(4, 512, 512, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"^masks: 4 objects on 4 frames of 512 x 512 needs ~0\.[2-4] GB"):
+        MaskRenderer.run(torch.rand(4, 512, 512, 3), masks=masks)
+    assert not joined
+    MaskRenderer.run(torch.rand(4, 512, 512, 3), masks=masks, outline_width=0.0)  # fills only: no pieces
 
 
 @pytest.mark.parametrize("frames, tracks, trail", [(4, 200, 24), (16, 200, 24), (8, 50, 200)])

@@ -198,12 +198,19 @@ def _tile_sprites(
 # -- outlines ---------------------------------------------------------------------------------------
 
 
-def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _contour_pieces(tiles: _Tiles, threshold: float, check=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Marching squares on every cell of the tiles with cells: (pair int64 [S], a float [S,2], b float
-    [S,2]), the pieces of the threshold level in pixel coordinates, pair after pair."""
+    [S,2]), the pieces of the threshold level in pixel coordinates, pair after pair. check(bytes), where
+    given, is called with what the pieces will take on their way to primitives (PIECE_BYTES each), once
+    they are counted and before they are made: it raises to refuse them."""
+
+    def counted(pieces: int):  # numba's loop counts them exactly
+        if check:
+            check(pieces * PIECE_BYTES)
+
     cpu = _cpu_loops(tiles.values)
     pieces = cpu and cpu.contour_pieces(
-        tiles.values.numpy(), tiles.ty.numpy(), tiles.tx.numpy(), tiles.cells.numpy(), threshold
+        tiles.values.numpy(), tiles.ty.numpy(), tiles.tx.numpy(), tiles.cells.numpy(), threshold, counted
     )
     if pieces is not None:
         return tuple(torch.from_numpy(field) for field in pieces)
@@ -214,6 +221,8 @@ def _contour_pieces(tiles: _Tiles, threshold: float) -> tuple[torch.Tensor, torc
     centre = (c00 + c01 + c10 + c11) / 4 > threshold
     case = torch.where(((case == 5) | (case == 10)) & centre, case // 5 + 15, case)  # saddles: 16, 17
     pair, cy, cx = torch.nonzero((case > 0) & (case < 15) | (case > 15), as_tuple=True)
+    if check:  # the cells with pieces are counted (nonzero read their number): two pieces each at most
+        check(2 * pair.shape[0] * PIECE_BYTES)
     a00, a01, a10, a11 = (c[pair, cy, cx] for c in (c00, c01, c10, c11))
 
     def cross(lo, hi):  # where the level crosses an edge from lo to hi, 0..1 along it
@@ -425,11 +434,14 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
 # read, which the fills' sprites show in place, indices, outline pieces), per halo tile (its bilinear
 # samples and plane), per primitive (a tile or piece of one object; twice that with a halo, whose primitives
 # concat copies with the others), per halo grid cell (the blur's passes). A binary mask's outline pieces
-# are joined into runs (_joined): its outlines take fewer of those
+# are joined into runs (_joined): its outlines take fewer of those. Per outline piece, past those: its
+# ends, its joined run and primitive (numba's loops ~150 B, the torch path's temporaries ~330 B a cell of
+# one or two pieces; masks of noise, where the tiles' count is ~15x short, 1.2-1.4x measured)
 LISTED_TILE_BYTES = 350
 HALO_TILE_BYTES = 1500
 PRIMITIVE_BYTES = 100
 HALO_GRID_BYTES = 28
+PIECE_BYTES = 200
 
 
 def _longest_run(marked: torch.Tensor) -> int:
@@ -539,11 +551,13 @@ def overlay(
     halo_opacity: float = 0.6,
     threshold: float = 0.5,
     peak: torch.Tensor | None = None,
+    check=None,
 ) -> Overlay:
     """The overlay of K objects whose source masks are [M,H,W] (height x width), colors float [K,3]:
     halos (halo_width > 0), fills (mask * opacity) and outlines (outline_width > 0, on the threshold
     level), each part for every object in object order. Everything is on the masks' device. peak: the
-    masks' tile_peaks where they are known already (overlay_memory's), else read here."""
+    masks' tile_peaks where they are known already (overlay_memory's), else read here. check(bytes): see
+    _contour_pieces (overlay_memory counts tiles: a mask of noise has a piece in each pixel's cell)."""
     masks = objects.masks
     device = masks.device
     count = len(objects)
@@ -565,7 +579,7 @@ def overlay(
         halo_rows = halo.reshape(-1, TILE)
         rows = halo_rows.shape[0]
 
-    pieces = _joined(*_contour_pieces(tiles, threshold)) if outlines else None
+    pieces = _joined(*_contour_pieces(tiles, threshold, check)) if outlines else None
     cpu = _cpu_loops(masks)
     built = cpu and cpu.fills_and_outlines(
         tuple(field.numpy() for field in (tiles.source, tiles.ty, tiles.tx, tiles.values, tiles.fill)),

@@ -339,9 +339,9 @@ def _case(values, p, cy, cx, threshold):
 
 
 @jit(parallel=True)
-def _contour_pieces(values, ty, tx, cells, threshold, table):
-    """masks._contour_pieces: the pieces of every cell of the pairs with cells, pair after pair, cell after
-    cell (row-major), a cell's first piece first: owner int64 [S], a, b float32 [S,2]."""
+def _piece_starts(values, cells, threshold, table):
+    """The pairs with cells (keep int64 [K]) and where each one's marching-squares pieces start in
+    _contour_pieces' output (first int64 [K + 1]: the last, their count)."""
     keep = np.flatnonzero(cells)
     first = np.zeros(keep.shape[0] + 1, np.int64)
     for k in numba.prange(keep.shape[0]):
@@ -353,6 +353,13 @@ def _contour_pieces(values, ty, tx, cells, threshold, table):
         first[k + 1] = n
     for k in range(keep.shape[0]):
         first[k + 1] += first[k]
+    return keep, first
+
+
+@jit(parallel=True)
+def _contour_pieces(values, ty, tx, keep, first, threshold, table):
+    """masks._contour_pieces: the pieces of every cell of the pairs `keep` (_piece_starts'), pair after
+    pair, cell after cell (row-major), a cell's first piece first: owner int64 [S], a, b float32 [S,2]."""
     owner = np.empty(first[-1], np.int64)
     a, b = np.empty((first[-1], 2), np.float32), np.empty((first[-1], 2), np.float32)
     for k in numba.prange(keep.shape[0]):
@@ -605,10 +612,13 @@ def listed_counts(peak: np.ndarray, grid_y: int, grid_x: int, outlines: bool) ->
 
 
 @falls_back
-def contour_pieces(values, ty, tx, cells, threshold: float) -> tuple:
-    """masks._contour_pieces of the listed tiles' fields: (owner, a, b)."""
+def contour_pieces(values, ty, tx, cells, threshold: float, check) -> tuple:
+    """masks._contour_pieces of the listed tiles' fields: (owner, a, b); check(pieces) called with their
+    count before they are made (it raises to refuse them)."""
     torch_threads()
-    return _contour_pieces(values, ty, tx, cells, np.float32(threshold), _CASE_EDGES)
+    keep, first = _piece_starts(values, cells, np.float32(threshold), _CASE_EDGES)
+    check(int(first[-1]))
+    return _contour_pieces(values, ty, tx, keep, first, np.float32(threshold), _CASE_EDGES)
 
 
 @falls_back
