@@ -177,15 +177,25 @@ def _near(grid, m, y, x, outside):
 @jit(inline="always")
 def _filled_bounds(peak, m):
     """The first row, stop row, first column and stop column of the tiles with mask in them (a peak above
-    0 or NaN) of source m; stop row 0 where there are none."""
-    top, bottom, left, right = peak.shape[1], 0, peak.shape[2], 0
-    for y in range(peak.shape[1]):
-        row = peak[m, y]
-        for x in range(peak.shape[2]):
-            v = row[x]
-            if v != v or v > 0:
-                top, bottom = min(top, y), y + 1
-                left, right = min(left, x), max(right, x + 1)
+    0 or NaN: not at or below 0) of source m; stop row 0 where there are none. Each row's tiles at or
+    below 0 are counted first (a loop that vectorises): most rows have none with mask."""
+    rows, columns = peak.shape[1], peak.shape[2]
+    top, bottom, left, right = rows, 0, columns, 0
+    for y in range(rows):
+        empty = 0
+        for x in range(np.uint64(columns)):
+            empty += peak[m, y, x] <= 0
+        if empty == columns:
+            continue
+        top, bottom = min(top, y), y + 1
+        x = 0
+        while peak[m, y, x] <= 0:
+            x += 1
+        left = min(left, x)
+        x = columns - 1
+        while peak[m, y, x] <= 0:
+            x -= 1
+        right = max(right, x + 1)
     return top, bottom, left, right
 
 
