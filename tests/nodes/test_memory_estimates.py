@@ -79,9 +79,10 @@ def test_link_draw_estimate_is_within_2x_of_the_peak(monkeypatch):
         (200, 512, 0.6, 64.0, True),
     ],
 )
-def test_mask_overlay_estimate_is_within_2x_of_the_peak(frames, size, side, halo, shared):
+def test_mask_overlay_estimate_is_within_2x_of_the_peak(path, frames, size, side, halo, shared):
     """The Mask Renderer's overlay (fills, outlines, halos) against overlay_memory, which the node checks
-    before building it: dense and sparse masks, halos up to 128 px, one mask shown on every frame."""
+    before building it: dense and sparse masks, halos up to 128 px, one mask shown on every frame; numba's
+    loops and the torch path (a GPU's)."""
     from rasterkit.utils.gpu_rendering import masks as M
     from rasterkit.utils.inputs.masks import mask_objects
 

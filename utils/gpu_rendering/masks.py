@@ -436,8 +436,11 @@ def _halo_planes(tiles: _Tiles, sources: int, height: int, width: int, halo_widt
 # concat copies with the others), per halo grid cell (the blur's passes). A binary mask's outline pieces
 # are joined into runs (_joined): its outlines take fewer of those. Per outline piece, past those: its
 # ends, its joined run and primitive (numba's loops ~150 B, the torch path's temporaries ~330 B a cell of
-# one or two pieces; masks of noise, where the tiles' count is ~15x short, 1.2-1.4x measured)
+# one or two pieces; masks of noise, where the tiles' count is ~15x short, 1.2-1.4x measured). The torch
+# path's listed tiles (the GPU's, or the CPU's without numba) take ~2 KB each: its gather of their pixels
+# broadcasts int64 indices and makes temporaries of the values
 LISTED_TILE_BYTES = 350
+TORCH_LISTED_TILE_BYTES = 2200
 HALO_TILE_BYTES = 1500
 PRIMITIVE_BYTES = 100
 HALO_GRID_BYTES = 28
@@ -475,10 +478,11 @@ def overlay_memory(
         return 0
     count, grid_y, grid_x = masks.shape[0], height // TILE + 1, width // TILE + 1
     work = count * -(-height // TILE) * width * 4 * 2  # the rows' maxima and their padding
+    per_tile = LISTED_TILE_BYTES if _cpu_loops(masks) is not None else TORCH_LISTED_TILE_BYTES
     per_primitive = PRIMITIVE_BYTES * (2 if halo_width > 0 else 1)
     if budget is not None:  # the bound: every tile listed (and a halo tile), the halo grid the frame's size
         every = grid_y * grid_x  # a grid's tiles
-        bound = work + every * (count * LISTED_TILE_BYTES + len(objects) * (1 + outlines) * per_primitive)
+        bound = work + every * (count * per_tile + len(objects) * (1 + outlines) * per_primitive)
         if halo_width > 0:
             f, _radius, margin = _halo_scale(halo_width)
             cells = count * (grid_y + 2 * margin) * (grid_x + 2 * margin) * (TILE // f) ** 2
@@ -506,7 +510,7 @@ def overlay_memory(
         spans = [_longest_run(fill.any(axis)) + 2 * margin for axis in (2, 1)]
         work += int(halo.sum()) * HALO_TILE_BYTES + count * spans[0] * spans[1] * (TILE // f) ** 2 * HALO_GRID_BYTES
         prims += int(halo[objects.source].sum())
-    return work + tiles * LISTED_TILE_BYTES + prims * per_primitive
+    return work + tiles * per_tile + prims * per_primitive
 
 
 # -- the overlay ------------------------------------------------------------------------------------
