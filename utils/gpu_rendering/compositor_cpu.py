@@ -304,6 +304,8 @@ def _tile_coverage(kind, found, params, p, ox, oy, tile, atlas, out, sides):
                 out[gy * tile + gx] = outline * weight * (sides[0, 2, gx] * sides[1, 2, gy])
         return
     if kind == SEGMENT and found == _EVALUATE:
+        for i in range(np.uint64(tile * tile)):  # a loop: a slice's view costs reference counting
+            out[i] = np.float32(0.0)
         _segment_tile(params, p, ox, oy, tile, out)
         return
     if kind == SPRITE and found == _EVALUATE and _whole_pixels(params[p, SPRITE_X0], params[p, SPRITE_Y0], ox, oy):
@@ -321,9 +323,8 @@ def _segment_tile(params, p, ox, oy, tile, out):
     its ends grown by half + 0.75 are evaluated: the others have no coverage (a round end covers to half +
     0.5 from the segment, a butt end to a corner sqrt(0.25 + (half + 0.5)^2) <= half + 0.625 away along an
     axis; the rest is float rounding, which grows with the coordinates). Its bounds reach further (half + 1,
-    widened by a pixel on each side): they took 2x the pixels of a mask outline's pieces."""
-    for i in range(np.uint64(tile * tile)):  # a loop: a slice's view costs reference counting
-        out[i] = np.float32(0.0)
+    widened by a pixel on each side): they took 2x the pixels of a mask outline's pieces. Only those
+    pixels of out are written; returns their rows and columns: first_y, last_y, first_x, last_x."""
     half, weight = max(params[p, SEGMENT_HALF_WIDTH], np.float32(0.5)), _thin_weight(params[p, SEGMENT_HALF_WIDTH])
     ax, ay, bx, by = params[p, SEGMENT_AX], params[p, SEGMENT_AY], params[p, SEGMENT_BX], params[p, SEGMENT_BY]
     reach = (half + np.float32(0.75)) + (max(abs(ax), abs(ay), abs(bx), abs(by)) + abs(ox) + abs(oy)) * np.float32(1e-6)
@@ -350,6 +351,7 @@ def _segment_tile(params, p, ox, oy, tile, out):
                 b = max(beyond, np.float32(0.0))
                 value = _from_distance(np.sqrt(np.float32(b * b + across * across)) - half) * weight
             out[np.uint64(gy * tile) + gx] = value
+    return first_y, last_y, first_x, last_x
 
 
 @jit(inline="always")
@@ -564,6 +566,22 @@ def _composite(
                     if alone and found == PAIR_SOLID:  # one opacity over the whole tile
                         _over_solid(band_layer, column * tile, tile, color[p, 0], color[p, 1], color[p, 2], color[p, 3])
                         continue
+                    at = np.uint64(column * tile * tile)  # the shape's tile (unsigned: the loops vectorise)
+                    if not alone and kind[p] == SEGMENT and found == _EVALUATE:
+                        # an outline's piece reaches a few of the tile's pixels: only those are worked out
+                        # and merged (a new shape tile is cleared first: the max of 0 and coverage)
+                        first_y, last_y, first_x, last_x = _segment_tile(params, p, ox, oy, tile, coverage)
+                        if not in_shape[column]:
+                            in_shape[column] = True
+                            shape_tiles[n_shape] = column
+                            n_shape += 1
+                            for i in range(np.uint64(tile * tile)):
+                                shape[at + i] = np.float32(0.0)
+                        for gy in range(first_y, last_y + 1):
+                            line = np.uint64(gy * tile)
+                            for gx in range(np.uint64(first_x), np.uint64(last_x + 1)):
+                                shape[at + line + gx] = max(shape[at + line + gx], coverage[line + gx])
+                        continue
                     if found == PAIR_SOLID:
                         for i in range(np.uint64(tile * tile)):
                             coverage[i] = np.float32(1.0)
@@ -582,7 +600,6 @@ def _composite(
                             color[p, 3],
                         )
                         continue
-                    at = np.uint64(column * tile * tile)  # the shape's tile (unsigned: the loops vectorise)
                     if not in_shape[column]:
                         in_shape[column] = True
                         shape_tiles[n_shape] = column
