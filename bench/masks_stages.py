@@ -1,9 +1,10 @@
-"""The Mask Renderer's stages, one 1080p frame of 20 objects, CPU time of the process (min and median of --rounds), this
-checkout's engine beside another revision's (`git archive` of it into a temporary folder, loaded as a second
-package in the same process), stage by stage in turns; outputs compared first. What bench/results/masks.md's
-per-stage table comes from. Which engine goes first in a turn alternates from round to round: a stage run
-right after the other engine's (its reads) took 0.1-0.7 ms less than when run first.
-    .venv/bin/python bench/masks_stages.py --before 3d00aa2 [--threads 1] [--rounds 40]
+"""The Mask Renderer's stages, one 1080p frame of 20 objects, CPU time of the process (or the wall clock: --wall;
+min and median of --rounds), this checkout's engine beside another revision's (`git archive` of it into a
+temporary folder, loaded as a second package in the same process), stage by stage in turns, supervision's
+annotators after each round; outputs compared first. What bench/results/masks.md's per-stage table comes from.
+Which engine goes first in a turn alternates from round to round: a stage run right after the other engine's
+(its reads) took 0.1-0.7 ms less than when run first.
+    .venv/bin/python bench/masks_stages.py --before 3d00aa2 [--threads 1] [--rounds 40] [--wall]
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ def main():
     parser.add_argument("--before", required=True, help="the revision to compare with")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--wall", action="store_true", help="the wall clock, not the process's CPU time")
     args = parser.parse_args()
+    clock = time.perf_counter if args.wall else time.process_time
     torch.set_num_threads(args.threads)
     cv2.setNumThreads(args.threads)
     images, masks = scene(1)
@@ -97,14 +100,14 @@ def main():
             for name in after:
                 for engine, calls in engines[:: 1 if round_ % 2 else -1]:
                     start_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                    start = time.process_time()
+                    start = clock()
                     calls[name]()
-                    times[name, engine].append(time.process_time() - start)
+                    times[name, engine].append(clock() - start)
                     faults[name, engine] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start_faults
-            start = time.process_time()
+            start = clock()
             supervision_path(images, masks)
-            sv.append(time.process_time() - start)
-    heading = f"ms, CPU time, min of {args.rounds} (median; page faults a call)"
+            sv.append(clock() - start)
+    heading = f"ms, {'wall clock' if args.wall else 'CPU time'}, min of {args.rounds} (median; page faults a call)"
     print(f"{'stage':32s} {'before':>8s} {'after':>8s}  {heading}")
     for name in after:
         b, a = (sorted(times[name, engine]) for engine in ("before", "after"))
