@@ -83,7 +83,7 @@ def balanced(iterations: int):
 
 # parallel=True's loops: the prange loops only. numba also turns array set-ups (np.zeros, np.ones, slice
 # fills) into parallel loops of their own, each waking the threads (~50 us a loop on the 2-core test
-# machine: a third of the mask listing's time). Options, not a dict: numba empties a dict as it reads it,
+# machine: a quarter of the mask listing's time). Options, not a dict: numba empties a dict as it reads it,
 # so each compile after a dispatcher's first took the defaults
 PRANGE_ONLY = ParallelOptions(
     {

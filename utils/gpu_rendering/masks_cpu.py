@@ -5,8 +5,8 @@ and pieces as the torch path's (its float32 arithmetic, its order), without its 
 its hundreds of small operations: on the CPU those cost several times the one read of the masks.
 
 The longer loops run in parallel on as many threads as torch uses (ComfyUI's and the user's setting; never
-more); the short ones (the pieces' join, the primitives' fields) on one, where a second did not pay.
-Compiled on first use and cached beside this file.
+more); the short ones (the pieces' count and join, the primitives' fields) on one, where a second did not
+pay. Compiled on first use and cached beside this file.
 """
 
 from __future__ import annotations
@@ -348,7 +348,7 @@ def _case(values, p, cy, cx, threshold):
     return case
 
 
-# The number of ones in each byte
+# The number of ones in each byte (a popcount)
 _ONES = np.array([bin(byte).count("1") for byte in range(256)], np.int64)
 
 
