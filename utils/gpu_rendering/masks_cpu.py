@@ -369,12 +369,21 @@ def _crossed(top, bottom):
     return (a ^ b) | (a ^ (bottom & 0xFF)) | (a ^ ((bottom >> 1) & 0xFF))
 
 
+@jit(inline="always")
+def _saddles(top, bottom):
+    """The cells of a row (as _crossed) whose diagonal corners are alike and differ from the other two: the
+    saddles, two pieces each."""
+    a, b = top & 0xFF, (top >> 1) & 0xFF
+    c, d = bottom & 0xFF, (bottom >> 1) & 0xFF
+    return ~((a ^ d) | (b ^ c)) & (a ^ b) & 0xFF
+
+
 @jit()
 def _piece_starts(values, cells, threshold):
     """The pairs with cells (keep int64 [K]) and where each one's marching-squares pieces start in
     _contour_pieces' output (first int64 [K + 1]: the last, their count). Each cell on the level has one
-    piece, a saddle (diagonal corners alike, the others not) two: counted a row of cells at a time from
-    the corners' bits (one thread: the loop took as long on two)."""
+    piece, a saddle two: counted a row of cells at a time from the corners' bits (one thread: the loop took
+    as long on two)."""
     keep = np.flatnonzero(cells)
     first = np.zeros(keep.shape[0] + 1, np.int64)
     for k in range(keep.shape[0]):
@@ -382,9 +391,7 @@ def _piece_starts(values, cells, threshold):
         top = _above(values, keep[k], 0, threshold)
         for cy in range(TILE):
             bottom = _above(values, keep[k], cy + 1, threshold)
-            a, b = top & 0xFF, (top >> 1) & 0xFF
-            c, d = bottom & 0xFF, (bottom >> 1) & 0xFF
-            n += _ONES[_crossed(top, bottom)] + _ONES[~((a ^ d) | (b ^ c)) & (a ^ b) & 0xFF]
+            n += _ONES[_crossed(top, bottom)] + _ONES[_saddles(top, bottom)]
             top = bottom
         first[k + 1] = first[k] + n
     return keep, first
@@ -577,10 +584,10 @@ def _fills_and_outlines(
     for m in range(sources):
         filled_at[m + 1] += filled_at[m]
         pieces_at[m + 1] += pieces_at[m]
-    n_planes = 0
+    n_filled = 0
     for p in range(pairs):
-        n_planes += fills[p]
-    filled = np.empty(n_planes, np.int64)  # the filled pairs, in order
+        n_filled += fills[p]
+    filled = np.empty(n_filled, np.int64)  # the filled pairs, in order
     f = 0
     for p in range(pairs):
         if fills[p]:
